@@ -1,0 +1,59 @@
+"""Shared test setup.
+
+Unit tests (everything outside tests/integration) must not start a container by accident: the
+guard below makes python-on-whales, the docker SDK and any `docker`/`podman` subprocess fail
+loudly there. Integration tests carry the `docker` marker and are collected from
+tests/integration only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPOS = FIXTURES / "repos"
+
+
+def _is_integration(request: pytest.FixtureRequest) -> bool:
+    return "integration" in Path(str(request.node.fspath)).parts
+
+
+@pytest.fixture(autouse=True)
+def _no_engine_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    if _is_integration(request):
+        yield
+        return
+
+    def refuse(*a, **k):
+        raise RuntimeError("unit tests must not use the container engine; move this test to "
+                           "tests/integration and mark it `docker`")
+
+    import python_on_whales
+
+    monkeypatch.setattr(python_on_whales.DockerClient, "__init__", refuse)
+    try:
+        import docker
+
+        monkeypatch.setattr(docker, "from_env", refuse)
+        monkeypatch.setattr(docker, "DockerClient", refuse)
+    except ImportError:
+        pass
+
+    real_popen_init = subprocess.Popen.__init__
+
+    def guarded_popen(self, args, *a, **k):
+        first = args[0] if isinstance(args, (list, tuple)) and args else str(args).split(" ")[0]
+        if Path(str(first)).name in ("docker", "podman", "docker-compose"):
+            refuse()
+        return real_popen_init(self, args, *a, **k)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_popen)
+    yield
+
+
+@pytest.fixture
+def repos_dir() -> Path:
+    return REPOS
