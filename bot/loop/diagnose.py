@@ -1,0 +1,276 @@
+"""Diagnosis: turn failure output into signatures.
+
+The classes follow the failure taxonomy of the seed papers (DESIGN.md, "Diagnose"):
+
+  version        dependency or runtime version incompatibility (Python floors, newer syntax,
+                 no matching distribution, resolver conflicts)
+  toolchain      missing compiler, header, shared library, pkg-config module, Rust
+  installation   missing module, wrong distribution for an import, extras, pytest plugins
+  verification   wrong test command or directory, no tests collected
+  service        connection refused on a known service port, unknown service host
+  configuration  environment variable, settings module, setuptools-scm without git metadata
+  test           the repository's own failures (assertions): never a setup failure
+
+Each classifier is a regex over the output plus a small function that extracts the key (the
+module, header, port, variable...). Signatures are deduplicated by (kind, key) and keep the
+order in which they first appear, so the first one is the earliest failure in the log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
+
+
+@dataclass(frozen=True)
+class Signature:
+    kind: str        # e.g. missing_module, missing_header, python_floor
+    category: str    # one of SETUP_CATEGORIES or "test"
+    key: str         # the discriminating value: module, header, port, variable, ...
+    message: str     # the line of output that matched (trimmed)
+
+    @property
+    def is_setup_failure(self) -> bool:
+        return self.category in SETUP_CATEGORIES
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        return (self.kind, self.key)
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "category": self.category, "key": self.key, "message": self.message}
+
+    def describe(self) -> str:
+        return f"{self.category}/{self.kind}" + (f" ({self.key})" if self.key else "")
+
+
+# Well-known service ports (a connection refused there means a sibling service is missing).
+SERVICE_PORTS = {
+    "5432": "postgres", "6379": "redis", "3306": "mariadb", "5672": "rabbitmq",
+    "27017": "mongodb", "9200": "elasticsearch", "11211": "memcached", "2181": "zookeeper",
+    "9092": "kafka", "8983": "solr", "4222": "nats", "1433": "mssql",
+}
+_SERVICE_HOSTS = {
+    "postgres": "postgres", "postgresql": "postgres", "db": "postgres", "redis": "redis",
+    "mysql": "mariadb", "mariadb": "mariadb", "rabbitmq": "rabbitmq", "mongo": "mongodb",
+    "mongodb": "mongodb", "elasticsearch": "elasticsearch", "memcached": "memcached",
+}
+
+# typing names that only exist from a given Python (an ImportError for them is a runtime floor).
+TYPING_FLOORS = {"override": "3.12", "TypeAliasType": "3.12", "TypeIs": "3.13",
+                 "ReadOnly": "3.13", "NoDefault": "3.13", "get_protocol_members": "3.13",
+                 "is_protocol": "3.13", "Buffer": "3.12"}
+
+
+def _tail_key(text: str) -> str:
+    return text.strip().strip("'\"`").strip()
+
+
+Rule = tuple[str, str, re.Pattern[str], Callable[[re.Match[str]], str]]
+
+
+def _rule(kind: str, category: str, pattern: str, key: Callable[[re.Match[str]], str] | int | None = 1,
+          flags: int = re.MULTILINE) -> Rule:
+    if key is None:
+        fn: Callable[[re.Match[str]], str] = lambda m: ""
+    elif isinstance(key, int):
+        group = key
+        fn = lambda m: _tail_key(m.group(group) or "")
+    else:
+        fn = key
+    return (kind, category, re.compile(pattern, flags), fn)
+
+
+def _floor_from_spec(m: re.Match[str]) -> str:
+    return m.group(1).strip().strip("'\"")
+
+
+def _module_top(m: re.Match[str]) -> str:
+    return m.group(1).split(".")[0]
+
+
+def _port_service(m: re.Match[str]) -> str:
+    return m.group(1)
+
+
+RULES: list[Rule] = [
+    # --- version incompatibility -------------------------------------------------------------
+    _rule("python_floor", "version",
+          r"requires a different Python: [\d.]+ not in '([^']+)'"),
+    _rule("python_floor", "version",
+          r"Requires-Python\s*(?:of\s*)?['\"]?([<>=!~][^'\"\s;,]+)"),
+    _rule("python_floor", "version",
+          r"current Python version \([\d.]+\) does not satisfy Python\s*([<>=!~][^\s,]+)"),
+    _rule("python_floor", "version",
+          r"requires Python ([<>=!~]=?\s*[\d.]+)(?:,| but)"),
+    _rule("python_floor", "version",
+          r"cannot import name '(\w+)' from 'typing'",
+          lambda m: TYPING_FLOORS.get(m.group(1), "")),
+    _rule("newer_syntax", "version",
+          r"^\s*(?:type \w+(?:\[[^\]]*\])? =|(?:async )?def \w+\[[^\]]+\]\(|class \w+\[[^\]]+\][:(]).*\n"
+          r"(?:\s*\^+\s*\n)?(?:\s*\^?\s*\n)*\s*SyntaxError: invalid syntax", key=lambda m: "3.12"),
+    _rule("no_matching_distribution", "version",
+          r"No matching distribution found for ([^\s;]+)"),
+    _rule("dependency_conflict", "version",
+          r"(?:ResolutionImpossible|conflicting dependencies|No solution found when resolving)", None),
+    # --- toolchain -----------------------------------------------------------------------------
+    _rule("missing_header", "toolchain",
+          r"fatal error: ([\w./+\-]+\.h(?:pp)?): No such file or directory"),
+    _rule("missing_shared_lib", "toolchain",
+          r"(lib[\w.+\-]+\.so[\w.]*): cannot open shared object file"),
+    _rule("missing_compiler", "toolchain",
+          r"(?:error: command '(?:[\w/.-]*/)?(gcc|g\+\+|cc|c\+\+|clang)' failed"
+          r"|(?:^|[\s:])(gcc|g\+\+|cc|c\+\+|make|cmake): (?:command )?not found"
+          r"|unable to execute '(gcc|g\+\+|cc|c\+\+)')",
+          lambda m: next(g for g in m.groups() if g)),
+    _rule("missing_pkg_config", "toolchain",
+          r"(?:pkg-config: (?:command )?not found|(?:Cannot|Did not) find pkg-config"
+          r"|pkg-config (?:is )?(?:not|was not) found)", None),
+    _rule("missing_pkg_config_module", "toolchain",
+          r"Package '?([\w.+\-]+)'?,? (?:was not found in the pkg-config search path|required by .*?, not found)"),
+    _rule("missing_rust", "toolchain",
+          r"(?:can't find Rust compiler|cargo(?::)? (?:command )?not found|rustc(?::)? (?:command )?not found"
+          r"|Cargo, the Rust package manager, is not installed)", None),
+    _rule("missing_command", "toolchain",
+          r"(?:^|[\s:])(git|pg_config|mysql_config|swig|gfortran|java|node|npm): (?:command )?not found"),
+    _rule("missing_command", "toolchain",
+          r"(pg_config|mysql_config) executable not found"),
+    # --- installation --------------------------------------------------------------------------
+    _rule("missing_module", "installation",
+          r"ModuleNotFoundError: No module named '([\w.]+)'", _module_top),
+    _rule("missing_module", "installation",
+          r"ImportError: No module named '?([\w.]+)'?", _module_top),
+    _rule("import_name_error", "installation",
+          r"ImportError: cannot import name '(\w+)' from '([\w.]+)'",
+          lambda m: m.group(2).split(".")[0]),
+    _rule("missing_extra", "installation",
+          r"(?:does not provide the extra|WARNING: \S+ [\d.]+ does not provide the extra) '([\w\-]+)'"),
+    _rule("missing_extra", "installation",
+          r"(?:install|requires) (?:the )?['\"`]?[\w.\-]+\[([\w,\-]+)\]['\"`]? extra"),
+    _rule("pytest_plugin_arg", "installation",
+          r"error: unrecognized arguments: (\S+)",
+          lambda m: m.group(1).split("=")[0]),
+    _rule("pytest_plugin_ini", "installation",
+          r"(?:PytestConfigWarning: )?Unknown config option: (\w+)"),
+    _rule("pytest_missing_fixture", "installation",
+          r"fixture '(\w+)' not found"),
+    _rule("pytest_async_unsupported", "installation",
+          r"(?:async def functions are not natively supported|PytestUnhandledCoroutineWarning"
+          r"|coroutine '[\w.]+' was never awaited)", key=lambda m: "async"),
+    _rule("pytest_unknown_marker", "installation",
+          r"'(\w+)' not found in `markers` configuration option"),
+    # --- missing service -------------------------------------------------------------------------
+    _rule("connection_refused", "service",
+          r"(?:Connection refused|could not connect to server|Connect call failed|connection to server at)"
+          r"[^\n]*?(?:port |:)(\d{2,5})\b", _port_service, flags=re.MULTILINE | re.IGNORECASE),
+    _rule("connection_refused", "service",
+          r"(?:port|:)\s*(\d{2,5})\D[^\n]*?(?:Connection refused|failed: Connection refused)",
+          _port_service, flags=re.MULTILINE | re.IGNORECASE),
+    _rule("connection_refused", "service",
+          r"Error 111 connecting to [\w.\-]+:(\d+)", _port_service),
+    _rule("connection_refused", "service",
+          r"Can't connect to (?:local )?MySQL server", key=lambda m: "3306"),
+    _rule("connection_refused", "service",
+          r"(?:AMQPConnectionError|pika\.exceptions\.AMQP)", key=lambda m: "5672"),
+    _rule("unknown_service_host", "service",
+          r"(?:could not translate host name|Name or service not known|nodename nor servname"
+          r"|Temporary failure in name resolution)[^\n]*?[\"']?\b(postgres|postgresql|db|redis|mysql"
+          r"|mariadb|rabbitmq|mongo|mongodb|elasticsearch|memcached)\b",
+          lambda m: _SERVICE_HOSTS[m.group(1).lower()], flags=re.MULTILINE | re.IGNORECASE),
+    # --- missing configuration -------------------------------------------------------------------
+    _rule("django_settings", "configuration",
+          r"(?:You must either define the environment variable DJANGO_SETTINGS_MODULE"
+          r"|DJANGO_SETTINGS_MODULE (?:is not set|environment variable))", key=lambda m: "DJANGO_SETTINGS_MODULE"),
+    _rule("missing_env", "configuration",
+          r"os\.environ\[['\"](\w+)['\"]\][^\n]*\n(?:[^\n]*\n){0,6}?\s*KeyError: '\1'"),
+    _rule("missing_env", "configuration",
+          r"(?:environment variable|env var|envvar) ['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:is )?(?:not set|missing|required|must be set|undefined)"),
+    _rule("missing_env", "configuration",
+          r"(?:[Ss]et|[Dd]efine|[Mm]issing|[Rr]equired) (?:the )?(?:environment variable|env var) ['\"`]?([A-Z][A-Z0-9_]{2,})"),
+    _rule("missing_env", "configuration",
+          r"['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:environment variable )?is not set"),
+    _rule("scm_version", "configuration",
+          r"(?:setuptools-scm was unable to detect version|setuptools_scm.*unable to detect version"
+          r"|unable to detect version for|Unable to find a version for this package"
+          r"|hatch-vcs.*unable|Cannot find a git repository)", key=lambda m: "setuptools-scm",
+          flags=re.MULTILINE | re.IGNORECASE),
+    # --- verification mismatch -------------------------------------------------------------------
+    _rule("no_tests_collected", "verification",
+          r"(?:^no tests ran in|collected 0 items|^no tests collected)", key=lambda m: "",
+          flags=re.MULTILINE),
+    _rule("path_not_found", "verification",
+          r"ERROR: (?:file or directory not found|file not found|module or package not found): (\S+)"),
+    _rule("no_test_runner", "verification",
+          r"No module named pytest\b|/usr/\S*python\S*: No module named pytest", key=lambda m: "pytest"),
+    _rule("import_path_mismatch", "verification",
+          r"(?:ImportPathMismatchError|import file mismatch)", key=lambda m: ""),
+    # --- pip/build failures without a finer cause --------------------------------------------------
+    _rule("wheel_build_failed", "toolchain",
+          r"(?:Failed building wheel for|Failed to build|error: failed-wheel-build-for-install[^\n]*\n[^\n]*?)"
+          r" ?([A-Za-z0-9][\w.\-]*)"),
+    # --- the repository's own failures -----------------------------------------------------------
+    _rule("assertion", "test", r"^E\s+(AssertionError\b.*|assert .*)$", key=lambda m: ""),
+]
+
+# Kinds that are usually a symptom of a more precise signature in the same log; they are
+# dropped when the precise one is present.
+_GENERIC = {"wheel_build_failed": ("missing_header", "missing_compiler", "missing_pkg_config",
+                                   "missing_pkg_config_module", "missing_rust", "missing_command",
+                                   "python_floor", "scm_version", "missing_shared_lib"),
+            "missing_module": ("newer_syntax",),
+            "no_matching_distribution": ("python_floor",),
+            "dependency_conflict": ("python_floor",)}
+
+# The rest of a pytest header line for "no module named pytest" matches missing_module too.
+_SUPPRESS_MODULE = {"pytest"}
+
+
+def _iter_matches(output: str) -> Iterator[tuple[int, Signature]]:
+    for kind, category, pattern, key_fn in RULES:
+        for m in pattern.finditer(output):
+            key = key_fn(m)
+            if kind == "python_floor" and not key:
+                continue
+            if kind == "import_name_error" and key == "typing" and m.group(1) in TYPING_FLOORS:
+                continue  # reported as the python_floor it is
+            line_start = output.rfind("\n", 0, m.start()) + 1
+            line_end = output.find("\n", m.end())
+            line = output[line_start: line_end if line_end != -1 else len(output)].strip()
+            yield m.start(), Signature(kind, category, key, line[:300])
+
+
+def diagnose(output: str) -> list[Signature]:
+    """Every signature in ``output``, earliest first, one per (kind, key)."""
+    if not output:
+        return []
+    # Very long logs: the interesting part is the head (first error) and the tail (summary).
+    if len(output) > 2_000_000:
+        output = output[:1_000_000] + "\n" + output[-1_000_000:]
+    found: dict[tuple[str, str], tuple[int, Signature]] = {}
+    for pos, sig in _iter_matches(output):
+        if sig.kind == "missing_module" and sig.key in _SUPPRESS_MODULE and "No module named pytest" in output:
+            continue
+        ident = sig.ident
+        if ident not in found or pos < found[ident][0]:
+            found[ident] = (pos, sig)
+    kinds = {k for k, _ in found}
+    result = [s for _, s in sorted(found.values(), key=lambda t: t[0])]
+    result = [s for s in result if not any(p in kinds for p in _GENERIC.get(s.kind, ()))]
+    # A port that is refused and also named by host: keep the port form (it names the service).
+    return result
+
+
+def setup_failures(signatures: list[Signature]) -> list[Signature]:
+    return [s for s in signatures if s.is_setup_failure]
+
+
+def service_for(sig: Signature) -> str:
+    """The sibling service a service signature asks for ("" when unknown)."""
+    if sig.kind == "connection_refused":
+        return SERVICE_PORTS.get(sig.key, "")
+    if sig.kind == "unknown_service_host":
+        return sig.key
+    return ""
