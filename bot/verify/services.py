@@ -1,0 +1,449 @@
+"""Sibling services: start what the repository's tests talk to (PostgreSQL, Redis, MySQL/MariaDB,
+RabbitMQ, or any image the engine has) as containers on a private network shared only with the
+runner container, wait for them to be healthy within a bounded time, and return the environment
+variables that wire the tests to them. Everything started is removed on exit.
+
+Requirements come from the plan (CI ``services:`` blocks, compose files), from the ``services:``
+setting in ``.github/setupbot.yml``, from ``start_service`` atoms, and from diagnosis (a
+connection refused on a well-known port).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+from urllib.parse import quote
+
+from bot.errors import ConfigError, SetupbotError
+from bot.verify.catalog import KINDS, PORT_TO_KIND, ImageChoice, kind_of, resolve_image
+
+log = logging.getLogger(__name__)
+
+_ALIAS = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One service to start. Mirrors ``bot.graph``'s ServiceRequirement so either can be used."""
+
+    name: str
+    kind: str | None
+    image: str
+    ports: tuple[int, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    evidence: tuple[Any, ...] = ()
+    command: tuple[str, ...] = ()
+
+    @classmethod
+    def from_any(cls, req: Any) -> "ServiceSpec":
+        """From a ServiceRequirement, a ServiceSpec, or a mapping (the ``services:`` setting)."""
+        if isinstance(req, ServiceSpec):
+            return req
+        get = (lambda k, d=None: req.get(k, d)) if isinstance(req, Mapping) else \
+            (lambda k, d=None: getattr(req, k, d))
+        name = str(get("name") or "").strip()
+        image = str(get("image") or "").strip()
+        ports = tuple(_port(p) for p in (get("ports") or ()) if _port(p))
+        kind = get("kind") or None
+        kind = kind_of(str(kind)) if kind else kind_of(name, image, ports)
+        if not name:
+            name = kind or (image.split(":")[0].rsplit("/", 1)[-1] if image else "")
+        if not name:
+            raise ConfigError(f"a service needs a name or an image: {req!r}",
+                              "Give each entry of `services:` a `name` and an `image`.")
+        if not image and kind:
+            image = KINDS[kind].standins[0]
+        if not ports and kind:
+            ports = (KINDS[kind].port,)
+        env = {str(k): "" if v is None else str(v) for k, v in dict(get("env") or {}).items()}
+        command = get("command") or ()
+        if isinstance(command, str):
+            command = tuple(command.split())
+        return cls(name=name, kind=kind, image=image, ports=ports, env=env,
+                   evidence=tuple(get("evidence") or ()), command=tuple(str(c) for c in command))
+
+    @property
+    def alias(self) -> str:
+        alias = re.sub(r"[^a-z0-9_.-]", "-", self.name.lower()).strip("-.") or (self.kind or "service")
+        return alias[:63]
+
+    @property
+    def port(self) -> int | None:
+        if self.kind:
+            return KINDS[self.kind].port
+        return self.ports[0] if self.ports else None
+
+
+def _port(value: Any) -> int | None:
+    """'5432:5432' / '5432/tcp' / 5432 / {'target': 5432} -> the container port."""
+    if isinstance(value, Mapping):
+        value = value.get("target") or value.get("containerPort") or value.get("published")
+    text = str(value).strip().split("/")[0]
+    text = text.rsplit(":", 1)[-1]
+    return int(text) if text.isdigit() else None
+
+
+def specs_from_settings(entries: Iterable[Mapping[str, Any]]) -> tuple[list[ServiceSpec], list[str]]:
+    """Parse the ``services:`` setting. Bad entries become warnings; the rest still start."""
+    specs, warnings = [], []
+    for i, entry in enumerate(entries):
+        try:
+            specs.append(ServiceSpec.from_any(entry))
+        except (SetupbotError, TypeError, ValueError) as exc:
+            warnings.append(f"services[{i}]: {exc}")
+    return specs, warnings
+
+
+def specs_from_atoms(atoms: Iterable[Any]) -> list[ServiceSpec]:
+    """``start_service`` atoms (from the experience base or diagnosis) as service specs."""
+    out = []
+    for atom in atoms:
+        if getattr(atom, "kind", None) != "start_service":
+            continue
+        args = dict(atom.args)
+        out.append(ServiceSpec.from_any({"name": args["service"], "kind": args["service"],
+                                         "image": args.get("image", ""), "env": args.get("env") or {},
+                                         "evidence": [("atom", 0, atom.describe())]}))
+    return out
+
+
+_REFUSED = re.compile(
+    r"(?:connection refused|could not connect to server|Can't connect to (?:MySQL|MariaDB) server"
+    r"|Connection refused|ECONNREFUSED|Error 111|AMQPConnectionError|ConnectionRefusedError)"
+    r"[^\n]{0,200}?(?::|port\s*|\()\s*(\d{2,5})"
+    r"|(?:localhost|127\.0\.0\.1|::1)[\"']?(?::|, ?|\s+port\s+)(\d{2,5})[^\n]{0,120}?"
+    r"(?:refused|failed|Connection refused)",
+    re.IGNORECASE)
+
+
+def specs_from_diagnosis(output: str) -> list[ServiceSpec]:
+    """Services that a failing test run was trying to reach: a connection refused on a port that a
+    known kind of service listens on (5432, 6379, 3306, 5672)."""
+    found: dict[str, str] = {}
+    for m in _REFUSED.finditer(output):
+        kind = PORT_TO_KIND.get(int(m.group(1) or m.group(2)))
+        if kind and kind not in found:
+            found[kind] = m.group(0).strip()[:200]
+    if "postgres" not in found:
+        m = re.search(r"Is the server running on .{0,80}?port 5432", output, re.S)
+        if m:
+            found["postgres"] = m.group(0)[:200]
+    return [ServiceSpec.from_any({"name": k, "kind": k, "evidence": [("test output", 0, line)]})
+            for k, line in found.items()]
+
+
+def merge_specs(*groups: Iterable[ServiceSpec]) -> list[ServiceSpec]:
+    """One spec per service, in order of the groups (plan, settings, atoms, diagnosis): a later
+    spec with an alias already taken, or one that only says "a service of this kind" (from an atom
+    or diagnosis) when that kind is already there, adds nothing."""
+    out: list[ServiceSpec] = []
+    for group in groups:
+        for spec in group:
+            inferred = any(isinstance(e, (list, tuple)) and e and e[0] in ("test output", "atom")
+                           for e in spec.evidence)
+            if any(o.alias == spec.alias for o in out):
+                continue
+            if inferred and spec.kind and any(o.kind == spec.kind for o in out):
+                continue
+            out.append(spec)
+    return out
+
+
+# --- environment: what the container gets and what the tests get -------------------------------
+
+def container_env(spec: ServiceSpec) -> dict[str, str]:
+    """The service container's own env: the official image's defaults for credentials the
+    requirement leaves out, so a CI block with only an image still starts."""
+    env = dict(spec.env)
+    if spec.kind == "postgres":
+        if not env.get("POSTGRES_PASSWORD") and env.get("POSTGRES_HOST_AUTH_METHOD") != "trust":
+            env["POSTGRES_PASSWORD"] = "postgres"
+    elif spec.kind == "mysql":
+        has_root = any(env.get(k) for k in ("MYSQL_ROOT_PASSWORD", "MARIADB_ROOT_PASSWORD",
+                                            "MYSQL_ALLOW_EMPTY_PASSWORD", "MARIADB_ALLOW_EMPTY_ROOT_PASSWORD",
+                                            "MYSQL_RANDOM_ROOT_PASSWORD", "MARIADB_RANDOM_ROOT_PASSWORD"))
+        if not has_root:
+            env["MYSQL_ROOT_PASSWORD"] = "root"
+    return env
+
+
+def service_env(spec: ServiceSpec) -> dict[str, str]:
+    """The variables tests commonly read to find this service, pointing at its network alias."""
+    env = container_env(spec)
+    host, port = spec.alias, str(spec.port or "")
+    q = lambda s: quote(s, safe="")  # noqa: E731
+    if spec.kind == "postgres":
+        user = env.get("POSTGRES_USER") or "postgres"
+        pw = env.get("POSTGRES_PASSWORD", "")
+        db = env.get("POSTGRES_DB") or user
+        cred = q(user) + (":" + q(pw) if pw else "")
+        return {"PGHOST": host, "PGPORT": port, "PGUSER": user, "PGPASSWORD": pw, "PGDATABASE": db,
+                "POSTGRES_HOST": host, "POSTGRES_PORT": port, "POSTGRES_USER": user,
+                "POSTGRES_PASSWORD": pw, "POSTGRES_DB": db,
+                "DATABASE_URL": f"postgresql://{cred}@{host}:{port}/{q(db)}"}
+    if spec.kind == "redis":
+        return {"REDIS_HOST": host, "REDIS_PORT": port, "REDIS_URL": f"redis://{host}:{port}/0"}
+    if spec.kind == "mysql":
+        user = env.get("MYSQL_USER") or env.get("MARIADB_USER") or "root"
+        if user == "root":
+            pw = env.get("MYSQL_ROOT_PASSWORD") or env.get("MARIADB_ROOT_PASSWORD") or ""
+        else:
+            pw = env.get("MYSQL_PASSWORD") or env.get("MARIADB_PASSWORD") or ""
+        db = env.get("MYSQL_DATABASE") or env.get("MARIADB_DATABASE") or ""
+        cred = q(user) + (":" + q(pw) if pw else "")
+        return {"MYSQL_HOST": host, "MYSQL_PORT": port, "MYSQL_USER": user, "MYSQL_PASSWORD": pw,
+                "MYSQL_DATABASE": db, "MYSQL_URL": f"mysql://{cred}@{host}:{port}/{q(db)}"}
+    if spec.kind == "rabbitmq":
+        user = env.get("RABBITMQ_DEFAULT_USER") or "guest"
+        pw = env.get("RABBITMQ_DEFAULT_PASS") or "guest"
+        url = f"amqp://{q(user)}:{q(pw)}@{host}:{port}/"
+        return {"RABBITMQ_HOST": host, "RABBITMQ_PORT": port, "RABBITMQ_URL": url, "AMQP_URL": url,
+                "CELERY_BROKER_URL": url, "BROKER_URL": url}
+    return {f"{_envname(spec.alias)}_HOST": host, f"{_envname(spec.alias)}_PORT": port} if port else {}
+
+
+def _envname(alias: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", alias.upper())
+
+
+_LOCAL = re.compile(r"(?<![\w.-])(localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::(\d{2,5}))?(?![\w-])")
+_PREFIX_KIND = (("PG", "postgres"), ("POSTGRES", "postgres"), ("DATABASE", "postgres"),
+                ("DB_", None), ("REDIS", "redis"), ("CACHE", "redis"), ("MYSQL", "mysql"),
+                ("MARIADB", "mysql"), ("RABBIT", "rabbitmq"), ("AMQP", "rabbitmq"),
+                ("BROKER", "rabbitmq"), ("CELERY_BROKER", "rabbitmq"), ("CELERY_RESULT", "redis"))
+
+
+def rewrite_localhost(env: Mapping[str, str], specs: Sequence[ServiceSpec]) -> dict[str, str]:
+    """CI jobs reach services on localhost (the runner maps the ports); here each service is a
+    sibling with its own network alias, so ``localhost:5432`` in a test variable becomes
+    ``postgres:5432``. The port picks the service; without a port, the variable's name does
+    (``PGHOST``, ``REDIS_HOST``), and with a single service it is that one."""
+    by_port: dict[int, ServiceSpec] = {}
+    by_kind: dict[str, ServiceSpec] = {}
+    for s in specs:
+        for p in (s.port, *s.ports):
+            if p:
+                by_port.setdefault(p, s)
+        if s.kind:
+            by_kind.setdefault(s.kind, s)
+
+    def target(name: str, port: str | None) -> ServiceSpec | None:
+        if port and int(port) in by_port:
+            return by_port[int(port)]
+        upper = name.upper()
+        for prefix, kind in _PREFIX_KIND:
+            if upper.startswith(prefix) and kind in by_kind:
+                return by_kind[kind]
+        if len(specs) == 1 and not port:
+            return specs[0]
+        if upper.endswith(("DATABASE_URL", "DB_URL", "DSN")):
+            url_kind = next((k for k in ("postgres", "mysql") if k in by_kind), None)
+            return by_kind.get(url_kind) if url_kind else None
+        return None
+
+    out = {}
+    for name, value in env.items():
+        def sub(m: re.Match[str]) -> str:
+            spec = target(name, m.group(2))
+            if spec is None:
+                return m.group(0)
+            return spec.alias + (f":{m.group(2)}" if m.group(2) else "")
+        out[name] = _LOCAL.sub(sub, value) if isinstance(value, str) else value
+    return out
+
+
+def wiring_env(specs: Sequence[ServiceSpec], ci_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the runner container gets: the repository's own variables (with localhost rewritten
+    to the aliases) win over setupbot's defaults, because they are what the tests were written
+    against."""
+    env: dict[str, str] = {}
+    for spec in specs:
+        for k, v in service_env(spec).items():
+            env.setdefault(k, v)
+    if ci_env:
+        env.update(rewrite_localhost(ci_env, specs))
+    return env
+
+
+# --- health probes -----------------------------------------------------------------------------
+
+def health_argv(spec: ServiceSpec) -> list[list[str]]:
+    """Commands run inside the service container; the first that exits 0 means healthy. Each
+    stand-in ships the official tool for this; the TCP probe is the fallback for other images."""
+    env = container_env(spec)
+    port = str(spec.port or "")
+    tcp = ["bash", "-c", 'exec 3<>"/dev/tcp/127.0.0.1/$1"', "probe", port]
+    if spec.kind == "postgres":
+        user = env.get("POSTGRES_USER") or "postgres"
+        # -h 127.0.0.1: the TCP listener is what the tests use, not the socket
+        return [["pg_isready", "-q", "-h", "127.0.0.1", "-p", port, "-U", user]]
+    if spec.kind == "redis":
+        return [["redis-cli", "-h", "127.0.0.1", "-p", port, "ping"]]
+    if spec.kind == "mysql":
+        # `mysqladmin ping` exits 0 whenever the server answers, even with access denied
+        return [["mariadb-admin", "ping", "-h", "127.0.0.1", "-P", port, "--connect-timeout=2"],
+                ["mysqladmin", "ping", "-h", "127.0.0.1", "-P", port, "--connect-timeout=2"]]
+    if spec.kind == "rabbitmq":
+        # the AMQP listener opens last in RabbitMQ's boot, so accepting on it means ready; a
+        # TCP probe also avoids starting an Erlang VM (and matching its cookie) every second
+        return [tcp]
+    return [tcp] if port else []
+
+
+def _exec_ok(result: Any) -> tuple[bool, str]:
+    code = getattr(result, "exit_code", None)
+    if code is None and isinstance(result, tuple):
+        code = result[0]
+    out = getattr(result, "output", "")
+    if out is None and isinstance(result, tuple):
+        out = result[1]
+    return code == 0, str(out or "")
+
+
+def wait_healthy(handle: Any, probes: Sequence[Sequence[str]], timeout: float,
+                 interval: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 running: Callable[[], bool] | None = None) -> tuple[bool, float, str]:
+    """Poll ``probes`` inside ``handle`` until one passes or ``timeout`` seconds pass.
+    Returns (healthy, seconds waited, last probe output)."""
+    start = clock()
+    last = ""
+    if not probes:
+        return True, 0.0, "no health probe for this image; assumed up once started"
+    while True:
+        for argv in probes:
+            try:
+                ok, last = _exec_ok(handle.exec(list(argv)))
+            except SetupbotError as exc:
+                ok, last = False, exc.what
+            if ok:
+                return True, clock() - start, last
+        if running is not None and not running():
+            return False, clock() - start, "the container exited"
+        if clock() - start >= timeout:
+            return False, clock() - start, last
+        sleep(interval)
+
+
+# --- the manager -------------------------------------------------------------------------------
+
+@dataclass
+class ServiceOutcome:
+    name: str
+    kind: str | None
+    requested_image: str
+    image: str | None
+    alias: str
+    healthy: bool
+    seconds: float = 0.0
+    note: str = ""          # substitution or why it is not running
+    logs_tail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ServicesStarted:
+    outcomes: list[ServiceOutcome]
+    env: dict[str, str]
+
+    @property
+    def all_healthy(self) -> bool:
+        return all(o.healthy for o in self.outcomes)
+
+    @property
+    def healthy_names(self) -> list[str]:
+        return [o.name for o in self.outcomes if o.healthy]
+
+
+class ServiceManager:
+    """Start, health-check and tear down sibling services on one private network.
+
+    >>> with engine.network() as net, ServiceManager(engine, net) as services:
+    ...     started = services.start(plan.services, ci_env=plan.env)
+    ...     with engine.session(image, env=started.env, network=net) as runner: ...
+    """
+
+    def __init__(self, engine: Any, network: str, *, health_timeout: float | None = None,
+                 interval: float = 1.0) -> None:
+        self.engine = engine
+        self.network = network
+        self.health_timeout = health_timeout
+        self.interval = interval
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> "ServiceManager":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _exists(self, tag: str) -> bool:
+        try:
+            return bool(self.engine.image_exists(tag))
+        except SetupbotError:
+            return False
+
+    def choose_image(self, spec: ServiceSpec) -> ImageChoice:
+        return resolve_image(spec.kind, spec.image, self._exists)
+
+    def start(self, requirements: Iterable[Any], ci_env: Mapping[str, str] | None = None) -> ServicesStarted:
+        specs = [ServiceSpec.from_any(r) for r in requirements]
+        outcomes = [self._start_one(spec) for spec in specs]
+        healthy = [s for s, o in zip(specs, outcomes) if o.healthy]
+        return ServicesStarted(outcomes, wiring_env(healthy, ci_env))
+
+    def _start_one(self, spec: ServiceSpec) -> ServiceOutcome:
+        choice = self.choose_image(spec)
+        outcome = ServiceOutcome(spec.name, spec.kind, spec.image, choice.image, spec.alias,
+                                 healthy=False, note=choice.note)
+        if choice.image is None:
+            return outcome
+        if not _ALIAS.match(spec.alias):
+            outcome.note = f"{spec.name!r} cannot be a network alias"
+            return outcome
+        started = time.monotonic()
+        try:
+            handle = self.engine.start_container(
+                choice.image, name_hint=f"svc-{spec.alias}", network=self.network,
+                env=container_env(spec), aliases=[spec.alias],
+                command=list(spec.command) or None)
+        except SetupbotError as exc:
+            outcome.note = (outcome.note + "; " if outcome.note else "") + f"did not start: {exc.what}"
+            return outcome
+        self._handles.append(handle)
+        timeout = self.health_timeout or (KINDS[spec.kind].health_timeout if spec.kind else 30)
+        ok, _, last = wait_healthy(handle, health_argv(spec), timeout, self.interval)
+        outcome.healthy = ok
+        outcome.seconds = round(time.monotonic() - started, 2)
+        if not ok:
+            outcome.logs_tail = _logs(handle)[-2000:]
+            outcome.note = (outcome.note + "; " if outcome.note else "") + \
+                f"not healthy after {timeout:.0f}s (last probe: {last.strip()[-200:] or 'no output'})"
+            self._remove(handle)
+        else:
+            log.info("service %s (%s) healthy in %.1fs", spec.name, choice.image, outcome.seconds)
+        return outcome
+
+    def _remove(self, handle: Any) -> None:
+        try:
+            handle.remove()
+        except SetupbotError as exc:  # pragma: no cover - engine cleanup will catch it
+            log.warning("could not remove %s: %s", getattr(handle, "name", handle), exc.what)
+        if handle in self._handles:
+            self._handles.remove(handle)
+
+    def stop(self) -> None:
+        for handle in list(reversed(self._handles)):
+            self._remove(handle)
+
+
+def _logs(handle: Any) -> str:
+    try:
+        return str(handle.logs() or "")
+    except SetupbotError:
+        return ""
