@@ -1,0 +1,73 @@
+"""compose.yaml for the devcontainer when the tests need sibling services: the app service built
+from the compiled Dockerfile, plus each service with a health check."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import yaml
+
+from bot.report.render import MARKER_TEXT, environment
+
+COMPOSE_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"
+
+# Health checks by service kind; each is the check the official image documents.
+HEALTHCHECKS: dict[str, list[str]] = {
+    "postgres": ["CMD-SHELL", "pg_isready -U \"$${POSTGRES_USER:-postgres}\""],
+    "postgresql": ["CMD-SHELL", "pg_isready -U \"$${POSTGRES_USER:-postgres}\""],
+    "redis": ["CMD", "redis-cli", "ping"],
+    "mariadb": ["CMD", "healthcheck.sh", "--connect", "--innodb_initialized"],
+    "mysql": ["CMD", "mysqladmin", "ping", "-h", "127.0.0.1"],
+    "rabbitmq": ["CMD", "rabbitmq-diagnostics", "-q", "ping"],
+    "mongo": ["CMD", "mongosh", "--quiet", "--eval", "db.adminCommand('ping')"],
+    "mongodb": ["CMD", "mongosh", "--quiet", "--eval", "db.adminCommand('ping')"],
+    "memcached": ["CMD-SHELL", "echo stats | nc 127.0.0.1 11211"],
+    "elasticsearch": ["CMD-SHELL", "curl -fs http://127.0.0.1:9200/_cluster/health"],
+}
+
+
+@dataclass
+class ComposeService:
+    name: str
+    image: str
+    env: dict[str, str] = field(default_factory=dict)
+    healthcheck: list[str] | None = None
+
+
+def _service_key(name: str) -> str:
+    # Compose service names: lowercase letters, digits, '-', '_', '.'; anything else is replaced.
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in name.lower()).strip("-.")
+    return cleaned or "service"
+
+
+def compose_services(services: Iterable[Any]) -> list[ComposeService]:
+    out = []
+    for s in services:
+        kind = str(getattr(s, "kind", "") or getattr(s, "name", "")).lower()
+        image = str(getattr(s, "image", "") or kind)
+        check = getattr(s, "healthcheck", None) or HEALTHCHECKS.get(kind) \
+            or HEALTHCHECKS.get(image.split(":")[0].split("/")[-1])
+        env = {str(k): str(v) for k, v in (getattr(s, "env", {}) or {}).items()}
+        out.append(ComposeService(_service_key(str(getattr(s, "name", kind))), image, env,
+                                  list(check) if check else None))
+    return out
+
+
+def context_for(output_dir: str) -> str:
+    """The repository root as seen from the output folder ("..", "../..", ...)."""
+    depth = len([p for p in output_dir.strip("/").split("/") if p not in ("", ".")])
+    return "/".join([".."] * max(depth, 1))
+
+
+def render_compose(*, project: str, services: Iterable[Any], app_env: dict[str, str] | None = None,
+                   output_dir: str = ".devcontainer") -> str:
+    env = environment()
+    env.filters["yamlstr"] = lambda v: json.dumps(str(v))  # a JSON string is a valid YAML scalar
+    text = env.get_template("compose.yaml.j2").render(
+        marker=COMPOSE_MARKER, project=_service_key(project), services=compose_services(services),
+        app_env={str(k): str(v) for k, v in (app_env or {}).items()},
+        output_dir=output_dir.strip("/"), context=context_for(output_dir)).rstrip("\n") + "\n"
+    yaml.safe_load(text)  # a template bug must fail here, not in the reviewer's editor
+    return text

@@ -1,0 +1,94 @@
+"""The devcontainer.json that builds the compiled Dockerfile, or joins the compose project when
+sibling services are needed. Validated against the official base schema (packaged copy) before
+it is written, so a reviewer never receives a file their editor rejects."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import jsonschema
+
+from bot.errors import InputError
+from bot.paths import PACKAGE_DIR
+from bot.report.render import MARKER_TEXT, environment
+
+SCHEMA_PATH = PACKAGE_DIR / "report" / "schemas" / "devContainer.base.schema.json"
+DEVCONTAINER_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"
+WORKSPACE = "/workspace"
+
+
+def build_devcontainer(*, name: str, test_command: Sequence[str], services: Iterable[Any] = (),
+                       env: dict[str, str] | None = None, post_create: Sequence[str] | None = None,
+                       forward_ports: Iterable[int] = (), context: str = "..") -> dict[str, Any]:
+    """The devcontainer.json as a dict. ``services`` non-empty switches to the compose form.
+    ``post_create`` only when the image alone is not enough (e.g. an editable install that needs
+    the mounted source); otherwise the field is left out."""
+    service_names = [str(getattr(s, "name", s)) for s in services]
+    config: dict[str, Any] = {"name": name}
+    if service_names:
+        config.update({
+            "dockerComposeFile": "compose.yaml",
+            "service": "app",
+            "runServices": ["app", *service_names],
+            "workspaceFolder": WORKSPACE,
+            "shutdownAction": "stopCompose",
+        })
+    else:
+        config.update({
+            "build": {"dockerfile": "Dockerfile", "context": context},
+            "workspaceFolder": WORKSPACE,
+            "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",
+        })
+    if env:
+        config["containerEnv"] = dict(env)
+    ports = sorted(set(int(p) for p in forward_ports))
+    if ports:
+        config["forwardPorts"] = ports
+    if post_create:
+        config["postCreateCommand"] = list(post_create)
+    config["customizations"] = {
+        "vscode": {"extensions": ["ms-python.python"]},
+        "setupbot": {"testCommand": list(test_command)},
+    }
+    return config
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate_devcontainer(config: dict[str, Any]) -> None:
+    """Raise InputError naming the first schema violation."""
+    validator = jsonschema.Draft201909Validator(_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
+        raise InputError(f"generated devcontainer.json does not match the schema at {where}: "
+                         f"{errors[0].message}", "This is a setupbot bug; please report it with the plan JSON.")
+
+
+def parse_devcontainer(text: str) -> dict[str, Any]:
+    """devcontainer.json is JSON with comments; setupbot's own files only use whole-line ``//``
+    comments, which is all this strips."""
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("//")]
+    return json.loads("\n".join(lines))
+
+
+def render_devcontainer(config: dict[str, Any]) -> str:
+    validate_devcontainer(config)
+    return environment().get_template("devcontainer.json.j2").render(
+        config=config, marker=DEVCONTAINER_MARKER).rstrip("\n") + "\n"
+
+
+def devcontainer_from_plan(plan: Any, *, name: str, app_env: dict[str, str] | None = None) -> str:
+    services = list(getattr(plan, "services", []) or [])
+    return render_devcontainer(build_devcontainer(
+        name=name, test_command=list(getattr(plan, "test_command", []) or ["python", "-m", "pytest"]),
+        services=services, env=None if services else (app_env or dict(getattr(plan, "env", {}) or {})),
+        post_create=getattr(plan, "post_create_command", None)))
+
+

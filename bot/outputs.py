@@ -1,0 +1,194 @@
+"""The files setupbot writes into the output folder (default ``.devcontainer/``).
+
+Every file setupbot writes carries a marker line. A file at the same path *without* the marker
+was written by a person: setupbot never overwrites it, it reports the diff of what it would
+change instead (in the setup report, the PR body and the job summary).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from bot.compile.compose import context_for, render_compose
+from bot.compile.devcontainer import build_devcontainer, render_devcontainer
+from bot.errors import InputError
+from bot.report.model import ReportData, from_pipeline
+from bot.report.render import MARKER_TEXT, render_report
+
+log = logging.getLogger(__name__)
+
+DOCKERFILE = "Dockerfile"
+DEVCONTAINER = "devcontainer.json"
+COMPOSE = "compose.yaml"
+REPORT = "setup-report.md"
+PLAN = "setupbot-plan.json"
+DOCKERFILE_MARKER = f"# {MARKER_TEXT}: remove this line to keep your own version"
+# Only the head of a file is searched, so a marker quoted deep in a hand-written file does not
+# hand that file over to setupbot.
+MARKER_SCAN_LINES = 5
+
+
+def has_marker(text: str) -> bool:
+    return any(MARKER_TEXT in line for line in text.splitlines()[:MARKER_SCAN_LINES])
+
+
+def mark_dockerfile(text: str) -> str:
+    """Add the marker line, after any parser directives (``# syntax=``, ``# escape=``), which must
+    stay first to keep their meaning."""
+    if has_marker(text):
+        return text
+    lines = text.splitlines()
+    at = 0
+    while at < len(lines) and lines[at].lstrip().lower().startswith(("# syntax=", "# escape=", "# check=")):
+        at += 1
+    lines.insert(at, DOCKERFILE_MARKER)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def fingerprint_files(files: dict[str, str], exclude: Iterable[str] = ()) -> str:
+    """A stable hash of what setupbot proposes. The report is excluded: its timings change on
+    every run, and a run that changes nothing else must change nothing."""
+    skip = set(exclude)
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        if path in skip:
+            continue
+        digest.update(path.encode() + b"\0" + files[path].encode() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}")) or "(no change)\n"
+
+
+@dataclass
+class GeneratedOutputs:
+    files: dict[str, str]                 # repository-relative path -> content (marked files only)
+    report: ReportData
+    fingerprint: str
+    report_path: str
+    kept: dict[str, str] = field(default_factory=dict)   # hand-written path -> diff not applied
+
+
+ExistingReader = Callable[[str], "str | None"]
+
+
+def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any = None,
+                     services: Iterable[Any] = (), app_env: dict[str, str] | None = None,
+                     output_dir: str = ".devcontainer", project: str = "",
+                     post_create: list[str] | None = None,
+                     existing: ExistingReader | None = None) -> GeneratedOutputs:
+    """Render every output file. ``existing(path)`` returns the current content at a
+    repository-relative path (a checkout or the base branch through the API) or None."""
+    out = output_dir.strip("/") or ".devcontainer"
+    services = list(services)
+    name = project or report.repository or "setupbot environment"
+    env_files: dict[str, str] = {f"{out}/{DOCKERFILE}": mark_dockerfile(dockerfile_text)}
+    env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(build_devcontainer(
+        name=name, test_command=report.test_command or ["python", "-m", "pytest"], services=services,
+        env=None if services else app_env, post_create=post_create, context=context_for(out)))
+    if services:
+        env_files[f"{out}/{COMPOSE}"] = render_compose(project=name, services=services,
+                                                       app_env=app_env, output_dir=out)
+    if plan_json is not None:
+        env_files[f"{out}/{PLAN}"] = json.dumps({"_setupbot": f"{MARKER_TEXT}; the plan behind this environment",
+                                                 "plan": plan_json}, indent=2, sort_keys=True) + "\n"
+
+    report_path = f"{out}/{REPORT}"
+    files: dict[str, str] = {}
+    kept: dict[str, str] = {}
+    for path, text in env_files.items():
+        current = existing(path) if existing else None
+        if current is not None and not has_marker(current):
+            kept[path] = unified_diff(path, current, text)
+            continue
+        files[path] = text
+    report.output_dir = out
+    report.files = [*files, report_path]
+    report.pending_changes = dict(kept)
+    report_text = render_report(report)
+    current = existing(report_path) if existing else None
+    if current is not None and not has_marker(current):
+        kept[report_path] = unified_diff(report_path, current, report_text)
+        report.files.remove(report_path)
+    else:
+        files[report_path] = report_text
+    return GeneratedOutputs(files=files, report=report, report_path=report_path, kept=kept,
+                            fingerprint=fingerprint_files(files, exclude=[report_path]))
+
+
+def disk_reader(repo: Path) -> ExistingReader:
+    root = repo.resolve()
+
+    def read(path: str) -> str | None:
+        target = (root / path)
+        # A symlink in the output folder pointing outside the repository is never followed.
+        if target.is_symlink() or not target.resolve().is_relative_to(root):
+            return "(symlink: setupbot leaves it alone)"
+        try:
+            return target.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc}") from exc
+
+    return read
+
+
+@dataclass
+class WriteResult:
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)
+
+
+def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
+    """Write the generated files into the checkout, re-checking each marker right before writing
+    (a person may have taken a file over since the outputs were generated)."""
+    result = WriteResult(kept=dict(generated.kept))
+    read = disk_reader(repo)
+    for path, text in generated.files.items():
+        current = read(path)
+        if current is not None and not has_marker(current):
+            result.kept[path] = unified_diff(path, current, text)
+            continue
+        if current == text:
+            result.unchanged.append(path)
+            continue
+        target = repo / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        result.written.append(path)
+    log.info("outputs: %d written, %d unchanged, %d hand-written kept",
+             len(result.written), len(result.unchanged), len(result.kept))
+    return result
+
+
+def outputs_from_pipeline(repo: Path, *, plan: Any, run_record: Any = None, verification: Any = None,
+                          output_dir: str = ".devcontainer", repository: str = "",
+                          image_size: int | None = None,
+                          existing: ExistingReader | None = None) -> GeneratedOutputs:
+    """Adapter from the pipeline's records (plan, run record, verification record) to the files."""
+    report = from_pipeline(plan, run_record, verification, repository=repository,
+                           output_dir=output_dir, image_size=image_size)
+    dockerfile = getattr(plan, "dockerfile", None)
+    if dockerfile is None:
+        from bot.compile import compile_dockerfile  # the compiler is the one source of Dockerfiles
+
+        dockerfile = compile_dockerfile(plan.graph)
+    graph = getattr(plan, "graph", None)
+    plan_json = graph.to_json() if graph is not None and hasattr(graph, "to_json") else None
+    app_env = dict(getattr(plan, "env", {}) or {})
+    app_env.update(dict(getattr(verification, "service_env", {}) or {}))
+    return generate_outputs(report, dockerfile_text=dockerfile.text, plan_json=plan_json,
+                            services=list(getattr(plan, "services", []) or []), app_env=app_env,
+                            output_dir=output_dir, project=repository or repo.name,
+                            post_create=getattr(plan, "post_create_command", None),
+                            existing=existing or disk_reader(repo))
