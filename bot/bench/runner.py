@@ -1,0 +1,232 @@
+"""The benchmark run: for each repository, export the pinned tree once; for each system,
+produce a Dockerfile (timed) and score it in a fresh no-cache build; append one JSON line.
+
+Everything a pair creates in the engine carries that pair's run label and is removed when the
+pair is scored (``--keep-images`` keeps them), so a 21-repository run does not fill the disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot import __version__
+from bot.bench import results as results_io
+from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new_scratch, prepare_git_dir
+from bot.bench.score import Score, score_dockerfile
+from bot.bench.systems import RUNNERS, SYSTEMS, SystemContext, SystemResult
+from bot.errors import EngineError, InputError, SetupbotError
+
+
+@dataclass
+class BenchOptions:
+    repos: list[BenchRepo]
+    systems: tuple[str, ...] = SYSTEMS
+    out: Path = Path("bench/results")
+    git_root: Path | None = Path("/work/.mirror")
+    jobs: int = 1
+    test_timeout: int = 900
+    collect_timeout: int = 600
+    pipreqs_timeout: int = 300
+    force: bool = False
+    keep_images: bool = False
+    settings: object = None
+    command: str = ""
+
+
+class Progress:
+    """One line per step on stderr: ``[3/63 · 00:41:07] owner/name · declared · build``."""
+
+    def __init__(self, total: int, stream=None) -> None:
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.stream = stream or sys.stderr
+
+    def _clock(self) -> str:
+        s = int(time.monotonic() - self.started)
+        return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+    def step(self, repo: str, system: str, message: str) -> None:
+        print(f"[{self.done}/{self.total} · {self._clock()}] {repo} · {system} · {message}",
+              file=self.stream, flush=True)
+
+    def finish_pair(self, repo: str, system: str, record: dict) -> None:
+        self.done += 1
+        verdict = "EBSR ✓" if record.get("ebsr") else "EBSR ✗"
+        tests = record.get("tests") or {}
+        detail = f"{tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed" if record.get("ebsr") else record.get("reason", "")
+        self.step(repo, system, f"{verdict} {detail} ({record.get('total_seconds', 0):.0f}s)")
+
+
+def _artifact_dir(out: Path, repo: BenchRepo, system: str) -> Path:
+    return out / "artifacts" / repo.slug / system
+
+
+def _base_record(repo: BenchRepo, system: str) -> dict:
+    return {"repo": repo.name, "sha": repo.sha, "system": system, "difficulty": repo.difficulty,
+            "gold": repo.gold, "setupbot_version": __version__, "ebsr": False,
+            "tests": {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "total": 0},
+            "essr": 0.0 if repo.gold else None, "pass_share": None, "tokens": 0,
+            "steps": None, "repairs": None}
+
+
+def _finish(record: dict, score: Score | None, repo: BenchRepo) -> dict:
+    if score is not None:
+        record.update({"ebsr": score.ebsr, "built": score.built, "build_seconds": score.build_seconds,
+                       "image_bytes": score.image_bytes, "collect_exit": score.collect_exit,
+                       "collect_seconds": score.collect_seconds, "collected": score.collected,
+                       "tests": score.tests.to_json(), "test_exit": score.test_exit,
+                       "test_seconds": score.test_seconds, "test_timed_out": score.test_timed_out,
+                       "counts_from": score.counts_from, "build_log_tail": score.build_log_tail,
+                       "collect_tail": score.collect_tail, "test_tail": score.test_tail})
+        if score.reason and not record.get("reason"):
+            record["reason"] = score.reason
+        t = score.tests
+        ran = t.passed + t.failed + t.errors
+        record["pass_share"] = round(t.passed / ran, 4) if ran else 0.0
+        if repo.gold:
+            record["essr"] = round(min(t.passed / repo.gold, 1.0), 4)
+        if record.get("status") in (None, "ok"):
+            record["status"] = ("ok" if score.ebsr else
+                                "build-failed" if not score.built else "collect-failed")
+    return record
+
+
+def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult, opts: BenchOptions,
+             progress: Progress) -> dict:
+    """Produce and score one system on one repository. Never raises: failures are records."""
+    from bot.engine import Engine
+
+    record = _base_record(repo, system)
+    record["export"] = export.to_json()
+    started = time.monotonic()
+    scratch = new_scratch(f"setupbot-bench-{repo.slug}-{system}-")
+    engine = None
+    try:
+        engine = Engine.from_settings(opts.settings)
+        record["run_id"] = engine.run_id
+        repo_dir = copy_tree(pristine, scratch / "repo")
+        ctx = SystemContext(repo_dir=repo_dir, scratch=scratch, engine=engine, settings=opts.settings,
+                            test_timeout=opts.test_timeout, pipreqs_timeout=opts.pipreqs_timeout)
+        progress.step(repo.name, system, "producing a Dockerfile")
+        result: SystemResult = RUNNERS[system](ctx)
+        produced = result.produced
+        record.update({"produce_seconds": round(produced.seconds, 2), "mode": result.mode,
+                       "steps": result.steps, "repairs": result.repairs, "tokens": result.tokens,
+                       "details": produced.details})
+        artifacts = _artifact_dir(opts.out, repo, system)
+        artifacts.mkdir(parents=True, exist_ok=True)
+        if not produced.ok or not produced.dockerfile:
+            record.update({"status": "produce-failed", "reason": produced.reason or "no Dockerfile"})
+            return record
+        (artifacts / "Dockerfile").write_text(produced.dockerfile)
+        record["dockerfile_sha256"] = hashlib.sha256(produced.dockerfile.encode()).hexdigest()
+        record["dockerfile_lines"] = sum(1 for ln in produced.dockerfile.splitlines()
+                                         if ln.strip() and not ln.lstrip().startswith("#"))
+        if result.replay is not None:
+            record["replay_reused"] = True
+            score = result.replay
+        else:
+            record["replay_reused"] = False
+            progress.step(repo.name, system, "fresh no-cache build and tests")
+            # The context is the pristine export: whatever a system wrote into its copy does
+            # not reach the scored build.
+            tag = f"setupbot-bench/{repo.slug.lower()}:{system}-{engine.run_id}"
+            score = score_dockerfile(engine, pristine, produced.dockerfile, tag,
+                                     collect_timeout=opts.collect_timeout, test_timeout=opts.test_timeout,
+                                     junit_dest=artifacts / "junit.xml", build_log=scratch / "build.log")
+            if not score.built and (scratch / "build.log").is_file():
+                (artifacts / "build.log.txt").write_text(
+                    "\n".join((scratch / "build.log").read_text(errors="replace").splitlines()[-400:]))
+        record["status"] = "ok"
+        return _finish(record, score, repo)
+    except EngineError as exc:
+        record.update({"status": "infra-error", "reason": exc.render()[-1500:]})
+        return record
+    except SetupbotError as exc:
+        record.update({"status": "system-error", "reason": exc.render()[-1500:]})
+        return record
+    except Exception as exc:   # noqa: BLE001 - one broken pair must not stop the benchmark
+        record.update({"status": "system-error", "reason": f"{exc.__class__.__name__}: {exc}"[-1500:],
+                       "traceback": traceback.format_exc()[-3000:]})
+        return record
+    finally:
+        record["total_seconds"] = round(time.monotonic() - started, 2)
+        record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if engine is not None and not opts.keep_images:
+            try:
+                record["cleaned"] = engine.clean(engine.run_id)
+            except Exception as exc:   # noqa: BLE001 - report, keep going
+                record["cleanup_error"] = str(exc)[-300:]
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_repo(repo: BenchRepo, systems: list[str], opts: BenchOptions, progress: Progress) -> list[dict]:
+    scratch = new_scratch(f"setupbot-bench-{repo.slug}-")
+    records: list[dict] = []
+    try:
+        try:
+            progress.step(repo.name, "-", f"exporting {repo.sha[:12]}")
+            git_dir = prepare_git_dir(repo, opts.git_root, scratch)
+            export = export_tree(git_dir, repo.sha, scratch / "tree")
+            if export.missing:
+                progress.step(repo.name, "-", f"{len(export.missing)} blob(s) absent from the snapshot, skipped: "
+                              + ", ".join(export.missing[:5]))
+        except (InputError, OSError) as exc:
+            reason = exc.render() if isinstance(exc, SetupbotError) else str(exc)
+            for system in systems:
+                record = _base_record(repo, system)
+                record.update({"status": "input-error", "reason": reason[-1500:], "total_seconds": 0})
+                results_io.append_record(opts.out, record)
+                progress.finish_pair(repo.name, system, record)
+                records.append(record)
+            return records
+        for system in systems:
+            record = run_pair(repo, system, scratch / "tree", export, opts, progress)
+            results_io.append_record(opts.out, record)
+            progress.finish_pair(repo.name, system, record)
+            records.append(record)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return records
+
+
+def run_bench(opts: BenchOptions, progress_stream=None) -> list[dict]:
+    unknown = [s for s in opts.systems if s not in RUNNERS]
+    if unknown:
+        raise InputError(f"unknown system(s): {', '.join(unknown)}", f"Choose from {', '.join(SYSTEMS)}.")
+    done = set() if opts.force else results_io.done_pairs(opts.out)
+    work: list[tuple[BenchRepo, list[str]]] = []
+    skipped = 0
+    for repo in opts.repos:
+        todo = [s for s in opts.systems if (repo.name.lower(), repo.sha.lower(), s) not in done]
+        skipped += len(opts.systems) - len(todo)
+        if todo:
+            work.append((repo, todo))
+    total = sum(len(t) for _, t in work)
+    progress = Progress(total, progress_stream)
+    if skipped:
+        print(f"setupbot bench: {skipped} pair(s) already in {opts.out}, skipped (--force reruns them)",
+              file=progress.stream, flush=True)
+    meta = results_io.read_meta(opts.out)
+    commands = [c for c in meta.get("commands", []) if c != opts.command] + ([opts.command] if opts.command else [])
+    results_io.write_meta(opts.out, {**meta, "commands": commands,
+                                     "last_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                     "systems": list(opts.systems), "test_timeout": opts.test_timeout})
+    records: list[dict] = []
+    if opts.jobs <= 1:
+        for repo, todo in work:
+            records += run_repo(repo, todo, opts, progress)
+    else:
+        with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
+            for batch in pool.map(lambda item: run_repo(item[0], item[1], opts, progress), work):
+                records += batch
+    return records
+

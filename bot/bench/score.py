@@ -1,0 +1,201 @@
+"""Scoring one Dockerfile: a fresh build without cache, the repository at the pinned commit as
+context, then test collection (EBSR) and the test run (JUnit counts) inside the built image,
+through the engine's hardened sessions with timeouts."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+COLLECT_COMMAND = ["python", "-m", "pytest", "--collect-only", "-q"]
+JUNIT_IN_CONTAINER = "/tmp/setupbot-bench-junit.xml"
+TEST_COMMAND = ["python", "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={JUNIT_IN_CONTAINER}", "-q"]
+
+
+@dataclass
+class TestCounts:
+    __test__ = False   # not a pytest class
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.errors + self.skipped
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "total": self.total}
+
+
+def parse_junit_counts(xml_text: str) -> TestCounts | None:
+    """Counts per outcome from pytest's JUnit XML; None when it is not readable XML."""
+    if not xml_text or not xml_text.strip():
+        return None
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError:
+        return None
+    counts = TestCounts()
+    for case in root.iter("testcase"):
+        tags = {child.tag for child in case}
+        if "failure" in tags:
+            counts.failed += 1
+        elif "error" in tags:
+            counts.errors += 1
+        elif "skipped" in tags:
+            counts.skipped += 1
+        else:
+            counts.passed += 1
+    return counts
+
+
+_SUMMARY_ITEM = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+
+
+def parse_pytest_summary(output: str) -> TestCounts | None:
+    """Counts from pytest's last summary line ("3 failed, 10 passed in 1.2s"), for when the
+    JUnit file is missing (a run killed by the timeout writes none)."""
+    for line in reversed(output.strip().splitlines()[-30:]):
+        items = _SUMMARY_ITEM.findall(line)
+        if items and (" in " in line or line.strip().startswith("=")):
+            counts = TestCounts()
+            for number, word in items:
+                n = int(number)
+                if word == "passed" or word == "xpassed":
+                    counts.passed += n
+                elif word == "failed":
+                    counts.failed += n
+                elif word.startswith("error"):
+                    counts.errors += n
+                else:
+                    counts.skipped += n
+            return counts
+    return None
+
+
+def tail(text: str, lines: int = 25, chars: int = 4000) -> str:
+    return "\n".join((text or "").strip().splitlines()[-lines:])[-chars:]
+
+
+@dataclass
+class Score:
+    built: bool = False
+    build_seconds: float | None = None
+    image_bytes: int | None = None
+    ebsr: bool = False
+    collect_exit: int | None = None
+    collect_seconds: float | None = None
+    collected: int | None = None
+    tests: TestCounts = field(default_factory=TestCounts)
+    test_exit: int | None = None
+    test_seconds: float | None = None
+    test_timed_out: bool = False
+    counts_from: str = ""          # junit | summary-line | ""
+    reason: str = ""
+    build_log_tail: str = ""
+    collect_tail: str = ""
+    test_tail: str = ""
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["tests"] = self.tests.to_json()
+        return data
+
+
+_COLLECTED = re.compile(r"(\d+) tests? collected|collected (\d+) items?")
+
+
+def _collected_count(output: str) -> int | None:
+    for line in reversed(output.strip().splitlines()[-10:]):
+        m = _COLLECTED.search(line)
+        if m:
+            return int(m.group(1) or m.group(2))
+    return None
+
+
+def _read_file_from_session(session, path: str) -> str:
+    """The text of a file in the session's container: ``copy_out`` when the engine has it,
+    otherwise ``cat`` (stdout only, so nothing else mixes in when the file exists)."""
+    copy_out = getattr(session, "copy_out", None)
+    if callable(copy_out):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="setupbot-bench-junit-") as tmp:
+            dest = Path(tmp) / "junit.xml"
+            try:
+                copy_out(path, str(dest))
+                return dest.read_text(errors="replace")
+            except Exception:   # noqa: BLE001 - any failure falls back to cat below
+                pass
+    res = session.exec(["cat", path], timeout=120)
+    return res.output if res.exit_code == 0 else ""
+
+
+def run_tests_in_image(engine, image: str, score: Score, *, collect_timeout: int, test_timeout: int,
+                       junit_dest: Path | None, env: dict | None = None, workdir: str | None = None) -> Score:
+    """Collect (EBSR) and, when collection succeeds, run the tests; fills ``score``."""
+    session_kwargs = {"env": env or None, "name_hint": "bench"}
+    if workdir:
+        session_kwargs["workdir"] = workdir
+    with engine.session(image, **session_kwargs) as session:
+        collect = session.exec(COLLECT_COMMAND, timeout=collect_timeout)
+        score.collect_exit = None if collect.timed_out else collect.exit_code
+        score.collect_seconds = round(collect.duration, 2)
+        score.collect_tail = tail(collect.output)
+        score.collected = _collected_count(collect.output)
+        score.ebsr = collect.exit_code == 0 and not collect.timed_out
+        if not score.ebsr:
+            score.reason = ("test collection timed out" if collect.timed_out
+                            else f"test collection exited {collect.exit_code}")
+            return score
+        run = session.exec(TEST_COMMAND, timeout=test_timeout)
+        score.test_exit = None if run.timed_out else run.exit_code
+        score.test_seconds = round(run.duration, 2)
+        score.test_timed_out = bool(run.timed_out)
+        score.test_tail = tail(run.output)
+        xml_text = "" if run.timed_out else _read_file_from_session(session, JUNIT_IN_CONTAINER)
+        counts = parse_junit_counts(xml_text)
+        if counts is not None:
+            score.counts_from = "junit"
+            if junit_dest is not None:
+                junit_dest.parent.mkdir(parents=True, exist_ok=True)
+                junit_dest.write_text(xml_text)
+        else:
+            counts = parse_pytest_summary(run.output)
+            score.counts_from = "summary-line" if counts is not None else ""
+        score.tests = counts or TestCounts()
+        if run.timed_out:
+            score.reason = f"test run stopped by the {test_timeout}s timeout"
+    return score
+
+
+def score_dockerfile(engine, context: Path, dockerfile_text: str, tag: str, *, collect_timeout: int = 600,
+                     test_timeout: int = 900, junit_dest: Path | None = None,
+                     build_log: Path | None = None) -> Score:
+    """Build ``dockerfile_text`` with no cache over ``context`` and score the image."""
+    score = Score()
+    result = engine.build(context, dockerfile_text, tag, no_cache=True, log_path=build_log)
+    score.build_seconds = round(result.seconds, 2)
+    score.built = bool(result.ok)
+    if not result.ok:
+        score.build_log_tail = tail(result.log, lines=40)
+        score.reason = "build failed: " + _last_error_line(result.log)
+        return score
+    try:
+        score.image_bytes = int(engine.image_size(tag))
+    except Exception:   # noqa: BLE001 - a size we cannot read is missing, not fatal
+        score.image_bytes = None
+    return run_tests_in_image(engine, tag, score, collect_timeout=collect_timeout,
+                              test_timeout=test_timeout, junit_dest=junit_dest)
+
+
+def _last_error_line(log: str) -> str:
+    lines = [ln.strip() for ln in (log or "").splitlines() if ln.strip()]
+    for line in reversed(lines[-200:]):
+        if re.search(r"error|Error|ERROR|failed|not found", line):
+            return line[-300:]
+    return lines[-1][-300:] if lines else "no build log"

@@ -1,0 +1,246 @@
+"""SUMMARY.md and chart.png from the JSON lines: the per-pair table, per-system aggregates and
+EBSR per difficulty. Regenerated from the records alone (``setupbot bench --report-only``)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.bench.systems import SYSTEMS
+
+DIFFICULTY_ORDER = ("easy", "medium", "hard")
+
+
+def _systems_in(records: list[dict]) -> list[str]:
+    present = {r["system"] for r in records}
+    return [s for s in SYSTEMS if s in present] + sorted(present - set(SYSTEMS))
+
+
+def _difficulties_in(records: list[dict]) -> list[str]:
+    present = {r.get("difficulty") or "unrated" for r in records}
+    return [d for d in DIFFICULTY_ORDER if d in present] + sorted(present - set(DIFFICULTY_ORDER))
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(values) if values else None
+
+
+@dataclass
+class SystemAggregate:
+    system: str
+    repos: int
+    ebsr: int
+    mean_pass_share: float | None
+    mean_essr: float | None
+    essr_repos: int
+    median_produce: float | None
+    median_build: float | None
+    median_image: float | None
+    tokens: int
+    median_steps: float | None
+    repairs: int
+    replay_reused: int
+
+    @property
+    def ebsr_rate(self) -> float:
+        return self.ebsr / self.repos if self.repos else 0.0
+
+
+def aggregate(records: list[dict]) -> list[SystemAggregate]:
+    rows = []
+    for system in _systems_in(records):
+        rs = [r for r in records if r["system"] == system]
+        shares = [r.get("pass_share") or 0.0 for r in rs]
+        essrs = [r["essr"] for r in rs if r.get("essr") is not None]
+        rows.append(SystemAggregate(
+            system=system, repos=len(rs), ebsr=sum(1 for r in rs if r.get("ebsr")),
+            mean_pass_share=statistics.fmean(shares) if shares else None,
+            mean_essr=statistics.fmean(essrs) if essrs else None, essr_repos=len(essrs),
+            median_produce=_median([r.get("produce_seconds") for r in rs]),
+            median_build=_median([r.get("build_seconds") for r in rs]),
+            median_image=_median([r.get("image_bytes") for r in rs]),
+            tokens=sum(int(r.get("tokens") or 0) for r in rs),
+            median_steps=_median([r.get("steps") for r in rs]),
+            repairs=sum(int(r.get("repairs") or 0) for r in rs),
+            replay_reused=sum(1 for r in rs if r.get("replay_reused"))))
+    return rows
+
+
+def ebsr_by_difficulty(records: list[dict]) -> dict[str, dict[str, tuple[int, int]]]:
+    """{difficulty: {system: (ebsr successes, repos)}}"""
+    table: dict[str, dict[str, tuple[int, int]]] = {}
+    for difficulty in _difficulties_in(records):
+        table[difficulty] = {}
+        for system in _systems_in(records):
+            rs = [r for r in records if r["system"] == system and (r.get("difficulty") or "unrated") == difficulty]
+            table[difficulty][system] = (sum(1 for r in rs if r.get("ebsr")), len(rs))
+    return table
+
+
+def _secs(v) -> str:
+    if v is None:
+        return "–"
+    v = float(v)
+    return f"{v:.0f}s" if v < 600 else f"{v / 60:.1f}m"
+
+
+def _size(v) -> str:
+    if v is None:
+        return "–"
+    v = float(v)
+    return f"{v / 1e9:.2f} GB" if v >= 1e9 else f"{v / 1e6:.0f} MB"
+
+
+def _pct(v) -> str:
+    return "–" if v is None else f"{100 * v:.1f}%"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_summary(records: list[dict], *, commands: list[str] | None = None, chart_name: str = "chart.png",
+                   notes: list[str] | None = None) -> str:
+    systems = _systems_in(records)
+    repos = sorted({(r["repo"], r.get("sha", "")) for r in records}, key=lambda x: x[0].lower())
+    lines = ["# setupbot benchmark", ""]
+    if not records:
+        return "\n".join(lines + ["No results yet: run `setupbot bench --repos FILE` first.", ""])
+    if commands:
+        lines.append("Produced by:" if len(commands) == 1 else "Produced by these commands (resumed runs):")
+        lines.append("")
+        lines.append("```sh")
+        lines += commands
+        lines.append("```")
+        lines.append("")
+    lines.append(f"{len(repos)} repositories × {len(systems)} systems ({', '.join(systems)}). "
+                 "Every Dockerfile is scored in a fresh build with no cache, the repository at the "
+                 "pinned commit as context (no `.git`). EBSR: `python -m pytest --collect-only -q` exits 0 "
+                 "in the built image. Tests: JUnit counts of `python -m pytest -p no:cacheprovider`. "
+                 "Pass share: passed / (passed + failed + errors); ESSR: passed / gold count, where the "
+                 "list gives one.")
+    lines.append("")
+    reused = sum(1 for r in records if r.get("replay_reused"))
+    if "setupbot" in systems:
+        lines.append(f"setupbot: {reused} of {sum(1 for r in records if r['system'] == 'setupbot')} scores "
+                     "come from the clean replay inside `run_setup` (already a fresh no-cache build of the "
+                     "final Dockerfile at the pinned commit), reused instead of building twice; the others "
+                     "were built by the benchmark.")
+        lines.append("")
+    for note in notes or []:
+        lines.append(note)
+        lines.append("")
+    lines.append(f"![EBSR and pass share by system and difficulty]({chart_name})")
+    lines.append("")
+
+    lines += ["## Per system", "",
+              "| system | repos | EBSR | mean pass share | mean ESSR (gold) | median produce | median build | "
+              "median image | tokens | median steps | repairs |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for a in aggregate(records):
+        essr = f"{_pct(a.mean_essr)} (n={a.essr_repos})" if a.essr_repos else "–"
+        steps = "–" if a.median_steps is None else f"{a.median_steps:g}"
+        lines.append(f"| {a.system} | {a.repos} | {a.ebsr}/{a.repos} ({_pct(a.ebsr_rate)}) | "
+                     f"{_pct(a.mean_pass_share)} | {essr} | {_secs(a.median_produce)} | {_secs(a.median_build)} | "
+                     f"{_size(a.median_image)} | {a.tokens} | {steps} | {a.repairs} |")
+    lines.append("")
+
+    lines += ["## EBSR per difficulty", "", "| difficulty | " + " | ".join(systems) + " |",
+              "|---|" + "---|" * len(systems)]
+    for difficulty, row in ebsr_by_difficulty(records).items():
+        cells = [f"{ok}/{n} ({_pct(ok / n if n else None)})" if n else "–" for ok, n in (row[s] for s in systems)]
+        lines.append(f"| {difficulty} | " + " | ".join(cells) + " |")
+    lines.append("")
+
+    lines += ["## Per repository", "",
+              "| repository | difficulty | system | EBSR | passed / failed / errors | ESSR | produce | build | "
+              "image | status |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    by_pair = {(r["repo"], r["system"]): r for r in records}
+    for name, sha in repos:
+        for system in systems:
+            r = by_pair.get((name, system))
+            if r is None:
+                continue
+            t = r.get("tests") or {}
+            tests = f"{t.get('passed', 0)} / {t.get('failed', 0)} / {t.get('errors', 0)}"
+            if r.get("test_timed_out"):
+                tests += " (timeout)"
+            status = r.get("status", "")
+            if status != "ok" and r.get("reason"):
+                status += ": " + r["reason"].splitlines()[0][:120]
+            lines.append(f"| {_cell(name)}@{sha[:8]} | {r.get('difficulty') or '–'} | {system} | "
+                         f"{'✓' if r.get('ebsr') else '✗'} | {tests} | {_pct(r.get('essr'))} | "
+                         f"{_secs(r.get('produce_seconds'))} | {_secs(r.get('build_seconds'))} | "
+                         f"{_size(r.get('image_bytes'))} | {_cell(status)} |")
+    lines.append("")
+    missing = [(r["repo"], r["export"]["missing_blobs"]) for r in records
+               if r["system"] == systems[0] and (r.get("export") or {}).get("missing_blobs")]
+    if missing:
+        lines += ["## Files absent from the snapshots", "",
+                  "Blobs of 4 MiB or more are not in the stored snapshots; the export skipped them:", ""]
+        for name, paths in missing:
+            lines.append(f"- {name}: {len(paths)} file(s): " + ", ".join(f"`{p}`" for p in paths[:6]))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_chart(records: list[dict], path: Path) -> Path:
+    """Two panels: EBSR and mean pass share (ESSR where gold counts exist) per system; EBSR per
+    difficulty and system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = _systems_in(records)
+    aggs = {a.system: a for a in aggregate(records)}
+    by_diff = ebsr_by_difficulty(records)
+    difficulties = list(by_diff)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    width = 0.38
+    xs = range(len(systems))
+    ebsr = [100 * aggs[s].ebsr_rate for s in systems]
+    share = [100 * (aggs[s].mean_essr if aggs[s].essr_repos else (aggs[s].mean_pass_share or 0.0)) for s in systems]
+    b1 = left.bar([x - width / 2 for x in xs], ebsr, width, label="EBSR")
+    b2 = left.bar([x + width / 2 for x in xs], share, width,
+                  label="ESSR" if any(aggs[s].essr_repos for s in systems) else "pass share")
+    left.bar_label(b1, fmt="%.0f", fontsize=8)
+    left.bar_label(b2, fmt="%.0f", fontsize=8)
+    left.set_xticks(list(xs), systems)
+    left.set_ylim(0, 110)
+    left.set_ylabel("%")
+    left.set_title("by system")
+    left.legend(loc="upper right", fontsize=8)
+    width = 0.8 / max(1, len(systems))
+    for i, system in enumerate(systems):
+        values = [100 * (by_diff[d][system][0] / by_diff[d][system][1]) if by_diff[d][system][1] else 0.0
+                  for d in difficulties]
+        bars = right.bar([j - 0.4 + width * (i + 0.5) for j in range(len(difficulties))], values, width, label=system)
+        right.bar_label(bars, fmt="%.0f", fontsize=7)
+    right.set_xticks(range(len(difficulties)),
+                     [f"{d} (n={max(n for _, n in by_diff[d].values())})" for d in difficulties])
+    right.set_ylim(0, 110)
+    right.set_title("EBSR by difficulty")
+    right.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_report(records: list[dict], summary_path: Path, chart_path: Path, *, commands: list[str] | None = None,
+                 notes: list[str] | None = None) -> tuple[Path, Path | None]:
+    summary_path.parent.mkdir(parents=True, exist_ok=True)
+    chart: Path | None = None
+    if records:
+        chart = render_chart(records, chart_path)
+    try:
+        chart_ref = chart_path.resolve().relative_to(summary_path.parent.resolve()).as_posix()
+    except ValueError:
+        chart_ref = str(chart_path)
+    summary_path.write_text(render_summary(records, commands=commands, chart_name=chart_ref, notes=notes) + "\n")
+    return summary_path, chart

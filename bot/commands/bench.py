@@ -1,0 +1,111 @@
+"""`setupbot bench`: setupbot side by side with the `declared` and `pipreqs` baselines on
+real repositories at pinned commits; JSON lines, SUMMARY.md and a chart."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from bot.errors import InputError
+
+DEFAULT_OUT = Path("bench/results")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="benchmark setupbot against baselines on pinned repositories",
+                       description=__doc__)
+    p.add_argument("--repos", type=Path, help="TSV: owner/name<TAB>sha[<TAB>difficulty<TAB>note]; "
+                   "an integer column is the gold test count")
+    p.add_argument("--systems", default="setupbot,declared,pipreqs",
+                   help="comma-separated systems to run (default: %(default)s)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory of the JSON lines (default: %(default)s)")
+    p.add_argument("--git-root", type=Path, default=Path("/work/.mirror"),
+                   help="where <owner>+<name>/repo git directories live (default: %(default)s)")
+    p.add_argument("--only", action="append", default=[], metavar="OWNER/NAME",
+                   help="run only this repository (repeatable; case-insensitive)")
+    p.add_argument("--jobs", type=int, default=1, help="repositories benchmarked at once (default: 1)")
+    p.add_argument("--timeout-per-repo", type=int, default=900, metavar="S",
+                   help="seconds for one test run in a built image (default: %(default)s)")
+    p.add_argument("--collect-timeout", type=int, default=600, metavar="S",
+                   help="seconds for `pytest --collect-only` (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="rerun pairs already in the results")
+    p.add_argument("--keep-images", action="store_true", help="keep built images and containers")
+    p.add_argument("--report-only", action="store_true", help="only regenerate SUMMARY.md and the chart")
+    p.add_argument("--summary", type=Path, help="summary path (default: <out>/../SUMMARY.md)")
+    p.add_argument("--chart", type=Path, help="chart path (default: <out>/../chart.png)")
+    p.set_defaults(func=run)
+
+
+def _report(args, records_filter=None) -> int:
+    from bot.bench import results as results_io
+    from bot.bench.summary import write_report
+
+    records = results_io.load_records(args.out)
+    if records_filter is not None:
+        records = [r for r in records if records_filter(r)]
+    summary = args.summary or args.out.parent / "SUMMARY.md"
+    chart = args.chart or args.out.parent / "chart.png"
+    commands = results_io.read_meta(args.out).get("commands", [])
+    write_report(records, summary, chart, commands=commands)
+    print(f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {chart}" if records else ""))
+    return 0
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces this run, written at the top of the summary."""
+    argv = ["setupbot", "bench", "--repos", str(args.repos), "--systems", args.systems, "--out", str(args.out),
+            "--git-root", str(args.git_root)]
+    for name in args.only:
+        argv += ["--only", name]
+    if args.jobs != 1:
+        argv += ["--jobs", str(args.jobs)]
+    argv += ["--timeout-per-repo", str(args.timeout_per_repo)]
+    if args.collect_timeout != 600:
+        argv += ["--collect-timeout", str(args.collect_timeout)]
+    if args.force:
+        argv.append("--force")
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bot.bench.repos import read_repo_list
+
+    repos = None
+    if args.repos:
+        parsed = read_repo_list(args.repos)
+        for warning in parsed.warnings:
+            print(f"setupbot bench: warning: {warning}", file=sys.stderr)
+        repos = parsed.repos
+        if args.only:
+            wanted = {o.lower() for o in args.only}
+            unknown = wanted - {r.name.lower() for r in repos}
+            for name in sorted(unknown):
+                print(f"setupbot bench: warning: --only {name}: not in {args.repos}", file=sys.stderr)
+            repos = [r for r in repos if r.name.lower() in wanted]
+    keys = None if repos is None else {(r.name.lower(), r.sha.lower()) for r in repos}
+
+    def in_list(record: dict) -> bool:
+        return keys is None or (record["repo"].lower(), str(record.get("sha", "")).lower()) in keys
+
+    if args.report_only:
+        # Without --only, the summary covers everything recorded for the listed repositories.
+        return _report(args, in_list if repos is not None else None)
+    if repos is None:
+        raise InputError("no repository list", "Pass --repos FILE (or --report-only to redraw the summary).")
+    if not repos:
+        raise InputError(f"no repository to run from {args.repos}", "Check the file and the --only names.")
+    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip())
+
+    from bot.bench.runner import BenchOptions, run_bench
+    from bot.config import load_settings
+
+    settings = load_settings(None)
+    command = command_line(args)
+    opts = BenchOptions(repos=repos, systems=systems, out=args.out, git_root=args.git_root,
+                        jobs=max(1, args.jobs), test_timeout=args.timeout_per_repo,
+                        collect_timeout=args.collect_timeout, force=args.force, keep_images=args.keep_images,
+                        settings=settings, command=command)
+    run_bench(opts)
+    return _report(args, in_list)
