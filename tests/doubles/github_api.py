@@ -1,0 +1,491 @@
+"""A GitHub REST double over real HTTP, for PyGithub pointed at it via ``base_url``.
+
+It keeps repositories as Git objects (blobs, trees, commits, refs), pull requests, issue comments
+and labels, answers with the fields GitHub documents, and validates every request body against
+the published REST schema through githubkit's generated pydantic models: a body GitHub would
+reject is answered 422 and recorded in ``schema_errors``.
+
+Faults are injected per route: ``inject("POST", r"/pulls$", 502, after=True)`` lets the request
+succeed on the server and then answers 502, like a gateway timing out after the write landed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pydantic
+from githubkit_schemas.latest import models as gh
+
+NOW = "2026-01-01T00:00:00Z"
+
+
+def _sha(kind: str, data: bytes) -> str:
+    return hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
+
+
+def _user(login: str = "setupbot[bot]") -> dict[str, Any]:
+    return {"login": login, "id": 1, "node_id": "U_1", "type": "Bot", "site_admin": False,
+            "avatar_url": "", "html_url": f"https://github.com/{login}"}
+
+
+@dataclass
+class Fault:
+    method: str
+    pattern: re.Pattern[str]
+    status: int
+    headers: dict[str, str]
+    after: bool
+    times: int
+    body: dict[str, Any]
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: Any
+    status: int = 0
+
+
+@dataclass
+class FakeRepo:
+    owner: str
+    name: str
+    default_branch: str = "main"
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    trees: dict[str, dict[str, str]] = field(default_factory=dict)     # sha -> {path: blob sha}
+    commits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=dict)                  # "heads/main" -> sha
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    labels: dict[int, list[str]] = field(default_factory=dict)
+    archived: bool = False
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def files_at(self, ref: str) -> dict[str, bytes]:
+        sha = self.refs.get(f"heads/{ref}", ref)
+        commit = self.commits.get(sha)
+        if commit is None:
+            return {}
+        return {p: self.blobs[b] for p, b in self.trees[commit["tree"]].items()}
+
+
+class SchemaViolation(Exception):
+    pass
+
+
+# Request body models from the published GitHub REST description (githubkit's generated models).
+BODY_MODELS: list[tuple[str, str, Any]] = [
+    ("POST", r"/git/blobs$", gh.ReposOwnerRepoGitBlobsPostBody),
+    ("POST", r"/git/trees$", gh.ReposOwnerRepoGitTreesPostBody),
+    ("POST", r"/git/commits$", gh.ReposOwnerRepoGitCommitsPostBody),
+    ("POST", r"/git/refs$", gh.ReposOwnerRepoGitRefsPostBody),
+    ("PATCH", r"/git/refs/.+$", gh.ReposOwnerRepoGitRefsRefPatchBody),
+    ("POST", r"/pulls$", gh.ReposOwnerRepoPullsPostBody),
+    ("PATCH", r"/pulls/\d+$", gh.ReposOwnerRepoPullsPullNumberPatchBody),
+    ("POST", r"/issues/\d+/comments$", gh.ReposOwnerRepoIssuesIssueNumberCommentsPostBody),
+    ("PATCH", r"/issues/comments/\d+$", gh.ReposOwnerRepoIssuesCommentsCommentIdPatchBody),
+    ("POST", r"/issues/\d+/labels$", pydantic.TypeAdapter(
+        gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof0 | list[str]
+        | list[gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof2Items])),
+]
+
+
+def _check_keys(model: Any, body: Any, where: str) -> None:
+    """githubkit's models ignore unknown keys; GitHub does not document them, so neither do we."""
+    if not isinstance(body, dict) or not hasattr(model, "model_fields"):
+        return
+    known = {f.alias or name for name, f in model.model_fields.items()} | set(model.model_fields)
+    unknown = set(body) - known
+    if unknown:
+        raise SchemaViolation(f"{where}: unknown field(s) {sorted(unknown)}")
+
+
+def validate_body(method: str, path: str, body: Any) -> None:
+    for m, pattern, model in BODY_MODELS:
+        if m == method and re.search(pattern, path):
+            try:
+                if isinstance(model, pydantic.TypeAdapter):
+                    model.validate_python(body)
+                else:
+                    model.model_validate(body)
+                    _check_keys(model, body, f"{method} {path}")
+                    if model is gh.ReposOwnerRepoGitTreesPostBody:
+                        for item in body.get("tree", []):
+                            _check_keys(gh.ReposOwnerRepoGitTreesPostBodyPropTreeItems, item, "tree item")
+            except pydantic.ValidationError as exc:
+                raise SchemaViolation(f"{method} {path}: {exc.errors()[0]['msg']} at "
+                                      f"{exc.errors()[0]['loc']}") from exc
+            return
+    if method in ("POST", "PATCH", "PUT", "DELETE"):
+        raise SchemaViolation(f"{method} {path}: no such write endpoint in the double")
+
+
+class GitHubDouble:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.repos: dict[str, FakeRepo] = {}
+        self.orgs: dict[str, list[str]] = {}
+        self.calls: list[Call] = []
+        self.schema_errors: list[str] = []
+        self.faults: list[Fault] = []
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._ids = 100
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    # ---------------------------------------------------------------- lifecycle
+    def __enter__(self) -> "GitHubDouble":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # ---------------------------------------------------------------- setup helpers
+    def add_repo(self, full_name: str, files: dict[str, str] | None = None, default_branch: str = "main",
+                 org: bool = False) -> FakeRepo:
+        owner, name = full_name.split("/")
+        repo = FakeRepo(owner, name, default_branch)
+        tree = {p: self._blob(repo, t.encode()) for p, t in (files or {"README.md": "# app\n"}).items()}
+        commit = self._commit(repo, tree, [], "Initial commit")
+        repo.refs[f"heads/{default_branch}"] = commit
+        self.repos[full_name] = repo
+        if org:
+            self.orgs.setdefault(owner, []).append(full_name)
+        return repo
+
+    def push(self, full_name: str, branch: str, files: dict[str, str], message: str = "change") -> str:
+        """Someone pushes to ``branch``: the files are merged over its tree."""
+        repo = self.repos[full_name]
+        parent = repo.refs[f"heads/{branch}"]
+        tree = dict(repo.trees[repo.commits[parent]["tree"]])
+        tree.update({p: self._blob(repo, t.encode()) for p, t in files.items()})
+        sha = self._commit(repo, tree, [parent], message)
+        repo.refs[f"heads/{branch}"] = sha
+        return sha
+
+    def close_pull(self, full_name: str, number: int, merged: bool = False) -> None:
+        pr = self.repos[full_name].pulls[number]
+        pr["state"] = "closed"
+        pr["merged"] = merged
+        pr["merged_at"] = NOW if merged else None
+        pr["closed_at"] = NOW
+
+    def inject(self, method: str, path_regex: str, status: int, headers: dict[str, str] | None = None,
+               *, after: bool = False, times: int = 1, message: str = "Server Error") -> None:
+        self.faults.append(Fault(method, re.compile(path_regex), status, headers or {}, after, times,
+                                 {"message": message, "documentation_url": "https://docs.github.com/rest"}))
+
+    def write_calls(self) -> list[Call]:
+        return [c for c in self.calls if c.method != "GET"]
+
+    def pulls(self, full_name: str, state: str = "all") -> list[dict[str, Any]]:
+        return [p for p in self.repos[full_name].pulls.values() if state == "all" or p["state"] == state]
+
+    # ---------------------------------------------------------------- git objects
+    def _blob(self, repo: FakeRepo, data: bytes) -> str:
+        sha = _sha("blob", data)
+        repo.blobs[sha] = data
+        return sha
+
+    def _tree(self, repo: FakeRepo, entries: dict[str, str]) -> str:
+        sha = _sha("tree", json.dumps(sorted(entries.items())).encode())
+        repo.trees[sha] = dict(entries)
+        return sha
+
+    def _commit(self, repo: FakeRepo, tree_entries: dict[str, str] | str, parents: list[str], message: str) -> str:
+        tree = tree_entries if isinstance(tree_entries, str) else self._tree(repo, tree_entries)
+        sha = _sha("commit", json.dumps([tree, parents, message]).encode())
+        repo.commits[sha] = {"tree": tree, "parents": parents, "message": message}
+        return sha
+
+    def _next_id(self) -> int:
+        with self._lock:
+            self._ids += 1
+            return self._ids
+
+    # ---------------------------------------------------------------- JSON shapes
+    def _u(self, repo: FakeRepo, rest: str = "") -> str:
+        return f"{self.base_url}/repos/{repo.full_name}{rest}"
+
+    def _repo_json(self, repo: FakeRepo) -> dict[str, Any]:
+        return {"id": abs(hash(repo.full_name)) % 10**8, "node_id": "R_1", "name": repo.name,
+                "full_name": repo.full_name, "owner": _user(repo.owner), "private": False,
+                "fork": False, "archived": repo.archived, "default_branch": repo.default_branch,
+                "url": self._u(repo), "html_url": f"https://github.com/{repo.full_name}",
+                "permissions": {"admin": False, "push": True, "pull": True}}
+
+    def _ref_json(self, repo: FakeRepo, name: str) -> dict[str, Any]:
+        sha = repo.refs[name]
+        return {"ref": f"refs/{name}", "node_id": "REF_1", "url": self._u(repo, f"/git/refs/{name}"),
+                "object": {"type": "commit", "sha": sha, "url": self._u(repo, f"/git/commits/{sha}")}}
+
+    def _commit_json(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
+        c = repo.commits[sha]
+        person = {"name": "setupbot", "email": "setupbot@users.noreply.github.com", "date": NOW}
+        return {"sha": sha, "node_id": "C_1", "url": self._u(repo, f"/git/commits/{sha}"),
+                "html_url": f"https://github.com/{repo.full_name}/commit/{sha}", "author": person,
+                "committer": person, "message": c["message"],
+                "tree": {"sha": c["tree"], "url": self._u(repo, f"/git/trees/{c['tree']}")},
+                "parents": [{"sha": p, "url": self._u(repo, f"/git/commits/{p}"),
+                             "html_url": f"https://github.com/{repo.full_name}/commit/{p}"} for p in c["parents"]],
+                "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None}}
+
+    def _tree_json(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
+        return {"sha": sha, "url": self._u(repo, f"/git/trees/{sha}"), "truncated": False,
+                "tree": [{"path": p, "mode": "100644", "type": "blob", "sha": b, "size": len(repo.blobs[b]),
+                          "url": self._u(repo, f"/git/blobs/{b}")} for p, b in sorted(repo.trees[sha].items())]}
+
+    def _pull_json(self, repo: FakeRepo, pr: dict[str, Any]) -> dict[str, Any]:
+        n = pr["number"]
+        head_sha = repo.refs.get(f"heads/{pr['head']}", "0" * 40)
+        base_sha = repo.refs.get(f"heads/{pr['base']}", "0" * 40)
+        return {"id": pr["id"], "node_id": f"PR_{n}", "number": n, "state": pr["state"], "locked": False,
+                "title": pr["title"], "body": pr["body"], "user": _user(), "draft": False,
+                "url": self._u(repo, f"/pulls/{n}"), "html_url": f"https://github.com/{repo.full_name}/pull/{n}",
+                "issue_url": self._u(repo, f"/issues/{n}"), "comments_url": self._u(repo, f"/issues/{n}/comments"),
+                "head": {"label": f"{repo.owner}:{pr['head']}", "ref": pr["head"], "sha": head_sha,
+                         "user": _user(repo.owner), "repo": self._repo_json(repo)},
+                "base": {"label": f"{repo.owner}:{pr['base']}", "ref": pr["base"], "sha": base_sha,
+                         "user": _user(repo.owner), "repo": self._repo_json(repo)},
+                "merged": pr["merged"], "merged_at": pr["merged_at"], "closed_at": pr.get("closed_at"),
+                "mergeable": None, "maintainer_can_modify": pr["maintainer_can_modify"],
+                "labels": [{"name": l, "color": "ededed"} for l in repo.labels.get(n, [])],
+                "created_at": NOW, "updated_at": NOW}
+
+    def _issue_json(self, repo: FakeRepo, n: int) -> dict[str, Any]:
+        pr = repo.pulls[n]
+        return {"id": pr["id"], "number": n, "title": pr["title"], "body": pr["body"], "state": pr["state"],
+                "url": self._u(repo, f"/issues/{n}"), "html_url": f"https://github.com/{repo.full_name}/issues/{n}",
+                "comments_url": self._u(repo, f"/issues/{n}/comments"), "user": _user(),
+                "labels": [{"name": l, "color": "ededed"} for l in repo.labels.get(n, [])],
+                "pull_request": {"url": self._u(repo, f"/pulls/{n}")}, "created_at": NOW, "updated_at": NOW}
+
+    def _comment_json(self, repo: FakeRepo, cid: int) -> dict[str, Any]:
+        c = repo.comments[cid]
+        return {"id": cid, "node_id": f"IC_{cid}", "body": c["body"], "user": _user(),
+                "url": self._u(repo, f"/issues/comments/{cid}"),
+                "html_url": f"https://github.com/{repo.full_name}/pull/{c['issue']}#issuecomment-{cid}",
+                "issue_url": self._u(repo, f"/issues/{c['issue']}"), "created_at": NOW, "updated_at": NOW}
+
+    # ---------------------------------------------------------------- routing
+    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        m = re.match(r"^/orgs/([^/]+)(/repos)?$", path)
+        if m and method == "GET":
+            org = m.group(1)
+            if org not in self.orgs:
+                return 404, {"message": "Not Found"}
+            if m.group(2):
+                return 200, [self._repo_json(self.repos[r]) for r in self.orgs[org]]
+            return 200, {"login": org, "id": 7, "url": f"{self.base_url}/orgs/{org}", "type": "Organization"}
+        m = re.match(r"^/repos/([^/]+/[^/]+)(/.*)?$", path)
+        if not m or m.group(1) not in self.repos:
+            return 404, {"message": "Not Found"}
+        repo = self.repos[m.group(1)]
+        rest = m.group(2) or ""
+        with self._lock:
+            return self._repo_route(repo, method, rest, query, body)
+
+    def _repo_route(self, repo: FakeRepo, method: str, rest: str, query: dict[str, list[str]],
+                    body: Any) -> tuple[int, Any]:
+        q = {k: v[0] for k, v in query.items()}
+        if rest == "" and method == "GET":
+            return 200, self._repo_json(repo)
+        if (m := re.match(r"^/git/refs?/(.+)$", rest)) and method == "GET":
+            name = unquote(m.group(1))
+            return (200, self._ref_json(repo, name)) if name in repo.refs else (404, {"message": "Not Found"})
+        if rest == "/git/refs" and method == "POST":
+            name = body["ref"].removeprefix("refs/")
+            if name in repo.refs:
+                return 422, {"message": "Reference already exists"}
+            if body["sha"] not in repo.commits:
+                return 422, {"message": "Object does not exist"}
+            repo.refs[name] = body["sha"]
+            return 201, self._ref_json(repo, name)
+        if (m := re.match(r"^/git/refs/(.+)$", rest)) and method == "PATCH":
+            name = unquote(m.group(1))
+            if name not in repo.refs:
+                return 422, {"message": "Reference does not exist"}
+            new = body["sha"]
+            if not body.get("force") and repo.refs[name] not in self._ancestors(repo, new):
+                return 422, {"message": "Update is not a fast forward"}
+            repo.refs[name] = new
+            return 200, self._ref_json(repo, name)
+        if rest == "/git/blobs" and method == "POST":
+            data = base64.b64decode(body["content"]) if body.get("encoding") == "base64" else body["content"].encode()
+            sha = self._blob(repo, data)
+            return 201, {"sha": sha, "url": self._u(repo, f"/git/blobs/{sha}")}
+        if rest == "/git/trees" and method == "POST":
+            entries = dict(repo.trees[body["base_tree"]]) if body.get("base_tree") else {}
+            for item in body["tree"]:
+                if item.get("sha") is None and "content" not in item:
+                    entries.pop(item["path"], None)
+                elif "content" in item:
+                    entries[item["path"]] = self._blob(repo, item["content"].encode())
+                else:
+                    if item["sha"] not in repo.blobs:
+                        return 422, {"message": f"tree.sha {item['sha']} is not a valid blob"}
+                    entries[item["path"]] = item["sha"]
+            return 201, self._tree_json(repo, self._tree(repo, entries))
+        if (m := re.match(r"^/git/trees/([0-9a-f]{40})$", rest)) and method == "GET":
+            return (200, self._tree_json(repo, m.group(1))) if m.group(1) in repo.trees else (404, {"message": "Not Found"})
+        if rest == "/git/commits" and method == "POST":
+            if body["tree"] not in repo.trees or any(p not in repo.commits for p in body.get("parents", [])):
+                return 422, {"message": "Tree or parent does not exist"}
+            sha = self._commit(repo, body["tree"], list(body.get("parents", [])), body["message"])
+            return 201, self._commit_json(repo, sha)
+        if (m := re.match(r"^/git/commits/([0-9a-f]{40})$", rest)) and method == "GET":
+            return (200, self._commit_json(repo, m.group(1))) if m.group(1) in repo.commits else (404, {"message": "Not Found"})
+        if (m := re.match(r"^/contents/(.+)$", rest)) and method == "GET":
+            path = unquote(m.group(1))
+            files = repo.files_at(q.get("ref", repo.default_branch))
+            if path not in files:
+                return 404, {"message": "Not Found"}
+            data = files[path]
+            sha = _sha("blob", data)
+            return 200, {"type": "file", "encoding": "base64", "size": len(data), "name": path.split("/")[-1],
+                         "path": path, "content": base64.b64encode(data).decode(), "sha": sha,
+                         "url": self._u(repo, f"/contents/{path}"), "git_url": self._u(repo, f"/git/blobs/{sha}"),
+                         "html_url": f"https://github.com/{repo.full_name}/blob/main/{path}", "download_url": None,
+                         "_links": {"self": self._u(repo, f"/contents/{path}")}}
+        if rest == "/pulls" and method == "GET":
+            state = q.get("state", "open")
+            head = q.get("head")
+            out = [self._pull_json(repo, p) for p in sorted(repo.pulls.values(), key=lambda p: -p["number"])
+                   if (state == "all" or p["state"] == state)
+                   and (head is None or f"{repo.owner}:{p['head']}" == head)
+                   and ("base" not in q or p["base"] == q["base"])]
+            return 200, out
+        if rest == "/pulls" and method == "POST":
+            if f"heads/{body['head']}" not in repo.refs:
+                return 422, {"message": "Validation Failed", "errors": [{"field": "head", "code": "invalid"}]}
+            if any(p["head"] == body["head"] and p["base"] == body["base"] and p["state"] == "open"
+                   for p in repo.pulls.values()):
+                return 422, {"message": "Validation Failed",
+                             "errors": [{"message": f"A pull request already exists for {repo.owner}:{body['head']}."}]}
+            n = max([*repo.pulls, *[c["issue"] for c in repo.comments.values()], 0]) + 1
+            repo.pulls[n] = {"id": self._next_id(), "number": n, "state": "open", "title": body.get("title", ""),
+                             "body": body.get("body") or "", "head": body["head"], "base": body["base"],
+                             "merged": False, "merged_at": None,
+                             "maintainer_can_modify": body.get("maintainer_can_modify", True)}
+            return 201, self._pull_json(repo, repo.pulls[n])
+        if (m := re.match(r"^/pulls/(\d+)$", rest)):
+            n = int(m.group(1))
+            if n not in repo.pulls:
+                return 404, {"message": "Not Found"}
+            if method == "PATCH":
+                for key in ("title", "body", "state"):
+                    if key in body:
+                        repo.pulls[n][key] = body[key]
+            return 200, self._pull_json(repo, repo.pulls[n])
+        if (m := re.match(r"^/issues/(\d+)$", rest)) and method == "GET":
+            n = int(m.group(1))
+            return (200, self._issue_json(repo, n)) if n in repo.pulls else (404, {"message": "Not Found"})
+        if (m := re.match(r"^/issues/(\d+)/labels$", rest)) and method == "POST":
+            n = int(m.group(1))
+            names = body if isinstance(body, list) else body.get("labels", [])
+            names = [x if isinstance(x, str) else x["name"] for x in names]
+            current = repo.labels.setdefault(n, [])
+            current.extend(x for x in names if x not in current)
+            return 200, [{"id": i, "name": l, "color": "ededed", "url": self._u(repo, f"/labels/{l}")}
+                         for i, l in enumerate(current)]
+        if (m := re.match(r"^/issues/(\d+)/comments$", rest)):
+            n = int(m.group(1))
+            if n not in repo.pulls:
+                return 404, {"message": "Not Found"}
+            if method == "POST":
+                cid = self._next_id()
+                repo.comments[cid] = {"issue": n, "body": body["body"]}
+                return 201, self._comment_json(repo, cid)
+            return 200, [self._comment_json(repo, c) for c, v in sorted(repo.comments.items()) if v["issue"] == n]
+        if (m := re.match(r"^/issues/comments/(\d+)$", rest)):
+            cid = int(m.group(1))
+            if cid not in repo.comments:
+                return 404, {"message": "Not Found"}
+            if method == "PATCH":
+                repo.comments[cid]["body"] = body["body"]
+            return 200, self._comment_json(repo, cid)
+        return 404, {"message": f"Not Found ({method} {rest} is not served by the double)"}
+
+    def _ancestors(self, repo: FakeRepo, sha: str) -> set[str]:
+        seen, todo = set(), [sha]
+        while todo:
+            s = todo.pop()
+            if s in seen or s not in repo.commits:
+                continue
+            seen.add(s)
+            todo.extend(repo.commits[s]["parents"])
+        return seen
+
+    # ---------------------------------------------------------------- HTTP
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        double = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def _serve(self) -> None:
+                parts = urlsplit(self.path)
+                path = parts.path.removeprefix("/api/v3")
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = None
+                call = Call(self.command, path, parse_qs(parts.query), body)
+                with double._lock:
+                    double.calls.append(call)
+                    fault = next((f for f in double.faults if f.times > 0 and f.method == self.command
+                                  and f.pattern.search(path)), None)
+                    if fault:
+                        fault.times -= 1
+                if fault and not fault.after:
+                    return self._send(call, fault.status, fault.body, fault.headers)
+                try:
+                    if self.command != "GET":
+                        validate_body(self.command, path, body)
+                    status, payload = double.handle(self.command, path, call.query, body)
+                except SchemaViolation as exc:
+                    double.schema_errors.append(str(exc))
+                    status, payload = 422, {"message": "Invalid request.", "errors": [str(exc)]}
+                if fault and fault.after:
+                    return self._send(call, fault.status, fault.body, fault.headers)
+                self._send(call, status, payload, {})
+
+            def _send(self, call: Call, status: int, payload: Any, headers: dict[str, str]) -> None:
+                call.status = status
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                base = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999",
+                        "x-ratelimit-reset": str(int(double.clock()) + 3600), "x-github-api-version-selected": "2022-11-28"}
+                base.update(headers)
+                for k, v in base.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+        return Handler
