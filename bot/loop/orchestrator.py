@@ -1,0 +1,681 @@
+"""The setup loop: plan → build → run the target → diagnose → repair → … → clean replay.
+
+One ``Workspace`` is an image built from the compiled Dockerfile, the sibling services the plan
+and the kept repairs ask for (on a private network), and a runner container on that image with
+the target already evaluated. Repairs that can be trialled inside the container (apt/pip installs,
+environment, commands) run after ``snapshot()`` and are rolled back unless the error state
+improved; repairs that change the image (base image, build-time environment, services) are
+trialled by recompiling the graph and rebuilding. Every kept repair is applied to the DepGraph
+(``apply_atom``), so the compiled Dockerfile reproduces it; the working container is never the
+artifact: only a clean replay (no cache, fresh container, nothing carried over) counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from bot.atoms import Atom
+from bot.errors import LLMError, SetupbotError
+from bot.loop.diagnose import Signature, diagnose, setup_failures
+from bot.loop.junit import TestResults, parse_junit
+from bot.loop.repair import (Candidate, knowledge_candidates, merge_candidates, rule_candidates,
+                             trial_commands)
+from bot.loop.trajectory import Budget, Trajectory
+
+log = logging.getLogger(__name__)
+
+JUNIT_PATH = "/tmp/setupbot-junit.xml"
+STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
+LOG_FOR_RETRIEVAL = 20_000
+
+
+# --- what a target evaluation says ------------------------------------------------------------
+
+@dataclass
+class TargetOutcome:
+    stage: str                                   # the stage the run got to (see STAGE_RANK)
+    signatures: list[Signature] = field(default_factory=list)
+    log: str = ""                                # the output that was diagnosed
+    collect_exit: int | None = None
+    test_exit: int | None = None
+    results: TestResults = field(default_factory=TestResults)
+    note: str = ""
+
+    @property
+    def setup_failures(self) -> list[Signature]:
+        return setup_failures(self.signatures)
+
+    @property
+    def collected(self) -> bool:
+        return self.collect_exit == 0
+
+    @property
+    def passed(self) -> bool:
+        """The target is met: tests collected and ran, and nothing left is a setup failure."""
+        return self.stage == "done" and not self.setup_failures
+
+    def idents(self) -> set[tuple[str, str]]:
+        return {s.ident for s in self.setup_failures}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "collect_exit": self.collect_exit, "test_exit": self.test_exit,
+                "signatures": [s.to_json() for s in self.signatures],
+                "tests": self.results.summary(), "note": self.note}
+
+
+def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | None) -> str:
+    """'improved' when the targeted signature is gone and no new setup failure that the trial
+    caused appeared; 'worse' when the run got less far, fewer tests passed, or a new failure about
+    the same thing appeared (a wrong distribution shadowing a module); else 'unchanged'.
+
+    A new failure about something else (the next missing module behind the one just fixed) is
+    progress: the loop keeps the frame and may abandon it later by rolling back several frames."""
+    if STAGE_RANK[after.stage] < STAGE_RANK[before.stage]:
+        return "worse"
+    if after.results.count("passed") < before.results.count("passed"):
+        return "worse"
+    new = [s for s in after.setup_failures if s.ident not in before.idents()]
+    if target is not None:
+        if any(s.key and s.key == target.key and s.ident != target.ident for s in new):
+            return "worse"
+        if target.ident in after.idents():
+            return "worse" if new else "unchanged"
+        return "improved"
+    # no target (an LLM action): better when the run got further or has fewer setup failures
+    if STAGE_RANK[after.stage] > STAGE_RANK[before.stage] or after.passed:
+        return "improved"
+    if len(after.setup_failures) < len(before.setup_failures) and not new:
+        return "improved"
+    return "worse" if new else "unchanged"
+
+
+@dataclass
+class KeptRepair:
+    signature: Signature | None
+    candidate: Candidate
+    log_excerpt: str
+    frame_depth: int | None = None      # session depth before the trial (in-container repairs)
+    graph_before: Any = None            # graph JSON before the repair was applied
+    alternatives: list[Candidate] = field(default_factory=list)
+    before_idents: set = field(default_factory=set)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signature": self.signature.to_json() if self.signature else None,
+                "repair": self.candidate.to_json()}
+
+
+@dataclass
+class RunRecord:
+    repo: str
+    run_id: str
+    status: str = "running"             # success | unresolved | over_budget | error
+    degraded: bool = False
+    plan: dict[str, Any] = field(default_factory=dict)
+    dockerfile: str = ""
+    trajectory: Trajectory = field(default_factory=Trajectory)
+    repairs: list[KeptRepair] = field(default_factory=list)
+    replay: dict[str, Any] = field(default_factory=dict)
+    tests: TestResults = field(default_factory=TestResults)
+    timings: dict[str, float] = field(default_factory=dict)
+    unresolved: list[dict[str, Any]] = field(default_factory=list)
+    remaining: str = ""
+    llm_usage: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    best: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "success"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repo": self.repo, "run_id": self.run_id, "status": self.status,
+                "degraded": self.degraded, "repairs": [r.to_json() for r in self.repairs],
+                "replay": self.replay, "tests": self.tests.to_json(), "timings": self.timings,
+                "unresolved": self.unresolved, "remaining": self.remaining,
+                "llm_usage": self.llm_usage, "warnings": self.warnings, "best": self.best,
+                "steps": len(self.trajectory)}
+
+
+# --- one built image + services + runner container ----------------------------------------------
+
+class Workspace:
+    def __init__(self, tag: str, dockerfile: Any) -> None:
+        self.tag = tag
+        self.dockerfile = dockerfile
+        self.stack = contextlib.ExitStack()
+        self.session: Any = None
+        self.env: dict[str, str] = {}
+        self.target_env: dict[str, str] = {}
+        self.outcome = TargetOutcome("build")
+
+    def close(self) -> None:
+        try:
+            self.stack.close()
+        except SetupbotError as exc:
+            log.warning("cleanup: %s", exc.what)
+
+
+def _default_make_plan(repo: Path, settings: Any, available_pythons: Sequence[str]) -> Any:
+    from bot.graph import make_plan  # type: ignore[attr-defined]
+
+    return make_plan(repo, settings, available_pythons=list(available_pythons))
+
+
+def _default_compile(graph: Any) -> Any:
+    from bot.compile import compile_dockerfile  # type: ignore[attr-defined]
+
+    return compile_dockerfile(graph)
+
+
+def _default_available_pythons(engine: Any) -> list[str]:
+    try:
+        from bot.engine.images import available_pythons  # type: ignore[attr-defined]
+
+        return list(available_pythons(engine))
+    except (ImportError, AttributeError):
+        return ["3.11", "3.13"]
+
+
+def _default_service_manager(engine: Any, network: str) -> Any:
+    from bot.verify.services import ServiceManager
+
+    return ServiceManager(engine, network)
+
+
+def write_loop_outputs(repo: Path, record: RunRecord, out_dir: Path) -> list[Path]:
+    """The loop's own outputs (Dockerfile, plan, run record, trajectory). Kept in one function
+    so the outputs stage can replace it with the final forms."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (("Dockerfile", record.dockerfile),
+                       ("setupbot-plan.json", json.dumps(record.plan, indent=2, sort_keys=True, default=str)),
+                       ("setupbot-run.json", json.dumps(record.to_json(), indent=2, default=str)),
+                       ("setupbot-trajectory.jsonl", record.trajectory.to_jsonl())):
+        path = out_dir / name
+        path.write_text(text if text.endswith("\n") or not text else text + "\n")
+        written.append(path)
+    return written
+
+
+class SetupLoop:
+    def __init__(self, repo: Path, settings: Any, engine: Any, store: Any = None, llm: Any = None, *,
+                 retriever: Any = None,
+                 make_plan: Callable[..., Any] = _default_make_plan,
+                 compile_dockerfile: Callable[[Any], Any] = _default_compile,
+                 service_manager: Callable[[Any, str], Any] = _default_service_manager,
+                 available_pythons: Sequence[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 trajectory_path: Path | None = None) -> None:
+        self.repo = Path(repo)
+        self.settings = settings
+        self.engine = engine
+        self.store = store
+        self.llm = llm
+        self.retriever = retriever
+        if self.retriever is None and store is not None:
+            from bot.knowledge import Retriever  # type: ignore[attr-defined]
+
+            self.retriever = Retriever(store, settings.knowledge)
+        self.make_plan = make_plan
+        self.compile = compile_dockerfile
+        self.service_manager = service_manager
+        self.available = list(available_pythons) if available_pythons is not None else _default_available_pythons(engine)
+        b = settings.budgets
+        self.budget = Budget(b.max_steps, b.wall_clock, settings.engine.command_timeout, clock=clock)
+        run_id = getattr(engine, "run_id", None) or uuid.uuid4().hex[:10]
+        self.record = RunRecord(repo=str(self.repo), run_id=run_id, trajectory=Trajectory(trajectory_path))
+        self.traj = self.record.trajectory
+        self.n_builds = 0
+        self.tried: dict[tuple[str, str], set] = {}
+        self.extra_services: list[Atom] = []
+        self.test_override: list[str] | None = None
+        self.llm_repairs: list[KeptRepair] = []
+
+    # -- plan facts -------------------------------------------------------------------------
+    @property
+    def python(self) -> str:
+        return getattr(self, "current_python", "") or "3.11"
+
+    def _plan_env(self) -> dict[str, str]:
+        env = dict(getattr(self.plan, "env", {}) or {})
+        env.update(dict(self.settings.target.env or {}))
+        return env
+
+    def _collect_command(self) -> list[str] | None:
+        if not self.settings.target.collect_only:
+            return None
+        if self.test_override:
+            if "pytest" in " ".join(self.test_override):
+                return [*self.test_override, "--collect-only", "-q"]
+            return None
+        cmd = getattr(self.plan, "collect_command", None)
+        return list(cmd) if cmd else None
+
+    def _test_command(self) -> list[str]:
+        if self.test_override:
+            cmd = list(self.test_override)
+        elif self.settings.target.test_command:
+            cmd = list(self.settings.target.test_command)
+        else:
+            cmd = list(getattr(self.plan, "test_command", None) or ["python", "-m", "pytest"])
+        if _is_pytest(cmd) and not any(a.startswith("--junitxml") for a in cmd):
+            cmd = [*cmd, f"--junitxml={JUNIT_PATH}"]
+        return cmd
+
+    # -- one workspace ----------------------------------------------------------------------
+    def _service_requirements(self) -> list[Any]:
+        reqs = list(getattr(self.plan, "services", []) or [])
+        if self.extra_services:
+            from bot.verify.services import specs_from_atoms
+
+            reqs.extend(specs_from_atoms(self.extra_services))
+        return reqs
+
+    def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace:
+        self.budget.spend_step()
+        dockerfile = self.compile(self.graph)
+        self.n_builds += 1
+        tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
+        ws = Workspace(tag, dockerfile)
+        started = time.monotonic()
+        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache)
+        self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
+        sigs = diagnose(build.log) if not build.ok else []
+        self.traj.record(purpose, command=["build", tag] + (["--no-cache"] if no_cache else []),
+                         exit_code=0 if build.ok else 1, output_tail=build.log[-2000:],
+                         duration=time.monotonic() - started, outcome="ok" if build.ok else "failed",
+                         detail={"signatures": [s.to_json() for s in sigs]})
+        if not build.ok:
+            ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
+            return ws
+        try:
+            network = None
+            env = self._plan_env()
+            reqs = self._service_requirements()
+            if reqs:
+                network = ws.stack.enter_context(self.engine.network())
+                manager = ws.stack.enter_context(self.service_manager(self.engine, network))
+                t0 = time.monotonic()
+                started_services = manager.start(reqs, ci_env=env)
+                env.update(started_services.env)
+                self.traj.record("services", command=[getattr(o, "name", "?") for o in started_services.outcomes],
+                                 duration=time.monotonic() - t0,
+                                 outcome="ok" if started_services.all_healthy else "unhealthy",
+                                 detail={"services": [o.to_json() for o in started_services.outcomes]})
+            ws.env = env
+            ws.session = ws.stack.enter_context(self.engine.session(tag, env=env, network=network))
+        except SetupbotError as exc:
+            ws.close()
+            ws.outcome = TargetOutcome("build", [], log=exc.render(), note=f"the runner did not start: {exc.what}")
+            self.traj.record("start", outcome="failed", output_tail=exc.render())
+            return ws
+        ws.outcome = self.evaluate(ws)
+        return ws
+
+    def _exec(self, ws: Workspace, argv: list[str], action: str, env: Mapping[str, str] | None = None) -> Any:
+        snap = str(getattr(ws.session, "depth", ""))
+        res = ws.session.exec(argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command())
+        self.traj.record(action, command=list(argv), exit_code=res.exit_code, output_tail=res.output[-2000:],
+                         duration=res.duration, snapshot=snap,
+                         outcome="timeout" if res.timed_out else ("ok" if res.exit_code == 0 else "failed"))
+        return res
+
+    def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
+        """Run the target in the workspace: collection first, then the tests with JUnit XML."""
+        env = dict(ws.target_env if env is None else env)
+        collect = self._collect_command()
+        outcome = TargetOutcome("collect")
+        if collect:
+            r = self._exec(ws, collect, "collect", env)
+            outcome.collect_exit = r.exit_code
+            if r.exit_code != 0:
+                sigs = diagnose(r.output)
+                if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
+                    sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
+                if r.timed_out:
+                    outcome.note = "test collection timed out"
+                return TargetOutcome("collect", sigs, log=r.output, collect_exit=r.exit_code, note=outcome.note)
+        cmd = self._test_command()
+        r = self._exec(ws, cmd, "test", env)
+        results = TestResults()
+        if _is_pytest(cmd):
+            xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
+            if xml.exit_code == 0:
+                results = parse_junit(xml.output)
+        sigs = diagnose(r.output + "\n" + results.failure_text())
+        if collect is None:
+            outcome.collect_exit = 0 if r.exit_code in (0, 1) else r.exit_code
+        else:
+            outcome.collect_exit = 0
+        if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
+            sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
+        stage = "done" if (r.exit_code == 0 or (r.exit_code == 1 and results.total)) and not r.timed_out else "test"
+        note = "the test run timed out" if r.timed_out else ""
+        return TargetOutcome(stage, sigs, log=r.output, collect_exit=outcome.collect_exit,
+                             test_exit=r.exit_code, results=results, note=note)
+
+    # -- candidates ---------------------------------------------------------------------------
+    def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
+        context = {"python": self.python, "os": "debian"}
+        excerpt = _excerpt(outcome.log, sig)
+        try:
+            from_store = knowledge_candidates(self.retriever, excerpt, context, self.settings.knowledge.k)
+        except SetupbotError as exc:
+            self.record.warnings.append(f"experience base: {exc.what}")
+            from_store = []
+        rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available)
+        tried = self.tried.setdefault(sig.ident, set())
+        cands = [c for c in merge_candidates(from_store, rules) if c.key() not in tried]
+        return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
+
+    def _record_outcome(self, cand: Candidate, outcome: str) -> None:
+        if cand.unit_id and self.retriever is not None:
+            try:
+                self.retriever.record_outcome(cand.unit_id, outcome)
+            except SetupbotError as exc:
+                self.record.warnings.append(f"telemetry for {cand.unit_id}: {exc.what}")
+
+    def _apply_to_graph(self, cand: Candidate, sig: Signature | None) -> None:
+        evidence = ("setupbot loop", 0, (sig.describe() + ": " if sig else "") + cand.describe())
+        for atom in cand.atoms:
+            self.graph.apply_atom(atom, evidence)
+            if atom.kind == "start_service":
+                self.extra_services.append(atom)
+            if atom.kind == "test_command":
+                self.test_override = list(atom.args["command"])
+            if atom.kind == "switch_python":
+                self.current_python = str(atom.args["version"])
+
+    # -- trials -------------------------------------------------------------------------------
+    def trial_in_container(self, ws: Workspace, cand: Candidate, sig: Signature | None) -> tuple[str, TargetOutcome]:
+        before = ws.outcome
+        depth = getattr(ws.session, "depth", 0)
+        snap = ws.session.snapshot(note=cand.describe()[:200])
+        self.traj.record("snapshot", snapshot=str(snap), outcome="ok", detail={"depth": depth + 1})
+        trial_env = dict(ws.target_env)
+        saved_override = self.test_override
+        failed = ""
+        for atom in cand.atoms:
+            if atom.kind == "set_env":
+                trial_env[atom.args["name"]] = atom.args["value"]
+            elif atom.kind == "test_command":
+                self.test_override = list(atom.args["command"])
+            for argv in trial_commands(atom):
+                self.budget.spend_step()
+                r = self._exec(ws, argv, "trial", {**ws.env, **trial_env})
+                if r.exit_code != 0:
+                    failed = f"{' '.join(argv)} exited {r.exit_code}"
+                    break
+            if failed:
+                break
+        after = TargetOutcome(before.stage, before.signatures, log=before.log, note=failed) if failed \
+            else self.evaluate(ws, trial_env)
+        verdict = "failed" if failed else compare(before, after, sig)
+        if verdict == "improved" or (verdict == "unchanged" and sig is None and not failed and after.passed):
+            ws.target_env = trial_env
+            ws.outcome = after
+            self.traj.record("keep", command=[cand.describe()], snapshot=str(snap), outcome="kept",
+                             detail={"candidate": cand.to_json(), "after": after.to_json()})
+            return "kept", after
+        ws.session.rollback(1)
+        self.test_override = saved_override
+        self.traj.record("rollback", command=[cand.describe()], snapshot=str(snap), outcome=verdict,
+                         detail={"candidate": cand.to_json(), "after": after.to_json(), "frames": 1})
+        return verdict, after
+
+    def trial_by_rebuild(self, ws: Workspace, cand: Candidate, sig: Signature | None) -> tuple[str, Workspace]:
+        graph_before = self.graph.to_json()
+        saved = (list(self.extra_services), self.test_override, self.current_python)
+        self._apply_to_graph(cand, sig)
+        new_ws = self.open_workspace(purpose="trial-build")
+        verdict = compare(ws.outcome, new_ws.outcome, sig)
+        if verdict == "improved":
+            self.traj.record("keep", command=[cand.describe()], outcome="kept",
+                             detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json()})
+            return "kept", new_ws
+        new_ws.close()
+        self.graph = type(self.graph).from_json(graph_before)
+        self.extra_services, self.test_override, self.current_python = saved
+        self.traj.record("rollback", command=[cand.describe()], outcome=verdict,
+                         detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json(), "rebuild": True})
+        return verdict, ws
+
+    def try_candidate(self, ws: Workspace, cand: Candidate, sig: Signature | None,
+                      alternatives: list[Candidate]) -> tuple[bool, Workspace]:
+        """Trial one candidate; on success record the kept repair and return the live workspace."""
+        if sig is not None:
+            self.tried.setdefault(sig.ident, set()).add(cand.key())
+        graph_before = self.graph.to_json()
+        before_idents = ws.outcome.idents()
+        excerpt = _excerpt(ws.outcome.log, sig)
+        if cand.in_container and ws.session is not None:
+            depth = getattr(ws.session, "depth", None)
+            verdict, _ = self.trial_in_container(ws, cand, sig)
+            if verdict == "kept":
+                self._apply_to_graph(cand, sig)
+                self._keep(KeptRepair(sig, cand, excerpt, frame_depth=depth, graph_before=graph_before,
+                                      alternatives=alternatives, before_idents=before_idents))
+                return True, ws
+        else:
+            verdict, new_ws = self.trial_by_rebuild(ws, cand, sig)
+            if verdict == "kept":
+                ws.close()
+                self._keep(KeptRepair(sig, cand, excerpt, frame_depth=None, graph_before=graph_before,
+                                      alternatives=alternatives, before_idents=before_idents))
+                return True, new_ws
+        self._record_outcome(cand, "failure")
+        return False, ws
+
+    def _keep(self, kept: KeptRepair) -> None:
+        self.record.repairs.append(kept)
+        self._record_outcome(kept.candidate, "success")
+        if kept.candidate.source in ("llm", "human"):
+            self.llm_repairs.append(kept)
+
+    def backtrack(self, ws: Workspace, stuck: Signature) -> tuple[bool, Workspace]:
+        """Abandon a sub-path: roll back to before the latest kept in-container repair that came
+        before ``stuck`` appeared and still has an untried alternative, then try that one."""
+        for idx in range(len(self.record.repairs) - 1, -1, -1):
+            kept = self.record.repairs[idx]
+            if kept.frame_depth is None or stuck.ident in kept.before_idents:
+                continue
+            alternatives = [c for c in kept.alternatives if kept.signature is None
+                            or c.key() not in self.tried.get(kept.signature.ident, set())]
+            if not alternatives:
+                continue
+            frames = ws.session.depth - kept.frame_depth
+            if frames <= 0:
+                continue
+            ws.session.rollback(frames)
+            undone = self.record.repairs[idx:]
+            del self.record.repairs[idx:]
+            for k in undone:
+                self._record_outcome(k.candidate, "failure")
+            self.graph = type(self.graph).from_json(kept.graph_before)
+            self.traj.record("rollback", command=[k.candidate.describe() for k in undone], outcome="abandoned",
+                             detail={"frames": frames, "stuck_on": stuck.to_json()})
+            # the target state before that repair: re-evaluate on the restored container
+            ws.outcome = self.evaluate(ws)
+            for cand in alternatives:
+                ok, ws = self.try_candidate(ws, cand, kept.signature, alternatives[1:])
+                if ok:
+                    return True, ws
+            return False, ws
+        return False, ws
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> RunRecord:
+        t_start = time.monotonic()
+        rec = self.record
+        self.plan = self.make_plan(self.repo, self.settings, self.available)
+        self.graph = self.plan.graph
+        self.current_python = str(getattr(self.plan, "python", "") or "3.11")
+        rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
+        rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
+        self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
+                         detail={"python": self.current_python, "base_image": getattr(self.plan, "base_image", "")})
+        ws: Workspace | None = None
+        try:
+            ws = self.open_workspace()
+            while True:
+                over = self.budget.exhausted()
+                if over:
+                    rec.status = "over_budget"
+                    rec.remaining = f"{over}; {self._what_remains(ws.outcome)}"
+                    break
+                self._note_best(ws.outcome)
+                if ws.outcome.passed or (ws.outcome.stage == "done" and not self._repairable(ws.outcome)):
+                    replay_ws = self.replay()
+                    if replay_ws.outcome.stage == "done" and replay_ws.outcome.collected:
+                        rec.status = "success"
+                        rec.tests = replay_ws.outcome.results
+                        replay_ws.close()
+                        break
+                    # a replay failure is new evidence: keep working in the replayed container
+                    ws.close()
+                    ws = replay_ws
+                    continue
+                progressed, ws = self.repair_step(ws)
+                if not progressed:
+                    rec.status = "unresolved"
+                    break
+        except LLMError as exc:
+            rec.status = "unresolved"
+            rec.remaining = exc.what
+        finally:
+            if ws is not None:
+                ws.close()
+            rec.dockerfile = self.compile(self.graph).text
+            rec.plan = _plan_json(self.plan, self.graph)
+            rec.timings["total_seconds"] = round(time.monotonic() - t_start, 3)
+            if self.llm is not None:
+                rec.llm_usage = self.llm.usage()
+                rec.degraded = rec.degraded or bool(getattr(self.llm, "degraded", False))
+        if rec.status == "success":
+            self._learn()
+        return rec
+
+    def _repairable(self, outcome: TargetOutcome) -> bool:
+        return any(self.candidates_for(s, outcome) for s in outcome.setup_failures)
+
+    def repair_step(self, ws: Workspace) -> tuple[bool, Workspace]:
+        """One repair: the first setup failure with a candidate that improves things."""
+        outcome = ws.outcome
+        sigs = outcome.setup_failures
+        for sig in sigs:
+            cands = self.candidates_for(sig, outcome)
+            for i, cand in enumerate(cands):
+                if self.budget.exhausted():
+                    return True, ws  # the loop head reports the budget
+                ok, ws = self.try_candidate(ws, cand, sig, cands[i + 1:])
+                if ok:
+                    return True, ws
+        if sigs and ws.session is not None:
+            ok, ws = self.backtrack(ws, sigs[0])
+            if ok:
+                return True, ws
+        if self.llm is not None and not getattr(self.llm, "degraded", False):
+            ok, ws = self.llm_step(ws)
+            if ok:
+                return True, ws
+        self.record.unresolved = [s.to_json() for s in sigs] or [{
+            "kind": "unclassified", "category": "unknown", "key": "",
+            "message": _last_lines(outcome.log, 12)}]
+        self.record.remaining = self._what_remains(outcome)
+        return False, ws
+
+    def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
+        from bot.loop.llm import run_planner_turns
+
+        return run_planner_turns(self, ws)
+
+    def replay(self) -> Workspace:
+        """Build the compiled Dockerfile with no cache, fresh container, run the target."""
+        t0 = time.monotonic()
+        ws = self.open_workspace(no_cache=True, purpose="replay")
+        o = ws.outcome
+        self.record.replay = {"ok": o.stage == "done" and o.collected, "collect_exit": o.collect_exit,
+                              "test_exit": o.test_exit, "tests": o.results.summary(),
+                              "signatures": [s.to_json() for s in o.signatures],
+                              "seconds": round(time.monotonic() - t0, 3), "tag": ws.tag}
+        self.traj.record("replay-result", outcome="ok" if self.record.replay["ok"] else "failed",
+                         duration=time.monotonic() - t0, detail=self.record.replay)
+        return ws
+
+    def _note_best(self, outcome: TargetOutcome) -> None:
+        best = self.record.best
+        rank = (STAGE_RANK[outcome.stage], outcome.results.count("passed"))
+        if not best or tuple(best["rank"]) < rank:
+            self.record.best = {"rank": list(rank), "outcome": outcome.to_json(),
+                                "dockerfile": self.compile(self.graph).text}
+
+    def _what_remains(self, outcome: TargetOutcome) -> str:
+        sigs = outcome.setup_failures
+        if sigs:
+            return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}" for s in sigs[:5])
+        if outcome.stage != "done":
+            return f"the target stopped at {outcome.stage} with no classified cause: " + _last_lines(outcome.log, 5)
+        return "nothing"
+
+    def _learn(self) -> None:
+        """Repairs the LLM or a person supplied that survived the clean replay become units."""
+        if self.store is None:
+            return
+        for kept in self.llm_repairs:
+            if kept not in self.record.repairs:
+                continue
+            try:
+                from bot.knowledge import learn_unit  # type: ignore[attr-defined]
+
+                uid = learn_unit(self.store, kept.log_excerpt, kept.candidate.atoms,
+                                 {"source": kept.candidate.source, "repo": self.repo.name,
+                                  "run_id": self.record.run_id})
+                self.traj.record("learn", outcome="ok", detail={"unit": uid})
+            except (SetupbotError, ImportError) as exc:
+                self.record.warnings.append(f"learning: {exc}")
+
+
+def _is_pytest(cmd: Sequence[str]) -> bool:
+    return any(part == "pytest" or part.endswith("/pytest") or part == "py.test" for part in cmd)
+
+
+def _excerpt(log_text: str, sig: Signature | None) -> str:
+    """The part of the log a retriever should see: around the signature's line, and the tail."""
+    if not log_text:
+        return ""
+    if sig is not None and sig.message and sig.message in log_text:
+        i = log_text.index(sig.message)
+        around = log_text[max(0, i - 4000): i + 4000]
+        return around[-LOG_FOR_RETRIEVAL:]
+    return log_text[-LOG_FOR_RETRIEVAL:]
+
+
+def _last_lines(text: str, n: int) -> str:
+    return "\n".join((text or "").strip().splitlines()[-n:])
+
+
+def _plan_json(plan: Any, graph: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for attr in ("python", "base_image", "collect_command", "test_command", "env"):
+        value = getattr(plan, attr, None)
+        if value is not None:
+            data[attr] = list(value) if isinstance(value, tuple) else value
+    data["services"] = [getattr(s, "name", str(s)) for s in getattr(plan, "services", []) or []]
+    try:
+        data["graph"] = graph.to_json()
+    except (AttributeError, TypeError):
+        pass
+    return data
+
+
+def run_setup(repo: Path, settings: Any, engine: Any, store: Any = None, llm: Any = None, **kw: Any) -> RunRecord:
+    """Plan, build, repair and replay until the target passes in a clean replay or a budget ends.
+    See the module docstring. Keyword arguments are SetupLoop's collaborators (for tests)."""
+    return SetupLoop(Path(repo), settings, engine, store, llm, **kw).run()

@@ -1,0 +1,383 @@
+"""Repair candidates and how an atom is trialled in a runner container.
+
+Candidates come first from the experience base (``Retriever.retrieve``); a small set of
+deterministic rules adds the obvious ones (a pytest plugin named by its option, a header whose
+Debian package is well known, a Python floor met by an available image) so the loop works on an
+empty store too. The experience base stays the main source: its candidates are tried first, and
+the rules only add what it did not already offer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from bot.atoms import Atom, AtomError
+from bot.loop.diagnose import Signature, service_for
+
+# Atoms that can be trialled inside a running runner container (snapshot/rollback). The others
+# change the image itself (base image, services, build-time environment, install mode) and are
+# trialled by recompiling and rebuilding.
+IN_CONTAINER_KINDS = {"apt_install", "pip_install", "pip_constraint", "set_env", "run", "test_command"}
+
+
+@dataclass
+class Candidate:
+    atoms: list[Atom]
+    source: str                  # knowledge | rule | llm | human
+    unit_id: str | None = None
+    score: float = 0.0
+    why: str = ""
+
+    @property
+    def in_container(self) -> bool:
+        return all(a.kind in IN_CONTAINER_KINDS for a in self.atoms)
+
+    def key(self) -> tuple:
+        return tuple((a.kind, tuple(sorted((k, repr(v)) for k, v in a.args.items()))) for a in self.atoms)
+
+    def describe(self) -> str:
+        return "; ".join(a.describe() for a in self.atoms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"atoms": [a.to_json() for a in self.atoms], "source": self.source,
+                "unit_id": self.unit_id, "score": round(self.score, 4), "why": self.why}
+
+
+# --- deterministic rules ------------------------------------------------------------------------
+
+PYTEST_OPTION_PLUGINS = {
+    "--cov": "pytest-cov", "--cov-report": "pytest-cov", "--cov-config": "pytest-cov",
+    "--cov-fail-under": "pytest-cov", "--no-cov": "pytest-cov",
+    "-n": "pytest-xdist", "--numprocesses": "pytest-xdist", "--dist": "pytest-xdist",
+    "--timeout": "pytest-timeout", "--benchmark-skip": "pytest-benchmark",
+    "--benchmark-disable": "pytest-benchmark", "--reruns": "pytest-rerunfailures",
+    "--randomly-seed": "pytest-randomly", "-p": "", "--mypy": "pytest-mypy",
+    "--flake8": "pytest-flake8", "--doctest-plus": "pytest-doctestplus", "--html": "pytest-html",
+    "--ds": "pytest-django", "--reuse-db": "pytest-django", "--nomigrations": "pytest-django",
+    "--asyncio-mode": "pytest-asyncio", "--mpl": "pytest-mpl", "--hypothesis-show-statistics": "hypothesis",
+    "--snapshot-update": "syrupy", "--xdoctest": "xdoctest", "--black": "pytest-black",
+    "--isort": "pytest-isort", "--ruff": "pytest-ruff", "--memray": "pytest-memray",
+    "--remote-data": "pytest-remotedata", "--run-slow": "", "--env": "pytest-env",
+}
+PYTEST_INI_PLUGINS = {
+    "asyncio_mode": "pytest-asyncio", "asyncio_default_fixture_loop_scope": "pytest-asyncio",
+    "timeout": "pytest-timeout", "env": "pytest-env", "DJANGO_SETTINGS_MODULE": "pytest-django",
+    "django_find_project": "pytest-django", "mock_use_standalone_module": "pytest-mock",
+    "flake8-ignore": "pytest-flake8", "mypy_ignore_missing_imports": "pytest-mypy",
+    "doctest_plus": "pytest-doctestplus", "mpl-results-path": "pytest-mpl",
+    "log_cli": "", "required_plugins": "",
+}
+PYTEST_FIXTURE_PLUGINS = {
+    "mocker": "pytest-mock", "class_mocker": "pytest-mock", "session_mocker": "pytest-mock",
+    "benchmark": "pytest-benchmark", "httpserver": "pytest-httpserver",
+    "requests_mock": "requests-mock", "freezer": "pytest-freezer", "event_loop": "pytest-asyncio",
+    "aiohttp_client": "pytest-aiohttp", "qtbot": "pytest-qt", "subtests": "pytest-subtests",
+    "snapshot": "syrupy", "respx_mock": "respx", "httpx_mock": "pytest-httpx",
+    "datadir": "pytest-datadir", "shared_datadir": "pytest-datadir", "faker": "Faker",
+    "xprocess": "pytest-xprocess", "db": "pytest-django", "rf": "pytest-django",
+    "settings": "pytest-django", "client": "pytest-django", "anyio_backend": "anyio",
+    "fs": "pyfakefs", "time_machine": "time-machine", "capsys_binary": "",
+    "mock": "pytest-mock", "loop": "pytest-aiohttp", "responses": "pytest-responses",
+    "aioresponses": "aioresponses", "celery_app": "celery", "redis_proc": "pytest-redis",
+    "postgresql": "pytest-postgresql", "postgresql_proc": "pytest-postgresql",
+}
+PYTEST_MARKER_PLUGINS = {
+    "asyncio": "pytest-asyncio", "django_db": "pytest-django", "timeout": "pytest-timeout",
+    "benchmark": "pytest-benchmark", "flaky": "pytest-rerunfailures", "mpl_image_compare": "pytest-mpl",
+    "vcr": "pytest-recording", "freeze_time": "pytest-freezer", "trio": "pytest-trio",
+    "httpx_mock": "pytest-httpx", "order": "pytest-order", "dependency": "pytest-dependency",
+    "remote_data": "pytest-remotedata",
+}
+HEADER_PACKAGES = {
+    "yaml.h": "libyaml-dev", "ffi.h": "libffi-dev", "Python.h": "python3-dev",
+    "libpq-fe.h": "libpq-dev", "pg_config.h": "libpq-dev", "mysql.h": "default-libmysqlclient-dev",
+    "openssl/ssl.h": "libssl-dev", "openssl/opensslv.h": "libssl-dev", "zlib.h": "zlib1g-dev",
+    "bzlib.h": "libbz2-dev", "lzma.h": "liblzma-dev", "sqlite3.h": "libsqlite3-dev",
+    "libxml/xmlversion.h": "libxml2-dev", "libxml/parser.h": "libxml2-dev",
+    "libxslt/xsltconfig.h": "libxslt1-dev", "jpeglib.h": "libjpeg-dev", "png.h": "libpng-dev",
+    "ft2build.h": "libfreetype-dev", "krb5.h": "libkrb5-dev", "gssapi/gssapi.h": "libkrb5-dev",
+    "sasl/sasl.h": "libsasl2-dev", "lber.h": "libldap2-dev", "ldap.h": "libldap2-dev",
+    "snappy-c.h": "libsnappy-dev", "lz4.h": "liblz4-dev", "zstd.h": "libzstd-dev",
+    "gmp.h": "libgmp-dev", "mpfr.h": "libmpfr-dev", "mpc.h": "libmpc-dev", "hdf5.h": "libhdf5-dev",
+    "cairo.h": "libcairo2-dev", "portaudio.h": "portaudio19-dev", "sndfile.h": "libsndfile1-dev",
+    "libudev.h": "libudev-dev", "dbus/dbus.h": "libdbus-1-dev", "cups/cups.h": "libcups2-dev",
+    "ncurses.h": "libncurses-dev", "curses.h": "libncurses-dev", "readline/readline.h": "libreadline-dev",
+    "curl/curl.h": "libcurl4-openssl-dev", "magic.h": "libmagic-dev", "systemd/sd-daemon.h": "libsystemd-dev",
+    "libmemcached/memcached.h": "libmemcached-dev", "uuid/uuid.h": "uuid-dev", "expat.h": "libexpat1-dev",
+    "glib.h": "libglib2.0-dev", "event.h": "libevent-dev", "geos_c.h": "libgeos-dev", "proj.h": "libproj-dev",
+    "gdal.h": "libgdal-dev", "leveldb/db.h": "libleveldb-dev", "pcap.h": "libpcap-dev",
+    "xmlsec/xmlsec.h": "libxmlsec1-dev", "libusb.h": "libusb-1.0-0-dev", "tiffio.h": "libtiff-dev",
+    "webp/decode.h": "libwebp-dev", "gpgme.h": "libgpgme-dev", "archive.h": "libarchive-dev",
+    "fuse.h": "libfuse-dev", "acl/libacl.h": "libacl1-dev", "attr/xattr.h": "libattr1-dev",
+}
+SHARED_LIB_PACKAGES = {
+    "libGL.so.1": "libgl1", "libgomp.so.1": "libgomp1", "libglib-2.0.so.0": "libglib2.0-0",
+    "libgthread-2.0.so.0": "libglib2.0-0", "libSM.so.6": "libsm6", "libXext.so.6": "libxext6",
+    "libXrender.so.1": "libxrender1", "libsndfile.so.1": "libsndfile1", "libpq.so.5": "libpq5",
+    "libmagic.so.1": "libmagic1", "libyaml-0.so.2": "libyaml-0-2", "libgeos_c.so.1": "libgeos-c1v5",
+    "libcairo.so.2": "libcairo2", "libportaudio.so.2": "libportaudio2", "libzbar.so.0": "libzbar0",
+    "libEGL.so.1": "libegl1", "libxml2.so.2": "libxml2", "libxslt.so.1": "libxslt1.1",
+    "libffi.so.8": "libffi8", "libjpeg.so.62": "libjpeg62-turbo", "libusb-1.0.so.0": "libusb-1.0-0",
+    "libspatialindex_c.so": "libspatialindex-dev", "libgdal.so": "libgdal-dev", "libhdf5.so": "libhdf5-dev",
+}
+PKG_CONFIG_PACKAGES = {
+    "libxml-2.0": "libxml2-dev", "libxslt": "libxslt1-dev", "libffi": "libffi-dev",
+    "yaml-0.1": "libyaml-dev", "openssl": "libssl-dev", "libpq": "libpq-dev", "mysqlclient": "default-libmysqlclient-dev",
+    "cairo": "libcairo2-dev", "glib-2.0": "libglib2.0-dev", "dbus-1": "libdbus-1-dev", "hdf5": "libhdf5-dev",
+    "sqlite3": "libsqlite3-dev", "zlib": "zlib1g-dev", "libsystemd": "libsystemd-dev", "gobject-introspection-1.0": "libgirepository1.0-dev",
+}
+COMMAND_PACKAGES = {
+    "git": ["git"], "pg_config": ["libpq-dev"], "mysql_config": ["default-libmysqlclient-dev", "pkg-config"],
+    "swig": ["swig"], "gfortran": ["gfortran"], "java": ["default-jre-headless"], "node": ["nodejs"],
+    "npm": ["npm"], "make": ["make"], "cmake": ["cmake"],
+}
+COMPILER_PACKAGES = {"gcc": ["gcc", "libc6-dev"], "cc": ["gcc", "libc6-dev"], "g++": ["g++"],
+                     "c++": ["g++"], "clang": ["clang"], "make": ["make"], "cmake": ["cmake"]}
+# Imports whose distribution has another name, when the graph's import map is not available.
+IMPORT_DISTRIBUTIONS = {
+    "yaml": "PyYAML", "jwt": "PyJWT", "cv2": "opencv-python-headless", "PIL": "Pillow",
+    "sklearn": "scikit-learn", "skimage": "scikit-image", "bs4": "beautifulsoup4",
+    "dateutil": "python-dateutil", "dotenv": "python-dotenv", "docx": "python-docx",
+    "pptx": "python-pptx", "magic": "python-magic", "Crypto": "pycryptodome", "OpenSSL": "pyOpenSSL",
+    "serial": "pyserial", "usb": "pyusb", "git": "GitPython", "attr": "attrs", "google.protobuf": "protobuf",
+    "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary", "zmq": "pyzmq", "ldap": "python-ldap",
+    "gi": "PyGObject", "wx": "wxPython", "Levenshtein": "python-Levenshtein", "jose": "python-jose",
+    "multipart": "python-multipart", "slugify": "python-slugify", "editor": "python-editor",
+    "lxml": "lxml", "fitz": "PyMuPDF", "win32api": "", "nacl": "PyNaCl", "kafka": "kafka-python",
+    "telegram": "python-telegram-bot", "discord": "discord.py", "socks": "PySocks", "Bio": "biopython",
+    "mpl_toolkits": "matplotlib", "pkg_resources": "setuptools", "setuptools": "setuptools",
+    "distutils": "setuptools", "typing_extensions": "typing-extensions", "google": "protobuf",
+    "xdist": "pytest-xdist", "pytest_asyncio": "pytest-asyncio", "pytest_mock": "pytest-mock",
+    "ruamel": "ruamel.yaml", "markdown": "Markdown", "jinja2": "Jinja2", "speech_recognition": "SpeechRecognition",
+}
+
+
+def distribution_for(module: str) -> str:
+    """The PyPI distribution that provides ``module``: the graph's import map when it has one,
+    then the table above, then the module's own name."""
+    try:  # the DepGraph engineer's import map, when present
+        from bot.graph import importmap  # type: ignore[attr-defined]
+
+        for fn_name in ("distribution_for", "lookup", "distributions_for"):
+            fn = getattr(importmap, fn_name, None)
+            if fn is not None:
+                found = fn(module)
+                if isinstance(found, (list, tuple)):
+                    found = found[0] if found else ""
+                if found:
+                    return str(found)
+    except Exception:  # noqa: BLE001 - any failure means: use the fallback table
+        pass
+    if module in IMPORT_DISTRIBUTIONS:
+        return IMPORT_DISTRIBUTIONS[module]
+    return module.replace("_", "-")
+
+
+def choose_python(spec: str, available: Sequence[str], current: str) -> str | None:
+    """The lowest available Python that satisfies ``spec`` (a specifier like '>=3.12' or a bare
+    version like '3.12' meaning "at least"), other than the current one."""
+    spec = spec.strip()
+    if re.fullmatch(r"\d+\.\d+", spec):
+        spec = f">={spec}"
+    try:
+        sset = SpecifierSet(spec)
+    except InvalidSpecifier:
+        return None
+    for v in sorted(available, key=Version):
+        if v != current and sset.contains(Version(v), prereleases=True):
+            return v
+    return None
+
+
+def _env_value_from_repo(repo: Path, name: str) -> list[str]:
+    """Values the repository itself documents for ``name`` (.env.example, tox setenv, CI env)."""
+    values: list[str] = []
+    pattern = re.compile(rf"^\s*(?:export\s+|-\s*)?{re.escape(name)}\s*[=:]\s*['\"]?([^'\"\s#]+)", re.M)
+    for rel in (".env.example", ".env.sample", ".env.template", ".env.dist", "env.example", ".env.test",
+                "tox.ini", "pytest.ini", "setup.cfg", "README.md", "README.rst", "docs/development.md"):
+        path = repo / rel
+        try:
+            if path.is_file() and path.stat().st_size < 2_000_000:
+                for m in pattern.finditer(path.read_text(errors="replace")):
+                    if m.group(1) not in values and "${" not in m.group(1):
+                        values.append(m.group(1))
+        except OSError:
+            continue
+    return values
+
+
+def _django_settings_modules(repo: Path) -> list[str]:
+    found: list[str] = []
+    for path in sorted(repo.glob("**/settings*.py"))[:20]:
+        rel = path.relative_to(repo)
+        if any(part.startswith(".") or part in ("node_modules", "venv", ".venv") for part in rel.parts):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts and parts[0] == "src":
+            parts = parts[1:]
+        found.append(".".join(parts))
+    for path in sorted(repo.glob("**/settings/*.py"))[:20]:
+        rel = path.relative_to(repo)
+        if path.name == "__init__.py":
+            continue
+        found.append(".".join(rel.with_suffix("").parts))
+    # test settings first: they are what the tests expect
+    return sorted(dict.fromkeys(found), key=lambda m: (0 if "test" in m else 1, len(m)))
+
+
+def _test_dirs(repo: Path) -> list[str]:
+    return [d for d in ("tests", "test", "src/tests", "testing") if (repo / d).is_dir()]
+
+
+def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str]) -> list[Candidate]:
+    """The obvious fixes for a signature, without the experience base."""
+    k = sig.key
+
+    def one(kind: str, why: str, **args: Any) -> Candidate:
+        return Candidate([Atom(kind, args)], "rule", why=why)
+
+    out: list[Candidate] = []
+    match sig.kind:
+        case "missing_module" | "no_test_runner":
+            dist = distribution_for(k)
+            if dist:
+                out.append(one("pip_install", f"import {k} is provided by {dist}", packages=[dist]))
+        case "import_name_error":
+            dist = distribution_for(k)
+            if dist and dist.lower() != k.lower():
+                out.append(one("pip_install", f"{k} comes from {dist}; another distribution shadows it",
+                               packages=[dist]))
+        case "pytest_plugin_arg":
+            plugin = PYTEST_OPTION_PLUGINS.get(k) or next(
+                (p for opt, p in PYTEST_OPTION_PLUGINS.items() if p and k.startswith(opt + "-")), "")
+            if plugin:
+                out.append(one("pip_install", f"pytest option {k} comes from {plugin}", packages=[plugin]))
+        case "pytest_plugin_ini":
+            if PYTEST_INI_PLUGINS.get(k):
+                out.append(one("pip_install", f"ini option {k} comes from {PYTEST_INI_PLUGINS[k]}",
+                               packages=[PYTEST_INI_PLUGINS[k]]))
+        case "pytest_missing_fixture":
+            if PYTEST_FIXTURE_PLUGINS.get(k):
+                out.append(one("pip_install", f"fixture {k} comes from {PYTEST_FIXTURE_PLUGINS[k]}",
+                               packages=[PYTEST_FIXTURE_PLUGINS[k]]))
+        case "pytest_async_unsupported":
+            out.append(one("pip_install", "async tests need pytest-asyncio", packages=["pytest-asyncio"]))
+            out.append(one("pip_install", "async tests under anyio", packages=["anyio"]))
+        case "pytest_unknown_marker":
+            if PYTEST_MARKER_PLUGINS.get(k):
+                out.append(one("pip_install", f"marker {k} comes from {PYTEST_MARKER_PLUGINS[k]}",
+                               packages=[PYTEST_MARKER_PLUGINS[k]]))
+        case "python_floor" | "newer_syntax":
+            spec = k if sig.kind == "python_floor" else f">{python}"
+            chosen = choose_python(spec, available_pythons, python)
+            if chosen:
+                out.append(one("switch_python", f"needs Python {spec}; {chosen} is available", version=chosen))
+        case "missing_header":
+            pkg = HEADER_PACKAGES.get(k) or HEADER_PACKAGES.get(k.split("/")[-1])
+            if pkg:
+                out.append(one("apt_install", f"{k} is in Debian's {pkg}", packages=[pkg, "gcc", "libc6-dev"]))
+        case "missing_compiler":
+            out.append(one("apt_install", f"{k} is not installed", packages=COMPILER_PACKAGES.get(k, ["gcc", "libc6-dev"])))
+        case "missing_shared_lib":
+            if k in SHARED_LIB_PACKAGES:
+                out.append(one("apt_install", f"{k} is in Debian's {SHARED_LIB_PACKAGES[k]}",
+                               packages=[SHARED_LIB_PACKAGES[k]]))
+        case "missing_pkg_config":
+            out.append(one("apt_install", "pkg-config is not installed", packages=["pkg-config"]))
+        case "missing_pkg_config_module":
+            pkg = PKG_CONFIG_PACKAGES.get(k) or (f"lib{k.removeprefix('lib')}-dev" if re.match(r"^[a-z0-9.+\-]+$", k) else "")
+            if pkg:
+                out.append(one("apt_install", f"pkg-config module {k}", packages=[pkg, "pkg-config"]))
+        case "missing_rust":
+            out.append(one("apt_install", "the build needs a Rust toolchain", packages=["rustc", "cargo"]))
+        case "missing_command":
+            if k in COMMAND_PACKAGES:
+                out.append(one("apt_install", f"{k} is not installed", packages=COMMAND_PACKAGES[k]))
+        case "missing_extra":
+            out.append(one("install_extras", f"the extra {k} is not installed", extras=[k]))
+        case "connection_refused" | "unknown_service_host":
+            service = service_for(sig)
+            if service:
+                out.append(one("start_service", f"the tests talk to {service}", service=service))
+        case "scm_version":
+            out.append(one("set_env", "no git metadata in the build context",
+                           name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0"))
+        case "django_settings":
+            for module in _django_settings_modules(repo)[:3]:
+                out.append(one("set_env", f"settings module {module}", name="DJANGO_SETTINGS_MODULE", value=module))
+        case "missing_env":
+            values = _env_value_from_repo(repo, k)
+            for value in values[:2]:
+                out.append(one("set_env", f"the repository documents {k}={value}", name=k, value=value))
+            if not values:
+                out.append(one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test"))
+        case "no_tests_collected" | "path_not_found":
+            for d in _test_dirs(repo):
+                out.append(one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
+    valid = []
+    for cand in out:
+        try:
+            for a in cand.atoms:
+                a.validate()
+        except AtomError:
+            continue
+        valid.append(cand)
+    return valid
+
+
+def knowledge_candidates(retriever: Any, log_text: str, context: Mapping[str, str], limit: int) -> list[Candidate]:
+    """Candidates from the experience base, best first."""
+    if retriever is None:
+        return []
+    found = retriever.retrieve(log_text, context=dict(context))
+    out = []
+    for c in found[:limit]:
+        atoms = []
+        try:
+            for a in c.atoms:
+                atom = a if isinstance(a, Atom) else Atom.from_json(a)
+                atom.validate()
+                atoms.append(atom)
+        except AtomError:
+            continue
+        if atoms:
+            unit = c.unit
+            uid = getattr(unit, "id", None) or (unit.get("id") if isinstance(unit, Mapping) else None)
+            advice = getattr(unit, "advice", "") or (unit.get("advice", "") if isinstance(unit, Mapping) else "")
+            out.append(Candidate(atoms, "knowledge", unit_id=uid, score=float(getattr(c, "score", 0.0)), why=advice))
+    return out
+
+
+def merge_candidates(*groups: Iterable[Candidate]) -> list[Candidate]:
+    seen: set = set()
+    out = []
+    for group in groups:
+        for cand in group:
+            if cand.key() in seen:
+                continue
+            seen.add(cand.key())
+            out.append(cand)
+    return out
+
+
+def trial_commands(atom: Atom) -> list[list[str]]:
+    """The argv lists that apply an in-container atom in a runner container."""
+    a = atom.args
+    match atom.kind:
+        case "apt_install":
+            return [["apt-get", "update", "-qq"],
+                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *a["packages"]]]
+        case "pip_install":
+            return [["python", "-m", "pip", "install", "-q", "--disable-pip-version-check", *a["packages"]]]
+        case "pip_constraint":
+            return [["python", "-m", "pip", "install", "-q", "--disable-pip-version-check", *a["constraints"]]]
+        case "run":
+            return [list(a["command"])]
+        case _:
+            return []

@@ -1,0 +1,187 @@
+"""The setup loop's logic against in-memory doubles of the engine, graph and experience base."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doubles.loop_world import (FakeEngine, FakeRetriever, Need, World, fake_compile,  # noqa: E402
+                                fake_plan_maker)
+
+from bot.config import load_settings  # noqa: E402
+from bot.loop.orchestrator import compare, run_setup, write_loop_outputs, TargetOutcome  # noqa: E402
+from bot.loop.diagnose import Signature  # noqa: E402
+
+MISSING_YAML = "E   ModuleNotFoundError: No module named 'yaml'"
+MISSING_JWT = "E   ModuleNotFoundError: No module named 'jwt'"
+SHADOWED_JWT = "E   ImportError: cannot import name 'encode' from 'jwt' (/usr/lib/python3/site-packages/jwt/__init__.py)"
+
+
+def settings(tmp_path, **budgets):
+    return load_settings(tmp_path, environ={}, overrides={"budgets": budgets} if budgets else None)
+
+
+def run(tmp_path, world, retriever=None, python="3.11", broken=None, **budgets):
+    engine = FakeEngine(world, broken_packages=broken)
+    rec = run_setup(tmp_path, settings(tmp_path, **budgets), engine, None, None, retriever=retriever,
+                    make_plan=fake_plan_maker(python), compile_dockerfile=fake_compile,
+                    available_pythons=["3.11", "3.13"])
+    return rec, engine
+
+
+def kept(rec):
+    return [r.candidate.describe() for r in rec.repairs]
+
+
+def test_missing_module_repaired_in_container_and_replayed_clean(tmp_path):
+    rec, engine = run(tmp_path, World([Need("pip:PyYAML", MISSING_YAML)]))
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_install PyYAML"]
+    # the replay rebuilt from the compiled Dockerfile without cache, and the repair is in it
+    replay = [b for b in engine.builds if b["no_cache"]]
+    assert len(replay) == 1 and '"PyYAML"' in replay[0]["text"]
+    assert rec.replay["ok"] and rec.tests.count("passed") == 3
+    assert engine.sessions_open == 0
+    actions = [s.action for s in rec.trajectory.steps]
+    assert actions.index("snapshot") < actions.index("keep") < actions.index("replay")
+
+
+def test_knowledge_candidate_first_worse_candidate_rolled_back(tmp_path):
+    # the experience base offers the wrong distribution first: `jwt` shadows the module and the
+    # error becomes "cannot import name" — worse; rollback, then PyJWT fixes it.
+    world = World([Need("pip:PyJWT", MISSING_JWT, shadow={"pip:jwt": SHADOWED_JWT})])
+    retriever = FakeRetriever([
+        {"id": "u-jwt-wrong", "signal": r"No module named '(jwt)'", "atoms": [{"kind": "pip_install", "packages": ["{match:1}"]}]},
+    ])
+    rec, engine = run(tmp_path, world, retriever)
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_install PyJWT"]
+    rollbacks = [s for s in rec.trajectory.steps if s.action == "rollback"]
+    assert rollbacks and rollbacks[0].outcome == "worse"
+    assert ("u-jwt-wrong", "failure") in retriever.outcomes
+    assert "jwt" not in " ".join(b["text"] for b in engine.builds if b["no_cache"]).replace("PyJWT", "")
+
+
+def test_build_time_failure_repaired_by_rebuild(tmp_path):
+    world = World([Need("apt:libyaml-dev", "src/ext.c:1:10: fatal error: yaml.h: No such file or directory", stage="build")])
+    rec, engine = run(tmp_path, world)
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["apt_install libyaml-dev gcc libc6-dev"]
+    assert engine.builds[0]["no_cache"] is False and engine.builds[-1]["no_cache"] is True
+
+
+def test_python_floor_switches_base_image(tmp_path):
+    world = World([Need("python:3.13", "ERROR: Package 'x' requires a different Python: 3.11.2 not in '>=3.12'", stage="build")])
+    rec, engine = run(tmp_path, world)
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["switch_python version=3.13"]
+    assert engine.builds[-1]["text"].startswith("FROM python:3.13-slim")
+
+
+def test_env_var_from_env_example(tmp_path):
+    (tmp_path / ".env.example").write_text("APP_SETTINGS=app.settings.testing\n")
+    out = ("    X = os.environ['APP_SETTINGS']\n  File \"<frozen os>\", line 714, in __getitem__\nKeyError: 'APP_SETTINGS'")
+    rec, _ = run(tmp_path, World([Need("env:APP_SETTINGS", out)]))
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["set_env APP_SETTINGS=app.settings.testing"]
+
+
+def test_unclassified_failure_stops_and_reports_precisely(tmp_path):
+    rec, _ = run(tmp_path, World([Need("pip:never", "Segmentation fault (core dumped) in _frobnicate")]))
+    assert rec.status == "unresolved"
+    assert rec.unresolved[0]["kind"] == "unclassified"
+    assert "Segmentation fault" in rec.unresolved[0]["message"]
+    assert "no classified cause" in rec.remaining
+
+
+def test_repository_assertion_failures_are_not_repaired(tmp_path):
+    world = World([Need("pip:never", "E       assert 2 == 3\nFAILED tests/test_x.py::test_0 - assert 2 == 3", stage="test")])
+    rec, _ = run(tmp_path, world)
+    # the environment is right; the failure is the repository's own
+    assert rec.status == "success"
+    assert rec.repairs == []
+    assert rec.tests.count("error") == 1
+
+
+def test_step_budget_ends_with_what_remains(tmp_path):
+    world = World([Need("pip:PyYAML", MISSING_YAML)])
+    rec, _ = run(tmp_path, world, max_steps=1)
+    assert rec.status == "over_budget"
+    assert "step budget" in rec.remaining and "missing_module" in rec.remaining
+
+
+def test_sub_path_abandoned_by_multi_frame_rollback(tmp_path):
+    # candidate A for `foo` (pip install foo-a) fixes foo but uncovers `bar`, which nothing can fix;
+    # the loop must roll back both frames and take candidate B (foo-b), after which bar never shows.
+    world = World([
+        Need("pip:foo-b", "E   ModuleNotFoundError: No module named 'foo'",
+             shadow={"pip:foo-a": "E   ModuleNotFoundError: No module named 'barx'"}),
+    ])
+    retriever = FakeRetriever([
+        {"id": "u-a", "signal": r"named 'foo'", "atoms": [{"kind": "pip_install", "packages": ["foo-a"]}]},
+        {"id": "u-b", "signal": r"named 'foo'", "atoms": [{"kind": "pip_install", "packages": ["foo-b"]}]},
+    ])
+    rec, _ = run(tmp_path, world, retriever, broken={"barx"})
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_install foo-b"]
+    assert any(s.action == "rollback" and s.outcome == "abandoned" for s in rec.trajectory.steps)
+
+
+def test_replay_failure_goes_back_into_the_loop(tmp_path):
+    # a repair made in the working container that the graph does not carry: here the fake graph
+    # drops `run` atoms, as a compile that forgot one would; the replay must catch it.
+    world = World([Need("pip:PyYAML", MISSING_YAML)])
+    engine = FakeEngine(world)
+    plan_maker = fake_plan_maker()
+
+    class ForgetfulGraph:
+        pass
+
+    def make_plan(repo, s, avail):
+        plan = plan_maker(repo, s, avail)
+        real_apply = plan.graph.apply_atom
+        calls = {"n": 0}
+
+        def apply_once_forgetting(atom, evidence=None):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                return []          # the first kept repair is lost on the way into the graph
+            return real_apply(atom, evidence)
+        plan.graph.apply_atom = apply_once_forgetting
+        return plan
+
+    rec = run_setup(tmp_path, settings(tmp_path), engine, None, None, make_plan=make_plan,
+                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    replays = [b for b in engine.builds if b["no_cache"]]
+    assert len(replays) >= 1
+    assert any(s.action == "replay-result" and s.outcome == "failed" for s in rec.trajectory.steps)
+
+
+def test_compare_rules():
+    sig = Signature("missing_module", "installation", "jwt", "")
+    before = TargetOutcome("collect", [sig], collect_exit=2)
+    shadow = TargetOutcome("collect", [Signature("import_name_error", "installation", "jwt", "")], collect_exit=2)
+    nextmod = TargetOutcome("collect", [Signature("missing_module", "installation", "other", "")], collect_exit=2)
+    done = TargetOutcome("done", [], collect_exit=0, test_exit=0)
+    assert compare(before, shadow, sig) == "worse"
+    assert compare(before, nextmod, sig) == "improved"
+    assert compare(before, done, sig) == "improved"
+    assert compare(before, before, sig) == "unchanged"
+    assert compare(before, TargetOutcome("build", []), sig) == "worse"
+
+
+def test_outputs_written(tmp_path):
+    rec, _ = run(tmp_path, World([Need("pip:PyYAML", MISSING_YAML)]))
+    paths = write_loop_outputs(tmp_path, rec, tmp_path / ".devcontainer")
+    names = sorted(p.name for p in paths)
+    assert names == ["Dockerfile", "setupbot-plan.json", "setupbot-run.json", "setupbot-trajectory.jsonl"]
+    run_json = json.loads((tmp_path / ".devcontainer" / "setupbot-run.json").read_text())
+    assert run_json["status"] == "success" and run_json["repairs"][0]["repair"]["atoms"][0]["kind"] == "pip_install"
+    lines = (tmp_path / ".devcontainer" / "setupbot-trajectory.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert set(first) >= {"action", "command", "exit_code", "output_tail", "duration", "snapshot", "outcome"}
