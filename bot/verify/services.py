@@ -375,6 +375,7 @@ class ServiceManager:
         self.health_timeout = health_timeout
         self.interval = interval
         self._handles: list[Any] = []
+        self.handles_by_name: dict[str, Any] = {}
 
     def __enter__(self) -> "ServiceManager":
         return self
@@ -426,6 +427,7 @@ class ServiceManager:
                 f"not healthy after {timeout:.0f}s (last probe: {last.strip()[-200:] or 'no output'})"
             self._remove(handle)
         else:
+            self.handles_by_name[spec.name] = handle
             log.info("service %s (%s) healthy in %.1fs", spec.name, choice.image, outcome.seconds)
         return outcome
 
@@ -437,9 +439,16 @@ class ServiceManager:
         if handle in self._handles:
             self._handles.remove(handle)
 
+    def remove(self, name: str) -> None:
+        """Stop one service early (to see which tests needed it)."""
+        handle = self.handles_by_name.pop(name, None)
+        if handle is not None:
+            self._remove(handle)
+
     def stop(self) -> None:
         for handle in list(reversed(self._handles)):
             self._remove(handle)
+        self.handles_by_name.clear()
 
 
 def _logs(handle: Any) -> str:

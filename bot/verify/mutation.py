@@ -1,0 +1,56 @@
+"""The mutation check: break the project's main module on purpose, in a throwaway container of
+the built image, and confirm that the tests now fail. Tests that still pass with the package
+raising on import do not exercise the installed code, so their passing proves little."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from bot.verify.prosecutor import Executor, run, tail
+from bot.verify.results import PASSED, TestResults
+
+MARKER = "setupbot mutation check"
+
+# Prepends a raise to the module's file, found the way the tests would import it (sys.path of
+# the configured interpreter, from the working directory). Prints the path it changed.
+MUTATE = r"""
+import importlib.util, sys
+sys.path.insert(0, "")
+spec = importlib.util.find_spec(sys.argv[1])
+if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+    print("SETUPBOT-MUTATION none"); raise SystemExit(3)
+text = open(spec.origin, encoding="utf-8", errors="replace").read()
+lines = text.splitlines(True)
+# keep a leading `from __future__` block and the docstring valid: insert after them
+cut = 0
+for i, line in enumerate(lines):
+    s = line.strip()
+    if s.startswith("from __future__"):
+        cut = i + 1
+with open(spec.origin, "w", encoding="utf-8") as fh:
+    fh.write("".join(lines[:cut]) + "raise ImportError(%r)\n" % sys.argv[2] + "".join(lines[cut:]))
+print("SETUPBOT-MUTATION " + spec.origin)
+"""
+
+
+def mutation_check(executor: Executor, module: str, baseline: TestResults,
+                   run_tests: Callable[[Executor], TestResults], python: str = "python") -> dict[str, Any]:
+    """``executor`` must be a container nobody else uses (it is changed for good).
+    Returns {ran, module, path, killed, survivors, note}."""
+    out: dict[str, Any] = {"ran": False, "module": module, "killed": None, "survivors": []}
+    res = run(executor, [python, "-c", MUTATE, module, MARKER], timeout=60)
+    line = next((l for l in res.output.splitlines() if l.startswith("SETUPBOT-MUTATION ")), "")
+    path = line[len("SETUPBOT-MUTATION "):].strip()
+    if res.exit_code != 0 or not path or path == "none":
+        out["note"] = f"could not locate a source file for {module}: {tail(res.output, 4)}"
+        return out
+    out["path"] = path
+    mutated = run_tests(executor)
+    passed_before = {t for t, o in baseline.outcomes.items() if o == PASSED}
+    survivors = sorted(t for t in passed_before if mutated.outcomes.get(t) == PASSED)
+    out.update(ran=True, survivors=survivors[:50], survivor_count=len(survivors),
+               passed_before=len(passed_before), passed_after=mutated.passed,
+               killed=bool(passed_before) and len(survivors) < len(passed_before) * 0.5)
+    out["note"] = (f"{len(passed_before) - len(survivors)} of {len(passed_before)} passing tests fail "
+                   f"with {module} broken")
+    return out

@@ -1,0 +1,49 @@
+"""The machine-readable verification record of one run: checks, charges, rulings, verdict,
+sibling outcomes and per-test results with and without the siblings."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.redact import global_redactor
+
+RECORD_VERSION = 1
+
+
+@dataclass
+class VerificationRecord:
+    image: str
+    repo: str
+    started: float = field(default_factory=time.time)
+    seconds: float = 0.0
+    facts: dict[str, Any] = field(default_factory=dict)
+    services: list[dict[str, Any]] = field(default_factory=list)
+    siblings: list[dict[str, Any]] = field(default_factory=list)
+    wired_env: list[str] = field(default_factory=list)        # names only: values may be credentials
+    tests_without_siblings: dict[str, Any] | None = None
+    tests_with_siblings: dict[str, Any] | None = None
+    attribution: dict[str, Any] | None = None
+    checks: dict[str, Any] = field(default_factory=dict)
+    charges: list[dict[str, Any]] = field(default_factory=list)
+    rulings: list[dict[str, Any]] = field(default_factory=list)
+    mutation: dict[str, Any] | None = None
+    verdict: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": RECORD_VERSION, **self.__dict__}
+
+    def write(self, path: Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_json(), indent=2, sort_keys=False, default=str)
+        path.write_text(global_redactor()(text) + "\n")
+        return path
+
+    @property
+    def tier(self) -> str:
+        return str(self.verdict.get("tier", ""))

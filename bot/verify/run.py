@@ -1,0 +1,155 @@
+"""One verification of a built image: the tests without and with the sibling services and
+repositories, the prosecutor and the judge in fresh containers of their own, the optional
+mutation check, the verdict, and the record.
+
+It takes the built image, what the plan says (services, CI env, test command) and the
+repository; it shares nothing with the loop that built the image."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from bot.verify.facts import RepoFacts
+from bot.verify.judge import judge
+from bot.verify.mutation import mutation_check
+from bot.verify.prosecutor import Executor, prosecute, run, tail
+from bot.verify.record import VerificationRecord
+from bot.verify.results import TestResults, attribute, parse_junit
+from bot.verify.services import ServiceManager, ServiceSpec
+from bot.verify.siblings import SiblingManager, SiblingSpec
+from bot.verify.verdict import decide
+
+log = logging.getLogger(__name__)
+
+JUNIT_PATH = "/tmp/setupbot-junit.xml"
+
+
+def run_tests(executor: Executor, command: Sequence[str], timeout: int = 1200) -> TestResults:
+    """Run the tests with a JUnit report and read it back."""
+    run(executor, ["rm", "-f", JUNIT_PATH], timeout=30)
+    argv = list(command)
+    if any("pytest" in part for part in argv[:3]):
+        argv += [f"--junitxml={JUNIT_PATH}", "-p", "no:cacheprovider"]
+    res = executor.exec(argv, timeout=timeout)
+    report = run(executor, ["cat", JUNIT_PATH], timeout=60)
+    results = parse_junit(report.output) if report.exit_code == 0 else TestResults(junit_found=False)
+    results.exit_code = getattr(res, "exit_code", None)
+    results.timed_out = bool(getattr(res, "timed_out", False))
+    results.output_tail = tail(str(getattr(res, "output", "")), 60, 6000)
+    return results
+
+
+class _Session:
+    """A fresh container of the image for one role (tests, prosecutor, judge, mutation)."""
+
+    def __init__(self, engine: Any, image: str, env: Mapping[str, str], network: str | None,
+                 role: str, repo: Path | None, workdir: str) -> None:
+        self._cm = engine.session(image, env=dict(env), workdir=workdir, network=network, name_hint=role)
+        self.repo, self.workdir = repo, workdir
+
+    def __enter__(self) -> Any:
+        session = self._cm.__enter__()
+        if self.repo is not None:
+            session.copy_in(self.repo, self.workdir)
+        return session
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._cm.__exit__(*exc)
+
+
+def verify_environment(engine: Any, repo: Path, image: str, *,
+                       services: Iterable[Any] = (), ci_env: Mapping[str, str] | None = None,
+                       siblings: Iterable[SiblingSpec] = (), test_command: Sequence[str] | None = None,
+                       python: str = "python", mutation: bool = False, attribute_each: bool = True,
+                       test_timeout: int = 1200, copy_repo: bool = False, workdir: str = "/workspace",
+                       checks: Iterable[str] = ("imports", "entry_points", "pip", "tests"),
+                       warnings: Iterable[str] = ()) -> VerificationRecord:
+    started = time.monotonic()
+    repo = Path(repo)
+    record = VerificationRecord(image=image, repo=str(repo), warnings=list(warnings))
+    facts = RepoFacts.from_repo(repo)
+    record.facts = facts.to_json()
+    record.warnings += facts.warnings
+    specs = [ServiceSpec.from_any(s) for s in services]
+    sibling_specs = list(siblings)
+    command = list(test_command or [python, "-m", "pytest"])
+    base_env = dict(ci_env or {})
+    copy = repo if copy_repo else None
+
+    def session(env: Mapping[str, str], role: str, net: str | None) -> _Session:
+        return _Session(engine, image, env, net, role, copy, workdir)
+
+    with engine.network() as net:
+        without: TestResults | None = None
+        if specs or sibling_specs:
+            with session(base_env, "verify-without", net) as s:
+                without = run_tests(s, command, test_timeout)
+            record.tests_without_siblings = without.to_json()
+
+        with ServiceManager(engine, net) as service_manager, \
+                SiblingManager(engine, net, repo) as sibling_manager:
+            started_services = service_manager.start(specs, ci_env=base_env)
+            sibling_outcomes, sibling_env = sibling_manager.start(sibling_specs)
+            record.services = [o.to_json() for o in started_services.outcomes]
+            record.siblings = [o.to_json() for o in sibling_outcomes]
+            for o in started_services.outcomes:
+                if o.note:
+                    record.warnings.append(f"service {o.name}: {o.note}")
+            for o in sibling_outcomes:
+                if o.note:
+                    record.warnings.append(f"sibling {o.name}: {o.note}")
+            env = {**base_env, **started_services.env, **sibling_env}
+            record.wired_env = sorted(set(env) - set(base_env) | {k for k in base_env if env[k] != base_env[k]})
+
+            with session(env, "verify-with", net) as s:
+                with_ = run_tests(s, command, test_timeout)
+            record.tests_with_siblings = with_.to_json()
+
+            with session(env, "prosecutor", net) as s:
+                prosecution = prosecute(s, facts, with_, python=python, checks=checks)
+            record.checks = prosecution.checks
+            record.charges = [c.to_json() for c in prosecution.charges]
+
+            with session(env, "judge", net) as s:
+                rulings = judge(s, facts, prosecution.charges, python=python, repo=repo,
+                                test_command=command)
+            record.rulings = [r.to_json() for r in rulings]
+
+            mutation_result = None
+            if mutation:
+                if facts.own_modules:
+                    with session(env, "mutation", net) as s:
+                        mutation_result = mutation_check(
+                            s, facts.own_modules[0], with_, lambda ex: run_tests(ex, command, test_timeout), python)
+                else:
+                    mutation_result = {"ran": False, "note": "no own top-level module found"}
+                record.mutation = mutation_result
+
+            # Which tests needed which sibling: take them away one at a time (a test that needs
+            # several is counted for the first one removed).
+            healthy = [o.name for o in started_services.outcomes if o.healthy] + \
+                      [o.name for o in sibling_outcomes if o.healthy]
+            if without is not None and healthy:
+                removal_runs: dict[str, TestResults] = {}
+                if attribute_each and len(healthy) > 1:
+                    previous = with_
+                    for name in healthy:
+                        if name in service_manager.handles_by_name:
+                            service_manager.remove(name)
+                        else:
+                            sibling_manager.remove(name)
+                        with session(env, f"verify-minus-{name}", net) as s:
+                            current = run_tests(s, command, test_timeout)
+                        # a test counts for ``name`` if it passed before this removal only
+                        removal_runs[name] = TestResults(
+                            outcomes={t: ("failed" if previous.outcomes.get(t) == "passed" and o != "passed"
+                                          else "passed") for t, o in current.outcomes.items()})
+                        previous = current
+                record.attribution = attribute(without, with_, removal_runs, healthy).to_json()
+
+    record.verdict = decide(prosecution.charges, rulings, with_, mutation_result).to_json()
+    record.seconds = round(time.monotonic() - started, 2)
+    return record
