@@ -15,6 +15,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from bot import __version__
 from bot.bench import results as results_io
@@ -38,6 +39,9 @@ class BenchOptions:
     keep_images: bool = False
     settings: object = None
     command: str = ""
+    # Builds the engine of one pair from the settings; the real Engine unless a caller (a test)
+    # hands in another implementation of the same contract.
+    engine_factory: Callable[[object], object] | None = None
 
 
 class Progress:
@@ -99,18 +103,24 @@ def _finish(record: dict, score: Score | None, repo: BenchRepo) -> dict:
     return record
 
 
+def _new_engine(opts: BenchOptions):
+    if opts.engine_factory is not None:
+        return opts.engine_factory(opts.settings)
+    from bot.engine import Engine
+
+    return Engine.from_settings(opts.settings)
+
+
 def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult, opts: BenchOptions,
              progress: Progress) -> dict:
     """Produce and score one system on one repository. Never raises: failures are records."""
-    from bot.engine import Engine
-
     record = _base_record(repo, system)
     record["export"] = export.to_json()
     started = time.monotonic()
     scratch = new_scratch(f"setupbot-bench-{repo.slug}-{system}-")
     engine = None
     try:
-        engine = Engine.from_settings(opts.settings)
+        engine = _new_engine(opts)
         record["run_id"] = engine.run_id
         repo_dir = copy_tree(pristine, scratch / "repo")
         ctx = SystemContext(repo_dir=repo_dir, scratch=scratch, engine=engine, settings=opts.settings,

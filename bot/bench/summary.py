@@ -110,7 +110,6 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
         return "\n".join(lines + ["No results yet: run `setupbot bench --repos FILE` first.", ""])
     if commands:
         lines.append("Produced by:" if len(commands) == 1 else "Produced by these commands (resumed runs):")
-        lines.append("")
         lines.append("```sh")
         lines += commands
         lines.append("```")

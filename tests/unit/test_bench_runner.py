@@ -1,0 +1,269 @@
+"""Scoring, resumability, aggregation and the summary/chart, with an in-process engine double
+that follows the Engine contract (docs/architecture.md) and records every call."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.bench import results as results_io
+from bot.bench.repos import BenchRepo
+from bot.bench.runner import BenchOptions, run_bench
+from bot.bench.score import (COLLECT_COMMAND, parse_junit_counts, parse_pytest_summary, score_dockerfile)
+from bot.bench.summary import aggregate, ebsr_by_difficulty, render_summary, write_report
+from bot.bench.systems import replay_score_from_record
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="5">
+<testcase classname="t" name="a"/><testcase classname="t" name="b"/>
+<testcase classname="t" name="c"><failure message="boom">x</failure></testcase>
+<testcase classname="t" name="d"><error message="fixture">y</error></testcase>
+<testcase classname="t" name="e"><skipped message="no"/></testcase>
+</testsuite></testsuites>"""
+
+
+@dataclass
+class Exec:
+    argv: list
+    exit_code: int
+    output: str
+    duration: float
+    timed_out: bool = False
+
+
+@dataclass
+class Built:
+    ok: bool
+    tag: str
+    log: str
+    seconds: float
+
+
+class FakeEngine:
+    """Builds succeed unless the Dockerfile contains FAIL; collection fails when it contains
+    NOCOLLECT; the test run writes JUNIT."""
+
+    instances: list["FakeEngine"] = []
+
+    def __init__(self, settings=None):
+        self.run_id = f"fake{len(FakeEngine.instances)}"
+        self.builds: list[tuple[Path, str, str, bool]] = []
+        self.execs: list[list[str]] = []
+        self.cleaned = False
+        self.text = ""
+        FakeEngine.instances.append(self)
+
+    def build(self, context, text, tag, no_cache=False, log_path=None):
+        self.builds.append((Path(context), text, tag, no_cache))
+        self.text = text
+        ok = "FAIL" not in text
+        return Built(ok, tag, "Step 1/3\nERROR: No matching distribution found for nope\n" if not ok else "ok", 12.5)
+
+    def image_size(self, tag):
+        return 321_000_000
+
+    @contextlib.contextmanager
+    def session(self, image, env=None, workdir="/workspace", network=None, name_hint="runner"):
+        engine = self
+
+        class Session:
+            def exec(self, argv, env=None, timeout=600, workdir=None):
+                engine.execs.append(list(argv))
+                if argv == COLLECT_COMMAND:
+                    if "NOCOLLECT" in engine.text:
+                        return Exec(argv, 2, "ERROR collecting tests/test_a.py\nImportError", 1.0)
+                    return Exec(argv, 0, "t::a\n5 tests collected in 0.1s", 1.0)
+                if argv[:1] == ["cat"]:
+                    return Exec(argv, 0, JUNIT, 0.1)
+                return Exec(argv, 1, "== 1 failed, 2 passed, 1 error, 1 skipped in 3.0s ==", 3.0)
+
+        yield Session()
+
+    def clean(self, run_id=None):
+        self.cleaned = True
+        return {"images": 1}
+
+
+@pytest.fixture(autouse=True)
+def _reset_fake():
+    FakeEngine.instances.clear()
+
+
+def test_junit_counts_and_summary_line_fallback():
+    counts = parse_junit_counts(JUNIT)
+    assert (counts.passed, counts.failed, counts.errors, counts.skipped, counts.total) == (2, 1, 1, 1, 5)
+    assert parse_junit_counts("<not xml") is None and parse_junit_counts("") is None
+    line = parse_pytest_summary("....\n===== 3 failed, 10 passed, 2 skipped, 1 error in 4.2s =====\n")
+    assert (line.passed, line.failed, line.errors, line.skipped) == (10, 3, 1, 2)
+    assert parse_pytest_summary("[setupbot] killed after the 900s timeout") is None
+
+
+def test_score_builds_without_cache_and_copies_the_junit_out(tmp_path):
+    engine = FakeEngine()
+    junit = tmp_path / "junit.xml"
+    score = score_dockerfile(engine, tmp_path, "FROM python:3.11-slim\n", "t:1", junit_dest=junit)
+    assert engine.builds[0][3] is True                   # no cache
+    assert score.ebsr and score.built and score.image_bytes == 321_000_000
+    assert score.collected == 5 and score.counts_from == "junit"
+    assert (score.tests.passed, score.tests.failed) == (2, 1)
+    assert junit.read_text() == JUNIT
+    assert engine.execs[1][:5] == ["python", "-m", "pytest", "-p", "no:cacheprovider"]
+
+
+def test_failed_build_and_failed_collection_are_scored_as_such(tmp_path):
+    score = score_dockerfile(FakeEngine(), tmp_path, "FROM x\nRUN FAIL\n", "t:1")
+    assert not score.built and not score.ebsr and "No matching distribution" in score.reason
+    engine = FakeEngine()
+    score = score_dockerfile(engine, tmp_path, "FROM x\n# NOCOLLECT\n", "t:2")
+    assert score.built and not score.ebsr and score.collect_exit == 2
+    assert len(engine.execs) == 1   # no test run after a failed collection
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def mirror(tmp_path) -> tuple[Path, list[BenchRepo]]:
+    """Two repositories in the mirror layout, one with a requirements file and one without."""
+    root = tmp_path / "mirror"
+    repos = []
+    for name, files in (("Acme/alpha", {"requirements.txt": "six\n", "test_a.py": "def test(): pass\n"}),
+                        ("acme/beta", {"setup.py": "from setuptools import setup\nsetup()\n"})):
+        work = tmp_path / name.replace("/", "-")
+        work.mkdir()
+        _git(work, "init", "-q")
+        for rel, text in files.items():
+            (work / rel).write_text(text)
+        _git(work, "add", "-A")
+        _git(work, "commit", "-qm", "c")
+        sha = _git(work, "rev-parse", "HEAD")
+        (root / name.replace("/", "+")).mkdir(parents=True)
+        _git(tmp_path, "clone", "-q", "--bare", str(work), str(root / name.replace("/", "+") / "repo"))
+        repos.append(BenchRepo(name=name.lower(), sha=sha, difficulty="easy" if "alpha" in name else "hard",
+                               gold=4 if "alpha" in name else None))
+    return root, repos
+
+
+def _options(root, repos, out, **kw) -> BenchOptions:
+    return BenchOptions(repos=repos, systems=("declared",), out=out, git_root=root,
+                        engine_factory=FakeEngine, command="setupbot bench --repos x.tsv", **kw)
+
+
+def test_run_writes_records_and_resumes_without_redoing_pairs(mirror, tmp_path, capsys):
+    root, repos = mirror
+    out = tmp_path / "results"
+    first = run_bench(_options(root, repos, out))
+    assert [r["status"] for r in first] == ["ok", "ok"]
+    alpha = first[0]
+    assert alpha["ebsr"] and alpha["tests"]["passed"] == 2 and alpha["essr"] == 0.5
+    assert alpha["pass_share"] == round(2 / 4, 4) and alpha["replay_reused"] is False
+    assert alpha["image_bytes"] == 321_000_000 and alpha["produce_seconds"] >= 0
+    assert (out / "artifacts" / "acme+alpha" / "declared" / "junit.xml").is_file()
+    dockerfile = (out / "artifacts" / "acme+alpha" / "declared" / "Dockerfile").read_text()
+    assert '"-r", "requirements.txt"' in dockerfile
+    # The build context is the exported tree at the pinned commit, without .git.
+    context = FakeEngine.instances[0].builds[0][0]
+    assert not context.exists()   # scratch removed after the pair
+    assert all(e.cleaned for e in FakeEngine.instances)
+    assert "[2/2" in capsys.readouterr().err
+
+    built_before = len(FakeEngine.instances)
+    again = run_bench(_options(root, repos, out))
+    assert again == [] and len(FakeEngine.instances) == built_before
+    assert "2 pair(s) already in" in capsys.readouterr().err
+    forced = run_bench(_options(root, repos[:1], out, force=True))
+    assert len(forced) == 1
+    lines = (out / "declared.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and len(results_io.load_records(out)) == 2
+    assert results_io.read_meta(out)["commands"] == ["setupbot bench --repos x.tsv"]
+
+
+def test_infra_errors_are_retried_and_missing_repos_recorded(mirror, tmp_path):
+    root, repos = mirror
+    out = tmp_path / "results"
+    results_io.append_record(out, {"repo": repos[0].name, "sha": repos[0].sha, "system": "declared",
+                                   "status": "infra-error"})
+    absent = BenchRepo(name="acme/gamma", sha="a" * 40)
+    records = run_bench(_options(root, [repos[0], absent], out))
+    assert [r["status"] for r in records] == ["ok", "input-error"]
+    assert "no git directory" in records[1]["reason"]
+
+
+def _record(repo, system, difficulty, ebsr, passed=0, failed=0, produce=1.0, build=10.0, size=5e8, **kw):
+    ran = passed + failed
+    return {"repo": repo, "sha": "a" * 40, "system": system, "difficulty": difficulty, "ebsr": ebsr,
+            "tests": {"passed": passed, "failed": failed, "errors": 0, "skipped": 0, "total": ran},
+            "pass_share": passed / ran if ran else 0.0, "essr": kw.pop("essr", None), "produce_seconds": produce,
+            "build_seconds": build, "image_bytes": size, "status": "ok" if ebsr else "build-failed",
+            "tokens": 0, "steps": kw.pop("steps", 0), "repairs": 0, **kw}
+
+
+RECORDS = [
+    _record("o/a", "setupbot", "easy", True, 9, 1, produce=30, build=60, size=6e8, essr=0.9, steps=4,
+            replay_reused=True),
+    _record("o/b", "setupbot", "hard", True, 5, 5, produce=90, build=100, size=1.2e9, steps=8),
+    _record("o/a", "declared", "easy", True, 8, 2, produce=0.01, build=40, size=4e8, essr=0.8),
+    _record("o/b", "declared", "hard", False, reason="build failed: ERROR: pip", size=None),
+    _record("o/a", "pipreqs", "easy", False),
+    _record("o/b", "pipreqs", "hard", False),
+]
+
+
+def test_aggregates_per_system_and_difficulty():
+    aggs = {a.system: a for a in aggregate(RECORDS)}
+    assert list(aggs) == ["setupbot", "declared", "pipreqs"]
+    assert aggs["setupbot"].ebsr_rate == 1.0 and aggs["declared"].ebsr_rate == 0.5
+    assert aggs["setupbot"].median_produce == 60 and aggs["setupbot"].median_image == 9e8
+    assert aggs["setupbot"].mean_pass_share == pytest.approx(0.7)
+    assert aggs["setupbot"].mean_essr == 0.9 and aggs["setupbot"].essr_repos == 1
+    assert aggs["declared"].median_image == 4e8   # a missing size is not a zero
+    assert aggs["setupbot"].replay_reused == 1
+    table = ebsr_by_difficulty(RECORDS)
+    assert table["easy"] == {"setupbot": (1, 1), "declared": (1, 1), "pipreqs": (0, 1)}
+    assert table["hard"]["declared"] == (0, 1)
+
+
+def test_summary_starts_with_the_command_and_has_every_pair(tmp_path):
+    text = render_summary(RECORDS, commands=["setupbot bench --repos dev.tsv"])
+    lines = text.splitlines()
+    assert lines[0] == "# setupbot benchmark" and "setupbot bench --repos dev.tsv" in lines[4]
+    assert "| setupbot | 2 | 2/2 (100.0%) |" in text
+    assert "| hard | 2/2" not in text and "| hard | 1/1 (100.0%) | 0/1 (0.0%) | 0/1 (0.0%) |" in text
+    assert text.count("| o/a@aaaaaaaa |") == 3 and "build-failed: build failed: ERROR: pip" in text
+    assert "1 of 2 scores come from the clean replay" in text
+    summary, chart = write_report(RECORDS, tmp_path / "SUMMARY.md", tmp_path / "chart.png",
+                                  commands=["setupbot bench --repos dev.tsv"])
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000
+    assert "](chart.png)" in summary.read_text()
+
+
+def test_report_only_command_redraws_from_the_jsonl(tmp_path):
+    from bot.cli import main
+
+    out = tmp_path / "bench" / "results"
+    for record in RECORDS:
+        results_io.append_record(out, record)
+    results_io.write_meta(out, {"commands": ["setupbot bench --repos dev.tsv --out bench/results"]})
+    assert main(["bench", "--report-only", "--out", str(out)]) == 0
+    summary = (tmp_path / "bench" / "SUMMARY.md").read_text()
+    assert "setupbot bench --repos dev.tsv --out bench/results" in summary.splitlines()[4]
+    assert (tmp_path / "bench" / "chart.png").is_file()
+
+
+def test_replay_from_a_run_record_is_reused_when_present():
+    class Tests:
+        def summary(self):
+            return {"passed": 7, "failed": 1, "error": 0, "skipped": 2, "total": 10}
+
+    record = {"replay": {"ok": True, "collect_exit": 0, "build_seconds": 80.0, "tests": Tests(),
+                         "image_bytes": 7e8}}
+    score = replay_score_from_record(record)
+    assert score.ebsr and score.build_seconds == 80.0 and score.tests.passed == 7 and score.tests.skipped == 2
+    assert replay_score_from_record({"plan": None}) is None
+    json.dumps(score.to_json())
