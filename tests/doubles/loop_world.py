@@ -67,7 +67,10 @@ def atoms_to_have(atom: Atom) -> set[str]:
         case "start_service":
             return {f"service:{a['service']}"}
         case "run":
-            return {"run:" + " ".join(a["command"])}
+            cmd = list(a["command"])
+            if cmd[:4] == ["python", "-m", "pip", "install"]:
+                return {f"pip:{p}" for p in cmd[4:] if not p.startswith("-")}
+            return {"run:" + " ".join(cmd)}
     return set()
 
 
