@@ -110,27 +110,30 @@ def specs_from_atoms(atoms: Iterable[Any]) -> list[ServiceSpec]:
     return out
 
 
-_REFUSED = re.compile(
-    r"(?:connection refused|could not connect to server|Can't connect to (?:MySQL|MariaDB) server"
-    r"|Connection refused|ECONNREFUSED|Error 111|AMQPConnectionError|ConnectionRefusedError)"
-    r"[^\n]{0,200}?(?::|port\s*|\()\s*(\d{2,5})"
-    r"|(?:localhost|127\.0\.0\.1|::1)[\"']?(?::|, ?|\s+port\s+)(\d{2,5})[^\n]{0,120}?"
-    r"(?:refused|failed|Connection refused)",
-    re.IGNORECASE)
+_REFUSAL = re.compile(r"connection refused|ECONNREFUSED|Error 111|Errno 111|Connect call failed"
+                      r"|could not connect to server|Can't connect to (?:MySQL|MariaDB) server"
+                      r"|AMQPConnectionError|Is the server running", re.IGNORECASE)
+_KNOWN_PORT = re.compile(r"(?<!\d)(" + "|".join(str(p) for p in PORT_TO_KIND) + r")(?!\d)")
+_KIND_WORDS = (("postgres", re.compile(r"Is the server running on|psycopg|pg8000|asyncpg", re.I)),
+               ("mysql", re.compile(r"Can't connect to (?:MySQL|MariaDB) server", re.I)),
+               ("rabbitmq", re.compile(r"AMQPConnectionError|amqp", re.I)),
+               ("redis", re.compile(r"redis\.exceptions\.ConnectionError", re.I)))
 
 
 def specs_from_diagnosis(output: str) -> list[ServiceSpec]:
-    """Services that a failing test run was trying to reach: a connection refused on a port that a
-    known kind of service listens on (5432, 6379, 3306, 5672)."""
+    """Services that a failing test run was trying to reach: a refused connection on a port that a
+    known kind of service listens on (5432, 6379, 3306, 5672), in the same line or the next, or a
+    client library's own refusal message."""
     found: dict[str, str] = {}
-    for m in _REFUSED.finditer(output):
-        kind = PORT_TO_KIND.get(int(m.group(1) or m.group(2)))
-        if kind and kind not in found:
-            found[kind] = m.group(0).strip()[:200]
-    if "postgres" not in found:
-        m = re.search(r"Is the server running on .{0,80}?port 5432", output, re.S)
-        if m:
-            found["postgres"] = m.group(0)[:200]
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if not _REFUSAL.search(line):
+            continue
+        window = line + "\n" + (lines[i + 1] if i + 1 < len(lines) else "")
+        kinds = [PORT_TO_KIND[int(p)] for p in _KNOWN_PORT.findall(window)]
+        kinds += [k for k, pattern in _KIND_WORDS if pattern.search(line)]
+        for kind in kinds:
+            found.setdefault(kind, line.strip()[:200])
     return [ServiceSpec.from_any({"name": k, "kind": k, "evidence": [("test output", 0, line)]})
             for k, line in found.items()]
 
