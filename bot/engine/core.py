@@ -1,0 +1,445 @@
+"""The container engine: builds, runner sessions, sibling containers, networks, cleanup.
+
+Docker first, podman through ``engine.kind``. Listing, inspection, container creation and
+networks go through python-on-whales; the calls that need a hard timeout or a kept log (build,
+exec, commit, import) run the engine's CLI as argv lists, which is also how python-on-whales
+talks to the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+
+from bot.config import Settings
+from bot.engine import dockerfile as dockerfile_facts
+from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
+from bot.engine.hardening import Limits, hardened_create_kwargs
+from bot.engine.results import BuildResult, ExecResult
+from bot.errors import EngineError, ImageUnavailableError
+from bot.paths import templates_dir
+
+if TYPE_CHECKING:
+    from bot.engine.session import RunnerSession
+
+log = logging.getLogger(__name__)
+
+LABEL = "setupbot"
+RUN_LABEL = "setupbot.run"
+OUTPUT_CAP = 4_000_000  # characters of command output kept (the tail)
+
+
+def new_run_id() -> str:
+    """Sortable and unique: UTC time plus randomness; valid in container and image names."""
+    return time.strftime("%Y%m%d%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _tail(text: str, cap: int = OUTPUT_CAP) -> str:
+    return text if len(text) <= cap else "[... output truncated ...]\n" + text[-cap:]
+
+
+@dataclass
+class ContainerHandle:
+    """A sibling container (a service) started by ``Engine.start_container``."""
+
+    engine: "Engine"
+    name: str
+
+    def exec(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+             timeout: float | None = 60, workdir: str | None = None) -> ExecResult:
+        return self.engine._exec(self.name, argv, env=env, timeout=timeout, workdir=workdir)
+
+    def logs(self) -> str:
+        r = self.engine._cli(["logs", self.name], check=False)
+        return r.stdout + r.stderr
+
+    def running(self) -> bool:
+        r = self.engine._cli(["inspect", "-f", "{{.State.Running}}", self.name], check=False)
+        return r.stdout.strip() == "true"
+
+    def remove(self) -> None:
+        self.engine._cli(["rm", "-f", "-v", self.name], check=False)
+
+
+class Engine:
+    def __init__(self, settings: Settings, run_id: str | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.kind = settings.engine.kind
+        self.binary = shutil.which(self.kind)
+        if not self.binary:
+            raise EngineError(f"the container engine '{self.kind}' is not installed (not on PATH)",
+                              f"Install {self.kind}, or choose the other engine with engine.kind.")
+        self.run_id = run_id or os.environ.get("SETUPBOT_RUN_ID") or new_run_id()
+        self.labels = {LABEL: "1", RUN_LABEL: self.run_id}
+        self.limits = Limits.from_settings(settings.engine)
+        self.ca: CABundle | None = resolve_ca_bundle(settings.ca.file, environ)
+        self._counter = itertools.count(1)
+        self._client = None
+        self._buildkit: bool | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, run_id: str | None = None) -> "Engine":
+        return cls(settings, run_id)
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def client(self):
+        """python-on-whales client for this engine (created on first use)."""
+        if self._client is None:
+            from python_on_whales import DockerClient
+
+            self._client = DockerClient(client_call=[self.binary], client_type=self.kind)
+        return self._client
+
+    def _cli(self, args: Sequence[str], *, check: bool = True, timeout: float | None = 300,
+             input_bytes: bytes | None = None, env: Mapping[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+        argv = [self.binary, *args]
+        try:
+            r = subprocess.run(argv, input=input_bytes, capture_output=True, timeout=timeout,
+                               env=dict(env) if env is not None else None)
+        except subprocess.TimeoutExpired as exc:
+            raise EngineError(f"the engine did not answer within {timeout}s",
+                              "Check that the engine is healthy (`docker info`).", argv=argv) from exc
+        except OSError as exc:
+            raise EngineError(f"cannot run {self.kind}: {exc}", f"Check the {self.kind} installation.",
+                              argv=argv) from exc
+        out = subprocess.CompletedProcess(argv, r.returncode, r.stdout.decode(errors="replace"),
+                                          r.stderr.decode(errors="replace"))
+        if check and r.returncode != 0:
+            raise EngineError(f"`{self.kind} {args[0]}` failed",
+                              "Read the engine's message below; `setupbot clean` removes leftovers.",
+                              argv=argv, exit_code=r.returncode, stdout=out.stdout, stderr=out.stderr)
+        return out
+
+    def next_name(self, hint: str = "runner") -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in hint)[:30] or "c"
+        return f"setupbot-{self.run_id}-{next(self._counter)}-{safe}"
+
+    def ping(self) -> None:
+        r = self._cli(["info", "--format", "{{.ServerVersion}}"], check=False, timeout=30)
+        if r.returncode != 0:
+            raise EngineError(f"the {self.kind} engine does not answer",
+                              f"Start the engine (is the daemon running?) and retry.",
+                              argv=r.args, exit_code=r.returncode, stderr=r.stderr)
+
+    # ------------------------------------------------------------------ images
+    def image_exists(self, tag: str) -> bool:
+        return self._cli(["image", "inspect", "--format", "{{.Id}}", tag], check=False).returncode == 0
+
+    def image_id(self, tag: str) -> str | None:
+        r = self._cli(["image", "inspect", "--format", "{{.Id}}", tag], check=False)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def image_labels(self, tag: str) -> dict[str, str]:
+        r = self._cli(["image", "inspect", "--format", "{{json .Config.Labels}}", tag], check=False)
+        if r.returncode != 0:
+            return {}
+        import json
+
+        return json.loads(r.stdout or "null") or {}
+
+    def image_size(self, tag: str) -> int:
+        r = self._cli(["image", "inspect", "--format", "{{.Size}}", tag], check=False)
+        if r.returncode != 0:
+            raise ImageUnavailableError(f"image {tag} is not present", "Build it first.")
+        return int(r.stdout.strip())
+
+    def image_tags(self, repository: str) -> list[str]:
+        r = self._cli(["images", repository, "--format", "{{.Repository}}:{{.Tag}}"], check=False)
+        return [line for line in r.stdout.split() if not line.endswith(":<none>")]
+
+    def tag(self, source: str, target: str) -> None:
+        self._cli(["tag", source, target])
+
+    def untag(self, tag: str) -> None:
+        self._cli(["rmi", "--no-prune", tag], check=False)
+
+    def carries_ca(self, image: str) -> bool:
+        return self.ca is None or self.image_labels(image).get(CA_LABEL) == self.ca.fingerprint
+
+    def buildkit_available(self) -> bool:
+        """BuildKit needs the buildx plugin in current CLIs; without it the legacy builder."""
+        if self._buildkit is None:
+            self._buildkit = (self.kind == "docker"
+                              and self._cli(["buildx", "version"], check=False, timeout=30).returncode == 0)
+        return self._buildkit
+
+    def build(self, context_dir: Path | str, dockerfile_text: str, tag: str, no_cache: bool = False,
+              log_path: Path | str | None = None, labels: Mapping[str, str] | None = None,
+              ca: bool = True, timeout: float | None = None) -> BuildResult:
+        """Build ``dockerfile_text`` with ``context_dir``. The Dockerfile is written to a temporary
+        file outside the context; with a CA configured, FROM lines whose image does not carry it
+        are pointed at a transient derivative that does -- in that temporary copy only."""
+        context = Path(context_dir)
+        if not context.is_dir():
+            raise EngineError(f"build context {context} is not a directory", "Pass a directory.")
+        ca_bases: dict[str, str] = {}
+        text = dockerfile_text
+        if ca and self.ca is not None:
+            for base in dockerfile_facts.base_images(dockerfile_text):
+                if "$" in base or not self.image_exists(base) or self.carries_ca(base):
+                    continue
+                ca_bases[base] = self.ca_derivative(base)
+            text = dockerfile_facts.replace_bases(dockerfile_text, ca_bases)
+        all_labels = {**self.labels, **(labels or {})}
+        result = self._build_raw(context, text, tag, all_labels, no_cache=no_cache,
+                                 timeout=timeout or self.settings.engine.build_timeout)
+        result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases)
+        if log_path:
+            Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(log_path).write_text(result.log)
+        return result
+
+    def _build_raw(self, context: Path, text: str, tag: str | Sequence[str], labels: Mapping[str, str],
+                   *, no_cache: bool = False, timeout: float = 1800,
+                   build_args: Mapping[str, str] | None = None) -> BuildResult:
+        tags = [tag] if isinstance(tag, str) else list(tag)
+        with tempfile.TemporaryDirectory(prefix="setupbot-build-") as tmp:
+            dockerfile = Path(tmp) / "Dockerfile"
+            dockerfile.write_text(text)
+            args = ["build", "-f", str(dockerfile), "--network", self.settings.engine.network_mode]
+            for t in tags:
+                args += ["-t", t]
+            for k, v in labels.items():
+                args += ["--label", f"{k}={v}"]
+            for k, v in (build_args or {}).items():
+                args += ["--build-arg", f"{k}={v}"]
+            if no_cache:
+                args.append("--no-cache")
+            env = dict(os.environ)
+            if self.kind == "docker":
+                buildkit = self.buildkit_available()
+                env["DOCKER_BUILDKIT"] = "1" if buildkit else "0"
+                if buildkit:
+                    args.append("--progress=plain")
+            args.append(str(context))
+            argv = [self.binary, *args]
+            started = time.monotonic()
+            try:
+                proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, timeout=timeout, env=env)
+            except subprocess.TimeoutExpired as exc:
+                out = (exc.stdout or b"").decode(errors="replace")
+                return BuildResult(False, tags[0], _tail(out + f"\n[setupbot] build timed out after {timeout}s\n"),
+                                   time.monotonic() - started)
+            except OSError as exc:
+                raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
+            seconds = time.monotonic() - started
+            out = proc.stdout.decode(errors="replace")
+            if proc.returncode != 0 and _engine_failure(out):
+                raise EngineError("the engine failed during an image build", "Check that the engine is healthy.",
+                                  argv=argv, exit_code=proc.returncode, stderr=out)
+            return BuildResult(proc.returncode == 0, tags[0], _tail(out), seconds)
+
+    def ca_derivative(self, base: str) -> str:
+        """A transient image: ``base`` plus the CA bundle, labelled with this run (cleaned up
+        with it). Reused within the run."""
+        assert self.ca is not None
+        base_id = self.image_id(base) or base
+        digest = hashlib.sha256(f"{base_id}\0{self.ca.fingerprint}".encode()).hexdigest()[:16]
+        tag = f"setupbot/ca-base:{digest}"
+        if self.image_exists(tag):
+            return tag
+        text = render_template("images/finish.Dockerfile.j2", base=base, ca=True, ca_env=CA_ENV, env={})
+        with tempfile.TemporaryDirectory(prefix="setupbot-ca-") as tmp:
+            self.ca.write_context(Path(tmp))
+            r = self._build_raw(Path(tmp), text, tag,
+                                {**self.labels, CA_LABEL: self.ca.fingerprint, "setupbot.transient": "1"})
+        if not r.ok:
+            raise EngineError(f"cannot add the CA bundle to {base}",
+                              "Check the base image, or set ca.file to \"\" to build without it.",
+                              stderr=r.log)
+        return tag
+
+    # ------------------------------------------------------------------ containers
+    def create_container(self, image: str, *, name: str, env: Mapping[str, str] | None = None,
+                         workdir: str | None = None, network: str | None = None,
+                         aliases: Sequence[str] = (), command: Sequence[str] | None = None,
+                         entrypoint: str | None = None, labels: Mapping[str, str] | None = None,
+                         cap_add: Sequence[str] = ()) -> str:
+        if not self.image_exists(image):
+            raise ImageUnavailableError(
+                f"image {image} is not present on this engine and no registry can be reached",
+                "Run `setupbot images bootstrap` (offline stand-ins), or build the image first.")
+        kwargs = hardened_create_kwargs(self.limits, tuple(cap_add))
+        net = network or self.settings.engine.network_mode
+        try:
+            self.client.container.create(
+                image, list(command or []), name=name, envs=dict(env or {}), workdir=workdir,
+                labels={**self.labels, **(labels or {})}, networks=[net],
+                network_aliases=list(aliases) if network else [], entrypoint=entrypoint,
+                pull="never", **kwargs)
+        except Exception as exc:  # python-on-whales raises DockerException with the CLI's output
+            raise EngineError(f"cannot create container {name} from {image}: {exc}",
+                              "Check the image and the engine; `setupbot clean` removes leftovers.") from exc
+        return name
+
+    def start(self, name: str) -> None:
+        self._cli(["start", name])
+
+    def put_archive(self, name: str, files: Mapping[str, bytes], mode: int = 0o644) -> None:
+        """Copy files (absolute container paths -> content) in as a tar stream; parent
+        directories are created. Works on created and running containers."""
+        import io
+        import tarfile
+
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, content in files.items():
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size = len(content)
+                info.mode = mode
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(content))
+        self._cli(["cp", "-", f"{name}:/"], input_bytes=buf.getvalue())
+
+    def _exec(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+              timeout: float | None = None, workdir: str | None = None,
+              on_timeout=None) -> ExecResult:
+        """Run ``argv`` in a running container. Only the variables in ``env`` are added to what
+        the container already has; the bot's own environment never reaches it."""
+        args = [self.binary, "exec"]
+        if workdir:
+            args += ["-w", workdir]
+        for k, v in (env or {}).items():
+            args += ["-e", f"{k}={v}"]
+        args += [name, *argv]
+        started = time.monotonic()
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        timed_out = False
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            # Kill inside the container (the CLI client dying would leave the process running).
+            (on_timeout or self._kill_container_processes)(name)
+            try:
+                out, _ = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+        text = out.decode(errors="replace")
+        if timed_out:
+            text += f"\n[setupbot] killed after the {timeout}s timeout\n"
+        code = proc.returncode if not timed_out else (proc.returncode if proc.returncode not in (0, None) else 137)
+        return ExecResult(list(argv), code, _tail(text), time.monotonic() - started, timed_out)
+
+    def _kill_container_processes(self, name: str) -> None:
+        """Kill every process the command left, by restarting the container: the engine kills
+        the whole cgroup (a fork bomb included) and the filesystem stays as it was."""
+        self._cli(["restart", "-t", "0", name], check=False, timeout=120)
+
+    def run_once(self, image: str, argv: Sequence[str], *, timeout: float = 300,
+                 env: Mapping[str, str] | None = None, network: str = "none") -> ExecResult:
+        """A throwaway hardened container running one command (used for image probes)."""
+        name = self.next_name("probe")
+        self.create_container(image, name=name, env=env, network=network,
+                              entrypoint="sleep", command=["2147483647"])
+        try:
+            self.start(name)
+            return self._exec(name, argv, timeout=timeout)
+        finally:
+            self._cli(["rm", "-f", "-v", name], check=False)
+
+    def session(self, image: str, env: Mapping[str, str] | None = None, workdir: str = "/workspace",
+                network: str | None = None, name_hint: str = "runner") -> "RunnerSession":
+        from bot.engine.session import RunnerSession
+
+        return RunnerSession(self, image, env=env, workdir=workdir, network=network, name_hint=name_hint)
+
+    def start_container(self, image: str, name_hint: str, network: str | None = None,
+                        env: Mapping[str, str] | None = None, aliases: Sequence[str] = (),
+                        command: Sequence[str] | None = None,
+                        cap_add: Sequence[str] = ()) -> ContainerHandle:
+        """A sibling container (a service), hardened like the runner, labelled with the run."""
+        name = self.next_name(name_hint)
+        self.create_container(image, name=name, env=env, network=network, aliases=aliases,
+                              command=command, cap_add=cap_add)
+        handle = ContainerHandle(self, name)
+        try:
+            self.start(name)
+        except EngineError:
+            handle.remove()
+            raise
+        return handle
+
+    # ------------------------------------------------------------------ networks
+    @contextlib.contextmanager
+    def network(self, name_hint: str = "net") -> Iterator[str]:
+        """A private labelled bridge network, removed on exit (with any container still on it
+        that this run created)."""
+        name = self.next_name(name_hint)
+        self._cli(["network", "create", "--driver", "bridge",
+                   *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")], name])
+        try:
+            yield name
+        finally:
+            if not self.settings.engine.keep_containers:
+                self._remove_network(name)
+
+    def _remove_network(self, name: str) -> None:
+        r = self._cli(["network", "inspect", "-f", "{{range $id, $c := .Containers}}{{$c.Name}} {{end}}", name],
+                      check=False)
+        for container in r.stdout.split():
+            if container.startswith(f"setupbot-{self.run_id}-"):
+                self._cli(["rm", "-f", "-v", container], check=False)
+        self._cli(["network", "rm", name], check=False)
+
+    # ------------------------------------------------------------------ cleanup
+    def clean(self, run_id: str | None = None) -> dict[str, int]:
+        """Remove containers, networks, volumes and images of one run (or of every run):
+        everything labelled ``setupbot.run``. Stand-in images carry no run label and stay."""
+        selector = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
+        counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0}
+        ids = self._cli(["ps", "-aq", "--filter", f"label={selector}"]).stdout.split()
+        if ids:
+            self._cli(["rm", "-f", "-v", *ids], check=False)
+            counts["containers"] = len(ids)
+        nets = self._cli(["network", "ls", "-q", "--filter", f"label={selector}"]).stdout.split()
+        for n in nets:
+            if self._cli(["network", "rm", n], check=False).returncode == 0:
+                counts["networks"] += 1
+        vols = self._cli(["volume", "ls", "-q", "--filter", f"label={selector}"]).stdout.split()
+        for v in vols:
+            if self._cli(["volume", "rm", "-f", v], check=False).returncode == 0:
+                counts["volumes"] += 1
+        # Images: newest first so children go before their parents (snapshots stack up).
+        r = self._cli(["images", "-a", "--filter", f"label={selector}",
+                       "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"])
+        seen: list[str] = []
+        for line in r.stdout.splitlines():
+            image_id, ref = line.split(" ", 1)
+            target = ref if not ref.endswith(":<none>") and not ref.startswith("<none>") else image_id
+            if self._cli(["rmi", "-f", target], check=False).returncode == 0 and image_id not in seen:
+                seen.append(image_id)
+        counts["images"] = len(seen)
+        return counts
+
+
+def _engine_failure(output: str) -> bool:
+    """A build that failed because the engine broke, not because of the Dockerfile."""
+    markers = ("Cannot connect to the Docker daemon", "error during connect",
+               "Is the docker daemon running", "no space left on device")
+    return any(m in output for m in markers)
+
+
+def render_template(name: str, **variables) -> str:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template(name).render(**variables)

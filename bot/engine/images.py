@@ -1,0 +1,306 @@
+"""Offline base images: ``setupbot images bootstrap`` and what this engine can offer.
+
+No registry may be reachable, so the images generated Dockerfiles name (``python:3.13-slim``,
+``debian:bookworm-slim``, service images) are built locally: debootstrap a Debian suite, import
+it as ``setupbot/rootfs:<suite>``, then build each stand-in from its recipe (bot.engine.recipes).
+A stand-in is labelled with its recipe hash and reused while the hash matches.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from bot.config import Settings
+from bot.engine.ca import CA_ENV, CA_LABEL
+from bot.engine.core import LABEL, Engine, render_template
+from bot.engine.recipes import (ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes,
+                                rootfs_tag, service_recipes)
+from bot.errors import BuildError, ConfigError, ImageUnavailableError
+from bot.paths import templates_dir
+
+log = logging.getLogger(__name__)
+
+STANDIN_LABEL = "setupbot.standin"
+RECIPE_LABEL = "setupbot.recipe"
+DEBOOTSTRAP = "/usr/sbin/debootstrap"
+
+# Left out of the rootfs tarball, as the official slim images do (docs, man pages, locales,
+# downloaded .debs, apt lists).
+_PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
+          "usr/share/info", "usr/share/locale", "usr/share/groff", "usr/share/lintian")
+_KEEP = re.compile(r"^usr/share/doc/[^/]+/copyright$|^usr/share/locale/locale\.alias$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    tag: str
+    action: str      # "reused" | "built" | "failed"
+    seconds: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class OfferedService:
+    name: str
+    version: str
+    image: str
+    ports: tuple[int, ...]
+
+
+def cache_dir(settings: Settings) -> Path:
+    configured = settings.images.cache_dir
+    path = Path(configured).expanduser() if configured else Path.home() / ".cache" / "setupbot" / "rootfs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# ---------------------------------------------------------------------- what is offered
+def available_pythons(engine: Engine) -> list[str]:
+    """Python versions with a ``python:X.Y-slim`` image on this engine (stand-in or official)."""
+    versions = set()
+    for ref in engine.image_tags("python"):
+        m = re.fullmatch(r"python:(\d+\.\d+)-slim", ref)
+        if m:
+            versions.add(m.group(1))
+    return sorted(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+
+def available_services(engine: Engine) -> list[OfferedService]:
+    """Service images from the recipe registry that are present on this engine."""
+    offered = []
+    for recipe in service_recipes():
+        if engine.image_exists(recipe.tag):
+            offered.append(OfferedService(recipe.name, recipe.version, recipe.tag, tuple(recipe.ports)))
+    return offered
+
+
+# ---------------------------------------------------------------------- selection
+def select_recipes(settings: Settings, pythons: Iterable[str] | None = None,
+                   services: Iterable[str] | None = None) -> list[ImageRecipe]:
+    """The recipes to build, with everything they build FROM, in dependency order.
+    ``None`` means all; unknown names are a ConfigError with the known ones."""
+    suites = tuple(settings.images.suites)
+    registry = {r.tag: r for r in all_recipes(suites)}
+    pythons_known = {r.name: r for r in registry.values() if r.kind == "python"}
+    services_known: dict[str, list[ImageRecipe]] = {}
+    for r in registry.values():
+        if r.kind == "service":
+            services_known.setdefault(r.name, []).append(r)
+
+    wanted: list[ImageRecipe] = [r for r in registry.values() if r.kind == "debian"]
+    for version in (pythons_known if pythons is None else pythons):
+        if version not in pythons_known:
+            raise ConfigError(f"no stand-in recipe for Python {version}",
+                              f"Choose among: {', '.join(sorted(pythons_known)) or 'none'} "
+                              f"(images.suites: {', '.join(suites)}).")
+        wanted.append(pythons_known[version])
+    for name in (services_known if services is None else services):
+        if name not in services_known:
+            raise ConfigError(f"no stand-in recipe for the service {name!r}",
+                              f"Choose among: {', '.join(sorted(services_known)) or 'none yet'}.")
+        wanted.extend(services_known[name])
+
+    closure: dict[str, ImageRecipe] = {}
+    stack = list(wanted)
+    while stack:
+        r = stack.pop()
+        if r.tag in closure:
+            continue
+        closure[r.tag] = r
+        if r.base in registry:
+            stack.append(registry[r.base])
+    order = graphlib.TopologicalSorter(
+        {tag: ({r.base} & closure.keys()) for tag, r in closure.items()}).static_order()
+    return [closure[tag] for tag in order]
+
+
+# ---------------------------------------------------------------------- rootfs
+def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], None] = log.info) -> Path:
+    """The cached debootstrap tree of ``suite`` as a tarball (made once, ~30 s per suite)."""
+    cache = cache_dir(settings)
+    tarball = cache / f"{suite}.tar"
+    if tarball.is_file() and tarball.stat().st_size > 0:
+        return tarball
+    if not os.path.exists(DEBOOTSTRAP):
+        raise ImageUnavailableError(
+            f"{suite}: no cached rootfs at {tarball} and debootstrap is not installed",
+            "Install it (`apt-get install debootstrap`, as root), or copy a rootfs tarball there.")
+    with tempfile.TemporaryDirectory(prefix=f"debootstrap-{suite}-", dir=cache) as tmp:
+        tree = Path(tmp) / "root"
+        argv = [DEBOOTSTRAP, "--variant=minbase", suite, str(tree), settings.images.mirror]
+        log_line(f"debootstrap {suite} from {settings.images.mirror}")
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            out = r.stdout.decode(errors="replace")
+            raise ImageUnavailableError(f"debootstrap of {suite} failed",
+                                        "Check that the Debian mirror (images.mirror) is reachable and "
+                                        "that this runs as root.", argv=argv, exit_code=r.returncode, stderr=out)
+        _prune(tree)
+        partial = cache / f"{suite}.tar.partial"
+        with tarfile.open(partial, "w") as tar:
+            tar.add(str(tree), arcname=".")
+        partial.rename(tarball)
+    return tarball
+
+
+def _prune(tree: Path) -> None:
+    for rel in _PRUNE:
+        top = tree / rel
+        if not top.is_dir():
+            continue
+        for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            relative = path.relative_to(tree).as_posix()
+            if _KEEP.match(relative):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass  # keeps a kept file's directory
+            else:
+                path.unlink()
+
+
+def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
+                  log_line: Callable[[str], None] = log.info) -> Outcome:
+    tag = rootfs_tag(suite)
+    if engine.image_exists(tag):
+        return Outcome(tag, "reused", 0.0)
+    started = time.monotonic()
+    tarball = rootfs_tarball(settings, suite, log_line)
+    log_line(f"import {tarball} as {tag}")
+    engine._cli(["import",
+                 "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                 "--change", f"LABEL {LABEL}=1 setupbot.rootfs={suite}",
+                 "--change", 'CMD ["bash"]', str(tarball), tag], timeout=900)
+    return Outcome(tag, "built", time.monotonic() - started)
+
+
+# ---------------------------------------------------------------------- stand-ins
+def _template_extra(settings: Settings) -> dict[str, str]:
+    mirror = settings.images.mirror.rstrip("/")
+    security = re.sub(r"/debian$", "/debian-security", mirror) if mirror.endswith("/debian") else mirror + "-security"
+    return {"mirror": mirror, "security_mirror": security}
+
+
+def standin_current(engine: Engine, recipe: ImageRecipe, recipe_hash: str) -> bool:
+    labels = engine.image_labels(recipe.tag)
+    return labels.get(STANDIN_LABEL) == "1" and labels.get(RECIPE_LABEL) == recipe_hash
+
+
+def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, force: bool = False,
+                  log_line: Callable[[str], None] = log.info) -> Outcome:
+    started = time.monotonic()
+    base_id = engine.image_id(recipe.base)
+    if base_id is None:
+        raise ImageUnavailableError(f"{recipe.tag}: its base image {recipe.base} is not present",
+                                    "Bootstrap the base first (it is chosen automatically by "
+                                    "`setupbot images bootstrap`).")
+    extra = _template_extra(settings)
+    fingerprint = engine.ca.fingerprint if engine.ca else ""
+    digest = recipe.recipe_hash(base_id, fingerprint, extra)
+    if not force and standin_current(engine, recipe, digest):
+        for alias in recipe.aliases:
+            if engine.image_id(alias) != engine.image_id(recipe.tag):
+                engine.tag(recipe.tag, alias)
+        return Outcome(recipe.tag, "reused", time.monotonic() - started)
+
+    log_line(f"build {recipe.tag} from {recipe.base}")
+    stage = f"setupbot/standin-build:{digest}"
+    with tempfile.TemporaryDirectory(prefix="setupbot-standin-") as tmp:
+        context = Path(tmp)
+        variables = recipe.template_variables(extra)
+        build_args: dict[str, str] = {}
+        if recipe.context:
+            shutil.copytree(templates_dir() / recipe.context, context, dirs_exist_ok=True)
+        for name, template in recipe.files.items():
+            target = context / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if template.endswith(".j2"):
+                target.write_text(render_template(template, **variables))
+            else:
+                shutil.copyfile(templates_dir() / template, target)
+        if recipe.template:
+            text = render_template(recipe.template, **variables)
+        else:
+            text = (context / "Dockerfile").read_text()
+            build_args["BASE"] = recipe.base
+        first = engine._build_raw(context, text, stage, {LABEL: "1"}, build_args=build_args)
+        if not first.ok:
+            return Outcome(recipe.tag, "failed", time.monotonic() - started, first.log[-3000:])
+
+    env = dict(recipe.env)
+    try:
+        if recipe.probe:
+            probe = engine.run_once(stage, list(recipe.probe), timeout=300)
+            if not probe.ok:
+                return Outcome(recipe.tag, "failed", time.monotonic() - started,
+                               f"probe {list(recipe.probe)} failed:\n{probe.output[-3000:]}")
+            if recipe.version_env:
+                lines = [line.strip() for line in probe.output.splitlines() if line.strip()]
+                env[recipe.version_env] = lines[-1] if lines else ""
+
+        labels = {LABEL: "1", STANDIN_LABEL: "1", RECIPE_LABEL: digest, "setupbot.standin.of": recipe.tag}
+        if engine.ca:
+            labels[CA_LABEL] = engine.ca.fingerprint
+        with tempfile.TemporaryDirectory(prefix="setupbot-finish-") as tmp:
+            context = Path(tmp)
+            if engine.ca:
+                engine.ca.write_context(context)
+            text = render_template("images/finish.Dockerfile.j2", base=stage, ca=engine.ca is not None,
+                                   ca_env=CA_ENV, env=env)
+            final = engine._build_raw(context, text, [recipe.tag, *recipe.aliases], labels)
+        if not final.ok:
+            return Outcome(recipe.tag, "failed", time.monotonic() - started, final.log[-3000:])
+    finally:
+        engine.untag(stage)
+    return Outcome(recipe.tag, "built", time.monotonic() - started)
+
+
+def bootstrap(engine: Engine, settings: Settings, pythons: Iterable[str] | None = None,
+              services: Iterable[str] | None = None, *, force: bool = False,
+              log_line: Callable[[str], None] = log.info) -> list[Outcome]:
+    """Make the chosen stand-ins present (all when ``None``): rootfs, Debian, Python, services.
+    A failure of one image is reported and the others go on; a failed base skips its users."""
+    engine.ping()
+    recipes = select_recipes(settings, pythons, services)
+    outcomes: list[Outcome] = []
+    failed: set[str] = set()
+    for suite in sorted({r.base.split(":", 1)[1] for r in recipes if r.base.startswith(ROOTFS_REPOSITORY + ":")}):
+        try:
+            outcomes.append(ensure_rootfs(engine, settings, suite, log_line))
+        except ImageUnavailableError as exc:
+            outcomes.append(Outcome(rootfs_tag(suite), "failed", 0.0, exc.render()))
+            failed.add(rootfs_tag(suite))
+    for recipe in recipes:
+        if recipe.base in failed:
+            outcomes.append(Outcome(recipe.tag, "failed", 0.0, f"skipped: its base {recipe.base} failed"))
+            failed.add(recipe.tag)
+            continue
+        outcome = build_standin(engine, settings, recipe, force=force, log_line=log_line)
+        outcomes.append(outcome)
+        if outcome.action == "failed":
+            failed.add(recipe.tag)
+        log_line(f"{outcome.action:7} {outcome.tag} ({outcome.seconds:.0f}s)")
+    return outcomes
+
+
+def require_standins(engine: Engine, tags: Iterable[str]) -> None:
+    missing = [t for t in tags if not engine.image_exists(t)]
+    if missing:
+        raise BuildError(f"images missing: {', '.join(missing)}", "Run `setupbot images bootstrap`.")
+
+
+__all__ = ["available_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
+           "Outcome", "OfferedService", "cache_dir", "ensure_rootfs", "rootfs_tarball"]

@@ -1,0 +1,27 @@
+"""Plain result records returned by the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    argv: list[str]
+    exit_code: int
+    output: str          # stdout and stderr interleaved
+    duration: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ok: bool
+    tag: str
+    log: str
+    seconds: float
+    ca_bases: dict[str, str] = field(default_factory=dict)  # base image -> transient CA derivative
