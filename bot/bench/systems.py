@@ -47,109 +47,88 @@ def run_pipreqs(ctx: SystemContext) -> SystemResult:
 
 # --- setupbot ----------------------------------------------------------------------------------
 
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    """The first attribute (or mapping key) of ``obj`` among ``names`` that is present."""
-    for name in names:
-        if obj is None:
-            return default
-        value = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-        if value is not None:
-            return value
-    return default
-
-
-def _counts_from(tests: Any) -> TestCounts | None:
-    """TestCounts from the loop's test results (``summary()`` dict or attributes)."""
-    if tests is None:
-        return None
-    summary = tests.summary() if callable(getattr(tests, "summary", None)) else tests
-    if not isinstance(summary, dict):
-        summary = {k: getattr(summary, k, 0) for k in ("passed", "failed", "error", "errors", "skipped")}
+def _counts_from_summary(summary: dict) -> TestCounts:
+    """TestCounts from the loop's ``TestResults.summary()`` (passed/failed/error/skipped)."""
     return TestCounts(passed=int(summary.get("passed") or 0), failed=int(summary.get("failed") or 0),
                       errors=int(summary.get("error") or summary.get("errors") or 0),
                       skipped=int(summary.get("skipped") or 0))
 
 
+def _replay_build_seconds(record: Any) -> float | None:
+    """The no-cache build of the last replay: the trajectory step the loop records as
+    ``replay`` (its build), not ``replay-result`` (build plus target)."""
+    steps = getattr(getattr(record, "trajectory", None), "steps", None) or []
+    durations = [s.duration for s in steps if getattr(s, "action", "") == "replay"]
+    return round(durations[-1], 2) if durations else None
+
+
 def replay_score_from_record(record: Any, engine: Any = None) -> Score | None:
-    """The clean replay of a RunRecord as a Score, or None when the record has no replay
-    (the runner then builds the final Dockerfile itself)."""
-    replay = _get(record, "replay", "replay_result", "clean_replay")
-    if replay is None:
+    """The clean replay of a successful RunRecord as a Score. None when the run did not end in
+    a replayed success: an earlier replay belongs to an earlier Dockerfile, so the runner then
+    builds the final Dockerfile itself."""
+    replay = record.get("replay") if isinstance(record, dict) else getattr(record, "replay", None)
+    status = record.get("status") if isinstance(record, dict) else getattr(record, "status", None)
+    if not replay or status != "success":
         return None
-    score = Score()
-    score.built = bool(_get(replay, "built", "build_ok", default=_get(replay, "image") is not None))
-    score.build_seconds = _get(replay, "build_seconds")
-    collect_exit = _get(replay, "collect_exit", "collect_exit_code")
-    ok = _get(replay, "ebsr", "collect_ok")
-    score.ebsr = bool(ok) if ok is not None else collect_exit == 0
-    score.collect_exit = collect_exit
-    counts = _counts_from(_get(replay, "tests", "test_results", "junit"))
-    if counts is not None:
-        score.tests = counts
-        score.counts_from = "junit"
-    score.test_seconds = _get(replay, "test_seconds")
-    score.test_timed_out = bool(_get(replay, "test_timed_out", "timed_out", default=False))
-    image = _get(replay, "image", "tag")
-    size = _get(replay, "image_bytes", "image_size")
-    if size is None and image and engine is not None:
+    score = Score(built=True)
+    score.ebsr = bool(replay.get("ok")) and replay.get("collect_exit") == 0
+    score.collect_exit = replay.get("collect_exit")
+    score.test_exit = replay.get("test_exit")
+    score.tests = _counts_from_summary(replay.get("tests") or {})
+    score.counts_from = "junit"
+    score.build_seconds = _replay_build_seconds(record)
+    tag = replay.get("tag")
+    if tag and engine is not None:
         try:
-            size = engine.image_size(image)
-        except Exception:   # noqa: BLE001 - image already removed: size unknown
-            size = None
-    score.image_bytes = size
-    score.reason = str(_get(replay, "reason", "error", default="") or "")
+            score.image_bytes = int(engine.image_size(tag))
+        except Exception:   # noqa: BLE001 - image already gone: size unknown
+            score.image_bytes = None
+    if not score.ebsr:
+        score.reason = f"replay: test collection exited {score.collect_exit}"
     return score
 
 
+def _llm_for(settings: Any) -> Any:
+    """The LLM planner when one is configured; None keeps the default deterministic path."""
+    if not getattr(getattr(settings, "llm", None), "enabled", False):
+        return None
+    from bot.loop.llm import LLMPlanner
+
+    return LLMPlanner(settings.llm, secrets=settings.secrets())
+
+
 def run_setupbot(ctx: SystemContext) -> SystemResult:
-    """The full setup loop when it is available (its clean replay is reused); otherwise the
-    deterministic plan's Dockerfile, scored by the runner."""
+    """The full setup loop; its clean replay of the final Dockerfile is reused when the run
+    succeeded (that replay is already a fresh no-cache build at the pinned commit)."""
+    import dataclasses
+
+    from bot.knowledge import open_store
+    from bot.loop import run_setup
+
     started = time.monotonic()
+    # A fresh seeded store per repository: results do not depend on the order in which the
+    # benchmark visits repositories, and the user's own store is left alone.
+    knowledge = dataclasses.replace(ctx.settings.knowledge, url="", path=str(ctx.scratch / "knowledge.sqlite"))
+    store = open_store(knowledge)
+    llm = _llm_for(ctx.settings)
     try:
-        from bot.loop import run_setup  # type: ignore[attr-defined]
-    except ImportError:
-        run_setup = None
-    if run_setup is not None:
-        store = None
-        try:
-            from bot.knowledge import open_store  # type: ignore[attr-defined]
-            import dataclasses
-
-            # A fresh, seeded store per repository: results do not depend on the order in
-            # which the benchmark visits repositories.
-            knowledge = dataclasses.replace(ctx.settings.knowledge, url="",
-                                            path=str(ctx.scratch / "knowledge.sqlite"))
-            store = open_store(knowledge)
-        except ImportError:
-            store = None
-        record = run_setup(ctx.repo_dir, ctx.settings, ctx.engine, store)
-        seconds = time.monotonic() - started
-        text = _get(record, "dockerfile_text") or _get(_get(record, "dockerfile"), "text") \
-            or _get(_get(_get(record, "plan"), "dockerfile"), "text") or ""
-        if not isinstance(text, str):
-            text = str(text)
-        trajectory = _get(record, "trajectory", default=[]) or []
-        steps = _get(record, "steps")
-        if steps is None:
-            try:
-                steps = len(trajectory)
-            except TypeError:
-                steps = None
-        repairs = _get(record, "repairs_kept", "repairs", default=[])
-        produced = Produced("setupbot", text, seconds, ok=bool(text),
-                            reason="" if text else "the setup loop produced no Dockerfile")
-        return SystemResult(produced, replay=replay_score_from_record(record, ctx.engine),
-                            steps=steps if isinstance(steps, int) else None,
-                            repairs=len(repairs) if hasattr(repairs, "__len__") else int(repairs or 0),
-                            tokens=int(_get(record, "tokens", "llm_tokens", default=0) or 0),
-                            mode="loop")
-    from bot.graph import make_plan  # type: ignore[attr-defined]
-    from bot.engine.images import available_pythons  # type: ignore[attr-defined]
-
-    plan = make_plan(ctx.repo_dir, ctx.settings, available_pythons(ctx.engine))
+        record = run_setup(ctx.repo_dir, ctx.settings, ctx.engine, store, llm=llm)
+    finally:
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
     seconds = time.monotonic() - started
-    return SystemResult(Produced("setupbot", plan.dockerfile.text, seconds), steps=0, repairs=0,
-                        tokens=0, mode="plan-only")
+    text = record.dockerfile or ""
+    produced = Produced("setupbot", text, seconds, ok=bool(text),
+                        reason="" if text else f"the setup loop produced no Dockerfile ({record.status})",
+                        details={"loop_status": record.status, "remaining": (record.remaining or "")[:1000],
+                                 "unresolved": record.unresolved[:5], "timings": record.timings,
+                                 "warnings": [str(w)[:300] for w in record.warnings[:20]],
+                                 "degraded": record.degraded})
+    usage = record.llm_usage or {}
+    return SystemResult(produced, replay=replay_score_from_record(record, ctx.engine),
+                        steps=len(record.trajectory), repairs=len(record.repairs),
+                        tokens=int(usage.get("tokens") or 0), mode="llm" if llm is not None else "deterministic")
 
 
 RUNNERS = {"setupbot": run_setupbot, "declared": run_declared, "pipreqs": run_pipreqs}

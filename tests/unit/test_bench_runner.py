@@ -256,14 +256,21 @@ def test_report_only_command_redraws_from_the_jsonl(tmp_path):
     assert (tmp_path / "bench" / "chart.png").is_file()
 
 
-def test_replay_from_a_run_record_is_reused_when_present():
-    class Tests:
-        def summary(self):
-            return {"passed": 7, "failed": 1, "error": 0, "skipped": 2, "total": 10}
+def test_replay_from_a_run_record_is_reused_only_after_a_replayed_success():
+    from bot.loop.orchestrator import RunRecord
+    from bot.loop.trajectory import Trajectory
 
-    record = {"replay": {"ok": True, "collect_exit": 0, "build_seconds": 80.0, "tests": Tests(),
-                         "image_bytes": 7e8}}
-    score = replay_score_from_record(record)
-    assert score.ebsr and score.build_seconds == 80.0 and score.tests.passed == 7 and score.tests.skipped == 2
-    assert replay_score_from_record({"plan": None}) is None
+    record = RunRecord(repo="r", run_id="x", status="success", dockerfile="FROM python:3.11-slim\n")
+    record.trajectory = Trajectory()
+    record.trajectory.record("build", duration=50.0)
+    record.trajectory.record("replay", duration=80.0)
+    record.trajectory.record("replay-result", duration=95.0)
+    record.replay = {"ok": True, "collect_exit": 0, "test_exit": 1, "tag": "setupbot-loop-x:replay-2",
+                     "tests": {"passed": 7, "failed": 1, "error": 2, "skipped": 2, "total": 12}}
+    score = replay_score_from_record(record, FakeEngine())
+    assert score.ebsr and score.build_seconds == 80.0 and score.image_bytes == 321_000_000
+    assert (score.tests.passed, score.tests.errors, score.tests.skipped) == (7, 2, 2)
     json.dumps(score.to_json())
+    record.status = "unresolved"      # the replay then belongs to an earlier Dockerfile
+    assert replay_score_from_record(record) is None
+    assert replay_score_from_record(RunRecord(repo="r", run_id="y", status="success")) is None
