@@ -159,24 +159,26 @@ IMPORT_DISTRIBUTIONS = {
 
 
 def distribution_for(module: str) -> str:
-    """The PyPI distribution that provides ``module``: the graph's import map when it has one,
-    then the table above, then the module's own name."""
-    try:  # the DepGraph engineer's import map, when present
-        from bot.graph import importmap  # type: ignore[attr-defined]
+    """The PyPI distribution that provides ``module``: the graph's import map first, then the
+    table above, then the module's own name."""
+    try:
+        from bot.graph.mapping import known_distribution
 
-        for fn_name in ("distribution_for", "lookup", "distributions_for"):
-            fn = getattr(importmap, fn_name, None)
-            if fn is not None:
-                found = fn(module)
-                if isinstance(found, (list, tuple)):
-                    found = found[0] if found else ""
-                if found:
-                    return str(found)
-    except Exception:  # noqa: BLE001 - any failure means: use the fallback table
+        found = known_distribution(module)
+        if found:
+            return found
+    except ImportError:  # the graph package is optional for the loop's own tests
         pass
     if module in IMPORT_DISTRIBUTIONS:
         return IMPORT_DISTRIBUTIONS[module]
     return module.replace("_", "-")
+
+
+def distributions_for(module: str) -> list[str]:
+    """Distributions worth trying for ``module``, most likely first. Guessed prefixes
+    (python-X, pyX) are left out on purpose: installing a guessed name from PyPI invites
+    typosquats; the experience base or the LLM may propose them with a reason."""
+    return [d for d in dict.fromkeys([distribution_for(module), module]) if d]
 
 
 def choose_python(spec: str, available: Sequence[str], current: str) -> str | None:
@@ -245,8 +247,7 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
     out: list[Candidate] = []
     match sig.kind:
         case "missing_module" | "no_test_runner":
-            dist = distribution_for(k)
-            if dist:
+            for dist in distributions_for(k):
                 out.append(one("pip_install", f"import {k} is provided by {dist}", packages=[dist]))
         case "import_name_error":
             dist = distribution_for(k)

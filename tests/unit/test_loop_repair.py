@@ -1,0 +1,64 @@
+"""Deterministic repair rules and candidate merging."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from bot.atoms import Atom
+from bot.loop.diagnose import diagnose
+from bot.loop.repair import (Candidate, choose_python, knowledge_candidates, merge_candidates,
+                             rule_candidates, trial_commands)
+
+
+def rules(output, tmp_path, python="3.11", available=("3.11", "3.13")):
+    sig = diagnose(output)[0]
+    return [c.describe() for c in rule_candidates(sig, repo=tmp_path, python=python, available_pythons=list(available))]
+
+
+def test_rules(tmp_path):
+    assert rules("error: unrecognized arguments: --cov=pkg", tmp_path) == ["pip_install pytest-cov"]
+    assert rules("fixture 'mocker' not found", tmp_path) == ["pip_install pytest-mock"]
+    assert rules("E   ModuleNotFoundError: No module named 'yaml'", tmp_path) == ["pip_install PyYAML", "pip_install yaml"]
+    assert rules("fatal error: ffi.h: No such file or directory", tmp_path) == ["apt_install libffi-dev gcc libc6-dev"]
+    assert rules("requires a different Python: 3.11.2 not in '>=3.12'", tmp_path) == ["switch_python version=3.13"]
+    assert rules("requires a different Python: 3.11.2 not in '>=3.14'", tmp_path) == []
+    assert rules("LookupError: setuptools-scm was unable to detect version for /w", tmp_path) == \
+        ["set_env SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0"]
+    assert rules("psycopg2.OperationalError: connection to server at \"localhost\", port 5432 failed: Connection refused",
+                 tmp_path) == ["start_service service=postgres"]
+
+
+def test_django_settings_and_test_dirs(tmp_path):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "settings.py").write_text("")
+    (tmp_path / "proj" / "settings_test.py").write_text("")
+    out = "You must either define the environment variable DJANGO_SETTINGS_MODULE or call settings.configure()"
+    assert rules(out, tmp_path)[0] == "set_env DJANGO_SETTINGS_MODULE=proj.settings_test"
+    (tmp_path / "tests").mkdir()
+    assert rules("ERROR: file or directory not found: test/", tmp_path) == ["test_command python -m pytest tests"]
+
+
+def test_choose_python():
+    assert choose_python(">=3.12", ["3.11", "3.13"], "3.11") == "3.13"
+    assert choose_python("3.12", ["3.11", "3.13"], "3.11") == "3.13"
+    assert choose_python("<3.12", ["3.11", "3.13"], "3.13") == "3.11"
+    assert choose_python("not a spec", ["3.11"], "3.11") is None
+
+
+def test_knowledge_first_and_deduplicated():
+    atom = Atom("pip_install", {"packages": ["PyYAML"]})
+    retriever = SimpleNamespace(retrieve=lambda text, context: [
+        SimpleNamespace(unit=SimpleNamespace(id="u1", advice="yaml"), score=2.0, atoms=(atom,)),
+        SimpleNamespace(unit=SimpleNamespace(id="u2", advice="bad"), score=1.0,
+                        atoms=({"kind": "apt_install", "packages": ["bad;rm -rf /"]},)),
+    ])
+    from_store = knowledge_candidates(retriever, "log", {"python": "3.11"}, 10)
+    assert [c.unit_id for c in from_store] == ["u1"]          # the invalid atom is dropped
+    merged = merge_candidates(from_store, [Candidate([atom], "rule")])
+    assert [c.source for c in merged] == ["knowledge"]
+
+
+def test_trial_commands_are_argv():
+    cmds = trial_commands(Atom("apt_install", {"packages": ["libyaml-dev"]}))
+    assert cmds[-1][-1] == "libyaml-dev" and all(isinstance(c, list) for c in cmds)
+    assert trial_commands(Atom("set_env", {"name": "A", "value": "b"})) == []
