@@ -17,6 +17,7 @@ Rules enforced here, whatever the caller asks (SECURITY.md S2, S6, R1, R3):
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, TypeVar
@@ -92,10 +93,10 @@ def check_branch(branch: str, prefix: str) -> None:
 
 def check_paths(paths: Iterable[str], allow_workflows: bool) -> None:
     for path in paths:
-        norm = path.lstrip("./")
-        if path.startswith("/") or ".." in path.split("/"):
+        norm = posixpath.normpath(path)
+        if path.startswith("/") or norm.startswith("..") or ".." in path.split("/"):
             raise GitHubError(f"refusing path {path!r}: it leaves the repository")
-        if not allow_workflows and (norm.startswith(WORKFLOWS_DIR) or norm == WORKFLOWS_DIR.rstrip("/")):
+        if not allow_workflows and (norm + "/").lower().startswith(WORKFLOWS_DIR):
             raise GitHubError(f"refusing to touch {path}: the environment pull request never edits workflows",
                               "Use `setupbot rollout` to add or edit the setupbot workflow.")
 

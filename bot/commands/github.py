@@ -1,0 +1,76 @@
+"""`setupbot github`: what the GitHub Action runs. Reads the event, runs the pipeline on the
+checkout, then publishes the PR, the comment and the job summary as the event allows."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+from pathlib import Path
+
+from bot.config import load_settings
+from bot.errors import InputError
+from bot.github.events import handle_event, load_event, write_action_outputs
+from bot.github.provider import DryRunProvider, GitHubProvider
+from bot.outputs import GeneratedOutputs, outputs_from_pipeline, write_outputs
+from bot.redact import register_secret
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("github", help="act on a GitHub event (what the action runs)")
+    p.add_argument("--event-name", default=os.environ.get("GITHUB_EVENT_NAME", ""),
+                   help="push | pull_request | workflow_dispatch | schedule (default: $GITHUB_EVENT_NAME)")
+    p.add_argument("--event-path", default=os.environ.get("GITHUB_EVENT_PATH", ""),
+                   help="the event payload JSON (default: $GITHUB_EVENT_PATH)")
+    p.add_argument("--repo", default=".", help="the checked-out repository (default: .)")
+    p.add_argument("--output-dir", default=None, help="output folder (default: settings output.dir)")
+    p.add_argument("--dry-run", action="store_true", help="read from GitHub but write nothing; print the plan")
+    p.set_defaults(func=run)
+
+
+def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
+    """Run the pipeline and turn its records into the output files."""
+    try:
+        pipeline = importlib.import_module("bot.pipeline")
+    except ModuleNotFoundError as exc:
+        raise InputError("this installation has no pipeline (bot.pipeline) to run",
+                         "Install a complete setupbot.") from exc
+    result = pipeline.run_pipeline(repo, settings)
+    if isinstance(result, GeneratedOutputs):
+        return result
+    return outputs_from_pipeline(repo, plan=getattr(result, "plan", None),
+                                 run_record=getattr(result, "run_record", None),
+                                 verification=getattr(result, "verification", None),
+                                 output_dir=settings.output.dir, repository=repository,
+                                 image_size=getattr(result, "image_size", None))
+
+
+def run(args: argparse.Namespace) -> int:
+    repo = Path(args.repo).resolve()
+    overrides = {"output": {"dir": args.output_dir}} if args.output_dir else None
+    settings = load_settings(repo, overrides=overrides)
+    if not args.event_name:
+        raise InputError("no event name", "Pass --event-name or run inside GitHub Actions.")
+    event = load_event(args.event_name, args.event_path or None)
+    token = settings.github.token or os.environ.get("GITHUB_TOKEN", "")
+    register_secret(token)
+    real = GitHubProvider(token, settings.github.api_url, branch_prefix=settings.github.branch_prefix)
+    provider = DryRunProvider(inner=real, branch_prefix=settings.github.branch_prefix) if args.dry_run else real
+
+    def produce() -> GeneratedOutputs:
+        generated = produce_outputs(repo, settings, event.repository)
+        write_outputs(repo, generated)     # the checkout gets them too: the report path is an output
+        return generated
+
+    outcome = handle_event(event, provider, produce, labels=tuple(settings.github.labels))
+    write_action_outputs(outcome)
+    print(f"setupbot: {outcome.decision.kind}: {outcome.decision.reason}")
+    if outcome.publish:
+        print(f"setupbot: pull request #{outcome.publish.number}: {outcome.publish.action}")
+    if args.dry_run:
+        for action in provider.actions:
+            print(f"  would {action}")
+    return 0
