@@ -15,6 +15,8 @@ class TestResults:
     """Outcomes of one test run. ``outcomes`` maps a test id (classname::name) to passed /
     failed / error / skipped; ``messages`` keeps the first line of each failure."""
 
+    __test__ = False   # not a pytest test class
+
     outcomes: dict[str, str] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
     junit_found: bool = True
