@@ -49,6 +49,7 @@ _DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]{0,100}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")
 _PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\], <>=!~;*'\"]{0,200}$")
 _VERSION = re.compile(r"^3\.\d{1,2}$")
+_MATCH_REF = re.compile(r"^\{match:\d\}$")
 _TOOLS = {"poetry", "pdm", "uv", "hatch", "pip"}
 
 
@@ -116,7 +117,8 @@ class Atom:
             if not isinstance(a["version"], str) or not (_VERSION.match(a["version"]) or a["version"].startswith("{")):
                 raise AtomError(f"switch_python: {a['version']!r} is not a Python version like 3.12")
         elif self.kind == "set_env":
-            if not isinstance(a["name"], str) or not _ENV_NAME.match(a["name"]):
+            # a learned or generic unit may name the variable from its signal: {match:N}
+            if not isinstance(a["name"], str) or not (_ENV_NAME.match(a["name"]) or _MATCH_REF.match(a["name"])):
                 raise AtomError(f"set_env: {a['name']!r} is not an environment variable name")
             if not isinstance(a["value"], str) or "\n" in a["value"] or len(a["value"]) > 500:
                 raise AtomError("set_env: the value must be one line of at most 500 characters")
