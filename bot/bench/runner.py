@@ -8,6 +8,7 @@ pair is scored (``--keep-images`` keeps them), so a 21-repository run does not f
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import sys
 import time
@@ -67,6 +68,12 @@ class Progress:
         tests = record.get("tests") or {}
         detail = f"{tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed" if record.get("ebsr") else record.get("reason", "")
         self.step(repo, system, f"{verdict} {detail} ({record.get('total_seconds', 0):.0f}s)")
+
+
+def image_tag(repo: BenchRepo, system: str, run_id: str) -> str:
+    """A valid image reference: repository names allow only [a-z0-9._-] and slashes."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", repo.name.lower().replace("/", "-")).strip("-._") or "repo"
+    return f"setupbot-bench/{name}:{re.sub(r'[^A-Za-z0-9_.-]+', '-', f'{system}-{run_id}')[:128]}"
 
 
 def _artifact_dir(out: Path, repo: BenchRepo, system: str) -> Path:
@@ -148,7 +155,7 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
             progress.step(repo.name, system, "fresh no-cache build and tests")
             # The context is the pristine export: whatever a system wrote into its copy does
             # not reach the scored build.
-            tag = f"setupbot-bench/{repo.slug.lower()}:{system}-{engine.run_id}"
+            tag = image_tag(repo, system, engine.run_id)
             score = score_dockerfile(engine, pristine, produced.dockerfile, tag,
                                      collect_timeout=opts.collect_timeout, test_timeout=opts.test_timeout,
                                      junit_dest=artifacts / "junit.xml", build_log=scratch / "build.log")

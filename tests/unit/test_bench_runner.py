@@ -274,3 +274,11 @@ def test_replay_from_a_run_record_is_reused_only_after_a_replayed_success():
     record.status = "unresolved"      # the replay then belongs to an earlier Dockerfile
     assert replay_score_from_record(record) is None
     assert replay_score_from_record(RunRecord(repo="r", run_id="y", status="success")) is None
+
+
+def test_image_tags_are_valid_references():
+    from bot.bench.runner import image_tag
+
+    tag = image_tag(BenchRepo(name="Mause/duckdb_engine", sha="a" * 40), "declared", "20261130-abc")
+    assert tag == "setupbot-bench/mause-duckdb_engine:declared-20261130-abc"
+    assert image_tag(BenchRepo(name="a+b/c..d", sha="a" * 40), "x", "r").startswith("setupbot-bench/a-b-c..d:")
