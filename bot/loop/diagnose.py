@@ -146,6 +146,11 @@ RULES: list[Rule] = [
     _rule("import_name_error", "installation",
           r"ImportError: cannot import name '(\w+)' from '([\w.]+)'",
           lambda m: m.group(2).split(".")[0]),
+    # a module without an attribute its users expect: another distribution (or version) of the
+    # same import name is installed (the `attr` package instead of `attrs`)
+    _rule("module_attribute", "installation",
+          r"AttributeError: module '([\w.]+)' has no attribute '\w+'",
+          lambda m: m.group(1).split(".")[0]),
     _rule("missing_extra", "installation",
           r"(?:does not provide the extra|WARNING: \S+ [\d.]+ does not provide the extra) '([\w\-]+)'"),
     _rule("missing_extra", "installation",
@@ -185,7 +190,7 @@ RULES: list[Rule] = [
           r"(?:You must either define the environment variable DJANGO_SETTINGS_MODULE"
           r"|DJANGO_SETTINGS_MODULE (?:is not set|environment variable))", key=lambda m: "DJANGO_SETTINGS_MODULE"),
     _rule("missing_env", "configuration",
-          r"os\.environ\[['\"](\w+)['\"]\][^\n]*\n(?:[^\n]*\n){0,6}?\s*KeyError: '\1'"),
+          r"os\.environ\[['\"](\w+)['\"]\][^\n]*\n(?:[^\n]*\n){0,8}?[E\s]*KeyError: '\1'"),
     _rule("missing_env", "configuration",
           r"(?:environment variable|env var|envvar) ['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:is )?(?:not set|missing|required|must be set|undefined)"),
     _rule("missing_env", "configuration",

@@ -249,7 +249,7 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
         case "missing_module" | "no_test_runner":
             for dist in distributions_for(k):
                 out.append(one("pip_install", f"import {k} is provided by {dist}", packages=[dist]))
-        case "import_name_error":
+        case "import_name_error" | "module_attribute":
             dist = distribution_for(k)
             if dist and dist.lower() != k.lower():
                 out.append(one("pip_install", f"{k} comes from {dist}; another distribution shadows it",

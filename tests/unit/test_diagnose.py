@@ -32,6 +32,7 @@ CASES = [
     ("E   ModuleNotFoundError: No module named 'yaml.constructor'", "missing_module", "installation", "yaml"),
     ("E   ImportError: cannot import name 'encode' from 'jwt' (/usr/local/lib/python3.11/site-packages/jwt/__init__.py)",
      "import_name_error", "installation", "jwt"),
+    ("E   AttributeError: module 'attr' has no attribute 'define'", "module_attribute", "installation", "attr"),
     ("ERROR: usage: __main__.py [options] [file_or_dir] [file_or_dir] [...]\n__main__.py: error: unrecognized arguments: --cov=pkg --cov-report=term\n  inifile: /workspace/pyproject.toml",
      "pytest_plugin_arg", "installation", "--cov"),
     ("  def test_x(mocker):\nE       fixture 'mocker' not found", "pytest_missing_fixture", "installation", "mocker"),
@@ -54,6 +55,8 @@ CASES = [
      "unknown_service_host", "service", "postgres"),
     # configuration
     ("  File \"/workspace/app/settings.py\", line 4, in <module>\n    SECRET = os.environ['APP_SETTINGS']\n             ~~~~~~~~~~^^^^^^^^^^^^^^^^\n  File \"<frozen os>\", line 714, in __getitem__\nKeyError: 'APP_SETTINGS'",
+     "missing_env", "configuration", "APP_SETTINGS"),
+    ("app/settings.py:4: in <module>\n    settings = importlib.import_module(os.environ[\"APP_SETTINGS\"])\n<frozen os>:679: in __getitem__\n    ???\nE   KeyError: 'APP_SETTINGS'",
      "missing_env", "configuration", "APP_SETTINGS"),
     ("RuntimeError: the environment variable DATABASE_URL is not set", "missing_env", "configuration", "DATABASE_URL"),
     ("django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, but settings are not configured. You must either define the environment variable DJANGO_SETTINGS_MODULE or call settings.configure()",
