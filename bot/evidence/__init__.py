@@ -1,0 +1,63 @@
+"""Evidence: what a repository says about itself, read statically. One module per source;
+``scan_repository`` runs them all. Malformed inputs become warnings and the scan goes on."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from bot.errors import InputError
+from bot.evidence import (dockerfile, docs, imports, lockfiles, pipfile, pyproject, pytest_config,
+                          pyversion, requirements, services, setup_py, tox, workflows)
+from bot.evidence.files import RepoFiles
+from bot.evidence.model import (Evidence, ImportUse, LockFile, Project, PythonConstraint, Requirement,
+                                ScanWarning, ServiceRequirement, Source)
+
+log = logging.getLogger(__name__)
+
+# The scanners in the order they run. Manifests first: later scanners (imports) are judged
+# against what the manifests declared.
+SCANNERS = (
+    ("pyproject", pyproject.scan),
+    ("setup.py/setup.cfg", setup_py.scan),
+    ("requirements", requirements.scan),
+    ("Pipfile/conda", pipfile.scan),
+    ("lock files", lockfiles.scan),
+    (".python-version", pyversion.scan),
+    ("tox/nox", tox.scan),
+    ("pytest configuration", pytest_config.scan_ini),
+    ("workflows", workflows.scan),
+    ("compose", services.scan_compose),
+    ("Dockerfile", dockerfile.scan),
+    ("docs", docs.scan),
+    ("imports", imports.scan),
+)
+
+
+def scan_repository(repo: Path | str) -> Evidence:
+    root = Path(repo)
+    if not root.is_dir():
+        raise InputError(f"{root} is not a directory", "Pass the path of a repository checkout.")
+    ev = Evidence(repo=root.resolve())
+    files = RepoFiles(root, ev)
+    for name, scanner in SCANNERS:
+        try:
+            scanner(files, ev)
+        except RecursionError:
+            ev.warn(".", None, f"{name}: input nested too deeply; skipped")
+        except Exception as exc:  # a scanner bug must not cost the whole plan
+            log.debug("scanner %s failed", name, exc_info=True)
+            ev.warn(".", None, f"{name} scanner failed on this repository ({type(exc).__name__}: {exc}); skipped")
+    # requirement files named by CI, tox, nox or docs that the file-name scan did not pick up
+    seen = {r.source.file for r in ev.requirements}
+    for path, src in ev.requirement_files:
+        path = path.strip().lstrip("./") if path.startswith("./") else path.strip()
+        if path not in seen and files.exists(path):
+            group = requirements.classify(path)
+            requirements.scan_file(files, ev, path, "test" if group == "other" and "doc" not in path else group, via_ok=True)
+            seen.add(path)
+    return ev
+
+
+__all__ = ["Evidence", "ImportUse", "LockFile", "Project", "PythonConstraint", "Requirement", "ScanWarning",
+           "ServiceRequirement", "Source", "scan_repository"]

@@ -1,0 +1,177 @@
+"""DepGraph -> Dockerfile through templates/Dockerfile.j2.
+
+Actions come in the graph's topological order (prerequisites first); within that order the
+instructions are grouped into layers for cache reuse: base image, environment, system packages,
+dependency manifests, dependencies, source, the project with its test extras, test tools.
+The same graph always gives the same bytes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import jinja2
+
+from bot.graph.model import DepGraph, Node
+from bot.paths import templates_dir
+
+WORKDIR = "/workspace"
+PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
+CONSTRAINTS_FILE = "/etc/pip-constraints.txt"
+
+
+@dataclass(frozen=True)
+class DockerLine:
+    text: str
+    node_ids: tuple[str, ...] = ()
+    comments: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text, "node_ids": list(self.node_ids), "comments": list(self.comments)}
+
+
+@dataclass
+class CompiledDockerfile:
+    text: str
+    lines: list[DockerLine] = field(default_factory=list)
+
+
+def _env_quote(value: Any) -> str:
+    s = str(value)
+    if s and all(c.isalnum() or c in "._-/:+,@%" for c in s):
+        return s
+    return json.dumps(s)
+
+
+class Glob(str):
+    """An argument the shell must expand (never repository text)."""
+
+
+def _shell_wrapped(argv: list[str], head: int | None = None) -> str:
+    parts = [a if isinstance(a, Glob) else shlex.quote(a) for a in argv]
+    if not head or len(parts) <= head + 1:
+        return " ".join(parts)
+    return " ".join(parts[:head]) + "".join(f" \\\n        {p}" for p in parts[head:])
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), autoescape=False,
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["env_quote"] = _env_quote
+    env.filters["shell_wrapped"] = _shell_wrapped
+    return env
+
+
+def _where(nodes: list[Node], limit: int = 3) -> list[str]:
+    seen: list[str] = []
+    for n in nodes:
+        for f, line, _ in n.evidence:
+            if f in ("setupbot", "uv pip compile") or f.startswith("bot/"):
+                continue
+            item = f"{f}:{line}" if line else f
+            if item not in seen:
+                seen.append(item)
+    if not seen:
+        return []
+    more = f" (+{len(seen) - limit} more)" if len(seen) > limit else ""
+    return ["from " + ", ".join(seen[:limit]) + more]
+
+
+def _spec(n: Node) -> str:
+    from bot.graph.build import install_spec
+
+    return install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned"))
+
+
+def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
+    order = graph.topological()
+    by_action: dict[str, list[Node]] = {}
+    for n in order:
+        if n.action:
+            by_action.setdefault(n.action, []).append(n)
+    rt = graph.runtime
+    steps: list[dict[str, Any]] = []
+    steps.append({"op": "FROM", "image": rt.attrs.get("base_image", "python:3.12-slim"), "nodes": [rt],
+                  "comments": [f"Python {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}".strip()] + _where([rt])})
+    envs = by_action.get("env", [])
+    if envs:
+        steps.append({"op": "ENV", "pairs": [(n.name, n.attrs.get("value", "")) for n in envs], "nodes": envs,
+                      "comments": [n.attrs["why"] for n in envs if n.attrs.get("why")][:2] + _where(envs)})
+    cons = by_action.get("constraint", [])
+    if cons:
+        steps.append({"op": "RUN", "head": 4, "nodes": cons, "comments": ["pins applied to every pip install"] + _where(cons),
+                      "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints",
+                                  *[n.attrs["spec"] for n in cons]]]})
+        steps.append({"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []})
+    apts = sorted(by_action.get("apt", []), key=lambda n: n.name)
+    if apts:
+        steps.append({"op": "RUN", "head": 5, "nodes": apts, "comments": ["system packages"] + _where(apts),
+                      "commands": [["apt-get", "update"],
+                                   ["apt-get", "install", "-y", "--no-install-recommends", *[n.name for n in apts]],
+                                   ["rm", "-rf", Glob("/var/lib/apt/lists/*")]]})
+    steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
+    pips = by_action.get("pip", [])
+    via = sorted({n.attrs["via_file"] for n in pips if n.attrs.get("via_file")})
+    if via:
+        via_nodes = [n for n in pips if n.attrs.get("via_file")]
+        for f in via:
+            steps.append({"op": "COPY", "src": [f], "dest": f if "/" in f else "./", "nodes": [n for n in via_nodes if n.attrs["via_file"] == f],
+                          "comments": []})
+        cmd = list(PIP)
+        for f in via:
+            cmd += ["-r", f]
+        steps.append({"op": "RUN", "head": len(PIP), "nodes": via_nodes, "commands": [cmd],
+                      "comments": ["dependencies from the repository's requirement files"]})
+    rest = [n for n in pips if not n.attrs.get("via_file")]
+    for group, label in (("main", "dependencies"), ("test", "test dependencies")):
+        nodes = sorted([n for n in rest if (n.attrs.get("group") == "main") == (group == "main")], key=lambda n: n.name)
+        if nodes:
+            steps.append({"op": "RUN", "head": len(PIP), "nodes": nodes,
+                          "commands": [[*PIP, *sorted({_spec(n) for n in nodes})]],
+                          "comments": [label + (f" (pinned by {nodes[0].attrs['lock']})" if any(n.attrs.get("lock") for n in nodes) else "")]
+                          + _where(nodes)})
+    repairs = sorted(by_action.get("repair-pip", []), key=lambda n: n.name)
+    if repairs:
+        steps.append({"op": "RUN", "head": len(PIP), "nodes": repairs, "commands": [[*PIP, *[_spec(n) for n in repairs]]],
+                      "comments": ["added by repairs"]})
+    steps.append({"op": "COPY", "src": ["."], "dest": WORKDIR, "nodes": [], "comments": ["the source"]})
+    for n in by_action.get("project", []):
+        extras = n.attrs.get("extras") or []
+        target = "." + (f"[{','.join(extras)}]" if extras else "")
+        tool = n.attrs.get("install_with", "pip")
+        if tool == "poetry":
+            cmds = [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
+                    ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])]]
+        elif tool == "pdm":
+            cmds = [[*PIP, "pdm"], ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
+                    [*PIP, "-r", "/tmp/requirements.txt"], [*PIP, "-e", target]]
+        elif tool == "uv":
+            cmds = [[*PIP, "uv"], ["uv", "pip", "install", "--system", "-e", target]]
+        else:
+            cmds = [[*PIP, "-e", target]]
+        steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": cmds,
+                      "comments": ["the project with its test extras" if extras else "the project"] + _where([n])})
+    tools = sorted(by_action.get("tool", []), key=lambda n: n.name)
+    if tools:
+        steps.append({"op": "RUN", "head": len(PIP), "nodes": tools, "commands": [[*PIP, *[_spec(n) for n in tools]]],
+                      "comments": ["test tools (the project's own pins above take precedence)"] + _where(tools)})
+    for n in by_action.get("run", []):
+        steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])],
+                      "comments": _where([n])})
+    tgt = graph.target
+    steps.append({"op": "CMD", "argv": list(tgt.attrs.get("command") or ["python", "-m", "pytest"]), "nodes": [tgt],
+                  "comments": ["the tests"]})
+    return steps
+
+
+def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
+    env = _environment()
+    template = env.get_template("Dockerfile.j2")
+    steps = plan_steps(graph)
+    text = template.render(steps=steps)
+    module = template.make_module({"steps": steps})
+    lines = [DockerLine(str(module.instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
+             for s in steps]
+    return CompiledDockerfile(text, lines)

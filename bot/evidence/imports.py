@@ -1,0 +1,166 @@
+"""Source imports, read with ``ast``: top-level module names, whether an import is optional
+(try/except ImportError, TYPE_CHECKING, pytest.importorskip) and whether it is in tests.
+Also the names the repository itself provides (local modules), so they are never mistaken
+for distributions."""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+import re
+import sys
+
+from bot.evidence.files import RepoFiles
+from bot.evidence.model import Evidence, ImportUse, Source
+
+SKIP_TOP = {"docs", "doc", "examples", "example", "benchmarks", "benchmark", "bench", "asv_bench",
+            "tools", "scripts", "script", "contrib", "sandbox", "notebooks", "website", "site",
+            "vendor", "_vendor", "third_party", "thirdparty", "extern", "external", "demo", "demos",
+            "migrations", "tutorials", "tutorial", "misc", "dev", "ci", ".github", "release", "utils"}
+# fixture trees and test data are inputs to the tests, not code the tests import
+DATA_DIRS = {"fixtures", "testdata", "test_data", "data", "resources", "snapshots", "cassettes", "golden"}
+MAX_PY_FILES = 4000
+MAX_SYNTAX_WARNINGS = 10
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def in_tests(rel: str) -> bool:
+    parts = rel.split("/")
+    name = parts[-1]
+    return (any(p in ("tests", "test", "testing", "unittests", "unit_tests", "integration_tests") for p in parts[:-1])
+            or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
+
+
+def local_modules(files: RepoFiles, py_files: list[str]) -> set[str]:
+    """Top-level names importable from some directory of the repository: packages whose parent is
+    not a package, and modules in non-package directories (scripts, tests helpers, src/)."""
+    dirs_with_init = {posixpath.dirname(f) for f in py_files if f.endswith("/__init__.py") or f == "__init__.py"}
+    names: set[str] = set()
+    for d in dirs_with_init:
+        parent = posixpath.dirname(d)
+        if d and parent not in dirs_with_init:
+            names.add(posixpath.basename(d))
+    for f in py_files:
+        parent = posixpath.dirname(f)
+        if parent not in dirs_with_init:
+            names.add(posixpath.basename(f)[:-3])
+    # namespace packages: a directory of .py files directly under the root or src/
+    for f in py_files:
+        parts = f.split("/")
+        if len(parts) >= 2 and parts[0] not in SKIP_TOP and not in_tests(f):
+            names.add(parts[0] if parts[0] != "src" else (parts[1] if len(parts) > 2 else parts[0]))
+    for f in files.all_files():
+        if f.endswith((".so", ".pyd", ".pyx")) and "/" not in f.strip("/").split("/", 1)[-1]:
+            names.add(posixpath.basename(f).split(".")[0])
+        if f.endswith(".pyx"):
+            names.add(posixpath.basename(f).split(".")[0])
+    return {n for n in names if n.isidentifier()}
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, rel: str, tests: bool, out: list[ImportUse]):
+        self.rel, self.tests, self.out = rel, tests, out
+        self.optional_depth = 0
+        self.func_depth = 0
+
+    def _add(self, module: str, line: int) -> None:
+        top = module.split(".")[0]
+        if top and top != "__future__":
+            self.out.append(ImportUse(top, Source(self.rel, line, "import"), optional=self.optional_depth > 0,
+                                      in_tests=self.tests, lazy=self.func_depth > 0))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level == 0 and node.module:
+            self._add(node.module, node.lineno)
+
+    def visit_Try(self, node: ast.Try) -> None:
+        catches = False
+        for h in node.handlers:
+            if h.type is None:
+                catches = True
+            for n in ast.walk(h.type) if h.type is not None else []:
+                if isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS or isinstance(n, ast.Attribute) and n.attr in _IMPORT_ERRORS:
+                    catches = True
+        if catches:
+            self.optional_depth += 1
+        for stmt in node.body:
+            self.visit(stmt)
+        if catches:
+            self.optional_depth -= 1
+        for part in (node.handlers, node.orelse, node.finalbody):
+            for stmt in part:
+                self.visit(stmt)
+
+    visit_TryStar = visit_Try
+
+    def visit_If(self, node: ast.If) -> None:
+        test = ast.unparse(node.test) if hasattr(ast, "unparse") else ""
+        guarded = "TYPE_CHECKING" in test or "sys.version_info" in test or "sys.platform" in test or "platform.system" in test or "os.name" in test
+        if guarded:
+            self.optional_depth += 1
+        self.generic_visit(node)
+        if guarded:
+            self.optional_depth -= 1
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.func_depth += 1
+        self.generic_visit(node)
+        self.func_depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Call(self, node: ast.Call) -> None:
+        fn = node.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+        if name in ("importorskip",) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            self.out.append(ImportUse(node.args[0].value.split(".")[0], Source(self.rel, node.lineno, "importorskip"),
+                                      optional=True, in_tests=self.tests, lazy=True))
+        self.generic_visit(node)
+
+
+def scan(files: RepoFiles, ev: Evidence) -> None:
+    py_files = [f for f in files.all_files() if f.endswith(".py")]
+    ev.local_modules |= local_modules(files, py_files)
+    scanned = [f for f in py_files if f.split("/")[0] not in SKIP_TOP
+               and not any(p in DATA_DIRS for p in f.split("/")[:-1])]
+    if len(scanned) > MAX_PY_FILES:
+        ev.warn(".", None, f"{len(scanned)} Python files; imports read from the first {MAX_PY_FILES}")
+        scanned = scanned[:MAX_PY_FILES]
+    syntax_errors = 0
+    for rel in scanned:
+        text = files.read_text(rel)
+        if text is None:
+            continue
+        try:
+            tree = ast.parse(text, rel)
+        except (SyntaxError, ValueError) as exc:
+            syntax_errors += 1
+            if syntax_errors <= MAX_SYNTAX_WARNINGS:
+                ev.warn(rel, getattr(exc, "lineno", None), "not valid Python 3 syntax; imports not read")
+            continue
+        _Visitor(rel, in_tests(rel), ev.imports).visit(tree)
+    if syntax_errors > MAX_SYNTAX_WARNINGS:
+        ev.warn(".", None, f"{syntax_errors - MAX_SYNTAX_WARNINGS} more files with syntax errors")
+
+
+STDLIB = frozenset(sys.stdlib_module_names) | {"__main__", "_typeshed", "typing_extensions_stub"}
+# modules removed from the standard library: (first version without it, replacement distribution)
+REMOVED_STDLIB = {
+    "asyncore": ("3.12", "pyasyncore"), "asynchat": ("3.12", "pyasynchat"), "smtpd": ("3.12", "aiosmtpd"),
+    "distutils": ("3.12", "setuptools"), "imp": ("3.12", None),
+    "aifc": ("3.13", "standard-aifc"), "audioop": ("3.13", "audioop-lts"), "cgi": ("3.13", "legacy-cgi"),
+    "cgitb": ("3.13", "legacy-cgi"), "chunk": ("3.13", "standard-chunk"), "crypt": ("3.13", "crypt-r"),
+    "imghdr": ("3.13", "standard-imghdr"), "mailcap": ("3.13", "standard-mailcap"), "msilib": ("3.13", None),
+    "nis": ("3.13", None), "nntplib": ("3.13", "standard-nntplib"), "ossaudiodev": ("3.13", None),
+    "pipes": ("3.13", "standard-pipes"), "sndhdr": ("3.13", "standard-sndhdr"), "spwd": ("3.13", None),
+    "sunau": ("3.13", "standard-sunau"), "telnetlib": ("3.13", "standard-telnetlib"), "uu": ("3.13", "standard-uu"),
+    "xdrlib": ("3.13", "standard-xdrlib"), "lib2to3": ("3.13", None),
+}
+
+
+def is_stdlib(module: str) -> bool:
+    return module in STDLIB or module in REMOVED_STDLIB or bool(re.match(r"^_[a-z]", module) and module in STDLIB)

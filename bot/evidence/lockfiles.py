@@ -1,0 +1,63 @@
+"""Lock files: poetry.lock, pdm.lock, uv.lock, Pipfile.lock. Their pins are preferred over
+ranges when the compiled Dockerfile installs the direct dependencies."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+from packaging.utils import canonicalize_name
+
+from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.model import Evidence, LockFile, PythonConstraint, Source
+from bot.evidence.reqparse import poetry_constraint
+
+
+def scan(files: RepoFiles, ev: Evidence) -> None:
+    for rel, kind in (("poetry.lock", "poetry"), ("pdm.lock", "pdm"), ("uv.lock", "uv")):
+        text = files.read_text(rel)
+        if text is None:
+            continue
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            m = re.search(r"line (\d+)", str(exc))
+            ev.warn(rel, int(m.group(1)) if m else None, f"malformed lock file ({exc}); ignored")
+            continue
+        lock = LockFile(kind, rel)
+        for pkg in data.get("package") or []:
+            if isinstance(pkg, dict) and isinstance(pkg.get("name"), str) and isinstance(pkg.get("version"), str):
+                source = pkg.get("source")
+                if kind == "uv" and isinstance(source, dict) and ("editable" in source or "virtual" in source):
+                    continue  # the project itself
+                lock.pins.setdefault(canonicalize_name(pkg["name"]), pkg["version"])
+        meta = data.get("metadata") or {}
+        py = None
+        if kind == "poetry" and isinstance(meta.get("python-versions"), str):
+            py = poetry_constraint(meta["python-versions"])
+        elif kind == "uv" and isinstance(data.get("requires-python"), str):
+            py = data["requires-python"]
+        elif kind == "pdm":
+            py = meta.get("requires_python")
+            targets = meta.get("targets")
+            if not py and isinstance(targets, list) and targets and isinstance(targets[0], dict):
+                py = targets[0].get("requires_python")
+        if isinstance(py, str) and py.strip():
+            lock.python = py
+            ev.python.append(PythonConstraint("requires", py, Source(rel, line_of(text, "python"), f"{kind} lock python")))
+        ev.locks.append(lock)
+    text = files.read_text("Pipfile.lock")
+    if text is not None:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            ev.warn("Pipfile.lock", exc.lineno, f"malformed JSON: {exc.msg}; ignored")
+            return
+        lock = LockFile("pipenv", "Pipfile.lock")
+        for section in ("default", "develop"):
+            for name, info in (data.get(section) or {}).items():
+                v = info.get("version") if isinstance(info, dict) else None
+                if isinstance(v, str) and v.startswith("=="):
+                    lock.pins.setdefault(canonicalize_name(name), v[2:])
+        ev.locks.append(lock)

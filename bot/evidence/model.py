@@ -1,0 +1,164 @@
+"""What the evidence scanners find, as plain data. Every fact keeps the file and line it came
+from, so the DepGraph and the report can say why a node exists."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a fact was read: a path relative to the repository, a 1-based line when known."""
+
+    file: str
+    line: int | None = None
+    detail: str = ""
+
+    def short(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def to_json(self) -> list[Any]:
+        return [self.file, self.line, self.detail]
+
+
+@dataclass(frozen=True)
+class ScanWarning:
+    """A malformed or ignored input. The run goes on without it."""
+
+    file: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
+# Requirement groups. "main" and "test" are installed; the rest are recorded only.
+MAIN, TEST = "main", "test"
+
+
+@dataclass
+class Requirement:
+    spec: str                 # PEP 508 text as written (hashes and options removed)
+    name: str                 # canonical distribution name
+    group: str                # main | test | extra:<name> | group:<name> | build | docs | other | conda
+    source: Source
+    optional: bool = False
+    via_file: str | None = None   # a clean requirements file that can be installed with -r
+    local: bool = False           # a path or "." line: the project itself or a sibling path
+
+    @property
+    def installed(self) -> bool:
+        return self.group in (MAIN, TEST) and not self.local
+
+
+@dataclass
+class PythonConstraint:
+    """A statement about the Python version.
+
+    kind: requires (hard: requires-python, python_requires, lock metadata),
+          pin (.python-version, runtime.txt, Pipfile, environment.yml, an existing Dockerfile),
+          tested (CI matrix, classifiers, tox envlist, nox sessions).
+    For ``pin`` and ``tested`` the value is one version like "3.11"; for ``requires`` a
+    specifier set like ">=3.9,<4".
+    """
+
+    kind: str
+    value: str
+    source: Source
+
+
+@dataclass
+class ImportUse:
+    module: str               # top-level module name
+    source: Source
+    optional: bool = False    # under try/except ImportError, TYPE_CHECKING or importorskip
+    in_tests: bool = False
+    lazy: bool = False        # inside a function body
+
+
+@dataclass
+class ServiceRequirement:
+    name: str
+    kind: str                 # postgres | redis | mysql | mariadb | mongodb | rabbitmq | ... | other
+    image: str
+    ports: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    evidence: list[Source] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "image": self.image, "ports": list(self.ports),
+                "env": dict(self.env), "evidence": [s.to_json() for s in self.evidence]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ServiceRequirement":
+        return cls(d["name"], d["kind"], d["image"], list(d.get("ports", [])), dict(d.get("env", {})),
+                   [Source(*e) for e in d.get("evidence", [])])
+
+
+@dataclass
+class Project:
+    name: str | None = None
+    name_source: Source | None = None
+    installable: bool = False         # pyproject with a build system, setup.py or setup.cfg
+    install_source: Source | None = None
+    build_backend: str | None = None
+    build_requires: list[str] = field(default_factory=list)
+    scm_version: Source | None = None  # setuptools-scm, hatch-vcs, versioningit, ...
+    scm_tool: str | None = None
+    c_extensions: Source | None = None
+    manager: str | None = None         # poetry | pdm | uv | hatch | flit | setuptools | pipenv | conda
+    extras: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class LockFile:
+    kind: str                 # poetry | pdm | uv | pipenv
+    file: str
+    pins: dict[str, str] = field(default_factory=dict)     # canonical name -> version
+    python: str | None = None
+
+
+@dataclass
+class Evidence:
+    repo: Path
+    warnings: list[ScanWarning] = field(default_factory=list)
+    requirements: list[Requirement] = field(default_factory=list)
+    constraints: list[Requirement] = field(default_factory=list)   # -c files
+    python: list[PythonConstraint] = field(default_factory=list)
+    imports: list[ImportUse] = field(default_factory=list)
+    local_modules: set[str] = field(default_factory=set)
+    apt_packages: list[tuple[str, Source]] = field(default_factory=list)
+    services: list[ServiceRequirement] = field(default_factory=list)
+    env: dict[str, tuple[str, Source]] = field(default_factory=dict)
+    test_commands: list[tuple[list[str], Source]] = field(default_factory=list)
+    test_extras: list[tuple[str, Source]] = field(default_factory=list)
+    requirement_files: list[tuple[str, Source]] = field(default_factory=list)  # named by CI/tox/nox/docs
+    pytest_plugins: list[tuple[str, Source]] = field(default_factory=list)
+    pytest_config: Source | None = None
+    project: Project = field(default_factory=Project)
+    locks: list[LockFile] = field(default_factory=list)
+    files_seen: list[str] = field(default_factory=list)
+
+    def warn(self, file: str, line: int | None, message: str) -> None:
+        self.warnings.append(ScanWarning(file, line, message))
+
+    def add_requirement(self, spec: str, group: str, source: Source, **kw: Any) -> Requirement | None:
+        from bot.evidence.reqparse import parse_spec
+
+        parsed = parse_spec(spec)
+        if parsed is None:
+            self.warn(source.file, source.line, f"cannot parse requirement {spec!r}; ignored")
+            return None
+        name, clean = parsed
+        req = Requirement(clean, canonicalize_name(name), group, source, **kw)
+        self.requirements.append(req)
+        return req

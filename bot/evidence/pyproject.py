@@ -1,0 +1,318 @@
+"""pyproject.toml: PEP 621, PEP 735 dependency groups, poetry, pdm, hatch, uv, flit, the build
+system, dynamic versions, and the pytest section."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from typing import Any
+
+from bot.evidence import pytest_config
+from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.model import MAIN, TEST, Evidence, Source
+from bot.evidence.reqparse import poetry_constraint
+
+SCM_BUILD_TOOLS = {"setuptools-scm": "setuptools-scm", "setuptools_scm": "setuptools-scm",
+                   "hatch-vcs": "hatch-vcs", "versioningit": "versioningit", "flit-scm": "flit-scm",
+                   "setuptools-git-versioning": "setuptools-git-versioning",
+                   "poetry-dynamic-versioning": "poetry-dynamic-versioning", "dunamai": "dunamai",
+                   "pbr": "pbr", "setuptools-git-version": "setuptools-git-version", "vcversioner": "vcversioner"}
+COMPILE_BUILD_TOOLS = ("cython", "pybind11", "scikit-build", "scikit-build-core", "meson-python",
+                       "cffi", "maturin", "setuptools-rust", "nanobind", "numpy", "extension-helpers",
+                       "cmake", "ninja", "mypyc")
+_TEST_WORDS = re.compile(r"(^|[-_.])(test|tests|testing|pytest|dev|develop|development|ci|check)([-_.]|$)")
+
+
+def is_test_group(name: str) -> bool:
+    n = name.lower()
+    return bool(_TEST_WORDS.search(n)) or n.startswith("test")
+
+
+def _tomlerr_line(exc: Exception) -> int | None:
+    m = re.search(r"line (\d+)", str(exc))
+    return int(m.group(1)) if m else None
+
+
+def scan(files: RepoFiles, ev: Evidence, rel: str = "pyproject.toml") -> None:
+    text = files.read_text(rel)
+    if text is None:
+        return
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        ev.warn(rel, _tomlerr_line(exc), f"malformed TOML ({exc}); pyproject.toml ignored")
+        return
+
+    def src(needle: str, detail: str = "") -> Source:
+        return Source(rel, line_of(text, needle), detail)
+
+    def add(spec: Any, group: str, detail: str = "", optional: bool = False) -> None:
+        if not isinstance(spec, str):
+            ev.warn(rel, None, f"{detail}: expected a requirement string, got {spec!r}; ignored")
+            return
+        ev.add_requirement(spec, group, src(spec, detail), optional=optional)
+
+    build = data.get("build-system")
+    proj = ev.project
+    if isinstance(build, dict):
+        proj.installable = True
+        proj.install_source = src("[build-system]", "build-system")
+        proj.build_backend = str(build.get("build-backend") or "setuptools.build_meta:__legacy__")
+        reqs = build.get("requires") or []
+        if isinstance(reqs, list):
+            proj.build_requires = [str(r) for r in reqs]
+            for r in reqs:
+                low = re.split(r"[<>=!~\[; ]", str(r).lower(), 1)[0].replace("_", "-")
+                if low in SCM_BUILD_TOOLS and low != "dunamai":
+                    proj.scm_version = src(str(r), f"build requires {r}")
+                    proj.scm_tool = SCM_BUILD_TOOLS[low]
+                if low in COMPILE_BUILD_TOOLS and low not in ("numpy", "cmake", "ninja"):
+                    proj.c_extensions = proj.c_extensions or src(str(r), f"build requires {r}")
+        backend = proj.build_backend
+        for m, name in (("poetry", "poetry"), ("pdm", "pdm"), ("hatch", "hatch"), ("flit", "flit"),
+                        ("setuptools", "setuptools"), ("maturin", "maturin"), ("mesonpy", "meson")):
+            if m in backend:
+                proj.manager = proj.manager or name
+                break
+
+    project = data.get("project")
+    if isinstance(project, dict):
+        proj.installable = proj.installable or True
+        proj.install_source = proj.install_source or src("[project]", "[project]")
+        if isinstance(project.get("name"), str):
+            proj.name = project["name"]
+            proj.name_source = src("name", "project.name")
+        rp = project.get("requires-python")
+        if isinstance(rp, str) and rp.strip():
+            from bot.evidence.model import PythonConstraint
+
+            ev.python.append(PythonConstraint("requires", rp, src("requires-python", "requires-python")))
+        for dep in project.get("dependencies") or []:
+            add(dep, MAIN, "project.dependencies")
+        opt = project.get("optional-dependencies") or {}
+        if isinstance(opt, dict):
+            for extra, deps in sorted(opt.items()):
+                proj.extras[extra] = [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
+                for dep in deps or []:
+                    add(dep, f"extra:{extra}", f"optional-dependencies.{extra}", optional=True)
+                if is_test_group(extra) and extra.lower() not in ("dev",) or extra.lower() in ("test", "tests", "testing"):
+                    ev.test_extras.append((extra, src(f"{extra}", f"test extra {extra}")))
+            # "dev" counts as a test extra only when nothing more specific exists
+            if not any(is_test_group(e) and e.lower() != "dev" for e in opt) and "dev" in opt:
+                ev.test_extras.append(("dev", src("dev", "extra dev")))
+        _classifiers(ev, project.get("classifiers") or [], rel, text)
+        dyn = project.get("dynamic") or []
+        if "version" in dyn and proj.scm_version is None:
+            tool = data.get("tool") or {}
+            if "setuptools_scm" in tool or "setuptools-scm" in tool:
+                proj.scm_version = src("[tool.setuptools_scm]", "tool.setuptools_scm")
+                proj.scm_tool = "setuptools-scm"
+
+    # PEP 735 dependency groups
+    groups = data.get("dependency-groups")
+    if isinstance(groups, dict):
+        _dependency_groups(ev, groups, rel, text)
+
+    tool = data.get("tool") or {}
+    if not isinstance(tool, dict):
+        return
+    if "setuptools_scm" in tool or "setuptools-scm" in tool:
+        proj.scm_version = proj.scm_version or src("setuptools_scm", "tool.setuptools_scm")
+        proj.scm_tool = proj.scm_tool or "setuptools-scm"
+    hatch_version = ((tool.get("hatch") or {}).get("version") or {})
+    if isinstance(hatch_version, dict) and hatch_version.get("source") == "vcs":
+        proj.scm_version = proj.scm_version or src("source", "tool.hatch.version source=vcs")
+        proj.scm_tool = proj.scm_tool or "hatch-vcs"
+    pdm_version = ((tool.get("pdm") or {}).get("version") or {})
+    if isinstance(pdm_version, dict) and pdm_version.get("source") == "scm":
+        proj.scm_version = proj.scm_version or src("scm", "tool.pdm.version source=scm")
+        proj.scm_tool = proj.scm_tool or "pdm-scm"
+    pdv = tool.get("poetry-dynamic-versioning")
+    if isinstance(pdv, dict) and pdv.get("enable"):
+        proj.scm_version = proj.scm_version or src("poetry-dynamic-versioning", "poetry-dynamic-versioning")
+        proj.scm_tool = "poetry-dynamic-versioning"
+
+    setuptools_dyn = ((tool.get("setuptools") or {}).get("dynamic") or {})
+    if isinstance(setuptools_dyn, dict):
+        from bot.evidence import requirements as reqmod
+
+        deps = setuptools_dyn.get("dependencies")
+        if isinstance(deps, dict):
+            for f in _as_list(deps.get("file")):
+                reqmod.scan_file(files, ev, f, MAIN, via_ok=True)
+        opt = setuptools_dyn.get("optional-dependencies")
+        if isinstance(opt, dict):
+            for extra, spec in opt.items():
+                if isinstance(spec, dict):
+                    group = TEST if is_test_group(extra) else f"extra:{extra}"
+                    for f in _as_list(spec.get("file")):
+                        reqmod.scan_file(files, ev, f, group, via_ok=True)
+                    if is_test_group(extra):
+                        ev.test_extras.append((extra, src(extra, f"dynamic extra {extra}")))
+
+    if isinstance(tool.get("poetry"), dict):
+        _poetry(ev, tool["poetry"], rel, text)
+    if isinstance(tool.get("pdm"), dict):
+        pdm = tool["pdm"]
+        proj.manager = proj.manager or "pdm"
+        dev = pdm.get("dev-dependencies") or {}
+        if isinstance(dev, dict):
+            for g, deps in sorted(dev.items()):
+                group = TEST if is_test_group(g) else f"group:{g}"
+                for d in deps or []:
+                    if isinstance(d, str) and d.startswith("-e"):
+                        continue
+                    add(d, group, f"tool.pdm.dev-dependencies.{g}")
+    if isinstance(tool.get("uv"), dict):
+        proj.manager = proj.manager or "uv"
+        for d in tool["uv"].get("dev-dependencies") or []:
+            add(d, TEST, "tool.uv.dev-dependencies")
+    if isinstance(tool.get("hatch"), dict):
+        envs = (tool["hatch"].get("envs") or {})
+        if isinstance(envs, dict):
+            for env_name, env in sorted(envs.items()):
+                if not isinstance(env, dict) or not (env_name == "default" or is_test_group(env_name) or env_name in ("hatch-test",)):
+                    continue
+                for d in env.get("dependencies") or []:
+                    add(d, TEST, f"tool.hatch.envs.{env_name}.dependencies")
+                for d in env.get("extra-dependencies") or []:
+                    add(d, TEST, f"tool.hatch.envs.{env_name}.extra-dependencies")
+                for feat in env.get("features") or []:
+                    if isinstance(feat, str):
+                        ev.test_extras.append((feat, src(feat, f"hatch env {env_name} features")))
+    if isinstance(tool.get("flit"), dict):
+        meta = tool["flit"].get("metadata") or {}
+        proj.manager = proj.manager or "flit"
+        if isinstance(meta, dict):
+            proj.name = proj.name or meta.get("module")
+            for d in meta.get("requires") or []:
+                add(d, MAIN, "tool.flit.metadata.requires")
+            for extra, deps in (meta.get("requires-extra") or {}).items():
+                group = TEST if is_test_group(extra) else f"extra:{extra}"
+                for d in deps or []:
+                    add(d, group, f"tool.flit.metadata.requires-extra.{extra}")
+            rp = meta.get("requires-python")
+            if isinstance(rp, str):
+                from bot.evidence.model import PythonConstraint
+
+                ev.python.append(PythonConstraint("requires", rp, src("requires-python", "flit requires-python")))
+    pytest_opts = (tool.get("pytest") or {}).get("ini_options")
+    if isinstance(pytest_opts, dict):
+        pytest_config.record(ev, rel, pytest_opts, text)
+    tox = tool.get("tox")
+    if isinstance(tox, dict) and isinstance(tox.get("legacy_tox_ini"), str):
+        from bot.evidence import tox as toxmod
+
+        toxmod.scan_text(ev, tox["legacy_tox_ini"], rel, line_offset=line_of(text, "legacy_tox_ini") or 0)
+
+
+def _as_list(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list):
+        return [x for x in v if isinstance(x, str)]
+    return []
+
+
+def _dependency_groups(ev: Evidence, groups: dict[str, Any], rel: str, text: str) -> None:
+    def expand(name: str, seen: set[str]) -> list[str]:
+        if name in seen:
+            ev.warn(rel, line_of(text, name), f"dependency group {name!r} includes itself; cycle ignored")
+            return []
+        seen = seen | {name}
+        out: list[str] = []
+        for item in groups.get(name) or []:
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, dict) and isinstance(item.get("include-group"), str):
+                out.extend(expand(item["include-group"], seen))
+        return out
+
+    for g in sorted(groups):
+        group = TEST if is_test_group(g) else f"group:{g}"
+        for dep in expand(g, set()):
+            ev.add_requirement(dep, group, Source(rel, line_of(text, dep), f"dependency-groups.{g}"))
+
+
+def _classifiers(ev: Evidence, classifiers: list[Any], rel: str, text: str) -> None:
+    from bot.evidence.model import PythonConstraint
+
+    for c in classifiers:
+        m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", str(c))
+        if m:
+            ev.python.append(PythonConstraint("tested", m.group(1), Source(rel, line_of(text, str(c)), "classifier")))
+
+
+def _poetry(ev: Evidence, poetry: dict[str, Any], rel: str, text: str) -> None:
+    from bot.evidence.model import PythonConstraint
+
+    proj = ev.project
+    proj.manager = "poetry"
+    proj.name = proj.name or poetry.get("name")
+    if not proj.installable and ("name" in poetry):
+        proj.installable = True
+    _classifiers(ev, poetry.get("classifiers") or [], rel, text)
+
+    def deps_table(table: Any, group: str, where: str, start_line: int | None) -> None:
+        if not isinstance(table, dict):
+            return
+        for name, value in table.items():
+            line = line_of(text, f"{name} =", start_line or 1) or line_of(text, name, start_line or 1)
+            source = Source(rel, line, where)
+            if name.lower() == "python":
+                if isinstance(value, str) and group == MAIN:
+                    ev.python.append(PythonConstraint("requires", poetry_constraint(value) or ">=3", source))
+                continue
+            optional = False
+            extras: list[str] = []
+            markers = []
+            if isinstance(value, str):
+                constraint = poetry_constraint(value)
+            elif isinstance(value, dict):
+                if any(k in value for k in ("path", "git", "url")):
+                    if "git" in value or "url" in value:
+                        ev.warn(rel, line, f"{name}: VCS/URL dependency kept as a name only")
+                    else:
+                        continue
+                constraint = poetry_constraint(value.get("version", ""))
+                optional = bool(value.get("optional"))
+                extras = [e for e in value.get("extras", []) if isinstance(e, str)]
+                if isinstance(value.get("python"), str):
+                    py = poetry_constraint(value["python"])
+                    if py:
+                        markers.append(" and ".join(f'python_version {op} "{v}"' for op, v in
+                                                    re.findall(r"(>=|<=|==|!=|<|>)\s*([0-9.]+)", py)))
+                if isinstance(value.get("markers"), str):
+                    markers.append(value["markers"])
+            elif isinstance(value, list):
+                # several constraints keyed by python version: take the first, with its marker
+                first = value[0] if value else {}
+                constraint = poetry_constraint(first.get("version", "")) if isinstance(first, dict) else ""
+            else:
+                continue
+            spec = name + (f"[{','.join(extras)}]" if extras else "") + constraint
+            markers = [m for m in markers if m]
+            if markers:
+                spec += "; " + " and ".join(f"({m})" for m in markers)
+            g = group
+            if optional and group == MAIN:
+                g = "extra:?"
+            req = ev.add_requirement(spec, g, source, optional=optional)
+            if req and optional:
+                for extra, members in (poetry.get("extras") or {}).items():
+                    if name in members or name.lower() in [str(x).lower() for x in members]:
+                        req.group = f"extra:{extra}"
+
+    deps_table(poetry.get("dependencies"), MAIN, "tool.poetry.dependencies",
+               line_of(text, "[tool.poetry.dependencies]"))
+    deps_table(poetry.get("dev-dependencies"), TEST, "tool.poetry.dev-dependencies",
+               line_of(text, "[tool.poetry.dev-dependencies]"))
+    for gname, g in sorted((poetry.get("group") or {}).items()):
+        if isinstance(g, dict):
+            group = TEST if is_test_group(gname) else f"group:{gname}"
+            deps_table(g.get("dependencies"), group, f"tool.poetry.group.{gname}.dependencies",
+                       line_of(text, f"[tool.poetry.group.{gname}.dependencies]"))
+    for extra, members in sorted((poetry.get("extras") or {}).items()):
+        proj.extras[extra] = [str(m) for m in members] if isinstance(members, list) else []
+        if is_test_group(extra):
+            ev.test_extras.append((extra, Source(rel, line_of(text, extra), f"poetry extra {extra}")))

@@ -1,0 +1,201 @@
+"""setup.py (read with ``ast``, never executed) and setup.cfg."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import re
+from typing import Any
+
+from bot.evidence import requirements as reqmod
+from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source
+from bot.evidence.pyproject import SCM_BUILD_TOOLS, is_test_group
+
+
+class _Unresolved(Exception):
+    pass
+
+
+def _value(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> Any:
+    """A literal value, following simple module-level names and list concatenation."""
+    if depth > 8:
+        raise _Unresolved
+    if isinstance(node, ast.Name) and node.id in names:
+        return _value(names[node.id], names, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _value(node.left, names, depth + 1), _value(node.right, names, depth + 1)
+        return left + right
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_value(e, names, depth + 1) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_value(k, names, depth + 1): _value(v, names, depth + 1) for k, v in zip(node.keys, node.values) if k is not None}
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise _Unresolved from None
+
+
+def scan(files: RepoFiles, ev: Evidence) -> None:
+    _scan_setup_py(files, ev)
+    _scan_setup_cfg(files, ev)
+
+
+def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
+    rel = "setup.py"
+    text = files.read_text(rel)
+    if text is None:
+        return
+    proj = ev.project
+    proj.installable = True
+    proj.install_source = proj.install_source or Source(rel, 1, "setup.py")
+    proj.manager = proj.manager or "setuptools"
+    try:
+        tree = ast.parse(text, rel)
+    except (SyntaxError, ValueError) as exc:
+        ev.warn(rel, getattr(exc, "lineno", None), f"cannot parse setup.py: {exc.msg if hasattr(exc, 'msg') else exc}")
+        return
+    names: dict[str, ast.AST] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            names[stmt.targets[0].id] = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            names[stmt.target.id] = stmt.value
+    setup_call = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            fname = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+            if fname == "setup" and setup_call is None:
+                setup_call = node
+            if fname in ("Extension", "cythonize", "Pybind11Extension", "CMakeExtension", "RustExtension"):
+                proj.c_extensions = proj.c_extensions or Source(rel, node.lineno, f"{fname}(...) in setup.py")
+    # requirements files named in setup.py (open("requirements.txt") etc.)
+    for m in re.finditer(r"""["']([\w./-]*requirements[\w./-]*\.txt)["']""", text):
+        path = m.group(1)
+        if files.exists(path):
+            group = reqmod.classify(path)
+            reqmod.scan_file(files, ev, path, group if group != "other" else MAIN, via_ok=True)
+    if setup_call is None:
+        ev.warn(rel, None, "no setup() call found; setup.py read for names only")
+        return
+    for kw in setup_call.keywords:
+        if kw.arg is None:
+            continue
+        src = Source(rel, kw.value.lineno, f"setup({kw.arg}=...)")
+        try:
+            val = _value(kw.value, names)
+        except _Unresolved:
+            if kw.arg in ("install_requires", "extras_require", "tests_require", "python_requires"):
+                ev.warn(rel, kw.value.lineno, f"setup({kw.arg}=...) is computed; not read statically")
+            if kw.arg in ("ext_modules",):
+                proj.c_extensions = proj.c_extensions or src
+            if kw.arg == "use_scm_version":
+                proj.scm_version, proj.scm_tool = src, "setuptools-scm"
+            continue
+        if kw.arg == "name" and isinstance(val, str):
+            proj.name, proj.name_source = val, src
+        elif kw.arg == "python_requires" and isinstance(val, str):
+            ev.python.append(PythonConstraint("requires", val, src))
+        elif kw.arg == "install_requires":
+            for spec in _specs(val):
+                ev.add_requirement(spec, MAIN, Source(rel, line_of(text, spec) or src.line, "install_requires"))
+        elif kw.arg == "tests_require":
+            for spec in _specs(val):
+                ev.add_requirement(spec, TEST, Source(rel, line_of(text, spec) or src.line, "tests_require"))
+        elif kw.arg == "extras_require" and isinstance(val, dict):
+            for extra, specs in sorted(val.items(), key=lambda kv: str(kv[0])):
+                extra_name = str(extra).split(":")[0]
+                proj.extras[extra_name] = list(_specs(specs))
+                for spec in _specs(specs):
+                    ev.add_requirement(spec, f"extra:{extra_name}",
+                                       Source(rel, line_of(text, spec) or src.line, f"extras_require[{extra_name}]"),
+                                       optional=True)
+                if is_test_group(extra_name) and extra_name.lower() != "dev" or extra_name.lower() in ("test", "tests", "testing"):
+                    ev.test_extras.append((extra_name, src))
+            if "dev" in val and not any(is_test_group(str(e)) and str(e) != "dev" for e in val):
+                ev.test_extras.append(("dev", src))
+        elif kw.arg == "setup_requires":
+            for spec in _specs(val):
+                low = re.split(r"[<>=!~\[; ]", spec.lower(), 1)[0].replace("_", "-")
+                if low in SCM_BUILD_TOOLS:
+                    proj.scm_version, proj.scm_tool = src, SCM_BUILD_TOOLS[low]
+                if low in ("cython", "pybind11", "cffi", "setuptools-rust"):
+                    proj.c_extensions = proj.c_extensions or src
+        elif kw.arg == "use_scm_version" and val:
+            proj.scm_version, proj.scm_tool = src, "setuptools-scm"
+        elif kw.arg == "ext_modules" and val:
+            proj.c_extensions = proj.c_extensions or src
+        elif kw.arg == "classifiers":
+            for c in _specs(val):
+                m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+                if m:
+                    ev.python.append(PythonConstraint("tested", m.group(1), Source(rel, line_of(text, c), "classifier")))
+
+
+def _specs(val: Any) -> list[str]:
+    if isinstance(val, str):
+        return [s.strip() for s in val.splitlines() if s.strip() and not s.strip().startswith("#")]
+    if isinstance(val, (list, tuple)):
+        return [s for s in val if isinstance(s, str)]
+    return []
+
+
+def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
+    rel = "setup.cfg"
+    text = files.read_text(rel)
+    if text is None:
+        return
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        parser.read_string(text, source=rel)
+    except configparser.Error as exc:
+        ev.warn(rel, getattr(exc, "lineno", None), f"malformed setup.cfg: {str(exc).splitlines()[0]}")
+        return
+    proj = ev.project
+
+    def lines(value: str) -> list[str]:
+        return [v.strip() for v in value.splitlines() if v.strip() and not v.strip().startswith("#")]
+
+    if parser.has_section("metadata"):
+        if parser.has_option("metadata", "name"):
+            proj.name = proj.name or parser.get("metadata", "name").strip()
+            proj.name_source = proj.name_source or Source(rel, line_of(text, "name"), "metadata.name")
+        if parser.has_option("metadata", "classifiers"):
+            for c in lines(parser.get("metadata", "classifiers")):
+                m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+                if m:
+                    ev.python.append(PythonConstraint("tested", m.group(1), Source(rel, line_of(text, c), "classifier")))
+    if parser.has_section("options"):
+        proj.installable = True
+        proj.install_source = proj.install_source or Source(rel, line_of(text, "[options]"), "setup.cfg [options]")
+        if parser.has_option("options", "python_requires"):
+            ev.python.append(PythonConstraint("requires", parser.get("options", "python_requires").strip(),
+                                              Source(rel, line_of(text, "python_requires"), "python_requires")))
+        for key, group in (("install_requires", MAIN), ("tests_require", TEST)):
+            if parser.has_option("options", key):
+                start = line_of(text, key) or 1
+                for spec in lines(parser.get("options", key)):
+                    if spec.startswith("file:"):
+                        for f in spec[5:].split(","):
+                            reqmod.scan_file(files, ev, f.strip(), group, via_ok=True)
+                        continue
+                    ev.add_requirement(spec, group, Source(rel, line_of(text, spec, start), key))
+        if parser.has_option("options", "setup_requires"):
+            for spec in lines(parser.get("options", "setup_requires")):
+                low = re.split(r"[<>=!~\[; ]", spec.lower(), 1)[0].replace("_", "-")
+                if low in SCM_BUILD_TOOLS:
+                    proj.scm_version = Source(rel, line_of(text, spec), "setup_requires")
+                    proj.scm_tool = SCM_BUILD_TOOLS[low]
+    if parser.has_section("options.extras_require"):
+        start = line_of(text, "[options.extras_require]") or 1
+        for extra, value in parser.items("options.extras_require"):
+            proj.extras[extra] = lines(value)
+            for spec in lines(value):
+                ev.add_requirement(spec, f"extra:{extra}", Source(rel, line_of(text, spec, start), f"extras_require.{extra}"),
+                                   optional=True)
+            if is_test_group(extra) and extra != "dev" or extra in ("test", "tests", "testing"):
+                ev.test_extras.append((extra, Source(rel, line_of(text, extra, start), f"test extra {extra}")))
+        if parser.has_option("options.extras_require", "dev") and not any(
+                is_test_group(e) and e != "dev" for e, _ in parser.items("options.extras_require")):
+            ev.test_extras.append(("dev", Source(rel, line_of(text, "dev", start), "extra dev")))

@@ -1,0 +1,114 @@
+"""GitHub workflow files: setup-python versions and matrices, services, apt-get lines, env,
+test commands."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bot.evidence import shellcmd
+from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.model import Evidence, PythonConstraint, ServiceRequirement, Source
+from bot.evidence.services import service_kind
+from bot.evidence.yamlload import load_yaml
+
+_EXPR = re.compile(r"\$\{\{.*?\}\}")
+
+
+def scan(files: RepoFiles, ev: Evidence) -> None:
+    for rel in files.all_files():
+        if rel.startswith(".github/workflows/") and rel.endswith((".yml", ".yaml")) and rel.count("/") == 2:
+            text = files.read_text(rel)
+            if text is not None:
+                scan_text(ev, rel, text)
+
+
+def _versions(value: Any) -> list[str]:
+    vals = value if isinstance(value, list) else [value]
+    out = []
+    for v in vals:
+        m = re.match(r"^\s*(?:cpython-)?(3\.\d+)", str(v))
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def _literal_env(env: Any) -> dict[str, str]:
+    out = {}
+    if isinstance(env, dict):
+        for k, v in env.items():
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and not _EXPR.search(str(v)):
+                out[str(k)] = str(v)
+            elif isinstance(v, bool):
+                out[str(k)] = "true" if v else "false"
+    return out
+
+
+def scan_text(ev: Evidence, rel: str, text: str) -> None:
+    data = load_yaml(ev, rel, text)
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        ev.warn(rel, None, "a workflow must be a mapping; ignored")
+        return
+    jobs = data.get("jobs")
+    if not isinstance(jobs, dict):
+        ev.warn(rel, None, "no jobs mapping; ignored")
+        return
+    for k, v in _literal_env(data.get("env")).items():
+        ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:"), "workflow env")))
+    for job_name, job in jobs.items():
+        if not isinstance(job, dict):
+            continue
+        job_line = line_of(text, f"{job_name}:")
+        test_job = bool(re.search(r"test|pytest|ci|check|build", str(job_name), re.I))
+        strategy = job.get("strategy") or {}
+        matrix = strategy.get("matrix") if isinstance(strategy, dict) else None
+        matrix_py: list[str] = []
+        if isinstance(matrix, dict):
+            for key in ("python-version", "python", "python_version", "py", "pyver", "python-versions"):
+                if key in matrix:
+                    matrix_py += _versions(matrix[key])
+            for inc in matrix.get("include") or []:
+                if isinstance(inc, dict):
+                    for key in ("python-version", "python", "python_version", "py"):
+                        if key in inc:
+                            matrix_py += _versions(inc[key])
+        for v in matrix_py:
+            ev.python.append(PythonConstraint("tested", v, Source(rel, line_of(text, v, job_line or 1), f"CI matrix {job_name}")))
+        for k, v in _literal_env(job.get("env")).items():
+            ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), f"job {job_name} env")))
+        services = job.get("services")
+        if isinstance(services, dict):
+            for name, svc in services.items():
+                _service(ev, rel, text, str(name), svc, job_line)
+        for step in job.get("steps") or []:
+            if not isinstance(step, dict):
+                continue
+            uses = str(step.get("uses") or "")
+            if uses.startswith("actions/setup-python") and isinstance(step.get("with"), dict):
+                for v in _versions(step["with"].get("python-version")):
+                    ev.python.append(PythonConstraint("tested", v, Source(rel, line_of(text, "python-version", job_line or 1), "setup-python")))
+            run = step.get("run")
+            if isinstance(run, str):
+                run_line = line_of(text, run.splitlines()[0][:60], job_line or 1) if run.strip() else None
+                shellcmd.record_shell(ev, _EXPR.sub("", run), rel, run_line, f"workflow {job_name}", tests=True)
+            if isinstance(step.get("env"), dict) and test_job and isinstance(run, str) and shellcmd.test_command(run.strip().splitlines()[-1] if run.strip() else ""):
+                for k, v in _literal_env(step["env"]).items():
+                    ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), "test step env")))
+
+
+def _service(ev: Evidence, rel: str, text: str, name: str, svc: Any, job_line: int | None) -> None:
+    if isinstance(svc, str):
+        svc = {"image": svc}
+    if not isinstance(svc, dict) or not isinstance(svc.get("image"), str):
+        ev.warn(rel, line_of(text, f"{name}:", job_line or 1), f"service {name!r} has no image; ignored")
+        return
+    image = svc["image"]
+    if _EXPR.search(image):
+        ev.warn(rel, line_of(text, image), f"service {name!r} image is an expression ({image}); ignored")
+        return
+    ports = [str(p) for p in (svc.get("ports") or []) if not _EXPR.search(str(p))]
+    line = line_of(text, image, job_line or 1)
+    ev.services.append(ServiceRequirement(name, service_kind(image, name), image, ports, _literal_env(svc.get("env")),
+                                          [Source(rel, line, f"CI service {name}")]))

@@ -1,0 +1,35 @@
+"""YAML as people write it in CI files: versions like 3.10 stay strings, errors become
+warnings with the line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from bot.evidence.model import Evidence
+
+
+class _StringVersionLoader(yaml.SafeLoader):
+    """SafeLoader that keeps floats as their source text, so ``3.10`` is not read as 3.1, and
+    does not turn ``on:`` into True."""
+
+
+def _float_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    return loader.construct_scalar(node)
+
+
+_StringVersionLoader.add_constructor("tag:yaml.org,2002:float", _float_as_text)
+_StringVersionLoader.add_constructor("tag:yaml.org,2002:bool",
+                                     lambda loader, node: {"true": True, "false": False}.get(
+                                         loader.construct_scalar(node).lower(), loader.construct_scalar(node)))
+
+
+def load_yaml(ev: Evidence, rel: str, text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StringVersionLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        ev.warn(rel, mark.line + 1 if mark else None, f"malformed YAML: {problem}; file ignored")
+        return None

@@ -1,0 +1,291 @@
+"""Evidence -> DepGraph."""
+
+from __future__ import annotations
+
+import re
+
+from packaging.requirements import InvalidRequirement, Requirement as PkgReq
+from packaging.utils import canonicalize_name
+
+from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
+from bot.evidence.model import MAIN, TEST, Evidence, Requirement, ScanWarning, Source
+from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
+from bot.graph.mapping import Registry, candidates_for, declared_for, known_distribution, system_table
+from bot.graph.model import DepGraph, Node
+
+PROJECT = "package:@project"
+SCM_ENV = {"setuptools-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "hatch-vcs": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
+           "flit-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "versioningit": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
+           "pdm-scm": ["PDM_BUILD_SCM_VERSION"], "pbr": ["PBR_VERSION"],
+           "poetry-dynamic-versioning": ["POETRY_DYNAMIC_VERSIONING_BYPASS"],
+           "setuptools-git-versioning": ["SETUPTOOLS_SCM_PRETEND_VERSION"]}
+# Debian packages a CI file may name that do not belong in a python:X-slim image
+_APT_SKIP = re.compile(r"^(python3?(-.*)?|python3\.\d+.*|sudo|software-properties-common|apt-transport-https|lsb-release|curl|wget|gnupg2?|ca-certificates)$")
+
+
+def _ev(src: Source) -> tuple[str, int | None, str]:
+    return (src.file, src.line, src.detail)
+
+
+def install_spec(req_spec: str, pinned: str | None) -> str:
+    if not pinned:
+        return req_spec
+    try:
+        r = PkgReq(req_spec)
+    except InvalidRequirement:
+        return req_spec
+    if r.url:
+        return req_spec
+    extras = f"[{','.join(sorted(r.extras))}]" if r.extras else ""
+    marker = f"; {r.marker}" if r.marker else ""
+    return f"{r.name}{extras}=={pinned}{marker}"
+
+
+def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -> DepGraph:
+    g = DepGraph()
+    g.add(Node("runtime:python", "RUNTIME", "python", "UNKNOWN", action="from", attrs={}))
+    target = g.add(Node("target:tests", "TARGET", "collect and run the tests", "UNKNOWN", attrs={}))
+    proj = ev.project
+    project_name = canonicalize_name(proj.name) if proj.name else None
+    lock = ev.locks[0] if ev.locks else None
+    if lock:
+        g.meta["lock"] = {"kind": lock.kind, "file": lock.file}
+
+    # -- the project itself ------------------------------------------------------------------
+    test_extras = []
+    for extra, src in ev.test_extras:
+        if extra in proj.extras and extra not in test_extras:
+            test_extras.append(extra)
+    if proj.installable:
+        pnode = g.add(Node(PROJECT, "PACKAGE", proj.name or "(this project)", "UNKNOWN", action="project",
+                           attrs={"extras": sorted(test_extras), "editable": True, "install_with": "pip",
+                                  "manager": proj.manager or "", "build_backend": proj.build_backend or ""}))
+        if proj.install_source:
+            pnode.add_evidence(*_ev(proj.install_source))
+        link_runtime(g, PROJECT)
+        g.edge("target:tests", PROJECT)
+        if proj.scm_version:
+            for var in SCM_ENV.get(proj.scm_tool or "setuptools-scm", ["SETUPTOOLS_SCM_PRETEND_VERSION"]):
+                value = "1" if var.endswith("BYPASS") else SCM_PRETEND_VERSION
+                n = g.add(Node(f"config:env:{var}", "CONFIG", var, "SATISFIED", action="env",
+                               attrs={"kind": "env", "value": value,
+                                      "why": f"{proj.scm_tool} needs a version and the build context has no .git"}))
+                n.add_evidence(*_ev(proj.scm_version))
+                link_runtime(g, n.id)
+                g.edge(PROJECT, n.id)
+
+    # -- declared requirements ----------------------------------------------------------------
+    reqs = [r for r in ev.requirements if not r.local and r.name]
+    has_pip_manifest = any(r.group != "conda" for r in reqs)
+    installed_groups = {MAIN, TEST} | {f"extra:{e}" for e in test_extras}
+    declared: dict[str, Node] = {}
+    for r in reqs:
+        if project_name and r.name == project_name:
+            # a self-reference (test = ["pkg[all]"]) names extras of the project itself
+            try:
+                extras = PkgReq(r.spec).extras
+            except InvalidRequirement:
+                extras = set()
+            if PROJECT in g.nodes and extras and r.group in installed_groups:
+                g.nodes[PROJECT].attrs["extras"] = sorted(set(g.nodes[PROJECT].attrs["extras"]) | extras)
+            continue
+        group = r.group
+        install = group in installed_groups or (group == "conda" and not has_pip_manifest)
+        norm_group = MAIN if group in (MAIN, "conda") else TEST if install else group
+        nid = f"package:{r.name}"
+        existing = g.nodes.get(nid)
+        if existing is not None:
+            existing.add_evidence(*_ev(r.source))
+            if install and existing.action != "pip":
+                existing.action = "pip"
+                existing.attrs.update(spec=r.spec, group=norm_group)
+            elif install and norm_group == MAIN and existing.attrs.get("group") != MAIN:
+                existing.attrs["group"] = MAIN
+            if install and r.via_file and not existing.attrs.get("via_file"):
+                pass  # installed explicitly already; keep it simple
+            continue
+        attrs = {"spec": r.spec, "group": norm_group}
+        if r.via_file and install:
+            attrs["via_file"] = r.via_file
+        if lock and r.name in lock.pins and install:
+            attrs["pinned"] = lock.pins[r.name]
+            attrs["lock"] = lock.file
+        n = g.add(Node(nid, "PACKAGE", r.name, "UNKNOWN", action="pip" if install else None, attrs=attrs))
+        n.add_evidence(*_ev(r.source))
+        declared[r.name] = n
+    for nid, n in list(g.nodes.items()):
+        if n.type == "PACKAGE" and n.action == "pip":
+            link_runtime(g, nid)
+            if PROJECT in g.nodes:
+                g.edge(PROJECT, nid)
+        if n.type == "PACKAGE" and nid != PROJECT:
+            declared.setdefault(n.name, n)
+    for c in ev.constraints:
+        n = g.add(Node(f"config:constraint:{c.spec}", "CONFIG", c.spec, "SATISFIED", action="constraint",
+                       attrs={"kind": "pip_constraint", "spec": c.spec}))
+        n.add_evidence(*_ev(c.source))
+
+    # -- imports --------------------------------------------------------------------------------
+    no_manifest = not has_pip_manifest
+    local = ev.local_modules | ({project_name.replace("-", "_")} if project_name else set())
+    by_module: dict[str, list] = {}
+    for use in ev.imports:
+        if is_stdlib(use.module) or use.module in local:
+            continue
+        by_module.setdefault(use.module, []).append(use)
+    declared_names = {name: n.attrs.get("spec", name) for name, n in declared.items()}
+    for module in sorted(by_module):
+        uses = by_module[module]
+        required_in_tests = any(u.in_tests and not u.optional for u in uses)
+        required_anywhere = any(not u.optional and not u.lazy for u in uses)
+        inode = g.add(Node(f"import:{module}", "IMPORT", module, "UNKNOWN",
+                           attrs={"optional": all(u.optional for u in uses),
+                                  "in_tests_only": all(u.in_tests for u in uses)}))
+        for u in uses[:5]:
+            inode.add_evidence(*_ev(u.source))
+        if len(uses) > 5:
+            inode.attrs["uses"] = len(uses)
+        dist = declared_for(module, declared_names)
+        if dist:
+            pn = declared[dist]
+            g.edge(inode.id, pn.id, "mapping")
+            if pn.action is None and required_in_tests:
+                # declared only in a non-test extra, but the tests import it unconditionally
+                pn.action = "pip"
+                pn.attrs["group"] = TEST
+                pn.attrs["promoted"] = "imported by tests"
+                link_runtime(g, pn.id)
+                if PROJECT in g.nodes:
+                    g.edge(PROJECT, pn.id)
+            inode.state = "SATISFIED" if pn.action else "UNKNOWN"
+            continue
+        want = required_in_tests or (no_manifest and (required_anywhere or True))
+        cands = candidates_for(module)
+        chosen = None
+        in_table = known_distribution(module) is not None
+        if in_table:
+            chosen = cands[0]
+        elif want:
+            for cand in cands[:2]:
+                exists = registry.exists(cand)
+                if exists:
+                    chosen = cand
+                    break
+                if exists is None:
+                    inode.attrs["registry"] = "unknown (offline or not checked)"
+                    break
+            else:
+                inode.state = "MISSING"
+                inode.attrs["registry"] = "no distribution found"
+        if chosen is None:
+            inode.attrs["candidate"] = canonicalize_name(cands[0])
+            continue
+        name = canonicalize_name(chosen)
+        nid = f"package:{name}"
+        pn = g.nodes.get(nid) or g.add(Node(nid, "PACKAGE", name, "UNKNOWN", action="pip" if want else None,
+                                            attrs={"spec": chosen, "group": TEST if not no_manifest else MAIN,
+                                                   "source": "import"}))
+        pn.add_evidence(inode.evidence[0][0], inode.evidence[0][1], f"import {module}")
+        if want and pn.action is None:
+            pn.action = "pip"
+        if pn.action:
+            link_runtime(g, nid)
+            if PROJECT in g.nodes:
+                g.edge(PROJECT, nid)
+        g.edge(inode.id, nid, "mapping")
+        inode.state = "SATISFIED" if pn.action else "UNKNOWN"
+
+    # -- system libraries ----------------------------------------------------------------------
+    compile_reasons: list[tuple[str, int | None, str]] = []
+    if proj.c_extensions:
+        compile_reasons.append(_ev(proj.c_extensions))
+    table = system_table()
+    for n in list(g.of_type("PACKAGE")):
+        if n.action != "pip":
+            continue
+        info = table.get(n.name)
+        if not info:
+            continue
+        for deb in info.get("apt", []):
+            s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
+            s.add_evidence("bot/graph/data/system_packages.json", None, f"{n.name} needs {deb}")
+            link_runtime(g, s.id)
+            g.edge(n.id, s.id)
+        if info.get("compile"):
+            compile_reasons.append(("bot/graph/data/system_packages.json", None, f"{n.name} builds from source"))
+            n.attrs["compiles"] = True
+    for deb, src in ev.apt_packages:
+        if _APT_SKIP.match(deb):
+            continue
+        s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
+        s.add_evidence(*_ev(src))
+        link_runtime(g, s.id)
+        if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
+            compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))
+    if any(r.spec.split("@", 1)[-1].strip().startswith("git+") for r in reqs if "@" in r.spec):
+        s = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
+        s.add_evidence("requirements", None, "a dependency is installed from a git URL")
+        link_runtime(g, s.id)
+    if compile_reasons:
+        be = g.add(Node("systemlib:build-essential", "SYSTEMLIB", "build-essential", "SATISFIED", action="apt"))
+        for e in compile_reasons[:5]:
+            be.add_evidence(*e)
+        link_runtime(g, be.id)
+        for n in g.of_type("PACKAGE"):
+            if n.action in ("pip", "project"):
+                g.edge(n.id, be.id)
+    if PROJECT in g.nodes:
+        for s in g.of_type("SYSTEMLIB"):
+            g.edge(PROJECT, s.id)
+
+    # -- test tools -----------------------------------------------------------------------------
+    pytest_node = g.add(Node("tool:pytest", "TOOL", "pytest", "SATISFIED", action="tool", attrs={"spec": "pytest"}))
+    pytest_node.add_evidence(*(_ev(ev.pytest_config) if ev.pytest_config else ("setupbot", None, "collection runs pytest")))
+    for dist, src in ev.pytest_plugins:
+        if not dist:
+            continue
+        name = canonicalize_name(dist)
+        if name in declared and declared[name].action:
+            declared[name].add_evidence(*_ev(src))
+            continue
+        t = g.add(Node(f"tool:{name}", "TOOL", name, "SATISFIED", action="tool", attrs={"spec": name}))
+        t.add_evidence(*_ev(src))
+    for t in g.of_type("TOOL"):
+        provider = declared.get(t.name)
+        if provider is not None and provider.action == "pip":
+            # the project already installs it (with its own pin): nothing to add
+            t.action = None
+            t.attrs["provided_by"] = provider.id
+            g.edge(t.id, provider.id, "mapping")
+        link_runtime(g, t.id)
+        g.edge("target:tests", t.id)
+        if PROJECT in g.nodes:
+            g.edge(t.id, PROJECT)
+        for n in g.of_type("PACKAGE"):
+            if n.action == "pip":
+                g.edge(t.id, n.id)
+
+    # -- services and test environment --------------------------------------------------------
+    seen_kinds: set[str] = set()
+    for svc in ev.services:
+        key = svc.kind if svc.kind != "other" else svc.name
+        if key in seen_kinds:
+            continue
+        seen_kinds.add(key)
+        s = g.add(Node(f"service:{key}", "SERVICE", svc.name, "UNKNOWN", action="service",
+                       attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)}))
+        for e in svc.evidence:
+            s.add_evidence(*_ev(e))
+        g.edge("target:tests", s.id)
+    for name, (value, src) in sorted(ev.env.items()):
+        n = g.add(Node(f"config:testenv:{name}", "CONFIG", name, "SATISFIED", attrs={"kind": "test-env", "value": value}))
+        n.add_evidence(*_ev(src))
+        g.edge("target:tests", n.id)
+    for n in g.of_type("CONFIG"):
+        if n.action == "constraint":
+            for p in list(g.nodes.values()):
+                if p.action in ("pip", "project", "tool"):
+                    g.edge(p.id, n.id)
+    target.attrs["removed_stdlib"] = sorted({u.module for u in ev.imports if u.module in REMOVED_STDLIB and not u.optional
+                                             and u.module not in local})
+    return g

@@ -1,0 +1,119 @@
+"""Import name -> distribution. The repository's own manifests win; then the packaged table
+of well-known names that differ; then a registry check (does the name exist on PyPI)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+from functools import lru_cache
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from bot.paths import PACKAGE_DIR
+
+log = logging.getLogger(__name__)
+DATA = PACKAGE_DIR / "graph" / "data"
+PYPI_URL = "https://pypi.org/pypi/{name}/json"
+
+
+@lru_cache(maxsize=1)
+def import_table() -> dict[str, str]:
+    return json.loads((DATA / "import_map.json").read_text())
+
+
+@lru_cache(maxsize=1)
+def system_table() -> dict[str, dict]:
+    data = json.loads((DATA / "system_packages.json").read_text())
+    data.pop("_comment", None)
+    return data
+
+
+def known_distribution(module: str) -> str | None:
+    return import_table().get(module)
+
+
+def candidates_for(module: str) -> list[str]:
+    """Distribution names to try for an import nobody declared, most likely first."""
+    table = known_distribution(module)
+    if table:
+        return [table]
+    out = [module]
+    for alt in (module.replace("_", "-"), f"python-{module}", f"py{module}"):
+        if alt not in out:
+            out.append(alt)
+    return out
+
+
+def declared_for(module: str, declared: dict[str, str]) -> str | None:
+    """The declared distribution (canonical name -> spec) that provides ``module``, if any."""
+    table = known_distribution(module)
+    if table and canonicalize_name(table) in declared:
+        return canonicalize_name(table)
+    for cand in (module, module.replace("_", "-"), f"python-{module}", f"py{module}", f"{module}-python",
+                 re.sub(r"^py", "", module)):
+        c = canonicalize_name(cand)
+        if c in declared:
+            return c
+    # some distributions provide an import under a different stem (e.g. "pyyaml-include")
+    for dist in declared:
+        if table and canonicalize_name(table) == dist:
+            return dist
+    return None
+
+
+class Registry:
+    """Existence checks against the package index's JSON API, cached on disk. Offline or slow:
+    the answer is None (unknown), never an exception."""
+
+    def __init__(self, cache_dir: Path | None = None, timeout: float = 4.0, enabled: bool = True,
+                 base_url: str = PYPI_URL, max_lookups: int = 40) -> None:
+        self.cache_dir = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "setupbot" / "pypi"
+        self.timeout = timeout
+        self.enabled = enabled
+        self.base_url = base_url
+        self.max_lookups = max_lookups
+        self.lookups = 0
+        self._offline = False
+
+    def _cache_file(self, name: str) -> Path:
+        return self.cache_dir / f"{canonicalize_name(name)}.json"
+
+    def exists(self, name: str) -> bool | None:
+        cache = self._cache_file(name)
+        if cache.is_file():
+            try:
+                data = json.loads(cache.read_text())
+                if time.time() - data.get("checked", 0) < 30 * 86400:
+                    return data.get("exists")
+            except (OSError, ValueError):
+                pass
+        if not self.enabled or self._offline or self.lookups >= self.max_lookups:
+            return None
+        self.lookups += 1
+        url = self.base_url.format(name=canonicalize_name(name))
+        req = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "setupbot"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=ssl.create_default_context()) as resp:
+                exists = resp.status == 200
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                exists = False
+            else:
+                return None
+        except (urllib.error.URLError, TimeoutError, OSError, ssl.SSLError) as exc:
+            log.debug("registry unreachable (%s): treating lookups as unknown", exc)
+            self._offline = True
+            return None
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({"exists": exists, "checked": time.time()}))
+        except OSError:
+            pass
+        return exists

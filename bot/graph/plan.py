@@ -1,0 +1,212 @@
+"""make_plan: evidence -> DepGraph -> runtime -> resolution -> Dockerfile."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from bot.evidence import scan_repository
+from bot.evidence.imports import REMOVED_STDLIB
+from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
+from bot.graph.build import PROJECT, build_graph, install_spec
+from bot.graph.mapping import Registry
+from bot.graph.model import DepGraph, Node
+from bot.graph.resolve import names_in_error, uv_compile
+from bot.graph.runtime import OFFICIAL_PYTHONS, choose_python
+
+log = logging.getLogger(__name__)
+Warning = ScanWarning  # noqa: A001 - the contract's name for (file, line, message)
+
+
+@dataclass
+class Plan:
+    repo: Path
+    graph: DepGraph
+    warnings: list[ScanWarning] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    _dockerfile: Any = None
+
+    @property
+    def python(self) -> str:
+        return self.graph.runtime.attrs["version"]
+
+    @property
+    def base_image(self) -> str:
+        return self.graph.runtime.attrs["base_image"]
+
+    @property
+    def test_command(self) -> list[str]:
+        return list(self.graph.target.attrs["command"])
+
+    @property
+    def collect_command(self) -> list[str]:
+        return list(self.graph.target.attrs["collect_command"])
+
+    @property
+    def services(self) -> list[ServiceRequirement]:
+        out = []
+        for n in self.graph.of_type("SERVICE"):
+            out.append(ServiceRequirement(n.name, n.attrs.get("kind", "other"), n.attrs.get("image", ""),
+                                          list(n.attrs.get("ports", [])), dict(n.attrs.get("env", {})),
+                                          [Source(f, ln, d) for f, ln, d in n.evidence]))
+        return out
+
+    @property
+    def env(self) -> dict[str, str]:
+        out = {}
+        for n in self.graph.of_type("CONFIG"):
+            if n.attrs.get("kind") in ("test-env", "env"):
+                out[n.name] = str(n.attrs.get("value", ""))
+        return dict(sorted(out.items()))
+
+    @property
+    def dockerfile(self):
+        from bot.compile import compile_dockerfile
+
+        return compile_dockerfile(self.graph)
+
+    def to_json(self) -> dict[str, Any]:
+        df = self.dockerfile
+        return {"repo": str(self.repo), "python": self.python, "base_image": self.base_image,
+                "test_command": self.test_command, "collect_command": self.collect_command,
+                "services": [s.to_json() for s in self.services], "env": self.env,
+                "warnings": [w.to_json() for w in self.warnings],
+                "dockerfile": df.text, "dockerfile_lines": [l.to_json() for l in df.lines],
+                "graph": self.graph.to_json(), "timings": {k: round(v, 3) for k, v in self.timings.items()}}
+
+
+def default_pythons(settings: Any) -> list[str]:
+    """What the engine has (stand-in images) when it answers, else the official list."""
+    try:
+        from bot.engine import Engine  # type: ignore[attr-defined]
+        from bot.engine.images import available_pythons  # type: ignore[import-not-found]
+
+        engine = Engine.from_settings(settings)
+        found = list(available_pythons(engine))
+        if found:
+            return found
+    except Exception as exc:  # no engine here: plan against the official tags
+        log.debug("engine did not answer for available pythons: %s", exc)
+    return list(OFFICIAL_PYTHONS)
+
+
+def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tuple[str, int | None, str]]]:
+    uses_pytest = ev.pytest_config is not None or any(
+        r.name == "pytest" for r in ev.requirements) or any(
+        c[0][0] in ("pytest", "py.test") or "pytest" in c[0][:3] for c in ev.test_commands)
+    ranked = sorted(ev.test_commands, key=lambda c: (c[1].detail.startswith("docs"), 0))
+    if uses_pytest:
+        for argv, src in ranked:
+            if "pytest" in argv[:3] or argv[0] in ("pytest", "py.test"):
+                return ["python", "-m", "pytest"], [(src.file, src.line, src.detail)]
+        return ["python", "-m", "pytest"], [(ev.pytest_config.file, ev.pytest_config.line, "pytest configuration")] if ev.pytest_config else []
+    for argv, src in ranked:
+        if argv[0] in ("tox", "nox"):
+            continue
+        cmd = ["python", *argv[1:]] if argv[0].startswith("python") else list(argv)
+        return cmd, [(src.file, src.line, src.detail)]
+    return ["python", "-m", "pytest"], []
+
+
+def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[str] | None = None,
+              resolve: bool = True, registry: Registry | None = None, resolve_timeout: float = 120.0) -> Plan:
+    t0 = time.monotonic()
+    repo = Path(repo)
+    ev = scan_repository(repo)
+    t_scan = time.monotonic()
+    warnings = list(ev.warnings)
+    registry = registry if registry is not None else Registry()
+    g = build_graph(ev, registry, warnings)
+    t_graph = time.monotonic()
+    if available_pythons is None:
+        available_pythons = default_pythons(settings)
+    g.meta["available_pythons"] = sorted(available_pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+    # runtime
+    removed = g.target.attrs.get("removed_stdlib", [])
+    ceilings = sorted({(REMOVED_STDLIB[m][0], f"imports {m}") for m in removed if REMOVED_STDLIB[m][1] is None})
+    choice = choose_python(ev.python, available_pythons, ceilings)
+    warnings += choice.warnings
+    rt = g.runtime
+    rt.attrs.update(version=choice.version, base_image=f"python:{choice.version}-slim", reason=choice.reason)
+    rt.name = f"python {choice.version}"
+    rt.state = "SATISFIED" if choice.satisfied else "MISSING"
+    for c in choice.used:
+        rt.add_evidence(c.source.file, c.source.line, f"{c.kind} {c.value}")
+    if not rt.evidence:
+        rt.add_evidence("setupbot", None, choice.reason)
+    # modules the chosen Python no longer ships
+    ver = tuple(int(x) for x in choice.version.split("."))
+    for m in removed:
+        since, backport = REMOVED_STDLIB[m]
+        if ver >= tuple(int(x) for x in since.split(".")) and backport:
+            name = canonicalize_name(backport)
+            nid = f"package:{name}"
+            n = g.nodes.get(nid) or g.add(Node(nid, "PACKAGE", name, "UNKNOWN", action="pip",
+                                              attrs={"spec": backport, "group": "test", "source": "removed-stdlib"}))
+            n.action = n.action or "pip"
+            imp = g.nodes.get(f"import:{m}") or g.add(Node(f"import:{m}", "IMPORT", m, "UNKNOWN"))
+            src = next((u.source for u in ev.imports if u.module == m), None)
+            if src:
+                imp.add_evidence(src.file, src.line, f"{m} left the standard library in Python {since}")
+                n.add_evidence(src.file, src.line, f"{m} left the standard library in Python {since}")
+            g.edge(imp.id, nid, "mapping")
+            imp.state = "SATISFIED"
+            g.edge(nid, "runtime:python")
+            if PROJECT in g.nodes:
+                g.edge(PROJECT, nid)
+            for t in g.of_type("TOOL"):
+                g.edge(t.id, nid)
+
+    # target
+    command, cmd_ev = choose_test_command(ev, g)
+    tgt = g.target
+    tgt.attrs["command"] = command
+    tgt.attrs["collect_command"] = ["python", "-m", "pytest", "--collect-only", "-q"]
+    for e in cmd_ev:
+        tgt.add_evidence(*e)
+    if not tgt.evidence:
+        tgt.add_evidence("setupbot", None, "default: python -m pytest")
+
+    # resolution
+    t_res = time.monotonic()
+    if resolve:
+        specs = []
+        for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+            if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:
+                specs.append(install_spec(n.attrs["spec"], n.attrs.get("pinned")))
+        specs += [n.attrs["spec"] for n in g.of_type("CONFIG") if n.action == "constraint"]
+        res = uv_compile(sorted(set(specs)), choice.version, timeout=resolve_timeout)
+        g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
+                                "skipped": res.skipped, "python": choice.version}
+        if res.ok and not res.skipped:
+            for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+                if n.action in ("pip", "tool", "repair-pip") and n.name in res.pins:
+                    n.attrs["resolved"] = res.pins[n.name]
+                    n.state = "SATISFIED"
+                    n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
+        elif res.skipped:
+            warnings.append(ScanWarning(".", None, f"resolution skipped: {res.skipped}"))
+        else:
+            names = names_in_error(res.error, {n.name for n in g.of_type("PACKAGE")})
+            last = res.error.strip().splitlines()[-1] if res.error.strip() else "unknown error"
+            warnings.append(ScanWarning(".", None, f"uv could not resolve the dependencies for Python {choice.version}: {last[:300]}"))
+            for name in names:
+                n = g.nodes.get(f"package:{name}")
+                if n is not None:
+                    n.state = "MISSING"
+                    n.add_evidence("uv pip compile", None, "named in the resolution failure")
+    else:
+        g.meta["resolution"] = {"ok": None, "skipped": "--no-resolve"}
+    for n in g.of_type("PACKAGE"):
+        if n.id == PROJECT:
+            n.state = "SATISFIED" if rt.state == "SATISFIED" else "UNKNOWN"
+    t_end = time.monotonic()
+    plan = Plan(repo.resolve(), g, sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
+                {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0})
+    return plan

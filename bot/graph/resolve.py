@@ -1,0 +1,65 @@
+"""Resolution with uv (``uv pip compile`` for the chosen Python): catches conflicts and floors
+before any container is built. Time-boxed; a failure is a warning and evidence, not a crash."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+
+@dataclass
+class Resolution:
+    ok: bool
+    pins: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    seconds: float = 0.0
+    skipped: str = ""
+
+
+def uv_compile(requirements: list[str], python: str, timeout: float = 120.0) -> Resolution:
+    uv = shutil.which("uv")
+    if uv is None:
+        return Resolution(False, skipped="uv is not installed")
+    if not requirements:
+        return Resolution(True)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
+        req = Path(tmp) / "requirements.in"
+        req.write_text("\n".join(requirements) + "\n")
+        argv = [uv, "pip", "compile", "--python-version", python, "--no-header", "--no-annotate",
+                "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            return Resolution(False, error=f"uv pip compile timed out after {timeout:.0f}s", seconds=time.monotonic() - start)
+        except OSError as exc:
+            return Resolution(False, error=f"uv pip compile could not run: {exc}", seconds=time.monotonic() - start)
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).strip()
+        return Resolution(False, error="\n".join(err.splitlines()[-25:]), seconds=elapsed)
+    pins = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?==([^\s;]+)", line.strip())
+        if m:
+            pins[canonicalize_name(m.group(1))] = m.group(2)
+    return Resolution(True, pins, seconds=elapsed)
+
+
+def names_in_error(error: str, candidates: set[str]) -> list[str]:
+    """Distribution names from ``candidates`` that uv's explanation mentions."""
+    found = set()
+    for word in re.findall(r"[A-Za-z0-9][A-Za-z0-9._\-]*", error):
+        c = canonicalize_name(word)
+        if c in candidates:
+            found.add(c)
+    return sorted(found)

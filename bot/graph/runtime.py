@@ -1,0 +1,88 @@
+"""Choosing the Python version: hard constraints (requires-python, lock files) must hold; among
+the versions that satisfy them prefer a developer's pin, then the newest version the project
+tests (CI matrix, classifiers, tox, nox), then the newest available."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from bot.evidence.model import PythonConstraint, ScanWarning
+
+OFFICIAL_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
+
+
+@dataclass
+class RuntimeChoice:
+    version: str
+    satisfied: bool
+    reason: str
+    used: list[PythonConstraint] = field(default_factory=list)
+    warnings: list[ScanWarning] = field(default_factory=list)
+
+
+def _key(v: str) -> Version:
+    return Version(v)
+
+
+def _allows(spec: SpecifierSet, version: str) -> bool:
+    # "3.12" stands for the whole minor series (python:3.12-slim carries a late patch release):
+    # the series is allowed when its first or a late patch release is.
+    return spec.contains(f"{version}.0", prereleases=True) or spec.contains(f"{version}.99", prereleases=True)
+
+
+def choose_python(constraints: list[PythonConstraint], available: list[str],
+                  ceilings: list[tuple[str, str]] | None = None) -> RuntimeChoice:
+    """``ceilings``: soft upper bounds (version, why), e.g. a removed stdlib module the code
+    imports; honoured when a version below them satisfies the hard constraints."""
+    available = sorted(set(available), key=_key)
+    warnings: list[ScanWarning] = []
+    hard: list[tuple[SpecifierSet, PythonConstraint]] = []
+    for c in constraints:
+        if c.kind != "requires":
+            continue
+        try:
+            hard.append((SpecifierSet(c.value.replace(" ", "")), c))
+        except InvalidSpecifier:
+            warnings.append(ScanWarning(c.source.file, c.source.line, f"cannot read Python requirement {c.value!r}; ignored"))
+    ok = [v for v in available if all(_allows(s, v) for s, _ in hard)]
+    if not ok:
+        text = ", ".join(f"{c.value} ({c.source.short()})" for _, c in hard)
+        warnings.append(ScanWarning(hard[0][1].source.file if hard else ".", hard[0][1].source.line if hard else None,
+                                    f"no available Python ({', '.join(available)}) satisfies {text}"))
+        # the nearest version in the direction of the floor, flagged MISSING: never a silent guess
+        floor_above = all(s.contains("3.40.0") for s, _ in hard)
+        version = available[-1] if floor_above else available[0]
+        return RuntimeChoice(version, False, f"unsatisfiable: {text}", [c for _, c in hard], warnings)
+    used = [c for _, c in hard]
+    pins = [c for c in constraints if c.kind == "pin" and c.value in ok]
+    if pins:
+        # .python-version over a Dockerfile or conda pin: the first pin in scan order wins
+        return RuntimeChoice(pins[0].value, True, f"pinned by {pins[0].source.short()}", used + [pins[0]], warnings)
+    for c in constraints:
+        if c.kind == "pin" and c.value not in ok:
+            warnings.append(ScanWarning(c.source.file, c.source.line,
+                                        f"Python {c.value} is pinned but not available or not allowed; ignored"))
+    candidates = ok
+    for version, why in ceilings or []:
+        below = [v for v in candidates if _key(v) < _key(version)]
+        if below:
+            candidates = below
+    tested = sorted({c.value for c in constraints if c.kind == "tested"}, key=_key)
+    tested_ok = [v for v in candidates if v in tested]
+    if tested_ok:
+        v = tested_ok[-1]
+        srcs = [c for c in constraints if c.kind == "tested" and c.value == v]
+        return RuntimeChoice(v, True, f"newest tested version ({srcs[0].source.short()})", used + srcs[:2], warnings)
+    if tested:
+        newest_tested = tested[-1]
+        # don't go above what the project tests when an older tested-ish version is available
+        not_above = [v for v in candidates if _key(v) <= _key(newest_tested)]
+        if not_above:
+            return RuntimeChoice(not_above[-1], True, f"newest available not above tested {newest_tested}", used, warnings)
+    reason = "newest available satisfying " + (", ".join(c.value for c in used) if used else "no stated constraint")
+    if ceilings and candidates != ok:
+        reason += f" (kept below {ceilings[0][0]}: {ceilings[0][1]})"
+    return RuntimeChoice(candidates[-1], True, reason, used, warnings)
