@@ -35,7 +35,7 @@ MARKER_SCAN_LINES = 5
 
 
 def has_marker(text: str) -> bool:
-    return any(MARKER_TEXT in line for line in text.splitlines()[:MARKER_SCAN_LINES])
+    return any(MARKER_TEXT in line.lower() for line in text.splitlines()[:MARKER_SCAN_LINES])
 
 
 def mark_dockerfile(text: str) -> str:
@@ -171,6 +171,22 @@ def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
     return result
 
 
+# Plan fields that differ between two runs over the same inputs (where the checkout lives, how long
+# each phase took); left out of the committed plan so an unchanged repository changes nothing.
+VOLATILE_PLAN_KEYS = ("repo", "timings")
+
+
+def stable_plan_json(plan: Any) -> Any:
+    if hasattr(plan, "to_json"):
+        data = plan.to_json()
+    elif isinstance(plan, dict):
+        data = dict(plan)
+    else:
+        graph = getattr(plan, "graph", None)
+        return graph.to_json() if graph is not None and hasattr(graph, "to_json") else None
+    return {k: v for k, v in data.items() if k not in VOLATILE_PLAN_KEYS}
+
+
 def outputs_from_pipeline(repo: Path, *, plan: Any, run_record: Any = None, verification: Any = None,
                           output_dir: str = ".devcontainer", repository: str = "",
                           image_size: int | None = None,
@@ -183,8 +199,7 @@ def outputs_from_pipeline(repo: Path, *, plan: Any, run_record: Any = None, veri
         from bot.compile import compile_dockerfile  # the compiler is the one source of Dockerfiles
 
         dockerfile = compile_dockerfile(plan.graph)
-    graph = getattr(plan, "graph", None)
-    plan_json = graph.to_json() if graph is not None and hasattr(graph, "to_json") else None
+    plan_json = stable_plan_json(plan)
     app_env = dict(getattr(plan, "env", {}) or {})
     app_env.update(dict(getattr(verification, "service_env", {}) or {}))
     return generate_outputs(report, dockerfile_text=dockerfile.text, plan_json=plan_json,

@@ -25,6 +25,8 @@ class ProofItem:
 
 @dataclass
 class TestCounts:
+    __test__ = False   # a data record, not a pytest test class
+
     collected: int = 0
     passed: int = 0
     failed: int = 0
@@ -157,13 +159,17 @@ def _evidence_text(evidence: Any) -> str:
 
 def requirement_rows(plan: Any) -> list[RequirementRow]:
     """The requirements table: every graph node except the target, with the Dockerfile line
-    (from ``CompiledDockerfile.lines`` provenance) that each one produced."""
+    (from ``CompiledDockerfile.lines`` provenance) that each one produced. Reads a ``Plan`` or
+    its JSON form (``plan.to_json()``, as the run record keeps it)."""
     graph = _get(plan, "graph")
-    dockerfile = _get(plan, "dockerfile")
+    if isinstance(plan, dict):
+        lines = plan.get("dockerfile_lines", []) or []
+    else:
+        lines = _get(_get(plan, "dockerfile"), "lines", []) or []
     line_of: dict[str, str] = {}
-    for line in _get(dockerfile, "lines", []) or []:
+    for line in lines:
         for node_id in _get(line, "node_ids", []) or []:
-            line_of.setdefault(node_id, _get(line, "text", "").strip())
+            line_of.setdefault(node_id, str(_get(line, "text", "")).strip())
     nodes = _get(graph, "nodes", {}) or {}
     if isinstance(nodes, dict):
         nodes = list(nodes.values())
@@ -179,60 +185,130 @@ def requirement_rows(plan: Any) -> list[RequirementRow]:
     return rows
 
 
+def _test_counts(tests: Any) -> TestCounts:
+    """From ``TestResults`` (outcomes by test id), its JSON summary, or plain counts."""
+    outcomes = _get(tests, "outcomes")
+    if isinstance(outcomes, dict):
+        values = list(outcomes.values())
+        return TestCounts(collected=len(values), passed=values.count("passed"), failed=values.count("failed"),
+                          skipped=values.count("skipped"), errors=values.count("error"))
+    summary = _get(tests, "summary", tests)
+    summary = summary() if callable(summary) else summary
+    n = lambda *keys: int(next((_get(summary, k) for k in keys if _get(summary, k) is not None), 0) or 0)
+    return TestCounts(collected=n("collected", "total"), passed=n("passed"), failed=n("failed"),
+                      skipped=n("skipped"), errors=n("errors", "error"))
+
+
+def _warning_text(w: Any) -> str:
+    if isinstance(w, str):
+        return w
+    if isinstance(w, (list, tuple)) and len(w) == 3:
+        file, line, message = w
+    else:
+        file, line, message = _get(w, "file"), _get(w, "line"), _get(w, "message", w)
+    return f"{file}:{line}: {message}" if file else str(message)
+
+
 def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = None, *,
                   repository: str = "", output_dir: str = ".devcontainer",
                   image_size: int | None = None) -> ReportData:
-    """Build ``ReportData`` from whatever of the plan, run record and verification record exist."""
+    """Build ``ReportData`` from whatever of the plan (``bot.graph.Plan`` or its JSON), the run
+    record (``bot.loop.RunRecord``) and the verification record (``bot.verify.VerificationRecord``)
+    exist. Missing parts show as "not run" in the report."""
     data = ReportData(repository=repository, output_dir=output_dir, image_size=image_size)
     if plan is None:
-        plan = _get(run_record, "plan")
+        plan = _get(run_record, "plan") or None
     if plan is not None:
         data.python = str(_get(plan, "python", "") or "")
         data.base_image = str(_get(plan, "base_image", "") or "")
         data.test_command = list(_get(plan, "test_command", []) or [])
         data.requirements = requirement_rows(plan)
-        for w in _get(plan, "warnings", []) or []:
-            if isinstance(w, (list, tuple)) and len(w) == 3:
-                file, line, message = w
-            else:
-                file, line, message = _get(w, "file"), _get(w, "line"), _get(w, "message", w)
-            data.warnings.append(f"{file}:{line}: {message}" if file else str(message))
+        data.warnings += [_warning_text(w) for w in _get(plan, "warnings", []) or []]
         for svc in _get(plan, "services", []) or []:
-            data.services.append(ServiceUse(name=str(_get(svc, "name", "")),
-                                            image=str(_get(svc, "image", "") or "")))
+            data.services.append(ServiceUse(name=str(_get(svc, "name", "")), image=str(_get(svc, "image", "") or "")))
+
     if run_record is not None:
-        replay = _get(run_record, "replay")
+        replay = _get(run_record, "replay") or None
         if replay is not None:
             data.replay_ok = bool(_get(replay, "ok", False))
-            data.replay_detail = str(_get(replay, "detail", "") or "")
+            parts = [f"{k.replace('_', ' ')} {_get(replay, k)}" for k in ("collect_exit", "test_exit")
+                     if _get(replay, k) is not None]
+            if _get(replay, "seconds") is not None:
+                parts.append(f"{_get(replay, 'seconds')} s")
+            data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
+            data.proven.append(ProofItem("clean replay: the compiled Dockerfile rebuilt from scratch and ran the tests",
+                                         data.replay_ok, data.replay_detail))
         tests = _get(run_record, "tests")
         if tests is not None:
-            data.tests = TestCounts(**{k: int(_get(tests, k, 0) or 0)
-                                       for k in ("collected", "passed", "failed", "skipped", "errors")})
+            data.tests = _test_counts(tests)
         for repair in _get(run_record, "repairs", []) or []:
-            data.repairs.append(Repair(description=str(_get(repair, "description", repair)),
-                                       unit_ids=[str(u) for u in (_get(repair, "unit_ids", []) or [])]))
+            cand = _get(repair, "candidate")
+            if cand is not None:
+                describe = getattr(cand, "describe", None)
+                text = describe() if callable(describe) else str(_get(cand, "why", cand))
+                unit = _get(cand, "unit_id")
+                data.repairs.append(Repair(text, [str(unit)] if unit else []))
+            else:
+                data.repairs.append(Repair(str(_get(repair, "description", repair)),
+                                           [str(u) for u in (_get(repair, "unit_ids", []) or [])]))
         data.timings = {str(k): float(v) for k, v in (_get(run_record, "timings", {}) or {}).items()}
-        data.llm_tokens = int(_get(run_record, "llm_tokens", 0) or 0)
+        usage = _get(run_record, "llm_usage", {}) or {}
+        data.llm_tokens = int(_get(usage, "tokens", 0) or _get(run_record, "llm_tokens", 0) or 0)
         data.degraded = bool(_get(run_record, "degraded", False))
+        data.warnings += [_warning_text(w) for w in _get(run_record, "warnings", []) or []]
+        for item in _get(run_record, "unresolved", []) or []:
+            data.proven.append(ProofItem(str(_get(item, "message", "") or _get(item, "key", item)), False,
+                                         str(_get(item, "category", "") or "unresolved by the loop")))
+
     if verification is not None:
-        data.verdict = str(_get(verification, "verdict", data.verdict))
-        data.tier_reason = str(_get(verification, "reason", "") or "")
-        for c in _get(verification, "charges", []) or []:
-            data.charges.append(Charge(charge=str(_get(c, "charge", c)),
-                                       ruling=str(_get(c, "ruling", "")),
-                                       reason=str(_get(c, "reason", "") or "")))
-        for p in _get(verification, "proven", []) or []:
-            data.proven.append(ProofItem(claim=str(_get(p, "claim", p)), proven=bool(_get(p, "proven", True)),
-                                         reason=str(_get(p, "reason", "") or "")))
+        verdict = _get(verification, "verdict", {})
+        if isinstance(verdict, str):
+            data.verdict = verdict
+        elif verdict:
+            data.verdict = str(_get(verdict, "tier", data.verdict))
+            data.tier_reason = "; ".join(str(r) for r in (_get(verdict, "reasons", []) or []))
+        charges = {str(_get(c, "id", i)): c for i, c in enumerate(_get(verification, "charges", []) or [])}
+        rulings = _get(verification, "rulings", []) or []
+        ruled = set()
+        for r in rulings:
+            c = charges.get(str(_get(r, "charge_id", "")), {})
+            ruled.add(str(_get(r, "charge_id", "")))
+            subject = _get(c, "subject", "")
+            data.charges.append(Charge(charge=f"{_get(r, 'kind', _get(c, 'kind', ''))}"
+                                              f"{': ' + str(subject) if subject else ''}",
+                                       ruling=str(_get(r, "decision", "")), reason=str(_get(r, "reason", "") or "")))
+        for cid, c in charges.items():
+            if cid not in ruled:
+                data.charges.append(Charge(f"{_get(c, 'kind', '')}: {_get(c, 'subject', '')}", "not ruled", ""))
+        needed = _get(_get(verification, "attribution", {}) or {}, "needed", {}) or {}
+        by_name = {s.name: s for s in data.services}
+        for s in _get(verification, "services", []) or []:
+            name = str(_get(s, "name", ""))
+            svc = by_name.get(name) or ServiceUse(name=name)
+            svc.image = str(_get(s, "image", "") or _get(s, "requested_image", "") or svc.image)
+            svc.healthy = bool(_get(s, "healthy", True))
+            svc.tests = list(needed.get(name, svc.tests))
+            if name not in by_name:
+                data.services.append(svc)
+            data.proven.append(ProofItem(f"service {name} started and answered its health check", svc.healthy,
+                                         str(_get(s, "note", "") or "")))
         for s in _get(verification, "siblings", []) or []:
-            data.siblings.append(SiblingRepo(name=str(_get(s, "name", s)), source=str(_get(s, "source", "") or ""),
+            name = str(_get(s, "name", ""))
+            data.siblings.append(SiblingRepo(name=name, source=str(_get(s, "source", "") or ""),
                                              healthy=bool(_get(s, "healthy", True)),
-                                             tests=list(_get(s, "tests", []) or [])))
-        used = {str(_get(s, "name", "")): s for s in (_get(verification, "services", []) or [])}
-        for svc in data.services:
-            if svc.name in used:
-                svc.healthy = bool(_get(used[svc.name], "healthy", True))
-                svc.tests = list(_get(used[svc.name], "tests", []) or [])
+                                             tests=list(needed.get(name, _get(s, "tests", []) or []))))
+        for p in _get(verification, "proven", []) or []:
+            data.proven.append(ProofItem(str(_get(p, "claim", p)), bool(_get(p, "proven", True)),
+                                         str(_get(p, "reason", "") or "")))
+        for r in data.charges:
+            if r.ruling == "dismissed":
+                data.proven.append(ProofItem(f"charge answered: {r.charge}", True, r.reason))
+            elif r.ruling == "upheld":
+                data.proven.append(ProofItem(f"charge stands: {r.charge}", False, r.reason))
+        data.warnings += [_warning_text(w) for w in _get(verification, "warnings", []) or []]
+        if run_record is None:
+            tests = _get(verification, "tests_with_siblings")
+            if tests:
+                data.tests = _test_counts(tests)
     data.reproduce = default_reproduce(output_dir, data.test_command)
     return data

@@ -1,0 +1,153 @@
+"""Files in the output folder: markers, hand-written files left alone, schema-valid devcontainer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from bot.compile.compose import render_compose
+from bot.compile.devcontainer import (build_devcontainer, parse_devcontainer, render_devcontainer,
+                                      validate_devcontainer)
+from bot.errors import InputError
+from bot.evidence.model import ServiceRequirement
+from bot.outputs import (generate_outputs, has_marker, mark_dockerfile, outputs_from_pipeline,
+                         write_outputs)
+from bot.report import ReportData
+
+PG = ServiceRequirement("postgres", "postgres", "postgres:16", [5432], {"POSTGRES_PASSWORD": "postgres"}, [])
+REDIS = ServiceRequirement("redis", "redis", "redis:7", [6379], {}, [])
+
+
+def gen(**kw):
+    kw.setdefault("dockerfile_text", "FROM python:3.11-slim\nRUN pip install .\n")
+    return generate_outputs(ReportData(repository="octo/app", test_command=["python", "-m", "pytest"]), **kw)
+
+
+def test_plain_repo_gets_dockerfile_devcontainer_report_and_plan(tmp_path):
+    g = gen(plan_json={"graph": {}})
+    assert sorted(g.files) == [".devcontainer/Dockerfile", ".devcontainer/devcontainer.json",
+                               ".devcontainer/setup-report.md", ".devcontainer/setupbot-plan.json"]
+    assert all(has_marker(t) for t in g.files.values())
+    dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
+    validate_devcontainer(dc)
+    assert dc["build"] == {"dockerfile": "Dockerfile", "context": ".."}
+    assert dc["customizations"]["setupbot"]["testCommand"] == ["python", "-m", "pytest"]
+    assert "postCreateCommand" not in dc
+    json.loads(g.files[".devcontainer/setupbot-plan.json"])
+    result = write_outputs(tmp_path, g)
+    assert sorted(result.written) == sorted(g.files)
+    assert write_outputs(tmp_path, g).unchanged == result.written
+
+
+def test_services_switch_to_compose_with_health_checks():
+    g = gen(services=[PG, REDIS], app_env={"DATABASE_URL": "postgresql://postgres:postgres@postgres/postgres"})
+    dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
+    validate_devcontainer(dc)
+    assert dc["dockerComposeFile"] == "compose.yaml" and dc["service"] == "app"
+    assert dc["runServices"] == ["app", "postgres", "redis"]
+    compose = yaml.safe_load(g.files[".devcontainer/compose.yaml"])
+    app = compose["services"]["app"]
+    assert app["build"] == {"context": "..", "dockerfile": ".devcontainer/Dockerfile"}
+    assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert app["environment"]["DATABASE_URL"].startswith("postgresql://")
+    assert compose["services"]["postgres"]["healthcheck"]["test"][0] == "CMD-SHELL"
+    assert compose["services"]["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+
+
+def test_nested_output_folder_points_the_context_at_the_root():
+    g = gen(output_dir="env/dev", services=[PG])
+    assert yaml.safe_load(g.files["env/dev/compose.yaml"])["services"]["app"]["build"]["context"] == "../.."
+    g = gen(output_dir="env/dev")
+    assert parse_devcontainer(g.files["env/dev/devcontainer.json"])["build"]["context"] == "../.."
+
+
+def test_post_create_only_when_asked():
+    g = gen(post_create=["python", "-m", "pip", "install", "-e", "."])
+    dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
+    assert dc["postCreateCommand"] == ["python", "-m", "pip", "install", "-e", "."]
+    validate_devcontainer(dc)
+
+
+def test_hostile_values_stay_data_in_compose():
+    evil = ServiceRequirement("db\nx: 1", "postgres", "postgres:16\n  privileged: true", [],
+                              {"A": "\"; rm -rf /", "B\n": "x"}, [])
+    text = render_compose(project="o/r", services=[evil], app_env={"K": "v\nprivileged: true"})
+    data = yaml.safe_load(text)
+    svc = [k for k in data["services"] if k != "app"][0]
+    assert "privileged" not in data["services"][svc] and "privileged" not in data["services"]["app"]
+    assert data["services"][svc]["image"] == "postgres:16\n  privileged: true"
+
+
+def test_invalid_devcontainer_is_rejected_before_it_is_written():
+    config = build_devcontainer(name="x", test_command=["pytest"])
+    config["notAField"] = 1
+    with pytest.raises(InputError, match="schema"):
+        render_devcontainer(config)
+
+
+def test_hand_written_files_are_kept_and_the_diff_reported(tmp_path):
+    (tmp_path / ".devcontainer").mkdir()
+    (tmp_path / ".devcontainer" / "Dockerfile").write_text("FROM my-own\n")
+    from bot.outputs import disk_reader
+
+    g = gen(existing=disk_reader(tmp_path))
+    assert ".devcontainer/Dockerfile" not in g.files
+    diff = g.kept[".devcontainer/Dockerfile"]
+    assert "-FROM my-own" in diff and "+FROM python:3.11-slim" in diff
+    assert "Hand-written files left alone" in g.files[".devcontainer/setup-report.md"]
+    write_outputs(tmp_path, g)
+    assert (tmp_path / ".devcontainer" / "Dockerfile").read_text() == "FROM my-own\n"
+    # a person takes over a file after generation: still not overwritten
+    g2 = gen()
+    (tmp_path / ".devcontainer" / "devcontainer.json").write_text("{}\n")
+    result = write_outputs(tmp_path, g2)
+    assert (tmp_path / ".devcontainer" / "devcontainer.json").read_text() == "{}\n"
+    assert ".devcontainer/devcontainer.json" in result.kept
+
+
+def test_symlinked_output_is_never_followed(tmp_path):
+    outside = tmp_path / "outside"
+    outside.write_text("secret\n")
+    repo = tmp_path / "repo"
+    (repo / ".devcontainer").mkdir(parents=True)
+    (repo / ".devcontainer" / "Dockerfile").symlink_to(outside)
+    from bot.outputs import disk_reader
+
+    g = gen(existing=disk_reader(repo))
+    write_outputs(repo, g)
+    assert outside.read_text() == "secret\n"
+
+
+def test_marker_goes_after_parser_directives():
+    text = mark_dockerfile("# syntax=docker/dockerfile:1\nFROM x\n")
+    assert text.splitlines()[0] == "# syntax=docker/dockerfile:1" and has_marker(text)
+    assert mark_dockerfile(text) == text
+
+
+def test_fingerprint_ignores_the_report_only():
+    a, b = gen(), gen()
+    b.report.timings = {"build": 99.0}
+    assert a.fingerprint == b.fingerprint
+    assert gen(dockerfile_text="FROM python:3.13-slim\n").fingerprint != a.fingerprint
+
+
+def test_every_fixture_repository_gets_a_schema_valid_devcontainer(repos_dir, tmp_path):
+    from bot.graph import make_plan
+
+    fixtures = sorted(p for p in repos_dir.iterdir() if p.is_dir())
+    assert fixtures, "no fixture repositories"
+    for repo in fixtures:
+        plan = make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"])
+        g = outputs_from_pipeline(repo, plan=plan, repository=f"fixtures/{repo.name}",
+                                  existing=lambda p: None)
+        dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
+        validate_devcontainer(dc)
+        assert dc["customizations"]["setupbot"]["testCommand"] == plan.test_command, repo.name
+        assert has_marker(g.files[".devcontainer/Dockerfile"])
+        if plan.services:
+            assert ".devcontainer/compose.yaml" in g.files
+        again = outputs_from_pipeline(repo, plan=make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"]),
+                                      repository=f"fixtures/{repo.name}", existing=lambda p: None)
+        assert again.fingerprint == g.fingerprint, f"{repo.name}: two plans of the same inputs differ"
