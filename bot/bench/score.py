@@ -193,9 +193,19 @@ def score_dockerfile(engine, context: Path, dockerfile_text: str, tag: str, *, c
                               test_timeout=test_timeout, junit_dest=junit_dest)
 
 
+_CAUSE = re.compile(r"^\s*(E\s+)?(ERROR: (?!Could not build wheels)|[A-Za-z_][\w.]*(Error|Exception|NotFound)\b:|"
+                    r"fatal error: |Package '.*' has no installation candidate|E: Unable to locate package)")
+_FAILED_STEP = re.compile(r"(returned a non-zero code|did not complete successfully|exit code: \d+)")
+
+
 def _last_error_line(log: str) -> str:
-    lines = [ln.strip() for ln in (log or "").splitlines() if ln.strip()]
-    for line in reversed(lines[-200:]):
-        if re.search(r"error|Error|ERROR|failed|not found", line):
+    """The most telling line of a failed build: the last exception or pip/apt/compiler error,
+    else the failing step, else the last line."""
+    lines = [ln.strip() for ln in (log or "").splitlines() if ln.strip()][-400:]
+    for line in reversed(lines):
+        if _CAUSE.search(line) and "subprocess-exited-with-error" not in line:
+            return line[-300:]
+    for line in reversed(lines):
+        if _FAILED_STEP.search(line):
             return line[-300:]
     return lines[-1][-300:] if lines else "no build log"

@@ -128,6 +128,14 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
                      "final Dockerfile at the pinned commit), reused instead of building twice; the others "
                      "were built by the benchmark.")
         lines.append("")
+    lines += ["Systems:", "",
+              "- `setupbot`: the setup loop (`run_setup`), deterministic unless an LLM is configured; a fresh "
+              "seeded experience store per repository.",
+              "- `declared`: a fixed template on `python:3.11-slim` installing every top-level "
+              "`requirements*.txt` and `requirements/*.txt`, then `pip install -e .[test,tests,testing,dev]` "
+              "(the extras the project declares), then pytest.",
+              "- `pipreqs`: the same template with the requirements `pipreqs --mode no-pin` infers from "
+              "the imports (the project itself is not installed), then pytest.", ""]
     for note in notes or []:
         lines.append(note)
         lines.append("")

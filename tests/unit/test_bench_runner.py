@@ -282,3 +282,14 @@ def test_image_tags_are_valid_references():
     tag = image_tag(BenchRepo(name="Mause/duckdb_engine", sha="a" * 40), "declared", "20261130-abc")
     assert tag == "setupbot-bench/mause-duckdb_engine:declared-20261130-abc"
     assert image_tag(BenchRepo(name="a+b/c..d", sha="a" * 40), "x", "r").startswith("setupbot-bench/a-b-c..d:")
+
+
+def test_build_failure_reason_is_the_telling_line():
+    from bot.bench.score import _last_error_line
+
+    log = ("Step 3/4 : RUN pip install -e .\n      LookupError: setuptools-scm was unable to detect version\n"
+           "error: subprocess-exited-with-error\nnote: This error originates from a subprocess\n"
+           "The command 'python -m pip install -e .' returned a non-zero code: 1\n")
+    assert _last_error_line(log).startswith("LookupError: setuptools-scm")
+    assert _last_error_line("a\nThe command 'x' returned a non-zero code: 2\n").startswith("The command 'x'")
+    assert _last_error_line("") == "no build log"
