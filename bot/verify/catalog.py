@@ -39,20 +39,20 @@ KINDS: dict[str, ServiceKind] = {
         health_timeout=60),
     "redis": ServiceKind(
         "redis", 6379,
-        standins=("redis:7", "redis:latest"),
+        standins=("redis:8", "redis:latest"),
         repositories=("redis", "bitnami/redis", "redis/redis-stack", "redis/redis-stack-server",
                       "circleci/redis", "cimg/redis", "valkey/valkey", "eqalpha/keydb"),
         health_timeout=30),
     "mysql": ServiceKind(
         "mysql", 3306,
-        standins=("mariadb:11", "mysql:8", "mariadb:latest"),
+        standins=("mariadb:11", "mariadb:latest"),
         repositories=("mysql", "mariadb", "bitnami/mysql", "bitnami/mariadb", "percona",
                       "percona/percona-server", "circleci/mysql", "cimg/mysql", "mysql/mysql-server"),
         default_env={"MYSQL_ROOT_PASSWORD": "root"},
         health_timeout=90),
     "rabbitmq": ServiceKind(
         "rabbitmq", 5672,
-        standins=("rabbitmq:3-management", "rabbitmq:3", "rabbitmq:latest"),
+        standins=("rabbitmq:4-management", "rabbitmq:4", "rabbitmq:latest"),
         repositories=("rabbitmq", "bitnami/rabbitmq", "circleci/rabbitmq"),
         health_timeout=120, extra_ports=(15672,)),
 }

@@ -45,13 +45,15 @@ def test_resolve_uses_requested_when_present():
 
 
 def test_resolve_substitutes_unknown_version_and_says_so():
-    have = {"postgres:17", "mariadb:11", "mysql:8"}
+    have = {"postgres:17", "mariadb:11", "redis:8"}
     choice = resolve_image("postgres", "postgres:13-alpine", have.__contains__)
     assert choice.image == "postgres:17" and choice.substituted
     assert "postgres:13-alpine" in choice.note and "postgres:17" in choice.note
     mysql = resolve_image("mysql", "mysql:8.0", have.__contains__)
-    assert mysql.image == "mysql:8" and "MariaDB" in mysql.note
-    assert resolve_image("mysql", "mysql:5.7", have.__contains__).image in ("mariadb:11", "mysql:8")
+    assert mysql.image == "mariadb:11" and "MariaDB" in mysql.note
+    assert resolve_image("mysql", "mysql:5.7", have.__contains__).image == "mariadb:11"
+    redis = resolve_image("redis", "redis:7-alpine", have.__contains__)
+    assert redis.image == "redis:8" and redis.substituted
 
 
 def test_resolve_pgvector_prefers_vector_image():
@@ -74,7 +76,7 @@ def test_spec_from_ci_services_block():
     bare = ServiceSpec.from_any({"name": "cache", "image": "redis"})
     assert bare.kind == "redis" and bare.port == 6379
     only_kind = ServiceSpec.from_any({"name": "rabbitmq"})
-    assert only_kind.image == "rabbitmq:3-management"
+    assert only_kind.image == "rabbitmq:4-management"
     with pytest.raises(Exception):
         ServiceSpec.from_any({})
 
@@ -248,6 +250,6 @@ def test_manager_missing_image_and_failed_start_are_outcomes():
     sm = ServiceManager(_Engine(set()), "n")
     out = sm.start([{"name": "mongo", "image": "mongo:6"}]).outcomes[0]
     assert not out.healthy and out.image is None and "no stand-in" in out.note
-    sm2 = ServiceManager(_Engine({"redis:7"}, fail_start=True), "n")
+    sm2 = ServiceManager(_Engine({"redis:8"}, fail_start=True), "n")
     out2 = sm2.start([{"name": "redis"}]).outcomes[0]
     assert not out2.healthy and "did not start" in out2.note
