@@ -113,6 +113,7 @@ class Provider:
     def commit_message(self, repo: str, sha: str) -> str: raise NotImplementedError
     def find_pulls(self, repo: str, head_branch: str, state: str = "open") -> list[PullInfo]: raise NotImplementedError
     def list_org_repos(self, org: str) -> list[RepoInfo]: raise NotImplementedError
+    def list_dir(self, repo: str, path: str, ref: str) -> list[str]: raise NotImplementedError
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: raise NotImplementedError
     # writes
     def commit_files(self, repo: str, parent_sha: str, files: dict[str, str], message: str, *,
@@ -239,6 +240,18 @@ class GitHubProvider(Provider):
             RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork))
             for r in self._gh.get_organization(org).get_repos()])
 
+    def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
+        r = self._repo(repo)
+        try:
+            items = self._call(f"list {path}@{ref}", lambda: r.get_contents(path, ref=ref))
+        except GitHubError as exc:
+            if self._absent(exc):
+                return []
+            raise
+        if not isinstance(items, list):
+            return []
+        return sorted(i.path for i in items if i.type == "file")
+
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         r = self._repo(repo)
         return self._call("list comments", lambda: next(
@@ -356,6 +369,9 @@ class DryRunProvider(Provider):
 
     def list_org_repos(self, org: str) -> list[RepoInfo]:
         return self.inner.list_org_repos(org) if self.inner else []
+
+    def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
+        return self.inner.list_dir(repo, path, ref) if self.inner else []
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         return self.inner.find_comment(repo, number, marker) if self.inner else None

@@ -42,10 +42,19 @@ def _commit_fingerprint(message: str) -> str | None:
 def publish_environment(provider: Provider, repo: str, *, base: str, files: dict[str, str],
                         fingerprint: str, title: str, body: str, labels: list[str] | tuple[str, ...] = (),
                         commit_message: str = "Add a proven development environment") -> PublishResult:
-    """Create or refresh the bot's PR against ``base`` with ``files`` (repository-relative)."""
-    branch = bot_branch(provider.branch_prefix, base)
+    """Create or refresh the bot's PR against ``base`` with ``files`` (repository-relative).
+    Never touches ``.github/workflows/`` (SECURITY.md S6)."""
+    return publish_pull_request(provider, repo, base=base, branch=bot_branch(provider.branch_prefix, base),
+                                files=files, fingerprint=fingerprint, title=title, body=body, labels=labels,
+                                commit_message=commit_message, allow_workflows=False)
+
+
+def publish_pull_request(provider: Provider, repo: str, *, base: str, branch: str, files: dict[str, str],
+                         fingerprint: str, title: str, body: str, labels: list[str] | tuple[str, ...] = (),
+                         commit_message: str, allow_workflows: bool = False) -> PublishResult:
+    """The one-PR-per-branch mechanics shared by the environment PR and the rollout PR."""
     check_branch(branch, provider.branch_prefix)
-    check_paths(files, allow_workflows=False)
+    check_paths(files, allow_workflows=allow_workflows)
     if not files:
         raise GitHubError("nothing to publish: no files were generated")
     if read_fingerprint(body) != fingerprint:
@@ -74,7 +83,7 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
         if base_sha is None:
             raise GitHubError(f"base branch {base!r} does not exist in {repo}")
         message = f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
-        commit = provider.commit_files(repo, base_sha, files, message)
+        commit = provider.commit_files(repo, base_sha, files, message, allow_workflows=allow_workflows)
         provider.set_branch(repo, branch, commit)
 
     if open_pulls:

@@ -356,7 +356,16 @@ class GitHubDouble:
             path = unquote(m.group(1))
             files = repo.files_at(q.get("ref", repo.default_branch))
             if path not in files:
-                return 404, {"message": "Not Found"}
+                children = sorted({p for p in files if p.startswith(path.rstrip("/") + "/")
+                                   and "/" not in p[len(path.rstrip("/")) + 1:]})
+                if not children:
+                    return 404, {"message": "Not Found"}
+                return 200, [{"type": "file", "name": p.split("/")[-1], "path": p, "sha": _sha("blob", files[p]),
+                              "size": len(files[p]), "url": self._u(repo, f"/contents/{p}"),
+                              "git_url": self._u(repo, f"/git/blobs/{_sha('blob', files[p])}"),
+                              "html_url": f"https://github.com/{repo.full_name}/blob/main/{p}",
+                              "download_url": None, "_links": {"self": self._u(repo, f"/contents/{p}")}}
+                             for p in children]
             data = files[path]
             sha = _sha("blob", data)
             return 200, {"type": "file", "encoding": "base64", "size": len(data), "name": path.split("/")[-1],

@@ -1,0 +1,173 @@
+"""`setupbot rollout`: one pull request per repository that adds the setupbot caller workflow, or
+edits the existing one in place (ruamel.yaml round trip: comments and layout survive).
+Idempotent: a repository whose workflow is already current gets no write call."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+from ruamel.yaml import YAML
+
+from bot.errors import GitHubError, InputError
+from bot.github.provider import Provider
+from bot.github.publish import publish_pull_request
+from bot.report.render import MARKER_TEXT, environment, fingerprint_marker
+
+log = logging.getLogger(__name__)
+WORKFLOW_DIR = ".github/workflows"
+CALLER_PATH = f"{WORKFLOW_DIR}/setupbot.yml"
+REUSABLE = ".github/workflows/setupbot.yml"
+DEFAULT_CRON = "17 4 * * 1"
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
+
+
+@dataclass
+class RolloutResult:
+    repo: str
+    action: str            # created | updated | unchanged | closed-unchanged | skipped | failed
+    path: str = ""
+    number: int | None = None
+    detail: str = ""
+
+
+def _yaml() -> YAML:
+    y = YAML()           # round-trip mode: comments, key order, quotes and flow style are kept
+    y.preserve_quotes = True
+    y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+def render_caller(*, default_branch: str, setupbot_repository: str, ref: str, cron: str = DEFAULT_CRON) -> str:
+    env = environment()
+    env.filters["yamlstr"] = lambda v: json.dumps(str(v))
+    return env.get_template("workflows/setupbot-caller.yml.j2").render(
+        marker=f"{MARKER_TEXT}: remove this line to keep your own version", default_branch=default_branch,
+        reusable=f"{setupbot_repository}/{REUSABLE}", ref=ref, setupbot_repository=setupbot_repository,
+        cron=cron).rstrip("\n") + "\n"
+
+
+def calls_setupbot(job: object, setupbot_repository: str) -> bool:
+    uses = job.get("uses") if isinstance(job, dict) else None
+    return isinstance(uses, str) and uses.split("@")[0] == f"{setupbot_repository}/{REUSABLE}"
+
+
+def update_workflow_text(text: str, *, setupbot_repository: str, ref: str) -> str | None:
+    """Re-pin every job of ``text`` that calls setupbot's reusable workflow to ``ref``, keeping
+    everything else byte for byte where ruamel can. None when no job calls setupbot."""
+    y = _yaml()
+    try:
+        data = y.load(text)
+    except Exception as exc:  # ruamel raises several unrelated types for bad YAML
+        raise InputError(f"cannot parse the workflow: {exc}") from exc
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(jobs, dict):
+        return None
+    found = False
+    for job in jobs.values():
+        if not calls_setupbot(job, setupbot_repository):
+            continue
+        found = True
+        job["uses"] = f"{setupbot_repository}/{REUSABLE}@{ref}"
+        inputs = job.get("with")
+        if isinstance(inputs, dict) and "setupbot-ref" in inputs:
+            inputs["setupbot-ref"] = ref
+        perms = job.get("permissions")
+        if isinstance(perms, dict):
+            for scope in ("contents", "pull-requests"):
+                if perms.get(scope) != "write":
+                    perms[scope] = "write"
+    if not found:
+        return None
+    out = io.StringIO()
+    y.dump(data, out)
+    return out.getvalue()
+
+
+def plan_repository(provider: Provider, repo: str, *, setupbot_repository: str, ref: str,
+                    cron: str = DEFAULT_CRON) -> tuple[dict[str, str], str, bool]:
+    """(files to write, default branch, edited-existing?) for one repository; files is empty when
+    the workflow is already current."""
+    info = provider.repo_info(repo)
+    base = info.default_branch
+    for path in provider.list_dir(repo, WORKFLOW_DIR, base):
+        if not path.endswith((".yml", ".yaml")):
+            continue
+        current = provider.read_file(repo, path, base)
+        if current is None:
+            continue
+        try:
+            updated = update_workflow_text(current, setupbot_repository=setupbot_repository, ref=ref)
+        except InputError as exc:
+            log.warning("%s: %s: %s", repo, path, exc.what)
+            continue
+        if updated is not None:
+            return ({} if updated == current else {path: updated}), base, True
+    path = CALLER_PATH
+    existing = provider.read_file(repo, path, base)
+    if existing is not None and MARKER_TEXT not in existing.lower():
+        path = f"{WORKFLOW_DIR}/setupbot-environment.yml"   # never replace someone's own setupbot.yml
+    text = render_caller(default_branch=base, setupbot_repository=setupbot_repository, ref=ref, cron=cron)
+    current = provider.read_file(repo, path, base) if path != CALLER_PATH else existing
+    return ({} if current == text else {path: text}), base, False
+
+
+def rollout_repository(provider: Provider, repo: str, *, setupbot_repository: str, ref: str,
+                       cron: str = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> RolloutResult:
+    files, base, edited = plan_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
+                                          cron=cron)
+    if not files:
+        return RolloutResult(repo, "unchanged", detail="the workflow already calls setupbot at this ref")
+    path = next(iter(files))
+    fingerprint = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:32]
+    body = environment().get_template("report/rollout-body.md.j2").render(
+        fingerprint_marker=fingerprint_marker(fingerprint), created=not edited, path=path, default_branch=base,
+        reusable=f"{setupbot_repository}/{REUSABLE}", ref=ref, edited=edited)
+    result = publish_pull_request(provider, repo, base=base, branch=f"{provider.branch_prefix}rollout",
+                                  files=files, fingerprint=fingerprint, title="Add the setupbot workflow",
+                                  body=body, labels=labels, allow_workflows=True,
+                                  commit_message="Add the setupbot workflow")
+    return RolloutResult(repo, result.action, path, result.number)
+
+
+def read_repo_list(path: Path) -> list[str]:
+    repos = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc}", "Give a file with one owner/name per line.") from exc
+    for n, line in enumerate(lines, 1):
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        if not REPO_RE.match(name):
+            log.warning("%s:%d: %r is not owner/name; skipped", path, n, name)
+            continue
+        repos.append(name)
+    return list(dict.fromkeys(repos))
+
+
+def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, ref: str,
+            cron: str = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> list[RolloutResult]:
+    if not SHA_RE.match(ref):
+        raise InputError(f"--ref must be a full 40-character commit SHA, not {ref!r}",
+                         "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.")
+    if not REPO_RE.match(setupbot_repository):
+        raise InputError(f"--setupbot-repository must be owner/name, not {setupbot_repository!r}")
+    results = []
+    for repo in repos:
+        try:
+            results.append(rollout_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
+                                              cron=cron, labels=labels))
+        except (GitHubError, InputError, jinja2.TemplateError) as exc:
+            # One repository's failure does not stop the others.
+            results.append(RolloutResult(repo, "failed", detail=getattr(exc, "what", str(exc))))
+    return results

