@@ -26,12 +26,18 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
             ev.warn(rel, int(m.group(1)) if m else None, f"malformed lock file ({exc}); ignored")
             continue
         lock = LockFile(kind, rel)
+        versions: dict[str, set[str]] = {}
+        for pkg in data.get("package") or []:
+            if isinstance(pkg, dict) and isinstance(pkg.get("name"), str) and isinstance(pkg.get("version"), str):
+                versions.setdefault(canonicalize_name(pkg["name"]), set()).add(pkg["version"])
         for pkg in data.get("package") or []:
             if isinstance(pkg, dict) and isinstance(pkg.get("name"), str) and isinstance(pkg.get("version"), str):
                 source = pkg.get("source")
                 if kind == "uv" and isinstance(source, dict) and ("editable" in source or "virtual" in source):
                     continue  # the project itself
-                lock.pins.setdefault(canonicalize_name(pkg["name"]), pkg["version"])
+                # several versions locked for different Pythons: let pip pick within the range
+                if len(versions[canonicalize_name(pkg["name"])]) == 1:
+                    lock.pins.setdefault(canonicalize_name(pkg["name"]), pkg["version"])
         meta = data.get("metadata") or {}
         py = None
         if kind == "poetry" and isinstance(meta.get("python-versions"), str):

@@ -25,7 +25,7 @@ def _expand_braces(text: str) -> list[str]:
 
 def _envs(envlist: str) -> list[str]:
     out = []
-    for part in re.split(r"[,\n]", envlist):
+    for part in re.split(r",(?![^{]*\})|\n", envlist):
         part = part.strip()
         if part:
             out += _expand_braces(part)

@@ -20,6 +20,9 @@ SCM_ENV = {"setuptools-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "hatch-vcs": ["
            "poetry-dynamic-versioning": ["POETRY_DYNAMIC_VERSIONING_BYPASS"],
            "setuptools-git-versioning": ["SETUPTOOLS_SCM_PRETEND_VERSION"]}
 # Debian packages a CI file may name that do not belong in a python:X-slim image
+# distributions that only install on Windows or macOS: never in a Linux image
+NOT_ON_LINUX = {"pywin32", "pypiwin32", "pywinauto", "wmi", "comtypes", "windows-curses", "win10toast", "pywinpty",
+                "pyobjc", "pyobjc-core", "pyobjc-framework-cocoa", "appnope", "pythonnet", "winshell", "colorama-win"}
 _APT_SKIP = re.compile(r"^(python3?(-.*)?|python3\.\d+.*|sudo|software-properties-common|apt-transport-https|lsb-release|curl|wget|gnupg2?|ca-certificates)$")
 
 
@@ -91,6 +94,14 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             continue
         group = r.group
         install = group in installed_groups or (group == "conda" and not has_pip_manifest)
+        if install and r.name in NOT_ON_LINUX:
+            try:
+                marker = PkgReq(r.spec).marker
+            except InvalidRequirement:
+                marker = None
+            if marker is None:
+                warnings.append(ScanWarning(r.source.file, r.source.line, f"{r.name} installs only on Windows/macOS; left out"))
+                install = False
         norm_group = MAIN if group in (MAIN, "conda") else TEST if install else group
         nid = f"package:{r.name}"
         existing = g.nodes.get(nid)
@@ -181,6 +192,9 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             inode.attrs["candidate"] = canonicalize_name(cands[0])
             continue
         name = canonicalize_name(chosen)
+        if name in NOT_ON_LINUX:
+            inode.attrs["platform"] = "not installable on Linux"
+            continue
         nid = f"package:{name}"
         pn = g.nodes.get(nid) or g.add(Node(nid, "PACKAGE", name, "UNKNOWN", action="pip" if want else None,
                                             attrs={"spec": chosen, "group": TEST if not no_manifest else MAIN,
@@ -245,13 +259,14 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         if not dist:
             continue
         name = canonicalize_name(dist)
-        if name in declared and declared[name].action:
-            declared[name].add_evidence(*_ev(src))
+        provider = g.nodes.get(f"package:{name}")
+        if provider is not None and provider.action == "pip":
+            provider.add_evidence(*_ev(src))
             continue
         t = g.add(Node(f"tool:{name}", "TOOL", name, "SATISFIED", action="tool", attrs={"spec": name}))
         t.add_evidence(*_ev(src))
     for t in g.of_type("TOOL"):
-        provider = declared.get(t.name)
+        provider = g.nodes.get(f"package:{t.name}")
         if provider is not None and provider.action == "pip":
             # the project already installs it (with its own pin): nothing to add
             t.action = None

@@ -1,0 +1,158 @@
+"""Evidence scanners over the plan-* fixture repositories and hostile inputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bot.evidence import scan_repository
+from bot.evidence.reqparse import poetry_constraint
+
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+
+
+def names(ev, group=None):
+    return {r.name for r in ev.requirements if group is None or r.group == group}
+
+
+def test_poetry_dependencies_groups_extras_and_lock():
+    ev = scan_repository(REPOS / "plan-poetry-only")
+    assert "requests" in names(ev, "main")
+    assert {"pytest", "pytest-mock"} <= names(ev, "test")
+    assert "pyyaml" in names(ev, "extra:yaml")
+    req = next(r for r in ev.requirements if r.name == "requests")
+    assert req.spec == "requests<3.0,>=2.31" or req.spec == "requests>=2.31,<3.0" or ">=2.31" in req.spec
+    assert req.source.file == "pyproject.toml" and req.source.line == 9
+    assert ev.locks[0].kind == "poetry" and ev.locks[0].pins["requests"] == "2.31.0"
+    assert any(c.kind == "requires" and c.value.startswith(">=3.9") for c in ev.python)
+
+
+def test_poetry_constraint_translation():
+    assert poetry_constraint("^1.2.3") == ">=1.2.3,<2"
+    assert poetry_constraint("^0.2") == ">=0.2,<0.3"
+    assert poetry_constraint("~1.4") == ">=1.4,<1.5"
+    assert poetry_constraint("*") == ""
+    assert poetry_constraint("1.0") == "==1.0"
+
+
+def test_requirements_includes_hashes_markers_and_bad_lines():
+    ev = scan_repository(REPOS / "plan-requirements-includes")
+    assert {"click", "numpy", "six", "attrs"} <= names(ev, "main")
+    assert {"pytest", "requests-mock"} <= names(ev, "test")
+    numpy = next(r for r in ev.requirements if r.name == "numpy")
+    assert numpy.spec == "numpy==1.26.4" and "hash" not in numpy.spec
+    click = next(r for r in ev.requirements if r.name == "click")
+    assert 'python_version >= "3.8"' in click.spec
+    msgs = [str(w) for w in ev.warnings]
+    assert any("requirements-test.txt:3" in m and "cannot parse" in m for m in msgs)
+    assert any("--index-url" in m for m in msgs)
+
+
+def test_setup_py_is_read_statically():
+    ev = scan_repository(REPOS / "plan-setup-py-only")
+    assert {"requests", "psycopg2", "lxml"} <= names(ev, "main")
+    assert "pytest" in names(ev, "extra:test")
+    assert ev.project.name == "setup-demo"
+    assert ev.project.c_extensions is not None and ev.project.c_extensions.file == "setup.py"
+    assert ("test", ev.test_extras[0][1]) == ev.test_extras[0]
+    assert {c.value for c in ev.python if c.kind == "tested"} == {"3.10", "3.11"}
+
+
+def test_workflow_services_env_matrix_and_apt():
+    ev = scan_repository(REPOS / "plan-ci-services")
+    kinds = {s.kind: s for s in ev.services}
+    assert kinds["postgres"].image == "postgres:15" and kinds["postgres"].env["POSTGRES_DB"] == "test"
+    assert kinds["postgres"].ports == ["5432:5432"]
+    assert kinds["redis"].evidence[0].file == ".github/workflows/ci.yml"
+    assert "DATABASE_URL" in ev.env and "API_TOKEN" not in ev.env  # secrets are never copied
+    assert {c.value for c in ev.python if c.kind == "tested"} >= {"3.9", "3.10", "3.11"}
+    assert {"libpq-dev", "gettext"} <= {p for p, _ in ev.apt_packages}
+    assert any(a[0] == "pytest" for a, _ in ev.test_commands)
+
+
+def test_compose_services_skip_the_application_and_expressions():
+    ev = scan_repository(REPOS / "plan-compose")
+    kinds = {s.kind: s for s in ev.services}
+    assert set(kinds) == {"mongodb", "rabbitmq"}
+    assert "RABBITMQ_DEFAULT_PASS" not in kinds["rabbitmq"].env
+    assert kinds["rabbitmq"].env["RABBITMQ_DEFAULT_USER"] == "guest"
+
+
+def test_malformed_files_are_warnings_and_the_rest_is_read():
+    ev = scan_repository(REPOS / "plan-malformed-pyproject")
+    w = [x for x in ev.warnings if x.file == "pyproject.toml"]
+    assert w and w[0].line == 4 and "malformed TOML" in w[0].message
+    assert {"requests", "rich"} <= names(ev, "main")
+    ev = scan_repository(REPOS / "plan-malformed-workflow")
+    w = [x for x in ev.warnings if x.file.endswith("broken.yml")]
+    assert w and w[0].line == 5 and "malformed YAML" in w[0].message
+    assert "3.10" in {c.value for c in ev.python if c.kind == "tested"}  # the good workflow still counts
+
+
+def test_pytest_addopts_name_plugins_and_scm_is_detected():
+    ev = scan_repository(REPOS / "plan-scm-plugins")
+    plugins = {d for d, _ in ev.pytest_plugins}
+    assert {"pytest-cov", "pytest-xdist", "pytest-timeout", "pytest-asyncio"} <= plugins
+    assert ev.project.scm_tool == "setuptools-scm"
+
+
+def test_imports_optional_local_and_tests():
+    ev = scan_repository(REPOS / "plan-imports-only")
+    mods = {u.module: u for u in ev.imports}
+    assert mods["cv2"].optional and not mods["yaml"].optional
+    assert "helpers" in ev.local_modules and "app" in ev.local_modules
+    assert mods["pytest"].in_tests
+
+
+def test_tox_nox_readme_and_lock_evidence():
+    ev = scan_repository(REPOS / "plan-tox-unittest")
+    assert ev.test_commands[0][0][:3] == ["python", "-m", "unittest"]
+    assert {c.value for c in ev.python if c.kind == "tested"} == {"3.9", "3.10", "3.11"}
+    ev = scan_repository(REPOS / "plan-nox-readme")
+    assert "tests" in {e for e, _ in ev.test_extras}
+    assert "pytest-xdist" in names(ev, "test")
+    assert any(s.detail.startswith("docs") for _, s in ev.test_commands)
+    ev = scan_repository(REPOS / "plan-uv-groups")
+    assert {"pytest", "mypy"} <= names(ev, "test")  # include-group followed
+    assert ev.project.scm_tool == "hatch-vcs"
+    assert ev.locks[0].pins == {"pydantic": "2.7.1"}
+
+
+def test_pipfile_and_conda():
+    ev = scan_repository(REPOS / "plan-pipfile")
+    assert {"flask", "sqlalchemy"} <= names(ev, "main") and "pytest" in names(ev, "test")
+    assert any(c.kind == "pin" and c.value == "3.11" for c in ev.python)
+    ev = scan_repository(REPOS / "plan-pin-conda")
+    assert "tqdm" in names(ev, "main") and "numpy" in names(ev, "conda")
+    assert ev.python[0].kind == "pin" and ev.python[0].value == "3.10"
+
+
+def test_hostile_files_are_skipped_with_warnings(tmp_path: Path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    outside = tmp_path / "secret.txt"
+    outside.write_text("requests\n")
+    os.symlink(outside, repo / "requirements.txt")
+    (repo / "requirements-dev.txt").write_bytes(b"pytest\n\xff\xfe caf\xe9\n")
+    (repo / "setup.py").write_text("from setuptools import setup\nsetup(install_requires=['x' + 'y'], name=open('n').read())\n" +
+                                   "import os; os.system('touch " + str(tmp_path / "pwned") + "')\n")
+    (repo / "big.py").write_text("import numpy\n" + "#" * (3 * 1024 * 1024))
+    (repo / "junk.py").write_bytes(b"import os\x00\x01\x02")
+    (repo / "pyproject.toml").write_text("[project]\nname = 'hostile'\n")
+    ev = scan_repository(repo)
+    msgs = [str(w) for w in ev.warnings]
+    assert any("requirements.txt" in m and "outside the repository" in m for m in msgs)
+    assert any("requirements-dev.txt:2" in m and "UTF-8" in m for m in msgs)
+    assert any("big.py" in m and "larger than" in m for m in msgs)
+    assert any("junk.py" in m and "binary" in m for m in msgs)
+    assert not (tmp_path / "pwned").exists()  # setup.py is parsed, never run
+    assert "requests" not in names(ev)
+
+
+def test_not_a_directory_is_an_input_error(tmp_path: Path):
+    from bot.errors import InputError
+
+    with pytest.raises(InputError):
+        scan_repository(tmp_path / "missing")
