@@ -1,0 +1,168 @@
+"""The runner-container session: one hardened container the loop works in, with a LIFO stack
+of snapshots for speculative repairs (try a fix; keep it, or roll back to the snapshot).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from bot.engine.ca import CA_ENV, CONTAINER_EXTRA
+from bot.engine.results import ExecResult
+from bot.errors import EngineError
+
+if TYPE_CHECKING:
+    from bot.engine.core import Engine
+
+log = logging.getLogger(__name__)
+
+# PID 1 is tini (``init``); this keeps the container alive between commands. A number, not
+# "infinity", so busybox sleep understands it too.
+KEEPER = ("sleep", "2147483647")
+_MERGE_PATH = "/tmp/setupbot-ca-merge.sh"
+
+
+class RunnerSession:
+    """``with engine.session(image) as s:`` -- the container exists inside the block only
+    (unless ``engine.keep_containers``), and so do its snapshot images."""
+
+    def __init__(self, engine: "Engine", image: str, *, env: Mapping[str, str] | None = None,
+                 workdir: str = "/workspace", network: str | None = None,
+                 name_hint: str = "runner") -> None:
+        self.engine = engine
+        self.image = image
+        self.workdir = workdir
+        self.network = network
+        self.name = engine.next_name(name_hint)
+        self._inject_ca = engine.ca is not None and not engine.carries_ca(image)
+        # The container's environment: what the image sets, what the caller names, and the CA
+        # variables. Nothing is taken from the bot's own environment.
+        self.env = {**(CA_ENV if self._inject_ca else {}), **dict(env or {})}
+        self._stack: list[tuple[str, str]] = []   # (image tag, note), oldest first
+        self._snapshots_made = 0
+        self._started = False
+
+    # --------------------------------------------------------------- lifecycle
+    def __enter__(self) -> "RunnerSession":
+        try:
+            self._create(self.image)
+            if self._inject_ca:
+                self._install_ca()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _create(self, image: str) -> None:
+        self.engine.create_container(image, name=self.name, env=self.env, workdir=self.workdir,
+                                     network=self.network, entrypoint=KEEPER[0], command=KEEPER[1:],
+                                     labels={"setupbot.role": "runner"})
+        self.engine.start(self.name)
+        self._started = True
+
+    def _install_ca(self) -> None:
+        from bot.engine.ca import MERGE_SCRIPT
+        from bot.paths import templates_dir
+
+        assert self.engine.ca is not None
+        script = (templates_dir() / "images" / MERGE_SCRIPT).read_bytes()
+        self.engine.put_archive(self.name, {CONTAINER_EXTRA: self.engine.ca.pem, _MERGE_PATH: script})
+        r = self.exec(["sh", _MERGE_PATH], timeout=120)
+        self.exec(["rm", "-f", _MERGE_PATH], timeout=60)
+        if r.exit_code != 0:
+            log.warning("CA merge in %s exited %s: %s", self.name, r.exit_code, r.output[-500:])
+
+    def close(self) -> None:
+        if self.engine.settings.engine.keep_containers:
+            log.warning("keeping container %s and %d snapshot(s) (engine.keep_containers)",
+                        self.name, len(self._stack))
+            return
+        try:
+            self.engine._cli(["rm", "-f", "-v", self.name], check=False)
+        finally:
+            for tag, _ in reversed(self._stack):
+                self.engine._cli(["rmi", "-f", tag], check=False)
+            self._stack.clear()
+            self._started = False
+
+    # --------------------------------------------------------------- commands
+    def exec(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+             timeout: float | None = None, workdir: str | None = None) -> ExecResult:
+        """Run ``argv`` (a list, never a shell string). Over ``timeout`` seconds (default
+        engine.command_timeout) every process in the container is killed and the result says
+        ``timed_out``."""
+        if not self._started:
+            raise EngineError("the runner session is not open", "Use it inside `with engine.session(...)`.")
+        if isinstance(argv, str):
+            raise TypeError("exec takes an argv list, not a shell string")
+        limit = self.engine.settings.engine.command_timeout if timeout is None else timeout
+        return self.engine._exec(self.name, list(argv), env=env, timeout=limit, workdir=workdir)
+
+    def kill_processes(self) -> None:
+        """Kill everything running in the container (background processes included); the
+        filesystem stays."""
+        self.engine._kill_container_processes(self.name)
+
+    def copy_in(self, host_path: Path | str, container_path: str) -> None:
+        """Copy a file, or a directory's contents, into the container."""
+        src = Path(host_path)
+        if not src.exists():
+            raise EngineError(f"cannot copy {src} into the runner: it does not exist")
+        if src.is_dir():
+            self.exec(["mkdir", "-p", container_path], timeout=60)
+            self.engine._cli(["cp", f"{src}/.", f"{self.name}:{container_path}"], timeout=900)
+        else:
+            parent = container_path.rsplit("/", 1)[0] or "/"
+            self.exec(["mkdir", "-p", parent], timeout=60)
+            self.engine._cli(["cp", str(src), f"{self.name}:{container_path}"], timeout=900)
+
+    # --------------------------------------------------------------- snapshots
+    @property
+    def depth(self) -> int:
+        return len(self._stack)
+
+    @property
+    def snapshots(self) -> list[tuple[str, str]]:
+        return list(self._stack)
+
+    def snapshot(self, note: str = "") -> str:
+        """Commit the container's filesystem and push it; returns the image id."""
+        self._snapshots_made += 1
+        suffix = self.name[len(f"setupbot-{self.engine.run_id}-"):]
+        tag = f"setupbot/snapshot:{self.engine.run_id}-{suffix}-{self._snapshots_made}"
+        changes = [f"LABEL setupbot=1 setupbot.run={self.engine.run_id} setupbot.snapshot=1"]
+        args = ["commit"]
+        for c in changes:
+            args += ["--change", c]
+        self.engine._cli([*args, self.name, tag], timeout=900)
+        self._stack.append((tag, note))
+        image_id = self.engine.image_id(tag)
+        assert image_id
+        return image_id
+
+    def rollback(self, n: int = 1) -> None:
+        """Restore the n-th most recent snapshot: a new container from it with the same name,
+        mounts, environment, working directory and network. The frames above it are dropped;
+        it stays on top, so the next try can roll back to it again."""
+        if n < 1 or n > len(self._stack):
+            raise EngineError(f"cannot roll back {n} snapshot(s): the stack holds {len(self._stack)}",
+                              "Take a snapshot before trying a change.")
+        target, _ = self._stack[-n]
+        for tag, _ in reversed(self._stack[len(self._stack) - n + 1:]):
+            self.engine._cli(["rmi", "-f", tag], check=False)
+        del self._stack[len(self._stack) - n + 1:]
+        self.engine._cli(["rm", "-f", "-v", self.name])
+        self._started = False
+        self._create(target)
+
+    def drop(self, n: int = 1) -> None:
+        """Pop ``n`` frames without restoring (the change made since is kept)."""
+        if n < 0 or n > len(self._stack):
+            raise EngineError(f"cannot drop {n} snapshot(s): the stack holds {len(self._stack)}")
+        for _ in range(n):
+            tag, _ = self._stack.pop()
+            self.engine._cli(["rmi", "-f", tag], check=False)

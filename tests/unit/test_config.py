@@ -1,0 +1,66 @@
+"""Settings chain: defaults -> repository file -> SETUPBOT_* environment -> command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.config import load_settings
+from bot.errors import ConfigError
+
+
+def test_packaged_defaults_resolve():
+    s = load_settings(None, environ={})
+    assert s.engine.kind == "docker"
+    assert s.engine.pids_limit == 1024
+    assert s.ca.file == "auto"
+    assert s.images.suites == ("bookworm", "trixie")
+
+
+def test_unknown_key_names_the_closest_one(tmp_path):
+    cfg = tmp_path / "setupbot.yml"
+    cfg.write_text("engine:\n  memroy: 2g\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(None, environ={}, config_file=cfg)
+    assert "engine.memroy" in err.value.what
+    assert "Did you mean 'memory'?" in err.value.what
+
+
+def test_unknown_section_names_the_closest_one(tmp_path):
+    cfg = tmp_path / "setupbot.yml"
+    cfg.write_text("engin:\n  kind: docker\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(None, environ={}, config_file=cfg)
+    assert "Did you mean 'engine'?" in err.value.what
+
+
+def test_repository_file_then_environment_then_command_line(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".github").mkdir(parents=True)
+    (repo / ".github" / "setupbot.yml").write_text("engine:\n  pids_limit: 300\n  memory: 1g\nca:\n  file: ''\n")
+    s = load_settings(repo, environ={})
+    assert (s.engine.pids_limit, s.engine.memory, s.ca.file) == (300, "1g", "")
+    s = load_settings(repo, environ={"SETUPBOT_ENGINE_PIDS_LIMIT": "200"})
+    assert s.engine.pids_limit == 200 and s.engine.memory == "1g"
+    s = load_settings(repo, environ={"SETUPBOT_ENGINE_PIDS_LIMIT": "200"},
+                      overrides={"engine": {"pids_limit": 100, "memory": None}})
+    assert s.engine.pids_limit == 100 and s.engine.memory == "1g"
+
+
+def test_environment_values_are_coerced_and_checked():
+    s = load_settings(None, environ={"SETUPBOT_ENGINE_KEEP_CONTAINERS": "yes", "SETUPBOT_ENGINE_CPUS": "1.5"})
+    assert s.engine.keep_containers is True and s.engine.cpus == 1.5
+    with pytest.raises(ConfigError) as err:
+        load_settings(None, environ={"SETUPBOT_ENGINE_PIDS_LIMIT": "many"})
+    assert "pids_limit" in err.value.what
+
+
+def test_unknown_environment_variable_is_rejected():
+    with pytest.raises(ConfigError) as err:
+        load_settings(None, environ={"SETUPBOT_ENGNE_KIND": "docker"})
+    assert "SETUPBOT_ENGNE_KIND" in err.value.what
+
+
+def test_engine_kind_is_checked():
+    with pytest.raises(ConfigError):
+        load_settings(None, environ={"SETUPBOT_ENGINE_KIND": "lxc"})
+    assert load_settings(None, environ={"SETUPBOT_ENGINE_KIND": "podman"}).engine.kind == "podman"

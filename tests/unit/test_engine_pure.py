@@ -1,0 +1,158 @@
+"""The engine's pure parts: Dockerfile FROM handling, CA resolution, recipes, hardening."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bot.config import load_settings
+from bot.engine import dockerfile, recipes
+from bot.engine.ca import CA_ENV, resolve_ca_bundle
+from bot.engine.core import new_run_id, render_template
+from bot.engine.hardening import Limits, hardened_create_kwargs
+from bot.engine.images import _template_extra, select_recipes
+from bot.errors import ConfigError
+
+PEM = b"-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUSETUPBOTTEST\n-----END CERTIFICATE-----\n"
+
+
+# ------------------------------------------------------------------ Dockerfile FROM lines
+MULTI = """\
+ARG PY=3.13
+FROM python:${PY}-slim AS build
+RUN pip wheel .
+FROM --platform=linux/amd64 debian:bookworm-slim
+COPY --from=build /wheels /wheels
+from build as again
+FROM scratch
+"""
+
+
+def test_base_images_skip_stages_and_scratch_and_substitute_global_args():
+    assert dockerfile.base_images(MULTI) == ["python:3.13-slim", "debian:bookworm-slim"]
+
+
+def test_replace_bases_touches_only_the_mapped_from_lines():
+    out = dockerfile.replace_bases(MULTI, {"python:3.13-slim": "setupbot/ca-base:abc",
+                                           "debian:bookworm-slim": "setupbot/ca-base:def"})
+    lines = out.splitlines()
+    assert lines[1] == "FROM setupbot/ca-base:abc AS build"
+    assert lines[3] == "FROM --platform=linux/amd64 setupbot/ca-base:def"
+    assert lines[5] == "from build as again"
+    assert lines[6] == "FROM scratch"
+    assert [l for i, l in enumerate(lines) if i not in (1, 3)] == \
+           [l for i, l in enumerate(MULTI.splitlines()) if i not in (1, 3)]
+
+
+def test_replace_bases_without_mapping_is_identity():
+    assert dockerfile.replace_bases(MULTI, {}) == MULTI
+
+
+# ------------------------------------------------------------------ CA
+def test_ca_auto_uses_ssl_cert_file_even_at_the_distribution_path(tmp_path):
+    bundle = tmp_path / "ca-certificates.crt"
+    bundle.write_bytes(PEM)
+    ca = resolve_ca_bundle("auto", {"SSL_CERT_FILE": str(bundle)})
+    assert ca is not None and ca.pem == PEM and len(ca.fingerprint) == 16
+
+
+def test_ca_auto_falls_back_to_requests_bundle_and_to_nothing(tmp_path):
+    bundle = tmp_path / "b.pem"
+    bundle.write_bytes(PEM)
+    assert resolve_ca_bundle("auto", {"REQUESTS_CA_BUNDLE": str(bundle)}).path == bundle
+    assert resolve_ca_bundle("auto", {}) is None
+
+
+def test_ca_empty_disables():
+    assert resolve_ca_bundle("", {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt"}) is None
+
+
+def test_ca_file_errors_say_what_to_do(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        resolve_ca_bundle(str(tmp_path / "missing.pem"), {})
+    assert "ca.file" in err.value.what and err.value.fix
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    with pytest.raises(ConfigError):
+        resolve_ca_bundle(str(junk), {})
+
+
+def test_finish_template_carries_the_ca_only_when_asked():
+    with_ca = render_template("images/finish.Dockerfile.j2", base="x:1", ca=True, ca_env=CA_ENV,
+                              env={"PYTHON_VERSION": "3.13.5"})
+    assert "COPY setupbot-extra-ca.crt" in with_ca and "ENV PYTHON_VERSION=3.13.5" in with_ca
+    assert "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" in with_ca
+    without = render_template("images/finish.Dockerfile.j2", base="x:1", ca=False, ca_env=CA_ENV, env={})
+    assert "crt" not in without and without.strip() == "FROM x:1"
+
+
+# ------------------------------------------------------------------ recipes
+def test_python_stand_in_template_behaves_like_the_official_image():
+    settings = load_settings(None, environ={})
+    r = recipes.python_recipe("3.13", "trixie")
+    text = render_template(r.template, **r.template_variables(_template_extra(settings)))
+    assert text.startswith("FROM debian:trixie-slim")
+    assert "rm -f /usr/lib/python3.13/EXTERNALLY-MANAGED" in text
+    assert "LANG=C.UTF-8" in text and "rm -rf /var/lib/apt/lists/*" in text
+    for tool in ("python", "python3"):
+        assert f"/usr/local/bin/$name" in text and tool in text
+    assert "gcc" not in text and "build-essential" not in text
+
+
+def test_debian_template_uses_the_configured_mirror_and_security_suite():
+    settings = load_settings(None, environ={})
+    r = recipes.debian_recipe("bookworm")
+    text = render_template(r.template, **r.template_variables(_template_extra(settings)))
+    assert "deb http://deb.debian.org/debian bookworm main" in text
+    assert "deb http://deb.debian.org/debian-security bookworm-security main" in text
+
+
+def test_recipe_hash_changes_with_base_ca_and_variables():
+    r = recipes.python_recipe("3.11", "bookworm")
+    h = r.recipe_hash("sha256:a", "ca1")
+    assert h == r.recipe_hash("sha256:a", "ca1")
+    assert h != r.recipe_hash("sha256:b", "ca1")
+    assert h != r.recipe_hash("sha256:a", "ca2")
+    assert h != r.recipe_hash("sha256:a", "ca1", {"mirror": "http://other/debian"})
+
+
+def test_selection_pulls_in_bases_in_dependency_order():
+    settings = load_settings(None, environ={})
+    order = [r.tag for r in select_recipes(settings, pythons=["3.13"], services=[])]
+    assert order.index("debian:trixie-slim") < order.index("python:3.13-slim")
+    assert "python:3.11-slim" not in order
+    all_tags = [r.tag for r in select_recipes(settings, services=[])]
+    assert {"python:3.11-slim", "python:3.13-slim", "debian:bookworm-slim", "debian:trixie-slim"} <= set(all_tags)
+
+
+def test_selection_rejects_unknown_names_with_the_known_ones():
+    settings = load_settings(None, environ={})
+    with pytest.raises(ConfigError) as err:
+        select_recipes(settings, pythons=["2.7"], services=[])
+    assert "3.11" in err.value.fix and "3.13" in err.value.fix
+    with pytest.raises(ConfigError):
+        select_recipes(settings, pythons=[], services=["oracle"])
+
+
+def test_service_recipes_in_mapping_form_become_image_recipes():
+    r = recipes._service_recipe_from_mapping("redis", {"kind": "redis", "context": "images/services/redis",
+                                                       "base": "debian:trixie-slim",
+                                                       "tags": ["redis:7", "redis:latest"]})
+    assert (r.tag, r.aliases, r.kind, r.name, r.version) == ("redis:7", ("redis:latest",), "service", "redis", "7")
+    assert r.base == "debian:trixie-slim" and r.template == ""
+
+
+# ------------------------------------------------------------------ hardening, names
+def test_hardening_never_privileged_and_drops_everything_else():
+    kw = hardened_create_kwargs(Limits(memory="1g", pids=128, cpus=1.0))
+    assert kw["privileged"] is False and kw["cap_drop"] == ["ALL"]
+    assert "no-new-privileges" in kw["security_options"]
+    assert not {"SYS_ADMIN", "NET_ADMIN", "NET_RAW", "MKNOD", "SYS_PTRACE"} & set(kw["cap_add"])
+    assert (kw["pids_limit"], kw["memory"], kw["memory_swap"], kw["cpus"]) == (128, "1g", "1g", 1.0)
+
+
+def test_run_ids_are_unique_and_name_safe():
+    ids = {new_run_id() for _ in range(50)}
+    assert len(ids) == 50
+    assert all(re.fullmatch(r"\d{14}-[0-9a-f]{6}", i) for i in ids)
