@@ -53,7 +53,14 @@ def _shell_wrapped(argv: list[str], head: int | None = None) -> str:
     parts = [a if isinstance(a, Glob) else shlex.quote(a) for a in argv]
     if not head or len(parts) <= head + 1:
         return " ".join(parts)
-    return " ".join(parts[:head]) + "".join(f" \\\n        {p}" for p in parts[head:])
+    # one requirement per line after the command; an option stays with its value (-r file)
+    rest: list[str] = []
+    for p in parts[head:]:
+        if rest and rest[-1] in ("-r", "-c", "-e"):
+            rest[-1] += " " + p
+        else:
+            rest.append(p)
+    return " ".join(parts[:head]) + "".join(f" \\\n        {p}" for p in rest)
 
 
 def _environment() -> jinja2.Environment:
@@ -130,7 +137,7 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         if nodes:
             steps.append({"op": "RUN", "head": len(PIP), "nodes": nodes,
                           "commands": [[*PIP, *sorted({_spec(n) for n in nodes})]],
-                          "comments": [label + (f" (pinned by {nodes[0].attrs['lock']})" if any(n.attrs.get("lock") for n in nodes) else "")]
+                          "comments": [label + "".join(sorted({f" (pinned by {n.attrs['lock']})" for n in nodes if n.attrs.get("lock")}))]
                           + _where(nodes)})
     repairs = sorted(by_action.get("repair-pip", []), key=lambda n: n.name)
     if repairs:

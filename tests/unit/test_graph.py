@@ -1,0 +1,187 @@
+"""DepGraph built from the fixtures: nodes, edges, states, runtime choice, JSON, repairs."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+from bot.atoms import ATOM_KINDS, Atom
+from bot.evidence.model import PythonConstraint, Source
+from bot.graph import DepGraph, make_plan
+from bot.graph.mapping import Registry, import_table
+from bot.graph.runtime import choose_python
+from packaging.utils import canonicalize_name
+
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+PYS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
+
+
+def plan(name, pythons=PYS, **kw):
+    return make_plan(REPOS / name, None, available_pythons=pythons, resolve=False,
+                     registry=Registry(enabled=False), **kw)
+
+
+def test_import_table_has_200_names_that_differ():
+    differ = {k for k, v in import_table().items() if canonicalize_name(k) != canonicalize_name(v)}
+    assert len(differ) >= 200
+    assert import_table()["yaml"] == "PyYAML" and import_table()["sklearn"] == "scikit-learn"
+
+
+def test_imports_only_repo_maps_imports_to_distributions():
+    g = plan("plan-imports-only").graph
+    assert ("import:yaml", "package:pyyaml", "mapping") in g.edges
+    assert ("import:sklearn", "package:scikit-learn", "mapping") in g.edges
+    assert g.nodes["package:pyyaml"].action == "pip" and g.nodes["import:yaml"].state == "SATISFIED"
+    assert "import:helpers" not in g.nodes and "import:os" not in g.nodes  # local and stdlib
+    assert g.nodes["import:cv2"].attrs["optional"] is True
+    ev = g.nodes["import:yaml"].evidence[0]
+    assert ev[0] == "app.py" and ev[1] == 3
+
+
+def test_manifest_wins_over_table_and_prerequisites_point_at_runtime():
+    g = plan("plan-ci-services").graph
+    assert ("package:psycopg", "runtime:python", "prerequisite") in g.edges
+    assert ("package:@project", "package:psycopg", "prerequisite") in g.edges
+    assert ("import:psycopg", "package:psycopg", "mapping") in g.edges
+    assert g.nodes["service:postgres"].attrs["image"] == "postgres:15"
+    assert ("target:tests", "service:postgres", "prerequisite") in g.edges
+    assert g.nodes["systemlib:libpq-dev"].action == "apt"
+    assert g.nodes["package:@project"].attrs["extras"] == ["test"]
+
+
+def test_runtime_choice_prefers_tested_and_reports_unsatisfiable_floor():
+    p = plan("plan-ci-services")
+    assert p.python == "3.11"  # newest the CI matrix tests, not 3.13
+    p = plan("plan-floor-312", ["3.9", "3.10", "3.11"])
+    assert p.graph.runtime.state == "MISSING"
+    assert any("satisfies >=3.12" in w.message for w in p.warnings)
+    assert plan("plan-floor-312", ["3.11", "3.13"]).python == "3.13"
+    assert plan("plan-pipfile").python == "3.11"  # Pipfile python_version pin
+    assert plan("plan-pin-conda").python == "3.10"  # .python-version
+
+
+def test_runtime_choice_unit():
+    s = Source("pyproject.toml", 3)
+    c = [PythonConstraint("requires", ">=3.9,<3.12", s), PythonConstraint("tested", "3.10", s)]
+    assert choose_python(c, PYS).version == "3.10"
+    assert choose_python([PythonConstraint("requires", ">=3.9", s)], PYS).version == "3.13"
+    assert choose_python([PythonConstraint("requires", ">=3.9", s)], PYS, [("3.12", "imports imp")]).version == "3.11"
+    assert not choose_python([PythonConstraint("requires", "<3.8", s)], PYS).satisfied
+
+
+def test_lock_pins_and_scm_config():
+    g = plan("plan-poetry-only").graph
+    assert g.nodes["package:requests"].attrs["pinned"] == "2.31.0"
+    assert g.nodes["package:pyyaml"].action is None  # optional extra, not a test extra
+    g = plan("plan-uv-groups").graph
+    assert g.nodes["config:env:SETUPTOOLS_SCM_PRETEND_VERSION"].action == "env"
+    assert ("package:@project", "config:env:SETUPTOOLS_SCM_PRETEND_VERSION", "prerequisite") in g.edges
+
+
+def test_pytest_plugins_become_tools():
+    g = plan("plan-scm-plugins").graph
+    tools = {n.name for n in g.of_type("TOOL") if n.action == "tool"}
+    assert {"pytest-cov", "pytest-xdist", "pytest-timeout", "pytest-asyncio"} <= tools
+    # the test extra already installs pytest with its own pin
+    assert g.nodes["tool:pytest"].action is None and g.nodes["package:pytest"].action == "pip"
+    assert g.nodes["tool:pytest-cov"].evidence[0][0] == "pyproject.toml"
+
+
+def test_test_command_from_tox_when_pytest_is_not_the_runner():
+    p = plan("plan-tox-unittest")
+    assert p.test_command == ["python", "-m", "unittest", "discover", "-s", "tests"]
+    assert p.collect_command == ["python", "-m", "pytest", "--collect-only", "-q"]
+    assert plan("plan-nox-readme").test_command == ["python", "-m", "pytest"]
+
+
+def test_plan_env_and_services_follow_the_contract():
+    p = plan("plan-ci-services")
+    assert p.env["DATABASE_URL"].startswith("postgresql://") and "API_TOKEN" not in p.env
+    svc = {s.kind: s for s in p.services}
+    assert svc["redis"].image == "redis:7-alpine" and svc["redis"].evidence[0].file.endswith("ci.yml")
+
+
+def test_json_round_trip_and_text():
+    g = plan("plan-ci-services").graph
+    data = g.to_json()
+    g2 = DepGraph.from_json(data)
+    assert g2.to_json() == data
+    assert DepGraph.from_json(g.dumps()).to_json() == data
+    text = g.render_text()
+    assert "SERVICE (2)" in text and "from .github/workflows/ci.yml" in text
+
+
+def test_apply_atom_covers_every_kind():
+    p = plan("plan-setup-py-only")
+    g = p.graph
+    atoms = {
+        "apt_install": Atom("apt_install", {"packages": ["libyaml-dev"]}),
+        "pip_install": Atom("pip_install", {"packages": ["pyasyncore"]}),
+        "pip_constraint": Atom("pip_constraint", {"constraints": ["numpy<2"]}),
+        "switch_python": Atom("switch_python", {"version": "3.12"}),
+        "set_env": Atom("set_env", {"name": "DJANGO_SETTINGS_MODULE", "value": "tests.settings"}),
+        "start_service": Atom("start_service", {"service": "postgres"}),
+        "use_tool": Atom("use_tool", {"tool": "poetry"}),
+        "run": Atom("run", {"command": ["python", "-m", "nltk.downloader", "punkt"]}),
+        "install_extras": Atom("install_extras", {"extras": ["docs"]}),
+        "test_command": Atom("test_command", {"command": ["python", "-m", "pytest", "tests/unit"]}),
+        "git_init": Atom("git_init", {}),
+    }
+    assert set(atoms) == set(ATOM_KINDS)
+    for kind, atom in atoms.items():
+        changed = g.apply_atom(atom, [("log", 12, "ModuleNotFoundError")])
+        assert changed, kind
+    assert g.nodes["systemlib:libyaml-dev"].evidence[0] == ("log", 12, "ModuleNotFoundError")
+    assert g.nodes["package:pyasyncore"].action == "repair-pip"
+    assert g.nodes["config:constraint:numpy<2"].attrs["spec"] == "numpy<2"
+    assert p.python == "3.12" and p.base_image == "python:3.12-slim"
+    assert p.env["DJANGO_SETTINGS_MODULE"] == "tests.settings"
+    assert any(s.kind == "postgres" for s in p.services)
+    assert g.nodes["package:@project"].attrs["install_with"] == "poetry"
+    assert "docs" in g.nodes["package:@project"].attrs["extras"]
+    assert p.test_command[-1] == "tests/unit"
+    assert g.nodes["config:env:SETUPTOOLS_SCM_PRETEND_VERSION"].attrs["value"]
+    text = p.dockerfile.text
+    assert "FROM python:3.12-slim" in text and "libyaml-dev" in text and "PIP_CONSTRAINT" in text
+    assert "nltk.downloader" in text and "poetry install" in text
+    with pytest.raises(Exception):
+        g.apply_atom(Atom("apt_install", {"packages": ["x; rm -rf /"]}))
+
+
+class _PyPI(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        code = 200 if self.path.startswith("/pypi/somedist/") else 404
+        self.send_response(code)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *a):
+        pass
+
+
+def test_registry_checks_a_local_index_and_caches(tmp_path: Path):
+    server = http.server.HTTPServer(("127.0.0.1", 0), _PyPI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/pypi/{{name}}/json"
+        reg = Registry(cache_dir=tmp_path, base_url=url)
+        assert reg.exists("somedist") is True
+        assert reg.exists("nosuchdist") is False
+        assert (tmp_path / "somedist.json").is_file()
+    finally:
+        server.shutdown()
+    reg2 = Registry(cache_dir=tmp_path, base_url=url)
+    assert reg2.exists("somedist") is True  # from the cache, server gone
+    offline = Registry(cache_dir=tmp_path / "x", base_url="http://127.0.0.1:9/pypi/{name}/json", timeout=0.5)
+    assert offline.exists("anything") is None
+
+
+def test_unknown_import_offline_is_unknown_not_a_crash(tmp_path: Path):
+    (tmp_path / "t.py").write_text("import zzqqxx_unknown_mod\n")
+    p = make_plan(tmp_path, None, available_pythons=PYS, resolve=False,
+                  registry=Registry(cache_dir=tmp_path / "c", base_url="http://127.0.0.1:9/{name}", timeout=0.5))
+    n = p.graph.nodes["import:zzqqxx_unknown_mod"]
+    assert n.state == "UNKNOWN" and "package:zzqqxx-unknown-mod" not in p.graph.nodes
