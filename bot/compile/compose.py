@@ -3,7 +3,6 @@ from the compiled Dockerfile, plus each service with a health check."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -64,7 +63,6 @@ def context_for(output_dir: str) -> str:
 def render_compose(*, project: str, services: Iterable[Any], app_env: dict[str, str] | None = None,
                    output_dir: str = ".devcontainer") -> str:
     env = environment()
-    env.filters["yamlstr"] = lambda v: json.dumps(str(v))  # a JSON string is a valid YAML scalar
     text = env.get_template("compose.yaml.j2").render(
         marker=COMPOSE_MARKER, project=_service_key(project), services=compose_services(services),
         app_env={str(k): str(v) for k, v in (app_env or {}).items()},

@@ -48,7 +48,6 @@ def _yaml() -> YAML:
 
 def render_caller(*, default_branch: str, setupbot_repository: str, ref: str, cron: str = DEFAULT_CRON) -> str:
     env = environment()
-    env.filters["yamlstr"] = lambda v: json.dumps(str(v))
     return env.get_template("workflows/setupbot-caller.yml.j2").render(
         marker=f"{MARKER_TEXT}: remove this line to keep your own version", default_branch=default_branch,
         reusable=f"{setupbot_repository}/{REUSABLE}", ref=ref, setupbot_repository=setupbot_repository,
@@ -60,9 +59,25 @@ def calls_setupbot(job: object, setupbot_repository: str) -> bool:
     return isinstance(uses, str) and uses.split("@")[0] == f"{setupbot_repository}/{REUSABLE}"
 
 
+def _replace_scalar(lines: list[str], line: int, col: int, old: str, new: str) -> bool:
+    """Swap one scalar in place, keeping its quotes and everything around it."""
+    text = lines[line]
+    rest = text[col:]
+    for quote in ('"', "'", ""):
+        token = f"{quote}{old}{quote}"
+        if rest.startswith(token):
+            lines[line] = text[:col] + f"{quote}{new}{quote}" + rest[len(token):]
+            return True
+    return False
+
+
 def update_workflow_text(text: str, *, setupbot_repository: str, ref: str) -> str | None:
-    """Re-pin every job of ``text`` that calls setupbot's reusable workflow to ``ref``, keeping
-    everything else byte for byte where ruamel can. None when no job calls setupbot."""
+    """Re-pin every job of ``text`` that calls setupbot's reusable workflow to ``ref``.
+
+    ruamel.yaml parses the file and says where each value sits; the values are then replaced in
+    the text itself, so comments, quoting, flow-style spacing and blank lines stay byte for byte.
+    Only when a structural change is needed (missing write permissions) does ruamel re-emit the
+    document, which still keeps comments and key order. None when no job calls setupbot."""
     y = _yaml()
     try:
         data = y.load(text)
@@ -71,22 +86,34 @@ def update_workflow_text(text: str, *, setupbot_repository: str, ref: str) -> st
     jobs = data.get("jobs") if isinstance(data, dict) else None
     if not isinstance(jobs, dict):
         return None
+    lines = text.splitlines(keepends=True)
     found = False
+    surgical = True
+    new_uses = f"{setupbot_repository}/{REUSABLE}@{ref}"
     for job in jobs.values():
         if not calls_setupbot(job, setupbot_repository):
             continue
         found = True
-        job["uses"] = f"{setupbot_repository}/{REUSABLE}@{ref}"
+        edits = [(job, "uses", new_uses)]
         inputs = job.get("with")
         if isinstance(inputs, dict) and "setupbot-ref" in inputs:
-            inputs["setupbot-ref"] = ref
+            edits.append((inputs, "setupbot-ref", ref))
+        for mapping, key, value in edits:
+            if str(mapping[key]) == value:
+                continue
+            line, col = mapping.lc.value(key)
+            surgical &= _replace_scalar(lines, line, col, str(mapping[key]), value)
+            mapping[key] = value
         perms = job.get("permissions")
         if isinstance(perms, dict):
             for scope in ("contents", "pull-requests"):
                 if perms.get(scope) != "write":
                     perms[scope] = "write"
+                    surgical = False
     if not found:
         return None
+    if surgical:
+        return "".join(lines)
     out = io.StringIO()
     y.dump(data, out)
     return out.getvalue()

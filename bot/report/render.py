@@ -6,8 +6,10 @@ filters that keep repository-controlled strings from breaking the Markdown aroun
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import jinja2
@@ -40,11 +42,18 @@ def _nofence(value: object) -> str:
     return str(value if value is not None else "").replace("```", "ʼʼʼ")
 
 
+def _yamlstr(value: object) -> str:
+    """A YAML scalar that stays data whatever it holds (a JSON string is valid YAML)."""
+    return json.dumps(str(value))
+
+
+@lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
+    """One shared environment: templates are parsed once per process."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False, trim_blocks=False, lstrip_blocks=False)
-    env.filters.update(inline=_inline, cell=_cell, nofence=_nofence,
+    env.filters.update(inline=_inline, cell=_cell, nofence=_nofence, yamlstr=_yamlstr,
                        filesize=lambda n: jinja2.filters.do_filesizeformat(n, binary=True))
     return env
 
