@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import jsonschema
@@ -82,13 +81,3 @@ def render_devcontainer(config: dict[str, Any]) -> str:
     validate_devcontainer(config)
     return environment().get_template("devcontainer.json.j2").render(
         config=config, marker=DEVCONTAINER_MARKER).rstrip("\n") + "\n"
-
-
-def devcontainer_from_plan(plan: Any, *, name: str, app_env: dict[str, str] | None = None) -> str:
-    services = list(getattr(plan, "services", []) or [])
-    return render_devcontainer(build_devcontainer(
-        name=name, test_command=list(getattr(plan, "test_command", []) or ["python", "-m", "pytest"]),
-        services=services, env=None if services else (app_env or dict(getattr(plan, "env", {}) or {})),
-        post_create=getattr(plan, "post_create_command", None)))
-
-

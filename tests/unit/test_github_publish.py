@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.errors import GitHubError
@@ -198,15 +200,18 @@ def test_hand_written_files_on_the_base_branch_are_not_replaced(double, provider
 def test_hostile_branch_and_title_travel_as_data(tmp_path, clock):
     """S2: a branch named like a shell payload and a title with a command substitution create no file."""
     canary = tmp_path / "pwned"
-    branch = 'zzz";echo${IFS}pwned>' + str(canary) + ';#'
-    title = f"$(touch {canary})"
-    with GitHubDouble(clock=clock.time) as d:
-        d.add_repo(REPO, default_branch=branch)
-        provider = GitHubProvider("t", d.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time))
-        result = publish(provider, outputs(), base=branch, title=title)
-        assert d.pulls(REPO)[0]["title"] == title
-        assert d.pulls(REPO)[0]["head"] == "setupbot/" + branch
-        assert result.action == "created"
-        assert d.schema_errors == []
+    spec_canary = Path("/tmp/pwned")
+    existed = spec_canary.exists()
+    for branch, title in [('zzz";echo${IFS}pwned;#', "$(touch /tmp/pwned)"),
+                          (f'zzz";touch${{IFS}}{canary};#', f"$(touch {canary}) `touch {canary}`")]:
+        with GitHubDouble(clock=clock.time) as d:
+            d.add_repo(REPO, default_branch=branch)
+            provider = GitHubProvider("t", d.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time))
+            result = publish(provider, outputs(), base=branch, title=title)
+            assert result.action == "created"
+            assert d.pulls(REPO)[0]["title"] == title
+            assert d.pulls(REPO)[0]["head"] == "setupbot/" + branch
+            assert d.repos[REPO].refs["heads/setupbot/" + branch]
+            assert d.schema_errors == []
     assert not canary.exists()
-    assert not (tmp_path / "pwned").exists()
+    assert spec_canary.exists() == existed
