@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 from bot.compile.compose import context_for, render_compose
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
-from bot.report.model import ReportData, from_pipeline
+from bot.report.model import ReportData, default_reproduce, from_pipeline
 from bot.report.render import MARKER_TEXT, render_report
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,7 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
             continue
         files[path] = text
     report.output_dir = out
+    report.reproduce = default_reproduce(out, report.test_command, services=bool(services))
     report.files = [*files, report_path]
     report.pending_changes = dict(kept)
     report_text = render_report(report)

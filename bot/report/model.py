@@ -124,11 +124,15 @@ class ReportData:
         return dataclasses.asdict(self)
 
 
-def default_reproduce(output_dir: str, test_command: Iterable[str]) -> list[str]:
-    """Two commands a reviewer can paste: build the image, run the tests in it."""
+def default_reproduce(output_dir: str, test_command: Iterable[str], services: bool = False) -> list[str]:
+    """Two commands a reviewer can paste: build (and start the services), run the tests."""
     import shlex
 
     cmd = list(test_command) or ["python", "-m", "pytest"]
+    if services:
+        compose = shlex.quote(output_dir.rstrip("/") + "/compose.yaml")
+        return [f"docker compose -f {compose} up -d --build --wait",
+                f"docker compose -f {compose} exec app {shlex.join(cmd)}"]
     return [
         f"docker build -f {shlex.quote(output_dir.rstrip('/') + '/Dockerfile')} -t setupbot-env .",
         f"docker run --rm setupbot-env {shlex.join(cmd)}",

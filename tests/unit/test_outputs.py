@@ -54,6 +54,9 @@ def test_services_switch_to_compose_with_health_checks():
     assert app["environment"]["DATABASE_URL"].startswith("postgresql://")
     assert compose["services"]["postgres"]["healthcheck"]["test"][0] == "CMD-SHELL"
     assert compose["services"]["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    report = g.files[".devcontainer/setup-report.md"]
+    assert "docker compose -f .devcontainer/compose.yaml up -d --build --wait" in report
+    assert "docker compose -f .devcontainer/compose.yaml exec app python -m pytest" in report
 
 
 def test_nested_output_folder_points_the_context_at_the_root():
