@@ -95,7 +95,7 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
         name=name, test_command=report.test_command or ["python", "-m", "pytest"], services=services,
         env=None if services else app_env, post_create=post_create, context=context_for(out)))
     if services:
-        env_files[f"{out}/{COMPOSE}"] = render_compose(project=name, services=services,
+        env_files[f"{out}/{COMPOSE}"] = render_compose(services=services,
                                                        app_env=app_env, output_dir=out)
     if plan_json is not None:
         env_files[f"{out}/{PLAN}"] = json.dumps({"_setupbot": f"{MARKER_TEXT}; the plan behind this environment",

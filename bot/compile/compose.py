@@ -60,11 +60,11 @@ def context_for(output_dir: str) -> str:
     return "/".join([".."] * max(depth, 1))
 
 
-def render_compose(*, project: str, services: Iterable[Any], app_env: dict[str, str] | None = None,
+def render_compose(*, services: Iterable[Any], app_env: dict[str, str] | None = None,
                    output_dir: str = ".devcontainer") -> str:
     env = environment()
     text = env.get_template("compose.yaml.j2").render(
-        marker=COMPOSE_MARKER, project=_service_key(project), services=compose_services(services),
+        marker=COMPOSE_MARKER, services=compose_services(services),
         app_env={str(k): str(v) for k, v in (app_env or {}).items()},
         output_dir=output_dir.strip("/"), context=context_for(output_dir)).rstrip("\n") + "\n"
     yaml.safe_load(text)  # a template bug must fail here, not in the reviewer's editor

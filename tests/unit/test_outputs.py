@@ -76,7 +76,7 @@ def test_post_create_only_when_asked():
 def test_hostile_values_stay_data_in_compose():
     evil = ServiceRequirement("db\nx: 1", "postgres", "postgres:16\n  privileged: true", [],
                               {"A": "\"; rm -rf /", "B\n": "x"}, [])
-    text = render_compose(project="o/r", services=[evil], app_env={"K": "v\nprivileged: true"})
+    text = render_compose(services=[evil], app_env={"K": "v\nprivileged: true"})
     data = yaml.safe_load(text)
     svc = [k for k in data["services"] if k != "app"][0]
     assert "privileged" not in data["services"][svc] and "privileged" not in data["services"]["app"]
