@@ -1,0 +1,358 @@
+"""Retrieval over the experience base (DESIGN.md, "The experience base"; SetupX + EnvPilot).
+
+1. Exact signal matches: unit regexes run over the log. To stay fast with 10,000 units, each
+   pattern's required literal words are indexed, and a regex runs only when its word occurs in
+   the log (patterns without such a word always run).
+2. Lexical: BM25 (rank-bm25's Okapi statistics) over signals + advice, scored sparsely through an
+   inverted index so only units sharing a word with the log are touched.
+3. Embeddings (optional): an OpenAI-compatible endpoint; nearest units from pgvector when the
+   PostgreSQL server has it, otherwise cosine similarity in-process.
+4. Reciprocal-rank fusion of those lists, then SetupX's composite
+   ``score = sim × (1 + success_rate) × tier`` (× the unit's specificity weight); units whose
+   signal matched exactly come first. Applicability (OS, Python range, tool) filters; k
+   candidates (default 10) go to an optional reranker and ``offer`` (default 3) are returned with
+   their atoms filled ({python}, {match:N}).
+
+Delayed audit: what was offered in a session is remembered in the store; at the next retrieval
+(or ``audit``) each adopted offer is judged against the new output — its signal gone: success;
+still there: failure; adopted but unclear: neutral. Offers never adopted are dropped uncounted.
+"""
+
+from __future__ import annotations
+
+import logging
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+# The regex parser that `re` itself uses (public as sre_parse before 3.11, deprecated since).
+from re import _constants as sre_constants  # type: ignore[attr-defined]
+from re import _parser as sre_parse  # type: ignore[attr-defined]
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+
+from bot.atoms import Atom
+from bot.knowledge.store import Store
+from bot.knowledge.units import Telemetry, Unit
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60
+LOG_TAIL = 60_000        # the end of a log is where the error is; bound the work on huge logs
+LEXICAL_TAIL = 8_000
+EMBED_TAIL = 2_000
+_WORD = re.compile(r"\w+")
+_PLACEHOLDER = re.compile(r"\{(?:match:\d|[a-z_]+)\}")
+_TOKEN = re.compile(r"[a-z0-9]+(?:[.+-][a-z0-9]+)*")
+_STOP = frozenset("""a an and are as at be by for from in is it its not of on or that the this to was
+with you your was were will can use using be has have had""".split())
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case words; dotted/dashed names kept whole *and* split (libxml2-dev, Python.h)."""
+    out: list[str] = []
+    for tok in _TOKEN.findall(text.lower()):
+        if len(tok) > 1 and tok not in _STOP:
+            out.append(tok)
+        if any(c in tok for c in ".+-"):
+            out.extend(p for p in re.split(r"[.+-]", tok) if len(p) > 1 and p not in _STOP)
+    return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    unit: Unit
+    score: float
+    atoms: tuple[Atom, ...]
+    exact: bool = False
+    matched: str = ""
+
+    def describe(self) -> str:
+        return f"{self.unit.id} ({self.score:.3f}{', exact' if self.exact else ''}): " + \
+            "; ".join(a.describe() for a in self.atoms)
+
+
+Reranker = Callable[[str, list[Candidate]], list[Candidate]]
+
+
+# -- literal anchors of a regex ---------------------------------------------------------------
+def _literal_runs(parsed: Any) -> list[str]:
+    """Literal text that every match must contain (top-level sequence and plain groups)."""
+    runs, cur = [], []
+    for op, av in parsed:
+        if op is sre_constants.LITERAL:
+            cur.append(chr(av))
+            continue
+        if op is sre_constants.SUBPATTERN:
+            sub = av[-1]
+            if cur:
+                runs.append("".join(cur))
+                cur = []
+            runs.extend(_literal_runs(sub))
+            continue
+        if cur:
+            runs.append("".join(cur))
+            cur = []
+    if cur:
+        runs.append("".join(cur))
+    return runs
+
+
+def anchor_words(pattern: str) -> set[str]:
+    """Whole words that any text matching ``pattern`` contains (lower-cased). Only words with a
+    non-word character on both sides inside a literal run count: at a run's edge the word might
+    continue in the log. Empty when nothing is certain (the regex then always runs)."""
+    try:
+        parsed = sre_parse.parse(pattern)
+    except (re.error, sre_constants.error, RecursionError):
+        return set()
+    words = set()
+    for run in _literal_runs(parsed):
+        for m in _WORD.finditer(run):
+            if m.start() > 0 and m.end() < len(run):
+                words.add(m.group().lower())
+    return words
+
+
+class _Index:
+    """In-memory indexes for one store generation."""
+
+    def __init__(self, units: list[Unit]) -> None:
+        self.units = units
+        self.by_id = {u.id: i for i, u in enumerate(units)}
+        # regex prefilter: anchor word -> unit indexes; units with an unanchored pattern
+        self.by_word: dict[str, set[int]] = {}
+        self.always: set[int] = set()
+        for i, u in enumerate(units):
+            for p in u.patterns:
+                words = anchor_words(p)
+                if not words:
+                    self.always.add(i)
+                    continue
+                # the longest word is the rarest in practice
+                self.by_word.setdefault(max(words, key=len), set()).add(i)
+        # BM25: statistics from rank-bm25, scored through an inverted index
+        corpus = [tokenize(u.search_text()) or ["_"] for u in units]
+        self.bm25 = BM25Okapi(corpus) if units else None
+        self.postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if self.bm25 is not None:
+            k1, b, avgdl = self.bm25.k1, self.bm25.b, self.bm25.avgdl
+            acc: dict[str, tuple[list[int], list[float]]] = {}
+            for i, freqs in enumerate(self.bm25.doc_freqs):
+                dl = self.bm25.doc_len[i]
+                for term, tf in freqs.items():
+                    w = self.bm25.idf.get(term, 0.0) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+                    ids, ws = acc.setdefault(term, ([], []))
+                    ids.append(i)
+                    ws.append(w)
+            self.postings = {t: (np.asarray(i, dtype=np.int32), np.asarray(w, dtype=np.float64))
+                             for t, (i, w) in acc.items()}
+        # embeddings for in-process cosine
+        self.emb_ids = [i for i, u in enumerate(units) if u.embedding is not None]
+        if self.emb_ids:
+            mat = np.asarray([units[i].embedding for i in self.emb_ids], dtype=np.float64)
+            norms = np.linalg.norm(mat, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            self.emb_matrix = mat / norms
+        else:
+            self.emb_matrix = None
+
+    def exact(self, text: str) -> list[tuple[int, re.Match[str]]]:
+        words = set(_WORD.findall(text.lower()))
+        todo = set(self.always)
+        for w in words:
+            hit = self.by_word.get(w)
+            if hit:
+                todo |= hit
+        found = []
+        for i in todo:
+            m = self.units[i].match(text)
+            if m:
+                found.append((i, m))
+        return found
+
+    def lexical(self, text: str, limit: int) -> list[tuple[int, float]]:
+        if self.bm25 is None:
+            return []
+        scores = np.zeros(len(self.units))
+        for term in set(tokenize(text)):
+            post = self.postings.get(term)
+            if post is not None:
+                scores[post[0]] += post[1]
+        if limit < len(scores):
+            top = np.argpartition(-scores, limit)[:limit]
+        else:
+            top = np.arange(len(scores))
+        ranked = sorted(((int(i), float(scores[i])) for i in top if scores[i] > 0), key=lambda x: -x[1])
+        return ranked
+
+    def cosine(self, vector: Sequence[float], limit: int) -> list[tuple[int, float]]:
+        if self.emb_matrix is None:
+            return []
+        q = np.asarray(vector, dtype=np.float64)
+        if q.shape[0] != self.emb_matrix.shape[1]:
+            return []
+        q = q / (np.linalg.norm(q) or 1.0)
+        sims = self.emb_matrix @ q
+        order = np.argsort(-sims)[:limit]
+        return [(self.emb_ids[int(j)], float(sims[j])) for j in order]
+
+
+class Retriever:
+    def __init__(self, store: Store, settings: Any = None, embedder: Any = None,
+                 reranker: Reranker | None = None) -> None:
+        self.store = store
+        self.k = int(getattr(settings, "k", 10) or 10)
+        self.offer = int(getattr(settings, "offer", 3) or 3)
+        self.embedder = embedder
+        self.reranker = reranker
+        self._index: _Index | None = None
+        self._generation: int | None = None
+
+    # -- index management --------------------------------------------------------------------
+    def index(self) -> _Index:
+        gen = self.store.generation()
+        if self._index is None or gen != self._generation:
+            units = self.store.all()
+            if self.embedder is not None:
+                units = self._embed_missing(units)
+            self._index = _Index(units)
+            self._generation = self.store.generation()
+        return self._index
+
+    def _embed_missing(self, units: list[Unit]) -> list[Unit]:
+        missing = [u for u in units if u.embedding is None]
+        if not missing:
+            return units
+        try:
+            vectors = self.embedder.embed([u.search_text() for u in missing])
+        except Exception as exc:  # an embeddings outage must not stop retrieval
+            log.warning("embeddings unavailable, lexical retrieval only: %s", exc)
+            return units
+        new = {u.id: v for u, v in zip(missing, vectors)}
+        self.store.set_embeddings(new)
+        return [dataclasses.replace(u, embedding=tuple(new[u.id])) if u.id in new else u for u in units]
+
+    # -- retrieval ---------------------------------------------------------------------------
+    def retrieve(self, log_text: str, context: Mapping[str, Any] | None = None) -> list[Candidate]:
+        """The best ``offer`` candidates for a failure output, atoms filled."""
+        context = dict(context or {})
+        text = (log_text or "")[-LOG_TAIL:]
+        session = context.get("session")
+        if session:
+            self.audit(text, session, applied=context.get("applied", ()))
+        candidates = self.candidates(text, context)
+        if self.reranker is not None and candidates:
+            try:
+                reranked = self.reranker(text, list(candidates))
+                known = {c.unit.id for c in candidates}
+                candidates = [c for c in reranked if c.unit.id in known] or candidates
+            except Exception as exc:  # the LLM is optional; fall back to the deterministic order
+                log.warning("rerank failed, keeping the deterministic order: %s", exc)
+        offered = candidates[: self.offer]
+        if offered:
+            self.store.mark_offered([c.unit.id for c in offered])
+            if session:
+                for c in offered:
+                    self.store.add_pending(session, c.unit.id, c.matched)
+        return offered
+
+    def candidates(self, text: str, context: Mapping[str, Any]) -> list[Candidate]:
+        """The top k candidates after fusion, applicability and the composite score."""
+        idx = self.index()
+        if not idx.units:
+            return []
+        exact = idx.exact(text)
+        # exact matches ordered by specificity: the unit's weight, then the longer match
+        exact.sort(key=lambda im: (-idx.units[im[0]].weight, -len(im[1].group(0)), idx.units[im[0]].id))
+        matches = {i: m for i, m in exact}
+        lists: list[list[int]] = [[i for i, _ in exact], [i for i, _ in idx.lexical(text[-LEXICAL_TAIL:], 50)]]
+        if self.embedder is not None:
+            lists.append(self._semantic(idx, text[-EMBED_TAIL:], 50))
+        fused: dict[int, float] = {}
+        for ranked in lists:
+            for rank, i in enumerate(ranked):
+                fused[i] = fused.get(i, 0.0) + 1.0 / (RRF_K + rank + 1)
+        best_possible = len(lists) / (RRF_K + 1)
+        pool = sorted(fused, key=lambda i: (i not in matches, -fused[i]))
+        pool = [i for i in pool if idx.units[i].applies(context)][: max(self.k * 3, self.k)]
+        telemetry = self.store.telemetry([idx.units[i].id for i in pool])
+        scored = []
+        for i in pool:
+            unit = idx.units[i]
+            t = telemetry.get(unit.id, Telemetry())
+            sim = fused[i] / best_possible
+            score = sim * (1.0 + t.success_rate) * t.tier * unit.weight
+            scored.append((i in matches, score, unit, t))
+        scored.sort(key=lambda x: (not x[0], -x[1], x[2].id))
+        out = []
+        for is_exact, score, unit, t in scored:
+            m = matches.get(idx.by_id[unit.id])
+            atoms = fill_atoms(unit, m, context)
+            if any(_PLACEHOLDER.search(str(a.args)) for a in atoms):
+                continue   # a templated fix without the value that fills it cannot run
+            out.append(Candidate(unit=dataclasses.replace(unit, telemetry=t), score=round(score, 6),
+                                 atoms=atoms, exact=is_exact, matched=m.group(0) if m else ""))
+            if len(out) == self.k:
+                break
+        return out
+
+    def _semantic(self, idx: _Index, text: str, limit: int) -> list[int]:
+        try:
+            vector = self.embedder.embed([text])[0]
+        except Exception as exc:
+            log.warning("embeddings unavailable for this query: %s", exc)
+            return []
+        near = self.store.nearest(vector, limit)
+        if near is not None:
+            return [idx.by_id[u] for u, _ in near if u in idx.by_id]
+        return [i for i, _ in idx.cosine(vector, limit)]
+
+    # -- delayed audit and outcomes ----------------------------------------------------------
+    def audit(self, new_output: str, session: str, applied: Sequence[str] = ()) -> dict[str, str]:
+        """Judge the previous offers of ``session`` against what happened since. A unit counts as
+        adopted when ``applied`` names it or the loop called ``mark_adopted``. Returns
+        {unit_id: outcome} for the judged ones."""
+        verdicts: dict[str, str] = {}
+        idx = self.index()
+        for unit_id, signature, adopted in self.store.take_pending(session):
+            if not (adopted or unit_id in applied):
+                continue
+            pos = idx.by_id.get(unit_id)
+            if pos is None:
+                continue
+            m = idx.units[pos].match(new_output or "")
+            if not signature:
+                outcome = "neutral"
+            elif m is None:
+                outcome = "success"           # its signal is gone: the fix helped
+            elif m.group(0) == signature:
+                outcome = "failure"           # the same error again: it did not
+            else:
+                outcome = "neutral"           # the same kind of error about something else
+            self.store.record(unit_id, outcome)
+            verdicts[unit_id] = outcome
+        return verdicts
+
+    def mark_adopted(self, session: str, unit_id: str) -> bool:
+        return self.store.mark_adopted(session, unit_id)
+
+    def record_outcome(self, unit_id: str, outcome: str, session: str | None = None) -> Telemetry:
+        """An explicit verdict (e.g. from clean replay); settles that unit's pending offer."""
+        if session:
+            self.store.drop_pending(session, unit_id)
+        return self.store.record(unit_id, outcome)
+
+
+def fill_atoms(unit: Unit, match: re.Match[str] | None, context: Mapping[str, Any]) -> tuple[Atom, ...]:
+    values: dict[str, str] = {}
+    if context.get("python"):
+        values["python"] = str(context["python"])
+    if match is not None:
+        values["match:0"] = match.group(0)
+        for n, g in enumerate(match.groups(), start=1):
+            if g is not None:
+                values[f"match:{n}"] = g
+    return tuple(a.fill(values) for a in unit.atoms)
