@@ -17,6 +17,9 @@ SKIP_TOP = {"docs", "doc", "examples", "example", "benchmarks", "benchmark", "be
             "tools", "scripts", "script", "contrib", "sandbox", "notebooks", "website", "site",
             "vendor", "_vendor", "third_party", "thirdparty", "extern", "external", "demo", "demos",
             "migrations", "tutorials", "tutorial", "misc", "dev", "ci", ".github", "release", "utils"}
+# top-level names shared by many distributions: the distribution follows from the submodule
+NAMESPACE_ROOTS = {"backports", "google", "zope", "jaraco", "ruamel", "azure", "sphinxcontrib", "flufl", "zc",
+                   "plone", "oslo", "mpl_toolkits", "paste", "repoze", "pyobjc", "opentelemetry", "ckan"}
 # fixture trees and test data are inputs to the tests, not code the tests import
 DATA_DIRS = {"fixtures", "testdata", "test_data", "data", "resources", "snapshots", "cassettes", "golden"}
 MAX_PY_FILES = 4000
@@ -66,8 +69,8 @@ class _Visitor(ast.NodeVisitor):
     def _add(self, module: str, line: int) -> None:
         top = module.split(".")[0]
         if top and top != "__future__":
-            self.out.append(ImportUse(top, Source(self.rel, line, "import"), optional=self.optional_depth > 0,
-                                      in_tests=self.tests, lazy=self.func_depth > 0))
+            self.out.append(ImportUse(top, Source(self.rel, line, module), optional=self.optional_depth > 0,
+                                      in_tests=self.tests, lazy=self.func_depth > 0, full=module))
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -75,7 +78,12 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level == 0 and node.module:
-            self._add(node.module, node.lineno)
+            if "." not in node.module and node.module in NAMESPACE_ROOTS and node.names:
+                # from backports import zoneinfo: the distribution is named after the submodule
+                for alias in node.names:
+                    self._add(f"{node.module}.{alias.name}", node.lineno)
+            else:
+                self._add(node.module, node.lineno)
 
     def visit_Try(self, node: ast.Try) -> None:
         catches = False
@@ -89,9 +97,13 @@ class _Visitor(ast.NodeVisitor):
             self.optional_depth += 1
         for stmt in node.body:
             self.visit(stmt)
+        # a fallback import in the handler (try: import zoneinfo / except ImportError: from
+        # backports import zoneinfo) is optional too
+        for stmt in node.handlers:
+            self.visit(stmt)
         if catches:
             self.optional_depth -= 1
-        for part in (node.handlers, node.orelse, node.finalbody):
+        for part in (node.orelse, node.finalbody):
             for stmt in part:
                 self.visit(stmt)
 

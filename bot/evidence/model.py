@@ -83,6 +83,7 @@ class ImportUse:
     optional: bool = False    # under try/except ImportError, TYPE_CHECKING or importorskip
     in_tests: bool = False
     lazy: bool = False        # inside a function body
+    full: str = ""            # the dotted name as written (for namespace packages)
 
 
 @dataclass

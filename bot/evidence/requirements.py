@@ -112,6 +112,7 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
             target = re.sub(r"^(-e|--editable)\s*=?\s*", "", line).strip()
             clean = False
             if target.startswith((".", "/")) or "://" not in target and "@" not in target:
+                _local_extras(ev, target, src, group)
                 ev.warn(rel, lineno, f"editable path {target!r}: installed with the project, not before it")
                 req = Requirement(target, "", group, src, local=True)
                 ev.requirements.append(req)
@@ -134,6 +135,7 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
             continue
         spec = re.sub(r"\s--hash[=\s]\S+", "", line).strip()
         if spec.startswith((".", "/")) or spec in (".",) or re.match(r"^file:", spec):
+            _local_extras(ev, spec, src, group)
             ev.requirements.append(Requirement(spec, "", group, src, local=True))
             clean = False
             continue
@@ -158,3 +160,11 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
         for r in out:
             r.via_file = rel
     return out
+
+
+def _local_extras(ev: Evidence, target: str, src: Source, group: str) -> None:
+    """``.[full]`` or ``-e .[test]`` in a test requirements file names the project's test extras."""
+    m = re.match(r"^\.?/?\.?\[([^\]]+)\]$", target.strip())
+    if m and group in (MAIN, TEST):
+        for extra in m.group(1).split(","):
+            ev.test_extras.append((extra.strip(), src))

@@ -74,6 +74,8 @@ def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
                     continue
                 if m and not re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*[<>=!~;@]", line):
                     spec = m.group(2).strip()
+                    if spec.startswith(("-", ".")) or "{" in spec:
+                        continue
                     name = re.split(r"[<>=!~\[; ]", spec, 1)[0].lower()
                     factored[name] = (spec, src(line, f"{section} deps ({m.group(1)})"))
                     continue

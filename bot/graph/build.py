@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
 from bot.evidence.model import MAIN, TEST, Evidence, Requirement, ScanWarning, Source
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
-from bot.graph.mapping import Registry, candidates_for, declared_for, known_distribution, system_table
+from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
 from bot.graph.model import DepGraph, Node
 
 PROJECT = "package:@project"
@@ -143,7 +143,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     for use in ev.imports:
         if is_stdlib(use.module) or use.module in local:
             continue
-        by_module.setdefault(use.module, []).append(use)
+        by_module.setdefault(import_key(use.full or use.module), []).append(use)
     declared_names = {name: n.attrs.get("spec", name) for name, n in declared.items()}
     for module in sorted(by_module):
         uses = by_module[module]

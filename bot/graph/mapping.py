@@ -36,7 +36,29 @@ def system_table() -> dict[str, dict]:
 
 
 def known_distribution(module: str) -> str | None:
-    return import_table().get(module)
+    """The table's distribution for ``module`` (a dotted name: the longest known prefix wins)."""
+    parts = module.split(".")
+    for k in range(len(parts), 0, -1):
+        hit = import_table().get(".".join(parts[:k]))
+        if hit:
+            return hit
+    return None
+
+
+def import_key(full: str) -> str:
+    """The name a distribution is looked up by: the top-level module, or for namespace packages
+    (google.cloud.storage, backports.zoneinfo, jaraco.functools) the distinguishing prefix."""
+    from bot.evidence.imports import NAMESPACE_ROOTS
+
+    parts = full.split(".")
+    if parts[0] not in NAMESPACE_ROOTS or len(parts) == 1:
+        return parts[0]
+    if import_table().get(".".join(parts[:2])):
+        return ".".join(parts[:2])
+    if len(parts) > 2 and (parts[:2] == ["google", "cloud"] or parts[0] == "azure" and parts[1] in
+                           ("storage", "mgmt", "keyvault", "ai", "data", "search", "eventhub", "servicebus", "monitor")):
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
 
 
 def candidates_for(module: str) -> list[str]:
@@ -44,6 +66,8 @@ def candidates_for(module: str) -> list[str]:
     table = known_distribution(module)
     if table:
         return [table]
+    if "." in module:
+        return [module.replace(".", "-").replace("_", "-")]
     out = [module]
     for alt in (module.replace("_", "-"), f"python-{module}", f"py{module}"):
         if alt not in out:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,46 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
     return ["python", "-m", "pytest"], []
 
 
+_NOT_FOUND = re.compile(r"Because (\S+?)(?:\[[^\]]*\])? was not found in the package registry")
+_BUILD_FAILED = re.compile(r"Failed to build `([^=`@ ]+)")
+
+
+def _install_specs(g: DepGraph) -> list[str]:
+    specs = []
+    for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+        if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:
+            specs.append(install_spec(n.attrs["spec"], n.attrs.get("pinned")))
+    specs += [n.attrs["spec"] for n in g.of_type("CONFIG") if n.action == "constraint"]
+    return sorted(set(specs))
+
+
+def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float):
+    """uv pip compile; a test-only dependency that does not exist on the index or cannot be built
+    for this Python is left out (with a warning) and the resolution retried, so one stale test
+    dependency does not cost the whole image. Runtime dependencies are never dropped."""
+    dropped: list[str] = []
+    total = 0.0
+    for _ in range(4):
+        res = uv_compile(_install_specs(g), python, timeout=timeout)
+        total += res.seconds
+        res.seconds = total
+        if res.ok or res.skipped:
+            return res, dropped
+        m = _NOT_FOUND.search(res.error) or _BUILD_FAILED.search(res.error)
+        node = g.nodes.get(f"package:{canonicalize_name(m.group(1))}") if m else None
+        if node is None or node.action not in ("pip", "repair-pip") or node.attrs.get("group") == "main":
+            return res, dropped
+        why = "is not on the package index" if "not found" in m.group(0) else f"does not build for Python {python}"
+        node.action = None
+        node.state = "MISSING"
+        node.attrs["dropped"] = why
+        node.add_evidence("uv pip compile", None, f"{node.name} {why}; left out")
+        src = next((e for e in node.evidence if e[0] not in ("uv pip compile",)), (".", None, ""))
+        warnings.append(ScanWarning(src[0], src[1], f"test dependency {node.name} {why}; left out of the image"))
+        dropped.append(node.name)
+    return res, dropped
+
+
 def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[str] | None = None,
               resolve: bool = True, registry: Registry | None = None, resolve_timeout: float = 120.0) -> Plan:
     t0 = time.monotonic()
@@ -176,14 +217,9 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     # resolution
     t_res = time.monotonic()
     if resolve:
-        specs = []
-        for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
-            if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:
-                specs.append(install_spec(n.attrs["spec"], n.attrs.get("pinned")))
-        specs += [n.attrs["spec"] for n in g.of_type("CONFIG") if n.action == "constraint"]
-        res = uv_compile(sorted(set(specs)), choice.version, timeout=resolve_timeout)
+        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout)
         g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
-                                "skipped": res.skipped, "python": choice.version}
+                                "skipped": res.skipped, "python": choice.version, "dropped": dropped}
         if res.ok and not res.skipped:
             for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
                 if n.action in ("pip", "tool", "repair-pip") and n.name in res.pins:
