@@ -117,6 +117,28 @@ def _collected_count(output: str) -> int | None:
     return None
 
 
+_EXC_LINE = re.compile(r"^E\s+([A-Za-z_][\w.]*(Error|Exception|Warning)\b.*)$")
+_USAGE_LINES = (re.compile(r"(error: (unrecognized arguments|argument) .*)$"), re.compile(r"^(ERROR: .*)$"))
+
+
+def collect_cause(output: str) -> str:
+    """Why collection failed, in one line: the most frequent exception among the collection
+    errors (one missing module usually breaks many files), else pytest's own usage error."""
+    seen: dict[str, int] = {}
+    for line in (output or "").splitlines():
+        m = _EXC_LINE.match(line.rstrip())
+        if m:
+            seen[m.group(1)[:240]] = seen.get(m.group(1)[:240], 0) + 1
+    if seen:
+        return max(seen, key=lambda k: seen[k])
+    for pattern in _USAGE_LINES:
+        for line in (output or "").splitlines():
+            m = pattern.search(line.strip())
+            if m:
+                return m.group(1)[:240]
+    return ""
+
+
 def _read_file_from_session(session, path: str) -> str:
     """The text of a file in the session's container: ``copy_out`` when the engine has it,
     otherwise ``cat`` (stdout only, so nothing else mixes in when the file exists)."""
@@ -151,6 +173,9 @@ def run_tests_in_image(engine, image: str, score: Score, *, collect_timeout: int
         if not score.ebsr:
             score.reason = ("test collection timed out" if collect.timed_out
                             else f"test collection exited {collect.exit_code}")
+            cause = collect_cause(collect.output)
+            if cause:
+                score.reason += f": {cause}"
             return score
         run = session.exec(TEST_COMMAND, timeout=test_timeout)
         score.test_exit = None if run.timed_out else run.exit_code

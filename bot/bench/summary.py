@@ -83,6 +83,8 @@ def _secs(v) -> str:
     if v is None:
         return "–"
     v = float(v)
+    if v < 10:
+        return f"{v:.1f}s"
     return f"{v:.0f}s" if v < 600 else f"{v / 60:.1f}m"
 
 

@@ -293,3 +293,16 @@ def test_build_failure_reason_is_the_telling_line():
     assert _last_error_line(log).startswith("LookupError: setuptools-scm")
     assert _last_error_line("a\nThe command 'x' returned a non-zero code: 2\n").startswith("The command 'x'")
     assert _last_error_line("") == "no build log"
+
+
+def test_collection_failure_cause_is_the_most_frequent_exception():
+    from bot.bench.score import collect_cause
+
+    out = ("ERROR collecting a.py\nE   ModuleNotFoundError: No module named 'yapf_third_party'\n"
+           "E   ModuleNotFoundError: No module named 'yapf_third_party'\nE   ImportError: cannot import x\n"
+           "!!! Interrupted: 2 errors during collection !!!\n")
+    assert collect_cause(out) == "ModuleNotFoundError: No module named 'yapf_third_party'"
+    usage = "ERROR: usage: python -m pytest [options]\npython -m pytest: error: unrecognized arguments: --hypo\n"
+    assert collect_cause(usage) == "error: unrecognized arguments: --hypo"
+    assert collect_cause("ERROR: file or directory not found: t/\n") == "ERROR: file or directory not found: t/"
+    assert collect_cause("nothing useful") == ""
