@@ -118,7 +118,7 @@ def _collected_count(output: str) -> int | None:
 
 
 _EXC_LINE = re.compile(r"^E\s+([A-Za-z_][\w.]*(Error|Exception|Warning)\b.*)$")
-_USAGE_LINES = (re.compile(r"(error: (unrecognized arguments|argument) .*)$"), re.compile(r"^(ERROR: .*)$"))
+_USAGE_LINES = (re.compile(r"(error: (unrecognized arguments|argument)\b.*)$"), re.compile(r"^(ERROR: .*)$"))
 
 
 def collect_cause(output: str) -> str:
