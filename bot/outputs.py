@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from bot.compile.compose import context_for, render_compose
+from bot.compile.compose import app_environment, compose_services, context_for, render_compose
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
 from bot.report.model import ReportData, default_reproduce, from_pipeline
@@ -92,7 +92,8 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     name = project or report.repository or "setupbot environment"
     env_files: dict[str, str] = {f"{out}/{DOCKERFILE}": mark_dockerfile(dockerfile_text)}
     env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(build_devcontainer(
-        name=name, test_command=report.test_command or ["python", "-m", "pytest"], services=services,
+        name=name, test_command=report.test_command or ["python", "-m", "pytest"],
+        services=[c.name for c in compose_services(services)],   # the compose keys, exactly
         env=None if services else app_env, post_create=post_create, context=context_for(out)))
     if services:
         env_files[f"{out}/{COMPOSE}"] = render_compose(services=services,
@@ -201,10 +202,12 @@ def outputs_from_pipeline(repo: Path, *, plan: Any, run_record: Any = None, veri
 
         dockerfile = compile_dockerfile(plan.graph)
     plan_json = stable_plan_json(plan)
+    services = list(getattr(plan, "services", []) or [])
     app_env = dict(getattr(plan, "env", {}) or {})
-    app_env.update(dict(getattr(verification, "service_env", {}) or {}))
+    if services:
+        app_env = app_environment(services, app_env)
     return generate_outputs(report, dockerfile_text=dockerfile.text, plan_json=plan_json,
-                            services=list(getattr(plan, "services", []) or []), app_env=app_env,
+                            services=services, app_env=app_env,
                             output_dir=output_dir, project=repository or repo.name,
                             post_create=getattr(plan, "post_create_command", None),
                             existing=existing or disk_reader(repo))

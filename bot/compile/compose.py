@@ -42,16 +42,28 @@ def _service_key(name: str) -> str:
 
 
 def compose_services(services: Iterable[Any]) -> list[ComposeService]:
+    """The same service definitions the verification started: the verify layer's catalogue gives
+    each service its network alias (the host name the tests were wired to), the container's env
+    and the health probe; the probe table above covers kinds the catalogue has none for."""
+    from bot.verify.services import ServiceSpec, container_env, health_argv
+
     out = []
     for s in services:
-        kind = str(getattr(s, "kind", "") or getattr(s, "name", "")).lower()
-        image = str(getattr(s, "image", "") or kind)
-        check = getattr(s, "healthcheck", None) or HEALTHCHECKS.get(kind) \
-            or HEALTHCHECKS.get(image.split(":")[0].split("/")[-1])
-        env = {str(k): str(v) for k, v in (getattr(s, "env", {}) or {}).items()}
-        out.append(ComposeService(_service_key(str(getattr(s, "name", kind))), image, env,
+        spec = ServiceSpec.from_any(s)
+        probes = [p for p in health_argv(spec) if p and p[0] != "bash"]
+        check = getattr(s, "healthcheck", None) or (["CMD", *probes[0]] if probes else None) \
+            or HEALTHCHECKS.get(spec.kind or "") or HEALTHCHECKS.get(spec.image.split(":")[0].split("/")[-1])
+        out.append(ComposeService(_service_key(spec.alias), spec.image, dict(container_env(spec)),
                                   list(check) if check else None))
     return out
+
+
+def app_environment(services: Iterable[Any], env: dict[str, str] | None = None) -> dict[str, str]:
+    """What the app container needs to find its services (as the verification wired them), with
+    the repository's own test variables winning."""
+    from bot.verify.services import ServiceSpec, wiring_env
+
+    return wiring_env([ServiceSpec.from_any(s) for s in services], env or {})
 
 
 def context_for(output_dir: str) -> str:

@@ -52,11 +52,24 @@ def test_services_switch_to_compose_with_health_checks():
     assert app["build"] == {"context": "..", "dockerfile": ".devcontainer/Dockerfile"}
     assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert app["environment"]["DATABASE_URL"].startswith("postgresql://")
-    assert compose["services"]["postgres"]["healthcheck"]["test"][0] == "CMD-SHELL"
-    assert compose["services"]["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    assert compose["services"]["postgres"]["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    assert compose["services"]["redis"]["healthcheck"]["test"][:2] == ["CMD", "redis-cli"]
+    assert set(dc["runServices"]) == set(compose["services"])
     report = g.files[".devcontainer/setup-report.md"]
     assert "docker compose -f .devcontainer/compose.yaml up -d --build --wait" in report
     assert "docker compose -f .devcontainer/compose.yaml exec app python -m pytest" in report
+
+
+def test_service_names_and_wiring_match_what_verification_used():
+    from bot.compile.compose import app_environment
+
+    odd = ServiceRequirement("My DB!", "postgres", "postgres:16", [5432], {}, [])
+    g = gen(services=[odd], app_env=app_environment([odd], {"DATABASE_URL": "postgresql://u@localhost:5432/t"}))
+    compose = yaml.safe_load(g.files[".devcontainer/compose.yaml"])
+    dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
+    (name,) = [k for k in compose["services"] if k != "app"]
+    assert dc["runServices"] == ["app", name]
+    assert compose["services"]["app"]["environment"]["DATABASE_URL"] == f"postgresql://u@{name}:5432/t"
 
 
 def test_nested_output_folder_points_the_context_at_the_root():
