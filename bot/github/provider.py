@@ -254,8 +254,10 @@ class GitHubProvider(Provider):
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         r = self._repo(repo)
+        # Only a bot's comment counts: anyone can paste the marker into a comment of their own.
         return self._call("list comments", lambda: next(
-            (c.id for c in r.get_issue(number).get_comments() if marker in (c.body or "")), None))
+            (c.id for c in r.get_issue(number).get_comments()
+             if marker in (c.body or "") and c.user is not None and c.user.type == "Bot"), None))
 
     # ---------------------------------------------------------------- writes
     def commit_files(self, repo: str, parent_sha: str, files: dict[str, str], message: str, *,

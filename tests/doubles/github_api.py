@@ -281,7 +281,10 @@ class GitHubDouble:
 
     def _comment_json(self, repo: FakeRepo, cid: int) -> dict[str, Any]:
         c = repo.comments[cid]
-        return {"id": cid, "node_id": f"IC_{cid}", "body": c["body"], "user": _user(),
+        author = _user(c["user"]) if c.get("user") else _user()
+        if c.get("user"):
+            author["type"] = "User"
+        return {"id": cid, "node_id": f"IC_{cid}", "body": c["body"], "user": author,
                 "url": self._u(repo, f"/issues/comments/{cid}"),
                 "html_url": f"https://github.com/{repo.full_name}/pull/{c['issue']}#issuecomment-{cid}",
                 "issue_url": self._u(repo, f"/issues/{c['issue']}"), "created_at": NOW, "updated_at": NOW}

@@ -95,6 +95,16 @@ def test_same_repo_pull_request_keeps_one_comment_updated_in_place(double, provi
     assert double.pulls(REPO) == [double.repos[REPO].pulls[7]]       # no environment PR from a PR event
 
 
+def test_a_users_comment_carrying_the_marker_is_not_taken_over(double, provider, env):
+    double.repos[REPO].pulls[7] = {"id": 7007, "number": 7, "state": "open", "title": "t", "body": "",
+                                   "head": "main", "base": "main", "merged": False, "merged_at": None,
+                                   "maintainer_can_modify": True}
+    double.repos[REPO].comments[5] = {"issue": 7, "body": f"{COMMENT_MARKER} mine", "user": "mallory"}
+    handle_event(event("pull_request", "pull_request.json", env), provider, produce(), environ=env)
+    assert double.repos[REPO].comments[5]["body"] == f"{COMMENT_MARKER} mine"
+    assert len([c for c in double.repos[REPO].comments.values() if c["issue"] == 7]) == 2
+
+
 def test_comment_refused_by_token_still_writes_summary(double, provider, env):
     double.repos[REPO].pulls[7] = {"id": 7007, "number": 7, "state": "open", "title": "t", "body": "",
                                    "head": "main", "base": "main", "merged": False, "merged_at": None,
