@@ -114,15 +114,18 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         steps.append({"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []})
     apts = sorted(by_action.get("apt", []), key=lambda n: n.name)
     if apts:
-        steps.append({"op": "RUN", "head": 5, "nodes": apts, "comments": ["system packages"] + _where(apts),
+        steps.append({"op": "RUN", "head": 4, "nodes": apts, "comments": ["system packages"] + _where(apts),
                       "commands": [["apt-get", "update"],
                                    ["apt-get", "install", "-y", "--no-install-recommends", *[n.name for n in apts]],
                                    ["rm", "-rf", Glob("/var/lib/apt/lists/*")]]})
     steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
     pips = by_action.get("pip", [])
-    via = sorted({n.attrs["via_file"] for n in pips if n.attrs.get("via_file")})
+    # a file that names a dependency the plan left out (not on the index, does not build) cannot
+    # be installed as written: its remaining requirements are installed one by one instead
+    spoiled = {n.attrs.get("via_file") for n in graph.nodes.values() if n.attrs.get("dropped")}
+    via = sorted({n.attrs["via_file"] for n in pips if n.attrs.get("via_file") and n.attrs["via_file"] not in spoiled})
     if via:
-        via_nodes = [n for n in pips if n.attrs.get("via_file")]
+        via_nodes = [n for n in pips if n.attrs.get("via_file") in via]
         for f in via:
             steps.append({"op": "COPY", "src": [f], "dest": f if "/" in f else "./", "nodes": [n for n in via_nodes if n.attrs["via_file"] == f],
                           "comments": []})
@@ -131,7 +134,7 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             cmd += ["-r", f]
         steps.append({"op": "RUN", "head": len(PIP), "nodes": via_nodes, "commands": [cmd],
                       "comments": ["dependencies from the repository's requirement files"]})
-    rest = [n for n in pips if not n.attrs.get("via_file")]
+    rest = [n for n in pips if n.attrs.get("via_file") not in via]
     for group, label in (("main", "dependencies"), ("test", "test dependencies")):
         nodes = sorted([n for n in rest if (n.attrs.get("group") == "main") == (group == "main")], key=lambda n: n.name)
         if nodes:

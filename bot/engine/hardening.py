@@ -1,10 +1,12 @@
 """How runner and service containers are confined (SECURITY.md S7-S8).
 
 The capability set is the smallest with which apt-get, dpkg and pip work as root inside the
-container (measured: apt drops to the _apt user, dpkg chowns and sets modes on unpacked files,
-setuid helpers keep their bits, and the timeout path kills processes of other users). Everything
-else in Docker's default set (NET_RAW, MKNOD, SYS_CHROOT, AUDIT_WRITE, SETPCAP, SETFCAP,
-NET_BIND_SERVICE) is dropped.
+container. Measured here (apt-get install of ssl-cert, redis-server and libpq-dev, pip install):
+without DAC_OVERRIDE, SETUID or SETGID `apt-get update` fails (apt drops to the _apt user);
+without CHOWN or FOWNER maintainer scripts fail (groupadd, chmod/chown of service directories);
+FSETID keeps setgid bits on binaries whose group is not root's (crontab, ssh-agent). Everything
+else in Docker's default set (KILL, NET_RAW, MKNOD, SYS_CHROOT, AUDIT_WRITE, SETPCAP, SETFCAP,
+NET_BIND_SERVICE) is dropped; timeouts kill through the engine, not from inside.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from bot.config import EngineSettings
 
-PACKAGE_MANAGER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
+PACKAGE_MANAGER_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID")
 SECURITY_OPTIONS = ("no-new-privileges",)
 
 

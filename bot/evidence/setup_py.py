@@ -26,6 +26,13 @@ def _value(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> Any:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _value(node.left, names, depth + 1), _value(node.right, names, depth + 1)
         return left + right
+    if isinstance(node, ast.Subscript):
+        container = _value(node.value, names, depth + 1)
+        key = _value(node.slice, names, depth + 1)
+        try:
+            return container[key]
+        except (KeyError, IndexError, TypeError):
+            raise _Unresolved from None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
         return {kw.arg: _value(kw.value, names, depth + 1) for kw in node.keywords if kw.arg}
     if isinstance(node, (ast.List, ast.Tuple)):

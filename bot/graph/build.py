@@ -23,7 +23,7 @@ SCM_ENV = {"setuptools-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "hatch-vcs": ["
 # distributions that only install on Windows or macOS: never in a Linux image
 NOT_ON_LINUX = {"pywin32", "pypiwin32", "pywinauto", "wmi", "comtypes", "windows-curses", "win10toast", "pywinpty",
                 "pyobjc", "pyobjc-core", "pyobjc-framework-cocoa", "appnope", "pythonnet", "winshell", "colorama-win"}
-_APT_SKIP = re.compile(r"^(python3?(-.*)?|python3\.\d+.*|sudo|software-properties-common|apt-transport-https|lsb-release|curl|wget|gnupg2?|ca-certificates)$")
+_APT_SKIP = re.compile(r"^(mingw-w64.*|wine.*|tox|nox|pipx|pre-commit|python3?(-.*)?|python3\.\d+.*|sudo|software-properties-common|apt-transport-https|lsb-release|curl|wget|gnupg2?|ca-certificates)$")
 
 
 def _ev(src: Source) -> tuple[str, int | None, str]:
@@ -59,6 +59,10 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     for extra, src in ev.test_extras:
         if extra in proj.extras and extra not in test_extras:
             test_extras.append(extra)
+    # "dev"-style extras usually bundle docs, linters and release tools: when an extra made for
+    # the tests exists, it is enough
+    if any("test" in e.lower() for e in test_extras):
+        test_extras = [e for e in test_extras if "test" in e.lower()]
     if proj.installable:
         pnode = g.add(Node(PROJECT, "PACKAGE", proj.name or "(this project)", "UNKNOWN", action="project",
                            attrs={"extras": sorted(test_extras), "editable": True, "install_with": "pip",

@@ -234,6 +234,8 @@ class SetupLoop:
         self.traj = self.record.trajectory
         self.n_builds = 0
         self.tried: dict[tuple[str, str], set] = {}
+        # candidates that failed in an error state: not tried again for another of its signatures
+        self.failed_in_state: dict[frozenset, set] = {}
         self.extra_services: list[Atom] = []
         self.test_override: list[str] | None = None
         self.llm_repairs: list[KeptRepair] = []
@@ -372,7 +374,13 @@ class SetupLoop:
             from_store = []
         rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available)
         tried = self.tried.setdefault(sig.ident, set())
-        cands = [c for c in merge_candidates(from_store, rules) if c.key() not in tried]
+        failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
+        # units whose signal matched first, then the obvious rules, then units that are only
+        # similar text (lexical/embedding neighbours): those are the weakest evidence
+        exact = [c for c in from_store if c.exact]
+        similar = [c for c in from_store if not c.exact]
+        cands = [c for c in merge_candidates(exact, rules, similar)
+                 if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
 
     def _record_outcome(self, cand: Candidate, outcome: str) -> None:
@@ -470,6 +478,7 @@ class SetupLoop:
                 self._keep(KeptRepair(sig, cand, excerpt, frame_depth=None, graph_before=graph_before,
                                       alternatives=alternatives, before_idents=before_idents))
                 return True, new_ws
+        self.failed_in_state.setdefault(frozenset(before_idents), set()).add(cand.key())
         self._record_outcome(cand, "failure")
         return False, ws
 

@@ -33,6 +33,7 @@ class Candidate:
     unit_id: str | None = None
     score: float = 0.0
     why: str = ""
+    exact: bool = True           # knowledge: the unit's signal matched (not only similar text)
 
     @property
     def in_container(self) -> bool:
@@ -351,7 +352,9 @@ def knowledge_candidates(retriever: Any, log_text: str, context: Mapping[str, st
             unit = c.unit
             uid = getattr(unit, "id", None) or (unit.get("id") if isinstance(unit, Mapping) else None)
             advice = getattr(unit, "advice", "") or (unit.get("advice", "") if isinstance(unit, Mapping) else "")
-            out.append(Candidate(atoms, "knowledge", unit_id=uid, score=float(getattr(c, "score", 0.0)), why=advice))
+            cand = Candidate(atoms, "knowledge", unit_id=uid, score=float(getattr(c, "score", 0.0)), why=advice)
+            cand.exact = bool(getattr(c, "exact", True))
+            out.append(cand)
     return out
 
 
