@@ -1,0 +1,74 @@
+"""Image builds through the engine: CA trusted without touching the Dockerfile, logs kept,
+failing Dockerfiles reported (not raised)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from bot.config import load_settings
+from bot.engine import Engine
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def engine(docker_available):
+    e = Engine.from_settings(load_settings(None))
+    yield e
+    e.clean(e.run_id)
+
+
+def _history(tag: str) -> str:
+    return subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_from_python_stand_in_pip_install_six_builds(engine, tmp_path):
+    text = "FROM python:3.13-slim\nRUN pip install six\nRUN python -c 'import six'\n"
+    log = tmp_path / "logs" / "build.log"
+    r = engine.build(tmp_path, text, f"setupbot-test/six:{engine.run_id}", log_path=log)
+    assert r.ok, r.log[-3000:]
+    assert r.ca_bases == {}  # the stand-in already trusts the CA
+    assert "Successfully installed six" in log.read_text() or "six" in log.read_text()
+    assert engine.image_exists(r.tag) and engine.image_labels(r.tag)["setupbot.run"] == engine.run_id
+
+
+def test_build_from_a_base_without_the_ca_gets_a_transient_derivative(engine, tmp_path):
+    assert engine.ca is not None
+    base = "setupbot/rootfs:bookworm"  # imported rootfs: no CA of its own
+    text = (f"FROM {base}\n"
+            "RUN apt-get update && apt-get install -y --no-install-recommends python3-venv python3-pip\n"
+            "RUN python3 -m venv /v && /v/bin/pip install six && /v/bin/python -c 'import six'\n")
+    (tmp_path / "Dockerfile").write_text(text)
+    r = engine.build(tmp_path, text, f"setupbot-test/ca:{engine.run_id}", no_cache=True)
+    assert r.ok, r.log[-3000:]
+    assert list(r.ca_bases) == [base]
+    # the repository's Dockerfile is untouched, and the derivative is a run-labelled image
+    assert (tmp_path / "Dockerfile").read_text() == text
+    derivative = r.ca_bases[base]
+    assert engine.image_labels(derivative)["setupbot.run"] == engine.run_id
+
+
+def test_failing_dockerfile_is_a_result_not_an_exception(engine, tmp_path):
+    r = engine.build(tmp_path, "FROM debian:bookworm-slim\nRUN echo broken-step && exit 3\n",
+                     f"setupbot-test/broken:{engine.run_id}")
+    assert not r.ok
+    assert "broken-step" in r.log and r.seconds > 0
+
+
+def test_missing_base_image_fails_the_build_with_the_reason_in_the_log(engine, tmp_path):
+    r = engine.build(tmp_path, "FROM nosuchorg/nosuchimage:1\n", f"setupbot-test/none:{engine.run_id}")
+    assert not r.ok and "nosuchorg/nosuchimage" in r.log
+
+
+def test_no_cache_rebuilds_every_step(engine, tmp_path):
+    text = "FROM debian:bookworm-slim\nRUN date +%s%N > /stamp\n"
+    tag = f"setupbot-test/stamp:{engine.run_id}"
+    first = engine.build(tmp_path, text, tag)
+    cached = engine.build(tmp_path, text, tag)
+    assert first.ok and cached.ok
+    assert "Using cache" in cached.log
+    fresh = engine.build(tmp_path, text, tag, no_cache=True)
+    assert fresh.ok and "Using cache" not in fresh.log

@@ -1,0 +1,106 @@
+"""Cleanup by label, also after the process that owned the run was killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from bot.config import load_settings
+from bot.engine import Engine
+from bot.engine.core import new_run_id
+
+HOLDER = textwrap.dedent("""
+    import sys, tempfile, time
+    from bot.config import load_settings
+    from bot.engine import Engine
+    engine = Engine.from_settings(load_settings(None))
+    ctx = tempfile.mkdtemp()
+    built = engine.build(ctx, "FROM debian:bookworm-slim\\nRUN touch /built\\n", "setupbot-test/held:" + engine.run_id)
+    assert built.ok, built.log
+    with engine.network() as net:
+        engine.start_container("debian:bookworm-slim", "sibling", network=net, aliases=["db"],
+                               command=["sleep", "600"])
+        with engine.session("python:3.13-slim", network=net) as s:
+            s.snapshot("held")
+            print("READY", flush=True)
+            time.sleep(600)
+""")
+
+
+def _leftovers(run_id: str) -> dict[str, list[str]]:
+    label = f"label=setupbot.run={run_id}"
+    def ids(*args):
+        return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.split()
+    return {"containers": ids("ps", "-aq", "--filter", label),
+            "networks": ids("network", "ls", "-q", "--filter", label),
+            "volumes": ids("volume", "ls", "-q", "--filter", label),
+            "images": ids("images", "-aq", "--filter", label)}
+
+
+def test_clean_after_sigkill_leaves_nothing_of_the_run(docker_available):
+    run_id = new_run_id()
+    env = {**os.environ, "SETUPBOT_RUN_ID": run_id}
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("READY"):
+                break
+        assert lines and lines[-1].startswith("READY"), "".join(lines)
+        before = _leftovers(run_id)
+        assert len(before["containers"]) == 2 and len(before["networks"]) == 1
+        assert len(before["images"]) >= 2  # the build and the snapshot
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert _leftovers(run_id)["containers"], "SIGKILL gave the process no chance to clean up"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    r = subprocess.run(["setupbot", "clean", "--run-id", run_id], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "2 containers" in r.stdout
+    assert _leftovers(run_id) == {"containers": [], "networks": [], "volumes": [], "images": []}
+
+
+def test_clean_of_one_run_leaves_other_runs_and_stand_ins(docker_available):
+    settings = load_settings(None)
+    mine, other = Engine.from_settings(settings), Engine.from_settings(settings)
+    a = mine.start_container("debian:bookworm-slim", "a", command=["sleep", "60"])
+    b = other.start_container("debian:bookworm-slim", "b", command=["sleep", "60"])
+    try:
+        counts = mine.clean(mine.run_id)
+        assert counts["containers"] == 1
+        assert not a.running() and b.running()
+        assert mine.image_exists("python:3.13-slim") and mine.image_exists("debian:bookworm-slim")
+    finally:
+        other.clean(other.run_id)
+        mine.clean(mine.run_id)
+
+
+def test_sibling_on_a_private_network_is_reachable_by_alias(docker_available):
+    engine = Engine.from_settings(load_settings(None))
+    try:
+        with engine.network() as net:
+            engine.start_container("python:3.13-slim", "web", network=net, aliases=["web"],
+                                   command=["python", "-m", "http.server", "8080"])
+            with engine.session("python:3.13-slim", network=net) as s:
+                res = s.exec(["python", "-c", "import time, urllib.request as u\n"
+                              "for _ in range(50):\n"
+                              "    try:\n"
+                              "        print(u.urlopen('http://web:8080/').status); break\n"
+                              "    except OSError: time.sleep(0.2)\n"], timeout=60)
+                assert res.output.strip() == "200"
+            info = subprocess.run(["docker", "network", "inspect", net, "-f", "{{.Labels}}"],
+                                  capture_output=True, text=True).stdout
+            assert engine.run_id in info
+        # the network and its containers are gone with the block
+        assert subprocess.run(["docker", "network", "inspect", net], capture_output=True).returncode != 0
+    finally:
+        engine.clean(engine.run_id)

@@ -1,0 +1,73 @@
+"""`setupbot images bootstrap`: stand-ins exist, behave like the official images, are reused
+while their recipe hash matches and rebuilt when it changes."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from bot.config import load_settings
+from bot.engine import Engine
+from bot.engine.images import available_pythons, bootstrap, build_standin
+from bot.engine.recipes import ImageRecipe
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def engine(docker_available):
+    e = Engine.from_settings(load_settings(None))
+    yield e
+    e.clean(e.run_id)
+
+
+def test_bootstrap_provides_the_python_stand_ins(engine):
+    r = subprocess.run(["setupbot", "images", "bootstrap", "--python", "3.11", "--python", "3.13",
+                        "--services", ""], capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {"3.11", "3.13"} <= set(available_pythons(engine))
+    listing = subprocess.run(["setupbot", "images", "list"], capture_output=True, text=True, check=True).stdout
+    assert "3.11" in listing and "3.13" in listing
+    for version in ("3.11", "3.13"):
+        tag = f"python:{version}-slim"
+        labels = engine.image_labels(tag)
+        assert labels["setupbot.standin"] == "1" and labels["setupbot.recipe"]
+        assert "setupbot.run" not in labels  # `setupbot clean` keeps stand-ins
+        script = ("set -e; test \"$(command -v python)\" = /usr/local/bin/python; "
+                  "command -v pip; command -v pip3; command -v python3; "
+                  "! command -v gcc; test \"$LANG\" = C.UTF-8; "
+                  f"case \"$PYTHON_VERSION\" in {version}.*) ;; *) exit 9;; esac; "
+                  "python -m venv /tmp/v; /tmp/v/bin/python -c 'import sys; print(sys.prefix)'; "
+                  "test -z \"$(ls /var/lib/apt/lists | grep -v -e lock -e partial || true)\"; "
+                  "dpkg -s ca-certificates >/dev/null; "
+                  f"test ! -e /usr/lib/python{version}/EXTERNALLY-MANAGED; "
+                  "pip install -q --no-deps six && python -c 'import six; print(\"SIX\", six.__version__)'")
+        res = engine.run_once(tag, ["sh", "-c", script], network="bridge", timeout=300)
+        assert res.exit_code == 0 and "SIX" in res.output, res.output[-2000:]
+
+
+def test_second_bootstrap_reuses_everything(engine):
+    outcomes = bootstrap(engine, engine.settings, pythons=["3.13"], services=[])
+    assert {o.action for o in outcomes} == {"reused"}, outcomes
+
+
+def test_recipe_registry_reuses_on_matching_hash_and_rebuilds_on_change(engine):
+    tag = f"setupbot-test/standin:{engine.run_id}"
+    recipe = ImageRecipe(tag=tag, template="images/finish.Dockerfile.j2", base="debian:trixie-slim",
+                         kind="service", name="probe-only",
+                         variables={"ca": False, "ca_env": {}, "env": {"PROBE_VALUE": "one"}},
+                         probe=("sh", "-c", "echo $PROBE_VALUE"), version_env="SEEN_BY_PROBE")
+    try:
+        first = build_standin(engine, engine.settings, recipe)
+        assert first.action == "built", first.detail
+        again = build_standin(engine, engine.settings, recipe)
+        assert again.action == "reused"
+        env = engine.run_once(tag, ["sh", "-c", "echo $SEEN_BY_PROBE"]).output.strip()
+        assert env == "one"
+        changed = ImageRecipe(**{**recipe.__dict__, "variables": {**recipe.variables, "env": {"PROBE_VALUE": "two"}}})
+        rebuilt = build_standin(engine, engine.settings, changed)
+        assert rebuilt.action == "built"
+        assert engine.run_once(tag, ["sh", "-c", "echo $SEEN_BY_PROBE"]).output.strip() == "two"
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
