@@ -11,6 +11,7 @@ import hashlib
 import re
 import shutil
 import sys
+import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -53,17 +54,20 @@ class Progress:
         self.done = 0
         self.started = time.monotonic()
         self.stream = stream or sys.stderr
+        self._lock = threading.Lock()   # --jobs > 1: lines from several workers
 
     def _clock(self) -> str:
         s = int(time.monotonic() - self.started)
         return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
     def step(self, repo: str, system: str, message: str) -> None:
-        print(f"[{self.done}/{self.total} · {self._clock()}] {repo} · {system} · {message}",
-              file=self.stream, flush=True)
+        with self._lock:
+            print(f"[{self.done}/{self.total} · {self._clock()}] {repo} · {system} · {message}",
+                  file=self.stream, flush=True)
 
     def finish_pair(self, repo: str, system: str, record: dict) -> None:
-        self.done += 1
+        with self._lock:
+            self.done += 1
         verdict = "EBSR ✓" if record.get("ebsr") else "EBSR ✗"
         tests = record.get("tests") or {}
         detail = f"{tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed" if record.get("ebsr") else record.get("reason", "")

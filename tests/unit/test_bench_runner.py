@@ -306,3 +306,11 @@ def test_collection_failure_cause_is_the_most_frequent_exception():
     assert collect_cause(usage) == "error: unrecognized arguments: --hypo"
     assert collect_cause("ERROR: file or directory not found: t/\n") == "ERROR: file or directory not found: t/"
     assert collect_cause("nothing useful") == ""
+
+
+def test_parallel_jobs_score_every_pair_once(mirror, tmp_path):
+    root, repos = mirror
+    out = tmp_path / "results"
+    records = run_bench(_options(root, repos, out, jobs=2))
+    assert sorted(r["repo"] for r in records) == sorted(r.name for r in repos)
+    assert len((out / "declared.jsonl").read_text().splitlines()) == 2
