@@ -347,9 +347,9 @@ class Retriever:
 
 
 def fill_atoms(unit: Unit, match: re.Match[str] | None, context: Mapping[str, Any]) -> tuple[Atom, ...]:
-    values: dict[str, str] = {}
-    if context.get("python"):
-        values["python"] = str(context["python"])
+    # context values ({python}, {settings_module}, ...) and the signal's groups ({match:N})
+    values: dict[str, str] = {k: str(v) for k, v in context.items()
+                              if isinstance(v, (str, int, float)) and re.fullmatch(r"[a-z_]+", k)}
     if match is not None:
         values["match:0"] = match.group(0)
         for n, g in enumerate(match.groups(), start=1):
