@@ -153,11 +153,15 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 
 
 def _evidence_text(evidence: Any) -> str:
+    """``file:line`` of the first piece of evidence (``file`` alone when it has no line)."""
     if not evidence:
         return ""
     first = evidence[0]
     if isinstance(first, (list, tuple)) and len(first) >= 2:
-        return f"{first[0]}:{first[1]}"
+        return f"{first[0]}:{first[1]}" if first[1] not in (None, "", 0) else str(first[0])
+    file, line = _get(first, "file"), _get(first, "line")
+    if file:
+        return f"{file}:{line}" if line else str(file)
     return str(first)
 
 
@@ -264,7 +268,9 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
             data.proven.append(ProofItem(str(_get(item, "message", "") or _get(item, "key", item)), False,
                                          str(_get(item, "category", "") or "unresolved by the loop")))
 
-    if verification is not None:
+    if verification is None:
+        data.tier_reason = data.tier_reason or "not verified: the prosecutor and judge did not run"
+    else:
         verdict = _get(verification, "verdict", {})
         if isinstance(verdict, str):
             data.verdict = verdict
