@@ -215,3 +215,32 @@ def test_hostile_branch_and_title_travel_as_data(tmp_path, clock):
             assert d.schema_errors == []
     assert not canary.exists()
     assert spec_canary.exists() == existed
+
+
+@pytest.mark.parametrize("path", [".github/workflows/ci.yml", "./.github/workflows/ci.yml",
+                                  ".github//workflows/x.yml", ".GitHub/Workflows/x.yml",
+                                  "a/../.github/workflows/x.yml", "/etc/passwd", "../outside"])
+def test_paths_the_environment_pr_refuses(path):
+    from bot.github.provider import check_paths
+
+    with pytest.raises(GitHubError):
+        check_paths([path], allow_workflows=False)
+
+
+@pytest.mark.parametrize("branch", ["main", "setupbot/", "other/setupbot/main", "setupbot/a..b",
+                                    "setupbot/a b", "setupbot/x.lock"])
+def test_branches_the_provider_refuses(branch):
+    from bot.github.provider import check_branch
+
+    with pytest.raises(GitHubError):
+        check_branch(branch, "setupbot/")
+
+
+def test_rate_limit_wait_reads_both_kinds_of_limit():
+    from bot.github.provider import rate_limit_wait
+
+    assert rate_limit_wait(403, {"Retry-After": "12"}, lambda: 0) == 12
+    assert rate_limit_wait(403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "100"}, lambda: 40) == 61
+    assert rate_limit_wait(429, {}, lambda: 0) == 60
+    assert rate_limit_wait(403, {"x-ratelimit-remaining": "10"}, lambda: 0) is None   # a permission 403
+    assert rate_limit_wait(502, {"retry-after": "1"}, lambda: 0) is None
