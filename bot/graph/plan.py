@@ -127,14 +127,14 @@ def _install_specs(g: DepGraph) -> list[str]:
     return sorted(set(specs))
 
 
-def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float):
+def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float, index_url: str | None = None):
     """uv pip compile; a test-only dependency that does not exist on the index or cannot be built
     for this Python is left out (with a warning) and the resolution retried, so one stale test
     dependency does not cost the whole image. Runtime dependencies are never dropped."""
     dropped: list[str] = []
     total = 0.0
     for _ in range(4):
-        res = uv_compile(_install_specs(g), python, timeout=timeout)
+        res = uv_compile(_install_specs(g), python, timeout=timeout, index_url=index_url)
         total += res.seconds
         res.seconds = total
         if res.ok or res.skipped:
@@ -155,7 +155,8 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
 
 
 def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[str] | None = None,
-              resolve: bool = True, registry: Registry | None = None, resolve_timeout: float = 120.0) -> Plan:
+              resolve: bool = True, registry: Registry | None = None, resolve_timeout: float = 120.0,
+              index_url: str | None = None) -> Plan:
     t0 = time.monotonic()
     repo = Path(repo)
     ev = scan_repository(repo)
@@ -217,7 +218,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     # resolution
     t_res = time.monotonic()
     if resolve:
-        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout)
+        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url)
         g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
                                 "skipped": res.skipped, "python": choice.version, "dropped": dropped}
         if res.ok and not res.skipped:

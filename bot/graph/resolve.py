@@ -24,7 +24,8 @@ class Resolution:
     skipped: str = ""
 
 
-def uv_compile(requirements: list[str], python: str, timeout: float = 120.0) -> Resolution:
+def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
+               index_url: str | None = None) -> Resolution:
     uv = shutil.which("uv")
     if uv is None:
         return Resolution(False, skipped="uv is not installed")
@@ -36,6 +37,8 @@ def uv_compile(requirements: list[str], python: str, timeout: float = 120.0) -> 
         req.write_text("\n".join(requirements) + "\n")
         argv = [uv, "pip", "compile", "--python-version", python, "--no-header", "--no-annotate",
                 "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
+        if index_url:
+            argv[3:3] = ["--index-url", index_url]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)

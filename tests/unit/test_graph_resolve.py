@@ -1,0 +1,123 @@
+"""uv resolution against a local package index (a real HTTP server with real wheels)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import shutil
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bot.graph import make_plan
+from bot.graph.mapping import Registry
+from bot.graph.resolve import uv_compile
+
+pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+
+
+def make_wheel(directory: Path, name: str, version: str, requires_python: str = ">=3.8") -> Path:
+    dist = f"{name.replace('-', '_')}-{version}"
+    path = directory / f"{dist}-py3-none-any.whl"
+    files = {
+        f"{name.replace('-', '_')}/__init__.py": "",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: {requires_python}\n",
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    with zipfile.ZipFile(path, "w") as zf:
+        for arc, text in files.items():
+            zf.writestr(arc, text)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+            record.append(f"{arc},sha256={digest},{len(text)}")
+        record.append(f"{dist}.dist-info/RECORD,,")
+        zf.writestr(f"{dist}.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+@pytest.fixture
+def local_index(tmp_path: Path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, "demo-lib", "1.2.0")
+    make_wheel(wheels, "pytest", "8.0.0")
+    make_wheel(wheels, "new-only", "2.0.0", requires_python=">=3.13")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            parts = [p for p in self.path.split("/") if p]
+            if len(parts) == 2 and parts[0] == "simple":
+                name = parts[1].replace("-", "_")
+                found = sorted(w.name for w in wheels.iterdir() if w.name.startswith(name + "-"))
+                if not found:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                body = "".join(f'<a href="/files/{w}">{w}</a>' for w in found).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(body)
+            elif len(parts) == 2 and parts[0] == "files" and (wheels / parts[1]).is_file():
+                data = (wheels / parts[1]).read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            else:
+                self.send_response(404)
+                self.end_headers()
+
+        def do_HEAD(self):  # noqa: N802 - no range support: uv then downloads the whole wheel
+            parts = [p for p in self.path.split("/") if p]
+            ok = len(parts) == 2 and parts[0] == "files" and (wheels / parts[1]).is_file()
+            self.send_response(200 if ok else 404)
+            if ok:
+                self.send_header("Content-Length", str((wheels / parts[1]).stat().st_size))
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/simple"
+    server.shutdown()
+
+
+def test_uv_compile_pins_and_reports_a_python_floor(local_index):
+    ok = uv_compile(["demo-lib>=1"], "3.11", timeout=60, index_url=local_index)
+    assert ok.ok and ok.pins["demo-lib"] == "1.2.0"
+    floor = uv_compile(["new-only"], "3.11", timeout=60, index_url=local_index)
+    assert not floor.ok and "3.13" in floor.error
+
+
+def test_plan_resolution_drops_a_missing_test_dependency(tmp_path, local_index):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("demo-lib>=1\n")
+    (repo / "requirements-test.txt").write_text("pytest\nno-such-test-helper\n")
+    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
+                  index_url=local_index, resolve_timeout=60)
+    g = p.graph
+    assert g.meta["resolution"]["ok"] is True and g.meta["resolution"]["dropped"] == ["no-such-test-helper"]
+    assert g.nodes["package:demo-lib"].attrs["resolved"] == "1.2.0" and g.nodes["package:demo-lib"].state == "SATISFIED"
+    assert g.nodes["package:no-such-test-helper"].state == "MISSING"
+    assert any("no-such-test-helper is not on the package index" in w.message for w in p.warnings)
+    text = p.dockerfile.text
+    assert "no-such-test-helper" not in text and "-r requirements-test.txt" not in text and "-r requirements.txt" in text
+
+
+def test_plan_resolution_failure_on_a_runtime_dependency_is_a_warning(tmp_path, local_index):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("demo-lib>=1\nnot-there-at-all\n")
+    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
+                  index_url=local_index, resolve_timeout=60)
+    assert p.graph.meta["resolution"]["ok"] is False
+    assert p.graph.nodes["package:not-there-at-all"].state == "MISSING"
+    assert any("could not resolve" in w.message for w in p.warnings)
+    assert "FROM python:3.11-slim" in p.dockerfile.text  # still a plan
