@@ -144,8 +144,9 @@ class FakeSession:
 
     def rollback(self, n: int = 1) -> None:
         assert 1 <= n <= len(self.stack), f"rollback({n}) with {len(self.stack)} frames"
+        # as the engine does: frames above the n-th most recent are dropped, it stays on top
         target = self.stack[-n]
-        del self.stack[len(self.stack) - n:]
+        del self.stack[len(self.stack) - n + 1:]
         self.state = target.copy()
 
     def exec(self, argv, env=None, timeout=600, workdir=None) -> ExecResult:
