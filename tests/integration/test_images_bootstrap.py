@@ -71,3 +71,26 @@ def test_recipe_registry_reuses_on_matching_hash_and_rebuilds_on_change(engine):
         assert engine.run_once(tag, ["sh", "-c", "echo $SEEN_BY_PROBE"]).output.strip() == "two"
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+def test_rootfs_tarball_from_debootstrap_is_slim(docker_available, tmp_path):
+    import os
+    import tarfile
+
+    if os.geteuid() != 0 or not os.path.exists("/usr/sbin/debootstrap"):
+        pytest.skip("debootstrap needs root and the debootstrap package (CI installs it)")
+    from bot.engine.images import rootfs_tarball
+
+    settings = load_settings(None, overrides={"images": {"cache_dir": str(tmp_path)}})
+    tarball = rootfs_tarball(settings, "bookworm")
+    assert tarball == tmp_path / "bookworm.tar"
+    with tarfile.open(tarball) as tar:
+        names = tar.getnames()
+    assert "./usr/bin/apt-get" in names and "./etc/debian_version" in names
+    assert not [n for n in names if n.endswith(".deb")]
+    assert not [n for n in names if n.startswith("./usr/share/doc/") and not n.endswith("/copyright")
+                and n.count("/") > 4]
+    assert not [n for n in names if n.startswith("./usr/share/man/") and n != "./usr/share/man"]
+    # a second call reuses the cache
+    mtime = tarball.stat().st_mtime
+    assert rootfs_tarball(settings, "bookworm").stat().st_mtime == mtime
