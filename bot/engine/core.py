@@ -210,7 +210,10 @@ class Engine:
         with tempfile.TemporaryDirectory(prefix="setupbot-build-") as tmp:
             dockerfile = Path(tmp) / "Dockerfile"
             dockerfile.write_text(text)
-            args = ["build", "-f", str(dockerfile), "--network", self.settings.engine.network_mode]
+            args = ["build", "-f", str(dockerfile)]
+            # BuildKit knows only default/none/host; "bridge" is what both builders do by default.
+            if self.settings.engine.network_mode not in ("bridge", "default"):
+                args += ["--network", self.settings.engine.network_mode]
             for t in tags:
                 args += ["-t", t]
             for k, v in labels.items():

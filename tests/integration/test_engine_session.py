@@ -162,3 +162,25 @@ def test_keep_containers_debug_switch(docker_available):
     finally:
         e.clean(e.run_id)
     assert subprocess.run(["docker", "inspect", name], capture_output=True).returncode != 0
+
+
+def test_allocation_over_the_memory_limit_fails(engine):
+    with engine.session(IMAGE) as s:
+        res = s.exec(["python", "-c", "b = bytearray(1536 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('ALLOCATED')"],
+                     timeout=120)
+        assert "ALLOCATED" not in res.output
+        assert res.exit_code != 0
+        assert s.exec(["echo", "ok"]).output.strip() == "ok"
+
+
+def test_service_containers_are_hardened_and_labelled(engine):
+    with engine.network() as net:
+        handle = engine.start_container(IMAGE, "svc", network=net, aliases=["svc"], command=["sleep", "60"])
+        info = _inspect(handle.name)
+        host = info["HostConfig"]
+        assert host["Privileged"] is False and "ALL" in host["CapDrop"]
+        assert "no-new-privileges" in host["SecurityOpt"] and host["PidsLimit"] == 256
+        assert info["Config"]["Labels"]["setupbot.run"] == engine.run_id
+        assert handle.exec(["echo", "in-service"]).output.strip() == "in-service"
+        handle.remove()
+        assert not handle.running()
