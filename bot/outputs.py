@@ -189,25 +189,41 @@ def stable_plan_json(plan: Any) -> Any:
     return {k: v for k, v in data.items() if k not in VOLATILE_PLAN_KEYS}
 
 
-def outputs_from_pipeline(repo: Path, *, plan: Any, run_record: Any = None, verification: Any = None,
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = None, verification: Any = None,
                           output_dir: str = ".devcontainer", repository: str = "",
                           image_size: int | None = None,
                           existing: ExistingReader | None = None) -> GeneratedOutputs:
-    """Adapter from the pipeline's records (plan, run record, verification record) to the files."""
+    """Adapter from the pipeline's records to the files. ``plan`` is a ``bot.graph.Plan``; without
+    it the plan JSON kept in the run record is used. The Dockerfile is the run record's final one
+    (repairs included) when there is a run record, else the plan's compiled one."""
     report = from_pipeline(plan, run_record, verification, repository=repository,
                            output_dir=output_dir, image_size=image_size)
-    dockerfile = getattr(plan, "dockerfile", None)
-    if dockerfile is None:
-        from bot.compile import compile_dockerfile  # the compiler is the one source of Dockerfiles
+    source = plan if plan is not None else _field(run_record, "plan")
+    if source is None:
+        raise InputError("nothing to write: neither a plan nor a run record was given")
+    dockerfile_text = _field(run_record, "dockerfile", "") or ""
+    if not dockerfile_text:
+        compiled = _field(source, "dockerfile")
+        if isinstance(compiled, str):
+            dockerfile_text = compiled
+        elif compiled is not None:
+            dockerfile_text = compiled.text
+        else:
+            from bot.compile import compile_dockerfile  # the compiler is the one source of Dockerfiles
 
-        dockerfile = compile_dockerfile(plan.graph)
-    plan_json = stable_plan_json(plan)
-    services = list(getattr(plan, "services", []) or [])
-    app_env = dict(getattr(plan, "env", {}) or {})
+            dockerfile_text = compile_dockerfile(source.graph).text
+    services = list(_field(source, "services", []) or [])
+    app_env = {str(k): str(v) for k, v in dict(_field(source, "env", {}) or {}).items()}
     if services:
         app_env = app_environment(services, app_env)
-    return generate_outputs(report, dockerfile_text=dockerfile.text, plan_json=plan_json,
-                            services=services, app_env=app_env,
-                            output_dir=output_dir, project=repository or repo.name,
-                            post_create=getattr(plan, "post_create_command", None),
+    return generate_outputs(report, dockerfile_text=dockerfile_text, plan_json=stable_plan_json(source),
+                            services=services, app_env=app_env, output_dir=output_dir,
+                            project=repository or repo.name,
+                            post_create=_field(source, "post_create_command"),
                             existing=existing or disk_reader(repo))

@@ -167,3 +167,22 @@ def test_every_fixture_repository_gets_a_schema_valid_devcontainer(repos_dir, tm
         again = outputs_from_pipeline(repo, plan=make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"]),
                                       repository=f"fixtures/{repo.name}", existing=lambda p: None)
         assert again.fingerprint == g.fingerprint, f"{repo.name}: two plans of the same inputs differ"
+
+
+def test_outputs_from_a_run_record_alone_use_its_final_dockerfile(repos_dir):
+    from bot.graph import make_plan
+    from bot.loop.orchestrator import RunRecord
+
+    repo = repos_dir / "loop-scm"
+    plan = make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"])
+    final = plan.dockerfile.text + "RUN apt-get install -y libyaml-dev\n"
+    record = RunRecord(repo=str(repo), run_id="r", status="success", plan=plan.to_json(), dockerfile=final,
+                       replay={"ok": True})
+    g = outputs_from_pipeline(repo, run_record=record, repository="octo/scm", existing=lambda p: None)
+    assert g.files[".devcontainer/Dockerfile"].endswith("RUN apt-get install -y libyaml-dev\n")
+    plan_json = json.loads(g.files[".devcontainer/setupbot-plan.json"])["plan"]
+    assert "timings" not in plan_json and "repo" not in plan_json
+    assert "SETUPTOOLS_SCM_PRETEND_VERSION" in g.files[".devcontainer/setup-report.md"]
+    validate_devcontainer(parse_devcontainer(g.files[".devcontainer/devcontainer.json"]))
+    with pytest.raises(InputError, match="nothing to write"):
+        outputs_from_pipeline(repo, existing=lambda p: None)
