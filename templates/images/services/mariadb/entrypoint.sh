@@ -54,7 +54,10 @@ if [ ! -d /var/lib/mysql/mysql ]; then
       *.sql) echo "running $f"; mariadb --socket=/run/mysqld/mysqld.sock -uroot -p"$ROOT_PW" ${DATABASE:+"$DATABASE"} <"$f" ;;
     esac
   done
-  kill "$pid"; wait "$pid" || true
+  # `shutdown` returns once the server has stopped and released its files; a signal to the
+  # runuser wrapper would return before mariadbd lets go of ibdata1
+  mariadb-admin --protocol=socket --socket=/run/mysqld/mysqld.sock -uroot --password="$ROOT_PW" shutdown
+  wait "$pid" || true
   echo "MariaDB init process done. Ready for start up."
 fi
 
