@@ -134,7 +134,9 @@ def handle_event(event: Event, provider: Provider, produce: Callable[[], Generat
 
     note = ""
     if decision.kind in ("publish", "drift"):
-        base = event.ref.removeprefix("refs/heads/") if event.name == "workflow_dispatch" and event.ref else event.default_branch
+        # A manual run on a branch targets that branch; on a tag (or without a ref) the default one.
+        on_branch = event.name == "workflow_dispatch" and event.ref.startswith("refs/heads/")
+        base = event.ref.removeprefix("refs/heads/") if on_branch else event.default_branch
         if decision.kind == "drift":
             outcome.drift = [p for p, text in generated.files.items() if p != generated.report_path
                              and _differs(provider.read_file(event.repository, p, base), text)]
