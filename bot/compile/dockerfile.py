@@ -107,10 +107,14 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         steps.append({"op": "ENV", "pairs": [(n.name, n.attrs.get("value", "")) for n in envs], "nodes": envs,
                       "comments": [n.attrs["why"] for n in envs if n.attrs.get("why")][:2] + _where(envs)})
     cons = by_action.get("constraint", [])
-    if cons:
-        steps.append({"op": "RUN", "head": 4, "nodes": cons, "comments": ["pins applied to every pip install"] + _where(cons),
-                      "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints",
-                                  *[n.attrs["spec"] for n in cons]]]})
+    from bot.graph.plan import constraint_specs
+
+    specs = constraint_specs(graph)
+    if cons and specs:
+        lock = graph.nodes.get("config:lock")
+        why = f"pins from {lock.name} and repairs" if lock is not None else "pins"
+        steps.append({"op": "RUN", "head": 4, "nodes": cons, "comments": [why + ", applied to every pip install"] + _where(cons),
+                      "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints", *specs]]})
         steps.append({"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []})
     apts = sorted(by_action.get("apt", []), key=lambda n: n.name)
     if apts:

@@ -279,16 +279,28 @@ class GitHubProvider(Provider):
         check_branch(branch, self.branch_prefix)
         self._write("move branch")
         r = self._repo(repo)
-        if self.branch_sha(repo, branch) is None:
+        for _ in range(self.policy.max_attempts):
+            current = self.branch_sha(repo, branch)
+            if current == sha:
+                return
+            if current is not None:
+                ref = self._call("read branch", lambda: r.get_git_ref(f"heads/{branch}"))
+                self._call("move branch", lambda: ref.edit(sha, force=True))
+                return
             try:
-                self._call("create branch", lambda: r.create_git_ref(f"refs/heads/{branch}", sha), idempotent=False)
+                self._call("create branch", lambda: r.create_git_ref(f"refs/heads/{branch}", sha),
+                           idempotent=False)
                 return
             except GitHubError as exc:
-                # 422 "Reference already exists": an earlier attempt landed; move it instead.
-                if not (isinstance(exc.__cause__, GithubException) and exc.__cause__.status in (422, 502, 503, 504)):
+                # 422 "Reference already exists", a 5xx or a timeout: the create may have landed
+                # (or raced another run); look again before deciding.
+                cause = exc.__cause__
+                transient = isinstance(cause, requests.RequestException) or (
+                    isinstance(cause, GithubException) and (cause.status == 422 or cause.status >= 500))
+                if not transient:
                     raise
-        ref = self._call("read branch", lambda: r.get_git_ref(f"heads/{branch}"))
-        self._call("move branch", lambda: ref.edit(sha, force=True))
+                self.policy.sleep(self.policy.base_delay)
+        raise GitHubError(f"could not point {branch} at {sha[:12]}", "Run again; the next run reconciles.")
 
     def create_pull(self, repo: str, base: str, head: str, title: str, body: str) -> PullInfo:
         check_branch(head, self.branch_prefix)

@@ -53,6 +53,11 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     lock = ev.locks[0] if ev.locks else None
     if lock:
         g.meta["lock"] = {"kind": lock.kind, "file": lock.file}
+        # the lock's pins constrain every pip install, so pip installs what the lock says
+        # without poetry/pdm/uv in the image
+        ln = g.add(Node("config:lock", "CONFIG", lock.file, "SATISFIED", action="constraint",
+                        attrs={"kind": "lock", "tool": lock.kind, "pins": dict(sorted(lock.pins.items()))}))
+        ln.add_evidence(lock.file, None, f"{len(lock.pins)} pins from the {lock.kind} lock")
 
     # -- the project itself ------------------------------------------------------------------
     test_extras = []

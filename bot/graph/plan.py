@@ -123,8 +123,27 @@ def _install_specs(g: DepGraph) -> list[str]:
     for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
         if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:
             specs.append(install_spec(n.attrs["spec"], n.attrs.get("pinned")))
-    specs += [n.attrs["spec"] for n in g.of_type("CONFIG") if n.action == "constraint"]
     return sorted(set(specs))
+
+
+def constraint_specs(g: DepGraph) -> list[str]:
+    """Every pin that applies to every pip install: repairs' pip_constraint atoms, -c files, and
+    the lock file's pins for packages nothing else constrains."""
+    out: list[str] = []
+    for n in g.of_type("CONFIG"):
+        if n.action != "constraint":
+            continue
+        if n.attrs.get("kind") == "lock":
+            continue
+        out.append(n.attrs["spec"])
+    lock = g.nodes.get("config:lock")
+    if lock is not None and lock.action == "constraint":
+        taken = {canonicalize_name(re.split(r"[<>=!~\[; ]", s, maxsplit=1)[0]) for s in out}
+        direct = {n.name for n in g.of_type("PACKAGE") if n.action in ("pip", "repair-pip")}
+        for name, version in sorted(lock.attrs.get("pins", {}).items()):
+            if name not in taken and name not in direct:
+                out.append(f"{name}=={version}")
+    return out
 
 
 def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float, index_url: str | None = None):
@@ -134,7 +153,8 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
     dropped: list[str] = []
     total = 0.0
     for _ in range(4):
-        res = uv_compile(_install_specs(g), python, timeout=timeout, index_url=index_url)
+        res = uv_compile(_install_specs(g), python, timeout=timeout, index_url=index_url,
+                         constraints=constraint_specs(g))
         total += res.seconds
         res.seconds = total
         if res.ok or res.skipped:
@@ -182,6 +202,19 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
         rt.add_evidence(c.source.file, c.source.line, f"{c.kind} {c.value}")
     if not rt.evidence:
         rt.add_evidence("setupbot", None, choice.reason)
+    # a lock resolved for Pythons the project tests may pin builds that have no wheels for a
+    # newer one (greenlet 1.1 on 3.11): beyond the tested versions, ranges are safer than pins
+    tested = {c.value for c in ev.python if c.kind == "tested"}
+    lock_node = g.nodes.get("config:lock")
+    if lock_node is not None and tested and choice.version not in tested:
+        lock_node.action = None
+        lock_node.attrs["ignored"] = f"Python {choice.version} is not among the tested {', '.join(sorted(tested))}"
+        for n in g.of_type("PACKAGE"):
+            n.attrs.pop("pinned", None)
+            n.attrs.pop("lock", None)
+        warnings.append(ScanWarning(lock_node.name, None, f"lock pins not used: the project tests Python "
+                                    f"{', '.join(sorted(tested, key=lambda v: tuple(map(int, v.split('.')))))}, "
+                                    f"the image has {choice.version}"))
     # modules the chosen Python no longer ships
     ver = tuple(int(x) for x in choice.version.split("."))
     for m in removed:

@@ -25,7 +25,7 @@ class Resolution:
 
 
 def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
-               index_url: str | None = None) -> Resolution:
+               index_url: str | None = None, constraints: list[str] | None = None) -> Resolution:
     uv = shutil.which("uv")
     if uv is None:
         return Resolution(False, skipped="uv is not installed")
@@ -39,6 +39,10 @@ def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
                 "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
         if index_url:
             argv[3:3] = ["--index-url", index_url]
+        if constraints:
+            cons = Path(tmp) / "constraints.txt"
+            cons.write_text("\n".join(constraints) + "\n")
+            argv[3:3] = ["--constraint", str(cons)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)

@@ -82,6 +82,8 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
         not_above = [v for v in candidates if _key(v) <= _key(newest_tested)]
         if not_above:
             return RuntimeChoice(not_above[-1], True, f"newest available not above tested {newest_tested}", used, warnings)
+        # everything offered is newer than what the project tests: stay as close as possible
+        return RuntimeChoice(candidates[0], True, f"closest available to the tested {newest_tested}", used, warnings)
     reason = "newest available satisfying " + (", ".join(c.value for c in used) if used else "no stated constraint")
     if ceilings and candidates != ok:
         reason += f" (kept below {ceilings[0][0]}: {ceilings[0][1]})"

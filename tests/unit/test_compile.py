@@ -97,3 +97,30 @@ def test_hadolint_reports_no_errors(name, tmp_path):
     proc = subprocess.run(["hadolint", "--failure-threshold", "error", "--no-color", str(df)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_lock_pins_constrain_every_install_and_a_repair_overrides_them():
+    from bot.atoms import Atom
+
+    p = plan("plan-poetry-only")
+    text = p.dockerfile.text
+    assert "ENV PIP_CONSTRAINT=/etc/pip-constraints.txt" in text
+    assert text.index("PIP_CONSTRAINT") < text.index("python -m pip install")
+    # the lock pins pytest==8.0.2; a direct pin already carries it, so it is not repeated
+    assert "pytest==8.0.2" in text
+    assert "idna==3.6" in text and "urllib3==2.2.1" in text
+    p.graph.apply_atom(Atom("pip_constraint", {"constraints": ["idna<3.6"]}))
+    text = compile_dockerfile(p.graph).text
+    assert "idna<3.6" in text and "idna==3.6" not in text
+
+
+def test_lock_is_not_used_beyond_the_tested_pythons(tmp_path):
+    import shutil as sh
+
+    repo = tmp_path / "repo"
+    sh.copytree(REPOS / "plan-poetry-only", repo)
+    (repo / "tox.ini").write_text("[tox]\nenvlist = py39\n")
+    p = make_plan(repo, None, available_pythons=["3.11", "3.13"], resolve=False, registry=Registry(enabled=False))
+    assert p.python == "3.11"
+    assert "PIP_CONSTRAINT" not in p.dockerfile.text and "requests==2.31.0" not in p.dockerfile.text
+    assert any("lock pins not used" in w.message for w in p.warnings)

@@ -70,6 +70,9 @@ def test_runtime_choice_unit():
     assert choose_python([PythonConstraint("requires", ">=3.9", s)], PYS).version == "3.13"
     assert choose_python([PythonConstraint("requires", ">=3.9", s)], PYS, [("3.12", "imports imp")]).version == "3.11"
     assert not choose_python([PythonConstraint("requires", "<3.8", s)], PYS).satisfied
+    # CI tests 3.8-3.10 only and the images offer 3.11 and 3.13: the nearer one
+    old = [PythonConstraint("tested", v, s) for v in ("3.8", "3.9", "3.10")]
+    assert choose_python(old, ["3.11", "3.13"]).version == "3.11"
 
 
 def test_lock_pins_and_scm_config():
