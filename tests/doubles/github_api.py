@@ -47,6 +47,7 @@ class Fault:
     after: bool
     times: int
     body: dict[str, Any]
+    drop: bool = False
 
 
 @dataclass
@@ -190,9 +191,11 @@ class GitHubDouble:
         pr["closed_at"] = NOW
 
     def inject(self, method: str, path_regex: str, status: int, headers: dict[str, str] | None = None,
-               *, after: bool = False, times: int = 1, message: str = "Server Error") -> None:
+               *, after: bool = False, times: int = 1, message: str = "Server Error", drop: bool = False) -> None:
+        """``drop=True``: close the connection without an answer (a timeout or reset seen by the
+        client), before or ``after`` the server did the work."""
         self.faults.append(Fault(method, re.compile(path_regex), status, headers or {}, after, times,
-                                 {"message": message, "documentation_url": "https://docs.github.com/rest"}))
+                                 {"message": message, "documentation_url": "https://docs.github.com/rest"}, drop))
 
     def write_calls(self) -> list[Call]:
         return [c for c in self.calls if c.method != "GET"]
@@ -480,7 +483,7 @@ class GitHubDouble:
                     if fault:
                         fault.times -= 1
                 if fault and not fault.after:
-                    return self._send(call, fault.status, fault.body, fault.headers)
+                    return self._fail(call, fault)
                 try:
                     if self.command != "GET":
                         validate_body(self.command, path, body)
@@ -489,8 +492,16 @@ class GitHubDouble:
                     double.schema_errors.append(str(exc))
                     status, payload = 422, {"message": "Invalid request.", "errors": [str(exc)]}
                 if fault and fault.after:
-                    return self._send(call, fault.status, fault.body, fault.headers)
+                    return self._fail(call, fault)
                 self._send(call, status, payload, {})
+
+            def _fail(self, call: Call, fault: Fault) -> None:
+                if fault.drop:
+                    call.status = -1
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self._send(call, fault.status, fault.body, fault.headers)
 
             def _send(self, call: Call, status: int, payload: Any, headers: dict[str, str]) -> None:
                 call.status = status

@@ -105,6 +105,15 @@ def test_create_that_fails_with_502_after_succeeding_still_ends_with_one_pr(doub
     assert [c.status for c in double.calls if c.method == "POST" and c.path.endswith("/pulls")] == [502]
 
 
+def test_create_whose_connection_drops_after_succeeding_still_ends_with_one_pr(double, provider):
+    double.inject("POST", r"/pulls$", 0, after=True, drop=True)
+    double.inject("POST", r"/git/refs$", 0, after=True, drop=True)
+    result = publish(provider, outputs())
+    assert result.action == "created"
+    assert len(double.pulls(REPO)) == 1 and result.number == double.pulls(REPO)[0]["number"]
+    assert [c.status for c in double.calls if c.method == "POST" and c.path.endswith("/pulls")] == [-1]
+
+
 def test_ref_create_that_fails_after_succeeding_is_reconciled(double, provider):
     double.inject("POST", r"/git/refs$", 502, after=True)
     result = publish(provider, outputs())
