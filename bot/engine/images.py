@@ -26,7 +26,7 @@ from bot.engine.ca import CA_ENV, CA_LABEL
 from bot.engine.core import LABEL, Engine, render_template
 from bot.engine.recipes import (ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes,
                                 rootfs_tag, service_recipes)
-from bot.errors import BuildError, ConfigError, ImageUnavailableError
+from bot.errors import ConfigError, ImageUnavailableError
 from bot.paths import templates_dir
 
 log = logging.getLogger(__name__)
@@ -299,7 +299,8 @@ def bootstrap(engine: Engine, settings: Settings, pythons: Iterable[str] | None 
 def require_standins(engine: Engine, tags: Iterable[str]) -> None:
     missing = [t for t in tags if not engine.image_exists(t)]
     if missing:
-        raise BuildError(f"images missing: {', '.join(missing)}", "Run `setupbot images bootstrap`.")
+        raise ImageUnavailableError(f"images missing on this engine: {', '.join(missing)}",
+                                    "Run `setupbot images bootstrap` (no registry needed).")
 
 
 __all__ = ["available_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",

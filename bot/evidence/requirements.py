@@ -136,6 +136,7 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
         spec = re.sub(r"\s--hash[=\s]\S+", "", line).strip()
         if spec.startswith((".", "/")) or spec in (".",) or re.match(r"^file:", spec):
             _local_extras(ev, spec, src, group)
+            ev.warn(rel, lineno, f"local path {spec!r}: installed with the project, not before it")
             ev.requirements.append(Requirement(spec, "", group, src, local=True))
             clean = False
             continue

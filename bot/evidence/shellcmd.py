@@ -42,10 +42,15 @@ def test_command(cmd: str) -> list[str] | None:
     if toks[0].startswith("python") and len(toks) >= 3 and toks[1] == "-m":
         if toks[2] in ("pytest", "unittest", "nose", "nose2", "twisted.trial", "trial"):
             return toks
-    if toks[0] == "coverage" and "-m" in toks:
-        i = toks.index("-m")
-        if i + 1 < len(toks) and toks[i + 1] in ("pytest", "unittest"):
-            return ["python", *toks[i:]]
+    if toks[0] == "coverage" and len(toks) > 1 and toks[1] == "run":
+        if "-m" in toks:
+            i = toks.index("-m")
+            if i + 1 < len(toks) and toks[i + 1] in ("pytest", "unittest", "nose", "twisted.trial"):
+                return ["python", *toks[i:]]
+        else:
+            script = [t for t in toks[2:] if not t.startswith("-")]
+            if script and script[0].endswith(".py") and re.search(r"test", script[0]):
+                return ["python", *toks[toks.index(script[0]):]]
     if toks[0].startswith("python") and len(toks) >= 2 and toks[1] in ("setup.py", "runtests.py", "run_tests.py", "manage.py") and (
             len(toks) > 2 and toks[2] == "test" or toks[1] in ("runtests.py", "run_tests.py")):
         return toks

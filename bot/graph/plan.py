@@ -97,9 +97,10 @@ def default_pythons(settings: Any) -> list[str]:
 
 
 def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tuple[str, int | None, str]]]:
-    uses_pytest = ev.pytest_config is not None or any(
-        r.name == "pytest" for r in ev.requirements) or any(
-        c[0][0] in ("pytest", "py.test") or "pytest" in c[0][:3] for c in ev.test_commands)
+    installed = {n.name for n in g.of_type("PACKAGE") if n.action == "pip"}
+    uses_pytest = ev.pytest_config is not None or "pytest" in installed or any(
+        (c[0][0] in ("pytest", "py.test") or "pytest" in c[0][:3]) and not c[1].detail.startswith("docs")
+        for c in ev.test_commands)
     ranked = sorted(ev.test_commands, key=lambda c: (c[1].detail.startswith("docs"), 0))
     if uses_pytest:
         for argv, src in ranked:
@@ -110,6 +111,11 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
         if argv[0] in ("tox", "nox"):
             continue
         cmd = ["python", *argv[1:]] if argv[0].startswith("python") else list(argv)
+        if any(ch in a for a in cmd for ch in "*?["):
+            # the target runs without a shell, so a glob would reach the runner unexpanded:
+            # pytest runs unittest-style tests from the folder just as well
+            folders = sorted({a.rsplit("/", 1)[0] for a in cmd if "/" in a and any(ch in a for ch in "*?[")})
+            return ["python", "-m", "pytest", *folders], [(src.file, src.line, src.detail + " (glob: run with pytest)")]
         return cmd, [(src.file, src.line, src.detail)]
     return ["python", "-m", "pytest"], []
 

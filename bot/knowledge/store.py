@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from bot.errors import KnowledgeError
-from bot.knowledge.units import Telemetry, Unit, seed_units
+from bot.knowledge.units import Telemetry, Unit, seed_digest, seed_units
 
 OUTCOMES = ("success", "failure", "neutral")
 
@@ -177,12 +177,11 @@ class Store(ABC):
     # -- seeding -----------------------------------------------------------------------------
     def ensure_seeded(self) -> int:
         """Load or refresh the packaged seed units when they changed; telemetry is kept."""
-        units = seed_units()
-        digest = hashlib.sha256(json.dumps([u.to_json(with_telemetry=False) for u in units],
-                                           sort_keys=True).encode()).hexdigest()[:16]
+        digest = seed_digest()
         rows = self._exec("SELECT text_value FROM meta WHERE key = 'seed'")
         if rows and rows[0][0] == digest:
             return 0
+        units = seed_units()
         self.add_many(units, replace=True)
         self._exec(self._sql("UPDATE meta SET text_value = ? WHERE key = 'seed'"), (digest,))
         return len(units)

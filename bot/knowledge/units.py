@@ -7,6 +7,8 @@ signal pattern must compile. A unit that fails is refused with the reason.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -22,6 +24,8 @@ from packaging.version import Version
 from bot.atoms import Atom, AtomError
 from bot.errors import KnowledgeError
 
+# libyaml's parser when PyYAML has it: the seed is parsed at every fresh store
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SCHEMA_FILE = Path(__file__).with_name("unit.schema.json")
 SEED_DIR = Path(__file__).with_name("seed")
 
@@ -191,7 +195,7 @@ def load_units_file(path: Path) -> list[Unit]:
     """Units from a YAML or JSON file (a list, or {units: [...]})."""
     try:
         text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_YAML_LOADER)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise KnowledgeError(f"cannot read units from {path}: {exc}",
                              "The file must be YAML or JSON holding a list of units.") from exc
@@ -203,8 +207,16 @@ def load_units_file(path: Path) -> list[Unit]:
     return [Unit.from_json(d) for d in data]
 
 
-def seed_units() -> list[Unit]:
-    """The knowledge shipped with the package (bot/knowledge/seed/*.yml)."""
+def seed_digest() -> str:
+    """A digest of the packaged seed files: stores reload the seed only when it changes."""
+    h = hashlib.sha256()
+    for path in sorted(SEED_DIR.glob("*.yml")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _seed_units_cached(digest: str) -> tuple[Unit, ...]:
     units: list[Unit] = []
     seen: set[str] = set()
     for path in sorted(SEED_DIR.glob("*.yml")):
@@ -213,7 +225,12 @@ def seed_units() -> list[Unit]:
                 raise KnowledgeError(f"seed unit id {unit.id!r} appears twice ({path.name})")
             seen.add(unit.id)
             units.append(unit)
-    return units
+    return tuple(units)
+
+
+def seed_units() -> list[Unit]:
+    """The knowledge shipped with the package (bot/knowledge/seed/*.yml), validated."""
+    return list(_seed_units_cached(seed_digest()))
 
 
 def iter_valid(raw_units: Iterable[Mapping[str, Any]]) -> tuple[list[Unit], list[str]]:
