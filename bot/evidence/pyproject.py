@@ -44,7 +44,11 @@ def scan(files: RepoFiles, ev: Evidence, rel: str = "pyproject.toml") -> None:
         return
 
     def src(needle: str, detail: str = "") -> Source:
-        return Source(rel, line_of(text, needle), detail)
+        # a key is found by "name =" before a bare substring, so "dev" does not hit "description"
+        line = None
+        if needle and "=" not in needle and " " not in needle:
+            line = line_of(text, f"{needle} =") or line_of(text, f'"{needle}"') or line_of(text, f"{needle}=")
+        return Source(rel, line or line_of(text, needle), detail)
 
     def add(spec: Any, group: str, detail: str = "", optional: bool = False) -> None:
         if not isinstance(spec, str):
