@@ -12,7 +12,6 @@ rebuilds its in-memory indexes only then.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time

@@ -1,0 +1,80 @@
+"""Retrieval details on a small store: k and offer, rerank hook, embeddings fallback, latency path."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from bot.knowledge import OpenAIEmbedder, Retriever, Unit, open_store
+from bot.errors import KnowledgeError
+
+
+def unit(uid, pattern, pkg, title=""):
+    return Unit.from_json({"id": uid, "category": "native", "title": title,
+                           "signals": {"patterns": [pattern]},
+                           "advice": f"Install {pkg} to provide what the build is missing.",
+                           "atoms": [{"kind": "apt_install", "packages": [pkg]}]})
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = open_store(SimpleNamespace(url="", path=str(tmp_path / "k.sqlite")), seed=False)
+    for i in range(20):
+        s.add(unit(f"unit-{i:02d}", rf"widget{i}\.h: No such file", f"libwidget{i}-dev", f"widget {i} headers"))
+    yield s
+    s.close()
+
+
+def test_offer_and_k_settings(store):
+    r = Retriever(store, SimpleNamespace(k=5, offer=2))
+    cands = r.retrieve("fatal error: widget3.h: No such file or directory")
+    assert len(cands) == 2 and cands[0].unit.id == "unit-03" and cands[0].exact
+    assert len(r.candidates("fatal error: widget3.h: No such file or directory", {})) == 5
+    assert store.get("unit-03").telemetry.offered == 1
+
+
+def test_lexical_only_when_no_signal_matches(store):
+    cands = Retriever(store).retrieve("the widget7 headers are not installed")
+    assert cands[0].unit.id == "unit-07" and not cands[0].exact
+
+
+def test_reranker_hook_reorders_and_failures_fall_back(store):
+    def reverse(log, cands):
+        return list(reversed(cands))
+
+    log = "fatal error: widget3.h: No such file or directory; widget 5 headers"
+    plain = Retriever(store).candidates(log, {})
+    reranked = Retriever(store, reranker=reverse, settings=SimpleNamespace(k=10, offer=3)).retrieve(log)
+    assert reranked[0].unit.id == plain[-1].unit.id
+
+    def broken(log, cands):
+        raise RuntimeError("LLM timed out")
+
+    assert Retriever(store, reranker=broken).retrieve(log)[0].unit.id == "unit-03"
+
+
+def test_embedding_outage_keeps_lexical_retrieval(store):
+    from knowledge.embeddings_double import EmbeddingsDouble
+
+    with EmbeddingsDouble(fail=True) as server:
+        r = Retriever(store, embedder=OpenAIEmbedder(server.url, "m"))
+        cands = r.retrieve("fatal error: widget9.h: No such file or directory")
+        assert cands[0].unit.id == "unit-09"
+        assert server.requests >= 1
+        with pytest.raises(KnowledgeError, match="embeddings request"):
+            OpenAIEmbedder(server.url, "m").embed(["x"])
+
+
+def test_embedder_from_settings():
+    s = SimpleNamespace(knowledge=SimpleNamespace(embeddings_model=""), llm=SimpleNamespace(base_url="http://x", api_key="", timeout=5))
+    assert OpenAIEmbedder.from_settings(s) is None
+    s.knowledge.embeddings_model = "text-embed"
+    assert OpenAIEmbedder.from_settings(s).url == "http://x/embeddings"
+
+
+def test_new_units_are_seen_without_a_new_retriever(store):
+    r = Retriever(store)
+    assert not any(c.exact for c in r.retrieve("gizmo.h: No such file or directory"))
+    store.add(unit("unit-gizmo", r"gizmo\.h: No such file", "libgizmo-dev"))
+    assert r.retrieve("gizmo.h: No such file or directory")[0].unit.id == "unit-gizmo"

@@ -1,0 +1,66 @@
+"""Every seed unit has a real-looking failure log that retrieves it first
+(tests/fixtures/failure-logs, expected unit and context in index.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bot.knowledge import Retriever, open_store, seed_units
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "failure-logs"
+INDEX = json.loads((LOGS / "index.json").read_text())
+CATEGORIES = {"native", "version", "install", "verify", "service", "config"}
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory):
+    store = open_store(SimpleNamespace(url="", path=str(tmp_path_factory.mktemp("kb") / "k.sqlite")))
+    yield Retriever(store)
+    store.close()
+
+
+def test_seed_is_large_and_covers_the_failure_categories():
+    units = seed_units()
+    assert len(units) >= 100
+    by_cat = {}
+    for u in units:
+        by_cat[u.category] = by_cat.get(u.category, 0) + 1
+    assert set(by_cat) == CATEGORIES
+    assert by_cat["native"] >= 40 and by_cat["version"] >= 20 and by_cat["install"] >= 30
+
+
+def test_every_seed_unit_has_a_labelled_log():
+    labelled = {meta["unit"] for meta in INDEX.values()}
+    assert {u.id for u in seed_units()} <= labelled
+    assert len(INDEX) >= 100
+    assert all((LOGS / name).is_file() for name in INDEX)
+
+
+@pytest.mark.parametrize("name", sorted(INDEX))
+def test_log_retrieves_its_unit_first(retriever, name):
+    meta = INDEX[name]
+    context = {"python": "3.11", "os": "debian", **meta["context"]}
+    cands = retriever.candidates((LOGS / name).read_text(), context)
+    assert cands, f"{name}: nothing retrieved"
+    assert cands[0].unit.id == meta["unit"], [(c.unit.id, c.score, c.exact) for c in cands[:3]]
+    assert cands[0].exact
+    # the atoms offered are runnable: every placeholder filled and valid
+    for atom in cands[0].atoms:
+        atom.validate()
+        assert "{match:" not in json.dumps(atom.to_json())
+
+
+def test_templated_units_fill_from_the_log(retriever):
+    cands = retriever.retrieve("ERROR: Package 'x' requires a different Python: 3.11.2 not in '>=3.13'",
+                               {"python": "3.11"})
+    assert cands[0].unit.id == "version-python-floor-pip"
+    assert cands[0].atoms[0].args == {"version": "3.13"}
+    generic = retriever.retrieve("ModuleNotFoundError: No module named 'wobblecore'", {"python": "3.11"})
+    assert generic[0].unit.id == "install-module-generic"
+    assert generic[0].atoms[0].args["packages"] == ["wobblecore"]
+    specific = retriever.retrieve("ModuleNotFoundError: No module named 'yaml'", {"python": "3.11"})
+    assert [c.unit.id for c in specific[:2]] == ["install-module-yaml", "install-module-generic"]
