@@ -33,9 +33,16 @@ def _sha(kind: str, data: bytes) -> str:
     return hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
 
 
-def _user(login: str = "setupbot[bot]") -> dict[str, Any]:
+def _user(login: str = "setupbot[bot]", base: str = "https://api.github.com") -> dict[str, Any]:
+    """A SimpleUser as the REST description requires it (URLs point at the double)."""
+    u = f"{base}/users/{login}"
     return {"login": login, "id": 1, "node_id": "U_1", "type": "Bot", "site_admin": False,
-            "avatar_url": "", "html_url": f"https://github.com/{login}"}
+            "avatar_url": "", "gravatar_id": "", "url": u, "html_url": f"https://github.com/{login}",
+            "followers_url": f"{u}/followers", "following_url": f"{u}/following{{/other_user}}",
+            "gists_url": f"{u}/gists{{/gist_id}}", "starred_url": f"{u}/starred{{/owner}}{{/repo}}",
+            "subscriptions_url": f"{u}/subscriptions", "organizations_url": f"{u}/orgs",
+            "repos_url": f"{u}/repos", "events_url": f"{u}/events{{/privacy}}",
+            "received_events_url": f"{u}/received_events"}
 
 
 @dataclass
@@ -231,7 +238,7 @@ class GitHubDouble:
 
     def _repo_json(self, repo: FakeRepo) -> dict[str, Any]:
         return {"id": abs(hash(repo.full_name)) % 10**8, "node_id": "R_1", "name": repo.name,
-                "full_name": repo.full_name, "owner": _user(repo.owner), "private": False,
+                "full_name": repo.full_name, "owner": _user(repo.owner, self.base_url), "private": False,
                 "fork": False, "archived": repo.archived, "default_branch": repo.default_branch,
                 "url": self._u(repo), "html_url": f"https://github.com/{repo.full_name}",
                 "permissions": {"admin": False, "push": True, "pull": True}}
@@ -250,7 +257,8 @@ class GitHubDouble:
                 "tree": {"sha": c["tree"], "url": self._u(repo, f"/git/trees/{c['tree']}")},
                 "parents": [{"sha": p, "url": self._u(repo, f"/git/commits/{p}"),
                              "html_url": f"https://github.com/{repo.full_name}/commit/{p}"} for p in c["parents"]],
-                "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None}}
+                "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
+                                 "verified_at": None}}
 
     def _tree_json(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
         return {"sha": sha, "url": self._u(repo, f"/git/trees/{sha}"), "truncated": False,
@@ -262,13 +270,13 @@ class GitHubDouble:
         head_sha = repo.refs.get(f"heads/{pr['head']}", "0" * 40)
         base_sha = repo.refs.get(f"heads/{pr['base']}", "0" * 40)
         return {"id": pr["id"], "node_id": f"PR_{n}", "number": n, "state": pr["state"], "locked": False,
-                "title": pr["title"], "body": pr["body"], "user": _user(), "draft": False,
+                "title": pr["title"], "body": pr["body"], "user": _user(base=self.base_url), "draft": False,
                 "url": self._u(repo, f"/pulls/{n}"), "html_url": f"https://github.com/{repo.full_name}/pull/{n}",
                 "issue_url": self._u(repo, f"/issues/{n}"), "comments_url": self._u(repo, f"/issues/{n}/comments"),
                 "head": {"label": f"{repo.owner}:{pr['head']}", "ref": pr["head"], "sha": head_sha,
-                         "user": _user(repo.owner), "repo": self._repo_json(repo)},
+                         "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
                 "base": {"label": f"{repo.owner}:{pr['base']}", "ref": pr["base"], "sha": base_sha,
-                         "user": _user(repo.owner), "repo": self._repo_json(repo)},
+                         "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
                 "merged": pr["merged"], "merged_at": pr["merged_at"], "closed_at": pr.get("closed_at"),
                 "mergeable": None, "maintainer_can_modify": pr["maintainer_can_modify"],
                 "labels": [{"name": l, "color": "ededed"} for l in repo.labels.get(n, [])],
@@ -278,13 +286,13 @@ class GitHubDouble:
         pr = repo.pulls[n]
         return {"id": pr["id"], "number": n, "title": pr["title"], "body": pr["body"], "state": pr["state"],
                 "url": self._u(repo, f"/issues/{n}"), "html_url": f"https://github.com/{repo.full_name}/issues/{n}",
-                "comments_url": self._u(repo, f"/issues/{n}/comments"), "user": _user(),
+                "comments_url": self._u(repo, f"/issues/{n}/comments"), "user": _user(base=self.base_url),
                 "labels": [{"name": l, "color": "ededed"} for l in repo.labels.get(n, [])],
                 "pull_request": {"url": self._u(repo, f"/pulls/{n}")}, "created_at": NOW, "updated_at": NOW}
 
     def _comment_json(self, repo: FakeRepo, cid: int) -> dict[str, Any]:
         c = repo.comments[cid]
-        author = _user(c["user"]) if c.get("user") else _user()
+        author = _user(c["user"], self.base_url) if c.get("user") else _user(base=self.base_url)
         if c.get("user"):
             author["type"] = "User"
         return {"id": cid, "node_id": f"IC_{cid}", "body": c["body"], "user": author,
@@ -380,7 +388,8 @@ class GitHubDouble:
                          "path": path, "content": base64.b64encode(data).decode(), "sha": sha,
                          "url": self._u(repo, f"/contents/{path}"), "git_url": self._u(repo, f"/git/blobs/{sha}"),
                          "html_url": f"https://github.com/{repo.full_name}/blob/main/{path}", "download_url": None,
-                         "_links": {"self": self._u(repo, f"/contents/{path}")}}
+                         "_links": {"self": self._u(repo, f"/contents/{path}"), "git": self._u(repo, f"/git/blobs/{sha}"),
+                                    "html": f"https://github.com/{repo.full_name}/blob/main/{path}"}}
         if rest == "/pulls" and method == "GET":
             state = q.get("state", "open")
             head = q.get("head")
