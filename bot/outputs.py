@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import logging
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -68,6 +69,18 @@ def unified_diff(path: str, old: str, new: str) -> str:
                                         fromfile=f"a/{path}", tofile=f"b/{path}")) or "(no change)\n"
 
 
+def check_output_dir(output_dir: str) -> str:
+    """The output folder comes from settings a repository can write (.github/setupbot.yml): it
+    must stay inside the repository and out of .github/workflows/ (SECURITY.md S6)."""
+    raw = output_dir.strip() or ".devcontainer"
+    out = posixpath.normpath(raw).strip("/")
+    inside = not raw.startswith("/") and "\\" not in raw and out not in ("", ".") and not out.startswith("..")
+    if not inside or (out + "/").lower().startswith(".github/workflows/"):
+        raise InputError(f"output.dir {output_dir!r} must be a folder inside the repository, "
+                         "outside .github/workflows/", "Use the default .devcontainer or another relative folder.")
+    return out
+
+
 @dataclass
 class GeneratedOutputs:
     files: dict[str, str]                 # repository-relative path -> content (marked files only)
@@ -87,7 +100,7 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
                      existing: ExistingReader | None = None) -> GeneratedOutputs:
     """Render every output file. ``existing(path)`` returns the current content at a
     repository-relative path (a checkout or the base branch through the API) or None."""
-    out = output_dir.strip("/") or ".devcontainer"
+    out = check_output_dir(output_dir)
     services = list(services)
     name = project or report.repository or "setupbot environment"
     env_files: dict[str, str] = {f"{out}/{DOCKERFILE}": mark_dockerfile(dockerfile_text)}

@@ -55,10 +55,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.event_name:
         raise InputError("no event name", "Pass --event-name or run inside GitHub Actions.")
     event = load_event(args.event_name, args.event_path or None)
-    token = settings.github.token or os.environ.get("GITHUB_TOKEN", "")
+    # Where the token goes and which branches the bot owns come from the packaged defaults, the
+    # environment and the command line only: .github/setupbot.yml belongs to the repository
+    # (and, on a pull request, to whoever wrote the branch), so it must not redirect the token.
+    trusted = load_settings(None).github
+    token = trusted.token or os.environ.get("GITHUB_TOKEN", "")
     register_secret(token)
-    real = GitHubProvider(token, settings.github.api_url, branch_prefix=settings.github.branch_prefix)
-    provider = DryRunProvider(inner=real, branch_prefix=settings.github.branch_prefix) if args.dry_run else real
+    real = GitHubProvider(token, os.environ.get("GITHUB_API_URL") or trusted.api_url,
+                          branch_prefix=trusted.branch_prefix)
+    provider = DryRunProvider(inner=real, branch_prefix=trusted.branch_prefix) if args.dry_run else real
 
     def produce() -> GeneratedOutputs:
         generated = produce_outputs(repo, settings, event.repository)

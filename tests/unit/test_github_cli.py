@@ -86,3 +86,19 @@ def test_bad_event_gives_a_clear_message(action_env, capsys, tmp_path):
     assert main(["github", "--event-name", "push", "--event-path", str(tmp_path / "missing.json"),
                  "--repo", str(repo)]) == 3
     assert "cannot read the event payload" in capsys.readouterr().err
+
+
+def test_repository_config_cannot_redirect_the_token(double, action_env, monkeypatch):
+    """.github/setupbot.yml is written by the repository (on a PR: by the PR's author); the API
+    URL the token is sent to comes from the environment and defaults only."""
+    repo, _, _ = action_env
+    with GitHubDouble() as evil:
+        (repo / ".github").mkdir()
+        (repo / ".github" / "setupbot.yml").write_text(f"github:\n  api_url: {evil.base_url}\n"
+                                                       "  branch_prefix: ''\n")
+        monkeypatch.delenv("SETUPBOT_GITHUB_API_URL")
+        monkeypatch.setenv("GITHUB_API_URL", double.base_url)
+        assert main(["github", "--event-name", "push", "--event-path", str(EVENTS / "push.json"),
+                     "--repo", str(repo)]) == 0
+        assert evil.calls == []
+    assert double.pulls("octo/app")[0]["head"] == "setupbot/main"

@@ -186,3 +186,9 @@ def test_outputs_from_a_run_record_alone_use_its_final_dockerfile(repos_dir):
     validate_devcontainer(parse_devcontainer(g.files[".devcontainer/devcontainer.json"]))
     with pytest.raises(InputError, match="nothing to write"):
         outputs_from_pipeline(repo, existing=lambda p: None)
+
+
+@pytest.mark.parametrize("bad", ["../outside", "/etc", ".github/workflows", ".github/workflows/env", "a/../..", "."])
+def test_output_dir_from_repository_settings_cannot_escape(bad):
+    with pytest.raises(InputError, match="inside the repository"):
+        gen(output_dir=bad)
