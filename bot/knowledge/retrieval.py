@@ -122,17 +122,24 @@ class _Index:
     def __init__(self, units: list[Unit]) -> None:
         self.units = units
         self.by_id = {u.id: i for i, u in enumerate(units)}
-        # regex prefilter: anchor word -> unit indexes; units with an unanchored pattern
-        self.by_word: dict[str, set[int]] = {}
+        # regex prefilter: each pattern is filed under its rarest required word, and runs only
+        # when the log contains all of its required words; unanchored patterns always run
+        self.by_word: dict[str, list[tuple[int, frozenset[str]]]] = {}
         self.always: set[int] = set()
+        anchored: list[tuple[int, frozenset[str]]] = []
+        freq: dict[str, int] = {}
         for i, u in enumerate(units):
             for p in u.patterns:
-                words = anchor_words(p)
+                words = frozenset(anchor_words(p))
                 if not words:
                     self.always.add(i)
                     continue
-                # the longest word is the rarest in practice
-                self.by_word.setdefault(max(words, key=len), set()).add(i)
+                anchored.append((i, words))
+                for w in words:
+                    freq[w] = freq.get(w, 0) + 1
+        for i, words in anchored:
+            rarest = min(words, key=lambda w: (freq[w], -len(w), w))
+            self.by_word.setdefault(rarest, []).append((i, words))
         # BM25: statistics from rank-bm25, scored through an inverted index
         corpus = [tokenize(u.search_text()) or ["_"] for u in units]
         self.bm25 = BM25Okapi(corpus) if units else None
@@ -163,9 +170,9 @@ class _Index:
         words = set(_WORD.findall(text.lower()))
         todo = set(self.always)
         for w in words:
-            hit = self.by_word.get(w)
-            if hit:
-                todo |= hit
+            for i, required in self.by_word.get(w, ()):
+                if i not in todo and required <= words:
+                    todo.add(i)
         found = []
         for i in todo:
             m = self.units[i].match(text)
