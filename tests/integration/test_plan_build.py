@@ -1,0 +1,41 @@
+"""A compiled Dockerfile builds from the fixture with nothing but the repository as context,
+and the image collects and passes the tests (setuptools-scm without .git, pytest plugins named
+in addopts, asyncio_mode=auto)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bot.config import load_settings
+from bot.engine import Engine
+from bot.graph import make_plan
+from bot.graph.mapping import Registry
+
+pytestmark = pytest.mark.slow
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+
+
+@pytest.fixture
+def engine(docker_available):
+    e = Engine.from_settings(load_settings(None))
+    yield e
+    e.clean(e.run_id)
+
+
+def test_compiled_dockerfile_builds_and_collects(engine, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPOS / "plan-scm-plugins", repo)
+    python = "3.13" if engine.image_exists("python:3.13-slim") else "3.11"
+    plan = make_plan(repo, None, available_pythons=[python], resolve=False, registry=Registry(enabled=False))
+    text = plan.dockerfile.text
+    r = engine.build(repo, text, f"setupbot-test/plan-scm:{engine.run_id}")
+    assert r.ok, r.log[-4000:]
+    with engine.session(r.tag, workdir="/workspace") as s:
+        collected = s.exec(plan.collect_command, timeout=300)
+        assert collected.exit_code == 0, collected.output[-3000:]
+        assert "2 tests collected" in collected.output or "test_async_mode_auto" in collected.output
+        ran = s.exec(plan.test_command, timeout=300)
+        assert ran.exit_code == 0, ran.output[-3000:]
