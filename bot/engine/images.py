@@ -120,9 +120,20 @@ def select_recipes(settings: Settings, pythons: Iterable[str] | None = None,
         closure[r.tag] = r
         if r.base in registry:
             stack.append(registry[r.base])
-    order = graphlib.TopologicalSorter(
-        {tag: ({r.base} & closure.keys()) for tag, r in closure.items()}).static_order()
-    return [closure[tag] for tag in order]
+    # Dependency order; among images that are ready, Debian before Python before services (the
+    # Python stand-ins are what most runs wait for).
+    rank = {"debian": 0, "python": 1}
+    sorter = graphlib.TopologicalSorter({tag: ({r.base} & closure.keys()) for tag, r in closure.items()})
+    sorter.prepare()
+    order: list[ImageRecipe] = []
+    ready: list[ImageRecipe] = []
+    while sorter.is_active():
+        ready.extend(closure[tag] for tag in sorter.get_ready())
+        ready.sort(key=lambda r: (rank.get(r.kind, 2), r.tag))
+        chosen = ready.pop(0)
+        order.append(chosen)
+        sorter.done(chosen.tag)
+    return order
 
 
 # ---------------------------------------------------------------------- rootfs

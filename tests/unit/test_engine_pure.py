@@ -123,6 +123,9 @@ def test_selection_pulls_in_bases_in_dependency_order():
     assert order.index("debian:trixie-slim") < order.index("python:3.13-slim")
     assert "python:3.11-slim" not in order
     all_tags = [r.tag for r in select_recipes(settings, services=[])]
+    everything = select_recipes(settings)
+    kinds = [r.kind for r in everything]
+    assert kinds == sorted(kinds, key=["debian", "python", "service"].index)  # pythons before services
     assert {"python:3.11-slim", "python:3.13-slim", "debian:bookworm-slim", "debian:trixie-slim"} <= set(all_tags)
 
 
