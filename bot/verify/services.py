@@ -48,7 +48,8 @@ class ServiceSpec:
         image = str(get("image") or "").strip()
         ports = tuple(_port(p) for p in (get("ports") or ()) if _port(p))
         kind = get("kind") or None
-        kind = kind_of(str(kind)) if kind else kind_of(name, image, ports)
+        # a kind the catalogue does not know ("other") still lets the image or port decide
+        kind = (kind_of(str(kind)) if kind else None) or kind_of(name, image, ports)
         if not name:
             name = kind or (image.split(":")[0].rsplit("/", 1)[-1] if image else "")
         if not name:
