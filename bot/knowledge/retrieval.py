@@ -291,7 +291,10 @@ class Retriever:
             unit = idx.units[i]
             t = telemetry.get(unit.id, Telemetry())
             sim = fused[i] / best_possible
-            score = sim * (1.0 + t.success_rate) * t.tier * unit.weight
+            # weight ranks specific signals above generic ones when both matched; without a
+            # match it can only demote (a generic fallback), never promote
+            weight = unit.weight if i in matches else min(unit.weight, 1.0)
+            score = sim * (1.0 + t.success_rate) * t.tier * weight
             scored.append((i in matches, score, unit, t))
         scored.sort(key=lambda x: (not x[0], -x[1], x[2].id))
         out = []

@@ -1,5 +1,7 @@
 """Every seed unit has a real-looking failure log that retrieves it first
-(tests/fixtures/failure-logs, expected unit and context in index.json)."""
+(tests/fixtures/failure-logs, expected unit and context in index.json). Logs marked "variant"
+word a known failure the way another tool or version does; they need not match a signal
+exactly, only rank the right unit first."""
 
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ def test_log_retrieves_its_unit_first(retriever, name):
     cands = retriever.candidates((LOGS / name).read_text(), context)
     assert cands, f"{name}: nothing retrieved"
     assert cands[0].unit.id == meta["unit"], [(c.unit.id, c.score, c.exact) for c in cands[:3]]
-    assert cands[0].exact
+    if not meta.get("variant"):
+        assert cands[0].exact      # written for the unit: its signal must match
     # the atoms offered are runnable: every placeholder filled and valid
     for atom in cands[0].atoms:
         atom.validate()
