@@ -17,7 +17,7 @@ from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph, install_spec
 from bot.graph.mapping import Registry
 from bot.graph.model import DepGraph, Node
-from bot.graph.resolve import names_in_error, uv_compile
+from bot.graph.resolve import names_in_error, sdist_only, uv_compile
 from bot.graph.runtime import OFFICIAL_PYTHONS, choose_python
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,15 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
     return res, dropped
 
 
+def _add_compiler(g: DepGraph, evidence: tuple[str, int | None, str]) -> None:
+    be = g.add(Node("systemlib:build-essential", "SYSTEMLIB", "build-essential", "SATISFIED", action="apt"))
+    be.add_evidence(*evidence)
+    g.edge(be.id, "runtime:python")
+    for n in g.of_type("PACKAGE"):
+        if n.action in ("pip", "project", "repair-pip"):
+            g.edge(n.id, be.id)
+
+
 def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[str] | None = None,
               resolve: bool = True, registry: Registry | None = None, resolve_timeout: float = 120.0,
               index_url: str | None = None) -> Plan:
@@ -266,6 +275,11 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                     n.attrs["resolved"] = res.pins[n.name]
                     n.state = "SATISFIED"
                     n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
+            # something without a wheel for this Python compiles in the image: it needs a compiler
+            needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url)
+            g.meta["resolution"]["sdist_only"] = needs_build
+            if needs_build:
+                _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))
         elif res.skipped:
             warnings.append(ScanWarning(".", None, f"resolution skipped: {res.skipped}"))
         else:

@@ -25,7 +25,8 @@ class Resolution:
 
 
 def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
-               index_url: str | None = None, constraints: list[str] | None = None) -> Resolution:
+               index_url: str | None = None, constraints: list[str] | None = None,
+               only_binary: bool = False) -> Resolution:
     uv = shutil.which("uv")
     if uv is None:
         return Resolution(False, skipped="uv is not installed")
@@ -39,6 +40,8 @@ def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
                 "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
         if index_url:
             argv[3:3] = ["--index-url", index_url]
+        if only_binary:
+            argv[3:3] = ["--only-binary", ":all:"]
         if constraints:
             cons = Path(tmp) / "constraints.txt"
             cons.write_text("\n".join(constraints) + "\n")
@@ -70,3 +73,24 @@ def names_in_error(error: str, candidates: set[str]) -> list[str]:
         if c in candidates:
             found.add(c)
     return sorted(found)
+
+
+_NO_WHEEL = re.compile(r"(?:Because|and) (?:only )?([A-Za-z0-9][A-Za-z0-9._\-]*)(?:==| ?[<>=])[^\s]* (?:has no|have no) (?:usable )?wheels?")
+_NO_WHEEL_ALT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._\-]*)==\S+ (?:has no|only has) .*wheel")
+
+
+def sdist_only(pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None) -> str | None:
+    """The first pinned distribution with no wheel for ``python`` on Linux (it would compile in
+    the image), or None. One more resolution with ``--only-binary :all:`` over the exact pins."""
+    if not pins:
+        return None
+    res = uv_compile([f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout,
+                     index_url=index_url, only_binary=True)
+    if res.ok or res.skipped:
+        return None
+    for rx in (_NO_WHEEL, _NO_WHEEL_ALT):
+        m = rx.search(res.error)
+        if m:
+            return canonicalize_name(m.group(1))
+    names = names_in_error(res.error, set(pins))
+    return names[0] if names else None

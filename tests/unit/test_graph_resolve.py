@@ -14,18 +14,19 @@ import pytest
 
 from bot.graph import make_plan
 from bot.graph.mapping import Registry
-from bot.graph.resolve import uv_compile
+from bot.graph.resolve import sdist_only, uv_compile
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
 
-def make_wheel(directory: Path, name: str, version: str, requires_python: str = ">=3.8") -> Path:
+def make_wheel(directory: Path, name: str, version: str, requires_python: str = ">=3.8",
+               tag: str = "py3-none-any") -> Path:
     dist = f"{name.replace('-', '_')}-{version}"
-    path = directory / f"{dist}-py3-none-any.whl"
+    path = directory / f"{dist}-{tag}.whl"
     files = {
         f"{name.replace('-', '_')}/__init__.py": "",
         f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: {requires_python}\n",
-        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }
     record = []
     with zipfile.ZipFile(path, "w") as zf:
@@ -45,6 +46,7 @@ def local_index(tmp_path: Path):
     make_wheel(wheels, "demo-lib", "1.2.0")
     make_wheel(wheels, "pytest", "8.0.0")
     make_wheel(wheels, "new-only", "2.0.0", requires_python=">=3.13")
+    make_wheel(wheels, "win-only", "1.0.0", tag="cp311-cp311-win_amd64")
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -121,3 +123,8 @@ def test_plan_resolution_failure_on_a_runtime_dependency_is_a_warning(tmp_path, 
     assert p.graph.nodes["package:not-there-at-all"].state == "MISSING"
     assert any("could not resolve" in w.message for w in p.warnings)
     assert "FROM python:3.11-slim" in p.dockerfile.text  # still a plan
+
+
+def test_a_pin_without_a_linux_wheel_is_found(local_index):
+    assert sdist_only({"demo-lib": "1.2.0", "win-only": "1.0.0"}, "3.11", timeout=60, index_url=local_index) == "win-only"
+    assert sdist_only({"demo-lib": "1.2.0"}, "3.11", timeout=60, index_url=local_index) is None
