@@ -23,8 +23,10 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -76,7 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     tmp = tempfile.TemporaryDirectory(prefix="setupbot-bench-")
-    settings = SimpleNamespace(url=args.store, path=str(Path(tmp.name) / "knowledge.sqlite"), k=10, offer=3)
+    url, schema = args.store, ""
+    if url:
+        # a throw-away schema, so the benchmark never writes into a real shared store
+        import psycopg
+
+        schema = "setupbot_bench_" + uuid.uuid4().hex[:10]
+        with psycopg.connect(args.store, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        url += ("&" if "?" in url else "?") + "options=" + quote(f"-csearch_path={schema},public")
+    settings = SimpleNamespace(url=url, path=str(Path(tmp.name) / "knowledge.sqlite"), k=10, offer=3)
     store = open_store(settings)
     seeded = store.count()
     n_synth = max(0, args.units - seeded)
@@ -109,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                     misses.append((expected, ids[:3]))
     n = len(cases)
     latencies.sort()
-    print(f"store:            {store.describe()}")
+    print(f"store:            {store.describe()}{f' (schema {schema})' if schema else ''}")
     print(f"units in store:   {store.count()} ({seeded} seed + {n_synth} synthetic; load {load_s:.1f}s, index {index_s:.1f}s)")
     print(f"labelled logs:    {n}")
     print(f"precision@1:      {hits1 / n:.3f}  (target >= 0.90)")
@@ -120,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  miss: expected {expected}, got {got}")
     store.close()
     tmp.cleanup()
+    if schema:
+        import psycopg
+
+        with psycopg.connect(args.store, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     return 0
 
 
