@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from bot.errors import InputError
-from bot.evidence import (dockerfile, docs, imports, lockfiles, pipfile, pyproject, pytest_config,
+from bot.evidence import (dockerfile, docs, imports, lockfiles, makefile, pipfile, pyproject, pytest_config,
                           pyversion, requirements, services, setup_py, tox, workflows)
 from bot.evidence.files import RepoFiles
 from bot.evidence.model import (Evidence, ImportUse, LockFile, Project, PythonConstraint, Requirement,
@@ -29,6 +29,7 @@ SCANNERS = (
     ("workflows", workflows.scan),
     ("compose", services.scan_compose),
     ("Dockerfile", dockerfile.scan),
+    ("Makefile/justfile", makefile.scan),
     ("docs", docs.scan),
     ("imports", imports.scan),
 )

@@ -37,6 +37,10 @@ def test_command(cmd: str) -> list[str] | None:
         toks = toks[1:]
     if not toks:
         return None
+    if toks[0].startswith("python") and toks[1:3] == ["-m", "coverage"]:
+        toks = toks[2:]
+    if toks[0].startswith("python") and len(toks) >= 4 and toks[1:3] == ["-m", "manage"] and toks[3] == "test":
+        return toks
     if toks[0] in ("pytest", "py.test"):
         return toks
     if toks[0].startswith("python") and len(toks) >= 3 and toks[1] == "-m":
@@ -45,7 +49,7 @@ def test_command(cmd: str) -> list[str] | None:
     if toks[0] == "coverage" and len(toks) > 1 and toks[1] == "run":
         if "-m" in toks:
             i = toks.index("-m")
-            if i + 1 < len(toks) and toks[i + 1] in ("pytest", "unittest", "nose", "twisted.trial"):
+            if i + 1 < len(toks) and toks[i + 1] in ("pytest", "unittest", "nose", "twisted.trial", "manage"):
                 return ["python", *toks[i:]]
         else:
             script = [t for t in toks[2:] if not t.startswith("-")]

@@ -29,6 +29,16 @@ def load_yaml(ev: Evidence, rel: str, text: str) -> Any:
     try:
         return yaml.load(text, Loader=_StringVersionLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
+        if "\t" in text and "'\\t'" in str(exc):
+            # PyYAML refuses tabs that GitHub's parser accepts inside block scalars
+            try:
+                data = yaml.load(text.expandtabs(8), Loader=_StringVersionLoader)  # noqa: S506
+            except yaml.YAMLError:
+                pass
+            else:
+                mark = getattr(exc, "problem_mark", None)
+                ev.warn(rel, mark.line + 1 if mark else None, "tab characters read as spaces")
+                return data
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         ev.warn(rel, mark.line + 1 if mark else None, f"malformed YAML: {problem}; file ignored")

@@ -32,6 +32,7 @@ _GENERIC = re.compile(
     r"^\s*error: failed-wheel-build|exit code: \d+|^\s*[╰│×]|^=+|^-+$|^ERROR: Failed to build|"
     r"short test summary|^FAILED|interrupted: \d+ error|^\s*$)")
 
+_GUTTER = re.compile(r"^\s*(?:[E>]\s{2,}|#\d+ [\d.]+ )")
 _QUOTED = re.compile(r"""(['"‘“])([^'"’”\s]{1,120})(['"’”])""")
 _PATH = re.compile(r"(?<![\w.])(?:/[\w.+@-]+)+/?")
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
@@ -41,7 +42,8 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?![\w.])")
 
 def signature_line(log_text: str) -> str:
     """The most telling error line: the last specific error-ish line of the output."""
-    lines = [ln.strip() for ln in (log_text or "").splitlines()]
+    # pytest's "E   " / ">   " gutters and build-step prefixes are not part of the error
+    lines = [_GUTTER.sub("", ln).strip() for ln in (log_text or "").splitlines()]
     for line in reversed(lines):
         if line and _ERRORISH.search(line) and not _GENERIC.search(line):
             return line[:300]
@@ -116,7 +118,7 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
     parts.append(re.escape(line[pos:]))
     pattern = "".join(parts)
     # re.escape escapes spaces; tolerate any run of blanks instead
-    pattern = pattern.replace(r"\ ", r"\s+")
+    pattern = re.sub(r"(?:\\ )+", lambda m: r"\s+", pattern)
 
     def template(v: Any) -> Any:
         if isinstance(v, str):

@@ -18,7 +18,7 @@ from bot.verify.mutation import mutation_check
 from bot.verify.prosecutor import Executor, prosecute, run, tail
 from bot.verify.record import VerificationRecord
 from bot.verify.results import TestResults, attribute, parse_junit
-from bot.verify.services import ServiceManager, ServiceSpec
+from bot.verify.services import ServiceManager, ServiceSpec, forward_targets, start_localhost_forwarding
 from bot.verify.siblings import SiblingManager, SiblingSpec
 from bot.verify.verdict import decide
 
@@ -46,14 +46,17 @@ class _Session:
     """A fresh container of the image for one role (tests, prosecutor, judge, mutation)."""
 
     def __init__(self, engine: Any, image: str, env: Mapping[str, str], network: str | None,
-                 role: str, repo: Path | None, workdir: str) -> None:
+                 role: str, repo: Path | None, workdir: str, forwards: Sequence[str] = (),
+                 python: str = "python") -> None:
         self._cm = engine.session(image, env=dict(env), workdir=workdir, network=network, name_hint=role)
-        self.repo, self.workdir = repo, workdir
+        self.repo, self.workdir, self.forwards, self.python = repo, workdir, list(forwards), python
 
     def __enter__(self) -> Any:
         session = self._cm.__enter__()
         if self.repo is not None:
             session.copy_in(self.repo, self.workdir)
+        if self.forwards and not start_localhost_forwarding(session, self.forwards, self.python):
+            log.warning("localhost forwarding did not start in %s", getattr(session, "name", "the runner"))
         return session
 
     def __exit__(self, *exc: Any) -> Any:
@@ -66,6 +69,7 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
                        python: str = "python", mutation: bool = False, attribute_each: bool = True,
                        test_timeout: int = 1200, copy_repo: bool = False, workdir: str = "/workspace",
                        checks: Iterable[str] = ("imports", "entry_points", "pip", "tests"),
+                       forward_localhost: bool = True,
                        warnings: Iterable[str] = ()) -> VerificationRecord:
     started = time.monotonic()
     repo = Path(repo)
@@ -79,8 +83,11 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
     base_env = dict(ci_env or {})
     copy = repo if copy_repo else None
 
+    forwards: list[str] = []
+
     def session(env: Mapping[str, str], role: str, net: str | None) -> _Session:
-        return _Session(engine, image, env, net, role, copy, workdir)
+        return _Session(engine, image, env, net, role, copy, workdir,
+                        forwards if role != "verify-without" else (), python)
 
     with engine.network() as net:
         without: TestResults | None = None
@@ -102,6 +109,10 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
                 if o.note:
                     record.warnings.append(f"sibling {o.name}: {o.note}")
             env = {**base_env, **started_services.env, **sibling_env}
+            if forward_localhost:
+                # tests that hard-code localhost:5432 reach the sibling too (CI maps the ports)
+                forwards[:] = forward_targets(started_services.outcomes, specs)
+                record.checks["localhost_forwards"] = list(forwards)
             record.wired_env = sorted(set(env) - set(base_env) | {k for k in base_env if env[k] != base_env[k]})
 
             with session(env, "verify-with", net) as s:
@@ -110,7 +121,7 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
 
             with session(env, "prosecutor", net) as s:
                 prosecution = prosecute(s, facts, with_, python=python, checks=checks)
-            record.checks = prosecution.checks
+            record.checks.update(prosecution.checks)
             record.charges = [c.to_json() for c in prosecution.charges]
 
             with session(env, "judge", net) as s:

@@ -460,3 +460,70 @@ def _logs(handle: Any) -> str:
         return str(handle.logs() or "")
     except SetupbotError:
         return ""
+
+
+# --- localhost forwarding ----------------------------------------------------------------------
+
+# A small TCP relay started inside the runner container: CI jobs reach services on localhost
+# (the runner maps the ports), and many test suites hard-code "localhost:5432" where no variable
+# can redirect them. Each argument is LISTEN_PORT:HOST:PORT. Standard library only.
+FORWARDER = r"""
+import asyncio, sys
+async def pipe(r, w):
+    try:
+        while data := await r.read(65536):
+            w.write(data); await w.drain()
+    except Exception:
+        pass
+    finally:
+        w.close()
+def handler(host, port):
+    async def handle(r1, w1):
+        try:
+            r2, w2 = await asyncio.open_connection(host, port)
+        except OSError:
+            w1.close(); return
+        await asyncio.gather(pipe(r1, w2), pipe(r2, w1))
+    return handle
+async def main():
+    servers = []
+    for spec in sys.argv[1:]:
+        listen, host, port = spec.split(":")
+        servers.append(await asyncio.start_server(handler(host, int(port)), "127.0.0.1", int(listen)))
+    print("setupbot-forwarder ready", flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+asyncio.run(main())
+"""
+FORWARDER_PATH = "/tmp/setupbot-forwarder.py"
+
+
+def forward_targets(outcomes: Iterable[ServiceOutcome], specs: Iterable[ServiceSpec] = ()) -> list[str]:
+    """LISTEN:ALIAS:PORT for every healthy service: its kind's port and the ports CI mapped."""
+    ports_of = {s.name: {p for p in (s.port, *s.ports) if p} for s in specs}
+    out = []
+    for o in outcomes:
+        if not o.healthy:
+            continue
+        ports = ports_of.get(o.name) or ({KINDS[o.kind].port} if o.kind else set())
+        out += [f"{p}:{o.alias}:{p}" for p in sorted(ports)]
+    return out
+
+
+def start_localhost_forwarding(session: Any, targets: Sequence[str], python: str = "python") -> bool:
+    """Relay localhost:PORT in the runner container to each sibling. Returns whether it runs;
+    without Python in the image the variables alone have to do."""
+    if not targets:
+        return False
+    write = session.exec([python, "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])",
+                          FORWARDER_PATH, FORWARDER], timeout=30)
+    if getattr(write, "exit_code", 1) != 0:
+        return False
+    # started in the background: it outlives this exec and dies with the container
+    session.exec(["sh", "-c", 'nohup "$0" "$@" >/tmp/setupbot-forwarder.log 2>&1 &', python, FORWARDER_PATH,
+                  *targets], timeout=30)
+    for _ in range(20):
+        check = session.exec(["cat", "/tmp/setupbot-forwarder.log"], timeout=10)
+        if "ready" in str(getattr(check, "output", "")):
+            return True
+        time.sleep(0.25)
+    return False

@@ -156,3 +156,14 @@ def test_not_a_directory_is_an_input_error(tmp_path: Path):
 
     with pytest.raises(InputError):
         scan_repository(tmp_path / "missing")
+
+
+def test_justfile_recipe_behind_ci_and_tabs_in_workflows(tmp_path: Path):
+    (tmp_path / "justfile").write_text("test *ARGS:\n    python -m coverage run --source=app -m manage test --noinput {{ ARGS }}\n"
+                                       "lint:\n    ruff check .\n")
+    wf = tmp_path / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    (wf / "ci.yml").write_text("jobs:\n  t:\n    runs-on: x\n    steps:\n      - run: |\n          just test\n\t\t  echo done\n")
+    ev = scan_repository(tmp_path)
+    assert (["python", "-m", "manage", "test", "--noinput"], "justfile") in [(a, s.file) for a, s in ev.test_commands]
+    assert any("tab characters" in str(w) for w in ev.warnings) or any("malformed YAML" in str(w) for w in ev.warnings)
