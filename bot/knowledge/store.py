@@ -122,9 +122,15 @@ class Store(ABC):
         if outcome not in OUTCOMES:
             raise KnowledgeError(f"unknown outcome {outcome!r}", f"Use one of {', '.join(OUTCOMES)}.")
         s, f = int(outcome == "success"), int(outcome == "failure")
-        rows = self._exec(self._sql(
-            "UPDATE telemetry SET hits = hits + 1, successes = successes + ?, failures = failures + ? "
-            "WHERE unit_id = ? RETURNING hits, successes, failures, offered"), (s, f, unit_id))
+        update = self._sql("UPDATE telemetry SET hits = hits + 1, successes = successes + ?, "
+                           "failures = failures + ? WHERE unit_id = ? RETURNING hits, successes, failures, offered")
+        rows = self._exec(update, (s, f, unit_id))
+        if not rows and self._exec(self._sql("SELECT 1 FROM units WHERE id = ?"), (unit_id,)):
+            # a unit whose telemetry row was never written (a writer stopped between the two
+            # inserts of add): start its counts now
+            self._exec(self._sql("INSERT INTO telemetry (unit_id) VALUES (?) ON CONFLICT (unit_id) DO NOTHING"),
+                       (unit_id,))
+            rows = self._exec(update, (s, f, unit_id))
         if not rows:
             raise KnowledgeError(f"no unit {unit_id!r} in the store", "List units with `setupbot knowledge list`.")
         return Telemetry(*rows[0])

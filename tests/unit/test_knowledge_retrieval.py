@@ -78,3 +78,28 @@ def test_new_units_are_seen_without_a_new_retriever(store):
     assert not any(c.exact for c in r.retrieve("gizmo.h: No such file or directory"))
     store.add(unit("unit-gizmo", r"gizmo\.h: No such file", "libgizmo-dev"))
     assert r.retrieve("gizmo.h: No such file or directory")[0].unit.id == "unit-gizmo"
+
+
+def test_regex_prefilter_never_hides_a_matching_unit(tmp_path):
+    """The word index only skips regexes that cannot match: on every labelled log the units found
+    through it are exactly the units whose patterns match when all are tried."""
+    import json
+    from pathlib import Path
+
+    logs = Path(__file__).resolve().parents[1] / "fixtures" / "failure-logs"
+    store = open_store(SimpleNamespace(url="", path=str(tmp_path / "k.sqlite")))
+    idx = Retriever(store).index()
+    for name in json.loads((logs / "index.json").read_text()):
+        text = (logs / name).read_text()
+        fast = {idx.units[i].id for i, _ in idx.exact(text)}
+        brute = {u.id for u in idx.units if u.match(text)}
+        assert fast == brute, name
+    store.close()
+
+
+def test_record_repairs_a_missing_telemetry_row(tmp_path):
+    s = open_store(SimpleNamespace(url="", path=str(tmp_path / "k.sqlite")), seed=False)
+    s.add(unit("lonely", r"lonely\.h: No such file", "liblonely-dev"))
+    s._exec("DELETE FROM telemetry WHERE unit_id = ?", ("lonely",))
+    assert s.record("lonely", "success").successes == 1
+    s.close()
