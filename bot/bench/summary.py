@@ -221,14 +221,15 @@ def render_chart(records: list[dict], path: Path) -> Path:
     left.set_xticks(list(xs), systems)
     left.set_ylim(0, 110)
     left.set_ylabel("%")
-    left.set_title("by system")
+    left.set_title("by system (" + ", ".join(f"{s}: n={aggs[s].repos}" for s in systems) + ")", fontsize=9)
     left.legend(loc="upper right", fontsize=8)
     width = 0.8 / max(1, len(systems))
     for i, system in enumerate(systems):
-        values = [100 * (by_diff[d][system][0] / by_diff[d][system][1]) if by_diff[d][system][1] else 0.0
-                  for d in difficulties]
+        cells = [by_diff[d][system] for d in difficulties]
+        values = [100 * ok / n if n else 0.0 for ok, n in cells]
         bars = right.bar([j - 0.4 + width * (i + 0.5) for j in range(len(difficulties))], values, width, label=system)
-        right.bar_label(bars, fmt="%.0f", fontsize=7)
+        # A system with no repository of that difficulty is "n/a", not a zero.
+        right.bar_label(bars, labels=[f"{v:.0f}" if n else "n/a" for v, (_, n) in zip(values, cells)], fontsize=7)
     right.set_xticks(range(len(difficulties)),
                      [f"{d} (n={max(n for _, n in by_diff[d].values())})" for d in difficulties])
     right.set_ylim(0, 110)
