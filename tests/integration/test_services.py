@@ -82,7 +82,7 @@ def test_services_fixture_passes_with_siblings_and_fails_without(engine, clients
     with_ = data["tests_with_siblings"]["tests"]
     without = data["tests_without_siblings"]["tests"]
     service_tests = [t for t in with_ if "test_plain" not in t]
-    assert len(service_tests) == 5
+    assert len(service_tests) == 6
     assert all(with_[t] == "passed" for t in with_), data["tests_with_siblings"]
     assert all(without[t] != "passed" for t in service_tests)
     assert without["tests.test_plain::test_params_parse"] == "passed"
@@ -90,10 +90,12 @@ def test_services_fixture_passes_with_siblings_and_fails_without(engine, clients
     needed = data["attribution"]["needed"]
     assert needed["postgres"] == ["tests.test_postgres::test_pgvector_extension",
                                   "tests.test_postgres::test_postgres_roundtrip"]
-    assert needed["redis"] == ["tests.test_redis::test_redis_set_get"]
+    assert needed["redis"] == ["tests.test_localhost::test_hardcoded_localhost_redis",
+                               "tests.test_redis::test_redis_set_get"]
     assert needed["mysql"] == ["tests.test_mysql::test_mysql_protocol"]
     assert needed["rabbitmq"] == ["tests.test_rabbitmq::test_rabbitmq_publish_consume"]
     assert "DATABASE_URL" in data["wired_env"]
+    assert "6379:redis:6379" in data["checks"]["localhost_forwards"]
     assert data["verdict"]["tier"] == "Full", data["verdict"]
 
 

@@ -253,3 +253,12 @@ def test_manager_missing_image_and_failed_start_are_outcomes():
     sm2 = ServiceManager(_Engine({"redis:8"}, fail_start=True), "n")
     out2 = sm2.start([{"name": "redis"}]).outcomes[0]
     assert not out2.healthy and "did not start" in out2.note
+
+
+def test_forward_targets_cover_kind_and_mapped_ports():
+    from bot.verify.services import ServiceOutcome, forward_targets
+    specs = [ServiceSpec.from_any({"name": "db", "image": "postgres:16", "ports": ["5433:5432"]}),
+             ServiceSpec.from_any({"name": "cache", "image": "redis"})]
+    outcomes = [ServiceOutcome("db", "postgres", "postgres:16", "postgres:17", "db", True),
+                ServiceOutcome("cache", "redis", "redis", "redis:8", "cache", False)]
+    assert forward_targets(outcomes, specs) == ["5432:db:5432"]
