@@ -67,3 +67,32 @@ def test_templated_units_fill_from_the_log(retriever):
     assert generic[0].atoms[0].args["packages"] == ["wobblecore"]
     specific = retriever.retrieve("ModuleNotFoundError: No module named 'yaml'", {"python": "3.11"})
     assert [c.unit.id for c in specific[:2]] == ["install-module-yaml", "install-module-generic"]
+
+
+def _host_suite() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("VERSION_CODENAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return ""
+
+
+def test_apt_packages_exist_in_the_host_debian_suite():
+    """Every apt_install package of a unit that applies to this host's suite is a real package
+    in its package lists (CI runs on bookworm after apt-get update; trixie was checked the same
+    way with trixie lists)."""
+    import shutil
+    import subprocess
+
+    suite = _host_suite()
+    if suite not in ("bookworm", "trixie") or not shutil.which("apt-cache"):
+        pytest.skip(f"not a Debian bookworm/trixie host with apt-cache (suite {suite!r})")
+    wanted = sorted({p for u in seed_units() if u.applies({"suite": suite})
+                     for a in u.atoms if a.kind == "apt_install" for p in a.args["packages"]})
+    out = subprocess.run(["apt-cache", "show", "--no-all-versions", *wanted], capture_output=True, text=True).stdout
+    found = {line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Package:")}
+    if not found:
+        pytest.skip("apt package lists are empty (run apt-get update)")
+    assert sorted(set(wanted) - found) == []
