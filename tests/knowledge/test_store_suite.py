@@ -56,11 +56,12 @@ def test_record_outcomes_and_unknown_unit(empty_store):
         empty_store.record("demo-unit", "maybe")
 
 
-def _hammer(settings_dict, n):
+def _hammer(settings_dict, n, barrier):
     from types import SimpleNamespace
 
     store = open_store(SimpleNamespace(**settings_dict), seed=False)
     try:
+        barrier.wait(60)          # every writer connected: start together
         for i in range(n):
             store.record("demo-unit", "success" if i % 2 == 0 else "failure")
             store.mark_offered(["demo-unit"])
@@ -73,7 +74,8 @@ def test_eight_concurrent_writers_lose_no_count(store_settings):
     store.add(make_unit())
     n, procs = 40, 8
     ctx = multiprocessing.get_context("fork")  # each child opens its own connection
-    workers = [ctx.Process(target=_hammer, args=(vars(store_settings), n)) for _ in range(procs)]
+    barrier = ctx.Barrier(procs)
+    workers = [ctx.Process(target=_hammer, args=(vars(store_settings), n, barrier)) for _ in range(procs)]
     for w in workers:
         w.start()
     for w in workers:
