@@ -11,9 +11,10 @@ Contract (docs/architecture.md, "Experience base")::
 
 from bot.knowledge.embeddings import OpenAIEmbedder
 from bot.knowledge.learning import learn_unit
+from bot.knowledge.rerank import LLMReranker
 from bot.knowledge.retrieval import Candidate, Retriever
 from bot.knowledge.store import Store, open_store
 from bot.knowledge.units import Telemetry, Unit, load_units_file, seed_units
 
-__all__ = ["Candidate", "OpenAIEmbedder", "Retriever", "Store", "Telemetry", "Unit", "learn_unit",
+__all__ = ["Candidate", "LLMReranker", "OpenAIEmbedder", "Retriever", "Store", "Telemetry", "Unit", "learn_unit",
            "load_units_file", "open_store", "seed_units"]

@@ -103,3 +103,30 @@ def test_record_repairs_a_missing_telemetry_row(tmp_path):
     s._exec("DELETE FROM telemetry WHERE unit_id = ?", ("lonely",))
     assert s.record("lonely", "success").successes == 1
     s.close()
+
+
+def test_llm_reranker_against_a_local_chat_double(store):
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from doubles.llm_server import ScriptedLLMServer
+
+    from bot.knowledge.rerank import LLMReranker
+
+    log = "fatal error: widget3.h: No such file or directory; widget5 widget7 headers; token ghp_SECRETSECRET123"
+    reply = json.dumps({"order": ["unit-07", "unit-99-not-offered", "unit-05"]})
+    from bot.redact import global_redactor
+    global_redactor().add("ghp_SECRETSECRET123")
+    with ScriptedLLMServer([reply, "no json here", {"status": 500}]) as server:
+        rr = LLMReranker(server.base_url, "scripted-model")
+        r = Retriever(store, SimpleNamespace(k=10, offer=3), reranker=rr)
+        ids = [c.unit.id for c in r.retrieve(log)]
+        assert ids[:2] == ["unit-07", "unit-05"]           # the model's order, unknown id dropped
+        assert "ghp_SECRETSECRET123" not in json.dumps(server.requests)
+        assert "UNTRUSTED FAILURE OUTPUT" in server.requests[0]["messages"][1]["content"]
+        # a reply without JSON, then a server error: the deterministic order stands
+        assert r.retrieve(log)[0].unit.id == "unit-03"
+        assert r.retrieve(log)[0].unit.id == "unit-03"
+    assert rr.calls == 3
