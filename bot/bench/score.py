@@ -139,21 +139,25 @@ def collect_cause(output: str) -> str:
     return ""
 
 
-def _read_file_from_session(session, path: str) -> str:
-    """The text of a file in the session's container: ``copy_out`` when the engine has it,
-    otherwise ``cat`` (stdout only, so nothing else mixes in when the file exists)."""
-    copy_out = getattr(session, "copy_out", None)
-    if callable(copy_out):
-        import tempfile
+_PACK_FILE = ("import base64, gzip, sys; "
+              "sys.stdout.write(base64.b64encode(gzip.compress(open(sys.argv[1], 'rb').read())).decode())")
 
-        with tempfile.TemporaryDirectory(prefix="setupbot-bench-junit-") as tmp:
-            dest = Path(tmp) / "junit.xml"
-            try:
-                copy_out(path, str(dest))
-                return dest.read_text(errors="replace")
-            except Exception:   # noqa: BLE001 - any failure falls back to cat below
-                pass
-    res = session.exec(["cat", path], timeout=120)
+
+def _read_file_from_session(session, path: str) -> str:
+    """The text of a file in the session's container. Sent gzip+base64 by the image's Python,
+    so a JUnit file of tens of thousands of tests stays far under the engine's output cap;
+    ``cat`` when that fails."""
+    import base64
+    import binascii
+    import gzip
+
+    res = session.exec(["python", "-c", _PACK_FILE, path], timeout=300)
+    if res.exit_code == 0 and not res.timed_out:
+        try:
+            return gzip.decompress(base64.b64decode(res.output.strip())).decode("utf-8", errors="replace")
+        except (binascii.Error, OSError, EOFError, ValueError):
+            pass
+    res = session.exec(["cat", path], timeout=300)
     return res.output if res.exit_code == 0 else ""
 
 

@@ -112,8 +112,9 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     specs = constraint_specs(graph)
     if cons and specs:
         lock = graph.nodes.get("config:lock")
-        why = f"pins from {lock.name} and repairs" if lock is not None else "pins"
-        steps.append({"op": "RUN", "head": 4, "nodes": cons, "comments": [why + ", applied to every pip install"] + _where(cons),
+        why = f"pins from {lock.name}" if lock is not None and lock.action == "constraint" else "pins"
+        reasons = sorted({e[2] for n in cons if n.attrs.get("kind") != "lock" for e in n.evidence if e[0] == "uv pip compile"})
+        steps.append({"op": "RUN", "head": 4, "nodes": cons, "comments": [why + ", applied to every pip install"] + reasons[:2] + _where(cons),
                       "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints", *specs]]})
         steps.append({"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []})
     apts = sorted(by_action.get("apt", []), key=lambda n: n.name)

@@ -180,6 +180,35 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
     return res, dropped
 
 
+def _numpy2_guard(g: DepGraph, pins: dict[str, str], python: str, warnings: list[ScanWarning]) -> bool:
+    """numpy>=2 next to a distribution built against NumPy 1 fails at import ("numpy.dtype size
+    changed"): constrain numpy<2, the way the project's own lock or CI would have had it."""
+    import json
+
+    from packaging.version import InvalidVersion, Version
+
+    from bot.graph.mapping import DATA
+
+    numpy = pins.get("numpy")
+    if not numpy or "config:constraint:numpy<2" in g.nodes:
+        return False
+    try:
+        if Version(numpy).major < 2:
+            return False
+        table = {k: v for k, v in json.loads((DATA / "numpy2_abi.json").read_text()).items() if not k.startswith("_")}
+        old = sorted(n for n, first in table.items() if n in pins and Version(pins[n]) < Version(first))
+    except (InvalidVersion, ValueError, OSError):
+        return False
+    if not old:
+        return False
+    from bot.atoms import Atom
+
+    why = f"{old[0]}=={pins[old[0]]} is built against NumPy 1 (resolution picked numpy {numpy})"
+    g.apply_atom(Atom("pip_constraint", {"constraints": ["numpy<2"]}), [("uv pip compile", None, why)])
+    warnings.append(ScanWarning(".", None, f"numpy<2: {why}"))
+    return True
+
+
 def _add_compiler(g: DepGraph, evidence: tuple[str, int | None, str]) -> None:
     be = g.add(Node("systemlib:build-essential", "SYSTEMLIB", "build-essential", "SATISFIED", action="apt"))
     be.add_evidence(*evidence)
@@ -275,6 +304,17 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                     n.attrs["resolved"] = res.pins[n.name]
                     n.state = "SATISFIED"
                     n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
+            if _numpy2_guard(g, res.pins, choice.version, warnings):
+                again = uv_compile(_install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
+                                   constraints=constraint_specs(g))
+                if again.ok:
+                    res = again
+                    g.meta["resolution"]["numpy_guard"] = "numpy<2"
+                    for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+                        if n.name in res.pins:
+                            n.attrs["resolved"] = res.pins[n.name]
+                else:
+                    g.remove("config:constraint:numpy<2")
             # something without a wheel for this Python compiles in the image: it needs a compiler
             needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url)
             g.meta["resolution"]["sdist_only"] = needs_build

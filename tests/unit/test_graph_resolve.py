@@ -20,12 +20,13 @@ pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not in
 
 
 def make_wheel(directory: Path, name: str, version: str, requires_python: str = ">=3.8",
-               tag: str = "py3-none-any") -> Path:
+               tag: str = "py3-none-any", requires: tuple[str, ...] = ()) -> Path:
     dist = f"{name.replace('-', '_')}-{version}"
     path = directory / f"{dist}-{tag}.whl"
     files = {
         f"{name.replace('-', '_')}/__init__.py": "",
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: {requires_python}\n",
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nRequires-Python: {requires_python}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires),
         f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }
     record = []
@@ -47,6 +48,9 @@ def local_index(tmp_path: Path):
     make_wheel(wheels, "pytest", "8.0.0")
     make_wheel(wheels, "new-only", "2.0.0", requires_python=">=3.13")
     make_wheel(wheels, "win-only", "1.0.0", tag="cp311-cp311-win_amd64")
+    make_wheel(wheels, "numpy", "1.26.4")
+    make_wheel(wheels, "numpy", "2.0.0")
+    make_wheel(wheels, "pandas", "1.5.3", requires=("numpy>=1.21",))
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -128,3 +132,15 @@ def test_plan_resolution_failure_on_a_runtime_dependency_is_a_warning(tmp_path, 
 def test_a_pin_without_a_linux_wheel_is_found(local_index):
     assert sdist_only({"demo-lib": "1.2.0", "win-only": "1.0.0"}, "3.11", timeout=60, index_url=local_index) == "win-only"
     assert sdist_only({"demo-lib": "1.2.0"}, "3.11", timeout=60, index_url=local_index) is None
+
+
+def test_numpy2_next_to_a_numpy1_build_gets_a_constraint(tmp_path, local_index):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("pandas<2\n")
+    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
+                  index_url=local_index, resolve_timeout=60)
+    g = p.graph
+    assert g.nodes["config:constraint:numpy<2"].evidence[0][0] == "uv pip compile"
+    assert g.meta["resolution"]["numpy_guard"] == "numpy<2"
+    assert "numpy<2" in p.dockerfile.text and "PIP_CONSTRAINT" in p.dockerfile.text
