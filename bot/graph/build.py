@@ -121,8 +121,6 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
                 existing.attrs.update(spec=r.spec, group=norm_group)
             elif install and norm_group == MAIN and existing.attrs.get("group") != MAIN:
                 existing.attrs["group"] = MAIN
-            if install and r.via_file and not existing.attrs.get("via_file"):
-                pass  # installed explicitly already; keep it simple
             continue
         attrs = {"spec": r.spec, "group": norm_group}
         if r.via_file and install:
@@ -157,7 +155,6 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     for module in sorted(by_module):
         uses = by_module[module]
         required_in_tests = any(u.in_tests and not u.optional for u in uses)
-        required_anywhere = any(not u.optional and not u.lazy for u in uses)
         inode = g.add(Node(f"import:{module}", "IMPORT", module, "UNKNOWN",
                            attrs={"optional": all(u.optional for u in uses),
                                   "in_tests_only": all(u.in_tests for u in uses)}))
@@ -179,7 +176,9 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
                     g.edge(PROJECT, pn.id)
             inode.state = "SATISFIED" if pn.action else "UNKNOWN"
             continue
-        want = required_in_tests or (no_manifest and (required_anywhere or True))
+        # without any manifest the imports are all there is to go on (optional ones stay out:
+        # the code runs without them); with one, only what the tests import unconditionally
+        want = required_in_tests or (no_manifest and any(not u.optional for u in uses))
         cands = candidates_for(module)
         chosen = None
         in_table = known_distribution(module) is not None

@@ -37,6 +37,7 @@ def test_imports_only_repo_maps_imports_to_distributions():
     assert g.nodes["package:pyyaml"].action == "pip" and g.nodes["import:yaml"].state == "SATISFIED"
     assert "import:helpers" not in g.nodes and "import:os" not in g.nodes  # local and stdlib
     assert g.nodes["import:cv2"].attrs["optional"] is True
+    assert g.nodes["package:opencv-python-headless"].action is None  # optional import: not installed
     ev = g.nodes["import:yaml"].evidence[0]
     assert ev[0] == "app.py" and ev[1] == 3
 
