@@ -13,6 +13,7 @@ rebuilds its in-memory indexes only then.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from abc import ABC, abstractmethod
@@ -23,6 +24,7 @@ from bot.errors import KnowledgeError
 from bot.knowledge.units import Telemetry, Unit, seed_digest, seed_units
 
 OUTCOMES = ("success", "failure", "neutral")
+log = logging.getLogger(__name__)
 
 
 class Store(ABC):
@@ -98,7 +100,9 @@ class Store(ABC):
                              "offered": offered or 0}
         if emb:
             data["embedding"] = emb if isinstance(emb, list) else json.loads(emb)
-        return Unit.from_json(data)
+        # validated when it was stored; re-checking 10,000 documents on every index build is
+        # what made loading slow
+        return Unit.from_json(data, validate=False)
 
     _SELECT = ("SELECT u.doc, u.embedding, t.hits, t.successes, t.failures, t.offered "
                "FROM units u LEFT JOIN telemetry t ON t.unit_id = u.id")
@@ -108,7 +112,14 @@ class Store(ABC):
         return self._unit_from_row(*rows[0]) if rows else None
 
     def all(self) -> list[Unit]:
-        return [self._unit_from_row(*r) for r in self._exec(self._SELECT + " ORDER BY u.id")]
+        units = []
+        for row in self._exec(self._SELECT + " ORDER BY u.id"):
+            try:
+                units.append(self._unit_from_row(*row))
+            except (KnowledgeError, KeyError, TypeError, ValueError) as exc:
+                # a document edited behind the store's back: skip it, keep the rest usable
+                log.warning("knowledge store: skipping an unreadable unit: %s", exc)
+        return units
 
     def count(self) -> int:
         return int(self._exec("SELECT COUNT(*) FROM units")[0][0])

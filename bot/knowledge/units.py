@@ -86,7 +86,13 @@ class Unit:
 
     @cached_property
     def regexes(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p, re.MULTILINE) for p in self.patterns)
+        compiled = []
+        for p in self.patterns:
+            try:
+                compiled.append(re.compile(p, re.MULTILINE))
+            except re.error:
+                continue   # only a document edited behind the store's back gets here
+        return tuple(compiled)
 
     def match(self, text: str) -> re.Match[str] | None:
         """The first signal pattern that matches ``text``."""
@@ -144,8 +150,12 @@ class Unit:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Unit":
-        """Validate and build a unit; raise KnowledgeError with the reason when it is invalid."""
+    def from_json(cls, data: Mapping[str, Any], *, validate: bool = True) -> "Unit":
+        """Validate and build a unit; raise KnowledgeError with the reason when it is invalid.
+        ``validate=False`` is for documents a store already validated on the way in: it skips
+        the schema and the pattern compilation (patterns compile on first use), not the atoms."""
+        if not validate:
+            return cls._build(data)
         where = f"unit {data.get('id', '?')!r}" if isinstance(data, Mapping) else "unit"
         errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
         if errors:
@@ -153,6 +163,24 @@ class Unit:
             path = "/".join(str(p) for p in e.absolute_path) or "(top level)"
             raise KnowledgeError(f"{where} is invalid at {path}: {e.message}",
                                  f"See {SCHEMA_FILE.name} for the shape of a unit.")
+        for p in data["signals"]["patterns"]:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise KnowledgeError(f"{where}: signal pattern {p!r} does not compile: {exc}",
+                                     "Signal patterns are Python regular expressions.") from exc
+        spec = (data["signals"].get("when") or {}).get("python")
+        if spec is not None:
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier as exc:
+                raise KnowledgeError(f"{where}: when.python {spec!r} is not a version range",
+                                     "Use a PEP 440 specifier such as '>=3.12'.") from exc
+        return cls._build(data, where)
+
+    @classmethod
+    def _build(cls, data: Mapping[str, Any], where: str = "") -> "Unit":
+        where = where or f"unit {data.get('id', '?')!r}"
         atoms = []
         for raw in data["atoms"]:
             try:
@@ -161,19 +189,7 @@ class Unit:
                 raise KnowledgeError(f"{where} has an invalid atom: {exc}",
                                      "Atoms are listed in bot/atoms.py.") from exc
         signals = data["signals"]
-        for p in signals["patterns"]:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise KnowledgeError(f"{where}: signal pattern {p!r} does not compile: {exc}",
-                                     "Signal patterns are Python regular expressions.") from exc
         when = dict(signals.get("when") or {})
-        if "python" in when:
-            try:
-                SpecifierSet(when["python"])
-            except InvalidSpecifier as exc:
-                raise KnowledgeError(f"{where}: when.python {when['python']!r} is not a version range",
-                                     "Use a PEP 440 specifier such as '>=3.12'.") from exc
         emb = data.get("embedding")
         return cls(
             id=data["id"], category=data["category"], patterns=tuple(signals["patterns"]),

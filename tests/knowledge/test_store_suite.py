@@ -236,3 +236,9 @@ def test_invalid_unit_refused_with_reason():
 def test_export_is_json_serialisable(seeded_store):
     text = json.dumps([u.to_json() for u in seeded_store.all()])
     assert len(json.loads(text)) == seeded_store.count()
+
+
+def test_a_corrupt_document_is_skipped_not_fatal(empty_store):
+    empty_store.add(make_unit())
+    empty_store._exec(empty_store._sql("INSERT INTO units (id, doc) VALUES (?, ?)"), ("broken-unit", "{not json"))
+    assert [u.id for u in empty_store.all()] == ["demo-unit"]
