@@ -272,8 +272,11 @@ class Retriever:
         if not idx.units:
             return []
         exact = idx.exact(text)
-        # exact matches ordered by specificity: the unit's weight, then the longer match
-        exact.sort(key=lambda im: (-idx.units[im[0]].weight, -len(im[1].group(0)), idx.units[im[0]].id))
+        # exact matches ordered by specificity (the unit's weight), then by where the signal last
+        # appears (the end of a log holds the error that stopped it), then the longer match
+        last = {i: _last_match_end(idx.units[i], text) for i, _ in exact}
+        exact.sort(key=lambda im: (-idx.units[im[0]].weight, -last[im[0]], -len(im[1].group(0)),
+                                   idx.units[im[0]].id))
         matches = {i: m for i, m in exact}
         lists: list[list[int]] = [[i for i, _ in exact], [i for i, _ in idx.lexical(text[-LEXICAL_TAIL:], 50)]]
         if self.embedder is not None:
@@ -354,6 +357,14 @@ class Retriever:
         if session:
             self.store.drop_pending(session, unit_id)
         return self.store.record(unit_id, outcome)
+
+
+def _last_match_end(unit: Unit, text: str) -> int:
+    end = -1
+    for rx in unit.regexes:
+        for m in rx.finditer(text):
+            end = max(end, m.end())
+    return end
 
 
 def fill_atoms(unit: Unit, match: re.Match[str] | None, context: Mapping[str, Any]) -> tuple[Atom, ...]:
