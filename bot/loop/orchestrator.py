@@ -540,21 +540,28 @@ class SetupLoop:
                     rec.remaining = f"{over}; {self._what_remains(ws.outcome)}"
                     break
                 self._note_best(ws.outcome)
-                if ws.outcome.passed or (ws.outcome.stage == "done" and not self._repairable(ws.outcome)):
-                    replay_ws = self.replay()
-                    if replay_ws.outcome.stage == "done" and replay_ws.outcome.collected:
-                        rec.status = "success"
-                        rec.tests = replay_ws.outcome.results
-                        replay_ws.close()
+                ready = ws.outcome.passed or (self._ran(ws.outcome) and not self._repairable(ws.outcome))
+                if not ready:
+                    progressed, ws = self.repair_step(ws)
+                    if progressed:
+                        continue
+                    if not self._ran(ws.outcome):
+                        rec.status = "unresolved"
                         break
-                    # a replay failure is new evidence: keep working in the replayed container
-                    ws.close()
-                    ws = replay_ws
-                    continue
-                progressed, ws = self.repair_step(ws)
-                if not progressed:
-                    rec.status = "unresolved"
+                    # the tests collected and ran; what is left cannot be repaired here: replay
+                    # this state, and the record says what remains
+                replay_ws = self.replay()
+                if self._ran(replay_ws.outcome):
+                    rec.status = "success"
+                    rec.tests = replay_ws.outcome.results
+                    if replay_ws.outcome.setup_failures:
+                        rec.unresolved = [s.to_json() for s in replay_ws.outcome.setup_failures]
+                        rec.remaining = self._what_remains(replay_ws.outcome)
+                    replay_ws.close()
                     break
+                # a replay failure is new evidence: keep working in the replayed container
+                ws.close()
+                ws = replay_ws
         except LLMError as exc:
             rec.status = "unresolved"
             rec.remaining = exc.what
@@ -570,6 +577,11 @@ class SetupLoop:
         if rec.status == "success":
             self._learn()
         return rec
+
+    @staticmethod
+    def _ran(outcome: TargetOutcome) -> bool:
+        """Collection succeeded and the test run completed (whatever the tests' own verdicts)."""
+        return outcome.collected and outcome.stage == "done"
 
     def _repairable(self, outcome: TargetOutcome) -> bool:
         return any(self.candidates_for(s, outcome) for s in outcome.setup_failures)
@@ -610,7 +622,7 @@ class SetupLoop:
         t0 = time.monotonic()
         ws = self.open_workspace(no_cache=True, purpose="replay")
         o = ws.outcome
-        self.record.replay = {"ok": o.stage == "done" and o.collected, "collect_exit": o.collect_exit,
+        self.record.replay = {"ok": self._ran(o), "collect_exit": o.collect_exit,
                               "test_exit": o.test_exit, "tests": o.results.summary(),
                               "signatures": [s.to_json() for s in o.signatures],
                               "seconds": round(time.monotonic() - t0, 3), "tag": ws.tag}

@@ -185,3 +185,12 @@ def test_outputs_written(tmp_path):
     lines = (tmp_path / ".devcontainer" / "setupbot-trajectory.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
     assert set(first) >= {"action", "command", "exit_code", "output_tail", "duration", "snapshot", "outcome"}
+
+
+def test_unrepairable_failure_after_collection_replays_and_reports_what_remains(tmp_path):
+    out = "E   ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 9999): Connection refused port 9999"
+    rec, engine = run(tmp_path, World([Need("service:custom", out, stage="test")]))
+    assert rec.status == "success" and rec.replay["ok"]
+    assert rec.unresolved and rec.unresolved[0]["kind"] == "connection_refused"
+    assert "9999" in rec.remaining
+    assert sum(b["no_cache"] for b in engine.builds) == 1
