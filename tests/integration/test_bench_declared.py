@@ -73,10 +73,13 @@ def _mirror(tmp_path: Path, name: str, files: dict[str, str]) -> tuple[Path, Ben
     return root, BenchRepo(name=name, sha=sha, difficulty="easy", gold=3)
 
 
-def _run_labels() -> set[str]:
-    out = subprocess.run(["docker", "images", "-a", "--filter", "label=setupbot.run", "--format",
-                          "{{.Label \"setupbot.run\"}}"], capture_output=True, text=True, check=True).stdout
-    return set(out.split())
+def _left_behind(run_id: str) -> list[str]:
+    """Images and containers that still carry the pair's run label."""
+    found = []
+    for kind in (["images", "-a"], ["ps", "-a"]):
+        found += subprocess.run(["docker", *kind, "-q", "--filter", f"label=setupbot.run={run_id}"],
+                                capture_output=True, text=True, check=True).stdout.split()
+    return found
 
 
 def test_declared_baseline_end_to_end(docker_available, tmp_path):
@@ -107,4 +110,4 @@ def test_declared_baseline_end_to_end(docker_available, tmp_path):
     assert "setupbot-no-such-distribution-xyz" in bad["build_log_tail"]
 
     # Nothing either pair created is left in the engine.
-    assert not ({ok["run_id"], bad["run_id"]} & _run_labels())
+    assert _left_behind(ok["run_id"]) == [] and _left_behind(bad["run_id"]) == []

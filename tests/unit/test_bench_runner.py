@@ -3,7 +3,9 @@ that follows the Engine contract (docs/architecture.md) and records every call."
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import gzip
 import json
 import subprocess
 from dataclasses import dataclass
@@ -55,6 +57,7 @@ class FakeEngine:
         self.execs: list[list[str]] = []
         self.cleaned = False
         self.text = ""
+        self.pack_fails = False
         FakeEngine.instances.append(self)
 
     def build(self, context, text, tag, no_cache=False, log_path=None):
@@ -77,6 +80,10 @@ class FakeEngine:
                     if "NOCOLLECT" in engine.text:
                         return Exec(argv, 2, "ERROR collecting tests/test_a.py\nImportError", 1.0)
                     return Exec(argv, 0, "t::a\n5 tests collected in 0.1s", 1.0)
+                if argv[:2] == ["python", "-c"]:   # the gzip+base64 transfer of the JUnit file
+                    if engine.pack_fails:
+                        return Exec(argv, 1, "python: not found", 0.1)
+                    return Exec(argv, 0, base64.b64encode(gzip.compress(JUNIT.encode())).decode(), 0.1)
                 if argv[:1] == ["cat"]:
                     return Exec(argv, 0, JUNIT, 0.1)
                 return Exec(argv, 1, "== 1 failed, 2 passed, 1 error, 1 skipped in 3.0s ==", 3.0)
@@ -112,6 +119,15 @@ def test_score_builds_without_cache_and_copies_the_junit_out(tmp_path):
     assert (score.tests.passed, score.tests.failed) == (2, 1)
     assert junit.read_text() == JUNIT
     assert engine.execs[1][:5] == ["python", "-m", "pytest", "-p", "no:cacheprovider"]
+    assert engine.execs[2][-1] == "/tmp/setupbot-bench-junit.xml" and len(engine.execs) == 3
+
+
+def test_junit_falls_back_to_cat_when_the_image_cannot_pack_it(tmp_path):
+    engine = FakeEngine()
+    engine.pack_fails = True
+    score = score_dockerfile(engine, tmp_path, "FROM python:3.11-slim\n", "t:1")
+    assert score.counts_from == "junit" and score.tests.passed == 2
+    assert engine.execs[-1][0] == "cat"
 
 
 def test_failed_build_and_failed_collection_are_scored_as_such(tmp_path):
