@@ -84,8 +84,9 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
     # A quoted name that the fix names (module, header, command) becomes a capture group.
     for m in _QUOTED.finditer(line):
         value = m.group(2)
-        if any(value == v or value.lower() == v.lower() or value.replace("_", "-").lower() == v.lower()
-               for v in atom_values):
+        # only when the fix names exactly that value can it be templated; a capture the atoms do
+        # not use would make the unit fire for every other name with the same fixed fix
+        if any(value.lower() == v.lower() for v in atom_values):
             s, e = m.span(2)
             tokens.append((s, e, r"([^'\"\s]+)", value))
             taken.append((s, e))
@@ -123,8 +124,8 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
     def template(v: Any) -> Any:
         if isinstance(v, str):
             for value, g in group_of.items():
-                if v == value or v.lower() == value.lower() or v.lower() == value.replace("_", "-").lower():
-                    return v if v != value and v.lower() != value.lower() else "{match:%d}" % g
+                if v.lower() == value.lower():
+                    return "{match:%d}" % g
             return v
         if isinstance(v, (list, tuple)):
             return [template(x) for x in v]

@@ -96,3 +96,11 @@ ERROR: Failed building wheel for quux
     assert signature_line(log) == "src/a.c:1:10: fatal error: quux.h: No such file or directory"
     with pytest.raises(KnowledgeError):
         signature_line("")
+
+
+def test_generalise_keeps_a_name_the_fix_does_not_repeat():
+    import re
+    line = "ModuleNotFoundError: No module named 'quux_core'"
+    pattern, atoms = generalise(line, [Atom("pip_install", {"packages": ["quux-core-dist"]})])
+    assert atoms[0].args["packages"] == ["quux-core-dist"]
+    assert re.search(pattern, line) and not re.search(pattern, "No module named 'other'")
