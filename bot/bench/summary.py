@@ -132,7 +132,8 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
         lines.append("")
     lines += ["Systems:", "",
               "- `setupbot`: the setup loop (`run_setup`), deterministic unless an LLM is configured; a fresh "
-              "seeded experience store per repository.",
+              "seeded experience store per repository. Its produce time is the whole run (plan, builds, "
+              "repairs and the clean replay).",
               "- `declared`: a fixed template on `python:3.11-slim` installing every top-level "
               "`requirements*.txt` and `requirements/*.txt`, then `pip install -e .[test,tests,testing,dev]` "
               "(the extras the project declares), then pytest.",

@@ -72,26 +72,27 @@ def command_line(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from bot.bench.repos import read_repo_list
 
-    repos = None
+    repos = listed = None
     if args.repos:
         parsed = read_repo_list(args.repos)
         for warning in parsed.warnings:
             print(f"setupbot bench: warning: {warning}", file=sys.stderr)
-        repos = parsed.repos
+        repos = listed = parsed.repos
         if args.only:
             wanted = {o.lower() for o in args.only}
             unknown = wanted - {r.name.lower() for r in repos}
             for name in sorted(unknown):
                 print(f"setupbot bench: warning: --only {name}: not in {args.repos}", file=sys.stderr)
             repos = [r for r in repos if r.name.lower() in wanted]
-    keys = None if repos is None else {(r.name.lower(), r.sha.lower()) for r in repos}
+    # The summary covers the whole list, also after a run limited by --only.
+    keys = None if listed is None else {(r.name.lower(), r.sha.lower()) for r in listed}
 
     def in_list(record: dict) -> bool:
         return keys is None or (record["repo"].lower(), str(record.get("sha", "")).lower()) in keys
 
     if args.report_only:
-        # Without --only, the summary covers everything recorded for the listed repositories.
-        return _report(args, in_list if repos is not None else None)
+        # With --repos: the recorded pairs of the listed repositories; without: every record.
+        return _report(args, in_list if listed is not None else None)
     if repos is None:
         raise InputError("no repository list", "Pass --repos FILE (or --report-only to redraw the summary).")
     if not repos:

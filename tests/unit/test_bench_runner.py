@@ -330,3 +330,18 @@ def test_parallel_jobs_score_every_pair_once(mirror, tmp_path):
     records = run_bench(_options(root, repos, out, jobs=2))
     assert sorted(r["repo"] for r in records) == sorted(r.name for r in repos)
     assert len((out / "declared.jsonl").read_text().splitlines()) == 2
+
+
+def test_report_only_with_a_list_covers_the_listed_repositories(tmp_path, capsys):
+    from bot.cli import main
+
+    out = tmp_path / "bench" / "results"
+    for record in RECORDS:
+        results_io.append_record(out, record)
+    listing = tmp_path / "list.tsv"
+    listing.write_text(f"o/a\t{'a' * 40}\teasy\nbad line\n")
+    assert main(["bench", "--report-only", "--repos", str(listing), "--only", "o/a", "--out", str(out)]) == 0
+    summary = (tmp_path / "bench" / "SUMMARY.md").read_text()
+    assert "| o/a@aaaaaaaa |" in summary and "| o/b@" not in summary
+    assert "warning" in capsys.readouterr().err
+    assert main(["bench", "--out", str(out)]) == 3   # no list and no --report-only: an input error
