@@ -18,7 +18,10 @@ REPOS = FIXTURES / "repos"
 
 
 def _is_integration(request: pytest.FixtureRequest) -> bool:
-    return "integration" in Path(str(request.node.fspath)).parts
+    # tests/integration is auto-marked; elsewhere (tests/security) a test that needs the engine
+    # says so with an explicit @pytest.mark.docker.
+    return ("integration" in Path(str(request.node.fspath)).parts
+            or request.node.get_closest_marker("docker") is not None)
 
 
 @pytest.fixture(autouse=True)
