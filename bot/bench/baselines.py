@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-import configparser
 import ast
+import configparser
 import os
 import re
 import shutil

@@ -18,6 +18,8 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,8 +220,6 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
     Reads every blob through one ``git cat-file --batch`` stream; a blob the snapshot lacks is
     answered ``<oid> missing`` and its path is recorded in ``missing``.
     """
-    import time
-
     started = time.monotonic()
     dest.mkdir(parents=True, exist_ok=True)
     result = ExportResult(root=dest)
@@ -235,8 +235,6 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin and proc.stdout
     # Feed requests from a thread so a large tree cannot deadlock on full pipes.
-    import threading
-
     def feed() -> None:
         try:
             for _mode, oid, _path in blobs:

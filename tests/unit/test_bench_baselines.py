@@ -6,7 +6,6 @@ import json
 import re
 import sys
 import textwrap
-from pathlib import Path
 
 from bot.bench.baselines import (declared_extras, find_requirement_files, is_installable_project,
                                  parse_pipreqs_output, produce_declared, produce_pipreqs, render_baseline)
