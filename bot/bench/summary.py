@@ -157,6 +157,16 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
                      f"{_size(a.median_image)} | {a.tokens} | {steps} | {a.repairs} |")
     lines.append("")
 
+    setupbot = next((a for a in aggregate(records) if a.system == "setupbot"), None)
+    if setupbot is not None:
+        # The round's targets (issue: setupbot EBSR >= 85% deterministic, 0 tokens, median image <= 1 GB).
+        checks = [(f"EBSR {_pct(setupbot.ebsr_rate)} ≥ 85%", setupbot.ebsr_rate >= 0.85),
+                  (f"tokens {setupbot.tokens} = 0", setupbot.tokens == 0),
+                  (f"median image {_size(setupbot.median_image)} ≤ 1 GB",
+                   setupbot.median_image is not None and setupbot.median_image <= 1e9)]
+        lines.append("Targets for setupbot: " + "; ".join(f"{text} {'✓' if ok else '✗'}" for text, ok in checks) + ".")
+        lines.append("")
+
     lines += ["## EBSR per difficulty", "", "| difficulty | " + " | ".join(systems) + " |",
               "|---|" + "---|" * len(systems)]
     for difficulty, row in ebsr_by_difficulty(records).items():

@@ -253,6 +253,7 @@ def test_summary_starts_with_the_command_and_has_every_pair(tmp_path):
     assert "| hard | 2/2" not in text and "| hard | 1/1 (100.0%) | 0/1 (0.0%) | 0/1 (0.0%) |" in text
     assert text.count("| o/a@aaaaaaaa |") == 3 and "build-failed: build failed: ERROR: pip" in text
     assert "1 of 2 scores come from the clean replay" in text
+    assert "Targets for setupbot: EBSR 100.0% ≥ 85% ✓; tokens 0 = 0 ✓; median image 900 MB ≤ 1 GB ✓." in text
     summary, chart = write_report(RECORDS, tmp_path / "SUMMARY.md", tmp_path / "chart.png",
                                   commands=["setupbot bench --repos dev.tsv"])
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000
