@@ -226,7 +226,7 @@ class Retriever:
             if self.embedder is not None:
                 units = self._embed_missing(units)
             self._index = _Index(units)
-            self._generation = self.store.generation()
+            self._generation = gen     # a change made meanwhile triggers the next rebuild
         return self._index
 
     def _embed_missing(self, units: list[Unit]) -> list[Unit]:
@@ -287,7 +287,7 @@ class Retriever:
                 fused[i] = fused.get(i, 0.0) + 1.0 / (RRF_K + rank + 1)
         best_possible = len(lists) / (RRF_K + 1)
         pool = sorted(fused, key=lambda i: (i not in matches, -fused[i]))
-        pool = [i for i in pool if idx.units[i].applies(context)][: max(self.k * 3, self.k)]
+        pool = [i for i in pool if idx.units[i].applies(context)][: self.k * 3]
         telemetry = self.store.telemetry([idx.units[i].id for i in pool])
         scored = []
         for i in pool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -49,14 +48,18 @@ class Store(ABC):
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
     # -- units -------------------------------------------------------------------------------
+    @staticmethod
+    def _row(unit: Unit) -> tuple[str, str, str | None]:
+        """(id, doc, embedding) as stored: telemetry lives in its own table."""
+        emb = json.dumps(list(unit.embedding)) if unit.embedding is not None else None
+        return unit.id, json.dumps(unit.to_json(with_telemetry=False), sort_keys=True), emb
+
     def add(self, unit: Unit, *, replace: bool = False) -> bool:
         """Store a validated unit. Returns False when the id exists and ``replace`` is false."""
-        doc = json.dumps(unit.to_json(with_telemetry=False), sort_keys=True)
-        emb = json.dumps(list(unit.embedding)) if unit.embedding is not None else None
         verb = ("ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, "
                 "embedding = COALESCE(excluded.embedding, units.embedding)") if replace else "ON CONFLICT (id) DO NOTHING"
         rows = self._exec(self._sql(f"INSERT INTO units (id, doc, embedding) VALUES (?, ?, ?) {verb} RETURNING id"),
-                          (unit.id, doc, emb))
+                          self._row(unit))
         if not rows:
             return False
         t = unit.telemetry
@@ -75,9 +78,7 @@ class Store(ABC):
         verb = ("ON CONFLICT (id) DO UPDATE SET doc = excluded.doc" if replace else "ON CONFLICT (id) DO NOTHING")
         stmts: list[tuple[str, Sequence[Any]]] = []
         for u in units:
-            doc = json.dumps(u.to_json(with_telemetry=False), sort_keys=True)
-            emb = json.dumps(list(u.embedding)) if u.embedding is not None else None
-            stmts.append((self._sql(f"INSERT INTO units (id, doc, embedding) VALUES (?, ?, ?) {verb}"), (u.id, doc, emb)))
+            stmts.append((self._sql(f"INSERT INTO units (id, doc, embedding) VALUES (?, ?, ?) {verb}"), self._row(u)))
             t = u.telemetry
             stmts.append((self._sql("INSERT INTO telemetry (unit_id, hits, successes, failures, offered) "
                                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (unit_id) DO NOTHING"),
@@ -223,13 +224,6 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
 
 
 def default_sqlite_path() -> Path:
