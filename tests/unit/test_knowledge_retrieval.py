@@ -130,3 +130,16 @@ def test_llm_reranker_against_a_local_chat_double(store):
         assert r.retrieve(log)[0].unit.id == "unit-03"
         assert r.retrieve(log)[0].unit.id == "unit-03"
     assert rr.calls == 3
+
+
+def test_huge_and_binary_logs_are_bounded(store):
+    import time
+
+    noise = "  Downloading something-1.0.tar.gz (1.2 MB)\n" * 150_000 + "\x00\xff garbage \x1b[31m\n" * 1000
+    log = noise + "fatal error: widget4.h: No such file or directory\n"
+    assert len(log) > 5_000_000
+    t = time.perf_counter()
+    cands = Retriever(store).retrieve(log)
+    assert time.perf_counter() - t < 5
+    assert cands[0].unit.id == "unit-04"
+    assert Retriever(store).retrieve("") == []
