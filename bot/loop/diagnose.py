@@ -138,6 +138,10 @@ RULES: list[Rule] = [
           r"(?:^|[\s:])(git|pg_config|mysql_config|swig|gfortran|java|node|npm): (?:command )?not found"),
     _rule("missing_command", "toolchain",
           r"(pg_config|mysql_config) executable not found"),
+    # the test command itself is missing from the image: the engine's exec reports it
+    _rule("missing_compiler", "toolchain", r'exec: "(gcc|g\+\+|cc|c\+\+|make|cmake)": executable file not found'),
+    _rule("missing_command", "toolchain",
+          r'exec: "(git|pg_config|mysql_config|swig|gfortran|java|node|npm)": executable file not found'),
     # --- installation --------------------------------------------------------------------------
     _rule("missing_module", "installation",
           r"ModuleNotFoundError: No module named '([\w.]+)'", _module_top),
