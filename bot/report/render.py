@@ -37,6 +37,16 @@ def _cell(value: object) -> str:
     return _inline(value).replace("|", "\\|")
 
 
+def _code(value: object) -> str:
+    """The inside of a `code span`: one line, no backticks. Not HTML-escaped, because Markdown
+    shows entities inside code spans literally (`pytest&gt;=8`)."""
+    return " ".join(str(value if value is not None else "").split()).replace("`", "'")
+
+
+def _codecell(value: object) -> str:
+    return _code(value).replace("|", "\\|")
+
+
 def _nofence(value: object) -> str:
     """Text inside a fenced block must not be able to close the fence."""
     return str(value if value is not None else "").replace("```", "ʼʼʼ")
@@ -53,7 +63,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False, trim_blocks=False, lstrip_blocks=False)
-    env.filters.update(inline=_inline, cell=_cell, nofence=_nofence, yamlstr=_yamlstr,
+    env.filters.update(inline=_inline, cell=_cell, code=_code, codecell=_codecell, nofence=_nofence, yamlstr=_yamlstr,
                        filesize=lambda n: jinja2.filters.do_filesizeformat(n, binary=True))
     return env
 

@@ -131,3 +131,12 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
 def test_report_data_needs_nothing_but_defaults():
     text = render_report(ReportData())
     assert "Verdict: **Shallow**" in text and "No requirements were recorded." in text
+
+
+def test_code_spans_are_not_html_escaped():
+    # Markdown shows entities inside code spans literally: `pytest&gt;=8` would be wrong.
+    from bot.report.render import environment
+
+    out = environment().from_string("`{{ x | codecell }}` {{ x | cell }}").render(x="pip install 'a>=1' | b")
+    assert out.startswith("`pip install 'a>=1' \\| b`")
+    assert "&gt;" in out.split("` ", 1)[1]
