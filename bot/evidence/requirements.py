@@ -11,9 +11,10 @@ from bot.evidence.model import MAIN, TEST, Evidence, Requirement, Source
 from bot.evidence.reqparse import parse_spec
 from packaging.utils import canonicalize_name
 
-_MAIN_NAMES = re.compile(r"^(requirements|base|main|prod|production|common|install|runtime|core|default)$")
-_TEST_NAMES = re.compile(r"(test|dev|ci|check)")
-_SKIP_NAMES = re.compile(r"(doc|lint|typ|mypy|release|bench|style|format|pre-commit|build|publish|deploy|notebook|example)")
+_MAIN_NAMES = re.compile(r"(^|[-_.])(requirements|base|main|prod|production|common|install|runtime|core|default)([-_.]|$)")
+# whole words only: "grpcio" is not "ci", "litestar" is not "test"
+_TEST_NAMES = re.compile(r"(^|[-_.])(tests?|testing|dev|develop|development|ci|check|pytest|unit)([-_.]|$)")
+_SKIP_NAMES = re.compile(r"(^|[-_.])(docs?|lint|typing|types|mypy|release|bench|benchmarks?|style|format|pre-commit|build|publish|deploy|notebooks?|examples?)([-_.]|$)")
 
 
 def classify(rel: str) -> str:
@@ -25,7 +26,7 @@ def classify(rel: str) -> str:
         return "other"
     if _TEST_NAMES.search(stem_core):
         return TEST
-    if _MAIN_NAMES.match(stem_core) or stem == "requirements":
+    if _MAIN_NAMES.search(stem_core) or stem == "requirements":
         return MAIN
     parent = posixpath.basename(posixpath.dirname(rel)).lower()
     if parent.startswith("requirement"):
@@ -99,6 +100,7 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
         src = Source(rel, lineno, "requirements")
         if line.startswith(("-r ", "--requirement", "-r", "-c ", "--constraint", "-c")):
             is_c = line.startswith(("-c", "--constraint"))
+            clean = False  # -r needs the included file in the build context too: install line by line
             target = re.sub(r"^(-r|-c|--requirement|--constraint)\s*=?\s*", "", line).strip()
             path = posixpath.normpath(posixpath.join(base, target))
             if is_c:

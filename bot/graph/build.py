@@ -171,6 +171,13 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
                 pn.action = "pip"
                 pn.attrs["group"] = TEST
                 pn.attrs["promoted"] = "imported by tests"
+                # declared only in a non-installed file (often one cell of a version matrix):
+                # keep the name and extras, let the resolver pick the version
+                try:
+                    r0 = PkgReq(pn.attrs.get("spec", pn.name))
+                    pn.attrs["spec"] = r0.name + (f"[{','.join(sorted(r0.extras))}]" if r0.extras else "")
+                except InvalidRequirement:
+                    pass
                 link_runtime(g, pn.id)
                 if PROJECT in g.nodes:
                     g.edge(PROJECT, pn.id)

@@ -118,6 +118,10 @@ class ReportData:
 
     @property
     def total_seconds(self) -> float:
+        # The run's own total when it has one: its parts (plan, build, ...) are inside it.
+        for key in ("total_seconds", "total"):
+            if key in self.timings:
+                return round(float(self.timings[key]), 1)
         return round(sum(self.timings.values()), 1)
 
     def to_dict(self) -> dict[str, Any]:
