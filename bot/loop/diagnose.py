@@ -138,6 +138,9 @@ RULES: list[Rule] = [
           r"(?:^|[\s:])(git|pg_config|mysql_config|swig|gfortran|java|node|npm): (?:command )?not found"),
     _rule("missing_command", "toolchain",
           r"(pg_config|mysql_config) executable not found"),
+    # a program the code runs through subprocess is not installed
+    _rule("missing_command", "toolchain",
+          r"FileNotFoundError: \[Errno 2\] No such file or directory: '([\w.+\-]+)'"),
     # the test command itself is missing from the image: the engine's exec reports it
     _rule("missing_compiler", "toolchain", r'exec: "(gcc|g\+\+|cc|c\+\+|make|cmake)": executable file not found'),
     _rule("missing_command", "toolchain",

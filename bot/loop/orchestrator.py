@@ -540,7 +540,10 @@ class SetupLoop:
                     rec.remaining = f"{over}; {self._what_remains(ws.outcome)}"
                     break
                 self._note_best(ws.outcome)
-                ready = ws.outcome.passed or (self._ran(ws.outcome) and not self._repairable(ws.outcome))
+                # the LLM gets the setup failures that no unit or rule can repair
+                llm_can_try = bool(ws.outcome.setup_failures) and self._llm_available()
+                ready = ws.outcome.passed or (self._ran(ws.outcome) and not self._repairable(ws.outcome)
+                                              and not llm_can_try)
                 if not ready:
                     progressed, ws = self.repair_step(ws)
                     if progressed:
@@ -578,6 +581,11 @@ class SetupLoop:
             self._learn()
         return rec
 
+    def _llm_available(self) -> bool:
+        llm = self.llm
+        return llm is not None and not getattr(llm, "degraded", False) and \
+            (not hasattr(llm, "budget_left") or llm.budget_left())
+
     @staticmethod
     def _ran(outcome: TargetOutcome) -> bool:
         """Collection succeeded and the test run completed (whatever the tests' own verdicts)."""
@@ -602,7 +610,7 @@ class SetupLoop:
             ok, ws = self.backtrack(ws, sigs[0])
             if ok:
                 return True, ws
-        if self.llm is not None and not getattr(self.llm, "degraded", False):
+        if self._llm_available():
             ok, ws = self.llm_step(ws)
             if ok:
                 return True, ws

@@ -27,6 +27,7 @@ CASES = [
     ("/bin/sh: 1: pkg-config: not found", "missing_pkg_config", "toolchain", ""),
     ("Package libxml-2.0 was not found in the pkg-config search path.", "missing_pkg_config_module", "toolchain", "libxml-2.0"),
     ("      error: can't find Rust compiler", "missing_rust", "toolchain", ""),
+    ("E   FileNotFoundError: [Errno 2] No such file or directory: 'jq'", "missing_command", "toolchain", "jq"),
     ("Error: pg_config executable not found.", "missing_command", "toolchain", "pg_config"),
     # installation
     ("E   ModuleNotFoundError: No module named 'yaml.constructor'", "missing_module", "installation", "yaml"),
