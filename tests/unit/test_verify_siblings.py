@@ -49,3 +49,32 @@ def test_probes():
 def test_verify_command_rejects_a_missing_path(tmp_path, capsys):
     code = main(["verify", str(tmp_path / "nope"), "--image", "x:1"])
     assert code == 3 and "is not a directory" in capsys.readouterr().err
+
+
+def test_sibling_from_a_git_url_is_cloned_at_its_ref(tmp_path):
+    import subprocess
+    from bot.verify.siblings import SiblingManager
+
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git = ["git", "-C", str(origin), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(origin)], check=True)
+    (origin / "Dockerfile").write_text("FROM python:3.11-slim\n")
+    subprocess.run([*git, "add", "Dockerfile"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    subprocess.run([*git, "tag", "v1"], check=True)
+    (origin / "Dockerfile").write_text("FROM python:3.13-slim\n")
+    subprocess.run([*git, "commit", "-q", "-am", "two"], check=True)
+
+    manager = SiblingManager(engine=None, network="n", host_repo=tmp_path)
+    spec = SiblingSpec.from_setting({"name": "srv", "url": f"file://{origin}", "ref": "v1", "port": 80})
+    source = manager.source_dir(spec)
+    assert manager.dockerfile_text(spec, source) == "FROM python:3.11-slim\n"
+    bad = SiblingSpec.from_setting({"name": "srv", "url": f"file://{tmp_path}/missing", "port": 80})
+    with pytest.raises(ConfigError, match="cannot clone"):
+        manager.source_dir(bad)
+    escape = SiblingSpec.from_setting({"name": "srv", "path": str(origin), "dockerfile": "../../etc/passwd"})
+    with pytest.raises(ConfigError, match="no Dockerfile"):
+        manager.dockerfile_text(escape, origin)
+    manager.stop()
+    assert not source.exists()
