@@ -40,6 +40,25 @@ def make_wheel(directory: Path, name: str, version: str, requires_python: str = 
     return path
 
 
+def make_sdist(directory: Path, name: str, version: str) -> Path:
+    """A source distribution whose PKG-INFO (metadata 2.2, nothing dynamic) uv can read without
+    building it."""
+    import io
+    import tarfile
+
+    base = f"{name.replace('-', '_')}-{version}"
+    path = directory / f"{base}.tar.gz"
+    files = {f"{base}/PKG-INFO": f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n",
+             f"{base}/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'}
+    with tarfile.open(path, "w:gz") as tf:
+        for arc, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(arc)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
 @pytest.fixture
 def local_index(tmp_path: Path):
     wheels = tmp_path / "wheels"
@@ -51,6 +70,7 @@ def local_index(tmp_path: Path):
     make_wheel(wheels, "numpy", "1.26.4")
     make_wheel(wheels, "numpy", "2.0.0")
     make_wheel(wheels, "pandas", "1.5.3", requires=("numpy>=1.21",))
+    make_sdist(wheels, "src-only", "1.0.0")
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -144,3 +164,21 @@ def test_numpy2_next_to_a_numpy1_build_gets_a_constraint(tmp_path, local_index):
     assert g.nodes["config:constraint:numpy<2"].evidence[0][0] == "uv pip compile"
     assert g.meta["resolution"]["numpy_guard"] == "numpy<2"
     assert "numpy<2" in p.dockerfile.text and "PIP_CONSTRAINT" in p.dockerfile.text
+
+
+def test_a_dependency_without_wheels_brings_the_compiler(tmp_path, local_index):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("demo-lib\nsrc-only\n")
+    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
+                  index_url=local_index, resolve_timeout=60)
+    assert p.graph.meta["resolution"]["ok"] is True, p.graph.meta["resolution"]
+    assert p.graph.meta["resolution"]["sdist_only"] == "src-only"
+    be = p.graph.nodes["systemlib:build-essential"]
+    assert "src-only has no wheel for Python 3.11" in be.evidence[0][2]
+    assert "build-essential" in p.dockerfile.text
+    # the same repository without the source-only dependency needs no compiler
+    (repo / "requirements.txt").write_text("demo-lib\n")
+    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
+                  index_url=local_index, resolve_timeout=60)
+    assert "systemlib:build-essential" not in p.graph.nodes and "build-essential" not in p.dockerfile.text
