@@ -42,7 +42,15 @@ def scan(files: RepoFiles, ev: Evidence, rel: str = "pyproject.toml") -> None:
     except tomllib.TOMLDecodeError as exc:
         ev.warn(rel, _tomlerr_line(exc), f"malformed TOML ({exc}); pyproject.toml ignored")
         return
+    try:
+        _scan_data(ev, data, rel, text)
+    except (TypeError, AttributeError, ValueError) as exc:
+        # A value of an unexpected type (group = 1, dependencies = {...}): what was read before
+        # it stays, the rest of the file is skipped, and the message names the file.
+        ev.warn(rel, None, f"unexpected value ({type(exc).__name__}: {exc}); the rest of {rel} ignored")
 
+
+def _scan_data(ev: Evidence, data: dict[str, Any], rel: str, text: str) -> None:
     def src(needle: str, detail: str = "") -> Source:
         # a key is found by "name =" before a bare substring, so "dev" does not hit "description"
         line = None
@@ -91,7 +99,11 @@ def scan(files: RepoFiles, ev: Evidence, rel: str = "pyproject.toml") -> None:
             from bot.evidence.model import PythonConstraint
 
             ev.python.append(PythonConstraint("requires", rp, src("requires-python", "requires-python")))
-        for dep in project.get("dependencies") or []:
+        deps = project.get("dependencies") or []
+        if not isinstance(deps, list):
+            ev.warn(rel, src("dependencies").line, "project.dependencies must be a list of requirement strings; ignored")
+            deps = []
+        for dep in deps:
             add(dep, MAIN, "project.dependencies")
         opt = project.get("optional-dependencies") or {}
         if isinstance(opt, dict):
@@ -106,7 +118,7 @@ def scan(files: RepoFiles, ev: Evidence, rel: str = "pyproject.toml") -> None:
                 ev.test_extras.append(("dev", src("dev", "extra dev")))
         _classifiers(ev, project.get("classifiers") or [], rel, text)
         dyn = project.get("dynamic") or []
-        if "version" in dyn and proj.scm_version is None:
+        if isinstance(dyn, list) and "version" in dyn and proj.scm_version is None:
             tool = data.get("tool") or {}
             if "setuptools_scm" in tool or "setuptools-scm" in tool:
                 proj.scm_version = src("[tool.setuptools_scm]", "tool.setuptools_scm")
