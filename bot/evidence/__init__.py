@@ -57,7 +57,24 @@ def scan_repository(repo: Path | str) -> Evidence:
             group = requirements.classify(path)
             requirements.scan_file(files, ev, path, "test" if group == "other" and "doc" not in path else group, via_ok=True)
             seen.add(path)
+    _note_what_is_missing(files, ev)
     return ev
+
+
+MANIFESTS = ("pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "environment.yml", "environment.yaml")
+
+
+def _note_what_is_missing(files: RepoFiles, ev: Evidence) -> None:
+    """A repository without a manifest or without tests is planned anyway; the report says what
+    the plan had to go on (SECURITY.md, bad input)."""
+    names = files.all_files()
+    base = [n.rsplit("/", 1)[-1] for n in names]
+    if not any(b in MANIFESTS or (b.startswith("requirements") and b.endswith((".txt", ".in"))) for b in base):
+        ev.warn(".", None, "no dependency manifest (pyproject.toml, setup.py, setup.cfg, requirements*.txt, "
+                           "Pipfile, environment.yml); the packages come from the source imports only")
+    if not ev.test_commands and not any(n.endswith(".py") and imports.in_tests(n) for n in names):
+        ev.warn(".", None, "no tests found (no test_*.py, *_test.py or tests/ folder); the run can only "
+                           "show that the project installs and imports")
 
 
 __all__ = ["Evidence", "ImportUse", "LockFile", "Project", "PythonConstraint", "Requirement", "ScanWarning",
