@@ -1,0 +1,50 @@
+"""JUnit parsing, budgets and the trajectory file."""
+
+from __future__ import annotations
+
+import json
+
+from bot.loop.junit import parse_junit
+from bot.loop.trajectory import Budget, Trajectory
+from bot.redact import register_secret
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="4">
+<testcase classname="tests.test_a" name="test_ok" time="0.01"/>
+<testcase classname="tests.test_a" name="test_bad" time="0.01"><failure message="assert 1 == 2">E assert 1 == 2</failure></testcase>
+<testcase classname="tests.test_b" name="test_err" time="0.01"><error message="fixture 'db' not found">setup</error></testcase>
+<testcase classname="tests.test_b" name="test_skip" time="0.0"><skipped message="needs gpu"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_junit_outcomes():
+    r = parse_junit(JUNIT)
+    assert r.summary() == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "total": 4}
+    assert r.outcomes["tests.test_b::test_err"] == "error"
+    assert "fixture 'db' not found" in r.failure_text()
+
+
+def test_junit_malformed_is_empty():
+    assert parse_junit("<testsuites><testcase").total == 0
+    assert parse_junit("").total == 0
+
+
+def test_budget_steps_and_wall_clock():
+    now = [0.0]
+    b = Budget(max_steps=3, wall_clock=100, command_timeout=600, clock=lambda: now[0])
+    assert b.exhausted() == ""
+    assert b.timeout_for_command() == 100      # never past the run's wall clock
+    b.spend_step(); b.spend_step(); b.spend_step()
+    assert "step budget" in b.exhausted()
+    b2 = Budget(max_steps=50, wall_clock=100, command_timeout=600, clock=lambda: now[0])
+    now[0] = 101.0
+    assert "wall-clock" in b2.exhausted()
+
+
+def test_trajectory_jsonl_is_redacted(tmp_path):
+    register_secret("tok_abcdefghijklmnop")
+    t = Trajectory(tmp_path / "t.jsonl")
+    t.record("trial", command=["echo", "tok_abcdefghijklmnop"], exit_code=0, output_tail="x tok_abcdefghijklmnop",
+             duration=0.5, snapshot="2", outcome="ok")
+    line = json.loads((tmp_path / "t.jsonl").read_text())
+    assert line["command"] == ["echo", "***"] and "tok_" not in line["output_tail"]
+    assert t.to_jsonl().strip() == (tmp_path / "t.jsonl").read_text().strip()
