@@ -93,6 +93,7 @@ class ReportData:
     image_size: int | None = None                              # bytes
     llm_tokens: int = 0
     degraded: bool = False
+    refused_actions: list[str] = field(default_factory=list)  # LLM replies refused by validation (P2)
     python: str = ""
     base_image: str = ""
     test_command: list[str] = field(default_factory=list)
@@ -267,6 +268,8 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
         usage = _get(run_record, "llm_usage", {}) or {}
         data.llm_tokens = int(_get(usage, "tokens", 0) or _get(run_record, "llm_tokens", 0) or 0)
         data.degraded = bool(_get(run_record, "degraded", False))
+        for refusal in _get(usage, "refusals", []) or []:
+            data.refused_actions.append(f"{_get(refusal, 'reason', refusal)} — reply: {_get(refusal, 'reply', '')}"[:400])
         data.warnings += [_warning_text(w) for w in _get(run_record, "warnings", []) or []]
         for item in _get(run_record, "unresolved", []) or []:
             data.proven.append(ProofItem(str(_get(item, "message", "") or _get(item, "key", item)), False,
