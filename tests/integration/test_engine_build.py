@@ -31,7 +31,7 @@ def test_from_python_stand_in_pip_install_six_builds(engine, tmp_path):
     r = engine.build(tmp_path, text, f"setupbot-test/six:{engine.run_id}", log_path=log)
     assert r.ok, r.log[-3000:]
     assert r.ca_bases == {}  # the stand-in already trusts the CA
-    assert log.read_text() == r.log and "pip install six" in r.log
+    assert "Successfully installed six" in log.read_text()  # the kept build log
     assert engine.image_exists(r.tag) and engine.image_labels(r.tag)["setupbot.run"] == engine.run_id
     res = engine.run_once(r.tag, ["python", "-c", "import six; print('six', six.__version__)"])
     assert res.exit_code == 0 and res.output.startswith("six 1."), res.output
