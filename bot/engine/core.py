@@ -214,6 +214,13 @@ class Engine:
             # BuildKit knows only default/none/host; "bridge" is what both builders do by default.
             if self.settings.engine.network_mode not in ("bridge", "default"):
                 args += ["--network", self.settings.engine.network_mode]
+            buildkit = self.kind == "docker" and self.buildkit_available()
+            if not buildkit:
+                # RUN steps execute repository code (setup.py during pip install): the classic
+                # builder's containers get the runner's memory and CPU limits (SECURITY.md S7).
+                # BuildKit takes no per-build limits on the command line.
+                args += ["--memory", self.limits.memory, "--memory-swap", self.limits.memory,
+                         "--cpu-period", "100000", "--cpu-quota", str(int(self.limits.cpus * 100000))]
             for t in tags:
                 args += ["-t", t]
             for k, v in labels.items():
@@ -224,7 +231,6 @@ class Engine:
                 args.append("--no-cache")
             env = dict(os.environ)
             if self.kind == "docker":
-                buildkit = self.buildkit_available()
                 env["DOCKER_BUILDKIT"] = "1" if buildkit else "0"
                 if buildkit:
                     args.append("--progress=plain")
