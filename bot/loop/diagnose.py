@@ -181,8 +181,13 @@ RULES: list[Rule] = [
     _rule("connection_refused", "service",
           r"(?:port|:)\s*(\d{2,5})\D[^\n]*?(?:Connection refused|failed: Connection refused)",
           _port_service, flags=re.MULTILINE | re.IGNORECASE),
+    # redis-py: "Error 111 connecting to localhost:6379. Connection refused." and, in a container
+    # without a loopback route to that port, "Error 99 ... Cannot assign requested address."
     _rule("connection_refused", "service",
-          r"Error 111 connecting to [\w.\-]+:(\d+)", _port_service),
+          r"Error (?:111|99|61|10061) connecting to [\w.\-]+:(\d+)", _port_service),
+    _rule("connection_refused", "service",
+          r"(?:localhost|127\.0\.0\.1|::1)[\"']?(?::|, ?|\s+port\s+)(\d{2,5})\b[^\n]*?Cannot assign requested address",
+          _port_service),
     _rule("connection_refused", "service",
           r"Can't connect to (?:local )?MySQL server", key=lambda m: "3306"),
     _rule("connection_refused", "service",

@@ -114,3 +114,13 @@ def test_settings_env_var_from_env_example(engine, tmp_path):
     record, steps = setup(engine, tmp_path, "loop-settings-env")
     assert kept(record) == [("rule", "set_env APP_SETTINGS=app.config.testing")]
     assert "APP_SETTINGS=app.config.testing" in record.dockerfile
+
+
+def test_missing_service_started_as_a_sibling(engine, tmp_path):
+    # Nothing static names Redis; the refused connection on 6379 does. The loop starts a redis
+    # sibling on a private network (rebuild trial), the wiring env points REDIS_URL at it, and
+    # the replay starts it again.
+    record, steps = setup(engine, tmp_path, "loop-service-redis")
+    assert [d for _, d in kept(record)] == ["start_service service=redis"]
+    assert any(a == "services" and o == "ok" for a, o, _ in steps)
+    assert record.tests.count("passed") == 1

@@ -50,6 +50,8 @@ CASES = [
      "connection_refused", "service", "5432"),
     ("redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379. Connection refused.",
      "connection_refused", "service", "6379"),
+    ("E           redis.exceptions.ConnectionError: Error 99 connecting to localhost:6379. Cannot assign requested address.",
+     "connection_refused", "service", "6379"),
     ("pymysql.err.OperationalError: (2003, \"Can't connect to MySQL server on 'localhost' ([Errno 111] Connection refused)\")",
      "connection_refused", "service", "3306"),
     ("psycopg.OperationalError: could not translate host name \"postgres\" to address: Name or service not known",
