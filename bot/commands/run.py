@@ -58,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
         llm = LLMPlanner(settings.llm, secrets=settings.secrets())
     try:
-        record = run_setup(repo, settings, engine, store, llm,
-                           trajectory_path=repo / settings.output.dir / "setupbot-trajectory.jsonl")
+        # the trajectory is written with the outputs at the end, not streamed into the
+        # repository: a file changing inside the build context would defeat the layer cache
+        record = run_setup(repo, settings, engine, store, llm)
     finally:
         if not settings.engine.keep_containers:
             engine.clean(engine.run_id)
