@@ -107,6 +107,23 @@ NEVER_CAPS = {"SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SE
               "ALL", "SYS_TIME", "MKNOD", "NET_RAW", "BPF", "PERFMON", "SYS_BOOT"}
 
 
+def is_build_step(info: dict) -> bool:
+    """A classic-builder intermediate container (it carries the run's label from the build's
+    LABEL step); the engine's own containers are named setupbot-<run id>-<n>-<role>."""
+    return not info.get("Name", "").lstrip("/").startswith("setupbot-")
+
+
+def assert_build_step_confined(info: dict) -> None:
+    """What a build step gets (docs/security.md, Builds): no privileges, the runner's memory and
+    CPU limits, no mounts. Capabilities stay the engine's default set."""
+    name = info.get("Name", info["Id"][:12])
+    host = info["HostConfig"]
+    assert host.get("Privileged") is False, f"{name} is privileged"
+    assert (host.get("Memory") or 0) > 0, f"build step {name} has no memory limit"
+    assert (host.get("CpuQuota") or 0) > 0 or (host.get("NanoCpus") or 0) > 0, f"build step {name} has no CPU limit"
+    assert host.get("NetworkMode") != "host" and not host.get("Binds") and not info.get("Mounts"), name
+
+
 def assert_hardened(info: dict) -> None:
     """SECURITY.md S7 on one `docker inspect` document."""
     name = info.get("Name", info["Id"][:12])
