@@ -90,9 +90,13 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(docker_avai
     from bot.engine import Engine
     from bot.pipeline import run_pipeline
 
-    repo = copy_repo("hostile-limits", tmp_path)
+    # a repository that passes at once: the loop's next container is the clean replay's
+    repo = tmp_path / "passing"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    (repo / ".python-version").write_text("3.11\n")
     settings = load_settings(repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 300},
-                                                          "engine": {"command_timeout": 20}})
+                                                          "engine": {"command_timeout": 120}})
     engine = Engine.from_settings(settings)
     real_create = engine.create_container
     created: list[str] = []
