@@ -86,11 +86,14 @@ def test_a_failing_build_ends_unresolved_with_nothing_left(docker_available, tmp
 
 @pytest.mark.docker
 @pytest.mark.timeout(600)
-def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(docker_available, tmp_path, monkeypatch):
+@pytest.mark.parametrize("call", ["create_container", "build"])
+def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docker_available, tmp_path, monkeypatch):
+    """The engine works for the first image and runner, then fails (connection reset) on the
+    next call of the kind: the clean replay's build, or its container."""
     from bot.engine import Engine
     from bot.pipeline import run_pipeline
 
-    # a repository that passes at once: the loop's next container is the clean replay's
+    # a repository that passes at once: the loop's next build and container are the replay's
     repo = tmp_path / "passing"
     (repo / "tests").mkdir(parents=True)
     (repo / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
@@ -98,22 +101,21 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(docker_avai
     settings = load_settings(repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 300},
                                                           "engine": {"command_timeout": 120}})
     engine = Engine.from_settings(settings)
-    real_create = engine.create_container
-    created: list[str] = []
+    real = getattr(engine, call)
+    done: list[object] = []
 
-    def create_then_fail(image, **kw):
-        # the first runner is created for real; the engine "dies" on the next container
-        if created:
+    def works_once_then_fails(*a, **kw):
+        if done:
             raise EngineError("the engine failed: connection reset by peer", "Check that the engine is healthy.")
-        created.append(real_create(image, **kw))
-        return created[-1]
+        done.append(real(*a, **kw))
+        return done[-1]
 
-    monkeypatch.setattr(engine, "create_container", create_then_fail)
+    monkeypatch.setattr(engine, call, works_once_then_fails)
     started = time.monotonic()
     try:
         result = run_pipeline(repo, settings, engine=engine, use_knowledge=False, verify=False)
     except SetupbotError as exc:      # a clear error is an acceptable outcome; a hang or a leak is not
-        assert "engine" in exc.render()
+        assert "engine failed" in exc.render() and exc.fix
         outcome = "error"
     else:
         record = result.run_record
@@ -122,5 +124,5 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(docker_avai
                                    record.trajectory.to_jsonl())
         outcome = record.status
     assert outcome and time.monotonic() - started < 300
-    assert created, "the first container was not created"
+    assert done, f"the first {call} did not happen"
     assert leftovers(engine.run_id) == {"containers": [], "networks": [], "volumes": [], "images": []}
