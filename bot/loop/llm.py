@@ -353,6 +353,9 @@ def run_planner_turns(loop: Any, ws: Any, max_turns: int = 6) -> tuple[bool, Any
         if action.action == "finish":
             return False, ws
         if action.action == "verify":
+            if ws.session is None:
+                feedback = "verify: there is no runner container, the image build failed"
+                continue
             ws.outcome = loop.evaluate(ws)
             if ws.outcome.passed:
                 return True, ws

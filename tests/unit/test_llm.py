@@ -169,3 +169,17 @@ def test_deterministic_repairs_do_not_call_the_llm(tmp_path):
         rec, _ = run_with_llm(tmp_path, server, World([Need("pip:PyYAML", "E   ModuleNotFoundError: No module named 'yaml'")]))
         assert server.requests == []
     assert rec.status == "success" and rec.llm_usage["calls"] == 0
+
+
+def test_build_failure_verify_is_refused_and_shell_becomes_a_rebuild(tmp_path):
+    # no runner exists when the image build fails: "verify" is answered with a reason, and a
+    # command is trialled by writing it into the graph and rebuilding
+    replies = [json.dumps({"action": "verify"}),
+               json.dumps({"action": "shell", "argv": ["python", "-m", "pip", "install", "frobbuild"]})]
+    with ScriptedLLMServer(replies) as server:
+        world = World([Need("pip:frobbuild", "Step 4/6 : frobnication failed with status 77", stage="build")])
+        rec, engine = run_with_llm(tmp_path, server, world)
+        second_prompt = server.requests[1]["messages"][1]["content"]
+    assert "no runner container" in second_prompt
+    assert rec.status == "success", rec.remaining
+    assert [r.candidate.source for r in rec.repairs] == ["llm"]
