@@ -31,6 +31,7 @@ class PipelineResult:
     image_size: int | None = None
     generated: Any = None
     written: Any = None
+    records: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -91,10 +92,10 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
         captured["plan"] = make_plan(*args, **kwargs)
         return captured["plan"]
 
-    out_dir = repo / settings.output.dir
     try:
-        record = run_setup(repo, settings, engine, store, llm, make_plan=plan_once,
-                           trajectory_path=out_dir / "setupbot-trajectory.jsonl")
+        # The trajectory is written at the end, not streamed into the repository: a file that
+        # changes inside the build context would defeat the layer cache between iterations.
+        record = run_setup(repo, settings, engine, store, llm, make_plan=plan_once)
         result.run_record = record
         result.plan = _final_plan(captured["plan"], record) if "plan" in captured else None
         tag = (record.replay or {}).get("tag")
@@ -111,7 +112,37 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
             output_dir=settings.output.dir, repository=repository or repo.name,
             image_size=result.image_size)
         result.written = write_outputs(repo, result.generated)
+    if write and result.run_record is not None:
+        result.records = write_run_records(repo, result)
     return result
+
+
+RECORDS_DIR = ".setupbot"
+
+
+def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
+    """The machine-readable records of the run (run record, trajectory, verification record).
+    They go to .setupbot/, not to the output folder: they change with every run, and the pull
+    request carries only what describes the environment."""
+    import json
+
+    from bot.redact import global_redactor
+
+    folder = repo / RECORDS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    redact = global_redactor()
+    record = result.run_record
+    files = {"run.json": json.dumps({**record.to_json(), "pipeline_warnings": result.warnings},
+                                    indent=2, default=str),
+             "trajectory.jsonl": record.trajectory.to_jsonl()}
+    if result.verification is not None:
+        files["verification.json"] = json.dumps(result.verification.to_json(), indent=2, default=str)
+    written = []
+    for name, text in files.items():
+        path = folder / name
+        path.write_text(redact(text if text.endswith("\n") or not text else text + "\n"))
+        written.append(path)
+    return written
 
 
 def _verify(engine: Any, repo: Path, tag: str, plan: Any, settings: Settings,

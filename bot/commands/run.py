@@ -4,7 +4,6 @@ the plan and the run record to PATH/.devcontainer/ (or output.dir)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from bot.config import load_settings
@@ -21,14 +20,8 @@ def add_parser(sub) -> None:
     p.add_argument("--output-dir", help="where to write the outputs, relative to PATH (output.dir)")
     p.add_argument("--keep", action="store_true", help="keep runner containers for debugging (engine.keep_containers)")
     p.add_argument("--no-knowledge", action="store_true", help="do not use the experience base (rules only)")
+    p.add_argument("--no-verify", action="store_true", help="skip the prosecutor and judge after the clean replay")
     p.set_defaults(func=run)
-
-
-def write_outputs(repo: Path, record, settings) -> list[Path]:
-    """The outputs of a run. The loop's own writer until the outputs stage supplies the final forms."""
-    from bot.loop.orchestrator import write_loop_outputs
-
-    return write_loop_outputs(repo, record, repo / settings.output.dir)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,38 +36,31 @@ def run(args: argparse.Namespace) -> int:
     }
     settings = load_settings(repo, overrides=overrides)
 
-    from bot.engine import Engine
-    from bot.loop.orchestrator import run_setup
+    from bot.pipeline import run_pipeline
 
-    engine = Engine.from_settings(settings)
-    store = None
-    if not args.no_knowledge:
-        from bot.knowledge import open_store
-
-        store = open_store(settings.knowledge)
-    llm = None
-    if settings.llm.enabled:
-        from bot.loop.llm import LLMPlanner
-
-        llm = LLMPlanner(settings.llm, secrets=settings.secrets())
-    try:
-        # the trajectory is written with the outputs at the end, not streamed into the
-        # repository: a file changing inside the build context would defeat the layer cache
-        record = run_setup(repo, settings, engine, store, llm)
-    finally:
-        if not settings.engine.keep_containers:
-            engine.clean(engine.run_id)
-    written = write_outputs(repo, record, settings)
+    result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge,
+                          verify=not args.no_verify)
+    record = result.run_record
     print(f"setupbot: {record.status}" + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""))
     for r in record.repairs:
         print(f"  kept: {r.candidate.describe()}  [{r.candidate.source}]")
     if record.replay:
         print(f"  clean replay: {'passed' if record.replay.get('ok') else 'failed'}; tests: {record.replay.get('tests')}")
+    if result.verification is not None:
+        verdict = result.verification.verdict
+        print(f"  verdict: {verdict.get('tier')} ({'; '.join(verdict.get('reasons', []))})")
     if record.remaining and record.status != "success":
         print(f"  remaining: {record.remaining}")
-    for path in written:
-        print(f"  wrote {path}")
+    for warning in result.warnings:
+        print(f"  warning: {warning}")
+    if result.written is not None:
+        for path in [*result.written.written, *result.written.unchanged]:
+            print(f"  wrote {path}")
+        for path in result.written.kept:
+            print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change")
+    for path in result.records:
+        print(f"  record {path.relative_to(repo)}")
     if record.status != "success":
         raise SetupFailed(f"no replayed success for {repo.name} ({record.status})",
-                          record.remaining or "See the run record for the trajectory.")
+                          record.remaining or "See .setupbot/trajectory.jsonl for what was tried.")
     return 0

@@ -5,6 +5,6 @@
 """
 
 from bot.loop.diagnose import Signature, diagnose
-from bot.loop.orchestrator import RunRecord, SetupLoop, TargetOutcome, run_setup, write_loop_outputs
+from bot.loop.orchestrator import RunRecord, SetupLoop, TargetOutcome, run_setup
 
-__all__ = ["RunRecord", "SetupLoop", "Signature", "TargetOutcome", "diagnose", "run_setup", "write_loop_outputs"]
+__all__ = ["RunRecord", "SetupLoop", "Signature", "TargetOutcome", "diagnose", "run_setup"]

@@ -13,7 +13,6 @@ artifact: only a clean replay (no cache, fresh container, nothing carried over) 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -187,21 +186,6 @@ def _default_service_manager(engine: Any, network: str) -> Any:
     from bot.verify.services import ServiceManager
 
     return ServiceManager(engine, network)
-
-
-def write_loop_outputs(repo: Path, record: RunRecord, out_dir: Path) -> list[Path]:
-    """The loop's own outputs (Dockerfile, plan, run record, trajectory). Kept in one function
-    so the outputs stage can replace it with the final forms."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in (("Dockerfile", record.dockerfile),
-                       ("setupbot-plan.json", json.dumps(record.plan, indent=2, sort_keys=True, default=str)),
-                       ("setupbot-run.json", json.dumps(record.to_json(), indent=2, default=str)),
-                       ("setupbot-trajectory.jsonl", record.trajectory.to_jsonl())):
-        path = out_dir / name
-        path.write_text(text if text.endswith("\n") or not text else text + "\n")
-        written.append(path)
-    return written
 
 
 class SetupLoop:

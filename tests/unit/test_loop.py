@@ -14,7 +14,7 @@ from doubles.loop_world import (FakeEngine, FakeRetriever, Need, World, fake_com
                                 fake_plan_maker)
 
 from bot.config import load_settings  # noqa: E402
-from bot.loop.orchestrator import compare, run_setup, write_loop_outputs, TargetOutcome  # noqa: E402
+from bot.loop.orchestrator import compare, run_setup, TargetOutcome  # noqa: E402
 from bot.loop.diagnose import Signature  # noqa: E402
 
 MISSING_YAML = "E   ModuleNotFoundError: No module named 'yaml'"
@@ -175,14 +175,16 @@ def test_compare_rules():
     assert compare(before, TargetOutcome("build", []), sig) == "worse"
 
 
-def test_outputs_written(tmp_path):
+def test_run_records_written(tmp_path):
+    from bot.pipeline import PipelineResult, write_run_records
+
     rec, _ = run(tmp_path, World([Need("pip:PyYAML", MISSING_YAML)]))
-    paths = write_loop_outputs(tmp_path, rec, tmp_path / ".devcontainer")
+    paths = write_run_records(tmp_path, PipelineResult(repo=tmp_path, run_record=rec))
     names = sorted(p.name for p in paths)
-    assert names == ["Dockerfile", "setupbot-plan.json", "setupbot-run.json", "setupbot-trajectory.jsonl"]
-    run_json = json.loads((tmp_path / ".devcontainer" / "setupbot-run.json").read_text())
+    assert names == ["run.json", "trajectory.jsonl"]
+    run_json = json.loads((tmp_path / ".setupbot" / "run.json").read_text())
     assert run_json["status"] == "success" and run_json["repairs"][0]["repair"]["atoms"][0]["kind"] == "pip_install"
-    lines = (tmp_path / ".devcontainer" / "setupbot-trajectory.jsonl").read_text().splitlines()
+    lines = (tmp_path / ".setupbot" / "trajectory.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
     assert set(first) >= {"action", "command", "exit_code", "output_tail", "duration", "snapshot", "outcome"}
 
