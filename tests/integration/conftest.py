@@ -29,3 +29,32 @@ def docker_available() -> bool:
     if not _engine_available("docker"):
         pytest.skip("no container engine answers `docker info`")
     return True
+
+
+# A small engine and a plain pytest image, shared by the verification tests (sibling repositories
+# and the verdict tiers): the prosecutor and judge need nothing but pytest in the image.
+PYTEST_IMAGE = """\
+FROM python:3.11-slim
+RUN pip install --no-cache-dir pytest
+WORKDIR /workspace
+"""
+
+
+@pytest.fixture(scope="module")
+def verify_engine(docker_available):
+    from bot.config import load_settings
+    from bot.engine import Engine
+
+    if subprocess.run(["docker", "image", "inspect", "python:3.11-slim"], capture_output=True).returncode:
+        pytest.fail("python:3.11-slim is missing: run `setupbot images bootstrap` first (CI does)")
+    e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g"}}))
+    yield e
+    e.clean(e.run_id)
+
+
+@pytest.fixture(scope="module")
+def plain_pytest_image(verify_engine, tmp_path_factory):
+    tag = f"setupbot-test/verify-pytest:{verify_engine.run_id}"
+    result = verify_engine.build(tmp_path_factory.mktemp("pytest-image"), PYTEST_IMAGE, tag)
+    assert result.ok, result.log[-3000:]
+    return tag

@@ -11,42 +11,19 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_settings
-from bot.engine import Engine
 from bot.verify.run import verify_environment
 from bot.verify.siblings import SiblingManager, SiblingSpec, specs_from_settings
 
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 CLIENT = REPOS / "sibling-client"
-TEST_IMAGE = """\
-FROM python:3.11-slim
-RUN pip install --no-cache-dir pytest
-WORKDIR /workspace
-"""
-
-
-@pytest.fixture(scope="module")
-def engine(docker_available):
-    if subprocess.run(["docker", "image", "inspect", "python:3.11-slim"], capture_output=True).returncode:
-        pytest.fail("python:3.11-slim is missing: run `setupbot images bootstrap` first (CI does)")
-    e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g"}}))
-    yield e
-    e.clean(e.run_id)
-
-
-@pytest.fixture(scope="module")
-def pytest_image(engine, tmp_path_factory):
-    tag = f"setupbot-test/verify-pytest:{engine.run_id}"
-    result = engine.build(tmp_path_factory.mktemp("pytest-image"), TEST_IMAGE, tag)
-    assert result.ok, result.log[-3000:]
-    return tag
 
 
 @pytest.mark.slow
-def test_client_passes_with_the_server_from_its_own_dockerfile(engine, pytest_image, tmp_path):
+def test_client_passes_with_the_server_from_its_own_dockerfile(verify_engine, plain_pytest_image, tmp_path):
     settings = load_settings(CLIENT)
     siblings, warnings = specs_from_settings(settings.siblings)
     assert warnings == [] and [s.name for s in siblings] == ["server"]
-    record = verify_environment(engine, CLIENT, pytest_image, siblings=siblings, copy_repo=True,
+    record = verify_environment(verify_engine, CLIENT, plain_pytest_image, siblings=siblings, copy_repo=True,
                                 checks=("imports", "tests"), test_timeout=300)
     data = json.loads(record.write(tmp_path / "verification.json").read_text())
 
@@ -62,7 +39,7 @@ def test_client_passes_with_the_server_from_its_own_dockerfile(engine, pytest_im
     assert data["verdict"]["tier"] == "Full"
 
 
-def test_sibling_that_does_not_build_or_start_is_reported(engine, tmp_path):
+def test_sibling_that_does_not_build_or_start_is_reported(verify_engine, tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "Dockerfile").write_text("FROM python:3.11-slim\nRUN exit 3\n")
@@ -72,11 +49,11 @@ def test_sibling_that_does_not_build_or_start_is_reported(engine, tmp_path):
     specs = [SiblingSpec.from_setting({"name": "broken", "path": str(broken), "port": 80}),
              SiblingSpec.from_setting({"name": "silent", "path": str(silent), "port": 9000,
                                        "probe": "http:/", "health_timeout": 5})]
-    with engine.network() as net, SiblingManager(engine, net, tmp_path) as manager:
+    with verify_engine.network() as net, SiblingManager(verify_engine, net, tmp_path) as manager:
         outcomes, env = manager.start(specs)
         assert env == {}
         assert not outcomes[0].built and "did not build" in outcomes[0].note
         assert outcomes[1].built and not outcomes[1].healthy and "not healthy after 5s" in outcomes[1].note
-        left = subprocess.run(["docker", "ps", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
+        left = subprocess.run(["docker", "ps", "-q", "--filter", f"label=setupbot.run={verify_engine.run_id}"],
                               capture_output=True, text=True).stdout.split()
         assert left == []

@@ -3,38 +3,13 @@ prosecutor and judge in their own containers of a plain pytest image."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from bot.config import load_settings
-from bot.engine import Engine
 from bot.verify.run import verify_environment
 
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
-TEST_IMAGE = """\
-FROM python:3.11-slim
-RUN pip install --no-cache-dir pytest
-WORKDIR /workspace
-"""
-
-
-@pytest.fixture(scope="module")
-def engine(docker_available):
-    if subprocess.run(["docker", "image", "inspect", "python:3.11-slim"], capture_output=True).returncode:
-        pytest.fail("python:3.11-slim is missing: run `setupbot images bootstrap` first (CI does)")
-    e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g"}}))
-    yield e
-    e.clean(e.run_id)
-
-
-@pytest.fixture(scope="module")
-def image(engine, tmp_path_factory):
-    tag = f"setupbot-test/verify-pytest:{engine.run_id}"
-    result = engine.build(tmp_path_factory.mktemp("pytest-image"), TEST_IMAGE, tag)
-    assert result.ok, result.log[-3000:]
-    return tag
 
 
 def _verify(engine, image, case, **kw):
@@ -42,16 +17,16 @@ def _verify(engine, image, case, **kw):
 
 
 @pytest.mark.slow
-def test_full_with_mutation_check(engine, image):
-    record = _verify(engine, image, "verify-full", mutation=True)
+def test_full_with_mutation_check(verify_engine, plain_pytest_image):
+    record = _verify(verify_engine, plain_pytest_image, "verify-full", mutation=True)
     assert record.tier == "Full", record.verdict
     assert record.mutation["ran"] and record.mutation["killed"], record.mutation
     assert record.mutation["path"].endswith("calc/__init__.py")
 
 
 @pytest.mark.slow
-def test_mostly_when_a_console_script_does_not_launch(engine, image):
-    record = _verify(engine, image, "verify-mostly")
+def test_mostly_when_a_console_script_does_not_launch(verify_engine, plain_pytest_image):
+    record = _verify(verify_engine, plain_pytest_image, "verify-mostly")
     assert record.tier == "Mostly", record.verdict
     upheld = [r for r in record.rulings if r["decision"] == "upheld"]
     assert [r["kind"] for r in upheld] == ["entry_point_failed"]
@@ -60,8 +35,8 @@ def test_mostly_when_a_console_script_does_not_launch(engine, image):
 
 
 @pytest.mark.slow
-def test_partial_when_a_core_dependency_is_missing(engine, image):
-    record = _verify(engine, image, "verify-partial")
+def test_partial_when_a_core_dependency_is_missing(verify_engine, plain_pytest_image):
+    record = _verify(verify_engine, plain_pytest_image, "verify-partial")
     assert record.tier == "Partial", record.verdict
     kinds = {(r["kind"], r["decision"]) for r in record.rulings}
     assert ("import_failed", "upheld") in kinds and ("tests_failed", "upheld") in kinds
@@ -70,7 +45,7 @@ def test_partial_when_a_core_dependency_is_missing(engine, image):
 
 
 @pytest.mark.slow
-def test_shallow_when_everything_is_skipped(engine, image):
-    record = _verify(engine, image, "verify-shallow")
+def test_shallow_when_everything_is_skipped(verify_engine, plain_pytest_image):
+    record = _verify(verify_engine, plain_pytest_image, "verify-shallow")
     assert record.tier == "Shallow", record.verdict
     assert any(c["kind"] == "all_skipped" for c in record.charges)
