@@ -4,6 +4,8 @@ leave the repository are warnings, never crashes. Nothing here executes reposito
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from pathlib import Path
 from typing import Iterator
 
@@ -113,3 +115,18 @@ def line_of(text: str, needle: str, start: int = 1) -> int | None:
         if needle in line:
             return i + 1
     return None
+
+
+def load_toml(files: RepoFiles, rel: str, ev: Evidence, what: str) -> tuple[str, dict] | None:
+    """The text and parsed TOML of ``rel``, or None when it is absent or malformed. A malformed
+    file is a warning naming its line ("malformed <what> (...); <rel> ignored") and the scan
+    goes on."""
+    text = files.read_text(rel)
+    if text is None:
+        return None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        ev.warn(rel, int(m.group(1)) if m else None, f"malformed {what} ({exc}); {rel} ignored")
+        return None

@@ -4,27 +4,20 @@ ranges when the compiled Dockerfile installs the direct dependencies."""
 from __future__ import annotations
 
 import json
-import re
-import tomllib
 
 from packaging.utils import canonicalize_name
 
-from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.files import RepoFiles, line_of, load_toml
 from bot.evidence.model import Evidence, LockFile, PythonConstraint, Source
 from bot.evidence.reqparse import poetry_constraint
 
 
 def scan(files: RepoFiles, ev: Evidence) -> None:
     for rel, kind in (("poetry.lock", "poetry"), ("pdm.lock", "pdm"), ("uv.lock", "uv")):
-        text = files.read_text(rel)
-        if text is None:
+        loaded = load_toml(files, rel, ev, "lock file")
+        if loaded is None:
             continue
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            m = re.search(r"line (\d+)", str(exc))
-            ev.warn(rel, int(m.group(1)) if m else None, f"malformed lock file ({exc}); ignored")
-            continue
+        text, data = loaded
         lock = LockFile(kind, rel)
         versions: dict[str, set[str]] = {}
         for pkg in data.get("package") or []:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import tomllib
 
 import yaml
 
-from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.files import RepoFiles, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source
 from bot.evidence.yamlload import load_yaml
 
@@ -21,15 +20,10 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
 
 def _pipfile(files: RepoFiles, ev: Evidence) -> None:
     rel = "Pipfile"
-    text = files.read_text(rel)
-    if text is None:
+    loaded = load_toml(files, rel, ev, "TOML")
+    if loaded is None:
         return
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        ev.warn(rel, int(m.group(1)) if m else None, f"malformed TOML ({exc}); Pipfile ignored")
-        return
+    text, data = loaded
     ev.project.manager = ev.project.manager or "pipenv"
     for section, group in (("packages", MAIN), ("dev-packages", TEST)):
         table = data.get(section) or {}

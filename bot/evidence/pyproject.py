@@ -4,11 +4,10 @@ system, dynamic versions, and the pytest section."""
 from __future__ import annotations
 
 import re
-import tomllib
 from typing import Any
 
 from bot.evidence import pytest_config
-from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.files import RepoFiles, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, Source
 from bot.evidence.reqparse import poetry_constraint
 
@@ -28,20 +27,11 @@ def is_test_group(name: str) -> bool:
     return bool(_TEST_WORDS.search(n)) or n.startswith("test")
 
 
-def _tomlerr_line(exc: Exception) -> int | None:
-    m = re.search(r"line (\d+)", str(exc))
-    return int(m.group(1)) if m else None
-
-
 def scan(files: RepoFiles, ev: Evidence, rel: str = "pyproject.toml") -> None:
-    text = files.read_text(rel)
-    if text is None:
+    loaded = load_toml(files, rel, ev, "TOML")
+    if loaded is None:
         return
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        ev.warn(rel, _tomlerr_line(exc), f"malformed TOML ({exc}); pyproject.toml ignored")
-        return
+    text, data = loaded
     try:
         _scan_data(ev, data, rel, text)
     except (TypeError, AttributeError, ValueError) as exc:
