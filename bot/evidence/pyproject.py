@@ -33,14 +33,14 @@ def scan(files: RepoFiles, ev: Evidence, rel: str = "pyproject.toml") -> None:
         return
     text, data = loaded
     try:
-        _scan_data(ev, data, rel, text)
+        _scan_data(files, ev, data, rel, text)
     except (TypeError, AttributeError, ValueError) as exc:
         # A value of an unexpected type (group = 1, dependencies = {...}): what was read before
         # it stays, the rest of the file is skipped, and the message names the file.
         ev.warn(rel, None, f"unexpected value ({type(exc).__name__}: {exc}); the rest of {rel} ignored")
 
 
-def _scan_data(ev: Evidence, data: dict[str, Any], rel: str, text: str) -> None:
+def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, text: str) -> None:
     def src(needle: str, detail: str = "") -> Source:
         # a key is found by "name =" before a bare substring, so "dev" does not hit "description"
         line = None

@@ -167,3 +167,22 @@ def test_justfile_recipe_behind_ci_and_tabs_in_workflows(tmp_path: Path):
     ev = scan_repository(tmp_path)
     assert (["python", "-m", "manage", "test", "--noinput"], "justfile") in [(a, s.file) for a, s in ev.test_commands]
     assert any("tab characters" in str(w) for w in ev.warnings) or any("malformed YAML" in str(w) for w in ev.warnings)
+
+
+def test_setuptools_dynamic_dependencies_from_files(tmp_path):
+    # [tool.setuptools.dynamic] dependencies = {file = [...]}: the named requirement files are
+    # read (this path once raised NameError and lost the whole pyproject).
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\n'
+        '[project]\nname = "dyn"\ndynamic = ["dependencies", "optional-dependencies"]\n'
+        '[tool.setuptools.dynamic]\ndependencies = {file = ["deps/runtime.in"]}\n'
+        'optional-dependencies.test = {file = ["deps/testing.in"]}\n')
+    (tmp_path / "deps").mkdir()
+    (tmp_path / "deps" / "runtime.in").write_text("attrs>=22\n")
+    (tmp_path / "deps" / "testing.in").write_text("pytest-mock\n")
+    from bot.evidence import scan_repository
+
+    ev = scan_repository(tmp_path)
+    names = {r.name for r in ev.requirements}
+    assert {"attrs", "pytest-mock"} <= names, names
+    assert not [w for w in ev.warnings if "pyproject" in w.file]
