@@ -132,7 +132,7 @@ class Engine:
         r = self._cli(["info", "--format", "{{.ServerVersion}}"], check=False, timeout=30)
         if r.returncode != 0:
             raise EngineError(f"the {self.kind} engine does not answer",
-                              f"Start the engine (is the daemon running?) and retry.",
+                              "Start the engine (is the daemon running?) and retry.",
                               argv=r.args, exit_code=r.returncode, stderr=r.stderr)
 
     # ------------------------------------------------------------------ images

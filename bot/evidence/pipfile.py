@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-import yaml
 
 from bot.evidence.files import RepoFiles, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source

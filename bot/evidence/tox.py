@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import configparser
-import itertools
 import re
 
 from bot.evidence import shellcmd

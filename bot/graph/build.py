@@ -8,7 +8,7 @@ from packaging.requirements import InvalidRequirement, Requirement as PkgReq
 from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
-from bot.evidence.model import MAIN, TEST, Evidence, Requirement, ScanWarning, Source
+from bot.evidence.model import MAIN, TEST, Evidence, ScanWarning, Source
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
 from bot.graph.model import DepGraph, Node
