@@ -87,6 +87,7 @@ class TargetSettings:
     test_command: tuple[str, ...] = ()
     collect_only: bool = True
     env: Mapping[str, str] = field(default_factory=dict)
+    as_of: str = ""
 
 
 @dataclass(frozen=True)

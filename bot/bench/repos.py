@@ -185,11 +185,12 @@ class ExportResult:
     missing: list[str] = field(default_factory=list)      # blobs absent from the snapshot
     unsafe: list[str] = field(default_factory=list)       # paths that would leave the root
     seconds: float = 0.0
+    commit_date: str = ""                                  # committer date of the sha (ISO 8601)
 
     def to_json(self) -> dict:
         return {"files": self.files, "symlinks": self.symlinks, "submodules": self.submodules,
                 "missing_blobs": self.missing, "unsafe_paths": self.unsafe,
-                "seconds": round(self.seconds, 2)}
+                "commit_date": self.commit_date, "seconds": round(self.seconds, 2)}
 
 
 def _within(root: Path, target: Path) -> bool:
@@ -224,6 +225,10 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
     dest.mkdir(parents=True, exist_ok=True)
     result = ExportResult(root=dest)
     entries = _ls_tree(git_dir, sha)
+    # the export has no .git: the commit date travels beside it (the loop's era repairs use it)
+    shown = subprocess.run(["git", f"--git-dir={git_dir}", "show", "-s", "--format=%cI", sha],
+                           capture_output=True, text=True, env={**os.environ, **_GIT_ENV})
+    result.commit_date = shown.stdout.strip() if shown.returncode == 0 else ""
     blobs = [(mode, oid, path) for mode, kind, oid, path in entries if kind == "blob"]
     for mode, kind, _oid, path in entries:
         if kind == "commit":   # a submodule: its content is another repository

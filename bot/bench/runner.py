@@ -7,6 +7,8 @@ pair is scored (``--keep-images`` keeps them), so a 21-repository run does not f
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 import re
 import shutil
@@ -134,7 +136,11 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
         engine = _new_engine(opts)
         record["run_id"] = engine.run_id
         repo_dir = copy_tree(pristine, scratch / "repo")
-        ctx = SystemContext(repo_dir=repo_dir, scratch=scratch, engine=engine, settings=opts.settings,
+        settings = opts.settings
+        if export.commit_date and settings is not None and not settings.target.as_of:
+            # the tree is exported without .git: the pinned commit's date is the era reference
+            settings = dataclasses.replace(settings, target=dataclasses.replace(settings.target, as_of=export.commit_date))
+        ctx = SystemContext(repo_dir=repo_dir, scratch=scratch, engine=engine, settings=settings,
                             test_timeout=opts.test_timeout, pipreqs_timeout=opts.pipreqs_timeout)
         progress.step(repo.name, system, "producing a Dockerfile")
         result: SystemResult = RUNNERS[system](ctx)

@@ -315,6 +315,8 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                             n.attrs["resolved"] = res.pins[n.name]
                 else:
                     g.remove("config:constraint:numpy<2")
+            # every pin, transitive ones too: the loop compares them with the repository's era
+            g.meta["resolution"]["pins"] = dict(sorted(res.pins.items()))
             # something without a wheel for this Python compiles in the image: it needs a compiler
             needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url)
             g.meta["resolution"]["sdist_only"] = needs_build

@@ -26,7 +26,7 @@ class Resolution:
 
 def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
                index_url: str | None = None, constraints: list[str] | None = None,
-               only_binary: bool = False) -> Resolution:
+               only_binary: bool = False, exclude_newer: str | None = None) -> Resolution:
     uv = shutil.which("uv")
     if uv is None:
         return Resolution(False, skipped="uv is not installed")
@@ -42,6 +42,8 @@ def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
             argv[3:3] = ["--index-url", index_url]
         if only_binary:
             argv[3:3] = ["--only-binary", ":all:"]
+        if exclude_newer:
+            argv[3:3] = ["--exclude-newer", exclude_newer]
         if constraints:
             cons = Path(tmp) / "constraints.txt"
             cons.write_text("\n".join(constraints) + "\n")

@@ -131,6 +131,12 @@ RULES: list[Rule] = [
           r"|pkg-config (?:is )?(?:not|was not) found)", None),
     _rule("missing_pkg_config_module", "toolchain",
           r"Package '?([\w.+\-]+)'?,? (?:was not found in the pkg-config search path|required by .*?, not found)"),
+    # meson (meson-python builds: pycairo, pygobject, scipy): a dependency it looks up with
+    # pkg-config and cmake and does not find
+    _rule("missing_pkg_config_module", "toolchain",
+          r"(?:ERROR: )?Dependency \"?([\w.+\-]+)\"? not found(?:, tried pkgconfig)?"),
+    _rule("missing_pkg_config_module", "toolchain",
+          r"Dependency lookup for ([\w.+\-]+) with method '?pkgconfig'? failed"),
     _rule("missing_rust", "toolchain",
           r"(?:can't find Rust compiler|cargo(?::)? (?:command )?not found|rustc(?::)? (?:command )?not found"
           r"|Cargo, the Rust package manager, is not installed)", None),
@@ -158,6 +164,9 @@ RULES: list[Rule] = [
     _rule("module_attribute", "installation",
           r"AttributeError: module '([\w.]+)' has no attribute '\w+'",
           lambda m: m.group(1).split(".")[0]),
+    # PyGObject: a GObject-introspection typelib (gi.require_version) that is not installed
+    _rule("missing_typelib", "installation",
+          r"(?:ValueError: )?Namespace (\w+) not available"),
     _rule("missing_extra", "installation",
           r"(?:does not provide the extra|WARNING: \S+ [\d.]+ does not provide the extra) '([\w\-]+)'"),
     _rule("missing_extra", "installation",
@@ -200,7 +209,9 @@ RULES: list[Rule] = [
     # --- missing configuration -------------------------------------------------------------------
     _rule("django_settings", "configuration",
           r"(?:You must either define the environment variable DJANGO_SETTINGS_MODULE"
-          r"|DJANGO_SETTINGS_MODULE (?:is not set|environment variable))", key=lambda m: "DJANGO_SETTINGS_MODULE"),
+          r"|DJANGO_SETTINGS_MODULE (?:is not set|environment variable)"
+          r"|AppRegistryNotReady: Apps aren't loaded yet"
+          r"|Requested setting \w+, but settings are not configured)", key=lambda m: "DJANGO_SETTINGS_MODULE"),
     _rule("missing_env", "configuration",
           r"os\.environ\[['\"](\w+)['\"]\][^\n]*\n(?:[^\n]*\n){0,8}?[E\s]*KeyError: '\1'"),
     _rule("missing_env", "configuration",
@@ -291,3 +302,48 @@ def service_for(sig: Signature) -> str:
     if sig.kind == "unknown_service_host":
         return sig.key
     return ""
+
+
+# --- errors raised inside an installed dependency ----------------------------------------------
+
+_FRAME = re.compile(r"^(\S+\.py):\d+: (?:in \S|[A-Z]\w*(?:Error|Exception)\b)")
+_E_LINE = re.compile(r"^E\s+([A-Za-z_][\w.]*(?:Error|Exception|Warning|NotReady|Exit))\b:?\s*(.*)$")
+_SITE = re.compile(r"/(?:site|dist)-packages/([A-Za-z_]\w*)(?:/|\.py)")
+# the test runner's own frames say nothing about the dependencies under test
+_RUNNER_MODULES = {"_pytest", "pytest", "pluggy", "py", "_pydev_bundle", "typeguard"}
+
+
+def dependency_errors(output: str) -> list[Signature]:
+    """Exceptions whose innermost frame is in an installed distribution (``site-packages`` or
+    ``dist-packages``), one per top-level module: at collection time that is a dependency whose
+    installed release does not fit the repository (an API removed, a check tightened). Only
+    meaningful for collection output: during a test run the same shape is an ordinary failure."""
+    found: dict[str, Signature] = {}
+    last_frame = ""
+    for line in output.splitlines():
+        frame = _FRAME.match(line)
+        if frame:
+            last_frame = frame.group(1)
+            continue
+        err = _E_LINE.match(line)
+        if err and last_frame:
+            site = _SITE.search(last_frame)
+            if site and site.group(1) not in _RUNNER_MODULES and site.group(1) not in found:
+                found[site.group(1)] = Signature("dependency_error", "version", site.group(1), line.strip()[:300])
+            last_frame = ""
+    return list(found.values())
+
+
+def collection_signatures(output: str) -> list[Signature]:
+    """Signatures for a failed test collection: the classifiers, then errors raised inside a
+    dependency (when nothing more precise names the cause), then, when the collection failed
+    with nothing classified at all, one ``collection_error`` so that the era repair can be tried."""
+    sigs = diagnose(output)
+    precise = {s.kind for s in sigs if s.is_setup_failure}
+    if not precise:
+        sigs.extend(dependency_errors(output))
+    if not any(s.is_setup_failure for s in sigs) and re.search(r"errors? during collection|^ERROR ", output, re.M):
+        first = next((m.group(0) for m in _E_LINE.finditer("\n".join(
+            ln for ln in output.splitlines() if ln.startswith("E ")))), "")
+        sigs.append(Signature("collection_error", "version", "", (first or "test collection failed").strip()[:300]))
+    return sigs

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from bot.atoms import Atom
 from bot.errors import LLMError, SetupbotError
-from bot.loop.diagnose import Signature, diagnose, setup_failures
+from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.junit import TestResults, parse_junit
 from bot.loop.repair import (Candidate, knowledge_candidates, merge_candidates, rule_candidates,
                              trial_commands)
@@ -322,7 +322,7 @@ class SetupLoop:
             r = self._exec(ws, collect, "collect", env)
             outcome.collect_exit = r.exit_code
             if r.exit_code != 0:
-                sigs = diagnose(r.output)
+                sigs = collection_signatures(r.output)
                 if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
                     sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
                 if r.timed_out:
@@ -357,6 +357,7 @@ class SetupLoop:
             self.record.warnings.append(f"experience base: {exc.what}")
             from_store = []
         rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available)
+        rules = rules + self.era_candidates(sig)
         tried = self.tried.setdefault(sig.ident, set())
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
         # units whose signal matched first, then the obvious rules, then units that are only
@@ -366,6 +367,73 @@ class SetupLoop:
         cands = [c for c in merge_candidates(exact, rules, similar)
                  if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
+
+    # -- the repository's era -------------------------------------------------------------------
+    ERA_KINDS = {"dependency_error", "import_name_error", "module_attribute", "missing_module",
+                 "wheel_build_failed", "collection_error"}
+
+    def _era(self) -> Any:
+        """The era resolution of the graph's requirements (once per Python), or None when the
+        run has no reference date."""
+        from bot.graph.era import reference_date, resolve_era
+
+        cache = getattr(self, "_era_cache", None)
+        if cache is not None and cache.python == self.python:
+            return cache
+        date, source = reference_date(self.repo, self.settings)
+        if not date:
+            return None
+        from bot.graph.plan import _install_specs
+
+        t0 = time.monotonic()
+        era = resolve_era(_install_specs(self.graph), self.python, date, source)
+        res = era.resolution
+        self.traj.record("era", command=["uv", "pip", "compile", "--exclude-newer", date],
+                         duration=time.monotonic() - t0,
+                         outcome="ok" if era.pins else "failed",
+                         output_tail=(res.error if res is not None else "")[-2000:],
+                         detail={"date": date, "source": source, "pins": len(era.pins)})
+        self._era_cache = era
+        return era
+
+    def _current_pins(self) -> dict[str, str]:
+        pins = dict((self.graph.meta.get("resolution") or {}).get("pins") or {})
+        for n in self.graph.of_type("PACKAGE"):
+            if n.attrs.get("resolved"):
+                pins.setdefault(n.name, n.attrs["resolved"])
+        return pins
+
+    def era_candidates(self, sig: Signature) -> list[Candidate]:
+        """Pins to the releases current at the repository's reference date: first the one
+        distribution the signature names (when its era release differs from what is installed),
+        then every distribution whose era release differs."""
+        if sig.kind not in self.ERA_KINDS:
+            return []
+        if sig.kind == "missing_module" and "." not in sig.message.split("No module named", 1)[-1].strip(" '\""):
+            return []   # a plain missing module is an install, not a newer release
+        era = self._era()
+        if era is None or not era.pins:
+            return []
+        from packaging.utils import canonicalize_name
+
+        from bot.loop.repair import distribution_for
+
+        current = self._current_pins()
+        drifted = era.drifted(current)
+        out: list[Candidate] = []
+        if sig.key:
+            dist = canonicalize_name(sig.key if sig.kind == "wheel_build_failed" else distribution_for(sig.key))
+            if dist in drifted:
+                was = current.get(dist)
+                out.append(Candidate([Atom("pip_constraint", {"constraints": [f"{dist}=={drifted[dist]}"]})], "rule",
+                                     why=f"{dist} {drifted[dist]} was current on {era.date[:10]} ({era.source})"
+                                         + (f"; {was} is newer than the repository" if was else "")))
+        if drifted:
+            specs = [f"{n}=={v}" for n, v in sorted(drifted.items())]
+            out.append(Candidate([Atom("pip_constraint", {"constraints": specs})], "rule",
+                                 why=f"the releases current on {era.date[:10]} ({era.source}) for "
+                                     f"{len(specs)} distribution(s) newer than the repository"))
+        return out
 
     def _record_outcome(self, cand: Candidate, outcome: str) -> None:
         if cand.unit_id and self.retriever is not None:

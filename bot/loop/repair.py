@@ -132,6 +132,20 @@ PKG_CONFIG_PACKAGES = {
     "yaml-0.1": "libyaml-dev", "openssl": "libssl-dev", "libpq": "libpq-dev", "mysqlclient": "default-libmysqlclient-dev",
     "cairo": "libcairo2-dev", "glib-2.0": "libglib2.0-dev", "dbus-1": "libdbus-1-dev", "hdf5": "libhdf5-dev",
     "sqlite3": "libsqlite3-dev", "zlib": "zlib1g-dev", "libsystemd": "libsystemd-dev", "gobject-introspection-1.0": "libgirepository1.0-dev",
+    "girepository-2.0": "libgirepository-2.0-dev", "py3cairo": "python3-cairo-dev", "gstreamer-1.0": "libgstreamer1.0-dev",
+    "libcurl": "libcurl4-openssl-dev", "freetype2": "libfreetype-dev", "libjpeg": "libjpeg-dev", "libpng": "libpng-dev",
+    "gmp": "libgmp-dev", "eccodes": "libeccodes-dev", "proj": "libproj-dev", "geos": "libgeos-dev",
+    "openblas": "libopenblas-dev", "lapack": "liblapack-dev", "blas": "libblas-dev", "fftw3": "libfftw3-dev",
+}
+# GObject-introspection namespaces (gi.require_version) and the Debian packages with their typelibs
+TYPELIB_PACKAGES = {
+    "Gst": ["gir1.2-gstreamer-1.0", "gstreamer1.0-plugins-base"], "GstBase": ["gir1.2-gstreamer-1.0"],
+    "GstPbutils": ["gir1.2-gst-plugins-base-1.0"], "GstAudio": ["gir1.2-gst-plugins-base-1.0"],
+    "GstVideo": ["gir1.2-gst-plugins-base-1.0"], "GstApp": ["gir1.2-gst-plugins-base-1.0"],
+    "GstTag": ["gir1.2-gst-plugins-base-1.0"], "GLib": ["gir1.2-glib-2.0"], "GObject": ["gir1.2-glib-2.0"],
+    "Gio": ["gir1.2-glib-2.0"], "Gtk": ["gir1.2-gtk-3.0"], "Gdk": ["gir1.2-gtk-3.0"], "Pango": ["gir1.2-pango-1.0"],
+    "GdkPixbuf": ["gir1.2-gdkpixbuf-2.0"], "Notify": ["gir1.2-notify-0.7"], "Soup": ["gir1.2-soup-3.0"],
+    "Secret": ["gir1.2-secret-1"], "Rsvg": ["gir1.2-rsvg-2.0"], "Poppler": ["gir1.2-poppler-0.18"],
 }
 COMMAND_PACKAGES = {
     "git": ["git"], "pg_config": ["libpq-dev"], "mysql_config": ["default-libmysqlclient-dev", "pkg-config"],
@@ -215,6 +229,36 @@ def _env_value_from_repo(repo: Path, name: str) -> list[str]:
     return values
 
 
+_DJANGO_SETTINGS_ASSIGN = re.compile(
+    r"""(?:environ(?:\.setdefault\(|\[)\s*['"]DJANGO_SETTINGS_MODULE['"]\s*(?:,|\]\s*=)\s*['"]"""
+    r"""|DJANGO_SETTINGS_MODULE\s*[=:]\s*['"]?|--settings[= ]['"]?|--ds[= ]['"]?)([A-Za-z_][\w.]*)""")
+
+
+def _django_settings_named(repo: Path) -> list[str]:
+    """Settings modules the repository names itself: manage.py/runtests.py/conftest.py set
+    DJANGO_SETTINGS_MODULE, tox and pytest configuration set it, CI passes --settings."""
+    found: list[str] = []
+    names = ["manage.py", "runtests.py", "tests/runtests.py", "conftest.py", "tests/conftest.py",
+             "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "justfile", "Makefile"]
+    names += sorted(str(p.relative_to(repo)) for p in repo.glob(".github/workflows/*.y*ml"))[:10]
+    for rel in names:
+        path = repo / rel
+        try:
+            if not path.is_file() or path.stat().st_size > 1_000_000:
+                continue
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        for m in _DJANGO_SETTINGS_ASSIGN.finditer(text):
+            module = m.group(1).rstrip(".")
+            parts = module.split(".")
+            # only modules that exist in the tree (a typo or a placeholder is not evidence)
+            if any((repo / base / Path(*parts)).with_suffix(".py").is_file()
+                   or (repo / base / Path(*parts) / "__init__.py").is_file() for base in (".", "src")):
+                found.append(module)
+    return list(dict.fromkeys(found))
+
+
 def _django_settings_modules(repo: Path) -> list[str]:
     found: list[str] = []
     for path in sorted(repo.glob("**/settings*.py"))[:20]:
@@ -230,8 +274,9 @@ def _django_settings_modules(repo: Path) -> list[str]:
         if path.name == "__init__.py":
             continue
         found.append(".".join(rel.with_suffix("").parts))
-    # test settings first: they are what the tests expect
-    return sorted(dict.fromkeys(found), key=lambda m: (0 if "test" in m else 1, len(m)))
+    # what the repository names first, then test settings: they are what the tests expect
+    guessed = sorted(dict.fromkeys(found), key=lambda m: (0 if "test" in m else 1, len(m)))
+    return list(dict.fromkeys(_django_settings_named(repo) + guessed))
 
 
 def _test_dirs(repo: Path) -> list[str]:
@@ -296,6 +341,10 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             pkg = PKG_CONFIG_PACKAGES.get(k) or (f"lib{k.removeprefix('lib')}-dev" if re.match(r"^[a-z0-9.+\-]+$", k) else "")
             if pkg:
                 out.append(one("apt_install", f"pkg-config module {k}", packages=[pkg, "pkg-config"]))
+        case "missing_typelib":
+            if k in TYPELIB_PACKAGES:
+                out.append(one("apt_install", f"the {k} typelib is in Debian's {TYPELIB_PACKAGES[k][0]}",
+                               packages=TYPELIB_PACKAGES[k]))
         case "missing_rust":
             out.append(one("apt_install", "the build needs a Rust toolchain", packages=["rustc", "cargo"]))
         case "missing_command":
@@ -311,8 +360,12 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             out.append(one("set_env", "no git metadata in the build context",
                            name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0"))
         case "django_settings":
+            # pytest only sets Django up (django.setup()) through pytest-django; the variable
+            # alone leaves "Apps aren't loaded yet"
             for module in _django_settings_modules(repo)[:3]:
-                out.append(one("set_env", f"settings module {module}", name="DJANGO_SETTINGS_MODULE", value=module))
+                out.append(Candidate([Atom("pip_install", {"packages": ["pytest-django"]}),
+                                      Atom("set_env", {"name": "DJANGO_SETTINGS_MODULE", "value": module})],
+                                     "rule", why=f"Django tests under pytest need pytest-django and the settings module {module}"))
         case "missing_env":
             values = _env_value_from_repo(repo, k)
             for value in values[:2]:

@@ -60,6 +60,8 @@ def atoms_to_have(atom: Atom) -> set[str]:
             return {f"pip:{p}" for p in a["packages"]}
         case "apt_install":
             return {f"apt:{p}" for p in a["packages"]}
+        case "pip_constraint":
+            return {f"pip:{c}" for c in a["constraints"]}
         case "set_env":
             return {f"env:{a['name']}"}
         case "switch_python":
@@ -75,9 +77,13 @@ def atoms_to_have(atom: Atom) -> set[str]:
 
 
 class FakeGraph:
-    def __init__(self, python: str = "3.11", atoms: list[dict] | None = None) -> None:
+    def __init__(self, python: str = "3.11", atoms: list[dict] | None = None, meta: dict | None = None) -> None:
         self.python = python
         self.atoms: list[dict] = list(atoms or [])
+        self.meta: dict = dict(meta or {})   # e.g. {"resolution": {"pins": {...}}} as the planner writes it
+
+    def of_type(self, kind: str) -> list:
+        return []
 
     def apply_atom(self, atom: Atom, evidence: Any = None) -> list[str]:
         self.atoms.append(atom.to_json())
@@ -86,11 +92,11 @@ class FakeGraph:
         return [f"n{len(self.atoms)}"]
 
     def to_json(self) -> dict:
-        return {"python": self.python, "atoms": copy.deepcopy(self.atoms)}
+        return {"python": self.python, "atoms": copy.deepcopy(self.atoms), "meta": copy.deepcopy(self.meta)}
 
     @classmethod
     def from_json(cls, data: dict) -> "FakeGraph":
-        return cls(data["python"], data["atoms"])
+        return cls(data["python"], data["atoms"], data.get("meta"))
 
 
 def fake_compile(graph: FakeGraph) -> Any:
@@ -98,9 +104,10 @@ def fake_compile(graph: FakeGraph) -> Any:
     return SimpleNamespace(text="\n".join(lines) + "\n", lines=[])
 
 
-def fake_plan_maker(python: str = "3.11", env: dict | None = None, services: list | None = None):
+def fake_plan_maker(python: str = "3.11", env: dict | None = None, services: list | None = None,
+                    pins: dict | None = None):
     def make_plan(repo, settings, available):
-        graph = FakeGraph(python)
+        graph = FakeGraph(python, meta={"resolution": {"pins": dict(pins)}} if pins else None)
         return SimpleNamespace(graph=graph, python=python, base_image=f"python:{python}-slim", warnings=[],
                                collect_command=["python", "-m", "pytest", "--collect-only", "-q"],
                                test_command=["python", "-m", "pytest"], services=services or [],

@@ -196,3 +196,54 @@ def test_unrepairable_failure_after_collection_replays_and_reports_what_remains(
     assert rec.unresolved and rec.unresolved[0]["kind"] == "connection_refused"
     assert "9999" in rec.remaining
     assert sum(b["no_cache"] for b in engine.builds) == 1
+
+
+DRIFTED = """\
+_________ ERROR collecting tests/integrations/test_stream.py _________
+tests/integrations/test_stream.py:10: in <module>
+    from app.integrations.stream import Broker
+src/app/integrations/stream.py:15: in <module>
+    from streamlib.broker.message import StreamMessage
+E   ModuleNotFoundError: No module named 'streamlib.broker'
+!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!
+"""
+
+
+def _era_world(monkeypatch, era_pins):
+    """The era resolution answers as uv would for the reference date (no network)."""
+    import bot.graph.era as era_mod
+    from bot.graph.resolve import Resolution
+
+    calls = []
+
+    def fake_resolve(requirements, python, date, source="", **kw):
+        calls.append((tuple(requirements), python, date))
+        return era_mod.Era(date=date, source=source, python=python, resolution=Resolution(True, dict(era_pins)))
+
+    monkeypatch.setattr(era_mod, "resolve_era", fake_resolve)
+    return calls
+
+
+def test_newer_release_pinned_to_the_repositorys_era(tmp_path, monkeypatch):
+    """A submodule the installed release removed: installing the distribution again changes
+    nothing; the release current at the commit date brings the module back and is kept."""
+    calls = _era_world(monkeypatch, {"streamlib": "0.5.33", "six": "1.16.0"})
+    world = World([Need("pip:streamlib==0.5.33", DRIFTED)])
+    engine = FakeEngine(world)
+    s = load_settings(tmp_path, environ={}, overrides={"target": {"as_of": "2024-12-06T15:56:26+01:00"}})
+    rec = run_setup(tmp_path, s, engine, None, None, make_plan=fake_plan_maker(pins={"streamlib": "0.6.2", "six": "1.16.0"}),
+                    compile_dockerfile=fake_compile, available_pythons=["3.11", "3.13"])
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_constraint streamlib==0.5.33"]
+    assert "2024-12-06" in rec.repairs[0].candidate.why and "0.6.2" in rec.repairs[0].candidate.why
+    # one era resolution for the run, at the normalised reference date
+    assert len(calls) == 1 and calls[0][2] == "2024-12-06T14:56:26Z"
+    replay = [b for b in engine.builds if b["no_cache"]]
+    assert replay and "streamlib==0.5.33" in replay[-1]["text"]
+
+
+def test_no_reference_date_no_era_repair(tmp_path, monkeypatch):
+    calls = _era_world(monkeypatch, {"streamlib": "0.5.33"})
+    rec, _ = run(tmp_path, World([Need("pip:streamlib==0.5.33", DRIFTED)]))
+    assert rec.status == "unresolved"
+    assert calls == [] and not any("pip_constraint" in k for k in kept(rec))

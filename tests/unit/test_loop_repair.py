@@ -33,7 +33,15 @@ def test_django_settings_and_test_dirs(tmp_path):
     (tmp_path / "proj" / "settings.py").write_text("")
     (tmp_path / "proj" / "settings_test.py").write_text("")
     out = "You must either define the environment variable DJANGO_SETTINGS_MODULE or call settings.configure()"
-    assert rules(out, tmp_path)[0] == "set_env DJANGO_SETTINGS_MODULE=proj.settings_test"
+    assert rules(out, tmp_path)[0] == "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test"
+    # pytest without pytest-django: Django was never set up
+    assert rules("E   django.core.exceptions.AppRegistryNotReady: Apps aren't loaded yet.", tmp_path)[0] == \
+        "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test"
+    # the module manage.py names comes before any guess; a named module that does not exist does not
+    (tmp_path / "manage.py").write_text('os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proj.settings")\n'
+                                        'os.environ["DJANGO_SETTINGS_MODULE"] = "proj.nowhere"\n')
+    assert rules(out, tmp_path)[:2] == ["pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings",
+                                        "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test"]
     (tmp_path / "tests").mkdir()
     assert rules("ERROR: file or directory not found: test/", tmp_path) == ["test_command python -m pytest tests"]
 
@@ -62,3 +70,13 @@ def test_trial_commands_are_argv():
     cmds = trial_commands(Atom("apt_install", {"packages": ["libyaml-dev"]}))
     assert cmds[-1][-1] == "libyaml-dev" and all(isinstance(c, list) for c in cmds)
     assert trial_commands(Atom("set_env", {"name": "A", "value": "b"})) == []
+
+
+def test_meson_and_typelib_rules(tmp_path):
+    assert rules('../meson.build:31:12: ERROR: Dependency "cairo" not found, tried pkgconfig and cmake', tmp_path) == \
+        ["apt_install libcairo2-dev pkg-config"]
+    assert rules("Dependency lookup for girepository-2.0 with method 'pkgconfig' failed: x", tmp_path) == \
+        ["apt_install libgirepository-2.0-dev pkg-config"]
+    assert rules("ValueError: Namespace Gst not available", tmp_path) == \
+        ["apt_install gir1.2-gstreamer-1.0 gstreamer1.0-plugins-base"]
+    assert rules("ValueError: Namespace NoSuchThing not available", tmp_path) == []

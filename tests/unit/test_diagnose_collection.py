@@ -1,0 +1,60 @@
+"""Collection failures: errors raised inside an installed dependency, and the fallback
+signature that lets the era repair run when nothing else classifies the failure."""
+
+from __future__ import annotations
+
+from bot.loop.diagnose import collection_signatures, dependency_errors
+
+DRIFT = """\
+_________ ERROR collecting pkg_tests/test_sign.py _________
+pkg_tests/signing_commons.py:20: in <module>
+    key = load_key("keys/ec.der")
+/usr/local/lib/python3.13/dist-packages/cryptography/hazmat/primitives/serialization/base.py:25: in load_der_private_key
+    return rust_openssl.keys.load_der_private_key(
+E   ValueError: EC private key is not encoded properly
+ERROR pkg_tests/test_sign.py - ValueError: EC private key is not encoded properly
+!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!
+"""
+
+OWN = """\
+tests/json-fixtures/test_vm.py:79: in pytest_generate_tests
+    generate_fixture_tests(
+eth/tools/fixtures/generation.py:69: in generate_fixture_tests
+    raise AssertionError(
+E   AssertionError: Suspiciously found zero fixtures: /workspace/fixtures/VMTests
+ERROR tests/json-fixtures/test_vm.py - AssertionError: Sus...
+!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!
+"""
+
+
+def test_error_raised_in_a_dependency_names_it():
+    sigs = dependency_errors(DRIFT)
+    assert [(s.kind, s.category, s.key) for s in sigs] == [("dependency_error", "version", "cryptography")]
+    assert "EC private key" in sigs[0].message
+
+
+def test_error_in_the_repositorys_own_code_is_not_a_dependency_error():
+    assert dependency_errors(OWN) == []
+    # but a failed collection still gets a signature the era repair can target
+    kinds = [s.kind for s in collection_signatures(OWN) if s.is_setup_failure]
+    assert kinds == ["collection_error"]
+
+
+def test_runner_frames_are_not_dependencies():
+    log = ("/usr/lib/python3/dist-packages/_pytest/python.py:493: in importtestmodule\n"
+           "    mod = import_path(...)\n"
+           "E   RuntimeError: boom\n")
+    assert dependency_errors(log) == []
+
+
+def test_a_precise_signature_wins_over_the_dependency_frame():
+    log = ("tests/test_db.py:3: in <module>\n    from app.models import Row\n"
+           "/usr/local/lib/python3.13/dist-packages/django/apps/registry.py:138: in check_apps_ready\n"
+           "    raise AppRegistryNotReady(\"Apps aren't loaded yet.\")\n"
+           "E   django.core.exceptions.AppRegistryNotReady: Apps aren't loaded yet.\n"
+           "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n")
+    assert [s.kind for s in collection_signatures(log)] == ["django_settings"]
+
+
+def test_a_clean_collection_has_no_signature():
+    assert collection_signatures("collected 12 items\n\n12 tests collected in 0.3s\n") == []
