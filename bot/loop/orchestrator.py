@@ -323,6 +323,13 @@ class SetupLoop:
             outcome.collect_exit = r.exit_code
             if r.exit_code != 0:
                 sigs = collection_signatures(r.output)
+                absent = absent_submodules(self.repo, r.output)
+                if absent:
+                    # no package brings a missing checkout back: say so instead of trying repairs
+                    sigs = [Signature("missing_submodule", "configuration", path,
+                                      f"git submodule {path} ({url}) is not checked out; the tests read from it. "
+                                      "Check out with submodules (actions/checkout: submodules: recursive).")
+                            for path, url in absent] + [s for s in sigs if s.kind != "collection_error"]
                 if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
                     sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
                 if r.timed_out:
@@ -721,6 +728,36 @@ class SetupLoop:
                 self.traj.record("learn", outcome="ok", detail={"unit": uid})
             except (SetupbotError, ImportError) as exc:
                 self.record.warnings.append(f"learning: {exc}")
+
+
+def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
+    """(path, url) of the git submodules in ``.gitmodules`` that are empty or missing in the
+    checkout and that ``output`` mentions (``/workspace/<path>/...`` or ``<path>/...``)."""
+    import configparser
+    import re as _re
+
+    gm = Path(repo) / ".gitmodules"
+    if not gm.is_file():
+        return []
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(gm.read_text(errors="replace"))
+    except (configparser.Error, OSError):
+        return []
+    out = []
+    for section in parser.sections():
+        path = parser.get(section, "path", fallback="").strip().strip("/")
+        url = parser.get(section, "url", fallback="").strip()
+        if not path or ".." in Path(path).parts:
+            continue
+        where = Path(repo) / path
+        try:
+            empty = not where.is_dir() or not any(where.iterdir())
+        except OSError:
+            continue
+        if empty and _re.search(rf"(?:^|[\s/'\"]){_re.escape(path)}/", output, _re.M):
+            out.append((path, url))
+    return out
 
 
 def _is_pytest(cmd: Sequence[str]) -> bool:

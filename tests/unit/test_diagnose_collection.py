@@ -58,3 +58,17 @@ def test_a_precise_signature_wins_over_the_dependency_frame():
 
 def test_a_clean_collection_has_no_signature():
     assert collection_signatures("collected 12 items\n\n12 tests collected in 0.3s\n") == []
+
+
+def test_absent_submodule_is_named(tmp_path):
+    from bot.loop.orchestrator import absent_submodules
+
+    (tmp_path / ".gitmodules").write_text('[submodule "fixtures"]\n\tpath = fixtures\n\turl = https://example.invalid/tests.git\n'
+                                          '[submodule "docs"]\n\tpath = docs/theme\n\turl = https://example.invalid/theme.git\n')
+    (tmp_path / "fixtures").mkdir()
+    assert absent_submodules(tmp_path, OWN) == [("fixtures", "https://example.invalid/tests.git")]
+    # checked out: nothing to say
+    (tmp_path / "fixtures" / "VMTests").mkdir()
+    assert absent_submodules(tmp_path, OWN) == []
+    # not mentioned by the output: not the cause
+    assert absent_submodules(tmp_path, "E   ImportError: x") == []
