@@ -72,18 +72,28 @@ def _environment() -> jinja2.Environment:
 
 
 def _where(nodes: list[Node], limit: int = 3) -> list[str]:
+    """Where the nodes come from: the repository's files, then what the setup loop repaired
+    (the failure it saw and why the fix applies), so every line can be traced to evidence."""
     seen: list[str] = []
+    repaired: list[str] = []
     for n in nodes:
-        for f, line, _ in n.evidence:
-            if f in ("setupbot", "uv pip compile") or f.startswith("bot/"):
+        for f, line, detail in n.evidence:
+            if f == "setupbot loop":
+                text = "repair for " + " ".join(str(detail).split())
+                text = text if len(text) <= 150 else text[:147] + "..."
+                if text not in repaired:
+                    repaired.append(text)
+                continue
+            if f in ("setupbot", "uv pip compile", "repair") or f.startswith("bot/"):
                 continue
             item = f"{f}:{line}" if line else f
             if item not in seen:
                 seen.append(item)
-    if not seen:
-        return []
-    more = f" (+{len(seen) - limit} more)" if len(seen) > limit else ""
-    return ["from " + ", ".join(seen[:limit]) + more]
+    out = []
+    if seen:
+        more = f" (+{len(seen) - limit} more)" if len(seen) > limit else ""
+        out.append("from " + ", ".join(seen[:limit]) + more)
+    return out + repaired[:2]
 
 
 def _spec(n: Node) -> str:

@@ -31,6 +31,7 @@ from bot.loop.trajectory import Budget, Trajectory
 log = logging.getLogger(__name__)
 
 JUNIT_PATH = "/tmp/setupbot-junit.xml"
+REPAIR_EVIDENCE = "setupbot loop"   # the evidence source of a kept repair (the Dockerfile cites it)
 STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
 LOG_FOR_RETRIEVAL = 20_000
 
@@ -450,7 +451,8 @@ class SetupLoop:
                 self.record.warnings.append(f"telemetry for {cand.unit_id}: {exc.what}")
 
     def _apply_to_graph(self, cand: Candidate, sig: Signature | None) -> None:
-        evidence = ("setupbot loop", 0, (sig.describe() + ": " if sig else "") + cand.describe())
+        # one evidence item (a list of one tuple: apply_atom iterates over items)
+        evidence = [(REPAIR_EVIDENCE, None, (sig.describe() + ": " if sig else "") + (cand.why or cand.describe()))]
         for atom in cand.atoms:
             self.graph.apply_atom(atom, evidence)
             if atom.kind == "start_service":
@@ -705,11 +707,14 @@ class SetupLoop:
                                 "dockerfile": self.compile(self.graph).text}
 
     def _what_remains(self, outcome: TargetOutcome) -> str:
-        sigs = outcome.setup_failures
+        # collection_error only stands for "failed, unclassified" so that era pins can be tried
+        sigs = [s for s in outcome.setup_failures if s.kind != "collection_error"]
         if sigs:
             return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}" for s in sigs[:5])
         if outcome.stage != "done":
-            return f"the target stopped at {outcome.stage} with no classified cause: " + _last_lines(outcome.log, 5)
+            tried = " (pinning the releases of the repository's era did not help)" \
+                if any(s.kind == "collection_error" and self.tried.get(s.ident) for s in outcome.setup_failures) else ""
+            return f"the target stopped at {outcome.stage} with no classified cause{tried}: " + _last_lines(outcome.log, 5)
         return "nothing"
 
     def _learn(self) -> None:

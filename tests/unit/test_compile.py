@@ -124,3 +124,18 @@ def test_lock_is_not_used_beyond_the_tested_pythons(tmp_path):
     assert p.python == "3.11"
     assert "PIP_CONSTRAINT" not in p.dockerfile.text and "requests==2.31.0" not in p.dockerfile.text
     assert any("lock pins not used" in w.message for w in p.warnings)
+
+
+def test_a_kept_repair_is_cited_with_its_reason():
+    """The Dockerfile says which failure a repair answered and why the fix applies."""
+    from bot.atoms import Atom
+    from bot.loop.orchestrator import REPAIR_EVIDENCE
+
+    p = plan("plan-poetry-only")
+    why = "version/dependency_error (attrs): attrs 23.1.0 was current on 2024-01-01 (target.as_of)"
+    p.graph.apply_atom(Atom("pip_constraint", {"constraints": ["attrs==23.1.0"]}), [(REPAIR_EVIDENCE, None, why)])
+    p.graph.apply_atom(Atom("apt_install", {"packages": ["libyaml-dev"]}), [(REPAIR_EVIDENCE, None, "toolchain/missing_header (yaml.h): yaml.h is in Debian's libyaml-dev")])
+    text = compile_dockerfile(p.graph).text
+    assert "# repair for " + why in text
+    assert "# repair for toolchain/missing_header (yaml.h)" in text
+    assert "from repair" not in text and "setupbot loop" not in text
