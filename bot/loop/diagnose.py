@@ -145,8 +145,9 @@ RULES: list[Rule] = [
     _rule("missing_command", "toolchain",
           r"(pg_config|mysql_config) executable not found"),
     # a program the code runs through subprocess is not installed
+    # (a bare program name: 'no-such-cert.crt' or 'data.json' is a file a test expects, not a program)
     _rule("missing_command", "toolchain",
-          r"FileNotFoundError: \[Errno 2\] No such file or directory: '([\w.+\-]+)'"),
+          r"FileNotFoundError: \[Errno 2\] No such file or directory: '((?:[A-Za-z_][\w+\-]*|python\d(?:\.\d+)?))'"),
     # the test command itself is missing from the image: the engine's exec reports it
     _rule("missing_compiler", "toolchain", r'exec: "(gcc|g\+\+|cc|c\+\+|make|cmake)": executable file not found'),
     _rule("missing_command", "toolchain",
@@ -339,9 +340,14 @@ def collection_signatures(output: str) -> list[Signature]:
     dependency (when nothing more precise names the cause), then, when the collection failed
     with nothing classified at all, one ``collection_error`` so that the era repair can be tried."""
     sigs = diagnose(output)
-    precise = {s.kind for s in sigs if s.is_setup_failure}
-    if not precise:
-        sigs.extend(dependency_errors(output))
+    named = {s.key for s in sigs if s.is_setup_failure}
+    kinds = {s.kind for s in sigs}
+    for dep in dependency_errors(output):
+        # the same module already has a more precise signature; Django raising "apps aren't
+        # loaded" is the settings problem, not Django's release
+        if dep.key in named or (dep.key == "django" and "django_settings" in kinds):
+            continue
+        sigs.append(dep)
     if not any(s.is_setup_failure for s in sigs) and re.search(r"errors? during collection|^ERROR ", output, re.M):
         first = next((m.group(0) for m in _E_LINE.finditer("\n".join(
             ln for ln in output.splitlines() if ln.startswith("E ")))), "")

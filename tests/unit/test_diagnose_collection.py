@@ -72,3 +72,16 @@ def test_absent_submodule_is_named(tmp_path):
     assert absent_submodules(tmp_path, OWN) == []
     # not mentioned by the output: not the cause
     assert absent_submodules(tmp_path, "E   ImportError: x") == []
+
+
+def test_a_missing_data_file_is_not_a_missing_program():
+    from bot.loop.diagnose import diagnose
+
+    assert [s.kind for s in diagnose("FileNotFoundError: [Errno 2] No such file or directory: 'no-such-cert.crt'")] == []
+    assert [(s.kind, s.key) for s in diagnose("FileNotFoundError: [Errno 2] No such file or directory: 'ffmpeg'")] == \
+        [("missing_command", "ffmpeg")]
+
+
+def test_dependency_error_kept_beside_an_unrelated_signature():
+    log = "FileNotFoundError: [Errno 2] No such file or directory: 'gpg'\n" + DRIFT
+    assert [s.kind for s in collection_signatures(log)] == ["missing_command", "dependency_error"]
