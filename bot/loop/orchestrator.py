@@ -13,6 +13,7 @@ artifact: only a clean replay (no cache, fresh container, nothing carried over) 
 from __future__ import annotations
 
 import contextlib
+import re
 import logging
 import time
 import uuid
@@ -365,7 +366,7 @@ class SetupLoop:
             self.record.warnings.append(f"experience base: {exc.what}")
             from_store = []
         rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available)
-        rules = rules + self.era_candidates(sig)
+        rules = rules + self.era_candidates(sig, outcome.log)
         tried = self.tried.setdefault(sig.ident, set())
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
         # units whose signal matched first, then the obvious rules, then units that are only
@@ -379,6 +380,10 @@ class SetupLoop:
     # -- the repository's era -------------------------------------------------------------------
     ERA_KINDS = {"dependency_error", "import_name_error", "module_attribute", "missing_module",
                  "wheel_build_failed", "collection_error"}
+    # a native build that fails for want of a library: a release from the repository's era may
+    # build against the libraries this Debian has (pygobject 3.48 needs girepository-1.0, 3.52
+    # girepository-2.0)
+    ERA_BUILD_KINDS = {"missing_pkg_config_module", "missing_header", "missing_shared_lib"}
 
     def _era(self) -> Any:
         """The era resolution of the graph's requirements (once per Python), or None when the
@@ -411,11 +416,16 @@ class SetupLoop:
                 pins.setdefault(n.name, n.attrs["resolved"])
         return pins
 
-    def era_candidates(self, sig: Signature) -> list[Candidate]:
+    def era_candidates(self, sig: Signature, log_text: str = "") -> list[Candidate]:
         """Pins to the releases current at the repository's reference date: first the one
         distribution the signature names (when its era release differs from what is installed),
         then every distribution whose era release differs."""
-        if sig.kind not in self.ERA_KINDS:
+        building: list[str] = []
+        if sig.kind in self.ERA_BUILD_KINDS:
+            building = failed_builds(log_text)
+            if not building:
+                return []
+        elif sig.kind not in self.ERA_KINDS:
             return []
         if sig.kind == "missing_module" and "." not in sig.message.split("No module named", 1)[-1].strip(" '\""):
             return []   # a plain missing module is an install, not a newer release
@@ -429,8 +439,9 @@ class SetupLoop:
         current = self._current_pins()
         drifted = era.drifted(current)
         out: list[Candidate] = []
-        if sig.key:
-            dist = canonicalize_name(sig.key if sig.kind == "wheel_build_failed" else distribution_for(sig.key))
+        names = [canonicalize_name(b) for b in building] if building else \
+            [canonicalize_name(sig.key if sig.kind == "wheel_build_failed" else distribution_for(sig.key))] if sig.key else []
+        for dist in names:
             if dist in drifted:
                 was = current.get(dist)
                 out.append(Candidate([Atom("pip_constraint", {"constraints": [f"{dist}=={drifted[dist]}"]})], "rule",
@@ -733,6 +744,23 @@ class SetupLoop:
                 self.traj.record("learn", outcome="ok", detail={"unit": uid})
             except (SetupbotError, ImportError) as exc:
                 self.record.warnings.append(f"learning: {exc}")
+
+
+_BUILDING = re.compile(r"(?:Failed building wheel for|Failed to build|Building wheel for|"
+                       r"Preparing metadata \(pyproject\.toml\)[^\n]*?for|Collecting) ([A-Za-z0-9][\w.\-]*)")
+
+
+def failed_builds(log_text: str) -> list[str]:
+    """The distributions pip was building when a native build failed, last first (the one that
+    failed is the last one pip started)."""
+    matches = list(_BUILDING.finditer(log_text or ""))
+    names = []
+    for i, m in enumerate(matches):
+        # the output between this distribution's line and the next one is its own
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(log_text)
+        if re.search(r"error", log_text[m.end(): end], re.I):
+            names.append(m.group(1))
+    return list(dict.fromkeys(reversed(names)))[:3]
 
 
 def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:

@@ -85,3 +85,15 @@ def test_a_missing_data_file_is_not_a_missing_program():
 def test_dependency_error_kept_beside_an_unrelated_signature():
     log = "FileNotFoundError: [Errno 2] No such file or directory: 'gpg'\n" + DRIFT
     assert [s.kind for s in collection_signatures(log)] == ["missing_command", "dependency_error"]
+
+
+def test_failed_builds_names_the_distribution_whose_build_failed():
+    from bot.loop.orchestrator import failed_builds
+
+    log = ("Collecting requests>=2.28\n  Downloading requests-2.32.3-py3-none-any.whl\n"
+           "Collecting pygobject>=3.42\n  Downloading pygobject-3.52.3.tar.gz (1.2 MB)\n"
+           "  Installing build dependencies: started\n  Preparing metadata (pyproject.toml): started\n"
+           "  ../meson.build:31:12: ERROR: Dependency \"girepository-2.0\" not found, tried pkgconfig and cmake\n"
+           "  error: subprocess-exited-with-error\n")
+    assert failed_builds(log) == ["pygobject"]
+    assert failed_builds("Collecting six\nSuccessfully installed six-1.16.0\n") == []
