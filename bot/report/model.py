@@ -259,6 +259,12 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
             if cand is not None:
                 describe = getattr(cand, "describe", None)
                 text = describe() if callable(describe) else str(_get(cand, "why", cand))
+                # what failed, and why this fix applies: the reviewer checks the reason, not the verb
+                sig = _get(repair, "signature")
+                sig_text = sig.describe() if hasattr(sig, "describe") else ""
+                why = str(_get(cand, "why", "") or "")
+                if sig_text or why:
+                    text += " — " + "; ".join(t for t in (f"for {sig_text}" if sig_text else "", why) if t)
                 unit = _get(cand, "unit_id")
                 data.repairs.append(Repair(text, [str(unit)] if unit else []))
             else:

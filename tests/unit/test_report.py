@@ -93,6 +93,7 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
     from bot.graph import make_plan
     from bot.loop.junit import TestResults
     from bot.loop.orchestrator import KeptRepair, RunRecord
+    from bot.loop.diagnose import Signature
     from bot.loop.repair import Candidate
     from bot.verify.record import VerificationRecord
 
@@ -100,9 +101,11 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
     run = RunRecord(repo="loop-scm", run_id="r1", status="success", plan=plan.to_json(),
                     replay={"ok": True, "collect_exit": 0, "test_exit": 0, "seconds": 41.5},
                     tests=TestResults(outcomes={"t::a": "passed", "t::b": "passed", "t::c": "skipped"}),
-                    repairs=[KeptRepair(None, Candidate([Atom("set_env", {"name": "SETUPTOOLS_SCM_PRETEND_VERSION",
-                                                                           "value": "0.1.0"})],
-                                                        "knowledge", unit_id="xpu-scm-1"), "")],
+                    repairs=[KeptRepair(Signature("scm_version", "configuration", "setuptools-scm",
+                                                  "LookupError: setuptools-scm was unable to detect version"),
+                                        Candidate([Atom("set_env", {"name": "SETUPTOOLS_SCM_PRETEND_VERSION",
+                                                                    "value": "0.1.0"})],
+                                                  "knowledge", unit_id="xpu-scm-1", why="no git metadata in the build context"), "")],
                     timings={"build": 30.0, "tests": 11.5}, llm_usage={"tokens": 0})
     ver = VerificationRecord(image="setupbot-env", repo="loop-scm",
                              services=[{"name": "postgres", "kind": "postgres", "requested_image": "postgres:16",
@@ -121,6 +124,9 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
         assert rows["SETUPTOOLS_SCM_PRETEND_VERSION"].dockerfile_line == "ENV SETUPTOOLS_SCM_PRETEND_VERSION=0.1.0"
         assert rows["SETUPTOOLS_SCM_PRETEND_VERSION"].evidence == "pyproject.toml:2"
         assert data.repairs[0].unit_ids == ["xpu-scm-1"] and "SETUPTOOLS_SCM_PRETEND_VERSION" in data.repairs[0].description
+        # the report says what failed and why the fix applies
+        assert data.repairs[0].description.endswith(
+            " — for configuration/scm_version (setuptools-scm); no git metadata in the build context")
         assert data.services[0].tests == ["t::a"] and data.services[0].healthy
         assert data.charges[0].ruling == "dismissed"
         assert data.llm_tokens == 0 and data.timings == {"build": 30.0, "tests": 11.5}
