@@ -119,6 +119,9 @@ RULES: list[Rule] = [
     # --- toolchain -----------------------------------------------------------------------------
     _rule("missing_header", "toolchain",
           r"fatal error: ([\w./+\-]+\.h(?:pp)?): No such file or directory"),
+    # meson-python cannot find the interpreter's headers / python3.pc
+    _rule("missing_header", "toolchain",
+          r"ERROR: Python dependency not found", key=lambda m: "Python.h"),
     _rule("missing_shared_lib", "toolchain",
           r"(lib[\w.+\-]+\.so[\w.]*): cannot open shared object file"),
     _rule("missing_compiler", "toolchain",

@@ -42,6 +42,9 @@ def test_bootstrap_provides_the_python_stand_ins(engine):
                   "test -z \"$(ls /var/lib/apt/lists | grep -v -e lock -e partial || true)\"; "
                   "dpkg -s ca-certificates >/dev/null; "
                   f"test ! -e /usr/lib/python{version}/EXTERNALLY-MANAGED; "
+                  # as upstream: the C headers for native builds, no static libpython
+                  "test -f \"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"include\"])')/Python.h\"; "
+                  f"test -z \"$(find /usr/lib -name 'libpython{version}*.a')\"; "
                   "pip install -q --no-deps six && python -c 'import six; print(\"SIX\", six.__version__)'")
         res = engine.run_once(tag, ["sh", "-c", script], network="bridge", timeout=300)
         assert res.exit_code == 0 and "SIX" in res.output, res.output[-2000:]

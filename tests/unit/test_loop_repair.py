@@ -80,3 +80,8 @@ def test_meson_and_typelib_rules(tmp_path):
     assert rules("ValueError: Namespace Gst not available", tmp_path) == \
         ["apt_install gir1.2-gstreamer-1.0 gstreamer1.0-plugins-base"]
     assert rules("ValueError: Namespace NoSuchThing not available", tmp_path) == []
+
+
+def test_meson_without_python_headers(tmp_path):
+    assert rules("../cairo/meson.build:51:15: ERROR: Python dependency not found", tmp_path) == \
+        ["apt_install python3-dev gcc libc6-dev"]
