@@ -86,9 +86,31 @@ def _artifact_dir(out: Path, repo: BenchRepo, system: str) -> Path:
     return out / "artifacts" / repo.slug / system
 
 
+_COMMIT: list[str] = []
+
+
+def setupbot_commit() -> str:
+    """The commit of the setupbot checkout running the benchmark ("" outside a git checkout), so
+    that results from resumed runs say which code produced them."""
+    if not _COMMIT:
+        import subprocess
+
+        here = Path(__file__).resolve().parent
+        try:
+            proc = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+                                  capture_output=True, text=True, timeout=10)
+            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", ":/bot", ":/templates"],
+                                   capture_output=True, text=True, timeout=10)
+            commit = proc.stdout.strip() if proc.returncode == 0 else ""
+            _COMMIT.append(commit + ("+dirty" if commit and dirty.stdout.strip() else ""))
+        except (OSError, subprocess.TimeoutExpired):
+            _COMMIT.append("")
+    return _COMMIT[0]
+
+
 def _base_record(repo: BenchRepo, system: str) -> dict:
     return {"repo": repo.name, "sha": repo.sha, "system": system, "difficulty": repo.difficulty,
-            "gold": repo.gold, "setupbot_version": __version__, "ebsr": False,
+            "gold": repo.gold, "setupbot_version": __version__, "setupbot_commit": setupbot_commit(), "ebsr": False,
             "tests": {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "total": 0},
             "essr": 0.0 if repo.gold else None, "pass_share": None, "tokens": 0,
             "steps": None, "repairs": None}
