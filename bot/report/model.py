@@ -248,6 +248,8 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
                      if _get(replay, k) is not None]
             if _get(replay, "seconds") is not None:
                 parts.append(f"{_get(replay, 'seconds')} s")
+            if _get(replay, "note"):
+                parts.append(str(_get(replay, "note")))   # e.g. the test run timed out
             data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
             data.proven.append(ProofItem("clean replay: the compiled Dockerfile rebuilt from scratch and ran the tests",
                                          data.replay_ok, data.replay_detail))

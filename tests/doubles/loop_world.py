@@ -32,6 +32,7 @@ class Need:
 class World:
     needs: list[Need]
     tests: int = 3
+    test_times_out: bool = False      # the test run (not collection) hits the command timeout
 
     def unmet(self, state: "State", stage: str) -> str | None:
         for need in self.needs:
@@ -184,6 +185,10 @@ class FakeSession:
             return ExecResult(argv, 0, f"{world.tests} tests collected", 0.2)
         if "pytest" in " ".join(argv):
             out = world.unmet(have, "test")
+            if world.test_times_out:
+                self.engine.last_junit = None
+                return ExecResult(argv, -1, "tests/test_x.py ....." + (("\n" + out) if out else ""), float(timeout),
+                                  timed_out=True)
             cases = "".join(f'<testcase classname="tests.test_x" name="test_{i}">'
                             + (f'<error message="setup">{_xml(out)}</error>' if out and i == 0 else "")
                             + "</testcase>" for i in range(world.tests))

@@ -247,3 +247,19 @@ def test_no_reference_date_no_era_repair(tmp_path, monkeypatch):
     rec, _ = run(tmp_path, World([Need("pip:streamlib==0.5.33", DRIFTED)]))
     assert rec.status == "unresolved"
     assert calls == [] and not any("pip_constraint" in k for k in kept(rec))
+
+
+def test_a_suite_that_outlives_the_command_timeout_still_replays(tmp_path):
+    """Collection passed and the partial output shows no setup failure: the environment is
+    proven as far as it can be, the run replays, and the record says the tests timed out."""
+    rec, engine = run(tmp_path, World([Need("pip:PyYAML", MISSING_YAML)], test_times_out=True))
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_install PyYAML"]
+    assert rec.replay["ok"] and rec.replay["collect_exit"] == 0
+    assert "timed out" in rec.replay["note"] and "unknown" in rec.replay["note"]
+
+
+def test_a_timed_out_run_with_a_setup_failure_is_still_repaired(tmp_path):
+    world = World([Need("pip:PyYAML", MISSING_YAML, stage="test")], test_times_out=True)
+    rec, _ = run(tmp_path, world)
+    assert kept(rec) == ["pip_install PyYAML"] and rec.status == "success"

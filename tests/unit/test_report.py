@@ -146,3 +146,14 @@ def test_code_spans_are_not_html_escaped():
     out = environment().from_string("`{{ x | codecell }}` {{ x | cell }}").render(x="pip install 'a>=1' | b")
     assert out.startswith("`pip install 'a>=1' \\| b`")
     assert "&gt;" in out.split("` ", 1)[1]
+
+
+def test_a_timed_out_replay_says_so():
+    from bot.report.model import from_pipeline
+    from bot.loop.orchestrator import RunRecord
+
+    note = "the test run timed out after 1200 s; collection passed and the output so far shows no setup failure"
+    run = RunRecord(repo="r", run_id="r2", status="success",
+                    replay={"ok": True, "collect_exit": 0, "test_exit": -1, "seconds": 1300.0, "note": note})
+    data = from_pipeline(None, run, None, repository="octo/slow")
+    assert data.replay_ok and note in data.replay_detail
