@@ -124,6 +124,13 @@ RULES: list[Rule] = [
           r"ERROR: Python dependency not found", key=lambda m: "Python.h"),
     _rule("missing_shared_lib", "toolchain",
           r"(lib[\w.+\-]+\.so[\w.]*): cannot open shared object file"),
+    # ctypes-loaded libraries: cairocffi "cannot load library 'libcairo.so.2'", vispy
+    # "ImportError: fontconfig not found" (ctypes.util.find_library found nothing)
+    _rule("missing_shared_lib", "toolchain", r"cannot load library '(lib[\w.+\-]+\.so[\w.]*)'"),
+    _rule("missing_shared_lib", "toolchain", r"ImportError: (fontconfig|freetype|cairo|portaudio|sndfile|magic|zbar|GL|EGL) not found",
+          key=lambda m: {"fontconfig": "libfontconfig.so.1", "freetype": "libfreetype.so.6", "cairo": "libcairo.so.2",
+                         "portaudio": "libportaudio.so.2", "sndfile": "libsndfile.so.1", "magic": "libmagic.so.1",
+                         "zbar": "libzbar.so.0", "GL": "libGL.so.1", "EGL": "libEGL.so.1"}[m.group(1)]),
     _rule("missing_compiler", "toolchain",
           r"(?:error: command '(?:[\w/.-]*/)?(gcc|g\+\+|cc|c\+\+|clang)' failed"
           r"|(?:^|[\s:])(gcc|g\+\+|cc|c\+\+|make|cmake): (?:command )?not found"

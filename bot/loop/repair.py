@@ -123,7 +123,7 @@ SHARED_LIB_PACKAGES = {
     "libXrender.so.1": "libxrender1", "libsndfile.so.1": "libsndfile1", "libpq.so.5": "libpq5",
     "libmagic.so.1": "libmagic1", "libyaml-0.so.2": "libyaml-0-2", "libgeos_c.so.1": "libgeos-c1v5",
     "libcairo.so.2": "libcairo2", "libportaudio.so.2": "libportaudio2", "libzbar.so.0": "libzbar0",
-    "libEGL.so.1": "libegl1", "libxml2.so.2": "libxml2", "libxslt.so.1": "libxslt1.1",
+    "libEGL.so.1": "libegl1", "libfontconfig.so.1": "libfontconfig1", "libfreetype.so.6": "libfreetype6", "libxml2.so.2": "libxml2", "libxslt.so.1": "libxslt1.1",
     "libffi.so.8": "libffi8", "libjpeg.so.62": "libjpeg62-turbo", "libusb-1.0.so.0": "libusb-1.0-0",
     "libspatialindex_c.so": "libspatialindex-dev", "libgdal.so": "libgdal-dev", "libhdf5.so": "libhdf5-dev",
 }

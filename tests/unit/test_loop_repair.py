@@ -85,3 +85,9 @@ def test_meson_and_typelib_rules(tmp_path):
 def test_meson_without_python_headers(tmp_path):
     assert rules("../cairo/meson.build:51:15: ERROR: Python dependency not found", tmp_path) == \
         ["apt_install python3-dev gcc libc6-dev"]
+
+
+def test_ctypes_loaded_libraries(tmp_path):
+    assert rules("    raise ImportError('fontconfig not found')\nImportError: fontconfig not found", tmp_path) == \
+        ["apt_install libfontconfig1"]
+    assert rules("OSError: cannot load library 'libcairo.so.2': error 0x7e", tmp_path) == ["apt_install libcairo2"]
