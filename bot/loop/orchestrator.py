@@ -330,7 +330,8 @@ class SetupLoop:
                     # no package brings a missing checkout back: say so instead of trying repairs
                     sigs = [Signature("missing_submodule", "configuration", path,
                                       f"git submodule {path} ({url}) is not checked out; the tests read from it. "
-                                      "Check out with submodules (actions/checkout: submodules: recursive).")
+                                      "Check out with submodules (the reusable workflow's `submodules: recursive` input, "
+                                      "or `git submodule update --init --recursive`).")
                             for path, url in absent] + [s for s in sigs if s.kind != "collection_error"]
                 if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
                     sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
