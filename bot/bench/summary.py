@@ -142,6 +142,16 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
     for note in notes or []:
         lines.append(note)
         lines.append("")
+    commits: dict[str, list[str]] = {}
+    for r in records:
+        if r["system"] == "setupbot":
+            commits.setdefault(r.get("setupbot_commit") or "", []).append(r["repo"].split("/")[-1])
+    if len(commits) > 1 or "" in commits and len(commits) == 1 and records:
+        parts = [f"`{c}`: {', '.join(sorted(names))}" if c else
+                 f"not recorded (runs before commit tracking): {', '.join(sorted(names))}"
+                 for c, names in sorted(commits.items(), key=lambda kv: (kv[0] == "", kv[0]))]
+        lines.append("setupbot code per result (resumed runs): " + "; ".join(parts) + ".")
+        lines.append("")
     lines.append(f"![EBSR and pass share by system and difficulty]({chart_name})")
     lines.append("")
 

@@ -346,3 +346,13 @@ def test_report_only_with_a_list_covers_the_listed_repositories(tmp_path, capsys
     assert "| o/a@aaaaaaaa |" in summary and "| o/b@" not in summary
     assert "warning" in capsys.readouterr().err
     assert main(["bench", "--out", str(out)]) == 3   # no list and no --report-only: an input error
+
+
+def test_summary_says_which_code_produced_each_setupbot_result():
+    same = [dict(r, setupbot_commit="abc123") for r in RECORDS]
+    assert "setupbot code per result" not in render_summary(same)
+    mixed = [dict(r, setupbot_commit="def456" if r["repo"] == "o/b" else "abc123") for r in RECORDS]
+    assert "setupbot code per result (resumed runs): `abc123`: a; `def456`: b." in render_summary(mixed)
+    older = [dict(r) for r in RECORDS]
+    older[0]["setupbot_commit"] = "abc123"
+    assert "`abc123`: a; not recorded (runs before commit tracking): b." in render_summary(older)
