@@ -247,8 +247,11 @@ RULES: list[Rule] = [
     _rule("import_path_mismatch", "verification",
           r"(?:ImportPathMismatchError|import file mismatch)", key=lambda m: ""),
     # --- pip/build failures without a finer cause --------------------------------------------------
+    # (pip's own lines, at the start of a line: a test that logs "WARNING Failed to build path"
+    # is not a wheel build)
     _rule("wheel_build_failed", "toolchain",
-          r"(?:Failed building wheel for|Failed to build|error: failed-wheel-build-for-install[^\n]*\n[^\n]*?)"
+          r"^\s*(?:ERROR: |error: )?(?:Failed building wheel for|Failed to build|"
+          r"error: failed-wheel-build-for-install[^\n]*\n[^\n]*?)"
           r" ?([A-Za-z0-9][\w.\-]*)"),
     # --- the repository's own failures -----------------------------------------------------------
     _rule("assertion", "test", r"^E\s+(AssertionError\b.*|assert .*)$", key=lambda m: ""),

@@ -97,3 +97,13 @@ def test_failed_builds_names_the_distribution_whose_build_failed():
            "  error: subprocess-exited-with-error\n")
     assert failed_builds(log) == ["pygobject"]
     assert failed_builds("Collecting six\nSuccessfully installed six-1.16.0\n") == []
+
+
+def test_a_test_log_line_is_not_a_wheel_build():
+    from bot.loop.diagnose import diagnose
+
+    assert diagnose("2020-08-01 00:00:00 WARNING Failed to build path\n") == []
+    assert [(s.kind, s.key) for s in diagnose("  Failed to build lxml\nERROR: Could not build wheels for lxml")] == \
+        [("wheel_build_failed", "lxml")]
+    assert [(s.kind, s.key) for s in diagnose("ERROR: Failed building wheel for psycopg2")] == \
+        [("wheel_build_failed", "psycopg2")]
