@@ -162,6 +162,8 @@ RULES: list[Rule] = [
     _rule("missing_compiler", "toolchain", r'exec: "(gcc|g\+\+|cc|c\+\+|make|cmake)": executable file not found'),
     _rule("missing_command", "toolchain",
           r'exec: "(git|pg_config|mysql_config|swig|gfortran|java|node|npm)": executable file not found'),
+    # a Debian package this suite does not have: the repair that asked for it is broken
+    _rule("unknown_apt_package", "toolchain", r"^E: (?:Unable to locate package |Package '?)([a-z0-9][a-z0-9+.\-]*)'?(?: has no installation candidate)?$"),
     # --- installation --------------------------------------------------------------------------
     _rule("missing_module", "installation",
           r"ModuleNotFoundError: No module named '([\w.]+)'", _module_top),

@@ -83,6 +83,10 @@ def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | Non
     if after.results.count("passed") < before.results.count("passed"):
         return "worse"
     new = [s for s in after.setup_failures if s.ident not in before.idents()]
+    # the fix itself failed to install (apt has no such package): never progress, even though
+    # the build now stops before the step that showed the targeted failure
+    if any(s.kind == "unknown_apt_package" for s in new):
+        return "worse"
     if target is not None:
         if any(s.key and s.key == target.key and s.ident != target.ident for s in new):
             return "worse"

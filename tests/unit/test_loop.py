@@ -263,3 +263,12 @@ def test_a_timed_out_run_with_a_setup_failure_is_still_repaired(tmp_path):
     world = World([Need("pip:PyYAML", MISSING_YAML, stage="test")], test_times_out=True)
     rec, _ = run(tmp_path, world)
     assert kept(rec) == ["pip_install PyYAML"] and rec.status == "success"
+
+
+def test_a_repair_whose_apt_package_does_not_exist_is_worse():
+    from bot.loop.diagnose import diagnose
+
+    before = TargetOutcome("build", diagnose('../meson.build:31:12: ERROR: Dependency "girepository-2.0" not found'))
+    # the trial's build stops at apt, before the pip step that showed the failure
+    after = TargetOutcome("build", diagnose("E: Unable to locate package libgirepository-2.0-dev"))
+    assert compare(before, after, before.signatures[0]) == "worse"
