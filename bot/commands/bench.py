@@ -47,8 +47,9 @@ def _report(args, records_filter=None) -> int:
         records = [r for r in records if records_filter(r)]
     summary = args.summary or args.out.parent / "SUMMARY.md"
     chart = args.chart or args.out.parent / "chart.png"
-    commands = results_io.read_meta(args.out).get("commands", [])
-    write_report(records, summary, chart, commands=commands)
+    meta = results_io.read_meta(args.out)
+    # "notes" in run.json: what a reader must know about how the results were put together
+    write_report(records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None)
     print(f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {chart}" if records else ""))
     return 0
 
