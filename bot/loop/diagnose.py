@@ -144,7 +144,7 @@ RULES: list[Rule] = [
     # meson (meson-python builds: pycairo, pygobject, scipy): a dependency it looks up with
     # pkg-config and cmake and does not find
     _rule("missing_pkg_config_module", "toolchain",
-          r"(?:ERROR: )?Dependency \"?([\w.+\-]+)\"? not found(?:, tried pkgconfig)?"),
+          r"(?:ERROR: )?Dependency [\"']?([\w.+\-]+)[\"']? (?:is required but )?not found(?:, tried pkgconfig)?"),
     _rule("missing_pkg_config_module", "toolchain",
           r"Dependency lookup for ([\w.+\-]+) with method '?pkgconfig'? failed"),
     _rule("missing_rust", "toolchain",

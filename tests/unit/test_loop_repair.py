@@ -91,3 +91,8 @@ def test_ctypes_loaded_libraries(tmp_path):
     assert rules("    raise ImportError('fontconfig not found')\nImportError: fontconfig not found", tmp_path) == \
         ["apt_install libfontconfig1"]
     assert rules("OSError: cannot load library 'libcairo.so.2': error 0x7e", tmp_path) == ["apt_install libcairo2"]
+
+
+def test_meson_required_dependency_quoted(tmp_path):
+    assert rules("../meson.build:35:9: ERROR: Dependency 'girepository-2.0' is required but not found.", tmp_path) == \
+        ["apt_install libgirepository-2.0-dev pkg-config"]
