@@ -32,6 +32,13 @@ from bot.loop.trajectory import Budget, Trajectory
 log = logging.getLogger(__name__)
 
 JUNIT_PATH = "/tmp/setupbot-junit.xml"
+# distributions that sdists need to build (build isolation): never pinned as part of an era set
+BUILD_TOOLS = frozenset({
+    "pip", "setuptools", "wheel", "packaging", "setuptools-scm", "vcs-versioning", "cython", "hatchling",
+    "hatch-vcs", "hatch-fancy-pypi-readme", "flit-core", "poetry-core", "pdm-backend", "meson-python", "meson",
+    "ninja", "scikit-build-core", "scikit-build", "pybind11", "cffi", "pycparser", "tomli", "trove-classifiers",
+    "pathspec", "pluggy", "setuptools-rust", "maturin", "versioneer", "extension-helpers", "cmake",
+})
 REPAIR_EVIDENCE = "setupbot loop"   # the evidence source of a kept repair (the Dockerfile cites it)
 STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
 LOG_FOR_RETRIEVAL = 20_000
@@ -458,8 +465,12 @@ class SetupLoop:
                 out.append(Candidate([Atom("pip_constraint", {"constraints": [f"{dist}=={drifted[dist]}"]})], "rule",
                                      why=f"{dist} {drifted[dist]} was current on {era.date[:10]} ({era.source})"
                                          + (f"; {was} is newer than the repository" if was else "")))
-        if drifted:
-            specs = [f"{n}=={v}" for n, v in sorted(drifted.items())]
+        # PIP_CONSTRAINT reaches the isolated build environments too: pinning the packaging
+        # tools there breaks sdists whose build needs a newer one (python-pkcs11's
+        # setuptools-scm wants packaging>=26.2), so the whole-era set leaves them alone
+        drifted_all = {n: v for n, v in drifted.items() if n not in BUILD_TOOLS}
+        if drifted_all:
+            specs = [f"{n}=={v}" for n, v in sorted(drifted_all.items())]
             out.append(Candidate([Atom("pip_constraint", {"constraints": specs})], "rule",
                                  why=f"the releases current on {era.date[:10]} ({era.source}) for "
                                      f"{len(specs)} distribution(s) newer than the repository"))

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doubles.loop_world import (FakeEngine, FakeRetriever, Need, World, fake_compile,  # noqa: E402
+from doubles.loop_world import (FakeEngine, FakeGraph, FakeRetriever, Need, World, fake_compile,  # noqa: E402
                                 fake_plan_maker)
 
 from bot.config import load_settings  # noqa: E402
@@ -272,3 +272,28 @@ def test_a_repair_whose_apt_package_does_not_exist_is_worse():
     # the trial's build stops at apt, before the pip step that showed the failure
     after = TargetOutcome("build", diagnose("E: Unable to locate package libgirepository-2.0-dev"))
     assert compare(before, after, before.signatures[0]) == "worse"
+
+
+def test_the_whole_era_set_leaves_the_build_tools_alone(tmp_path, monkeypatch):
+    """PIP_CONSTRAINT also binds isolated builds: an era pin of packaging or setuptools would break
+    an sdist whose build needs a newer one, so the whole-era candidate leaves them out."""
+    from bot.loop.orchestrator import SetupLoop
+
+    _era_world(monkeypatch, {"cryptography": "42.0.7", "packaging": "24.0", "setuptools": "69.5.1", "six": "1.16.0"})
+    s = load_settings(tmp_path, environ={}, overrides={"target": {"as_of": "2024-05-21"}})
+    loop = SetupLoop(tmp_path, s, FakeEngine(World([])), available_pythons=["3.11"])
+    loop.graph = FakeGraph(meta={"resolution": {"pins": {"cryptography": "46.0.1", "packaging": "25.0",
+                                                         "setuptools": "80.9.0", "six": "1.16.0"}}})
+    loop.current_python = "3.11"
+    cands = loop.era_candidates(Signature("collection_error", "version", "", "E   OSError: Failed to load key"))
+    assert [c.describe() for c in cands] == ["pip_constraint cryptography==42.0.7"]
+    # the one distribution a signature names is pinned even when it is a build tool
+    named = loop.era_candidates(Signature("module_attribute", "installation", "packaging", "AttributeError"))
+    assert named[0].describe() == "pip_constraint packaging==24.0"
+
+
+def test_coloured_build_output_is_diagnosed():
+    from bot.loop.diagnose import diagnose
+
+    log = "\x1b[91mE\x1b[0m\x1b[91m: \x1b[0m\x1b[91mUnable to locate package libgirepository-2.0-dev\x1b[0m\n"
+    assert [(s.kind, s.key) for s in diagnose(log)] == [("unknown_apt_package", "libgirepository-2.0-dev")]
