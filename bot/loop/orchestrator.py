@@ -363,7 +363,8 @@ class SetupLoop:
             outcome.collect_exit = 0
         if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
             sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
-        stage = "done" if (r.exit_code == 0 or (r.exit_code == 1 and results.total)) and not r.timed_out else "test"
+        ran_tests = bool(results.total) or unittest_ran(r.output)
+        stage = "done" if (r.exit_code == 0 or (r.exit_code == 1 and ran_tests)) and not r.timed_out else "test"
         note = "the test run timed out" if r.timed_out else ""
         if r.timed_out and collect is not None and not setup_failures(sigs):
             # a long suite: collection proved the environment and nothing in the output so far is
@@ -783,6 +784,16 @@ def failed_builds(log_text: str) -> list[str]:
         if re.search(r"error", log_text[m.end(): end], re.I):
             names.append(m.group(1))
     return list(dict.fromkeys(reversed(names)))[:3]
+
+
+_UNITTEST_RAN = re.compile(r"^Ran ([1-9]\d*) tests? in [\d.]+s\s*$\s*(?:^\s*$\s*)*^(?:FAILED \(|OK\b)", re.M)
+
+
+def unittest_ran(output: str) -> bool:
+    """unittest's (and Django's test runner's) summary: tests ran and some failed. With no JUnit
+    file, exit 1 after "Ran N tests ... FAILED (...)" is the repository's own failures, not a
+    setup failure (a runner that could not start prints no such summary)."""
+    return bool(_UNITTEST_RAN.search(output or ""))
 
 
 def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:

@@ -297,3 +297,30 @@ def test_coloured_build_output_is_diagnosed():
 
     log = "\x1b[91mE\x1b[0m\x1b[91m: \x1b[0m\x1b[91mUnable to locate package libgirepository-2.0-dev\x1b[0m\n"
     assert [(s.kind, s.key) for s in diagnose(log)] == [("unknown_apt_package", "libgirepository-2.0-dev")]
+
+
+UNITTEST_FAILED = ("......E..F\n======================================================================\n"
+                   "ERROR: test_x (app.tests.T.test_x)\nTypeError: expected string\n"
+                   "----------------------------------------------------------------------\n"
+                   "Ran 10 tests in 0.812s\n\nFAILED (failures=1, errors=1)\nDestroying test database for alias 'default'...\n")
+
+
+def _runner_settings(tmp_path):
+    return load_settings(tmp_path, environ={}, overrides={"target": {"test_command": ["python", "runtests.py"]}})
+
+
+def test_a_unittest_runner_with_failing_tests_counts_as_ran(tmp_path):
+    """Django's runner exits 1 when its own tests fail: that is the repository's verdict, and the
+    run replays instead of ending unresolved."""
+    engine = FakeEngine(World([], runner=(1, UNITTEST_FAILED)))
+    rec = run_setup(tmp_path, _runner_settings(tmp_path), engine, None, None, make_plan=fake_plan_maker(),
+                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    assert rec.status == "success", rec.remaining
+    assert rec.replay["ok"]
+
+
+def test_a_runner_that_never_started_is_not_ran(tmp_path):
+    engine = FakeEngine(World([], runner=(1, "Traceback (most recent call last):\nRuntimeError: no settings\n")))
+    rec = run_setup(tmp_path, _runner_settings(tmp_path), engine, None, None, make_plan=fake_plan_maker(),
+                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    assert rec.status == "unresolved"
