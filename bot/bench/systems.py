@@ -70,6 +70,10 @@ def replay_score_from_record(record: Any, engine: Any = None) -> Score | None:
     status = record.get("status") if isinstance(record, dict) else getattr(record, "status", None)
     if not replay or status != "success":
         return None
+    if not any(int(v or 0) for v in (replay.get("tests") or {}).values()):
+        # the replay ran a runner without JUnit (runtests.py, manage.py test): no counts to reuse,
+        # so the benchmark builds and runs pytest itself
+        return None
     score = Score(built=True)
     score.ebsr = bool(replay.get("ok")) and replay.get("collect_exit") == 0
     score.collect_exit = replay.get("collect_exit")
