@@ -357,7 +357,7 @@ def dependency_errors(output: str) -> list[Signature]:
 
 def collection_signatures(output: str) -> list[Signature]:
     """Signatures for a failed test collection: the classifiers, then errors raised inside a
-    dependency (when nothing more precise names the cause), then, when the collection failed
+    dependency (unless that module already has a signature), then, when the collection failed
     with nothing classified at all, one ``collection_error`` so that the era repair can be tried."""
     sigs = diagnose(output)
     named = {s.key for s in sigs if s.is_setup_failure}
@@ -369,7 +369,8 @@ def collection_signatures(output: str) -> list[Signature]:
             continue
         sigs.append(dep)
     if not any(s.is_setup_failure for s in sigs) and re.search(r"errors? during collection|^ERROR ", output, re.M):
-        first = next((m.group(0) for m in _E_LINE.finditer("\n".join(
-            ln for ln in output.splitlines() if ln.startswith("E ")))), "")
+        # the first "E " line, when it names an exception
+        first = next((ln for ln in output.splitlines() if ln.startswith("E ")), "")
+        first = first if _E_LINE.match(first) else ""
         sigs.append(Signature("collection_error", "version", "", (first or "test collection failed").strip()[:300]))
     return sigs
