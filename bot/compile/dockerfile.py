@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.model import DepGraph, Node
 from bot.paths import templates_dir
 
@@ -78,7 +79,7 @@ def _where(nodes: list[Node], limit: int = 3) -> list[str]:
     repaired: list[str] = []
     for n in nodes:
         for f, line, detail in n.evidence:
-            if f == "setupbot loop":
+            if f == REPAIR_EVIDENCE:
                 text = "repair for " + " ".join(str(detail).split())
                 text = text if len(text) <= 150 else text[:147] + "..."
                 if text not in repaired:

@@ -21,6 +21,10 @@ SERVICE_ENV = {"postgres": {"POSTGRES_PASSWORD": "postgres", "POSTGRES_USER": "p
 SCM_PRETEND_VERSION = "0.1.0"
 
 
+# the evidence source of a repair the setup loop kept (the compiled Dockerfile cites it)
+REPAIR_EVIDENCE = "setupbot loop"
+
+
 def _evidence(evidence: Iterable[Any] | str | None, atom: Atom) -> list[tuple[str, int | None, str]]:
     if evidence is None:
         return [("repair", None, atom.describe())]

@@ -12,6 +12,7 @@ artifact: only a clean replay (no cache, fresh container, nothing carried over) 
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import re
 import logging
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from bot.atoms import Atom
+from bot.graph.apply import REPAIR_EVIDENCE
 from bot.errors import LLMError, SetupbotError
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.junit import TestResults, parse_junit
@@ -39,7 +41,6 @@ BUILD_TOOLS = frozenset({
     "ninja", "scikit-build-core", "scikit-build", "pybind11", "cffi", "pycparser", "tomli", "trove-classifiers",
     "pathspec", "pluggy", "setuptools-rust", "maturin", "versioneer", "extension-helpers", "cmake",
 })
-REPAIR_EVIDENCE = "setupbot loop"   # the evidence source of a kept repair (the Dockerfile cites it)
 STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
 LOG_FOR_RETRIEVAL = 20_000
 
@@ -236,6 +237,7 @@ class SetupLoop:
         self.extra_services: list[Atom] = []
         self.test_override: list[str] | None = None
         self.llm_repairs: list[KeptRepair] = []
+        self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
 
     # -- plan facts -------------------------------------------------------------------------
     @property
@@ -409,7 +411,7 @@ class SetupLoop:
         run has no reference date."""
         from bot.graph.era import reference_date, resolve_era
 
-        cache = getattr(self, "_era_cache", None)
+        cache = self._era_cache
         if cache is not None and cache.python == self.python:
             return cache
         date, source = reference_date(self.repo, self.settings)
@@ -799,9 +801,6 @@ def unittest_ran(output: str) -> bool:
 def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
     """(path, url) of the git submodules in ``.gitmodules`` that are empty or missing in the
     checkout and that ``output`` mentions (``/workspace/<path>/...`` or ``<path>/...``)."""
-    import configparser
-    import re as _re
-
     gm = Path(repo) / ".gitmodules"
     if not gm.is_file():
         return []
@@ -821,7 +820,7 @@ def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
             empty = not where.is_dir() or not any(where.iterdir())
         except OSError:
             continue
-        if empty and _re.search(rf"(?:^|[\s/'\"]){_re.escape(path)}/", output, _re.M):
+        if empty and re.search(rf"(?:^|[\s/'\"]){re.escape(path)}/", output, re.M):
             out.append((path, url))
     return out
 
