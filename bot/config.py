@@ -44,6 +44,11 @@ class ImagesSettings:
     suites: tuple[str, ...] = ("bookworm", "trixie")
     mirror: str = "http://deb.debian.org/debian"
     cache_dir: str = ""
+    # Where base images come from: the local store first, then (auto/registry) a registry, then
+    # (auto/standins) the offline stand-ins of `setupbot images bootstrap`.
+    source: str = "auto"
+    # A mirror or pull-through cache ("mirror.example:5000"); "" = the official registry.
+    registry: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,16 @@ class TargetSettings:
 
 
 @dataclass(frozen=True)
+class PublishSettings:
+    # The verdict a run needs before its pull request says "proven" (Full > Mostly > Partial >
+    # Shallow > Failed). Below it: no pull request, or a draft when draft_below_gate is set.
+    min_verdict: str = "Mostly"
+    draft_below_gate: bool = False
+    # Exit code of `setupbot github` on pull requests: never | regression | any-failure.
+    fail_on: str = "regression"
+
+
+@dataclass(frozen=True)
 class GitHubSettings:
     token: str = ""
     api_url: str = "https://api.github.com"
@@ -110,6 +125,7 @@ class Settings:
     target: TargetSettings = field(default_factory=TargetSettings)
     services: tuple[Mapping[str, Any], ...] = ()
     siblings: tuple[Mapping[str, Any], ...] = ()
+    publish: PublishSettings = field(default_factory=PublishSettings)
     github: GitHubSettings = field(default_factory=GitHubSettings)
 
     # Keys whose values are secrets: never logged, never passed to containers or prompts.

@@ -1,5 +1,19 @@
 """One error hierarchy. Each kind of failure has its own exit code and a message that says
-what failed and what to do next (see docs/architecture.md, "Errors")."""
+what failed and what to do next (see docs/architecture.md, "Errors").
+
+The exit codes are one table shared by every command (``EXIT_CODES``; the README documents it):
+
+  0    success at or above the verdict gate (publish.min_verdict)
+  1    internal error (a bug in setupbot: run with --debug and report it)
+  2    bad configuration            3    bad input (not a repository, unreadable file)
+  4    container engine unavailable 5    image build failed        6    image unavailable
+  7    budget exhausted             8    LLM failed               9    experience store failed
+  10   GitHub error
+  20   unresolved: no replayed success
+  21   below the gate: replayed, but the verdict is under publish.min_verdict (or no test ran)
+  22   regression: the change breaks the environment the base branch had (github, fail-on)
+  130  interrupted (SIGINT / SIGTERM); outputs written so far are kept
+"""
 
 from __future__ import annotations
 
@@ -102,3 +116,41 @@ class SetupFailed(SetupbotError):
     """The run ended without a replayed success. Not a crash: the report says what remains."""
 
     exit_code = 20
+
+
+class BelowGate(SetupbotError):
+    """The clean replay passed, but the verdict is below ``publish.min_verdict`` (this includes
+    a replay that ran no test at all)."""
+
+    exit_code = 21
+
+
+class Regression(SetupbotError):
+    """A pull request breaks the environment that the base branch's verified plan had."""
+
+    exit_code = 22
+
+
+class Interrupted(SetupbotError):
+    """SIGINT or SIGTERM: the run stopped, wrote what it had and cleaned up."""
+
+    exit_code = 130
+
+
+EXIT_CODES: dict[int, str] = {
+    0: "success at or above the verdict gate",
+    1: "internal error",
+    ConfigError.exit_code: "bad configuration",
+    InputError.exit_code: "bad input",
+    EngineError.exit_code: "container engine unavailable or failed",
+    BuildError.exit_code: "image build failed",
+    ImageUnavailableError.exit_code: "image unavailable",
+    BudgetExceeded.exit_code: "budget exhausted",
+    LLMError.exit_code: "LLM failed",
+    KnowledgeError.exit_code: "experience store failed",
+    GitHubError.exit_code: "GitHub error",
+    SetupFailed.exit_code: "unresolved: no replayed success",
+    BelowGate.exit_code: "below the verdict gate (or no test ran)",
+    Regression.exit_code: "regression against the base branch's environment",
+    Interrupted.exit_code: "interrupted",
+}
