@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,11 +16,12 @@ from typing import Any, Mapping
 
 import yaml
 
-from bot.errors import ConfigError
+from bot.errors import ConfigError, SetupbotError
 from bot.paths import PACKAGE_DIR
 
 DEFAULTS_FILE = PACKAGE_DIR / "defaults.yml"
 REPO_CONFIG = Path(".github") / "setupbot.yml"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,9 @@ class Settings:
     siblings: tuple[Mapping[str, Any], ...] = ()
     publish: PublishSettings = field(default_factory=PublishSettings)
     github: GitHubSettings = field(default_factory=GitHubSettings)
+    # Keys of the repository's own .github/setupbot.yml that were dropped, as (key, reason): the
+    # repository describes itself, the operator governs the sandbox (SECURITY.md S11).
+    refused: tuple[tuple[str, str], ...] = ()
 
     # Keys whose values are secrets: never logged, never passed to containers or prompts.
     SECRET_KEYS = ("llm.api_key", "github.token")
@@ -136,7 +141,7 @@ class Settings:
         return [v for v in (self.llm.api_key, self.github.token) if v]
 
 
-_SECTIONS = {f.name: f for f in dataclasses.fields(Settings)}
+_SECTIONS = {f.name: f for f in dataclasses.fields(Settings) if f.name != "refused"}
 
 
 def _suggest(key: str, choices: list[str]) -> str:
@@ -234,23 +239,166 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     return layer
 
 
+# What the repository's own file may set: what describes the repository (SECURITY.md S11).
+# Everything else governs the sandbox or where data goes and comes from the operator only
+# (packaged defaults, SETUPBOT_* environment, SETUPBOT_CONFIG, CLI flags, action inputs).
+REPO_KEYS: dict[str, tuple[str, ...]] = {
+    "target": ("test_command", "env", "collect_only", "as_of"),
+    "output": ("dir",),
+}
+REPO_LISTS = ("services", "siblings")
+_OPERATOR_WHY = {
+    "engine": "the container sandbox (network, limits) is set by the operator",
+    "ca": "which host files are trusted as CA certificates is set by the operator",
+    "images": "where base images come from is set by the operator",
+    "llm": "the LLM endpoint, model and key are set by the operator",
+    "knowledge": "the experience store is set by the operator",
+    "github": "GitHub access is set by the operator",
+    "publish": "when a pull request is opened is set by the operator",
+    "budgets": "run budgets are set by the operator",
+}
+MAX_CONFIG_BYTES = 256 * 1024
+
+
+def _read_config(path: Path, *, repo: Path | None = None) -> Any:
+    """Parse one configuration file, bounded: size cap, strict UTF-8, no alias bombs, no deep
+    nesting (SECURITY.md S16). A repository's file is read through the safe reader, so a
+    symlinked setupbot.yml pointing out of the repository is refused."""
+    from bot import safefs, yamlsafe
+
+    try:
+        if repo is not None:
+            raw = safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES)
+        else:
+            raw = Path(path).read_bytes()
+            if len(raw) > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES // 1024} KiB",
+                                  "A setupbot configuration is a few lines; check the file.")
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line} is not valid UTF-8",
+                          "Save the file as UTF-8.") from None
+    except safefs.UnsafePath as exc:
+        raise ConfigError(f"cannot read {path}: {exc.what}", "Make it a plain file inside the repository.") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", "Fix the file or remove it.") from exc
+    try:
+        return yamlsafe.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"cannot read {path}{where}: {problem}", "Fix the YAML or remove the file.") from None
+
+
+def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
+    """Why a sibling named by the repository's file is refused, or None: a path must stay
+    inside the repository (no absolute path, no '..', no link out), a url must be https."""
+    from bot import safefs
+
+    path, url = entry.get("path"), entry.get("url")
+    if path:
+        text = str(path).replace("\\", "/")
+        if text.startswith("/") or ".." in text.split("/"):
+            return f"path {text!r} leaves the repository"
+        if not safefs.inside(repo, repo.resolve() / text):
+            return f"path {text!r} is a link out of the repository"
+    if url and not str(url).startswith("https://"):
+        return f"url {str(url)[:100]!r} is not an https URL"
+    if url and "@" in str(url).split("/")[2]:
+        return "url carries credentials"
+    return None
+
+
+def _service_refusal(entry: Mapping[str, Any]) -> str | None:
+    """Why a service named by the repository's file is refused: only catalogue services (their
+    own images or the known variants of them) start from a repository's word."""
+    from bot.verify.catalog import KINDS, kind_of, split_image
+
+    image = str(entry.get("image") or "").strip()
+    try:
+        ports = [int(p) for p in (entry.get("ports") or []) if str(p).isdigit()]
+    except TypeError:
+        ports = []
+    kind = kind_of(str(entry.get("kind") or "")) or kind_of(str(entry.get("name") or ""), image, ports)
+    if kind is None:
+        return "not a service of the catalogue"
+    if image and split_image(image)[0] not in KINDS[kind].repositories:
+        return f"image {image[:100]!r} is not one of the catalogue's images for {kind}"
+    return None
+
+
+def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Keep what the repository's file may set; return it and the refused keys with reasons.
+    Refusals are not errors: the run goes on with the operator's values and reports them."""
+    if not isinstance(data, Mapping):
+        return data, []   # _merge reports the shape error
+    kept: dict[str, Any] = {}
+    refused: list[tuple[str, str]] = []
+    for section, value in data.items():
+        if section in REPO_LISTS:
+            if not isinstance(value, list):
+                kept[section] = value          # _merge explains the shape
+                continue
+            good = []
+            for i, entry in enumerate(value):
+                why = None
+                if isinstance(entry, Mapping):
+                    why = (_sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry))
+                if why:
+                    refused.append((f"{section}[{i}]", why))
+                else:
+                    good.append(entry)
+            kept[section] = good
+        elif section in REPO_KEYS:
+            if not isinstance(value, Mapping):
+                kept[section] = value
+                continue
+            part = {}
+            for key, v in value.items():
+                if key in REPO_KEYS[section] or key not in {f.name for f in dataclasses.fields(
+                        _SECTIONS[section].default_factory)}:  # type: ignore[misc]
+                    part[key] = v                 # unknown keys stay: _merge suggests the right one
+                else:
+                    refused.append((f"{section}.{key}", "set by the operator only"))
+            if section == "output" and "dir" in part:
+                from bot.outputs import check_output_dir
+                try:
+                    check_output_dir(str(part["dir"] or ""))
+                except SetupbotError as exc:
+                    del part["dir"]
+                    refused.append(("output.dir", exc.what))
+            kept[section] = part
+        elif section in _SECTIONS:
+            keys = list(value) if isinstance(value, Mapping) else []
+            why = _OPERATOR_WHY.get(section, "set by the operator only")
+            refused += [(f"{section}.{k}", why) for k in keys] or [(section, why)]
+        else:
+            kept[section] = value                 # unknown: _merge raises with a suggestion
+    for key, why in refused:
+        log.warning("%s: refused %s: %s", origin, key, why)
+    return kept, refused
+
+
 def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | None = None,
                   environ: Mapping[str, str] | None = None,
                   config_file: Path | None = None) -> Settings:
     """Resolve the settings chain. ``overrides`` is a {section: {key: value}} mapping from the
-    CLI or action inputs (values of None are ignored)."""
+    CLI or action inputs (values of None are ignored). ``config_file`` and SETUPBOT_CONFIG name
+    an operator's file (every key allowed); the repository's own .github/setupbot.yml may set
+    only what describes the repository (``repo_layer``)."""
     merged: dict[str, Any] = {}
     _merge(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE))
     environ = os.environ if environ is None else environ
     path = config_file or (Path(environ["SETUPBOT_CONFIG"]) if environ.get("SETUPBOT_CONFIG") else None)
-    if path is None and repo is not None and (repo / REPO_CONFIG).is_file():
-        path = repo / REPO_CONFIG
+    refused: list[tuple[str, str]] = []
     if path is not None:
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read {path}: {exc}", "Fix the YAML or remove the file.") from exc
-        _merge(merged, data, str(path))
+        _merge(merged, _read_config(Path(path)), str(path))
+    elif repo is not None and ((repo / REPO_CONFIG).is_file() or (repo / REPO_CONFIG).is_symlink()):
+        origin = str(repo / REPO_CONFIG)
+        data, refused = repo_layer(_read_config(repo / REPO_CONFIG, repo=Path(repo)), Path(repo), origin)
+        _merge(merged, data, origin)
     _merge(merged, _env_layer(environ), "environment")
     if overrides:
         cleaned = {s: {k: v for k, v in (vals or {}).items() if v is not None}
@@ -263,7 +411,7 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
             kwargs[name] = tuple(merged.get(name, ()))
         else:
             kwargs[name] = f.default_factory(**merged.get(name, {}))  # type: ignore[misc]
-    settings = Settings(**kwargs)
+    settings = Settings(**kwargs, refused=tuple(refused))
     if settings.engine.kind not in ("docker", "podman"):
         raise ConfigError(f"engine.kind must be docker or podman, not {settings.engine.kind!r}")
     return settings

@@ -211,12 +211,14 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = None, verification: Any = None,
                           output_dir: str = ".devcontainer", repository: str = "",
                           image_size: int | None = None,
-                          existing: ExistingReader | None = None) -> GeneratedOutputs:
+                          existing: ExistingReader | None = None,
+                          refused_config: Iterable[tuple[str, str]] = ()) -> GeneratedOutputs:
     """Adapter from the pipeline's records to the files. ``plan`` is a ``bot.graph.Plan``; without
     it the plan JSON kept in the run record is used. The Dockerfile is the run record's final one
     (repairs included) when there is a run record, else the plan's compiled one."""
     report = from_pipeline(plan, run_record, verification, repository=repository,
                            output_dir=output_dir, image_size=image_size)
+    report.refused_config = [f"{key}: {why}" for key, why in refused_config]
     source = plan if plan is not None else _field(run_record, "plan")
     if source is None:
         raise InputError("nothing to write: neither a plan nor a run record was given")

@@ -45,7 +45,8 @@ def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
                                  run_record=getattr(result, "run_record", None),
                                  verification=getattr(result, "verification", None),
                                  output_dir=settings.output.dir, repository=repository,
-                                 image_size=getattr(result, "image_size", None))
+                                 image_size=getattr(result, "image_size", None),
+                                 refused_config=settings.refused)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -94,6 +94,8 @@ class ReportData:
     llm_tokens: int = 0
     degraded: bool = False
     refused_actions: list[str] = field(default_factory=list)  # LLM replies refused by validation (P2)
+    # Keys of the repository's .github/setupbot.yml that only the operator may set (S11)
+    refused_config: list[str] = field(default_factory=list)
     python: str = ""
     base_image: str = ""
     test_command: list[str] = field(default_factory=list)

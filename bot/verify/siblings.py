@@ -3,7 +3,8 @@ another service of the same system. Named in ``.github/setupbot.yml``:
 
     siblings:
       - name: api                  # network alias, and the prefix of the variables wired in
-        path: ../api-server        # or url: https://... (git) with ref: main
+        path: services/api         # or url: https://... (git) with ref: main; a path outside
+                                   # the repository only from the operator's configuration
         dockerfile: Dockerfile     # start from its own Dockerfile (default), or plan: true
         port: 8000
         probe: http:/health        # http:<path> | tcp | none
@@ -62,12 +63,24 @@ class SiblingSpec:
             raise ConfigError(f"siblings: {name!r} is not a usable name",
                               "Use lower-case letters, digits, '-' and '_' (it becomes a host name).")
         path, url = str(entry.get("path") or ""), str(entry.get("url") or "")
+        if not isinstance(entry.get("path") or "", str) or not isinstance(entry.get("url") or "", str):
+            raise ConfigError(f"siblings.{name}: `path` and `url` are text")
         if bool(path) == bool(url):
             raise ConfigError(f"siblings.{name}: give exactly one of `path` or `url`")
         ref = str(entry.get("ref") or "")
         if ref and not _REF.match(ref):
             raise ConfigError(f"siblings.{name}: {ref!r} is not a git ref")
         port = entry.get("port")
+        if port is not None and not (isinstance(port, int) or str(port).isdigit()) or \
+                port is not None and not 0 < int(port) < 65536:
+            raise ConfigError(f"siblings.{name}: port must be a number from 1 to 65535, not {str(port)[:40]!r}",
+                              "Set `port:` to the port the sibling listens on.")
+        health = entry.get("health_timeout")
+        if health is not None and not str(health).isdigit():
+            raise ConfigError(f"siblings.{name}: health_timeout must be a number of seconds, not {str(health)[:40]!r}")
+        for key in ("env", "wire"):
+            if entry.get(key) is not None and not isinstance(entry.get(key), Mapping):
+                raise ConfigError(f"siblings.{name}: `{key}` must be a mapping of names to values")
         probe = str(entry.get("probe") or ("tcp" if port else "none"))
         if not (probe in ("tcp", "none") or probe.startswith("http:")):
             raise ConfigError(f"siblings.{name}: probe must be tcp, none or http:<path>, not {probe!r}")

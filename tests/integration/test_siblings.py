@@ -16,11 +16,12 @@ from bot.verify.siblings import SiblingManager, SiblingSpec, specs_from_settings
 
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 CLIENT = REPOS / "sibling-client"
+OPERATOR_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "operator" / "sibling-client.yml"
 
 
 @pytest.mark.slow
 def test_client_passes_with_the_server_from_its_own_dockerfile(verify_engine, plain_pytest_image, tmp_path):
-    settings = load_settings(CLIENT)
+    settings = load_settings(CLIENT, config_file=OPERATOR_CONFIG)
     siblings, warnings = specs_from_settings(settings.siblings)
     assert warnings == [] and [s.name for s in siblings] == ["server"]
     record = verify_environment(verify_engine, CLIENT, plain_pytest_image, siblings=siblings, copy_repo=True,

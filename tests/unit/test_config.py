@@ -36,14 +36,24 @@ def test_unknown_section_names_the_closest_one(tmp_path):
 def test_repository_file_then_environment_then_command_line(tmp_path):
     repo = tmp_path / "repo"
     (repo / ".github").mkdir(parents=True)
-    (repo / ".github" / "setupbot.yml").write_text("engine:\n  pids_limit: 300\n  memory: 1g\nca:\n  file: ''\n")
+    (repo / ".github" / "setupbot.yml").write_text("target:\n  as_of: '2024-01-01'\n  test_command: [pytest, -x]\n")
     s = load_settings(repo, environ={})
-    assert (s.engine.pids_limit, s.engine.memory, s.ca.file) == (300, "1g", "")
-    s = load_settings(repo, environ={"SETUPBOT_ENGINE_PIDS_LIMIT": "200"})
+    assert (s.target.as_of, s.target.test_command) == ("2024-01-01", ("pytest", "-x"))
+    s = load_settings(repo, environ={"SETUPBOT_TARGET_AS_OF": "2023-05-05"})
+    assert s.target.as_of == "2023-05-05" and s.target.test_command == ("pytest", "-x")
+    s = load_settings(repo, environ={"SETUPBOT_TARGET_AS_OF": "2023-05-05"},
+                      overrides={"target": {"as_of": "2022-02-02", "test_command": None}})
+    assert s.target.as_of == "2022-02-02" and s.target.test_command == ("pytest", "-x")
+
+
+def test_operator_file_sets_sandbox_keys(tmp_path):
+    """SETUPBOT_CONFIG / --config name the operator's file: every key is allowed there."""
+    op = tmp_path / "operator.yml"
+    op.write_text("engine:\n  pids_limit: 300\n  memory: 1g\nca:\n  file: ''\n")
+    s = load_settings(None, environ={"SETUPBOT_CONFIG": str(op)})
+    assert (s.engine.pids_limit, s.engine.memory, s.ca.file, s.refused) == (300, "1g", "", ())
+    s = load_settings(None, environ={"SETUPBOT_CONFIG": str(op), "SETUPBOT_ENGINE_PIDS_LIMIT": "200"})
     assert s.engine.pids_limit == 200 and s.engine.memory == "1g"
-    s = load_settings(repo, environ={"SETUPBOT_ENGINE_PIDS_LIMIT": "200"},
-                      overrides={"engine": {"pids_limit": 100, "memory": None}})
-    assert s.engine.pids_limit == 100 and s.engine.memory == "1g"
 
 
 def test_environment_values_are_coerced_and_checked():
