@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from bot import safefs
 from bot.compile.compose import app_environment, compose_services, context_for, render_compose
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
@@ -29,6 +30,7 @@ DEVCONTAINER = "devcontainer.json"
 COMPOSE = "compose.yaml"
 REPORT = "setup-report.md"
 PLAN = "setupbot-plan.json"
+DOCKERIGNORE = ".dockerignore"
 DOCKERFILE_MARKER = f"# {MARKER_TEXT}: remove this line to keep your own version"
 # Only the head of a file is searched, so a marker quoted deep in a hand-written file does not
 # hand that file over to setupbot.
@@ -139,18 +141,23 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
                             fingerprint=fingerprint_files(files, exclude=[report_path]))
 
 
+SYMLINK_PLACEHOLDER = "(symlink: setupbot leaves it alone)"
+
+
 def disk_reader(repo: Path) -> ExistingReader:
     root = repo.resolve()
 
     def read(path: str) -> str | None:
         target = (root / path)
-        # A symlink in the output folder pointing outside the repository is never followed.
+        # A symlink in the output folder is never followed: reported as a hand-written file.
         if target.is_symlink() or not target.resolve().is_relative_to(root):
-            return "(symlink: setupbot leaves it alone)"
+            return SYMLINK_PLACEHOLDER
         try:
-            return target.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
+            return safefs.read_text(root, path, max_bytes=4 * 1024 * 1024)
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except safefs.UnsafePath:
+            return SYMLINK_PLACEHOLDER
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc}") from exc
 
@@ -169,6 +176,7 @@ def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
     (a person may have taken a file over since the outputs were generated)."""
     result = WriteResult(kept=dict(generated.kept))
     read = disk_reader(repo)
+    allowed = [check_output_dir(generated.report.output_dir or ".devcontainer"), DOCKERIGNORE]
     for path, text in generated.files.items():
         current = read(path)
         if current is not None and not has_marker(current):
@@ -177,9 +185,14 @@ def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
         if current == text:
             result.unchanged.append(path)
             continue
-        target = repo / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        try:
+            # the one safe writer: inside the output folder (or the repository-root
+            # .dockerignore) only, and never through a symlinked folder or file
+            safefs.write_text(repo, path, text, allowed=allowed)
+        except safefs.UnsafePath as exc:
+            result.kept[path] = f"(not written: {exc.what})\n"
+            log.warning("outputs: %s", exc.what)
+            continue
         result.written.append(path)
     log.info("outputs: %d written, %d unchanged, %d hand-written kept",
              len(result.written), len(result.unchanged), len(result.kept))

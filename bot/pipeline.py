@@ -80,6 +80,7 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
 
     repo = Path(repo).resolve()
     result = PipelineResult(repo=repo)
+    result.warnings += [f"refused in .github/setupbot.yml: {key}: {why}" for key, why in settings.refused]
     engine = engine or Engine.from_settings(settings)
     if store is None and use_knowledge:
         store = open_knowledge(settings, result.warnings)
@@ -128,8 +129,8 @@ def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
 
     from bot.redact import global_redactor
 
-    folder = repo / RECORDS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    from bot import safefs
+
     redact = global_redactor()
     record = result.run_record
     files = {"run.json": json.dumps({**record.to_json(), "pipeline_warnings": result.warnings},
@@ -139,9 +140,15 @@ def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
         files["verification.json"] = json.dumps(result.verification.to_json(), indent=2, default=str)
     written = []
     for name, text in files.items():
-        path = folder / name
-        path.write_text(redact(text if text.endswith("\n") or not text else text + "\n"))
-        written.append(path)
+        # the one safe writer: a committed `.setupbot/run.json -> <host file>` or a symlinked
+        # .setupbot/ is refused, never written through (SECURITY.md S13)
+        try:
+            written.append(safefs.write_text(repo, f"{RECORDS_DIR}/{name}",
+                                             redact(text if text.endswith("\n") or not text else text + "\n"),
+                                             allowed=[RECORDS_DIR]))
+        except safefs.UnsafePath as exc:
+            result.warnings.append(f"run record not written: {exc.what}")
+            log.warning("run record not written: %s", exc.what)
     return written
 
 

@@ -92,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
         test_command=command, python=args.python, mutation=args.mutation, copy_repo=args.copy_repo,
         workdir=args.workdir, test_timeout=args.test_timeout or settings.engine.command_timeout,
         warnings=warnings)
-    path = record.write(args.record or repo / ".setupbot" / "verification.json")
+    if args.record:
+        path = record.write(args.record)
+    else:
+        path = record.write(repo / ".setupbot" / "verification.json", repo=repo)
     verdict = record.verdict
     print(f"verdict: {verdict.get('tier')}")
     for reason in verdict.get("reasons", []):

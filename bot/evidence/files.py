@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 from typing import Iterator
 
+from bot import safefs
 from bot.evidence.model import Evidence
 
 MAX_BYTES = 2 * 1024 * 1024
@@ -39,26 +40,25 @@ class RepoFiles:
         return p.is_file() and self._inside(p)
 
     def read_text(self, rel: str, *, quiet_missing: bool = True) -> str | None:
-        path = self.root / rel
-        if not path.exists() and not path.is_symlink():
+        """The text of a repository file through the one safe reader (bot.safefs): links out of
+        the repository, devices and FIFOs are refused, sizes capped; problems are warnings."""
+        try:
+            data = safefs.read_bytes(self.root, rel, max_bytes=MAX_BYTES)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             if not quiet_missing:
                 self.ev.warn(rel, None, "file not found")
             return None
-        if not self._inside(path):
-            self.ev.warn(rel, None, "symlink points outside the repository; skipped")
+        except safefs.UnsafePath as exc:
+            what = exc.what
+            if "outside the repository" in what:
+                self.ev.warn(rel, None, "symlink points outside the repository; skipped")
+            elif "larger than" in what:
+                self.ev.warn(rel, None, f"larger than {MAX_BYTES // (1024 * 1024)} MB; skipped")
+            elif "not a regular file" in what:
+                return None
+            else:
+                self.ev.warn(rel, None, what)
             return None
-        if not path.is_file():
-            return None
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            self.ev.warn(rel, None, f"cannot read: {exc.strerror}")
-            return None
-        if size > MAX_BYTES:
-            self.ev.warn(rel, None, f"larger than {MAX_BYTES // (1024 * 1024)} MB ({size} bytes); skipped")
-            return None
-        try:
-            data = path.read_bytes()
         except OSError as exc:
             self.ev.warn(rel, None, f"cannot read: {exc.strerror}")
             return None
@@ -77,23 +77,29 @@ class RepoFiles:
 
     def all_files(self) -> list[str]:
         """Every regular file below the root (sorted, skipping tool and VCS folders); symlinks that
-        leave the repository are reported and left out."""
+        leave the repository are reported and left out. The walk is iterative and depth-capped
+        (safefs.walk), so a 1,100-level tree is a warning, not a RecursionError."""
         if self._all is not None:
             return self._all
         out: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info"))
-            for name in sorted(filenames):
-                p = Path(dirpath) / name
-                rel = self.rel(p)
+        deep: list[str] = []
+        for dirpath, dirnames, filenames in safefs.walk(self.root, warnings=deep):
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")]
+            for name in filenames:
+                rel = f"{dirpath}/{name}" if dirpath else name
+                p = self.root / rel
                 if p.is_symlink() and not self._inside(p):
                     self.ev.warn(rel, None, "symlink points outside the repository; skipped")
                     continue
+                if p.is_symlink() and p.is_dir():
+                    continue   # a linked folder is not walked into (os.walk's followlinks=False)
                 out.append(rel)
                 if len(out) >= MAX_WALK_FILES:
                     self.ev.warn(".", None, f"more than {MAX_WALK_FILES} files; the rest were not scanned")
                     self._all = out
                     return out
+        for w in deep:
+            self.ev.warn(".", None, w)
         self._all = out
         return out
 

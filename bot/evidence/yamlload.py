@@ -8,11 +8,13 @@ from typing import Any
 import yaml
 
 from bot.evidence.model import Evidence
+from bot.yamlsafe import BoundedLoader
 
 
-class _StringVersionLoader(yaml.SafeLoader):
+class _StringVersionLoader(BoundedLoader):
     """SafeLoader that keeps floats as their source text, so ``3.10`` is not read as 3.1, and
-    does not turn ``on:`` into True."""
+    does not turn ``on:`` into True. Bounded: alias bombs and deep nesting stop with an error
+    (bot.yamlsafe, SECURITY.md S16)."""
 
 
 def _float_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
@@ -28,6 +30,9 @@ _StringVersionLoader.add_constructor("tag:yaml.org,2002:bool",
 def load_yaml(ev: Evidence, rel: str, text: str) -> Any:
     try:
         return yaml.load(text, Loader=_StringVersionLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        ev.warn(rel, None, "malformed YAML: nested too deeply; file ignored")
+        return None
     except yaml.YAMLError as exc:
         if "\t" in text and "'\\t'" in str(exc):
             # PyYAML refuses tabs that GitHub's parser accepts inside block scalars

@@ -294,14 +294,14 @@ def build_messages(context: Mapping[str, Any], feedback: str = "") -> list[dict[
 
 
 def _readme(repo: Path) -> str:
+    """The head of the README, through the safe reader: a README linked to a host file (a key,
+    a token) never reaches the prompt (SECURITY.md S13)."""
+    from bot import safefs
+
     for name in ("README.md", "README.rst", "README.txt", "README"):
-        path = repo / name
-        try:
-            if path.is_file():
-                with path.open("rb") as fh:  # never read a huge README whole
-                    return fh.read(README_CAP * 2).decode("utf-8", "replace")
-        except OSError:
-            continue
+        text = safefs.try_read_text(repo, name, max_bytes=README_CAP * 2, head=True)
+        if text is not None:
+            return text
     return ""
 
 

@@ -386,7 +386,8 @@ class SetupLoop:
         except SetupbotError as exc:
             self.record.warnings.append(f"experience base: {exc.what}")
             from_store = []
-        rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available)
+        rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available,
+                                repo_env=self.settings.target.env)
         rules = rules + self.era_candidates(sig, outcome.log)
         tried = self.tried.setdefault(sig.ident, set())
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
@@ -801,13 +802,15 @@ def unittest_ran(output: str) -> bool:
 def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
     """(path, url) of the git submodules in ``.gitmodules`` that are empty or missing in the
     checkout and that ``output`` mentions (``/workspace/<path>/...`` or ``<path>/...``)."""
-    gm = Path(repo) / ".gitmodules"
-    if not gm.is_file():
+    from bot import safefs
+
+    text = safefs.try_read_text(repo, ".gitmodules", max_bytes=256 * 1024)
+    if text is None:
         return []
     parser = configparser.ConfigParser(interpolation=None)
     try:
-        parser.read_string(gm.read_text(errors="replace"))
-    except (configparser.Error, OSError):
+        parser.read_string(text)
+    except configparser.Error:
         return []
     out = []
     for section in parser.sections():
@@ -816,6 +819,8 @@ def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
         if not path or ".." in Path(path).parts:
             continue
         where = Path(repo) / path
+        if not safefs.inside(repo, where):
+            continue
         try:
             empty = not where.is_dir() or not any(where.iterdir())
         except OSError:

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from bot import safefs
 from bot.atoms import Atom, AtomError
 from bot.loop.diagnose import Signature, service_for
 
@@ -212,21 +213,13 @@ def choose_python(spec: str, available: Sequence[str], current: str) -> str | No
     return None
 
 
-def _env_value_from_repo(repo: Path, name: str) -> list[str]:
-    """Values the repository itself documents for ``name`` (.env.example, tox setenv, CI env)."""
-    values: list[str] = []
-    pattern = re.compile(rf"^\s*(?:export\s+|-\s*)?{re.escape(name)}\s*[=:]\s*['\"]?([^'\"\s#]+)", re.M)
-    for rel in (".env.example", ".env.sample", ".env.template", ".env.dist", "env.example", ".env.test",
-                "tox.ini", "pytest.ini", "setup.cfg", "README.md", "README.rst", "docs/development.md"):
-        path = repo / rel
-        try:
-            if path.is_file() and path.stat().st_size < 2_000_000:
-                for m in pattern.finditer(path.read_text(errors="replace")):
-                    if m.group(1) not in values and "${" not in m.group(1):
-                        values.append(m.group(1))
-        except OSError:
-            continue
-    return values
+def _env_value_from_repo(repo_env: Mapping[str, str], name: str) -> list[str]:
+    """The value the repository's own non-secret configuration (``target.env`` of
+    .github/setupbot.yml) gives ``name``. Values are never taken from other files: a value read
+    from a file (a linked .env.example, a README) would become a set_env, the Dockerfile's ENV
+    and a line of the report, which is how a host token once got out (SECURITY.md S13)."""
+    value = repo_env.get(name)
+    return [str(value)] if value is not None and str(value) else []
 
 
 _DJANGO_SETTINGS_ASSIGN = re.compile(
@@ -240,50 +233,53 @@ def _django_settings_named(repo: Path) -> list[str]:
     found: list[str] = []
     names = ["manage.py", "runtests.py", "tests/runtests.py", "conftest.py", "tests/conftest.py",
              "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "justfile", "Makefile"]
-    names += sorted(str(p.relative_to(repo)) for p in repo.glob(".github/workflows/*.y*ml"))[:10]
+    names += safefs.glob_files(repo, lambda rel: re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", rel) is not None,
+                               limit=10)
     for rel in names:
-        path = repo / rel
-        try:
-            if not path.is_file() or path.stat().st_size > 1_000_000:
-                continue
-            text = path.read_text(errors="replace")
-        except OSError:
+        text = safefs.try_read_text(repo, rel, max_bytes=1_000_000)
+        if text is None:
             continue
         for m in _DJANGO_SETTINGS_ASSIGN.finditer(text):
             module = m.group(1).rstrip(".")
             parts = module.split(".")
             # only modules that exist in the tree (a typo or a placeholder is not evidence)
-            if any((repo / base / Path(*parts)).with_suffix(".py").is_file()
-                   or (repo / base / Path(*parts) / "__init__.py").is_file() for base in (".", "src")):
+            if any(safefs.is_file(repo, (Path(base) / Path(*parts)).with_suffix(".py").as_posix())
+                   or safefs.is_file(repo, (Path(base) / Path(*parts) / "__init__.py").as_posix())
+                   for base in (".", "src")):
                 found.append(module)
     return list(dict.fromkeys(found))
 
 
 def _django_settings_modules(repo: Path) -> list[str]:
     found: list[str] = []
-    for path in sorted(repo.glob("**/settings*.py"))[:20]:
-        rel = path.relative_to(repo)
-        if any(part.startswith(".") or part in ("node_modules", "venv", ".venv") for part in rel.parts):
-            continue
-        parts = list(rel.with_suffix("").parts)
-        if parts and parts[0] == "src":
-            parts = parts[1:]
-        found.append(".".join(parts))
-    for path in sorted(repo.glob("**/settings/*.py"))[:20]:
-        rel = path.relative_to(repo)
-        if path.name == "__init__.py":
-            continue
-        found.append(".".join(rel.with_suffix("").parts))
+    # one iterative walk (safefs), not Path.glob("**"): that recurses, and a 1,100-level tree
+    # ended in RecursionError
+    skip = {"node_modules", "venv", ".venv", ".git"}
+    files = safefs.glob_files(repo, lambda rel: re.search(r"(?:^|/)settings[^/]*\.py$|(?:^|/)settings/[^/]+\.py$", rel)
+                              is not None, skip_dirs=skip, limit=200)
+    for rel_text in files:
+        rel = Path(rel_text)
+        if rel.parent.name == "settings" and rel.name != "__init__.py" and len(found) < 40:
+            found.append(".".join(rel.with_suffix("").parts))
+        if re.fullmatch(r"settings[^/]*\.py", rel.name):
+            if any(part.startswith(".") or part in ("node_modules", "venv", ".venv") for part in rel.parts):
+                continue
+            parts = list(rel.with_suffix("").parts)
+            if parts and parts[0] == "src":
+                parts = parts[1:]
+            found.append(".".join(parts))
     # what the repository names first, then test settings: they are what the tests expect
     guessed = sorted(dict.fromkeys(found), key=lambda m: (0 if "test" in m else 1, len(m)))
     return list(dict.fromkeys(_django_settings_named(repo) + guessed))
 
 
 def _test_dirs(repo: Path) -> list[str]:
-    return [d for d in ("tests", "test", "src/tests", "testing") if (repo / d).is_dir()]
+    return [d for d in ("tests", "test", "src/tests", "testing")
+            if (repo / d).is_dir() and safefs.inside(repo, repo / d)]
 
 
-def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str]) -> list[Candidate]:
+def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str],
+                    repo_env: Mapping[str, str] | None = None) -> list[Candidate]:
     """The obvious fixes for a signature, without the experience base."""
     k = sig.key
 
@@ -367,9 +363,9 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
                                       Atom("set_env", {"name": "DJANGO_SETTINGS_MODULE", "value": module})],
                                      "rule", why=f"Django tests under pytest need pytest-django and the settings module {module}"))
         case "missing_env":
-            values = _env_value_from_repo(repo, k)
+            values = _env_value_from_repo(repo_env or {}, k)
             for value in values[:2]:
-                out.append(one("set_env", f"the repository documents {k}={value}", name=k, value=value))
+                out.append(one("set_env", f"the repository's target.env sets {k}", name=k, value=value))
             if not values:
                 out.append(one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test"))
         case "no_tests_collected" | "path_not_found":

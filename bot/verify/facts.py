@@ -16,6 +16,8 @@ from typing import Any, Iterable
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from bot import safefs
+
 log = logging.getLogger(__name__)
 
 _SKIP_DIRS = {".git", ".tox", ".nox", "node_modules", "build", "dist", ".venv", "venv", "__pycache__",
@@ -52,7 +54,7 @@ class RepoFacts:
         _read_pyproject(repo, facts)
         _read_setup_cfg(repo, facts)
         if not facts.core:
-            _read_requirements(repo / "requirements.txt", facts)
+            _read_requirements(repo, "requirements.txt", facts)
         facts.own_modules = own_modules(repo)
         facts.guarded_imports = guarded_imports(repo)
         facts.readme_commands = readme_commands(repo, facts.console_scripts, facts.own_modules)
@@ -78,12 +80,18 @@ def _add_requirement(text: str, facts: RepoFacts, optional: bool, where: str) ->
         facts.core.append(CoreRequirement(name, marker))
 
 
+def _read(repo: Path, rel: str, facts: RepoFacts) -> str | None:
+    """Every file read here goes through the safe reader: a requirements.txt linked to
+    /etc/passwd once put the host's accounts into the report (SECURITY.md S13)."""
+    return safefs.try_read_text(repo, rel, warnings=facts.warnings)
+
+
 def _read_pyproject(repo: Path, facts: RepoFacts) -> None:
-    path = repo / "pyproject.toml"
-    if not path.is_file():
+    text = _read(repo, "pyproject.toml", facts)
+    if text is None:
         return
     try:
-        data = tomllib.loads(path.read_text(errors="replace"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         facts.warnings.append(f"pyproject.toml: {exc}")
         return
@@ -108,12 +116,12 @@ def _read_pyproject(repo: Path, facts: RepoFacts) -> None:
 
 
 def _read_setup_cfg(repo: Path, facts: RepoFacts) -> None:
-    path = repo / "setup.cfg"
-    if not path.is_file():
+    text = _read(repo, "setup.cfg", facts)
+    if text is None:
         return
     cfg = configparser.ConfigParser(interpolation=None)
     try:
-        cfg.read_string(path.read_text(errors="replace"))
+        cfg.read_string(text)
     except configparser.Error as exc:
         facts.warnings.append(f"setup.cfg: {exc}")
         return
@@ -130,14 +138,15 @@ def _read_setup_cfg(repo: Path, facts: RepoFacts) -> None:
             facts.console_scripts[name.strip()] = target.strip()
 
 
-def _read_requirements(path: Path, facts: RepoFacts) -> None:
-    if path.is_file():
-        for line in path.read_text(errors="replace").splitlines():
-            _add_requirement(line.split(" #", 1)[0], facts, False, path.name)
+def _read_requirements(repo: Path, rel: str, facts: RepoFacts) -> None:
+    text = _read(repo, rel, facts)
+    if text is not None:
+        for line in text.splitlines():
+            _add_requirement(line.split(" #", 1)[0], facts, False, rel)
 
 
 def _candidate_roots(repo: Path) -> list[Path]:
-    return [p for p in (repo / "src", repo) if p.is_dir()]
+    return [p for p in (repo / "src", repo) if p.is_dir() and safefs.inside(repo, p)]
 
 
 def own_modules(repo: Path) -> list[str]:
@@ -147,6 +156,8 @@ def own_modules(repo: Path) -> list[str]:
     for root in _candidate_roots(repo):
         for child in sorted(root.iterdir()):
             if child.name in _SKIP_DIRS or child.name.startswith((".", "_")):
+                continue
+            if child.is_symlink():
                 continue
             if child.is_dir() and (child / "__init__.py").is_file() and child.name.isidentifier():
                 names.append(child.name)
@@ -158,17 +169,22 @@ def own_modules(repo: Path) -> list[str]:
     return names
 
 
-def _python_files(repo: Path, limit: int = 2000) -> Iterable[Path]:
+def _python_files(repo: Path, limit: int = 2000) -> Iterable[str]:
+    """Repository-relative .py files, from the iterative walk (Path.rglob recursed into a
+    1,100-level tree until RecursionError)."""
     count = 0
-    for path in sorted(repo.rglob("*.py")):
-        if any(part in _SKIP_DIRS or part.startswith(".") for part in path.relative_to(repo).parts[:-1]):
-            continue
-        if path.is_symlink():
-            continue
-        count += 1
-        if count > limit:
-            return
-        yield path
+    for rel, dirnames, filenames in safefs.walk(repo):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        for name in filenames:
+            if not name.endswith(".py"):
+                continue
+            path = f"{rel}/{name}" if rel else name
+            if (repo / path).is_symlink():
+                continue
+            count += 1
+            if count > limit:
+                return
+            yield path
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
@@ -188,10 +204,13 @@ def guarded_imports(repo: Path) -> set[str]:
     """Top-level module names imported inside ``try:`` blocks that catch ImportError: the code
     itself says they are optional."""
     found: set[str] = set()
-    for path in _python_files(repo):
+    for rel in _python_files(repo):
+        text = safefs.try_read_text(repo, rel)
+        if text is None:
+            continue
         try:
-            tree = ast.parse(path.read_text(errors="replace"))
-        except (SyntaxError, ValueError):
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for node in ast.walk(tree):
             if not isinstance(node, ast.Try) or not any(_catches_import_error(h) for h in node.handlers):
@@ -212,10 +231,11 @@ def readme_commands(repo: Path, scripts: dict[str, str], modules: list[str]) -> 
     """Programs a README tells people to run that belong to this project: a declared console
     script or ``python -m <own package>``. Only the program is kept; the prosecutor adds
     ``--help``, so nothing the README does beyond launching is run."""
-    readme = next((p for p in sorted(repo.glob("README*")) if p.is_file()), None)
-    if readme is None:
+    names = sorted(p.name for p in repo.glob("README*"))
+    text = next((t for t in (safefs.try_read_text(repo, n, max_bytes=200_000, head=True) for n in names)
+                 if t is not None), None)
+    if text is None:
         return []
-    text = readme.read_text(errors="replace")[:200_000]
     out: list[list[str]] = []
     for lang, body in _FENCE.findall(text):
         if lang.lower() not in ("", "bash", "sh", "shell", "console", "shell-session", "text", "zsh"):

@@ -4,6 +4,7 @@ sibling outcomes and per-test results with and without the siblings."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +38,22 @@ class VerificationRecord:
     def to_json(self) -> dict[str, Any]:
         return {"version": RECORD_VERSION, **self.__dict__}
 
-    def write(self, path: Path) -> Path:
+    def write(self, path: Path, *, repo: Path | None = None) -> Path:
+        """Write the record to ``path``. With ``repo`` the path is inside the repository under
+        test and goes through the one safe writer: only below .setupbot/, never through a
+        symlinked file or folder (a committed `.setupbot/verification.json -> <host file>`
+        is refused, SECURITY.md S13). Without it, ``path`` is the operator's own choice."""
+        text = global_redactor()(json.dumps(self.to_json(), indent=2, sort_keys=False, default=str)) + "\n"
+        if repo is not None:
+            from bot import safefs
+
+            root = Path(repo).resolve()
+            target = Path(path) if Path(path).is_absolute() else root / path
+            rel = Path(os.path.normpath(target.absolute())).relative_to(root).as_posix()
+            return safefs.write_text(root, rel, text, allowed=[safefs.RECORDS_DIR])
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_json(), indent=2, sort_keys=False, default=str)
-        path.write_text(global_redactor()(text) + "\n")
+        path.write_text(text)
         return path
 
     @property

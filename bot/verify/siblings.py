@@ -195,11 +195,13 @@ class SiblingManager:
             from bot.config import load_settings
             plan = make_plan(source, load_settings(source), available_pythons(self.engine))
             return plan.dockerfile.text
-        dockerfile = (source / spec.dockerfile).resolve()
-        if source not in dockerfile.parents or not dockerfile.is_file():
+        from bot import safefs
+
+        try:
+            return safefs.read_text(source, spec.dockerfile, max_bytes=1024 * 1024)
+        except (OSError, safefs.UnsafePath):
             raise ConfigError(f"siblings.{spec.name}: no Dockerfile at {spec.dockerfile}",
-                              "Set `dockerfile:` to a path inside the sibling, or `plan: true`.")
-        return dockerfile.read_text()
+                              "Set `dockerfile:` to a path inside the sibling, or `plan: true`.") from None
 
     def build(self, spec: SiblingSpec) -> tuple[str | None, SiblingOutcome]:
         outcome = SiblingOutcome(spec.name, spec.path or f"{spec.url}@{spec.ref or 'HEAD'}")
