@@ -54,6 +54,50 @@ def mark_dockerfile(text: str) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+# What the build context must never carry into an image (issue 15): git metadata (actions/checkout
+# leaves the token in .git/config), env files, private keys, setupbot's own run records.
+DOCKERIGNORE_PATTERNS = (".git", "**/.git", ".env", ".env.*", "**/.env", "**/.env.*", "*.pem", "**/*.pem",
+                         "*.key", "**/*.key", "id_rsa*", "**/id_rsa*", "id_ed25519*", "**/id_ed25519*",
+                         ".setupbot", ".netrc", "**/.netrc")
+
+
+def render_dockerignore(copied: Iterable[str] = ()) -> str:
+    """The generated .dockerignore (repository root, the build context of every Dockerfile
+    setupbot writes). A file the Dockerfile COPYs by name that a pattern would hide gets a
+    ``!`` exception, so the compiled Dockerfile still builds with it."""
+    import fnmatch
+
+    lines = [f"# {MARKER_TEXT}: remove this line to keep your own version",
+             "# Keeps credentials and local state out of the build context.", *DOCKERIGNORE_PATTERNS]
+    for src in sorted(set(copied)):
+        clean = src.strip("/")
+        if clean in ("", ".") or any(c in clean for c in "*?[!\n"):
+            continue
+        if any(fnmatch.fnmatch(clean, pat.replace("**/", "*")) or fnmatch.fnmatch(clean.rsplit("/", 1)[-1], pat)
+               for pat in DOCKERIGNORE_PATTERNS):
+            lines.append(f"!{clean}")
+    return "\n".join(lines) + "\n"
+
+
+def copied_sources(dockerfile_text: str) -> list[str]:
+    """The sources of the COPY instructions of a Dockerfile (shell or JSON form)."""
+    out: list[str] = []
+    for line in dockerfile_text.splitlines():
+        words = line.strip()
+        if not words.upper().startswith("COPY "):
+            continue
+        rest = words[5:].strip()
+        if rest.startswith("["):
+            try:
+                args = [str(a) for a in json.loads(rest)]
+            except ValueError:
+                continue
+        else:
+            args = [a for a in rest.split() if not a.startswith("--")]
+        out += args[:-1]
+    return out
+
+
 def fingerprint_files(files: dict[str, str], exclude: Iterable[str] = ()) -> str:
     """A stable hash of what setupbot proposes. The report is excluded: its timings change on
     every run, and a run that changes nothing else must change nothing."""
@@ -113,6 +157,7 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     if services:
         env_files[f"{out}/{COMPOSE}"] = render_compose(services=services,
                                                        app_env=app_env, output_dir=out)
+    env_files[DOCKERIGNORE] = render_dockerignore(copied_sources(dockerfile_text))
     if plan_json is not None:
         env_files[f"{out}/{PLAN}"] = json.dumps({"_setupbot": f"{MARKER_TEXT}; the plan behind this environment",
                                                  "plan": plan_json}, indent=2, sort_keys=True) + "\n"

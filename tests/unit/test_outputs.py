@@ -28,7 +28,7 @@ def gen(**kw):
 def test_plain_repo_gets_dockerfile_devcontainer_report_and_plan(tmp_path):
     g = gen(plan_json={"graph": {}})
     assert sorted(g.files) == [".devcontainer/Dockerfile", ".devcontainer/devcontainer.json",
-                               ".devcontainer/setup-report.md", ".devcontainer/setupbot-plan.json"]
+                               ".devcontainer/setup-report.md", ".devcontainer/setupbot-plan.json", ".dockerignore"]
     assert all(has_marker(t) for t in g.files.values())
     dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
     validate_devcontainer(dc)
