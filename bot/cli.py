@@ -7,6 +7,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
 from bot import __version__
 from bot.errors import SetupbotError
@@ -42,12 +43,17 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except SetupbotError as exc:
         if args.debug:
-            raise
+            # the traceback goes through the redactor too: frames and messages can hold a token
+            print(global_redactor()(traceback.format_exc()), file=sys.stderr)
         print(global_redactor()(exc.render()), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("setupbot: interrupted; run `setupbot clean` to remove what this run left", file=sys.stderr)
         return 130
+    except Exception:  # noqa: BLE001 - a bug: show it, redacted, with the internal-error exit code
+        print(global_redactor()(traceback.format_exc()), file=sys.stderr)
+        print("setupbot: internal error (a bug in setupbot): run with --debug and report it", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -138,7 +138,13 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """The secret values in force, for the redactor."""
-        return [v for v in (self.llm.api_key, self.github.token) if v]
+        from urllib.parse import urlsplit
+
+        try:   # the password inside the shared store's URL (postgresql://user:password@host/db)
+            store_password = urlsplit(self.knowledge.url).password or ""
+        except ValueError:
+            store_password = ""
+        return [v for v in (self.llm.api_key, self.github.token, store_password) if v]
 
 
 _SECTIONS = {f.name: f for f in dataclasses.fields(Settings) if f.name != "refused"}

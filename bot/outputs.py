@@ -209,6 +209,22 @@ def disk_reader(repo: Path) -> ExistingReader:
     return read
 
 
+def prepare_build_context(repo: Path) -> str | None:
+    """Put the generated .dockerignore in place before the first build, so the working and
+    replay images never take .git/config or env files in either. A hand-written .dockerignore
+    (no marker) is left alone; the returned note says so."""
+    current = disk_reader(repo)(DOCKERIGNORE)
+    if current is not None and not has_marker(current):
+        return f"{DOCKERIGNORE} is the repository's own (no setupbot marker): setupbot did not change it"
+    text = render_dockerignore()
+    if current != text:
+        try:
+            safefs.write_text(repo, DOCKERIGNORE, text, allowed=[DOCKERIGNORE])
+        except (safefs.UnsafePath, OSError) as exc:
+            return f"{DOCKERIGNORE} not written: {getattr(exc, 'what', exc)}"
+    return None
+
+
 @dataclass
 class WriteResult:
     written: list[str] = field(default_factory=list)

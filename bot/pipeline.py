@@ -87,6 +87,12 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
     if llm is None:
         llm = make_llm(settings)
 
+    if write:
+        from bot.outputs import prepare_build_context
+
+        note = prepare_build_context(repo)
+        if note:
+            result.warnings.append(note)
     captured: dict[str, Any] = {}
 
     def plan_once(*args: Any, **kwargs: Any) -> Any:
