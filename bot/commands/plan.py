@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         out.write("---- end ----\n\n")
     for w in plan.warnings:
         out.write(f"warning: {w}\n")
+    for key, why in settings.refused:
+        out.write(f"warning: refused in .github/setupbot.yml: {key}: {why}\n")
     offered = ", ".join(plan.graph.meta.get("available_pythons", []))
     out.write(f"python {plan.python} ({plan.base_image}, offered: {offered}); tests: {' '.join(plan.test_command)}; "
               f"services: {', '.join(s.name for s in plan.services) or 'none'}; "
