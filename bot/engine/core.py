@@ -28,6 +28,7 @@ from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError, ImageUnavailableError
+from bot.hostenv import host_env
 from bot.paths import templates_dir
 
 if TYPE_CHECKING:
@@ -72,6 +73,24 @@ class ContainerHandle:
         self.engine._cli(["rm", "-f", "-v", self.name], check=False)
 
 
+def _hardening_flags(kwargs: dict) -> list[str]:
+    """``hardened_create_kwargs`` as the engine CLI's flags."""
+    if kwargs.get("privileged"):
+        raise EngineError("refusing a privileged container", "This is a bug in setupbot.")
+    out: list[str] = []
+    for cap in kwargs.get("cap_drop", []):
+        out += ["--cap-drop", cap]
+    for cap in kwargs.get("cap_add", []):
+        out += ["--cap-add", cap]
+    for opt in kwargs.get("security_options", []):
+        out += ["--security-opt", opt]
+    out += ["--pids-limit", str(kwargs["pids_limit"]), "--memory", str(kwargs["memory"]),
+            "--memory-swap", str(kwargs["memory_swap"]), "--cpus", str(kwargs["cpus"])]
+    if kwargs.get("init"):
+        out.append("--init")
+    return out
+
+
 class Engine:
     def __init__(self, settings: Settings, run_id: str | None = None,
                  environ: Mapping[str, str] | None = None) -> None:
@@ -109,7 +128,7 @@ class Engine:
         argv = [self.binary, *args]
         try:
             r = subprocess.run(argv, input=input_bytes, capture_output=True, timeout=timeout,
-                               env=dict(env) if env is not None else None)
+                               env=host_env(env))
         except subprocess.TimeoutExpired as exc:
             raise EngineError(f"the engine did not answer within {timeout}s",
                               "Check that the engine is healthy (`docker info`).", argv=argv) from exc
@@ -229,7 +248,7 @@ class Engine:
                 args += ["--build-arg", f"{k}={v}"]
             if no_cache:
                 args.append("--no-cache")
-            env = dict(os.environ)
+            env = host_env()
             if self.kind == "docker":
                 env["DOCKER_BUILDKIT"] = "1" if buildkit else "0"
                 if buildkit:
@@ -285,15 +304,26 @@ class Engine:
                 "Run `setupbot images bootstrap` (offline stand-ins), or build the image first.")
         kwargs = hardened_create_kwargs(self.limits, tuple(cap_add))
         net = network or self.settings.engine.network_mode
-        try:
-            self.client.container.create(
-                image, list(command or []), name=name, envs=dict(env or {}), workdir=workdir,
-                labels={**self.labels, **(labels or {})}, networks=[net],
-                network_aliases=list(aliases) if network else [], entrypoint=entrypoint,
-                pull="never", **kwargs)
-        except Exception as exc:  # python-on-whales raises DockerException with the CLI's output
-            raise EngineError(f"cannot create container {name} from {image}: {exc}",
-                              "Check the image and the engine; `setupbot clean` removes leftovers.") from exc
+        # The engine's CLI directly (not a client library that hands it the bot's whole
+        # environment): every host subprocess gets the allow-listed environment (SECURITY.md S12).
+        args = ["create", "--name", name, "--pull", "never", "--network", net]
+        for alias in (aliases if network else ()):
+            args += ["--network-alias", alias]
+        for k, v in (env or {}).items():
+            args += ["--env", f"{k}={v}"]
+        for k, v in {**self.labels, **(labels or {})}.items():
+            args += ["--label", f"{k}={v}"]
+        if workdir:
+            args += ["--workdir", workdir]
+        if entrypoint is not None:
+            args += ["--entrypoint", entrypoint]
+        args += _hardening_flags(kwargs)
+        args += [image, *(command or [])]
+        r = self._cli(args, check=False)
+        if r.returncode != 0:
+            raise EngineError(f"cannot create container {name} from {image}: {r.stderr.strip()[-500:]}",
+                              "Check the image and the engine; `setupbot clean` removes leftovers.",
+                              argv=r.args, exit_code=r.returncode, stderr=r.stderr)
         return name
 
     def start(self, name: str) -> None:
@@ -328,7 +358,7 @@ class Engine:
         args += [name, *argv]
         started = time.monotonic()
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, env=host_env())
         timed_out = False
         try:
             out, _ = proc.communicate(timeout=timeout)
