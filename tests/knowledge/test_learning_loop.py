@@ -16,6 +16,7 @@ from doubles.loop_world import FakeEngine, Need, World, fake_compile, fake_plan_
 
 from bot.config import load_settings  # noqa: E402
 from bot.knowledge import open_store  # noqa: E402
+from bot.knowledge import Retriever  # noqa: E402
 from bot.loop.llm import LLMPlanner  # noqa: E402
 from bot.loop.orchestrator import run_setup  # noqa: E402
 
@@ -50,7 +51,7 @@ def run_once(tmp_path, name, store, server, need_output):
 def test_fix_learned_once_is_retrieved_for_a_similar_repository(store_settings, tmp_path):
     store = open_store(store_settings)
     seed_count = store.count()
-    reply = json.dumps({"action": "shell", "argv": FIX, "why": "libquasar ships in the quasar-runtime-libs wheel"})
+    reply = json.dumps({"action": "pip_install", "packages": FIX[4:], "why": "libquasar ships in the quasar-runtime-libs wheel"})
     with ScriptedLLMServer([reply]) as server:
         first = run_once(tmp_path, "app-one", store, server, FIRST)
         first_calls = len(server.requests)
@@ -59,7 +60,15 @@ def test_fix_learned_once_is_retrieved_for_a_similar_repository(store_settings, 
     learned = [s.detail["unit"] for s in first.trajectory.steps if s.action == "learn"]
     assert len(learned) == 1 and store.count() == seed_count + 1
     unit = store.get(learned[0])
-    assert unit.category == "learned" and unit.provenance[0]["repo"] == "app-one"
+    assert unit.provenance[0]["repo"] == "app-one"
+    if store.shared:
+        # taught by an LLM into a shared store: quarantined, never offered, until approved
+        assert unit.category == "quarantined"
+        assert not any(c.unit_id == learned[0] for c in Retriever(store, store_settings).retrieve(SIMILAR, {}))
+        assert store.approve(learned[0]) and not store.approve(learned[0])
+        assert store.get(learned[0]).category == "learned"
+    else:
+        assert unit.category == "learned"
 
     with ScriptedLLMServer([]) as server:          # the model is not needed the second time
         second = run_once(tmp_path, "app-two", store, server, SIMILAR)

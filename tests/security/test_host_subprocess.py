@@ -102,12 +102,17 @@ def check_allowed(call) -> str | None:
         sub = [a for a in argv[1:] if not a.startswith("-") and "=" not in a and not os.path.isabs(a)]
         return None if sub and sub[0] in _GIT_READ_ONLY else f"git {sub[:1]} is not read-only"
     if prog in ("docker", "podman"):
-        if "--privileged" in argv or any(a in ("host",) for a in argv[argv.index("--network") + 1:][:1]
-                                         if "--network" in argv):
-            return "a privileged or host-network container"
-        if any(a in ("-v", "--volume", "--mount") for a in argv):
-            return "a host mount"
-        return None if argv[1] in _DOCKER_SUBCOMMANDS else f"{prog} {argv[1]} is not on the list"
+        if argv[1] not in _DOCKER_SUBCOMMANDS:
+            return f"{prog} {argv[1]} is not on the list"
+        if argv[1] in ("create", "run"):
+            if "--privileged" in argv:
+                return "a privileged container"
+            for flag, value in zip(argv, argv[1:]):
+                if flag in ("--network", "--net", "--pid", "--ipc") and value == "host":
+                    return "a host namespace"
+                if flag in ("-v", "--volume", "--mount"):
+                    return "a host mount"
+        return None
     if prog == "debootstrap":
         return None
     return f"{prog} is not on the allow-list"
