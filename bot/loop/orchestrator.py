@@ -676,6 +676,9 @@ class SetupLoop:
                     graph = type(self.graph).from_json(first.graph_before)
                     rec.warnings.append("the LLM's repairs are left out of the Dockerfile: no clean replay proved them")
             rec.dockerfile = self.compile(graph).text
+            # protections that do not hold here (open egress, unbounded BuildKit builds)
+            notes = getattr(self.engine, "sandbox_notes", None)
+            rec.warnings.extend(n for n in (notes() if callable(notes) else []) if n not in rec.warnings)
             rec.plan = _plan_json(self.plan, self.graph)
             rec.timings["total_seconds"] = round(time.monotonic() - t_start, 3)
             if self.llm is not None:
