@@ -46,6 +46,7 @@ ATOM_KINDS: dict[str, tuple[str, ...]] = {
 # Debian package names, pip requirement specifiers, env names: what an atom may carry.
 # Anything else (shell metacharacters, newlines) is refused before it reaches a container.
 _DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]{0,100}$")
+_DEB_SPEC = re.compile(r"^[a-z0-9][a-z0-9+.\-]{0,100}(?:=[A-Za-z0-9.+~:\-]{1,100})?$")  # name or name=version
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")
 _PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\], <>=!~;*'\"]{0,200}$")
 _VERSION = re.compile(r"^3\.\d{1,2}$")
@@ -105,7 +106,7 @@ class Atom:
 
         if self.kind == "apt_install":
             for p in str_list("packages"):
-                if not _DEB_NAME.match(p):
+                if not _DEB_SPEC.match(p):
                     raise AtomError(f"apt_install: {p!r} is not a Debian package name")
         elif self.kind in ("pip_install", "pip_constraint", "install_extras"):
             key = {"pip_install": "packages", "pip_constraint": "constraints", "install_extras": "extras"}[self.kind]

@@ -1,4 +1,4 @@
-"""`setupbot knowledge list|show|add|import|export|stats|query` — inspect and curate the
+"""`setupbot knowledge list|show|add|import|export|stats|query|approve` — inspect and curate the
 experience base (SQLite by default, PostgreSQL with knowledge.url)."""
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     exp = ks.add_parser("export", help="write every unit with its telemetry as JSON")
     exp.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     ks.add_parser("stats", help="counts by category and tier")
+    approve = ks.add_parser("approve", help="release a quarantined unit (learned from an LLM) to retrieval")
+    approve.add_argument("unit_id")
     q = ks.add_parser("query", help="retrieve candidates for a failure log")
     q.add_argument("log", type=Path, help="file with the failing output ('-' for stdin)")
     q.add_argument("--python", default="", help="runtime version for applicability, e.g. 3.11")
@@ -119,6 +121,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"exported {store.count()} units to {args.output}")
             else:
                 sys.stdout.write(text)
+            return 0
+        if cmd == "approve":
+            unit = store.get(args.unit_id)
+            if unit is None:
+                raise KnowledgeError(f"no unit {args.unit_id!r}", "See `setupbot knowledge list --category quarantined`.")
+            if not store.approve(args.unit_id):
+                raise KnowledgeError(f"unit {args.unit_id!r} is not quarantined (category {unit.category})",
+                                     "Only units learned from an LLM in a shared store wait for approval.")
+            print(f"approved {args.unit_id}: retrieval offers it from now on")
             return 0
         if cmd == "stats":
             print(json.dumps(store.stats(), indent=2))

@@ -7,6 +7,7 @@ The same graph always gives the same bytes."""
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 
 import jinja2
 
+from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.model import DepGraph, Node
 from bot.paths import templates_dir
@@ -21,6 +23,14 @@ from bot.paths import templates_dir
 WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
 CONSTRAINTS_FILE = "/etc/pip-constraints.txt"
+
+
+class DockerfileInjection(InputError):
+    """A value from the repository would change the Dockerfile's instructions."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"refusing to write the Dockerfile: {message}",
+                         "A file name or value in the repository holds a character that cannot go into a Dockerfile.")
 
 
 @dataclass(frozen=True)
@@ -139,7 +149,9 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     # a file that names a dependency the plan left out (not on the index, does not build) cannot
     # be installed as written: its remaining requirements are installed one by one instead
     spoiled = {n.attrs.get("via_file") for n in graph.nodes.values() if n.attrs.get("dropped")}
-    via = sorted({n.attrs["via_file"] for n in pips if n.attrs.get("via_file") and n.attrs["via_file"] not in spoiled})
+    # so is a file whose name holds a control character (it could not be written into COPY)
+    via = sorted({n.attrs["via_file"] for n in pips if n.attrs.get("via_file") and n.attrs["via_file"] not in spoiled
+                  and not _has_control(n.attrs["via_file"])})
     if via:
         via_nodes = [n for n in pips if n.attrs.get("via_file") in via]
         for f in via:
@@ -192,11 +204,88 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     return steps
 
 
+def _has_control(text: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
+def _check_value(value: Any, where: str) -> None:
+    """Values that become part of an instruction: a control character (a newline above all)
+    would end the instruction and start one the repository chose (SECURITY.md S14)."""
+    if isinstance(value, str):
+        if _has_control(value):
+            raise DockerfileInjection(f"{where}: {value!r} holds a control character")
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _check_value(v, where)
+
+
+def _validate_steps(steps: list[dict[str, Any]]) -> None:
+    for s in steps:
+        for key in ("image", "pairs", "path", "src", "dest", "commands", "argv"):
+            if key in s:
+                _check_value(s[key], f"{s['op']} {key}")
+        # comments are text from the repository's files: flatten, never reject
+        s["comments"] = [" ".join("".join(c if not _has_control(c) else " " for c in str(t)).split())
+                         for t in s["comments"]]
+
+
+def _expected(step: dict[str, Any]) -> tuple[str, Any]:
+    """What the parsed-back instruction must hold, from the step the graph gave."""
+    op = step["op"]
+    if op == "FROM":
+        return op, step["image"]
+    if op == "WORKDIR":
+        return op, step["path"]
+    if op == "COPY":
+        return op, [*step["src"], step["dest"]]
+    if op == "CMD":
+        return op, list(step["argv"])
+    if op == "ENV":
+        return op, [str(k) for k, _ in step["pairs"]]
+    tokens: list[str] = []
+    for i, argv in enumerate(step["commands"]):
+        tokens += (["&&"] if i else []) + [str(a) for a in argv]
+    return op, tokens
+
+
+def _parsed(instruction: dict[str, Any]) -> tuple[str, Any]:
+    op, value = instruction["instruction"], instruction["value"]
+    if op in ("COPY", "CMD"):
+        return op, json.loads(value)
+    if op == "ENV":
+        return op, [w.split("=", 1)[0] for w in shlex.split(value)]
+    if op == "RUN":
+        return op, shlex.split(value)
+    return op, value
+
+
+def verify_dockerfile(text: str, steps: list[dict[str, Any]]) -> None:
+    """Parse the rendered Dockerfile back (dockerfile-parse) and check it holds exactly the
+    instructions of ``steps``, in order, with the values the graph gave: nothing added, nothing
+    split, nothing merged."""
+    from dockerfile_parse import DockerfileParser
+
+    parser = DockerfileParser(fileobj=io.BytesIO(text.encode()))
+    got = [i for i in parser.structure if i["instruction"] != "COMMENT"]
+    if len(got) != len(steps):
+        raise DockerfileInjection(f"the Dockerfile parses into {len(got)} instructions, the graph gives {len(steps)}")
+    for instruction, step in zip(got, steps):
+        try:
+            parsed = _parsed(instruction)
+        except ValueError as exc:
+            raise DockerfileInjection(f"line {instruction['startline'] + 1}: {exc}") from exc
+        if parsed != _expected(step):
+            raise DockerfileInjection(f"line {instruction['startline'] + 1}: {instruction['content'].strip()[:200]!r} "
+                                      f"is not the {step['op']} the graph gives")
+
+
 def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
     env = _environment()
     template = env.get_template("Dockerfile.j2")
     steps = plan_steps(graph)
+    _validate_steps(steps)
     text = template.render(steps=steps)
+    verify_dockerfile(text, steps)
     module = template.make_module({"steps": steps})
     lines = [DockerLine(str(module.instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
              for s in steps]

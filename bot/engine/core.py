@@ -24,10 +24,14 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from bot.config import Settings
 from bot.engine import dockerfile as dockerfile_facts
+from bot.engine import egress as egress_guard
+from bot.engine.capture import run_capped
+from bot.engine.egress import EgressFacts
 from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError, ImageUnavailableError
+from bot.hostenv import host_env
 from bot.paths import templates_dir
 
 if TYPE_CHECKING:
@@ -37,16 +41,11 @@ log = logging.getLogger(__name__)
 
 LABEL = "setupbot"
 RUN_LABEL = "setupbot.run"
-OUTPUT_CAP = 4_000_000  # characters of command output kept (the tail)
 
 
 def new_run_id() -> str:
     """Sortable and unique: UTC time plus randomness; valid in container and image names."""
     return time.strftime("%Y%m%d%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
-def _tail(text: str, cap: int = OUTPUT_CAP) -> str:
-    return text if len(text) <= cap else "[... output truncated ...]\n" + text[-cap:]
 
 
 @dataclass
@@ -61,8 +60,8 @@ class ContainerHandle:
         return self.engine._exec(self.name, argv, env=env, timeout=timeout, workdir=workdir)
 
     def logs(self) -> str:
-        r = self.engine._cli(["logs", self.name], check=False)
-        return r.stdout + r.stderr
+        # a sibling may be the repository's own image: its log is capped like any output
+        return run_capped([self.engine.binary, "logs", self.name], env=host_env(), timeout=120).text
 
     def running(self) -> bool:
         r = self.engine._cli(["inspect", "-f", "{{.State.Running}}", self.name], check=False)
@@ -70,6 +69,24 @@ class ContainerHandle:
 
     def remove(self) -> None:
         self.engine._cli(["rm", "-f", "-v", self.name], check=False)
+
+
+def _hardening_flags(kwargs: dict) -> list[str]:
+    """``hardened_create_kwargs`` as the engine CLI's flags."""
+    if kwargs.get("privileged"):
+        raise EngineError("refusing a privileged container", "This is a bug in setupbot.")
+    out: list[str] = []
+    for cap in kwargs.get("cap_drop", []):
+        out += ["--cap-drop", cap]
+    for cap in kwargs.get("cap_add", []):
+        out += ["--cap-add", cap]
+    for opt in kwargs.get("security_options", []):
+        out += ["--security-opt", opt]
+    out += ["--pids-limit", str(kwargs["pids_limit"]), "--memory", str(kwargs["memory"]),
+            "--memory-swap", str(kwargs["memory_swap"]), "--cpus", str(kwargs["cpus"])]
+    if kwargs.get("init"):
+        out.append("--init")
+    return out
 
 
 class Engine:
@@ -88,6 +105,9 @@ class Engine:
         self._counter = itertools.count(1)
         self._client = None
         self._buildkit: bool | None = None
+        self._internal_networks: set[str] = set()
+        self.egress: EgressFacts | None = None
+        self._egress_net: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, run_id: str | None = None) -> "Engine":
@@ -109,7 +129,7 @@ class Engine:
         argv = [self.binary, *args]
         try:
             r = subprocess.run(argv, input=input_bytes, capture_output=True, timeout=timeout,
-                               env=dict(env) if env is not None else None)
+                               env=host_env(env))
         except subprocess.TimeoutExpired as exc:
             raise EngineError(f"the engine did not answer within {timeout}s",
                               "Check that the engine is healthy (`docker info`).", argv=argv) from exc
@@ -215,6 +235,10 @@ class Engine:
             if self.settings.engine.network_mode not in ("bridge", "default"):
                 args += ["--network", self.settings.engine.network_mode]
             buildkit = self.kind == "docker" and self.buildkit_available()
+            if not buildkit and self.settings.engine.network_mode in ("bridge", "default") \
+                    and self.egress_network() not in ("bridge", "default"):
+                # the classic builder runs RUN steps on a user-defined network: the same rules
+                args += ["--network", self.egress_network()]
             if not buildkit:
                 # RUN steps execute repository code (setup.py during pip install): the classic
                 # builder's containers get the runner's memory and CPU limits (SECURITY.md S7).
@@ -229,7 +253,7 @@ class Engine:
                 args += ["--build-arg", f"{k}={v}"]
             if no_cache:
                 args.append("--no-cache")
-            env = dict(os.environ)
+            env = host_env()
             if self.kind == "docker":
                 env["DOCKER_BUILDKIT"] = "1" if buildkit else "0"
                 if buildkit:
@@ -238,20 +262,19 @@ class Engine:
             argv = [self.binary, *args]
             started = time.monotonic()
             try:
-                proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, timeout=timeout, env=env)
-            except subprocess.TimeoutExpired as exc:
-                out = (exc.stdout or b"").decode(errors="replace")
-                return BuildResult(False, tags[0], _tail(out + f"\n[setupbot] build timed out after {timeout}s\n"),
-                                   time.monotonic() - started)
+                # the build log is the repository's output too: capped the same way
+                cap = run_capped(argv, env=env, timeout=timeout)
             except OSError as exc:
                 raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
+            if cap.timed_out:
+                return BuildResult(False, tags[0], cap.text + f"\n[setupbot] build timed out after {timeout}s\n",
+                                   time.monotonic() - started)
             seconds = time.monotonic() - started
-            out = proc.stdout.decode(errors="replace")
-            if proc.returncode != 0 and _engine_failure(out):
+            out = cap.text
+            if cap.returncode != 0 and _engine_failure(out):
                 raise EngineError("the engine failed during an image build", "Check that the engine is healthy.",
-                                  argv=argv, exit_code=proc.returncode, stderr=out)
-            return BuildResult(proc.returncode == 0, tags[0], _tail(out), seconds)
+                                  argv=argv, exit_code=cap.returncode, stderr=out)
+            return BuildResult(cap.returncode == 0, tags[0], out, seconds)
 
     def ca_derivative(self, base: str) -> str:
         """A transient image: ``base`` plus the CA bundle, labelled with this run (cleaned up
@@ -284,17 +307,79 @@ class Engine:
                 f"image {image} is not present on this engine and no registry can be reached",
                 "Run `setupbot images bootstrap` (offline stand-ins), or build the image first.")
         kwargs = hardened_create_kwargs(self.limits, tuple(cap_add))
-        net = network or self.settings.engine.network_mode
-        try:
-            self.client.container.create(
-                image, list(command or []), name=name, envs=dict(env or {}), workdir=workdir,
-                labels={**self.labels, **(labels or {})}, networks=[net],
-                network_aliases=list(aliases) if network else [], entrypoint=entrypoint,
-                pull="never", **kwargs)
-        except Exception as exc:  # python-on-whales raises DockerException with the CLI's output
-            raise EngineError(f"cannot create container {name} from {image}: {exc}",
-                              "Check the image and the engine; `setupbot clean` removes leftovers.") from exc
+        runner = (labels or {}).get("setupbot.role") == "runner"
+        net = network or (self.egress_network() if runner else self.settings.engine.network_mode)
+        # The engine's CLI directly (not a client library that hands it the bot's whole
+        # environment): every host subprocess gets the allow-listed environment (SECURITY.md S12).
+        args = ["create", "--name", name, "--pull", "never", "--network", net]
+        for alias in (aliases if network else ()):
+            args += ["--network-alias", alias]
+        for k, v in (env or {}).items():
+            args += ["--env", f"{k}={v}"]
+        for k, v in {**self.labels, **(labels or {})}.items():
+            args += ["--label", f"{k}={v}"]
+        if workdir:
+            args += ["--workdir", workdir]
+        if entrypoint is not None:
+            args += ["--entrypoint", entrypoint]
+        args += _hardening_flags(kwargs)
+        args += [image, *(command or [])]
+        r = self._cli(args, check=False)
+        if r.returncode != 0:
+            raise EngineError(f"cannot create container {name} from {image}: {r.stderr.strip()[-500:]}",
+                              "Check the image and the engine; `setupbot clean` removes leftovers.",
+                              argv=r.args, exit_code=r.returncode, stderr=r.stderr)
+        if network in self._internal_networks and runner:
+            # the service network has no route out; the runner installs packages, so it also
+            # joins the egress network (whose rules apply to it)
+            egress = self.egress_network()
+            if egress in ("bridge", "default"):
+                egress = "podman" if self.kind == "podman" else "bridge"
+            if egress not in ("none", "host"):
+                self._cli(["network", "connect", egress, name])
         return name
+
+    def egress_network(self) -> str:
+        """The network runners reach the registries through: a per-run bridge whose link-local
+        and host-bound traffic is dropped where the guard can be set up (bot.engine.egress),
+        else the configured network; ``self.egress`` says which, for the report."""
+        if self.egress is not None:
+            return self._egress_net or self.settings.engine.network_mode
+        mode = self.settings.engine.network_mode
+        if mode not in ("bridge", "default"):
+            self.egress = EgressFacts(False, mode, why=f"engine.network_mode is {mode}")
+            return mode
+        why = egress_guard.why_not(self.kind)
+        if why:
+            self.egress = EgressFacts(False, mode, why=why)
+            return mode
+        name = self.next_name("egress")
+        iface = egress_guard.interface_name(self.run_id)
+        self._cli(["network", "create", "--driver", "bridge", "-o", f"com.docker.network.bridge.name={iface}",
+                   *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")], name])
+        try:
+            egress_guard.add_rules(self.run_id, iface)
+        except OSError as exc:
+            self._cli(["network", "rm", name], check=False)
+            self.egress = EgressFacts(False, mode, why=str(exc))
+            return mode
+        r = self._cli(["network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", name], check=False)
+        self._egress_net = name
+        self.egress = EgressFacts(True, name, blocked=[f"{egress_guard.LINK_LOCAL} (link-local, cloud metadata)",
+                                                       f"the host (gateway {r.stdout.strip() or '?'} and its other addresses)"],
+                                  open=["the LAN and the internet (the package registries)"])
+        return name
+
+    def sandbox_notes(self) -> list[str]:
+        """What the report must say about protections that do not hold for this run."""
+        notes = []
+        if self.egress is not None and not self.egress.guarded:
+            notes.append(self.egress.report_line())
+        if self._buildkit:
+            notes.append("image builds ran under BuildKit, which takes no memory, CPU or pids limit on the "
+                         "command line: the build's RUN steps (repository code such as setup.py) were bounded "
+                         "only by the build timeout")
+        return notes
 
     def start(self, name: str) -> None:
         self._cli(["start", name])
@@ -327,25 +412,16 @@ class Engine:
             args += ["-e", f"{k}={v}"]
         args += [name, *argv]
         started = time.monotonic()
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-        timed_out = False
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            # Kill inside the container (the CLI client dying would leave the process running).
-            (on_timeout or self._kill_container_processes)(name)
-            try:
-                out, _ = proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
-        text = out.decode(errors="replace")
+        # Streamed into a capped head-and-tail buffer: a test printing gigabytes costs the bot
+        # a few MiB (SECURITY.md S16). On timeout, kill inside the container (the CLI client
+        # dying would leave the process running).
+        cap = run_capped(args, env=host_env(), timeout=timeout,
+                         on_timeout=lambda: (on_timeout or self._kill_container_processes)(name))
+        text, timed_out = cap.text, cap.timed_out
         if timed_out:
             text += f"\n[setupbot] killed after the {timeout}s timeout\n"
-        code = proc.returncode if not timed_out else (proc.returncode if proc.returncode not in (0, None) else 137)
-        return ExecResult(list(argv), code, _tail(text), time.monotonic() - started, timed_out)
+        code = cap.returncode if not timed_out else (cap.returncode if cap.returncode not in (0, None) else 137)
+        return ExecResult(list(argv), code, text, time.monotonic() - started, timed_out)
 
     def _kill_container_processes(self, name: str) -> None:
         """Kill every process the command left, by restarting the container: the engine kills
@@ -390,10 +466,12 @@ class Engine:
     @contextlib.contextmanager
     def network(self, name_hint: str = "net") -> Iterator[str]:
         """A private labelled bridge network, removed on exit (with any container still on it
-        that this run created)."""
+        that this run created). It is ``--internal``: nothing on it has a route out (SECURITY.md
+        S15); a runner on it also joins the engine's default network for package installs."""
         name = self.next_name(name_hint)
-        self._cli(["network", "create", "--driver", "bridge",
+        self._cli(["network", "create", "--driver", "bridge", "--internal",
                    *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")], name])
+        self._internal_networks.add(name)
         try:
             yield name
         finally:
@@ -414,6 +492,7 @@ class Engine:
         everything labelled ``setupbot.run``. Stand-in images carry no run label and stay."""
         selector = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
         counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0}
+        egress_guard.remove_rules(run_id)
         ids = self._cli(["ps", "-aq", "--filter", f"label={selector}"]).stdout.split()
         if ids:
             self._cli(["rm", "-f", "-v", *ids], check=False)

@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 from bot.config import Settings
 from bot.engine.ca import CA_ENV, CA_LABEL
 from bot.engine.core import LABEL, Engine, render_template
+from bot.hostenv import host_env
 from bot.engine.recipes import (ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes,
                                 rootfs_tag, service_recipes)
 from bot.errors import ConfigError, ImageUnavailableError
@@ -151,7 +152,8 @@ def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], Non
         tree = Path(tmp) / "root"
         argv = [DEBOOTSTRAP, "--variant=minbase", suite, str(tree), settings.images.mirror]
         log_line(f"debootstrap {suite} from {settings.images.mirror}")
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           env=host_env())
         if r.returncode != 0:
             out = r.stdout.decode(errors="replace")
             raise ImageUnavailableError(f"debootstrap of {suite} failed",

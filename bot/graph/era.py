@@ -20,6 +20,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from bot.graph.resolve import Resolution, uv_compile
+from bot.hostenv import host_env
 
 
 def normalise_date(text: str) -> str:
@@ -45,8 +46,11 @@ def commit_date(repo: Path, timeout: float = 10.0) -> str:
     if not (Path(repo) / ".git").exists():
         return ""
     try:
-        proc = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%cI", "HEAD"],
-                              capture_output=True, text=True, timeout=timeout)
+        # the checkout's .git/config is the repository's: no fsmonitor hook, allow-listed env
+        proc = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(repo), "log", "-1",
+                               "--format=%cI", "HEAD"],
+                              capture_output=True, text=True, timeout=timeout,
+                              env=host_env({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}))
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""

@@ -297,7 +297,17 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     if resolve:
         res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url)
         g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
-                                "skipped": res.skipped, "python": choice.version, "dropped": dropped}
+                                "skipped": res.skipped, "python": choice.version, "dropped": dropped,
+                                "not_on_host": [{"requirement": r, "why": w} for r, w in res.refused],
+                                "unbuilt": res.unbuilt}
+        # SECURITY.md S12: these are resolved and built only inside the runner container
+        for line, why in res.refused:
+            warnings.append(ScanWarning(".", None, f"not resolved on the host ({why}): {line[:200]!r}; "
+                                                   "it is installed in the container"))
+        if res.unbuilt:
+            warnings.append(ScanWarning(".", None, "no wheel, so not resolved on the host (resolution never builds): "
+                                                   + ", ".join(res.unbuilt) + "; built in the container"))
+            _add_compiler(g, ("uv pip compile --no-build", None, f"{res.unbuilt[0]} has no wheel for Python {choice.version}"))
         if res.ok and not res.skipped:
             for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
                 if n.action in ("pip", "tool", "repair-pip") and n.name in res.pins:
@@ -319,7 +329,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
             g.meta["resolution"]["pins"] = dict(sorted(res.pins.items()))
             # something without a wheel for this Python compiles in the image: it needs a compiler
             needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url)
-            g.meta["resolution"]["sdist_only"] = needs_build
+            g.meta["resolution"]["sdist_only"] = needs_build or (res.unbuilt[0] if res.unbuilt else None)
             if needs_build:
                 _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))
         elif res.skipped:

@@ -3,7 +3,6 @@ before any container is built. Time-boxed; a failure is a warning and evidence, 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -12,7 +11,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement
+from packaging.requirements import Requirement as PkgReq
 from packaging.utils import canonicalize_name
+
+from bot.hostenv import host_env
 
 
 @dataclass
@@ -22,33 +25,109 @@ class Resolution:
     error: str = ""
     seconds: float = 0.0
     skipped: str = ""
+    # requirements kept away from the host (direct URL, path, VCS, options): (line, why)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    # distributions with no usable wheel: resolution would have to build them, which happens
+    # only inside the runner container
+    unbuilt: list[str] = field(default_factory=list)
+
+
+# A build backend is code from the repository or from whoever uploaded the sdist: the host never
+# runs one (SECURITY.md S12). Only plain "name[extras] specifier ; marker" lines from the
+# configured index reach uv on the host; everything else is installed and resolved in the image.
+def host_safe(lines: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """(lines uv may resolve on the host, [(line, why it was kept away)])."""
+    safe: list[str] = []
+    refused: list[tuple[str, str]] = []
+    for raw in lines:
+        line = str(raw).strip()
+        if not line:
+            continue
+        if any(ord(c) < 32 or ord(c) == 127 for c in line):
+            refused.append((line, "control character"))
+            continue
+        if line.startswith("-"):
+            refused.append((line, "pip option (index, links, editable or included file)"))
+            continue
+        try:
+            req = PkgReq(line)
+        except InvalidRequirement:
+            refused.append((line, "not a PEP 508 requirement (a path or archive)"))
+            continue
+        if req.url:
+            refused.append((line, "direct URL, path or VCS requirement"))
+            continue
+        safe.append(line)
+    return safe, refused
+
+
+_UNBUILT = re.compile(r"(?:all versions of |only )?([A-Za-z0-9][A-Za-z0-9._\-]*)(?:[=<>!~]=?[^\s]*)? (?:has|have) no usable wheels")
+_MAX_UNBUILT_RETRIES = 8
 
 
 def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
                index_url: str | None = None, constraints: list[str] | None = None,
                only_binary: bool = False, exclude_newer: str | None = None) -> Resolution:
+    """Resolve on the host without building anything: requirements that are not plain index
+    requirements are left out (``refused``), and a distribution that only an sdist could satisfy
+    is left out and the resolution retried (``unbuilt``); both are resolved in the image."""
     uv = shutil.which("uv")
     if uv is None:
         return Resolution(False, skipped="uv is not installed")
+    safe, refused = host_safe(requirements)
+    safe_constraints, refused_c = host_safe(constraints or [])
+    refused += refused_c
+    unbuilt: list[str] = []
+    total = 0.0
+    for _ in range(_MAX_UNBUILT_RETRIES):
+        res = _uv_compile_once(uv, safe, python, timeout, index_url, safe_constraints, only_binary, exclude_newer)
+        total += res.seconds
+        names = _unbuilt_names(res.error) if not res.ok else []
+        direct = {canonicalize_name(PkgReq(r).name) for r in safe}
+        drop = [n for n in names if n in direct]
+        if only_binary or not drop:
+            if names and not drop:
+                unbuilt += names
+            break
+        unbuilt += drop
+        safe = [r for r in safe if canonicalize_name(PkgReq(r).name) not in drop]
+        safe_constraints = [r for r in safe_constraints if canonicalize_name(PkgReq(r).name) not in drop]
+    res.seconds = total
+    res.refused = refused
+    res.unbuilt = sorted(set(unbuilt))
+    return res
+
+
+def _unbuilt_names(error: str) -> list[str]:
+    if "--no-build" not in error and "no usable wheels" not in error:
+        return []
+    return sorted({canonicalize_name(m.group(1)) for m in _UNBUILT.finditer(error)})
+
+
+def _uv_compile_once(uv: str, requirements: list[str], python: str, timeout: float,
+                     index_url: str | None, constraints: list[str], only_binary: bool,
+                     exclude_newer: str | None) -> Resolution:
     if not requirements:
         return Resolution(True)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
         req = Path(tmp) / "requirements.in"
         req.write_text("\n".join(requirements) + "\n")
-        argv = [uv, "pip", "compile", "--python-version", python, "--no-header", "--no-annotate",
+        argv = [uv, "pip", "compile", "--no-build", "--python-version", python, "--no-header", "--no-annotate",
                 "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
         if index_url:
             argv[3:3] = ["--index-url", index_url]
         if only_binary:
-            argv[3:3] = ["--only-binary", ":all:"]
+            # the same promise as --no-build (uv refuses both together): nothing is built
+            i = argv.index("--no-build")
+            argv[i:i + 1] = ["--only-binary", ":all:"]
         if exclude_newer:
             argv[3:3] = ["--exclude-newer", exclude_newer]
         if constraints:
             cons = Path(tmp) / "constraints.txt"
             cons.write_text("\n".join(constraints) + "\n")
             argv[3:3] = ["--constraint", str(cons)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
+        env = host_env()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:

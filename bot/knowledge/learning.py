@@ -142,8 +142,10 @@ def _same_fix(a: Sequence[Atom], b: Sequence[Atom]) -> bool:
 
 
 def learn_unit(store: Store, log_text: str, atoms: Sequence[Atom | Mapping[str, Any]],
-               provenance: Mapping[str, Any], advice: str = "") -> str:
-    """Add (or merge) a unit from a repair that survived clean replay; return its id."""
+               provenance: Mapping[str, Any], advice: str = "", quarantine: bool = False) -> str:
+    """Add (or merge) a unit from a repair that survived clean replay; return its id. With
+    ``quarantine`` a new unit is stored in the "quarantined" category, which retrieval never
+    offers, until it is approved."""
     atoms = [a if isinstance(a, Atom) else Atom.from_json(a) for a in atoms]
     for a in atoms:
         a.validate()
@@ -169,7 +171,7 @@ def learn_unit(store: Store, log_text: str, atoms: Sequence[Atom | Mapping[str, 
     digest = hashlib.sha256((pattern + repr([a.to_json() for a in templated])).encode()).hexdigest()[:8]
     unit_id = "learned-" + "-".join(words)[:60].strip("-") + "-" + digest
     data = {
-        "id": unit_id, "category": "learned", "title": line[:200],
+        "id": unit_id, "category": "quarantined" if quarantine else "learned", "title": line[:200],
         "signals": {"patterns": [pattern]},
         "advice": advice or f"Learned from a repair that survived clean replay: "
                             f"{'; '.join(a.describe() for a in templated)}.",

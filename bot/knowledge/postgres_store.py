@@ -39,6 +39,8 @@ class PostgresStore(Store):
     kind = "postgres"
     placeholder = "%s"
 
+    shared = True   # many repositories' runs read it: LLM-taught units are quarantined
+
     def __init__(self, url: str) -> None:
         self._safe_url = url.split("@")[-1]
         try:

@@ -222,7 +222,8 @@ class Retriever:
     def index(self) -> _Index:
         gen = self.store.generation()
         if self._index is None or gen != self._generation:
-            units = self.store.all()
+            # quarantined units (taught by an LLM, not yet approved) are never offered
+            units = [u for u in self.store.all() if u.category != "quarantined"]
             if self.embedder is not None:
                 units = self._embed_missing(units)
             self._index = _Index(units)

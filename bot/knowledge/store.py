@@ -31,6 +31,7 @@ class Store(ABC):
 
     kind = "abstract"
     placeholder = "?"
+    shared = False   # a store other operators' runs read (PostgreSQL) quarantines LLM-taught units
 
     # -- plumbing each backend provides ------------------------------------------------------
     @abstractmethod
@@ -192,6 +193,18 @@ class Store(ABC):
         return None
 
     # -- seeding -----------------------------------------------------------------------------
+    def approve(self, unit_id: str, by: str = "") -> bool:
+        """Release a quarantined unit to retrieval; False when it is not quarantined."""
+        import dataclasses
+
+        unit = self.get(unit_id)
+        if unit is None or unit.category != "quarantined":
+            return False
+        note = {"approved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "approved_by": by or "operator"}
+        self.add(dataclasses.replace(unit, category="learned", provenance=tuple(unit.provenance) + (note,)),
+                 replace=True)
+        return True
+
     def ensure_seeded(self) -> int:
         """Load or refresh the packaged seed units when they changed; telemetry is kept."""
         digest = seed_digest()

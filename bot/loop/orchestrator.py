@@ -669,7 +669,17 @@ class SetupLoop:
         finally:
             if ws is not None:
                 ws.close()
-            rec.dockerfile = self.compile(self.graph).text
+            graph = self.graph
+            if rec.status != "success":
+                # an LLM repair no clean replay proved never reaches the published Dockerfile
+                first = next((k for k in rec.repairs if k in self.llm_repairs and k.graph_before), None)
+                if first is not None:
+                    graph = type(self.graph).from_json(first.graph_before)
+                    rec.warnings.append("the LLM's repairs are left out of the Dockerfile: no clean replay proved them")
+            rec.dockerfile = self.compile(graph).text
+            # protections that do not hold here (open egress, unbounded BuildKit builds)
+            notes = getattr(self.engine, "sandbox_notes", None)
+            rec.warnings.extend(n for n in (notes() if callable(notes) else []) if n not in rec.warnings)
             rec.plan = _plan_json(self.plan, self.graph)
             rec.timings["total_seconds"] = round(time.monotonic() - t_start, 3)
             if self.llm is not None:
@@ -764,9 +774,12 @@ class SetupLoop:
             try:
                 from bot.knowledge import learn_unit  # type: ignore[attr-defined]
 
+                # a shared store holds what the LLM taught in quarantine until a person approves
+                # it (`setupbot knowledge approve ID`): other repositories never run it unseen
+                quarantine = kept.candidate.source == "llm" and bool(getattr(self.store, "shared", False))
                 uid = learn_unit(self.store, kept.log_excerpt, kept.candidate.atoms,
                                  {"source": kept.candidate.source, "repo": self.repo.name,
-                                  "run_id": self.record.run_id})
+                                  "run_id": self.record.run_id}, quarantine=quarantine)
                 self.traj.record("learn", outcome="ok", detail={"unit": uid})
             except (SetupbotError, ImportError) as exc:
                 self.record.warnings.append(f"learning: {exc}")

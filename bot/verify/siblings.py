@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from bot.hostenv import host_env
 from bot.errors import ConfigError, SetupbotError
 from bot.verify.services import wait_healthy
 
@@ -179,7 +180,7 @@ class SiblingManager:
             argv += ["--branch", spec.ref]
         argv += ["--", spec.url, tmp.name]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=300,
-                           env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin:/usr/local/bin"})
+                           env=host_env({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}))
         if r.returncode != 0:
             raise ConfigError(f"siblings.{spec.name}: cannot clone {spec.url}: {r.stderr.strip()[-300:]}",
                               "Check the url and ref, or use `path:` for a local checkout.")

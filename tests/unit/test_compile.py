@@ -28,7 +28,7 @@ def test_at_least_fifteen_plan_fixtures():
 def test_layers_are_ordered_for_cache_reuse():
     text = plan("plan-ci-services").dockerfile.text
     order = ["FROM python:3.11-slim", "apt-get install -y --no-install-recommends", "WORKDIR /workspace",
-             "python -m pip install --no-cache-dir", "COPY . /workspace", "-e '.[test]'"]
+             "python -m pip install --no-cache-dir", 'COPY [".", "/workspace"]', "-e '.[test]'"]
     positions = [text.index(s) for s in order]
     assert positions == sorted(positions)
     assert "rm -rf /var/lib/apt/lists/*" in text
@@ -48,8 +48,8 @@ def test_no_compiler_without_evidence_and_scm_version():
 def test_requirement_files_are_copied_before_the_source():
     # a clean file is installed as written (-r), before the source
     text = plan("plan-malformed-pyproject").dockerfile.text
-    assert "COPY requirements.txt ./" in text
-    assert text.index("-r requirements.txt") < text.index("COPY . /workspace")
+    assert 'COPY ["requirements.txt", "./"]' in text
+    assert text.index("-r requirements.txt") < text.index('COPY [".", "/workspace"]')
     # files with includes, index options or bad lines are installed from the parsed requirements
     text = plan("plan-requirements-includes").dockerfile.text
     assert "-r requirements" not in text and "example.org" not in text
@@ -60,7 +60,7 @@ def test_plugins_and_lock_pins_reach_the_dockerfile():
     text = plan("plan-scm-plugins").dockerfile.text
     for plugin in ("pytest-cov", "pytest-xdist", "pytest-timeout", "pytest-asyncio"):
         assert plugin in text
-    assert text.index("COPY . /workspace") < text.index("pytest-xdist")
+    assert text.index('COPY [".", "/workspace"]') < text.index("pytest-xdist")
     text = plan("plan-poetry-only").dockerfile.text
     assert "requests==2.31.0" in text and "poetry" not in text.split("FROM", 1)[1].replace("poetry.lock", "")
 

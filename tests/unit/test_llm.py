@@ -58,9 +58,14 @@ def test_rejected_replies(reply, reason):
 
 
 def test_accepted_replies():
+    # a legacy shell reply that is exactly an install becomes the typed atom
     a = parse_action('```json\n{"action": "shell", "argv": ["apt-get", "install", "-y", "libfrob-dev"], "why": "x"}\n```')
-    assert a.action == "shell" and a.argv[-1] == "libfrob-dev"
-    assert parse_action('{"action": "shell", "argv": ["curl", "-O", "https://files.pythonhosted.org/p/x.whl"]}').argv[0] == "curl"
+    assert a.action == "apt_install" and a.packages == ["libfrob-dev"]
+    a = parse_action('{"action": "shell", "argv": ["python", "-m", "pip", "install", "frob[x]>=1,<2"]}')
+    assert a.action == "pip_install" and a.packages == ["frob[x]>=1,<2"]
+    assert parse_action('{"action": "pip_install", "packages": ["psycopg2-binary<3"]}').packages == ["psycopg2-binary<3"]
+    assert parse_action('{"action": "apt_install", "packages": ["libpq-dev", "libfoo1=1.2-3"]}').packages[1] == "libfoo1=1.2-3"
+    assert parse_action('{"action": "test_command", "argv": ["python3", "-m", "pytest", "tests"]}').argv[-1] == "tests"
     assert parse_action('{"action": "set_env", "name": "APP_ENV", "value": "test"}').value == "test"
     assert parse_action('{"action": "try_unit", "unit_id": "u1"}', known_units=["u1"]).unit_id == "u1"
     assert parse_action('{"action": "rollback", "frames": 2}').frames == 2
@@ -140,7 +145,7 @@ def test_invalid_and_forbidden_replies_refused_then_valid_action_kept(tmp_path):
         requests = list(server.requests)
     assert rec.status == "success", rec.remaining
     assert [r.candidate.source for r in rec.repairs] == ["llm"]
-    assert rec.repairs[0].candidate.atoms[0].kind == "run"
+    assert rec.repairs[0].candidate.atoms[0].kind == "pip_install"
     refused = [s for s in rec.trajectory.steps if s.action == "llm" and s.outcome == "refused"]
     assert len(refused) == 3
     reasons = [s.detail["reason"] for s in refused]
@@ -152,8 +157,8 @@ def test_invalid_and_forbidden_replies_refused_then_valid_action_kept(tmp_path):
     assert all(len(r) < 60_000 for r in server.raw_requests)
     assert "<<<UNTRUSTED README" in requests[0]["messages"][1]["content"]
     assert rec.llm_usage["calls"] == 4 and rec.llm_usage["tokens"] > 0
-    # the LLM's command is reproduced by the compiled Dockerfile of the replay
-    assert '"kind": "run"' in [b for b in engine.builds if b["no_cache"]][-1]["text"]
+    # the LLM's typed atom is reproduced by the compiled Dockerfile of the replay
+    assert '"kind": "pip_install", "packages": ["libfrob-py"]' in [b for b in engine.builds if b["no_cache"]][-1]["text"]
 
 
 def test_llm_outage_degrades_to_deterministic_and_reports(tmp_path):

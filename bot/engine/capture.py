@@ -1,0 +1,112 @@
+"""Bounded capture of a subprocess's output (SECURITY.md S16).
+
+A repository decides how much its tests and its build print. Output is streamed from the pipe
+into a head-and-tail buffer: the first ``head`` bytes and the last ``tail`` bytes are kept, and
+what lies between is counted and replaced by one marker line. The bot's memory for one command is
+therefore bounded by head + 2 * tail, whatever the command prints.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+HEAD_BYTES = 1 << 20      # the start of the output: what was run, the first error
+TAIL_BYTES = 4 << 20      # the end: the summary and the last error
+_READ = 1 << 16
+
+
+class HeadTail:
+    """Keeps the first ``head`` and the last ``tail`` bytes written to it."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> None:
+        self.head_cap, self.tail_cap = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.elided = 0
+
+    def write(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail += chunk
+        # trim only when the tail is twice its cap: amortised O(1) per byte
+        if len(self.tail) > 2 * self.tail_cap:
+            cut = len(self.tail) - self.tail_cap
+            del self.tail[:cut]
+            self.elided += cut
+
+    def text(self) -> str:
+        if not self.elided:
+            return (bytes(self.head) + bytes(self.tail)).decode(errors="replace")
+        tail = bytes(self.tail)
+        extra = len(tail) - self.tail_cap
+        if extra > 0:
+            tail = tail[extra:]
+        elided = self.elided + max(extra, 0)
+        return (bytes(self.head).decode(errors="replace")
+                + f"\n[setupbot] ... {elided} bytes of output elided ...\n"
+                + tail.decode(errors="replace"))
+
+
+@dataclass
+class Captured:
+    returncode: int | None
+    text: str
+    timed_out: bool
+    total_bytes: int
+
+
+def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float | None = None,
+               on_timeout: Callable[[], None] | None = None, head: int = HEAD_BYTES,
+               tail: int = TAIL_BYTES) -> Captured:
+    """Run ``argv`` with stdout and stderr merged into a HeadTail buffer. On timeout
+    ``on_timeout`` runs first (for example killing inside a container), then the process is
+    killed if it has not ended within 30 s."""
+    buf = HeadTail(head, tail)
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env=dict(env))
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+
+    def pump() -> None:
+        while True:
+            try:
+                chunk = os.read(fd, _READ)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf.write(chunk)
+
+    reader = threading.Thread(target=pump, name="setupbot-capture", daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        if on_timeout is None:
+            proc.kill()
+        else:
+            on_timeout()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    # the pipe closes when every writer is gone; a grandchild holding it open gets 10 s
+    deadline = time.monotonic() + 10
+    reader.join(timeout=max(0.0, deadline - time.monotonic()))
+    if not reader.is_alive():
+        proc.stdout.close()
+    return Captured(proc.returncode, buf.text(), timed_out, buf.total)
