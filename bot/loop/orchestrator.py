@@ -29,6 +29,7 @@ from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_
 from bot.loop.junit import TestResults, parse_junit
 from bot.loop.repair import (Candidate, knowledge_candidates, merge_candidates, rule_candidates,
                              trial_commands)
+from bot import progress
 from bot.loop.trajectory import Budget, Trajectory
 
 log = logging.getLogger(__name__)
@@ -280,6 +281,7 @@ class SetupLoop:
         return reqs
 
     def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace:
+        progress.current().stage(purpose)
         self.budget.spend_step()
         dockerfile = self.compile(self.graph)
         self.n_builds += 1
@@ -555,6 +557,7 @@ class SetupLoop:
     def try_candidate(self, ws: Workspace, cand: Candidate, sig: Signature | None,
                       alternatives: list[Candidate]) -> tuple[bool, Workspace]:
         """Trial one candidate; on success record the kept repair and return the live workspace."""
+        progress.current().trial(cand.describe())
         if sig is not None:
             self.tried.setdefault(sig.ident, set()).add(cand.key())
         graph_before = self.graph.to_json()
@@ -620,6 +623,7 @@ class SetupLoop:
     def run(self) -> RunRecord:
         t_start = time.monotonic()
         rec = self.record
+        progress.current().stage("plan")
         self.plan = self.make_plan(self.repo, self.settings, self.available)
         self.graph = self.plan.graph
         self.current_python = str(getattr(self.plan, "python", "") or "3.11")
