@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(global_redactor()(exc.render()), file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # `setupbot config show | head`: the reader left; nothing is wrong with the run
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("setupbot: interrupted; run `setupbot clean --run-id ID` to remove what this run left",
               file=sys.stderr)

@@ -29,6 +29,13 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
 
 
+def stagger_cron(repo: str, *, weekday: str = "1") -> str:
+    """A weekly schedule whose minute and hour come from a stable hash of the repository name, so
+    an organisation's drift checks spread over the day instead of all starting at once."""
+    digest = int.from_bytes(hashlib.sha256(repo.lower().encode()).digest()[:4], "big")
+    return f"{digest % 60} {(digest // 60) % 24} * * {weekday}"
+
+
 @dataclass
 class RolloutResult:
     repo: str
