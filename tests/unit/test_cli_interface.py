@@ -21,6 +21,17 @@ SCHEMAS = ROOT / "schemas"
 FIXTURE = ROOT / "tests" / "fixtures" / "repos" / "plan-ci-services"
 
 
+def test_every_output_schema_is_a_valid_schema_named_after_its_kind():
+    files = sorted((SCHEMAS / "output").glob("*.schema.json"))
+    assert len(files) >= 12
+    for f in files:
+        schema = json.loads(f.read_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        kind = f.name.removesuffix(".schema.json")
+        assert schema["properties"]["schema"]["const"] == f"setupbot.{kind}/1"
+        assert f"`{kind}`" in (ROOT / "README.md").read_text(), f"README does not list {kind}"
+
+
 def validate(doc: dict, command: str) -> None:
     schema = json.loads((SCHEMAS / "output" / f"{command}.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -158,7 +169,8 @@ def test_every_reporting_command_takes_the_same_json_flag():
     parser = build_parser()
     for argv in (["plan", "."], ["run", "."], ["verify", ".", "--image", "x"], ["clean"], ["images", "list"],
                  ["images", "bootstrap"], ["bench"], ["config", "show"], ["config", "validate", "f"], ["init"],
-                 ["rollout", "--org", "o", "--ref", "a" * 40], ["rollout", "status", "--org", "o"]):
+                 ["rollout", "--org", "o", "--ref", "a" * 40], ["rollout", "status", "--org", "o"],
+                 ["knowledge", "list"]):
         assert parser.parse_args(argv + ["--json"]).json == "-"
         assert parser.parse_args(argv + ["--json", "out.json"]).json == "out.json"
         assert parser.parse_args(argv).json is None
