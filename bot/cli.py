@@ -84,7 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("bot").setLevel(logging.WARNING)
     for secret in Redactor.from_environment()._patterns:
         global_redactor().add(secret)
+    previous = _terminate_like_interrupt()
     try:
+        if args.command == "github":
+            # the action's log gets the same progress lines as `run` (the command is the pipeline)
+            from bot import progress
+
+            with progress.use(progress.make_reporter("github", quiet=args.quiet, verbose=args.verbose)):
+                return int(args.func(args) or 0)
         return int(args.func(args) or 0)
     except SetupbotError as exc:
         if args.debug:
@@ -99,6 +106,26 @@ def main(argv: list[str] | None = None) -> int:
         print("setupbot: interrupted; run `setupbot clean --run-id ID` to remove what this run left",
               file=sys.stderr)
         return Interrupted.exit_code
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_like_interrupt():
+    """SIGTERM (a cancelled CI job, `docker stop`, `kill`) unwinds like Ctrl-C: the pipeline's
+    cleanup runs and the exit code is 130, the table's "interrupted"."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, raise_interrupt)   # the previous handler, restored after
 
 
 if __name__ == "__main__":

@@ -121,6 +121,8 @@ def test_interrupt_exits_130(tmp_path, monkeypatch, capsys):
 def test_bad_input_and_bad_configuration_codes(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing")]) == InputError.exit_code == 3
     assert main(["plan", str(tmp_path / "missing"), "--no-resolve"]) == 3
+    assert main(["bench"]) == 3                                   # no repository list
+    assert main(["init", str(tmp_path / "missing")]) == 3
     bad = tmp_path / "s.yml"
     bad.write_text("engin: {}\n")
     assert main(["config", "validate", str(bad)]) == ConfigError.exit_code == 2

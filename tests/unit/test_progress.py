@@ -155,3 +155,20 @@ def test_the_setup_loop_reports_stages_steps_and_trials(tmp_path):
     assert steps and steps == [("step", n, 30) for n in range(1, len(steps) + 1)]
     assert ("trial", "pip_install PyYAML") in rec.events
     assert progress.current().__class__ is progress.Reporter       # uninstalled afterwards
+
+
+def test_sigterm_exits_130_like_an_interrupt(tmp_path):
+    import signal
+    import time
+
+    script = SCRIPT.replace("time.sleep(0.25)", "time.sleep(0.25 if stage != 'replay' else 60)")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())
+    deadline = time.monotonic() + 30
+    seen = ""
+    while "replay" not in seen and time.monotonic() < deadline:
+        seen += proc.stderr.readline()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, seen + err
+    assert "interrupted" in err

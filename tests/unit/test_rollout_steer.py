@@ -122,3 +122,11 @@ def test_rollout_needs_a_sha_and_a_positive_limit(org, capsys):
     assert main(["rollout", "--org", "acme"]) == 3
     assert main(["rollout", "--org", "acme", "--ref", "main"]) == 3
     assert main(["rollout", "--org", "acme", "--ref", SHA, "--limit", "0"]) == 3
+
+
+def test_a_repository_that_fails_is_a_github_error_exit_code(org, capsys):
+    org.inject("POST", r"/repos/acme/cli/pulls$", 422, message="Validation Failed", times=5)
+    rc, doc = _roll(capsys, "--exclude", "web", "--exclude", "docs", "--exclude", "tools", "--exclude", "etl")
+    assert rc == 10                                       # the table's "GitHub error", not 1
+    actions = {r["repo"]: r["action"] for r in doc["repos"]}
+    assert actions["acme/cli"] == "failed" and actions["acme/api"] == "created"   # the others go on
