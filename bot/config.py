@@ -239,14 +239,17 @@ def _merge(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
                 value = []
             if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
                 raise ConfigError(f"{_at(origin, marks, section)}: '{section}' must be a list of mappings")
-            known = [sf.name for sf in dataclasses.fields(LIST_ITEMS[section])]
+            item_fields = {sf.name: sf for sf in dataclasses.fields(LIST_ITEMS[section])}
+            known = list(item_fields)
             for i, item in enumerate(value):
-                for key in item:
+                for key, v in item.items():
                     if key not in known:
                         raise ConfigError(
                             f"{_at(origin, marks, section, i, key)}: unknown key '{key}' in {section}[{i}]."
                             f"{_suggest(str(key), known)}",
                             f"Known keys of a {section} entry: {', '.join(known)}.")
+                    if v is not None:   # checked only: the readers take the values as written
+                        _coerce(v, item_fields[key].type, f"{_at(origin, marks, section, i, key)}: {section}[{i}].{key}")
             base[section] = tuple(dict(v) for v in value)
             if origins is not None:
                 origins[section] = layer_name or origin

@@ -44,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument("path", type=Path, nargs="?", default=Path("."), help="the repository (default: .)")
     show.add_argument("--config", type=Path, default=None, metavar="FILE",
                       help="a settings file instead of PATH/.github/setupbot.yml")
+    show.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                      help="a value as a command-line flag would give it (repeatable)")
     add_json_flag(show, "the settings (schema setupbot.config/1)")
     schema = cs.add_parser("schema", help="print the JSON Schema of .github/setupbot.yml")
     schema.add_argument("-o", "--output", type=Path, default=None, help="write it to this file instead of stdout")
@@ -184,7 +186,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     origins: dict[str, str] = {}
     repo = args.path.resolve()
-    settings = cfg.load_settings(repo, config_file=args.config, origins=origins)
+    overrides: dict[str, dict[str, Any]] = {}
+    for item in args.set:
+        key, eq, value = item.partition("=")
+        section, dot, name = key.partition(".")
+        if not (eq and dot and name):
+            from bot.errors import InputError
+
+            raise InputError(f"--set {item!r}: expected SECTION.KEY=VALUE", "For example --set budgets.max_steps=20.")
+        overrides.setdefault(section, {})[name] = value
+    settings = cfg.load_settings(repo, config_file=args.config, origins=origins, overrides=overrides or None)
     values = _flatten(settings)
     rows = [{"key": k, "value": _secret(k, v), "origin": origins.get(k, "default")} for k, v in values.items()]
     out = human(args)

@@ -204,7 +204,8 @@ class GitHubProvider(Provider):
     def repo_info(self, repo: str) -> RepoInfo:
         r = self._call(f"read repository {repo}", lambda: self._gh.get_repo(repo))
         self._repos[repo] = r
-        return RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork))
+        return RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork),
+                        tuple(r.topics or ()), r.language or "")
 
     def branch_sha(self, repo: str, branch: str) -> str | None:
         try:

@@ -221,9 +221,11 @@ def test_config_show_names_the_layer_of_each_value(tmp_path, monkeypatch, capsys
     assert rows["engine.memory"]["origin"] == "environment (SETUPBOT_ENGINE_MEMORY)"
     assert rows["engine.kind"]["origin"] == "default"
     assert rows["llm.api_key"]["value"] == "***"
-    origins: dict[str, str] = {}
-    cfg.load_settings(repo, overrides={"budgets": {"max_steps": 3}}, origins=origins, environ={})
-    assert origins["budgets.max_steps"] == "flag"
+    assert main(["config", "show", str(repo), "--set", "budgets.max_steps=3", "--json", "-"]) == 0
+    rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)["settings"]}
+    assert rows["budgets.max_steps"] == {"key": "budgets.max_steps", "value": 3, "origin": "flag"}
+    assert main(["config", "show", str(repo), "--set", "budgets.max_stesp=3"]) == 2
+    assert "Did you mean 'max_steps'?" in capsys.readouterr().err
     assert main(["config", "show", str(repo)]) == 0
     text = capsys.readouterr().out
     assert "budgets.max_steps" in text and "[environment (SETUPBOT_ENGINE_MEMORY)]" in text
@@ -238,6 +240,7 @@ def test_config_show_names_the_layer_of_each_value(tmp_path, monkeypatch, capsys
     ("\n\nengin:\n  kind: docker\n", 3, "unknown section 'engin'. Did you mean 'engine'?"),
     ("budgets:\n  max_steps: many\n", 2, "budgets.max_steps"),
     ("budgets:\n  max_steps: [1\n", 3, "not valid YAML"),
+    ("siblings:\n  - name: api\n    path: ../api\n    port: http\n", 4, "siblings[0].port"),
 ])
 def test_validate_names_the_file_and_line(tmp_path, capsys, text, line, needle):
     f = tmp_path / "setupbot.yml"
