@@ -56,7 +56,8 @@ def write_json(args: argparse.Namespace, command: str, payload: dict[str, Any]) 
 def meets_gate(tier: str | None, min_verdict: str) -> bool:
     """True when ``tier`` is at or above ``min_verdict`` (publish.min_verdict)."""
     if min_verdict not in VERDICT_ORDER[:4]:
-        raise ConfigError(f"publish.min_verdict must be one of Full, Mostly, Partial, Shallow, not {min_verdict!r}")
+        raise ConfigError(f"publish.min_verdict must be one of Full, Mostly, Partial, Shallow, not {min_verdict!r}",
+                          "Fix publish.min_verdict (`setupbot config show` says which layer set it).")
     if tier not in VERDICT_ORDER:
         return False
     return VERDICT_ORDER.index(tier) <= VERDICT_ORDER.index(min_verdict)

@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="leave out owner/name or name, shell patterns allowed (repeatable)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N repositories (in name order)")
     p.add_argument("--dry-run", action="store_true", help="read, plan and print; write nothing")
-    p.add_argument("--yes", action="store_true", help=f"confirm a rollout to more than --confirm-over repositories")
+    p.add_argument("--yes", action="store_true", help="confirm a rollout to more than --confirm-over repositories")
     p.add_argument("--confirm-over", type=int, default=CONFIRM_OVER, metavar="N",
                    help="above N matching repositories a rollout needs --yes (default: %(default)s)")
     add_json_flag(p, "what was (or would be) done (schema setupbot.rollout/1; status: setupbot.rollout-status/1)")
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if not token and not (args.dry_run or status):
         raise InputError("no GitHub token", "Set GITHUB_TOKEN (with workflow scope) or github.token.")
     if args.limit is not None and args.limit < 1:
-        raise InputError("--limit must be at least 1")
+        raise InputError("--limit must be at least 1", "Leave --limit out to take every matching repository.")
     register_secret(token)
     real = GitHubProvider(token, settings.github.api_url, branch_prefix=settings.github.branch_prefix)
     out = human(args)
