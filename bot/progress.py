@@ -15,6 +15,7 @@ Progress goes to stderr, so that ``--json -`` keeps stdout for the document alon
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -121,6 +122,11 @@ class LiveReporter(Reporter):
         self.live = Live(get_renderable=self._render, console=self.console, refresh_per_second=4,
                          transient=False, redirect_stdout=False, redirect_stderr=False)
         self.live.start()
+        # Log records on the same terminal would tear the live line: they print above it instead.
+        self._rerouted = []
+        for handler in logging.getLogger("bot").handlers:
+            if isinstance(handler, logging.StreamHandler) and getattr(handler, "stream", None) is stream:
+                self._rerouted.append((handler, handler.setStream(_Above(self.console))))
 
     def _render(self):
         t = self._text()
@@ -153,6 +159,23 @@ class LiveReporter(Reporter):
 
     def close(self) -> None:
         self.live.stop()
+        for handler, previous in self._rerouted:
+            handler.setStream(previous)
+
+
+class _Above:
+    """A stream whose lines the live display prints above itself."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            self.console.print(text.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
 
 
 _current: Reporter = Reporter()

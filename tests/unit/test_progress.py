@@ -39,6 +39,8 @@ SCRIPT = textwrap.dedent("""
                 r.trial("pin numpy<2")
             time.sleep(0.25)
         r.note("a detail line")
+        import logging
+        logging.getLogger("bot.pipeline").warning("a log record during the display")
         record = SimpleNamespace(status="success", degraded=False, repairs=[], run_id="r", remaining="",
                                  replay={"ok": True, "tests": {"passed": 2, "total": 2}})
         return SimpleNamespace(run_record=record, verification=None, warnings=[], written=None, records=[])
@@ -84,6 +86,10 @@ def test_live_display_on_a_pseudo_terminal(tmp_path):
     assert "a detail line" not in plain                         # notes need --verbose
     assert not re.search(STAMP, plain)                          # no log lines on a terminal
     assert "setupbot: success" in plain
+    # the log record is printed on a line of its own (the live line is erased first and redrawn
+    # below it), not glued to the end of the live line
+    assert re.search(r"\x1b\[2K[^\n]*W bot.pipeline: a log record during the display\r?\n", screen), screen
+    assert re.search(r"[\r\n]W bot.pipeline: a log record during the display\r?\n⏱", plain), plain
 
 
 def _run_piped(tmp_path, *flags: str) -> subprocess.CompletedProcess:
