@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from bot import progress
 from bot.atoms import Atom
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.errors import LLMError, SetupbotError
@@ -29,7 +30,6 @@ from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_
 from bot.loop.junit import TestResults, parse_junit
 from bot.loop.repair import (Candidate, knowledge_candidates, merge_candidates, rule_candidates,
                              trial_commands)
-from bot import progress
 from bot.loop.trajectory import Budget, Trajectory
 
 log = logging.getLogger(__name__)
