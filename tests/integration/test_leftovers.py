@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,7 +62,7 @@ def _run(repo: Path, run_id: str, *flags: str) -> subprocess.CompletedProcess:
     env.update(_engine_env())
     env.update(SETUPBOT_RUN_ID=run_id, PYTHONPATH=str(ROOT), SETUPBOT_BUDGETS_WALL_CLOCK="900")
     return subprocess.run([sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", "-",
-                           "--quiet", *flags], capture_output=True, text=True, env=env, timeout=1200)
+                           *flags], capture_output=True, text=True, env=env, timeout=1200)
 
 
 def _validate(doc: dict) -> None:
@@ -77,6 +78,8 @@ def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
     run_id = new_run_id()
     r = _run(repo, run_id, "--max-steps", "3", "--no-verify")
     assert r.returncode == 20, r.stderr[-3000:]
+    # not a terminal: the real loop's progress as timestamped lines on stderr
+    assert re.search(r"^\d{4}-\d\d-\d\dT[\d:]+Z \+\d\d:\d\d run broken · build · step 1/3$", r.stderr, re.M), r.stderr[-3000:]
     doc = json.loads(r.stdout)
     _validate(doc)
     assert doc["exit_code"] == 20 and doc["status"] != "success" and doc["run_id"] == run_id
@@ -87,7 +90,7 @@ def test_a_run_below_the_gate_exits_21_and_leaves_nothing(docker_available, tmp_
     repo = tmp_path / "shallow"
     shutil.copytree(FIXTURES / "verify-shallow", repo)
     run_id = new_run_id()
-    r = _run(repo, run_id, "--max-steps", "8")
+    r = _run(repo, run_id, "--max-steps", "8", "--quiet")
     doc = json.loads(r.stdout) if r.stdout.strip() else {}
     assert r.returncode == 21, (r.returncode, doc, r.stderr[-3000:])
     _validate(doc)
