@@ -4,7 +4,6 @@ validate against schemas/output, `config show|schema|validate`, `init`."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
