@@ -14,8 +14,9 @@ from bot.commands._common import add_json_flag, human, write_json
 from bot.errors import InputError
 
 SCHEMA_URL = "https://raw.githubusercontent.com/setupbot/setupbot/main/schemas/setupbot.schema.json"
-# The sections a repository usually sets; the rest are the operator's (see `setupbot config show`).
-SECTIONS = ("target", "services", "siblings", "budgets", "output", "publish")
+# The sections that describe the repository. The rest (engine, budgets, publish, llm, ...) govern
+# the sandbox and come from the operator: environment, flags, action inputs.
+SECTIONS = ("target", "services", "siblings", "output")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -283,12 +283,13 @@ def test_init_writes_the_workflow_and_a_commented_settings_file_once(tmp_path, c
     assert wf["jobs"]["setupbot"]["uses"].endswith("@" + "a" * 40)
     text = settings.read_text()
     assert text.startswith("# yaml-language-server: $schema=")
-    assert "# seconds for one run" in text                      # comments from the defaults
+    assert "# extra environment variables for the tests" in text     # comments from the defaults
+    assert set(yaml.safe_load(text)) == {"target", "services", "siblings", "output"}
     cfg._merge({}, *cfg.read_config_file(settings)[:1], str(settings))   # a valid settings file
     schema = json.loads((SCHEMAS / "setupbot.schema.json").read_text())
     jsonschema.validate(yaml.safe_load(text), schema)
     # a second run changes nothing, and a file of the user's is left alone
-    settings.write_text("budgets: {max_steps: 5}\n")
+    settings.write_text("target: {collect_only: false}\n")
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (workflow, settings)}
     assert main(["init", str(tmp_path)]) == 0
     assert "exists, left as it is" in capsys.readouterr().out
