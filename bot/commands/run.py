@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.config import load_settings
 from bot.commands._common import add_json_flag, human, meets_gate, reporter_for, write_json
-from bot.errors import BelowGate, InputError, SetupFailed
+from bot.errors import BelowGate, BudgetExceeded, InputError, Interrupted, SetupFailed
 
 
 def add_parser(sub) -> None:
@@ -28,15 +28,23 @@ def add_parser(sub) -> None:
 
 def outcome(result, min_verdict: str, verified: bool) -> tuple[int, str, str | None]:
     """(exit code, why, verdict tier) of a finished pipeline, by the shared exit-code table:
-    0 at or above publish.min_verdict, 21 below it (or no test ran, or the verification did not
-    complete), 20 without a replayed success. With --no-verify there is no verdict and only
-    "no test ran" keeps a replayed success from 0."""
+    0 at or above publish.min_verdict; 21 below it (or no test ran, or the verification did not
+    complete); 7 when the budget ran out first; 130 when the run was interrupted; 20 for any
+    other end without a replayed success. With --no-verify there is no verdict and only "no test
+    ran" keeps a replayed success from 0."""
     record = result.run_record
     tier = None
     if result.verification is not None:
         tier = (result.verification.verdict or {}).get("tier")
-    if record is None or record.status != "success":
-        return SetupFailed.exit_code, f"no replayed success ({record.status if record else 'no run'})", tier
+    status = record.status if record is not None else "no run"
+    if getattr(result, "interrupted", None) or status == "interrupted":
+        return Interrupted.exit_code, "interrupted", tier
+    if status == "over_budget":
+        return BudgetExceeded.exit_code, "the budget ran out before a replayed success", tier
+    if status == "no_tests":
+        return BelowGate.exit_code, "the clean replay ran no test", tier
+    if status != "success":
+        return SetupFailed.exit_code, f"no replayed success ({status})", tier
     tests = (record.replay or {}).get("tests") or {}
     if not tests.get("total"):
         return BelowGate.exit_code, "the clean replay ran no test", tier
@@ -70,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     code, why, tier = outcome(result, settings.publish.min_verdict, not args.no_verify)
     out = human(args)
     record = result.run_record
+    if record is None:   # stopped before the loop had a record: nothing was written
+        if code == Interrupted.exit_code:
+            raise Interrupted(f"{repo.name}: stopped before the run began")
+        raise SetupFailed(f"{repo.name}: the run ended without a record", "Rerun with --debug to see why.")
     print(f"setupbot: {record.status}" + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""),
           file=out)
     for r in record.repairs:
@@ -101,6 +113,14 @@ def run(args: argparse.Namespace) -> int:
         "repairs": [{"repair": r.candidate.describe(), "source": r.candidate.source} for r in record.repairs],
         "remaining": record.remaining or "", "warnings": [str(w) for w in result.warnings],
         "written": written, "records": [str(p.relative_to(repo)) for p in result.records]})
+    if code == Interrupted.exit_code:
+        raise Interrupted(f"{repo.name}: stopped before the end",
+                          "The outputs and records of the state reached so far were written; run "
+                          f"`setupbot clean --run-id {record.run_id}` if containers remain.")
+    if code == BudgetExceeded.exit_code:
+        raise BudgetExceeded(f"budget exhausted for {repo.name}: {record.remaining}",
+                             "The best state found was written; raise budgets.wall_clock or "
+                             "budgets.max_steps to let the run go further.")
     if code == SetupFailed.exit_code:
         raise SetupFailed(f"no replayed success for {repo.name} ({record.status})",
                           record.remaining or "See .setupbot/trajectory.jsonl for what was tried.")

@@ -77,12 +77,12 @@ def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
     (repo / "tests" / "test_it.py").write_text("def test_it():\n    assert True\n")
     run_id = new_run_id()
     r = _run(repo, run_id, "--max-steps", "3", "--no-verify")
-    assert r.returncode == 20, r.stderr[-3000:]
+    assert r.returncode in (7, 20), r.stderr[-3000:]      # budget exhausted or unresolved
     # not a terminal: the real loop's progress as timestamped lines on stderr
     assert re.search(r"^\d{4}-\d\d-\d\dT[\d:]+Z \+\d\d:\d\d run broken · build · step 1/3$", r.stderr, re.M), r.stderr[-3000:]
     doc = json.loads(r.stdout)
     _validate(doc)
-    assert doc["exit_code"] == 20 and doc["status"] != "success" and doc["run_id"] == run_id
+    assert doc["exit_code"] == r.returncode and doc["status"] != "success" and doc["run_id"] == run_id
     assert _count(run_id) == NOTHING
 
 

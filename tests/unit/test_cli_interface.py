@@ -13,7 +13,7 @@ import yaml
 
 from bot import config as cfg
 from bot.cli import main
-from bot.errors import EXIT_CODES, BelowGate, ConfigError, InputError, Interrupted, SetupFailed
+from bot.errors import EXIT_CODES, BelowGate, BudgetExceeded, ConfigError, InputError, Interrupted, SetupFailed
 
 ROOT = Path(__file__).parents[2]
 SCHEMAS = ROOT / "schemas"
@@ -60,7 +60,9 @@ def _result(tmp_path: Path, *, status="success", tier="Mostly", tests=3):
     ("success", "Full", 0, "Mostly", BelowGate.exit_code),         # no test ran
     ("success", None, 5, "Mostly", BelowGate.exit_code),           # verification did not complete
     ("unresolved", None, 0, "Mostly", SetupFailed.exit_code),
-    ("over_budget", None, 0, "Mostly", SetupFailed.exit_code),
+    ("over_budget", None, 0, "Mostly", BudgetExceeded.exit_code),
+    ("no_tests", None, 0, "Mostly", BelowGate.exit_code),
+    ("interrupted", None, 0, "Mostly", Interrupted.exit_code),
 ])
 def test_run_exit_code_follows_the_gate(tmp_path, monkeypatch, capsys, status, tier, tests, gate, code):
     import bot.pipeline
