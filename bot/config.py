@@ -116,6 +116,38 @@ class GitHubSettings:
 
 
 @dataclass(frozen=True)
+class ServiceItem:
+    """One entry of ``services:``: a service the tests need (bot/verify/services.py reads it)."""
+    name: str = ""
+    image: str = ""
+    kind: str = ""
+    ports: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SiblingItem:
+    """One entry of ``siblings:``: a sibling repository (bot/verify/siblings.py reads it)."""
+    name: str = ""
+    path: str = ""
+    url: str = ""
+    ref: str = ""
+    dockerfile: str = "Dockerfile"
+    plan: bool = False
+    port: int = 0
+    probe: str = ""
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    wire: Mapping[str, str] = field(default_factory=dict)
+    health_timeout: int = 60
+
+
+# The known keys of the list sections' items: a typo inside an item is an error too.
+LIST_ITEMS: dict[str, type] = {"services": ServiceItem, "siblings": SiblingItem}
+
+
+@dataclass(frozen=True)
 class Settings:
     engine: EngineSettings = field(default_factory=EngineSettings)
     ca: CASettings = field(default_factory=CASettings)
@@ -193,41 +225,108 @@ def _coerce(value: Any, target_type: Any, where: str) -> Any:
     return value
 
 
-def _merge(base: dict[str, Any], layer: Mapping[str, Any], origin: str) -> None:
-    """Merge one layer into ``base`` in place, rejecting unknown keys."""
+def _at(origin: str, marks: Mapping[tuple, int] | None, *path: Any) -> str:
+    """``origin`` with the line of ``path`` in it, when the layer is a file with line marks."""
+    line = (marks or {}).get(tuple(path))
+    return f"{origin}:{line}" if line else origin
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
+           marks: Mapping[tuple, int] | None = None, origins: dict[str, str] | None = None,
+           layer_name: str = "") -> None:
+    """Merge one layer into ``base`` in place, rejecting unknown keys. ``marks`` ({key path:
+    line}) puts the user's line into errors; ``origins`` records which layer set each key."""
+    hint = "`setupbot config schema` lists the sections and keys."
     if not isinstance(layer, Mapping):
-        raise ConfigError(f"{origin}: the top level must be a mapping of sections",
-                          "See bot/defaults.yml for the sections and keys.")
+        raise ConfigError(f"{origin}: the top level must be a mapping of sections", hint)
     for section, value in layer.items():
         if section not in _SECTIONS:
-            raise ConfigError(f"{origin}: unknown section '{section}'.{_suggest(section, list(_SECTIONS))}",
-                              "See bot/defaults.yml for the sections and keys.")
+            raise ConfigError(f"{_at(origin, marks, section)}: unknown section '{section}'."
+                              f"{_suggest(str(section), list(_SECTIONS))}", hint)
         f = _SECTIONS[section]
-        if section in ("services", "siblings"):
+        if section in LIST_ITEMS:
             if value is None:
                 value = []
             if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-                raise ConfigError(f"{origin}: '{section}' must be a list of mappings")
+                raise ConfigError(f"{_at(origin, marks, section)}: '{section}' must be a list of mappings")
+            item_fields = {sf.name: sf for sf in dataclasses.fields(LIST_ITEMS[section])}
+            known = list(item_fields)
+            for i, item in enumerate(value):
+                for key, v in item.items():
+                    if key not in known:
+                        raise ConfigError(
+                            f"{_at(origin, marks, section, i, key)}: unknown key '{key}' in {section}[{i}]."
+                            f"{_suggest(str(key), known)}",
+                            f"Known keys of a {section} entry: {', '.join(known)}.")
+                    if v is not None:   # checked only: the readers take the values as written
+                        _coerce(v, item_fields[key].type, f"{_at(origin, marks, section, i, key)}: {section}[{i}].{key}")
             base[section] = tuple(dict(v) for v in value)
+            if origins is not None:
+                origins[section] = layer_name or origin
             continue
         if value is None:
             continue
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{origin}: section '{section}' must be a mapping")
+            raise ConfigError(f"{_at(origin, marks, section)}: section '{section}' must be a mapping")
         cls = f.default_factory  # type: ignore[misc]
         fields = {sf.name: sf for sf in dataclasses.fields(cls)}
         current = base.setdefault(section, {})
         for key, v in value.items():
             if key not in fields:
                 raise ConfigError(
-                    f"{origin}: unknown key '{section}.{key}'.{_suggest(key, list(fields))}",
+                    f"{_at(origin, marks, section, key)}: unknown key '{section}.{key}'."
+                    f"{_suggest(str(key), list(fields))}",
                     f"Known keys in '{section}': {', '.join(fields)}.")
-            current[key] = _coerce(v, fields[key].type, f"{origin}: {section}.{key}")
+            current[key] = _coerce(v, fields[key].type, f"{_at(origin, marks, section, key)}: {section}.{key}")
+            if origins is not None:
+                origins[f"{section}.{key}"] = layer_name or origin
 
 
-def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
-    """SETUPBOT_<SECTION>_<KEY>=value. Unknown SETUPBOT_ names are rejected like unknown keys,
-    except a few reserved for the tooling itself."""
+def line_marks(text: str) -> dict[tuple, int]:
+    """{key path: 1-based line} of a YAML document, e.g. ("services", 0, "nme") -> 7."""
+    marks: dict[tuple, int] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return marks
+
+    def walk(node: Any, path: tuple) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                key = key_node.value
+                marks[path + (key,)] = key_node.start_mark.line + 1
+                walk(value_node, path + (key,))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                marks[path + (i,)] = item.start_mark.line + 1
+                walk(item, path + (i,))
+
+    if root is not None:
+        walk(root, ())
+    return marks
+
+
+def read_config_file(path: Path, *, repo: Path | None = None) -> tuple[Any, dict[tuple, int]]:
+    """The data of a settings file and its line marks; errors name the file and line. Reading is
+    bounded (``_read_config``); the marks come from a second, cheap compose of the same text, which
+    ``_read_config`` has already proven small and shallow."""
+    from bot import safefs
+
+    data = _read_config(path, repo=repo)
+    try:
+        raw = safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES) if repo is not None \
+            else Path(path).read_bytes()
+        marks = line_marks(raw.decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, safefs.UnsafePath):
+        marks = {}
+    return data, marks
+
+
+def _env_layer(environ: Mapping[str, str], names: dict[str, str] | None = None) -> dict[str, Any]:
+    """SETUPBOT_<SECTION>_<KEY>=value. Only variables whose <SECTION> is a settings section are
+    read (an unknown key in a known section is an error); any other SETUPBOT_ name (say
+    SETUPBOT_VERSION) belongs to something else and is ignored. ``names`` gets {section.key:
+    variable} for the origin of each value."""
     reserved = {"SETUPBOT_CONFIG", "SETUPBOT_DEBUG", "SETUPBOT_TEST_PG_URL", "SETUPBOT_RUN_ID"}
     layer: dict[str, Any] = {}
     for name, value in environ.items():
@@ -235,13 +334,19 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         rest = name[len("SETUPBOT_"):].lower()
         for section in sorted(_SECTIONS, key=len, reverse=True):
-            if rest.startswith(section + "_"):
-                layer.setdefault(section, {})[rest[len(section) + 1:]] = value
+            if rest.startswith(section + "_") and section not in LIST_ITEMS:
+                key = rest[len(section) + 1:]
+                layer.setdefault(section, {})[key] = value
+                if names is not None:
+                    names[f"{section}.{key}"] = name
                 break
         else:
-            known = [f"SETUPBOT_{s.upper()}_..." for s in _SECTIONS]
-            raise ConfigError(f"environment: unknown variable {name}.{_suggest(rest, list(_SECTIONS))}",
-                              f"Variables take the form {', '.join(known[:3])}, ...")
+            close = difflib.get_close_matches(rest.split("_")[0], list(_SECTIONS), n=1)
+            if close:
+                # not read, but a likely typo of a section deserves a word
+                logging.getLogger(__name__).warning(
+                    "environment: %s is not read (no section '%s'; did you mean SETUPBOT_%s_...?)",
+                    name, rest.split("_")[0], close[0].upper())
     return layer
 
 
@@ -293,9 +398,9 @@ def _read_config(path: Path, *, repo: Path | None = None) -> Any:
         return yamlsafe.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"cannot read {path}{where}: {problem}", "Fix the YAML or remove the file.") from None
+        raise ConfigError(f"{where}: not valid YAML: {problem}", "Fix the YAML or remove the file.") from None
 
 
 def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
@@ -350,7 +455,8 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             good = []
             for i, entry in enumerate(value):
                 why = None
-                if isinstance(entry, Mapping):
+                known = {f.name for f in dataclasses.fields(LIST_ITEMS[section])}
+                if isinstance(entry, Mapping) and not set(entry) - known:   # a typo: _merge suggests
                     why = (_sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry))
                 if why:
                     refused.append((f"{section}[{i}]", why))
@@ -389,28 +495,37 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
 
 def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | None = None,
                   environ: Mapping[str, str] | None = None,
-                  config_file: Path | None = None) -> Settings:
+                  config_file: Path | None = None, origins: dict[str, str] | None = None) -> Settings:
     """Resolve the settings chain. ``overrides`` is a {section: {key: value}} mapping from the
     CLI or action inputs (values of None are ignored). ``config_file`` and SETUPBOT_CONFIG name
     an operator's file (every key allowed); the repository's own .github/setupbot.yml may set
-    only what describes the repository (``repo_layer``)."""
+    only what describes the repository (``repo_layer``). ``origins``, when given, gets the layer that
+    set each value: default, operator or repository file (path), environment (variable), flag."""
     merged: dict[str, Any] = {}
-    _merge(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE))
+    _merge(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE),
+           origins=origins, layer_name="default")
     environ = os.environ if environ is None else environ
     path = config_file or (Path(environ["SETUPBOT_CONFIG"]) if environ.get("SETUPBOT_CONFIG") else None)
     refused: list[tuple[str, str]] = []
     if path is not None:
-        _merge(merged, _read_config(Path(path)), str(path))
+        data, marks = read_config_file(Path(path))
+        _merge(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
     elif repo is not None and ((repo / REPO_CONFIG).is_file() or (repo / REPO_CONFIG).is_symlink()):
         origin = str(repo / REPO_CONFIG)
-        data, refused = repo_layer(_read_config(repo / REPO_CONFIG, repo=Path(repo)), Path(repo), origin)
-        _merge(merged, data, origin)
-    _merge(merged, _env_layer(environ), "environment")
+        data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
+        data, refused = repo_layer(data, Path(repo), origin)
+        _merge(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
+    names: dict[str, str] = {}
+    for section, values in _env_layer(environ, names).items():
+        for key, value in values.items():   # one variable at a time: errors name the variable
+            variable = names[f"{section}.{key}"]
+            _merge(merged, {section: {key: value}}, f"environment variable {variable}", origins=origins,
+                   layer_name=f"environment ({variable})")
     if overrides:
         cleaned = {s: {k: v for k, v in (vals or {}).items() if v is not None}
                    for s, vals in overrides.items()}
         _merge(merged, {s: v for s, v in cleaned.items() if v or s in ("services", "siblings")},
-               "command line")
+               "command line", origins=origins, layer_name="flag")
     kwargs: dict[str, Any] = {}
     for name, f in _SECTIONS.items():
         if name in ("services", "siblings"):

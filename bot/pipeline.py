@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot import progress
 from bot.config import Settings
 from bot.errors import KnowledgeError, SetupbotError
 
@@ -108,12 +109,14 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
         tag = (record.replay or {}).get("tag")
         if verify and record.replay.get("ok") and tag and result.plan is not None:
             result.image_size = engine.image_size(tag)
+            progress.current().stage("verify")
             result.verification = _verify(engine, repo, tag, result.plan, settings, result.warnings)
     finally:
         if not settings.engine.keep_containers:
             engine.clean(engine.run_id)
 
     if write and (result.plan is not None or result.run_record is not None):
+        progress.current().stage("write")
         result.generated = outputs_from_pipeline(
             repo, plan=result.plan, run_record=result.run_record, verification=result.verification,
             output_dir=settings.output.dir, repository=repository or repo.name,

@@ -8,6 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from bot.commands._common import add_json_flag, human, reporter_for, write_json
 from bot.errors import InputError
 
 DEFAULT_OUT = Path("bench/results")
@@ -35,6 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--report-only", action="store_true", help="only regenerate SUMMARY.md and the chart")
     p.add_argument("--summary", type=Path, help="summary path (default: <out>/../SUMMARY.md)")
     p.add_argument("--chart", type=Path, help="chart path (default: <out>/../chart.png)")
+    add_json_flag(p, "the records of the run (schema setupbot.bench/1)")
     p.set_defaults(func=run)
 
 
@@ -50,7 +52,12 @@ def _report(args, records_filter=None) -> int:
     meta = results_io.read_meta(args.out)
     # "notes" in run.json: what a reader must know about how the results were put together
     write_report(records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None)
-    print(f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {chart}" if records else ""))
+    print(f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {chart}" if records else ""),
+          file=human(args))
+    write_json(args, "bench", {"summary": str(summary), "chart": str(chart) if records else None,
+                               "records": [{"repo": r.get("repo"), "sha": r.get("sha"), "system": r.get("system"),
+                                            "ebsr": bool(r.get("ebsr")), "tests": r.get("tests") or {}}
+                                           for r in records]})
     return 0
 
 
@@ -109,5 +116,9 @@ def run(args: argparse.Namespace) -> int:
                         jobs=max(1, args.jobs), test_timeout=args.timeout_per_repo,
                         collect_timeout=args.collect_timeout, force=args.force, keep_images=args.keep_images,
                         settings=settings, command=command)
-    run_bench(opts)
+    from bot import progress
+
+    with progress.use(reporter_for(args, "bench")) as reporter:
+        # the runner's own "[3/63 · 00:41:07] owner/name · system · build" lines become the stage
+        run_bench(opts, progress_stream=progress.LineStream(reporter, as_stage=True))
     return _report(args, in_list)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from bot.commands._common import add_json_flag, human, write_json
 from bot.config import load_settings
 
 
@@ -13,6 +14,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("clean", help="remove containers, networks, volumes and images left by runs")
     p.add_argument("--run-id", default=None, help="only this run (default: every run)")
     p.add_argument("--engine", choices=["docker", "podman"], help="container engine (engine.kind)")
+    add_json_flag(p, "what was removed (schema setupbot.clean/1)")
     p.set_defaults(func=run)
 
 
@@ -24,5 +26,6 @@ def run(args: argparse.Namespace) -> int:
     engine.ping()
     counts = engine.clean(args.run_id)
     scope = f"run {args.run_id}" if args.run_id else "all runs"
-    print(f"removed ({scope}): " + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    print(f"removed ({scope}): " + ", ".join(f"{n} {kind}" for kind, n in counts.items()), file=human(args))
+    write_json(args, "clean", {"run_id": args.run_id, "removed": dict(counts)})
     return 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bot.commands._common import add_json_flag, human, reporter_for, write_json
 from bot.config import load_settings
+from bot.errors import ImageUnavailableError
 
 
 def add_parser(sub) -> None:
@@ -19,7 +21,9 @@ def add_parser(sub) -> None:
                    help="comma-separated services to build (default: all known; '' for none)")
     b.add_argument("--force", action="store_true", help="rebuild even when the recipe hash matches")
     b.add_argument("--engine", choices=["docker", "podman"], help="container engine (engine.kind)")
-    isub.add_parser("list", help="Python versions and service images this engine offers")
+    add_json_flag(b, "the outcome of each image (schema setupbot.images/1)")
+    lst = isub.add_parser("list", help="Python versions and service images this engine offers")
+    add_json_flag(lst, "what the engine offers (schema setupbot.images/1)")
     p.set_defaults(func=run)
 
 
@@ -34,23 +38,33 @@ def run(args: argparse.Namespace) -> int:
         engine.ping()
         pythons = images.available_pythons(engine)
         services = images.available_services(engine)
-        print("python: " + (" ".join(pythons) if pythons else "(none: run `setupbot images bootstrap`)"))
+        out = human(args)
+        print("python: " + (" ".join(pythons) if pythons else "(none: run `setupbot images bootstrap`)"), file=out)
         if services:
             for s in services:
-                print(f"service: {s.name} {s.version} {s.image}".rstrip())
+                print(f"service: {s.name} {s.version} {s.image}".rstrip(), file=out)
         else:
-            print("service: (none)")
+            print("service: (none)", file=out)
+        write_json(args, "images", {"action": "list", "pythons": list(pythons),
+                                    "services": [{"name": s.name, "version": str(s.version), "image": s.image}
+                                                 for s in services], "images": []})
         return 0
 
     services = None
     if args.services is not None:
         services = [s.strip() for s in args.services.split(",") if s.strip()]
-    outcomes = images.bootstrap(engine, settings, pythons=args.pythons, services=services, force=args.force,
-                                log_line=lambda line: print(line, flush=True))
+    from bot import progress
+
+    with progress.use(reporter_for(args, "images bootstrap")) as reporter:
+        # each line of the bootstrap ("build python:3.13-slim from ...") is where it is now
+        outcomes = images.bootstrap(engine, settings, pythons=args.pythons, services=services, force=args.force,
+                                    log_line=lambda line: reporter.stage(line))
     failed = [o for o in outcomes if o.action == "failed"]
     for o in failed:
         print(f"\nfailed: {o.tag}\n{o.detail}", file=sys.stderr)
     built = sum(o.action == "built" for o in outcomes)
     reused = sum(o.action == "reused" for o in outcomes)
-    print(f"images: {built} built, {reused} reused, {len(failed)} failed")
-    return 6 if failed else 0
+    print(f"images: {built} built, {reused} reused, {len(failed)} failed", file=human(args))
+    write_json(args, "images", {"action": "bootstrap", "pythons": [], "services": [],
+                                "images": [{"tag": o.tag, "action": o.action} for o in outcomes]})
+    return ImageUnavailableError.exit_code if failed else 0

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from bot.commands._common import add_json_flag, human, write_json
 from bot.config import load_settings
 from bot.errors import InputError, KnowledgeError
 
@@ -20,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ks = p.add_subparsers(dest="knowledge_command", required=True, metavar="ACTION")
     ls = ks.add_parser("list", help="list units")
     ls.add_argument("--category", help="only this category")
-    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    add_json_flag(ls, "the units (schema setupbot.knowledge-list/1)")
     show = ks.add_parser("show", help="show one unit with its telemetry")
     show.add_argument("unit_id")
     add = ks.add_parser("add", help="add units from a YAML/JSON file (refuses existing ids)")
@@ -84,7 +85,7 @@ def _add_units(store, path: Path, replace: bool) -> int:
     for reason in bad:
         print(f"refused {reason}", file=sys.stderr)
     print(f"added {added}, skipped {skipped}, refused {len(bad)} ({store.describe()})")
-    return 0 if not bad else 1
+    return 0 if not bad else InputError.exit_code
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,16 +93,17 @@ def run(args: argparse.Namespace) -> int:
     with store:
         cmd = args.knowledge_command
         if cmd == "list":
+            units = []
+            out = human(args)
             for u in store.all():
                 if args.category and u.category != args.category:
                     continue
                 t = u.telemetry
-                if args.json:
-                    print(json.dumps({"id": u.id, "category": u.category, "title": u.title,
-                                      "tier": t.tier_name, **t.to_json()}))
-                else:
-                    print(f"{u.id:45} {u.category:8} {t.tier_name:6} hits={t.hits} ok={t.successes} "
-                          f"fail={t.failures}  {u.title}")
+                units.append({"id": u.id, "category": u.category, "title": u.title, "tier": t.tier_name,
+                              **t.to_json()})
+                print(f"{u.id:45} {u.category:8} {t.tier_name:6} hits={t.hits} ok={t.successes} "
+                      f"fail={t.failures}  {u.title}", file=out)
+            write_json(args, "knowledge-list", {"store": store.describe(), "units": units})
             return 0
         if cmd == "show":
             unit = store.get(args.unit_id)
@@ -145,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             cands = Retriever(store, settings).retrieve(text, context)
             if not cands:
                 print("no matching experience")
-                return 1
+                return 0
             for c in cands:
                 print(c.describe())
                 print(f"    {c.unit.advice}")

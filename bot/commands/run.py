@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from bot.config import load_settings
-from bot.errors import InputError, SetupFailed
+from bot.commands._common import add_json_flag, human, meets_gate, reporter_for, write_json
+from bot.errors import BelowGate, BudgetExceeded, InputError, Interrupted, SetupFailed
 
 
 def add_parser(sub) -> None:
@@ -21,7 +22,38 @@ def add_parser(sub) -> None:
     p.add_argument("--keep", action="store_true", help="keep runner containers for debugging (engine.keep_containers)")
     p.add_argument("--no-knowledge", action="store_true", help="do not use the experience base (rules only)")
     p.add_argument("--no-verify", action="store_true", help="skip the prosecutor and judge after the clean replay")
+    add_json_flag(p, "the run's outcome (schema setupbot.run/1)")
     p.set_defaults(func=run)
+
+
+def outcome(result, min_verdict: str, verified: bool) -> tuple[int, str, str | None]:
+    """(exit code, why, verdict tier) of a finished pipeline, by the shared exit-code table:
+    0 at or above publish.min_verdict; 21 below it (or no test ran, or the verification did not
+    complete); 7 when the budget ran out first; 130 when the run was interrupted; 20 for any
+    other end without a replayed success. With --no-verify there is no verdict and only "no test
+    ran" keeps a replayed success from 0."""
+    record = result.run_record
+    tier = None
+    if result.verification is not None:
+        tier = (result.verification.verdict or {}).get("tier")
+    status = record.status if record is not None else "no run"
+    if getattr(result, "interrupted", None) or status == "interrupted":
+        return Interrupted.exit_code, "interrupted", tier
+    if status == "over_budget":
+        return BudgetExceeded.exit_code, "the budget ran out before a replayed success", tier
+    if status == "no_tests":
+        return BelowGate.exit_code, "the clean replay ran no test", tier
+    if status != "success":
+        return SetupFailed.exit_code, f"no replayed success ({status})", tier
+    tests = (record.replay or {}).get("tests") or {}
+    if not tests.get("total"):
+        return BelowGate.exit_code, "the clean replay ran no test", tier
+    if verified:
+        if tier is None:
+            return BelowGate.exit_code, "the verification did not complete, so there is no verdict", tier
+        if not meets_gate(tier, min_verdict):
+            return BelowGate.exit_code, f"verdict {tier} is below publish.min_verdict {min_verdict}", tier
+    return 0, "success" + (f": verdict {tier}" if tier else " (not verified)"), tier
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,32 +67,65 @@ def run(args: argparse.Namespace) -> int:
         "engine": {"keep_containers": True if args.keep else None},
     }
     settings = load_settings(repo, overrides=overrides)
+    meets_gate("Full", settings.publish.min_verdict)   # a bad gate is a config error before the run
 
+    from bot import progress
     from bot.pipeline import run_pipeline
 
-    result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge,
-                          verify=not args.no_verify)
+    with progress.use(reporter_for(args, f"run {repo.name}")):
+        result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge,
+                              verify=not args.no_verify)
+    code, why, tier = outcome(result, settings.publish.min_verdict, not args.no_verify)
+    out = human(args)
     record = result.run_record
-    print(f"setupbot: {record.status}" + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""))
+    if record is None:   # stopped before the loop had a record: nothing was written
+        if code == Interrupted.exit_code:
+            raise Interrupted(f"{repo.name}: stopped before the run began")
+        raise SetupFailed(f"{repo.name}: the run ended without a record", "Rerun with --debug to see why.")
+    print(f"setupbot: {record.status}" + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""),
+          file=out)
     for r in record.repairs:
-        print(f"  kept: {r.candidate.describe()}  [{r.candidate.source}]")
+        print(f"  kept: {r.candidate.describe()}  [{r.candidate.source}]", file=out)
     if record.replay:
-        print(f"  clean replay: {'passed' if record.replay.get('ok') else 'failed'}; tests: {record.replay.get('tests')}")
+        print(f"  clean replay: {'passed' if record.replay.get('ok') else 'failed'}; tests: {record.replay.get('tests')}",
+              file=out)
     if result.verification is not None:
         verdict = result.verification.verdict
-        print(f"  verdict: {verdict.get('tier')} ({'; '.join(verdict.get('reasons', []))})")
+        print(f"  verdict: {verdict.get('tier')} ({'; '.join(verdict.get('reasons', []))})", file=out)
     if record.remaining and record.status != "success":
-        print(f"  remaining: {record.remaining}")
+        print(f"  remaining: {record.remaining}", file=out)
     for warning in result.warnings:
-        print(f"  warning: {warning}")
+        print(f"  warning: {warning}", file=out)
+    written = []
     if result.written is not None:
         for path in [*result.written.written, *result.written.unchanged]:
-            print(f"  wrote {path}")
+            print(f"  wrote {path}", file=out)
+            written.append(str(path))
         for path in result.written.kept:
-            print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change")
+            print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change", file=out)
     for path in result.records:
-        print(f"  record {path.relative_to(repo)}")
-    if record.status != "success":
+        print(f"  record {path.relative_to(repo)}", file=out)
+    write_json(args, "run", {
+        "repo": str(repo), "run_id": record.run_id, "status": record.status, "degraded": record.degraded,
+        "verdict": tier, "gate": {"min_verdict": settings.publish.min_verdict, "met": code == 0},
+        "exit_code": code, "why": why,
+        "replay": {"ok": bool((record.replay or {}).get("ok")), "tests": (record.replay or {}).get("tests") or {}},
+        "repairs": [{"repair": r.candidate.describe(), "source": r.candidate.source} for r in record.repairs],
+        "remaining": record.remaining or "", "warnings": [str(w) for w in result.warnings],
+        "written": written, "records": [str(p.relative_to(repo)) for p in result.records]})
+    if code == Interrupted.exit_code:
+        raise Interrupted(f"{repo.name}: stopped before the end",
+                          "The outputs and records of the state reached so far were written; run "
+                          f"`setupbot clean --run-id {record.run_id}` if containers remain.")
+    if code == BudgetExceeded.exit_code:
+        raise BudgetExceeded(f"budget exhausted for {repo.name}: {record.remaining}",
+                             "The best state found was written; raise budgets.wall_clock or "
+                             "budgets.max_steps to let the run go further.")
+    if code == SetupFailed.exit_code:
         raise SetupFailed(f"no replayed success for {repo.name} ({record.status})",
                           record.remaining or "See .setupbot/trajectory.jsonl for what was tried.")
+    if code == BelowGate.exit_code:
+        raise BelowGate(f"{repo.name}: {why}",
+                        "The files are written; the report says what the verdict rests on. Lower "
+                        "publish.min_verdict to accept this verdict.")
     return 0

@@ -2,7 +2,8 @@
 
 Runs the repository's tests in the image without and with its sibling services and
 repositories, prosecutes and judges in fresh containers, and writes the verification record
-(JSON). Exit code 0 for Full and Mostly, 20 (SetupFailed) for Partial and Shallow."""
+(JSON). Exit code 0 at or above publish.min_verdict (default Mostly), 21 below it -- the same
+table as every command (README, "Exit codes")."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import load_settings
-from bot.errors import InputError, SetupFailed
+from bot.commands._common import add_json_flag, human, meets_gate, write_json
+from bot.errors import BelowGate, InputError
 from bot.verify import services as svc
 from bot.verify import siblings as sib
 
@@ -36,7 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--copy-repo", action="store_true",
                    help="copy the repository into each container (for images that do not contain it)")
     p.add_argument("--workdir", default="/workspace", help="the repository's directory in the image")
-    p.add_argument("--python", default="python", help="the configured interpreter in the image")
+    p.add_argument("--interpreter", default="python", metavar="COMMAND",
+                   help="the configured interpreter in the image (default: python)")
+    add_json_flag(p, "the verdict and its record (schema setupbot.verify/1)")
     p.add_argument("--test-timeout", type=int, default=None, help="seconds for one test run")
     p.set_defaults(func=run)
 
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     record = verify_environment(
         engine, repo, args.image, services=services, ci_env=ci_env, siblings=siblings,
-        test_command=command, python=args.python, mutation=args.mutation, copy_repo=args.copy_repo,
+        test_command=command, python=args.interpreter, mutation=args.mutation, copy_repo=args.copy_repo,
         workdir=args.workdir, test_timeout=args.test_timeout or settings.engine.command_timeout,
         warnings=warnings)
     if args.record:
@@ -97,20 +101,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         path = record.write(repo / ".setupbot" / "verification.json", repo=repo)
     verdict = record.verdict
-    print(f"verdict: {verdict.get('tier')}")
+    out = human(args)
+    print(f"verdict: {verdict.get('tier')}", file=out)
     for reason in verdict.get("reasons", []):
-        print(f"  - {reason}")
+        print(f"  - {reason}", file=out)
     for o in record.services:
         state = "healthy" if o["healthy"] else "NOT healthy"
         print(f"service {o['name']}: {o.get('image') or o['requested_image']} {state}"
-              + (f" ({o['note']})" if o.get("note") else ""))
+              + (f" ({o['note']})" if o.get("note") else ""), file=out)
     if record.attribution:
         for name, tests in record.attribution.get("needed", {}).items():
-            print(f"{len(tests)} tests needed {name}")
-    print(f"record: {path}")
-    if verdict.get("tier") in ("Partial", "Shallow"):
-        raise SetupFailed(f"verification verdict: {verdict.get('tier')}",
-                          f"See {path} for the charges and rulings.")
+            print(f"{len(tests)} tests needed {name}", file=out)
+    print(f"record: {path}", file=out)
+    tier = verdict.get("tier")
+    met = meets_gate(tier, settings.publish.min_verdict)
+    write_json(args, "verify", {"repo": str(repo), "image": args.image, "verdict": tier,
+                                "reasons": list(verdict.get("reasons", [])),
+                                "gate": {"min_verdict": settings.publish.min_verdict, "met": met},
+                                "exit_code": 0 if met else BelowGate.exit_code, "record": str(path)})
+    if not met:
+        raise BelowGate(f"verification verdict {tier} is below publish.min_verdict {settings.publish.min_verdict}",
+                        f"See {path} for the charges and rulings.")
     return 0
 
 

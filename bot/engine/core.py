@@ -245,6 +245,9 @@ class Engine:
                 # BuildKit takes no per-build limits on the command line.
                 args += ["--memory", self.limits.memory, "--memory-swap", self.limits.memory,
                          "--cpu-period", "100000", "--cpu-quota", str(int(self.limits.cpus * 100000))]
+                # The classic builder keeps the container of a failed RUN step unless told
+                # otherwise: a failed build must leave nothing behind.
+                args.append("--force-rm")
             for t in tags:
                 args += ["-t", t]
             for k, v in labels.items():

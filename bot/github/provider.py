@@ -61,6 +61,8 @@ class RepoInfo:
     default_branch: str
     archived: bool = False
     fork: bool = False
+    topics: tuple[str, ...] = ()      # for `rollout --topic` / `--only-ecosystem`
+    language: str = ""
 
 
 def rate_limit_wait(status: int, headers: dict[str, str], clock: Callable[[], float]) -> float | None:
@@ -114,6 +116,7 @@ class Provider:
     def find_pulls(self, repo: str, head_branch: str, state: str = "open") -> list[PullInfo]: raise NotImplementedError
     def list_org_repos(self, org: str) -> list[RepoInfo]: raise NotImplementedError
     def list_dir(self, repo: str, path: str, ref: str) -> list[str]: raise NotImplementedError
+    def last_workflow_run(self, repo: str, workflow_path: str) -> dict[str, str] | None: return None
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: raise NotImplementedError
     # writes
     def commit_files(self, repo: str, parent_sha: str, files: dict[str, str], message: str, *,
@@ -201,7 +204,8 @@ class GitHubProvider(Provider):
     def repo_info(self, repo: str) -> RepoInfo:
         r = self._call(f"read repository {repo}", lambda: self._gh.get_repo(repo))
         self._repos[repo] = r
-        return RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork))
+        return RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork),
+                        tuple(r.topics or ()), r.language or "")
 
     def branch_sha(self, repo: str, branch: str) -> str | None:
         try:
@@ -237,8 +241,26 @@ class GitHubProvider(Provider):
 
     def list_org_repos(self, org: str) -> list[RepoInfo]:
         return self._call(f"list repositories of {org}", lambda: [
-            RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork))
+            RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork),
+                     tuple(r.topics or ()), r.language or "")
             for r in self._gh.get_organization(org).get_repos()])
+
+    def last_workflow_run(self, repo: str, workflow_path: str) -> dict[str, str] | None:
+        """The newest run of one workflow file: {created_at, status, conclusion, url}; None without one."""
+        r = self._repo(repo)
+        try:
+            runs = self._call(f"list runs of {workflow_path}",
+                              lambda: list(r.get_workflow(workflow_path.rsplit("/", 1)[-1]).get_runs()[:1]))
+        except GitHubError as exc:
+            if self._absent(exc):
+                return None
+            raise
+        if not runs:
+            return None
+        run = runs[0]
+        created = run.created_at.strftime("%Y-%m-%dT%H:%M:%SZ") if run.created_at else ""
+        return {"created_at": created, "status": run.status or "",
+                "conclusion": run.conclusion or "", "url": run.html_url or ""}
 
     def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
         r = self._repo(repo)
@@ -386,6 +408,9 @@ class DryRunProvider(Provider):
 
     def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
         return self.inner.list_dir(repo, path, ref) if self.inner else []
+
+    def last_workflow_run(self, repo: str, workflow_path: str) -> dict[str, str] | None:
+        return self.inner.last_workflow_run(repo, workflow_path) if self.inner else None
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         return self.inner.find_comment(repo, number, marker) if self.inner else None

@@ -4,6 +4,7 @@ Idempotent: a repository whose workflow is already current gets no write call.""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import io
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 import jinja2
 from ruamel.yaml import YAML
 
+from bot import progress
 from bot.errors import GitHubError, InputError
 from bot.github.provider import Provider
 from bot.github.publish import publish_pull_request
@@ -29,6 +31,13 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
 
 
+def stagger_cron(repo: str, *, weekday: str = "1") -> str:
+    """A weekly schedule whose minute and hour come from a stable hash of the repository name, so
+    an organisation's drift checks spread over the day instead of all starting at once."""
+    digest = int.from_bytes(hashlib.sha256(repo.lower().encode()).digest()[:4], "big")
+    return f"{digest % 60} {(digest // 60) % 24} * * {weekday}"
+
+
 @dataclass
 class RolloutResult:
     repo: str
@@ -36,6 +45,7 @@ class RolloutResult:
     path: str = ""
     number: int | None = None
     detail: str = ""
+    cron: str = ""
 
 
 def _yaml() -> YAML:
@@ -148,11 +158,12 @@ def plan_repository(provider: Provider, repo: str, *, setupbot_repository: str, 
 
 
 def rollout_repository(provider: Provider, repo: str, *, setupbot_repository: str, ref: str,
-                       cron: str = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> RolloutResult:
+                       cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> RolloutResult:
+    cron = cron or stagger_cron(repo)
     files, base, edited = plan_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
                                           cron=cron)
     if not files:
-        return RolloutResult(repo, "unchanged", detail="the workflow already calls setupbot at this ref")
+        return RolloutResult(repo, "unchanged", detail="the workflow already calls setupbot at this ref", cron=cron)
     path = next(iter(files))
     fingerprint = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:32]
     body = environment().get_template("report/rollout-body.md.j2").render(
@@ -162,7 +173,7 @@ def rollout_repository(provider: Provider, repo: str, *, setupbot_repository: st
                                   files=files, fingerprint=fingerprint, title="Add the setupbot workflow",
                                   body=body, labels=labels, allow_workflows=True,
                                   commit_message="Add the setupbot workflow")
-    return RolloutResult(repo, result.action, path, result.number)
+    return RolloutResult(repo, result.action, path, result.number, cron=cron)
 
 
 def read_repo_list(path: Path) -> list[str]:
@@ -183,18 +194,92 @@ def read_repo_list(path: Path) -> list[str]:
 
 
 def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, ref: str,
-            cron: str = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> list[RolloutResult]:
+            cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> list[RolloutResult]:
+    """One pull request per repository. ``cron=None``: each repository's own staggered schedule."""
     if not SHA_RE.match(ref):
         raise InputError(f"--ref must be a full 40-character commit SHA, not {ref!r}",
                          "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.")
     if not REPO_RE.match(setupbot_repository):
         raise InputError(f"--setupbot-repository must be owner/name, not {setupbot_repository!r}")
     results = []
-    for repo in repos:
+    for n, repo in enumerate(repos, 1):
+        progress.current().step(n, len(repos))
+        progress.current().trial(repo)
         try:
             results.append(rollout_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
                                               cron=cron, labels=labels))
         except (GitHubError, InputError, jinja2.TemplateError) as exc:
             # One repository's failure does not stop the others.
-            results.append(RolloutResult(repo, "failed", detail=getattr(exc, "what", str(exc))))
+            results.append(RolloutResult(repo, "failed", detail=getattr(exc, "what", str(exc)),
+                                         cron=cron or stagger_cron(repo)))
     return results
+
+
+# Which GitHub languages count as an ecosystem setupbot can be asked to cover.
+ECOSYSTEMS = {"python": {"python", "jupyter notebook", "cython"}}
+
+
+def select_repos(infos: list, *, ecosystems: list[str] = (), topics: list[str] = (),
+                 exclude: list[str] = (), limit: int | None = None) -> list:
+    """Filter an organisation's repositories: never archived or forks; every --topic must be
+    present; --only-ecosystem matches the repository's main language; --exclude takes names or
+    shell patterns (owner/name or name); --limit keeps the first N, in name order."""
+    wanted_langs = set()
+    for e in ecosystems:
+        wanted_langs |= ECOSYSTEMS.get(e.lower(), {e.lower()})
+    out = []
+    for info in sorted(infos, key=lambda i: i.full_name.lower()):
+        if info.archived or info.fork:
+            continue
+        name = info.full_name.split("/", 1)[-1]
+        if any(fnmatch.fnmatch(info.full_name.lower(), x.lower()) or fnmatch.fnmatch(name.lower(), x.lower())
+               for x in exclude):
+            continue
+        have = {t.lower() for t in getattr(info, "topics", ()) or ()}
+        if any(t.lower() not in have for t in topics):
+            continue
+        if wanted_langs and (getattr(info, "language", "") or "").lower() not in wanted_langs:
+            continue
+        out.append(info)
+    return out[:limit] if limit is not None else out
+
+
+def find_caller(provider: Provider, repo: str, base: str, setupbot_repository: str) -> str | None:
+    """The workflow file of ``repo`` that calls setupbot's reusable workflow, if any."""
+    for path in provider.list_dir(repo, WORKFLOW_DIR, base):
+        if not path.endswith((".yml", ".yaml")):
+            continue
+        text = provider.read_file(repo, path, base) or ""
+        try:
+            data = _yaml().load(text)
+        except Exception:  # a broken workflow of theirs: not ours to judge here
+            continue
+        jobs = data.get("jobs") if isinstance(data, dict) else None
+        if isinstance(jobs, dict) and any(calls_setupbot(j, setupbot_repository) for j in jobs.values()):
+            return path
+    return None
+
+
+VERDICT_RE = re.compile(r"Verdict: \*\*(\w+)\*\*")
+
+
+def repo_status(provider: Provider, repo: str, *, setupbot_repository: str, output_dir: str = ".devcontainer",
+                report_name: str = "setup-report.md") -> dict:
+    """One row of `setupbot rollout status`: caller workflow, last verdict (from the report on
+    the open setupbot pull request, else the default branch), open setupbot PR, last run."""
+    info = provider.repo_info(repo)
+    base = info.default_branch
+    caller = find_caller(provider, repo, base, setupbot_repository)
+    pulls = provider.find_pulls(repo, f"{provider.branch_prefix}{base}", "open")
+    pr = pulls[0] if pulls else None
+    verdict = None
+    for ref in ([pr.head] if pr else []) + [base]:
+        report = provider.read_file(repo, f"{output_dir}/{report_name}", ref)
+        m = VERDICT_RE.search(report or "") or (VERDICT_RE.search(pr.body) if pr and ref == pr.head else None)
+        if m:
+            verdict = m.group(1)
+            break
+    run = provider.last_workflow_run(repo, caller) if caller else None
+    last_run = f"{run['created_at']} {run.get('conclusion') or run.get('status')}".strip() if run else None
+    return {"repo": repo, "caller": caller, "last_verdict": verdict, "open_pr": pr.number if pr else None,
+            "last_run": last_run}

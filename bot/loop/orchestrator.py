@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from bot import progress
 from bot.atoms import Atom
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.errors import LLMError, SetupbotError
@@ -280,6 +281,7 @@ class SetupLoop:
         return reqs
 
     def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace:
+        progress.current().stage(purpose)
         self.budget.spend_step()
         dockerfile = self.compile(self.graph)
         self.n_builds += 1
@@ -556,6 +558,7 @@ class SetupLoop:
     def try_candidate(self, ws: Workspace, cand: Candidate, sig: Signature | None,
                       alternatives: list[Candidate]) -> tuple[bool, Workspace]:
         """Trial one candidate; on success record the kept repair and return the live workspace."""
+        progress.current().trial(cand.describe())
         if sig is not None:
             self.tried.setdefault(sig.ident, set()).add(cand.key())
         graph_before = self.graph.to_json()
@@ -621,6 +624,7 @@ class SetupLoop:
     def run(self) -> RunRecord:
         t_start = time.monotonic()
         rec = self.record
+        progress.current().stage("plan")
         self.plan = self.make_plan(self.repo, self.settings, self.available)
         self.graph = self.plan.graph
         self.current_python = str(getattr(self.plan, "python", "") or "3.11")

@@ -78,6 +78,9 @@ class Budget:
 
     def spend_step(self) -> None:
         self.steps += 1
+        from bot import progress
+
+        progress.current().step(self.steps, self.max_steps)
 
     @property
     def elapsed(self) -> float:

@@ -210,6 +210,47 @@ class GitHubDouble:
     def pulls(self, full_name: str, state: str = "all") -> list[dict[str, Any]]:
         return [p for p in self.repos[full_name].pulls.values() if state == "all" or p["state"] == state]
 
+    # ---------------------------------------------------------------- rollout: metadata, workflow runs
+    def set_repo_meta(self, full_name: str, *, topics: list[str] | None = None, language: str | None = None,
+                      fork: bool | None = None) -> None:
+        """Topics, language and fork flag of a repository, as the org listing reports them."""
+        meta = self.__dict__.setdefault("repo_meta", {}).setdefault(full_name, {})
+        for key, value in (("topics", topics), ("language", language), ("fork", fork)):
+            if value is not None:
+                meta[key] = value
+
+    def _repo_meta(self, repo: FakeRepo) -> dict[str, Any]:
+        return dict(self.__dict__.get("repo_meta", {}).get(repo.full_name, {}))
+
+    def add_workflow_run(self, full_name: str, workflow_path: str, *, created_at: str = NOW,
+                         conclusion: str = "success", status: str = "completed") -> None:
+        runs = self.__dict__.setdefault("workflow_runs", {}).setdefault((full_name, workflow_path), [])
+        runs.insert(0, {"created_at": created_at, "conclusion": conclusion, "status": status})
+
+    def _actions_route(self, repo: FakeRepo, method: str, rest: str) -> tuple[int, Any]:
+        """GET a workflow by file name or id, and its runs (newest first)."""
+        runs = self.__dict__.get("workflow_runs", {})
+        paths = sorted(p for (r, p) in runs if r == repo.full_name)
+        m = re.match(r"^/actions/workflows/([^/]+)(/runs)?$", rest)
+        if method != "GET" or not m:
+            return 404, {"message": "Not Found"}
+        key = unquote(m.group(1))
+        path = next((p for i, p in enumerate(paths) if key in (p.rsplit("/", 1)[-1], str(1000 + i))), None)
+        if path is None:
+            return 404, {"message": "Not Found"}
+        wid = 1000 + paths.index(path)
+        url = self._u(repo, f"/actions/workflows/{wid}")
+        if not m.group(2):
+            return 200, {"id": wid, "node_id": f"W_{wid}", "name": path, "path": path, "state": "active",
+                         "created_at": NOW, "updated_at": NOW, "url": url,
+                         "html_url": f"https://github.com/{repo.full_name}/actions", "badge_url": url}
+        items = [{"id": wid * 100 + n, "name": path, "path": path, "workflow_id": wid, "status": r["status"],
+                  "conclusion": r["conclusion"], "created_at": r["created_at"], "updated_at": r["created_at"],
+                  "url": self._u(repo, f"/actions/runs/{wid * 100 + n}"),
+                  "html_url": f"https://github.com/{repo.full_name}/actions/runs/{wid * 100 + n}"}
+                 for n, r in enumerate(runs[(repo.full_name, path)])]
+        return 200, {"total_count": len(items), "workflow_runs": items}
+
     # ---------------------------------------------------------------- git objects
     def _blob(self, repo: FakeRepo, data: bytes) -> str:
         sha = _sha("blob", data)
@@ -241,7 +282,7 @@ class GitHubDouble:
                 "full_name": repo.full_name, "owner": _user(repo.owner, self.base_url), "private": False,
                 "fork": False, "archived": repo.archived, "default_branch": repo.default_branch,
                 "url": self._u(repo), "html_url": f"https://github.com/{repo.full_name}",
-                "permissions": {"admin": False, "push": True, "pull": True}}
+                "permissions": {"admin": False, "push": True, "pull": True}, **self._repo_meta(repo)}
 
     def _ref_json(self, repo: FakeRepo, name: str) -> dict[str, Any]:
         sha = repo.refs[name]
@@ -316,6 +357,8 @@ class GitHubDouble:
         repo = self.repos[m.group(1)]
         rest = m.group(2) or ""
         with self._lock:
+            if rest.startswith("/actions/"):
+                return self._actions_route(repo, method, rest)
             return self._repo_route(repo, method, rest, query, body)
 
     def _repo_route(self, repo: FakeRepo, method: str, rest: str, query: dict[str, list[str]],

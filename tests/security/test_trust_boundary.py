@@ -332,8 +332,11 @@ def test_sibling_port_that_is_not_a_number_is_a_clear_message(repo):
 
     (repo / "sub").mkdir()
     (repo / ".github" / "setupbot.yml").write_text("siblings: [{name: api, path: sub, port: http}]\n")
-    specs, warnings = specs_from_settings(load_settings(repo, environ={}).siblings)
-    assert specs == [] and "port must be a number" in warnings[0]
+    # a list item's value is type-checked where the settings are read: the error names the
+    # file, the line and the key, and nothing is started
+    with pytest.raises(ConfigError) as err:
+        specs_from_settings(load_settings(repo, environ={}).siblings)
+    assert "setupbot.yml:1" in err.value.what and "siblings[0].port" in err.value.what
     (repo / ".github" / "setupbot.yml").write_text("siblings:\n  port: http\n")
     with pytest.raises(ConfigError):
         load_settings(repo, environ={})

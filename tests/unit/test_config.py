@@ -64,10 +64,16 @@ def test_environment_values_are_coerced_and_checked():
     assert "pids_limit" in err.value.what
 
 
-def test_unknown_environment_variable_is_rejected():
+def test_unknown_key_of_a_known_section_in_the_environment_is_rejected():
     with pytest.raises(ConfigError) as err:
-        load_settings(None, environ={"SETUPBOT_ENGNE_KIND": "docker"})
-    assert "SETUPBOT_ENGNE_KIND" in err.value.what
+        load_settings(None, environ={"SETUPBOT_ENGINE_KIDN": "docker"})
+    assert "SETUPBOT_ENGINE_KIDN" in err.value.what and "Did you mean 'kind'?" in err.value.what
+
+
+def test_variables_of_no_section_are_ignored():
+    # SETUPBOT_VERSION (a CI's own variable) or a section typo is not read, and not an abort
+    s = load_settings(None, environ={"SETUPBOT_VERSION": "1.2", "SETUPBOT_ENGNE_KIND": "lxc"})
+    assert s.engine.kind == "docker"
 
 
 def test_engine_kind_is_checked():

