@@ -21,6 +21,8 @@ def add_parser(sub) -> None:
     p.add_argument("--keep", action="store_true", help="keep runner containers for debugging (engine.keep_containers)")
     p.add_argument("--no-knowledge", action="store_true", help="do not use the experience base (rules only)")
     p.add_argument("--no-verify", action="store_true", help="skip the prosecutor and judge after the clean replay")
+    p.add_argument("--force", action="store_true",
+                   help="redo the work even when no input of the environment changed since the recorded plan")
     p.set_defaults(func=run)
 
 
@@ -35,6 +37,20 @@ def run(args: argparse.Namespace) -> int:
         "engine": {"keep_containers": True if args.keep else None},
     }
     settings = load_settings(repo, overrides=overrides)
+    if not args.force:
+        from bot.incremental import check, unchanged_note
+
+        state = check(repo, settings)
+        if state.unchanged:
+            # Nothing the plan reads has changed and the recorded files are in place: no image is
+            # pulled or built and no file is rewritten.
+            verified = state.recorded.verified
+            print(f"setupbot: {unchanged_note(state)}; nothing rebuilt (--force redoes the work)")
+            print(f"  verdict: {verified.get('verdict', '?')} (recorded in {state.recorded.path})")
+            if not verified.get("replay_ok"):
+                raise SetupFailed(f"the recorded environment of {repo.name} did not replay",
+                                  "Change an input or pass --force to try again.")
+            return 0
 
     from bot.pipeline import run_pipeline
 
