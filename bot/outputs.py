@@ -88,6 +88,7 @@ class GeneratedOutputs:
     fingerprint: str
     report_path: str
     kept: dict[str, str] = field(default_factory=dict)   # hand-written path -> diff not applied
+    note: str = ""                        # e.g. "environment inputs unchanged since <sha>"
 
 
 ExistingReader = Callable[[str], "str | None"]
