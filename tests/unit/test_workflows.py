@@ -195,3 +195,19 @@ def test_action_run_script_unsets_empty_inputs_and_passes_values_as_data(tmp_pat
     set_names = {l.split("=")[0] for l in lines[4:]}
     assert set_names == {"SETUPBOT_LLM_MODEL", "SETUPBOT_BUDGETS_MAX_STEPS"}   # empty ones unset
     assert not canary.exists()
+
+
+def test_docs_exit_code_table_is_the_one_in_errors():
+    from bot.errors import EXIT_CODES
+
+    text = (ROOT / "docs" / "github.md").read_text()
+    table = text[text.index("## Exit codes"):]
+    rows = dict(re.findall(r"^\| (\d+) \| ([^|]+) \|$", table, re.M))
+    assert {int(k): v.strip() for k, v in rows.items()} == EXIT_CODES
+
+
+def test_docs_list_every_action_output():
+    doc = yaml.safe_load(ACTION.read_text())
+    text = (ROOT / "docs" / "github.md").read_text()
+    for name in doc["outputs"]:
+        assert f"| `{name}` |" in text, name
