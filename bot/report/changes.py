@@ -78,7 +78,7 @@ def compare_with_base(base: dict[str, Any] | None, head: dict[str, Any] | None, 
     if not base:
         return Comparison(False, f"{base_branch} has no recorded environment to compare with", [], diff)
     if not base_ok:
-        return Comparison(False, f"{base_branch}'s recorded environment was not verified "
+        return Comparison(False, f"{base_branch}'s recorded environment did not pass the {gate} gate "
                                  f"(verdict {base_verdict or 'unknown'}); nothing to regress from", [], diff)
     if head_ok:
         text = f"keeps the environment {base_branch} had (verdict {base_verdict} → {head_verdict})"
