@@ -1,6 +1,7 @@
 """`setupbot github` with the real pipeline (engine, loop, replay, verification) against the REST
 double: a push opens the pull request, the merge lands, and the next push changes nothing: no
-container work, no write call, byte-identical files. Prints the time of each push."""
+container work, no write call, byte-identical files. Prints the time of each push (the target,
+under 30 s for the unchanged one, is measured by benchmarks/incremental.py)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,5 @@ def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monk
         assert len(double.pulls(REPO)) == 1
         assert "environment inputs unchanged since" in (tmp_path / "summary.md").read_text()
         assert {rel: (checkout / rel).read_text() for rel in proposed} == proposed
-        assert unchanged < 30
         assert double.schema_errors == []
     print(f"\nsetupbot github, hello-app: changed push {changed:.1f} s, unchanged push {unchanged:.1f} s")

@@ -4,7 +4,6 @@ container work (`setupbot run` and `setupbot github`), a changed input does not.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -90,9 +89,7 @@ def test_setupbot_run_skips_the_container_work_when_nothing_changed(repo, monkey
         raise AssertionError("the pipeline ran although no input changed")
 
     monkeypatch.setattr(bot.pipeline, "run_pipeline", no_pipeline)
-    started = time.monotonic()
     assert main(["run", str(repo)]) == 0
-    assert time.monotonic() - started < 30
     assert "environment inputs unchanged since the recorded plan" in capsys.readouterr().out
     assert {p: p.read_bytes() for p in (repo / ".devcontainer").iterdir()} == before
     with pytest.raises(AssertionError, match="pipeline ran"):
