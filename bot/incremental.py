@@ -58,6 +58,8 @@ def settings_digest(settings: Any) -> str:
     if settings is None:
         return ""
     shaping = {name: _jsonable(getattr(settings, name, None)) for name in SHAPING_SETTINGS}
+    # the gate decides the report's wording; fail_on and draft_below_gate change no file
+    shaping["min_verdict"] = getattr(getattr(settings, "publish", None), "min_verdict", None)
     return _digest(json.dumps(shaping, sort_keys=True, default=str).encode())
 
 
