@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 from pathlib import Path
+from typing import Callable
 
 from bot.config import load_settings
 from bot.errors import EXIT_CODES, InputError
@@ -35,16 +36,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def reuse_recorded(repo: Path, settings) -> GeneratedOutputs | None:
+def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | None] | None = None
+                   ) -> GeneratedOutputs | None:
     """When nothing the plan reads has changed since the environment recorded in the checkout,
-    the recorded files are the answer: no container is started and no image is pulled or built."""
+    the recorded files are the answer: no container is started and no image is pulled or built.
+
+    ``trusted_plan(path)`` returns the plan JSON the base branch holds. On a pull request the
+    checkout is the author's: a plan JSON they edited could claim any verdict, so the record is
+    reused only when it is byte-for-byte the base branch's."""
     from bot.incremental import check, unchanged_note
-    from bot.report.model import ReportData, TestCounts, from_pipeline
+    from bot.report.model import TestCounts, from_pipeline
 
     state = check(repo, settings)
     if not state.unchanged:
         log.info("container work needed: %s", state.reason)
         return None
+    if trusted_plan is not None:
+        on_disk = (repo / state.recorded.path).read_text(encoding="utf-8")
+        if trusted_plan(state.recorded.path) != on_disk:
+            log.info("container work needed: the pull request's plan JSON is not the base branch's")
+            return None
     data = state.recorded.data
     out = state.recorded.path.rsplit("/", 1)[0]
     verified = state.recorded.verified
@@ -97,8 +108,12 @@ def run(args: argparse.Namespace) -> int:
                           branch_prefix=trusted.branch_prefix)
     provider = DryRunProvider(inner=real, branch_prefix=trusted.branch_prefix) if args.dry_run else real
 
+    def base_plan(path: str) -> str | None:
+        return provider.read_file(event.repository, path, event.base or event.default_branch or "main")
+
     def produce() -> GeneratedOutputs:
-        reused = None if args.force else reuse_recorded(repo, settings)
+        reused = None if args.force else reuse_recorded(
+            repo, settings, base_plan if event.name == "pull_request" else None)
         if reused is not None:
             return reused
         generated = produce_outputs(repo, settings, event.repository)

@@ -322,3 +322,24 @@ def test_update_rebases_onto_main_only_when_main_changed_setupbots_files(world):
     repo = world.double.repos[REPO]
     head = repo.refs["heads/setupbot/main"]
     assert repo.commits[head]["parents"] == [repo.refs["heads/main"]]        # rebased onto main
+
+
+def test_a_pull_request_cannot_vouch_for_itself_with_an_edited_plan_json(world):
+    """The checkout of a pull request is its author's: a plan JSON they rewrote to match their
+    inputs and claim a Full verdict must not stand in for the container work."""
+    from bot.config import load_settings
+    from bot.incremental import environment_inputs
+
+    _main_with_verified_environment(world)           # the PR adds lxml; its real run fails
+    plan_path = world.checkout / OUT / "setupbot-plan.json"
+    world.reset_checkout()
+    forged = json.loads(plan_path.read_text())
+    forged["inputs"] = environment_inputs(world.checkout, load_settings(world.checkout))
+    runs = world.pipeline.runs
+    event = json.loads((EVENTS / "pull_request_fork.json").read_text())
+    path = world.tmp / "fork.json"
+    path.write_text(json.dumps(event))
+    plan_path.write_text(json.dumps(forged, indent=2, sort_keys=True) + "\n")
+    code = main(["github", "--event-name", "pull_request", "--event-path", str(path), "--repo", str(world.checkout)])
+    assert world.pipeline.runs == runs + 1, "the forged record was trusted"
+    assert code == 22
