@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +177,9 @@ def check(repo: Path, settings: Any) -> Check:
         return Check(False, "inputs changed: " + ", ".join(changed_inputs(recorded.inputs, inputs)),
                      recorded, inputs)
     for rel, digest in recorded.outputs.items():
+        # the record is repository text: its paths must name files in the output folder
+        if posixpath.normpath(rel) != rel or posixpath.dirname(rel) != out or rel.count("/") != out.count("/") + 1:
+            return Check(False, f"the recorded plan names an unexpected file {rel!r}", recorded, inputs)
         path = repo / rel
         if path.is_symlink() or not path.is_file() or _digest(path.read_bytes()) != digest:
             return Check(False, f"{rel} differs from the recorded environment", recorded, inputs)

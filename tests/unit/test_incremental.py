@@ -132,3 +132,15 @@ def test_compare_with_base_says_plainly_what_broke():
                                  head_verdict="Failed", head_replay_ok=False, gate="Mostly").regression
     assert not compare_with_base(None, _doc(["six"]), head_verdict="Failed", head_replay_ok=False,
                                  gate="Mostly").regression
+
+
+def test_a_recorded_plan_cannot_point_outside_the_output_folder(repo, tmp_path):
+    record(repo)
+    plan = repo / ".devcontainer" / "setupbot-plan.json"
+    data = json.loads(plan.read_text())
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x")
+    data["outputs"] = {"../secret.txt": "0" * 16, ".devcontainer/../../secret.txt": "0" * 16}
+    plan.write_text(json.dumps(data))
+    state = check(repo, load_settings(repo))
+    assert not state.unchanged and "unexpected file" in state.reason
