@@ -183,7 +183,8 @@ def check(repo: Path, settings: Any) -> Check:
         path = repo / rel
         if path.is_symlink() or not path.is_file() or _digest(path.read_bytes()) != digest:
             return Check(False, f"{rel} differs from the recorded environment", recorded, inputs)
-    if not (repo / out / REPORT).is_file():
+    report = repo / out / REPORT
+    if report.is_symlink() or not report.is_file():
         return Check(False, "the setup report is missing", recorded, inputs)
     return Check(True, "environment inputs unchanged", recorded, inputs, since=last_commit(repo, recorded.path))
 
