@@ -169,8 +169,10 @@ def check(repo: Path, settings: Any) -> Check:
 
     repo = Path(repo).resolve()
     out = check_output_dir(settings.output.dir)
-    recorded = read_recorded(repo, out)
     inputs = environment_inputs(repo, settings)
+    if not (repo / out).resolve().is_relative_to(repo):
+        return Check(False, f"{out} leads outside the repository", None, inputs)
+    recorded = read_recorded(repo, out)
     if recorded is None:
         return Check(False, "no recorded plan", None, inputs)
     if recorded.inputs.get("digest") != inputs["digest"]:
