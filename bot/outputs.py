@@ -99,8 +99,8 @@ def copied_sources(dockerfile_text: str) -> list[str]:
 
 
 def fingerprint_files(files: dict[str, str], exclude: Iterable[str] = ()) -> str:
-    """A stable hash of what setupbot proposes. The report is excluded: its timings change on
-    every run, and a run that changes nothing else must change nothing."""
+    """A stable hash of what setupbot proposes. Every file is a pure function of the inputs (no
+    timings, dates or run ids), so the same repository state gives the same fingerprint."""
     skip = set(exclude)
     digest = hashlib.sha256()
     for path in sorted(files):
@@ -134,6 +134,7 @@ class GeneratedOutputs:
     fingerprint: str
     report_path: str
     kept: dict[str, str] = field(default_factory=dict)   # hand-written path -> diff not applied
+    note: str = ""                        # e.g. "environment inputs unchanged since <sha>"
 
 
 ExistingReader = Callable[[str], "str | None"]
@@ -143,9 +144,12 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
                      services: Iterable[Any] = (), app_env: dict[str, str] | None = None,
                      output_dir: str = ".devcontainer", project: str = "",
                      post_create: list[str] | None = None,
-                     existing: ExistingReader | None = None) -> GeneratedOutputs:
+                     existing: ExistingReader | None = None,
+                     inputs: dict[str, Any] | None = None) -> GeneratedOutputs:
     """Render every output file. ``existing(path)`` returns the current content at a
-    repository-relative path (a checkout or the base branch through the API) or None."""
+    repository-relative path (a checkout or the base branch through the API) or None.
+    ``inputs`` (``bot.incremental.environment_inputs``) goes into the plan JSON, so the next run
+    can tell whether anything the plan read has changed."""
     out = check_output_dir(output_dir)
     services = list(services)
     name = project or report.repository or "setupbot environment"
@@ -158,11 +162,6 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
         env_files[f"{out}/{COMPOSE}"] = render_compose(services=services,
                                                        app_env=app_env, output_dir=out)
     env_files[DOCKERIGNORE] = render_dockerignore(copied_sources(dockerfile_text))
-    if plan_json is not None:
-        env_files[f"{out}/{PLAN}"] = json.dumps({"_setupbot": f"{MARKER_TEXT}; the plan behind this environment",
-                                                 "plan": plan_json}, indent=2, sort_keys=True) + "\n"
-
-    report_path = f"{out}/{REPORT}"
     files: dict[str, str] = {}
     kept: dict[str, str] = {}
     for path, text in env_files.items():
@@ -171,6 +170,17 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
             kept[path] = unified_diff(path, current, text)
             continue
         files[path] = text
+    if plan_json is not None:
+        plan_path = f"{out}/{PLAN}"
+        text = render_plan_json(plan_json, report, inputs=inputs,
+                                outputs={p: _sha(t) for p, t in files.items()})
+        current = existing(plan_path) if existing else None
+        if current is not None and not has_marker(current):
+            kept[plan_path] = unified_diff(plan_path, current, text)
+        else:
+            files[plan_path] = text
+
+    report_path = f"{out}/{REPORT}"
     report.output_dir = out
     report.reproduce = default_reproduce(out, report.test_command, services=bool(services))
     report.files = [*files, report_path]
@@ -183,7 +193,29 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     else:
         files[report_path] = report_text
     return GeneratedOutputs(files=files, report=report, report_path=report_path, kept=kept,
-                            fingerprint=fingerprint_files(files, exclude=[report_path]))
+                            fingerprint=fingerprint_files(files))
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def render_plan_json(plan_json: Any, report: ReportData, *, inputs: dict[str, Any] | None = None,
+                     outputs: dict[str, str] | None = None) -> str:
+    """The committed plan: the plan itself, what it read (``inputs``), what was verified (the
+    base branch's record a pull request is compared with) and the hash of each environment file.
+    No timings, dates or run ids: the same inputs give the same bytes."""
+    data: dict[str, Any] = {"_setupbot": f"{MARKER_TEXT}; the plan behind this environment",
+                            "plan": scrub_volatile(plan_json)}
+    if inputs is not None:
+        data["inputs"] = inputs
+    data["verified"] = {"verdict": report.verdict, "replay_ok": report.replay_ok,
+                        "tests": {"collected": report.tests.collected, "passed": report.tests.passed,
+                                  "failed": report.tests.failed, "skipped": report.tests.skipped,
+                                  "errors": report.tests.errors}}
+    if outputs:
+        data["outputs"] = dict(sorted(outputs.items()))
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
 SYMLINK_PLACEHOLDER = "(symlink: setupbot leaves it alone)"
@@ -263,6 +295,16 @@ def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
 # Plan fields that differ between two runs over the same inputs (where the checkout lives, how long
 # each phase took); left out of the committed plan so an unchanged repository changes nothing.
 VOLATILE_PLAN_KEYS = ("repo", "timings")
+# Keys that hold durations or moments wherever they appear (the resolver's ``seconds``).
+VOLATILE_KEYS = frozenset({"seconds", "timings", "elapsed", "started_at", "finished_at", "run_id"})
+
+
+def scrub_volatile(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: scrub_volatile(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [scrub_volatile(v) for v in value]
+    return value
 
 
 def stable_plan_json(plan: Any) -> Any:
@@ -285,14 +327,16 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
 def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = None, verification: Any = None,
                           output_dir: str = ".devcontainer", repository: str = "",
                           image_size: int | None = None,
-                          existing: ExistingReader | None = None,
-                          refused_config: Iterable[tuple[str, str]] = ()) -> GeneratedOutputs:
+                          existing: ExistingReader | None = None, settings: Any = None,
+                          gate: str = "", refused_config: Iterable[tuple[str, str]] = ()) -> GeneratedOutputs:
     """Adapter from the pipeline's records to the files. ``plan`` is a ``bot.graph.Plan``; without
     it the plan JSON kept in the run record is used. The Dockerfile is the run record's final one
     (repairs included) when there is a run record, else the plan's compiled one."""
     report = from_pipeline(plan, run_record, verification, repository=repository,
                            output_dir=output_dir, image_size=image_size)
     report.refused_config = [f"{key}: {why}" for key, why in refused_config]
+    if gate:
+        report.gate = gate
     source = plan if plan is not None else _field(run_record, "plan")
     if source is None:
         raise InputError("nothing to write: neither a plan nor a run record was given")
@@ -315,4 +359,14 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
                             services=services, app_env=app_env, output_dir=output_dir,
                             project=repository or repo.name,
                             post_create=_field(source, "post_create_command"),
-                            existing=existing or disk_reader(repo))
+                            existing=existing or disk_reader(repo), inputs=_inputs(repo, settings))
+
+
+def _inputs(repo: Path, settings: Any) -> dict[str, Any] | None:
+    from bot.incremental import environment_inputs
+
+    try:
+        return environment_inputs(repo, settings)
+    except (OSError, InputError) as exc:      # no record: the next run simply does the work again
+        log.warning("inputs not recorded: %s", exc)
+        return None

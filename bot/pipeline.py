@@ -120,7 +120,8 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
         result.generated = outputs_from_pipeline(
             repo, plan=result.plan, run_record=result.run_record, verification=result.verification,
             output_dir=settings.output.dir, repository=repository or repo.name,
-            image_size=result.image_size, refused_config=settings.refused)
+            image_size=result.image_size, settings=settings, gate=settings.publish.min_verdict,
+            refused_config=settings.refused)
         result.written = write_outputs(repo, result.generated)
     if write and result.run_record is not None:
         result.records = write_run_records(repo, result)

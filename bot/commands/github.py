@@ -8,12 +8,13 @@ import importlib
 import logging
 import os
 from pathlib import Path
+from typing import Callable
 
 from bot.config import load_settings
-from bot.errors import InputError
-from bot.github.events import handle_event, load_event, write_action_outputs
+from bot.errors import EXIT_CODES, InputError
+from bot.github.events import exit_code, handle_event, load_event, write_action_outputs
 from bot.github.provider import DryRunProvider, GitHubProvider
-from bot.outputs import GeneratedOutputs, outputs_from_pipeline, write_outputs
+from bot.outputs import REPORT, GeneratedOutputs, fingerprint_files, outputs_from_pipeline, write_outputs
 from bot.redact import register_secret
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repo", default=".", help="the checked-out repository (default: .)")
     p.add_argument("--output-dir", default=None, help="output folder (default: settings output.dir)")
     p.add_argument("--dry-run", action="store_true", help="read from GitHub but write nothing; print the plan")
+    p.add_argument("--fail-on", choices=("never", "regression", "any-failure"), default=None,
+                   help="exit non-zero on: never | regression (default) | any-failure (publish.fail_on)")
+    p.add_argument("--force", action="store_true",
+                   help="redo the container work even when no input of the environment changed")
     p.set_defaults(func=run)
+
+
+def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | None] | None = None
+                   ) -> GeneratedOutputs | None:
+    """When nothing the plan reads has changed since the environment recorded in the checkout,
+    the recorded files are the answer: no container is started and no image is pulled or built.
+
+    ``trusted_plan(path)`` returns the plan JSON the base branch holds. On a pull request the
+    checkout is the author's: a plan JSON they edited could claim any verdict, so the record is
+    reused only when it is byte-for-byte the base branch's."""
+    from bot.incremental import check, unchanged_note
+    from bot.report.model import TestCounts, from_pipeline
+
+    state = check(repo, settings)
+    if not state.unchanged:
+        log.info("container work needed: %s", state.reason)
+        return None
+    if trusted_plan is not None:
+        on_disk = (repo / state.recorded.path).read_text(encoding="utf-8")
+        if trusted_plan(state.recorded.path) != on_disk:
+            log.info("container work needed: the pull request's plan JSON is not the base branch's")
+            return None
+    data = state.recorded.data
+    out = state.recorded.path.rsplit("/", 1)[0]
+    verified = state.recorded.verified
+    report = from_pipeline(data.get("plan"), None, None, repository="", output_dir=out)
+    report.verdict = str(verified.get("verdict") or "Shallow")
+    report.replay_ok = verified.get("replay_ok")
+    report.tier_reason = "recorded: the environment's inputs have not changed since it was verified"
+    report.tests = TestCounts(**{k: int(v) for k, v in (verified.get("tests") or {}).items()
+                                 if k in TestCounts.__dataclass_fields__})
+    files = {}
+    for rel in [*state.recorded.outputs, state.recorded.path, f"{out}/{REPORT}"]:
+        files[rel] = (repo / rel).read_text(encoding="utf-8")
+    report.files = list(files)
+    return GeneratedOutputs(files=files, report=report, fingerprint=fingerprint_files(files),
+                            report_path=f"{out}/{REPORT}", note=unchanged_note(state))
 
 
 def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
@@ -45,8 +87,8 @@ def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
                                  run_record=getattr(result, "run_record", None),
                                  verification=getattr(result, "verification", None),
                                  output_dir=settings.output.dir, repository=repository,
-                                 image_size=getattr(result, "image_size", None),
-                                 refused_config=settings.refused)
+                                 image_size=getattr(result, "image_size", None), settings=settings,
+                                 gate=settings.publish.min_verdict, refused_config=settings.refused)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,17 +108,34 @@ def run(args: argparse.Namespace) -> int:
                           branch_prefix=trusted.branch_prefix)
     provider = DryRunProvider(inner=real, branch_prefix=trusted.branch_prefix) if args.dry_run else real
 
+    def base_plan(path: str) -> str | None:
+        return provider.read_file(event.repository, path, event.base or event.default_branch or "main")
+
     def produce() -> GeneratedOutputs:
+        reused = None if args.force else reuse_recorded(
+            repo, settings, base_plan if event.name == "pull_request" else None)
+        if reused is not None:
+            return reused
         generated = produce_outputs(repo, settings, event.repository)
         write_outputs(repo, generated)     # the checkout gets them too: the report path is an output
         return generated
 
-    outcome = handle_event(event, provider, produce, labels=tuple(settings.github.labels))
+    # The gate and fail-on come from the trusted chain (defaults, SETUPBOT_* variables, the
+    # action's inputs) on pull requests: a pull request's own .github/setupbot.yml must not be
+    # able to lower the bar it is judged by.
+    gate = trusted_publish = load_settings(None).publish if event.name == "pull_request" else settings.publish
+    fail_on = args.fail_on or trusted_publish.fail_on
+    outcome = handle_event(event, provider, produce, labels=tuple(settings.github.labels), publish=gate)
     write_action_outputs(outcome)
     print(f"setupbot: {outcome.decision.kind}: {outcome.decision.reason}")
     if outcome.publish:
         print(f"setupbot: pull request #{outcome.publish.number}: {outcome.publish.action}")
+    if outcome.comparison is not None:
+        print(f"setupbot: {'regression: ' if outcome.comparison.regression else ''}{outcome.comparison.summary}")
     if args.dry_run:
         for action in provider.actions:
             print(f"  would {action}")
-    return 0
+    code = exit_code(outcome, fail_on)
+    if code:
+        print(f"setupbot: exit {code} ({EXIT_CODES.get(code, '')}; fail-on {fail_on})")
+    return code

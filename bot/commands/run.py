@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
     p.add_argument("--keep", action="store_true", help="keep runner containers for debugging (engine.keep_containers)")
     p.add_argument("--no-knowledge", action="store_true", help="do not use the experience base (rules only)")
     p.add_argument("--no-verify", action="store_true", help="skip the prosecutor and judge after the clean replay")
+    p.add_argument("--force", action="store_true",
+                   help="redo the work even when no input of the environment changed since the recorded plan")
     add_json_flag(p, "the run's outcome (schema setupbot.run/1)")
     p.set_defaults(func=run)
 
@@ -68,6 +70,12 @@ def run(args: argparse.Namespace) -> int:
     }
     settings = load_settings(repo, overrides=overrides)
     meets_gate("Full", settings.publish.min_verdict)   # a bad gate is a config error before the run
+    if not args.force:
+        from bot.incremental import check, unchanged_note
+
+        state = check(repo, settings)
+        if state.unchanged:
+            return _unchanged(args, repo, settings, state, unchanged_note(state))
 
     from bot import progress
     from bot.pipeline import run_pipeline
@@ -128,4 +136,30 @@ def run(args: argparse.Namespace) -> int:
         raise BelowGate(f"{repo.name}: {why}",
                         "The files are written; the report says what the verdict rests on. Lower "
                         "publish.min_verdict to accept this verdict.")
+    return 0
+
+
+def _unchanged(args: argparse.Namespace, repo: Path, settings, state, note: str) -> int:
+    """Nothing the plan reads has changed and the recorded files are in place: no image is pulled
+    or built and no file is rewritten. The recorded verdict still meets the gate or not."""
+    verified = state.recorded.verified
+    tier = verified.get("verdict") or None
+    replayed = bool(verified.get("replay_ok"))
+    met = replayed and bool(tier) and meets_gate(tier, settings.publish.min_verdict)
+    code = 0 if met else (SetupFailed.exit_code if not replayed else BelowGate.exit_code)
+    why = f"{note}; nothing rebuilt (--force redoes the work)"
+    out = human(args)
+    print(f"setupbot: {why}", file=out)
+    print(f"  verdict: {tier or '?'} (recorded in {state.recorded.path})", file=out)
+    write_json(args, "run", {
+        "repo": str(repo), "run_id": "", "status": "unchanged", "degraded": False, "verdict": tier,
+        "gate": {"min_verdict": settings.publish.min_verdict, "met": met}, "exit_code": code, "why": why,
+        "replay": {"ok": replayed, "tests": verified.get("tests") or {}}, "repairs": [], "remaining": "",
+        "warnings": [], "written": [], "records": []})
+    if code == SetupFailed.exit_code:
+        raise SetupFailed(f"the recorded environment of {repo.name} did not replay",
+                          "Change an input or pass --force to try again.")
+    if code == BelowGate.exit_code:
+        raise BelowGate(f"{repo.name}: the recorded verdict {tier} is below {settings.publish.min_verdict}",
+                        "Change an input or pass --force to try again.")
     return 0

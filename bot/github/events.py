@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bot.errors import GitHubError, InputError
+from bot.config import PublishSettings
+from bot.errors import BelowGate, GitHubError, InputError, Regression, SetupFailed
 from bot.github.provider import Provider
-from bot.github.publish import PublishResult, publish_environment
-from bot.outputs import GeneratedOutputs, has_marker
-from bot.report.render import (COMMENT_MARKER, render_comment, render_job_summary, render_pr_body,
-                               write_job_summary)
+from bot.github.publish import PublishResult, operation, publish_environment
+from bot.incremental import changed_inputs, parse_recorded
+from bot.outputs import PLAN, GeneratedOutputs, has_marker
+from bot.report.changes import Comparison, compare_with_base, environment_diff, environment_lines
+from bot.report.render import (COMMENT_MARKER, BodyContext, render_comment, render_job_summary, render_pr_body,
+                               run_url, write_job_summary)
 
 log = logging.getLogger(__name__)
 SUPPORTED = ("push", "pull_request", "workflow_dispatch", "schedule")
@@ -58,6 +61,9 @@ class Outcome:
     publish: PublishResult | None = None
     summary: str = ""
     drift: list[str] | None = None
+    pr_url: str = ""
+    comparison: Comparison | None = None
+    report: Any = None
 
 
 def load_event(name: str, path: str | Path | None, environ: Mapping[str, str] | None = None) -> Event:
@@ -110,14 +116,47 @@ def decide(event: Event, branch_prefix: str = "setupbot/") -> Decision:
     return Decision("publish", f"{event.name} on {branch or event.default_branch}: create or refresh the PR", True)
 
 
-def _title(base: str) -> str:
-    return f"Add a proven development environment for {base}"
+def title_for(report: Any, base: str) -> str:
+    """Says "proven" only when the clean replay passed and the verdict is at or above the gate;
+    otherwise it says what the verdict is."""
+    if report.proven_ok:
+        return f"Add a proven development environment for {base} (verdict: {report.verdict})"
+    return f"Draft development environment for {base}: verdict {report.verdict}, below the {report.gate} gate"
+
+
+def _commit_message(report: Any) -> str:
+    if report.proven_ok:
+        return f"Add a proven development environment (verdict: {report.verdict})"
+    return f"Add a draft development environment (verdict: {report.verdict}, below the {report.gate} gate)"
+
+
+def _plan_path(generated: GeneratedOutputs) -> str:
+    return generated.report_path.rsplit("/", 1)[0] + "/" + PLAN
+
+
+def _plan_doc(text: str | None) -> dict[str, Any] | None:
+    recorded = parse_recorded(text)
+    return recorded.data if recorded else None
+
+
+def exit_code(outcome: "Outcome", fail_on: str) -> int:
+    """``publish.fail_on`` / the ``fail-on`` input: never | regression | any-failure. Codes from
+    bot.errors: Regression 22, SetupFailed 20, BelowGate 21."""
+    if fail_on == "never" or outcome.decision.kind == "skip":
+        return 0
+    if outcome.comparison is not None and outcome.comparison.regression:
+        return Regression.exit_code
+    if fail_on == "any-failure" and outcome.report is not None and not outcome.report.proven_ok:
+        return SetupFailed.exit_code if not outcome.report.replay_ok else BelowGate.exit_code
+    return 0
 
 
 def handle_event(event: Event, provider: Provider, produce: Callable[[], GeneratedOutputs], *,
-                 labels: tuple[str, ...] = ("setupbot",), environ: Mapping[str, str] | None = None) -> Outcome:
+                 labels: tuple[str, ...] = ("setupbot",), environ: Mapping[str, str] | None = None,
+                 publish: PublishSettings | None = None) -> Outcome:
     """Run what the event asks. ``produce`` runs the pipeline (or returns prepared outputs)."""
     env = dict(os.environ if environ is None else environ)
+    gate = publish or PublishSettings()
     decision = decide(event, provider.branch_prefix)
     outcome = Outcome(decision)
     if decision.kind == "skip":
@@ -129,39 +168,104 @@ def handle_event(event: Event, provider: Provider, produce: Callable[[], Generat
         event.default_branch = provider.repo_info(event.repository).default_branch
     generated = produce()
     report = generated.report
+    report.gate = gate.min_verdict
+    outcome.report = report
     outcome.verdict = report.verdict
     outcome.report_path = generated.report_path
+    url = run_url(env)
 
-    note = ""
+    notes = [generated.note] if generated.note else []
     if decision.kind in ("publish", "drift"):
         # A manual run on a branch targets that branch; on a tag (or without a ref) the default one.
         on_branch = event.name == "workflow_dispatch" and event.ref.startswith("refs/heads/")
         base = event.ref.removeprefix("refs/heads/") if on_branch else event.default_branch
+        wanted = decision.kind == "publish"
         if decision.kind == "drift":
             outcome.drift = [p for p, text in generated.files.items() if p != generated.report_path
                              and _differs(provider.read_file(event.repository, p, base), text)]
-            note = ("drift: " + ", ".join(outcome.drift)) if outcome.drift else "no drift: the merged environment matches"
-        if decision.kind == "publish" or outcome.drift:
-            body = render_pr_body(report, generated.fingerprint)
-            result = publish_environment(provider, event.repository, base=base, files=generated.files,
-                                         fingerprint=generated.fingerprint, title=_title(base), body=body,
-                                         labels=labels)
+            notes.append(("drift: " + ", ".join(outcome.drift)) if outcome.drift
+                         else "no drift: the merged environment matches")
+            wanted = bool(outcome.drift)
+        if wanted and not report.proven_ok and not gate.draft_below_gate:
+            notes.append(f"verdict {report.verdict}{'' if report.replay_ok else ' without a passing clean replay'}"
+                         f" is below the {gate.min_verdict} gate: no pull request "
+                         "(publish.draft_below_gate opens a draft instead)")
+            wanted = False
+        if wanted:
+            result = publish_environment(
+                provider, event.repository, base=base, files=generated.files,
+                fingerprint=generated.fingerprint, title=title_for(report, base),
+                body=_body(provider, event.repository, base, generated, url), labels=labels,
+                draft=not report.proven_ok, commit_message=_commit_message(report))
             outcome.publish = result
             outcome.pr_number = result.number
-            note = (note + "; " if note else "") + f"pull request #{result.number}: {result.action}"
-    elif decision.kind == "verify" and event.pr_number:
-        try:
-            provider.upsert_comment(event.repository, int(event.pr_number), COMMENT_MARKER, render_comment(report))
-        except GitHubError as exc:
-            # A token without pull-requests: write still gets the job summary.
-            note = f"no comment posted: {exc.what}"
-            log.warning(note)
-    elif decision.kind == "summary":
-        note = "pull request from a fork: setupbot verified the environment and wrote this summary only"
+            outcome.pr_url = result.url
+            notes.append(_publish_note(result, base))
+    elif decision.kind in ("verify", "summary"):
+        base_text = provider.read_file(event.repository, _plan_path(generated), event.base or event.default_branch
+                                       or "main")
+        head_text = generated.files.get(_plan_path(generated))
+        failure = next((p.claim + (f" — {p.reason}" if p.reason else "") for p in report.unproven_items), "")
+        outcome.comparison = compare_with_base(_plan_doc(base_text), _plan_doc(head_text),
+                                               head_verdict=report.verdict, head_replay_ok=report.replay_ok,
+                                               gate=gate.min_verdict, base_branch=event.base or "main",
+                                               failure=failure)
+        if decision.kind == "summary":
+            notes.append("pull request from a fork: read-only token, so setupbot wrote this summary only")
+        elif event.sha:
+            failing = exit_code(outcome, gate.fail_on) != 0 or outcome.comparison.regression
+            description = (outcome.comparison.summary if outcome.comparison.regression
+                           else f"verdict {report.verdict}; {outcome.comparison.summary}")
+            try:
+                provider.set_status(event.repository, event.sha, "failure" if failing else "success",
+                                    description, target_url=url)
+            except GitHubError as exc:
+                notes.append(f"no commit status set: {exc.what} (the verify job needs statuses: write)")
+                log.warning(notes[-1])
+        if decision.kind == "verify" and event.pr_number:
+            try:
+                provider.upsert_comment(event.repository, int(event.pr_number), COMMENT_MARKER,
+                                        render_comment(report, outcome.comparison, event.base))
+            except GitHubError as exc:
+                # The verify job's token has statuses: write, not pull-requests: write: the commit
+                # status and the job summary carry the result.
+                notes.append(f"no comment posted: {exc.what}")
+                log.info(notes[-1])
 
-    outcome.summary = render_job_summary(report, event=event.name, note=note)
+    outcome.summary = render_job_summary(report, event=event.name, note="; ".join(notes),
+                                         comparison=outcome.comparison, base=event.base, url=url)
     write_job_summary(outcome.summary, env)
     return outcome
+
+
+def _publish_note(result: PublishResult, base: str) -> str:
+    return {"none": f"{base} already has this environment: no pull request",
+            "declined": f"pull request #{result.number} was closed without merging and the inputs have not "
+                        "changed since: not proposed again",
+            "held": f"pull request #{result.number}: someone else committed on {result.branch}; setupbot "
+                    "leaves it alone until it is handed back",
+            "closed": f"pull request #{result.number} closed: {base} already has its environment",
+            }.get(result.action, f"pull request #{result.number}: {result.action}")
+
+
+def _body(provider: Provider, repo: str, base: str, generated: GeneratedOutputs, url: str) -> Callable[[str], str]:
+    """The PR body, with what changed since the last update: against the bot branch's plan when
+    there is one, else against the base branch's."""
+    plan_path = _plan_path(generated)
+    branch = provider.branch_prefix + base
+    old_text = provider.read_file(repo, plan_path, branch) if provider.branch_sha(repo, branch) else None
+    old_text = old_text or provider.read_file(repo, plan_path, base)
+    old, new = _plan_doc(old_text), _plan_doc(generated.files.get(plan_path))
+    new_inputs = (new or {}).get("inputs") or {}
+
+    def render(previous: str) -> str:
+        ctx = BodyContext(changes=environment_diff(old, new) if old else environment_lines(new) and
+                          [f"+ {line}" for line in environment_lines(new)],
+                          inputs_changed=changed_inputs((old or {}).get("inputs"), new_inputs) if old and new_inputs else [],
+                          previous=previous, first=old is None, run_url=url)
+        return render_pr_body(generated.report, generated.fingerprint, ctx)
+
+    return render
 
 
 def _differs(current: str | None, proposed: str) -> bool:
@@ -179,7 +283,8 @@ def write_action_outputs(outcome: Outcome, environ: Mapping[str, str] | None = N
     if not target:
         return
     values = {"verdict": outcome.verdict, "pr-number": "" if outcome.pr_number is None else str(outcome.pr_number),
-              "report-path": outcome.report_path}
+              "report-path": outcome.report_path, "pr-url": outcome.pr_url,
+              "pr-operation": operation(outcome.publish)}
     with open(target, "a", encoding="utf-8") as fh:
         for key, value in values.items():
             fh.write(f"{key}={' '.join(str(value).split())}\n")   # one line each: no output injection

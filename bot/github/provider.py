@@ -118,14 +118,20 @@ class Provider:
     def list_dir(self, repo: str, path: str, ref: str) -> list[str]: raise NotImplementedError
     def last_workflow_run(self, repo: str, workflow_path: str) -> dict[str, str] | None: return None
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: raise NotImplementedError
+    def commit_parents(self, repo: str, sha: str) -> list[str]: raise NotImplementedError
     # writes
     def commit_files(self, repo: str, parent_sha: str, files: dict[str, str], message: str, *,
                      allow_workflows: bool = False) -> str: raise NotImplementedError
     def set_branch(self, repo: str, branch: str, sha: str) -> None: raise NotImplementedError
-    def create_pull(self, repo: str, base: str, head: str, title: str, body: str) -> PullInfo: raise NotImplementedError
+    def create_pull(self, repo: str, base: str, head: str, title: str, body: str, *,
+                    draft: bool = False) -> PullInfo: raise NotImplementedError
     def update_pull(self, repo: str, number: int, title: str, body: str) -> None: raise NotImplementedError
+    def close_pull(self, repo: str, number: int) -> None: raise NotImplementedError
     def add_labels(self, repo: str, number: int, labels: list[str]) -> None: raise NotImplementedError
     def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> int: raise NotImplementedError
+    def add_comment(self, repo: str, number: int, body: str) -> int: raise NotImplementedError
+    def set_status(self, repo: str, sha: str, state: str, description: str, *, context: str = "setupbot",
+                   target_url: str = "") -> None: raise NotImplementedError
 
 
 def _pull_info(pr: Any) -> PullInfo:
@@ -281,6 +287,10 @@ class GitHubProvider(Provider):
             (c.id for c in r.get_issue(number).get_comments()
              if marker in (c.body or "") and c.user is not None and c.user.type == "Bot"), None))
 
+    def commit_parents(self, repo: str, sha: str) -> list[str]:
+        r = self._repo(repo)
+        return self._call("read commit", lambda: [p.sha for p in r.get_git_commit(sha).parents])
+
     # ---------------------------------------------------------------- writes
     def commit_files(self, repo: str, parent_sha: str, files: dict[str, str], message: str, *,
                      allow_workflows: bool = False) -> str:
@@ -324,7 +334,8 @@ class GitHubProvider(Provider):
                 self.policy.sleep(self.policy.base_delay)
         raise GitHubError(f"could not point {branch} at {sha[:12]}", "Run again; the next run reconciles.")
 
-    def create_pull(self, repo: str, base: str, head: str, title: str, body: str) -> PullInfo:
+    def create_pull(self, repo: str, base: str, head: str, title: str, body: str, *,
+                    draft: bool = False) -> PullInfo:
         check_branch(head, self.branch_prefix)
         self._write("create pull request")
         r = self._repo(repo)
@@ -334,7 +345,8 @@ class GitHubProvider(Provider):
             try:
                 pr = self._call("create pull request",
                                 lambda: r.create_pull(base=base, head=head, title=title, body=body,
-                                                      maintainer_can_modify=False), idempotent=False)
+                                                      maintainer_can_modify=False, draft=draft),
+                                idempotent=False)
                 return _pull_info(pr)
             except GitHubError as exc:
                 last = exc
@@ -357,6 +369,32 @@ class GitHubProvider(Provider):
         pr = self._call("read pull request", lambda: r.get_pull(number))
         check_branch(pr.head.ref, self.branch_prefix)
         self._call("update pull request", lambda: pr.edit(title=title, body=body))
+
+    def close_pull(self, repo: str, number: int) -> None:
+        self._write("close pull request")
+        r = self._repo(repo)
+        pr = self._call("read pull request", lambda: r.get_pull(number))
+        check_branch(pr.head.ref, self.branch_prefix)     # only the bot's own pull requests
+        self._call("close pull request", lambda: pr.edit(state="closed"))
+
+    def add_comment(self, repo: str, number: int, body: str) -> int:
+        self._write("comment")
+        r = self._repo(repo)
+        return self._call("create comment", lambda: r.get_issue(number).create_comment(body), idempotent=False).id
+
+    def set_status(self, repo: str, sha: str, state: str, description: str, *, context: str = "setupbot",
+                   target_url: str = "") -> None:
+        """A commit status: needs only ``statuses: write``, unlike a check run or a comment."""
+        if state not in ("error", "failure", "pending", "success"):
+            raise GitHubError(f"unknown commit status state {state!r}")
+        self._write("set commit status")
+        payload = {"state": state, "context": context, "description": description[:140]}
+        if target_url:
+            payload["target_url"] = target_url
+        # Through the requester: PyGithub's Commit.create_status needs a GET of the commit first,
+        # which a token with only statuses: write may not be allowed to make on a private repository.
+        self._call("set commit status", lambda: self._gh.requester.requestJsonAndCheck(
+            "POST", f"/repos/{repo}/statuses/{sha}", input=payload))
 
     def add_labels(self, repo: str, number: int, labels: list[str]) -> None:
         if not labels:
@@ -415,6 +453,9 @@ class DryRunProvider(Provider):
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         return self.inner.find_comment(repo, number, marker) if self.inner else None
 
+    def commit_parents(self, repo: str, sha: str) -> list[str]:
+        return self.inner.commit_parents(repo, sha) if self.inner else []
+
     def commit_files(self, repo, parent_sha, files, message, *, allow_workflows=False) -> str:
         check_paths(files, allow_workflows)
         self.actions.append(f"commit {len(files)} file(s) on {parent_sha[:12]}: {', '.join(sorted(files))}")
@@ -424,10 +465,20 @@ class DryRunProvider(Provider):
         check_branch(branch, self.branch_prefix)
         self.actions.append(f"point {branch} at {sha[:12]}")
 
-    def create_pull(self, repo, base, head, title, body) -> PullInfo:
+    def create_pull(self, repo, base, head, title, body, *, draft=False) -> PullInfo:
         check_branch(head, self.branch_prefix)
-        self.actions.append(f"open pull request {head} -> {base}: {title}")
+        self.actions.append(f"open {'draft ' if draft else ''}pull request {head} -> {base}: {title}")
         return PullInfo(0, "open", False, head, base, title, body)
+
+    def close_pull(self, repo, number) -> None:
+        self.actions.append(f"close pull request #{number}")
+
+    def add_comment(self, repo, number, body) -> int:
+        self.actions.append(f"comment on #{number}")
+        return 0
+
+    def set_status(self, repo, sha, state, description, *, context="setupbot", target_url="") -> None:
+        self.actions.append(f"set status {context}={state} on {sha[:12]}: {description}")
 
     def update_pull(self, repo, number, title, body) -> None:
         self.actions.append(f"update pull request #{number}")

@@ -3,16 +3,18 @@
 ``publish_environment`` is idempotent: run it twice with the same generated files and the second
 run makes no write call at all. A PR closed without merging is left closed until the files it
 would propose change (the fingerprint stored in the PR body and the commit message differs).
+``publish_pull_request`` is the plainer mechanism the rollout PR uses.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Callable
 
 from bot.errors import GitHubError
 from bot.github.provider import Provider, check_branch, check_paths
-from bot.report.render import read_fingerprint
+from bot.report.render import HANDBACK_COMMENT_MARKER, handback_ticked, read_fingerprint
 
 log = logging.getLogger(__name__)
 FINGERPRINT_TRAILER = "Setupbot-Fingerprint:"
@@ -20,7 +22,9 @@ FINGERPRINT_TRAILER = "Setupbot-Fingerprint:"
 
 @dataclass
 class PublishResult:
-    action: str                        # created | updated | unchanged | closed-unchanged | refreshed
+    # created | updated | unchanged | closed (base has the files) | none (no PR needed) |
+    # declined (closed without merging, same content) | held (someone else committed on the branch)
+    action: str
     number: int | None = None
     url: str = ""
     branch: str = ""
@@ -40,13 +44,126 @@ def _commit_fingerprint(message: str) -> str | None:
 
 
 def publish_environment(provider: Provider, repo: str, *, base: str, files: dict[str, str],
-                        fingerprint: str, title: str, body: str, labels: list[str] | tuple[str, ...] = (),
-                        commit_message: str = "Add a proven development environment") -> PublishResult:
-    """Create or refresh the bot's PR against ``base`` with ``files`` (repository-relative).
-    Never touches ``.github/workflows/`` (SECURITY.md S6)."""
-    return publish_pull_request(provider, repo, base=base, branch=bot_branch(provider.branch_prefix, base),
-                                files=files, fingerprint=fingerprint, title=title, body=body, labels=labels,
-                                commit_message=commit_message, allow_workflows=False)
+                        fingerprint: str, title: str, body: str | Callable[[str], str],
+                        labels: list[str] | tuple[str, ...] = (), draft: bool = False,
+                        commit_message: str = "Add a development environment") -> PublishResult:
+    """Create, refresh or close the bot's PR against ``base`` with ``files`` (repository-relative),
+    the way a maintainer expects (SECURITY.md R3, R6, S6; the etiquette of Renovate and
+    create-pull-request):
+
+    - ``base`` already holds exactly these files: no PR; an open one is closed with a comment;
+    - a PR closed without merging is not reopened for the same fingerprint; a new proposal after
+      the inputs changed says so (``body(previous)`` receives the sentence);
+    - someone else committed on the bot branch: setupbot stops and leaves one comment saying how
+      to hand the branch back (tick the box in the PR body, or delete the branch);
+    - an update is committed on top of the branch; it is rebased onto ``base`` only when ``base``
+      changed one of the files since the branch forked (a conflict).
+
+    Never touches ``.github/workflows/`` and makes no write call when nothing changed."""
+    branch = bot_branch(provider.branch_prefix, base)
+    check_branch(branch, provider.branch_prefix)
+    check_paths(files, allow_workflows=False)
+    if not files:
+        raise GitHubError("nothing to publish: no files were generated")
+    render = body if callable(body) else (lambda previous, text=body: text)
+    result = lambda action, pr=None: PublishResult(action, pr.number if pr else None, pr.url if pr else "",
+                                                   branch, fingerprint, sorted(files))
+
+    open_pulls = provider.find_pulls(repo, branch, "open")
+    if all(provider.read_file(repo, path, base) == text for path, text in sorted(files.items())):
+        if open_pulls:
+            pr = open_pulls[0]
+            provider.add_comment(repo, pr.number, f"`{base}` already has the environment this pull request "
+                                                  "proposed, so setupbot closes it. Nothing else to do.")
+            provider.close_pull(repo, pr.number)
+            log.info("%s already has the files; closed #%d", base, pr.number)
+            return result("closed", pr)
+        log.info("%s already has the files: no pull request", base)
+        return result("none")
+
+    branch_sha = provider.branch_sha(repo, branch)
+    head_fp = _commit_fingerprint(provider.commit_message(repo, branch_sha)) if branch_sha else None
+    if open_pulls:
+        pr = open_pulls[0]
+        if branch_sha and head_fp is None and not handback_ticked(pr.body):
+            if provider.find_comment(repo, pr.number, HANDBACK_COMMENT_MARKER) is None:
+                provider.add_comment(repo, pr.number, HANDBACK_COMMENT)
+            log.info("someone else committed on %s: not updating #%d", branch, pr.number)
+            return result("held", pr)
+        if read_fingerprint(pr.body) == fingerprint and head_fp == fingerprint:
+            if pr.title != title:
+                provider.update_pull(repo, pr.number, title, pr.body)
+                return result("updated", pr)
+            log.info("pull request #%d is up to date", pr.number)
+            return result("unchanged", pr)
+        if head_fp != fingerprint:
+            parent = _parent(provider, repo, base, branch_sha if head_fp is not None else None, files)
+            commit = provider.commit_files(repo, parent, files,
+                                           f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n")
+            provider.set_branch(repo, branch, commit)
+        provider.update_pull(repo, pr.number, title, render(""))
+        return result("updated", pr)
+
+    previous = ""
+    closed = [p for p in provider.find_pulls(repo, branch, "closed") if not p.merged]
+    if closed:
+        last = closed[0]
+        handed_back = branch_sha is None and provider.find_comment(repo, last.number, HANDBACK_COMMENT_MARKER) is not None
+        if read_fingerprint(last.body) == fingerprint and not handed_back:
+            log.info("pull request #%d was closed without merging and nothing changed since; not reopening",
+                     last.number)
+            return result("declined", last)
+        if not handed_back:
+            previous = (f"An earlier proposal, #{last.number}, was closed without merging. The environment's "
+                        "inputs have changed since, so setupbot proposes again; close this one to decline it too.")
+    if head_fp != fingerprint:
+        base_sha = provider.branch_sha(repo, base)
+        if base_sha is None:
+            raise GitHubError(f"base branch {base!r} does not exist in {repo}")
+        commit = provider.commit_files(repo, base_sha, files,
+                                       f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n")
+        provider.set_branch(repo, branch, commit)
+    pr = provider.create_pull(repo, base, branch, title, render(previous), draft=draft)
+    if labels:
+        try:
+            provider.add_labels(repo, pr.number, list(labels))
+        except GitHubError as exc:   # labels are a convenience; the PR stands without them
+            log.warning("could not label #%d: %s", pr.number, exc.what)
+    return result("created", pr)
+
+
+HANDBACK_COMMENT = (f"{HANDBACK_COMMENT_MARKER}\nSomeone other than setupbot committed to this branch, so "
+                    "setupbot has stopped updating it: your commits stay as they are.\n\n"
+                    "To hand the branch back to setupbot (it will replace the commits that are not its "
+                    "own), tick **Let setupbot update this branch again** in the pull request description, "
+                    "or delete the branch. Until then setupbot leaves this pull request alone.")
+
+
+def _parent(provider: Provider, repo: str, base: str, branch_sha: str | None, files: dict[str, str]) -> str:
+    """Where the next bot commit goes: on top of the branch, unless ``base`` changed one of the
+    files since the branch forked from it (then on ``base``: a rebase, only on conflict)."""
+    base_sha = provider.branch_sha(repo, base)
+    if base_sha is None:
+        raise GitHubError(f"base branch {base!r} does not exist in {repo}")
+    if branch_sha is None:
+        return base_sha
+    fork, seen = branch_sha, 0
+    while seen < 100 and _commit_fingerprint(provider.commit_message(repo, fork)) is not None:
+        parents = provider.commit_parents(repo, fork)
+        if not parents:
+            return base_sha
+        fork, seen = parents[0], seen + 1
+    if fork == base_sha:
+        return branch_sha
+    conflict = any(provider.read_file(repo, path, base) != provider.read_file(repo, path, fork) for path in files)
+    return base_sha if conflict else branch_sha
+
+
+def operation(result: PublishResult | None) -> str:
+    """create-pull-request's ``pull-request-operation``: created | updated | closed | none."""
+    if result is None:
+        return "none"
+    return result.action if result.action in ("created", "updated", "closed") else "none"
 
 
 def publish_pull_request(provider: Provider, repo: str, *, base: str, branch: str, files: dict[str, str],

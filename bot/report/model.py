@@ -103,6 +103,7 @@ class ReportData:
     reproduce: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)             # files setupbot wrote / proposes
     pending_changes: dict[str, str] = field(default_factory=dict)  # hand-written file -> diff
+    gate: str = "Mostly"                                       # publish.min_verdict
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICT_TIERS:
@@ -120,6 +121,16 @@ class ReportData:
         return [p for p in self.proven if not p.proven]
 
     @property
+    def at_gate(self) -> bool:
+        """The verdict is at or above ``gate`` (Full > Mostly > Partial > Shallow > Failed)."""
+        return verdict_at_least(self.verdict, self.gate)
+
+    @property
+    def proven_ok(self) -> bool:
+        """Only then may a title, body or summary say "proven" or "verified"."""
+        return bool(self.replay_ok) and self.at_gate
+
+    @property
     def total_seconds(self) -> float:
         # The run's own total when it has one: its parts (plan, build, ...) are inside it.
         for key in ("total_seconds", "total"):
@@ -129,6 +140,13 @@ class ReportData:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def verdict_at_least(verdict: str, gate: str) -> bool:
+    if verdict not in VERDICT_TIERS:
+        return False
+    floor = gate if gate in VERDICT_TIERS else "Mostly"
+    return VERDICT_TIERS.index(verdict) <= VERDICT_TIERS.index(floor)
 
 
 def default_reproduce(output_dir: str, test_command: Iterable[str], services: bool = False) -> list[str]:
@@ -248,8 +266,10 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
             data.replay_ok = bool(_get(replay, "ok", False))
             parts = [f"{k.replace('_', ' ')} {_get(replay, k)}" for k in ("collect_exit", "test_exit")
                      if _get(replay, k) is not None]
-            if _get(replay, "seconds") is not None:
-                parts.append(f"{_get(replay, 'seconds')} s")
+            # the replay's duration is a timing: it goes to the PR body and the job summary
+            # (through ``timings``), never into the committed report
+            if _get(replay, "seconds") is not None and "replay_seconds" not in data.timings:
+                data.timings["replay_seconds"] = float(_get(replay, "seconds"))
             if _get(replay, "note"):
                 parts.append(str(_get(replay, "note")))   # e.g. the test run timed out
             data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
@@ -274,7 +294,7 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
             else:
                 data.repairs.append(Repair(str(_get(repair, "description", repair)),
                                            [str(u) for u in (_get(repair, "unit_ids", []) or [])]))
-        data.timings = {str(k): float(v) for k, v in (_get(run_record, "timings", {}) or {}).items()}
+        data.timings.update({str(k): float(v) for k, v in (_get(run_record, "timings", {}) or {}).items()})
         usage = _get(run_record, "llm_usage", {}) or {}
         data.llm_tokens = int(_get(usage, "tokens", 0) or _get(run_record, "llm_tokens", 0) or 0)
         data.degraded = bool(_get(run_record, "degraded", False))
@@ -286,7 +306,7 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
                                          str(_get(item, "category", "") or "unresolved by the loop")))
 
     if verification is None:
-        data.tier_reason = data.tier_reason or "not verified: the prosecutor and judge did not run"
+        data.tier_reason = data.tier_reason or "no prosecutor and judge: they did not run"
     else:
         verdict = _get(verification, "verdict", {})
         if isinstance(verdict, str):

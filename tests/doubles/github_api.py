@@ -78,6 +78,7 @@ class FakeRepo:
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     labels: dict[int, list[str]] = field(default_factory=dict)
+    statuses: list[dict[str, Any]] = field(default_factory=list)       # commit statuses, oldest first
     archived: bool = False
 
     @property
@@ -107,6 +108,7 @@ BODY_MODELS: list[tuple[str, str, Any]] = [
     ("PATCH", r"/pulls/\d+$", gh.ReposOwnerRepoPullsPullNumberPatchBody),
     ("POST", r"/issues/\d+/comments$", gh.ReposOwnerRepoIssuesIssueNumberCommentsPostBody),
     ("PATCH", r"/issues/comments/\d+$", gh.ReposOwnerRepoIssuesCommentsCommentIdPatchBody),
+    ("POST", r"/statuses/[0-9a-f]{40}$", gh.ReposOwnerRepoStatusesShaPostBody),
     ("POST", r"/issues/\d+/labels$", pydantic.TypeAdapter(
         gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof0 | list[str]
         | list[gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof2Items])),
@@ -143,6 +145,87 @@ def validate_body(method: str, path: str, body: Any) -> None:
         raise SchemaViolation(f"{method} {path}: no such write endpoint in the double")
 
 
+# Response models: every 2xx answer the double serves is validated against the shape the published
+# REST description gives for that endpoint; a mismatch is a defect of the double and is recorded
+# in ``schema_errors`` (the tests' fixtures assert it stays empty).
+def _list_of(model: Any) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(list[model])
+
+
+RESPONSE_MODELS: list[tuple[str, str, Any]] = [
+    ("GET", r"^/repos/[^/]+/[^/]+$", gh.FullRepository),
+    ("GET", r"^/orgs/[^/]+$", gh.OrganizationFull),
+    ("GET", r"^/orgs/[^/]+/repos$", _list_of(gh.MinimalRepository)),
+    ("GET", r"/git/refs?/.+$", gh.GitRef),
+    ("POST", r"/git/refs$", gh.GitRef),
+    ("PATCH", r"/git/refs/.+$", gh.GitRef),
+    ("POST", r"/git/blobs$", gh.ShortBlob),
+    ("POST", r"/git/trees$", gh.GitTree),
+    ("GET", r"/git/trees/[0-9a-f]{40}$", gh.GitTree),
+    ("POST", r"/git/commits$", gh.GitCommit),
+    ("GET", r"/git/commits/[0-9a-f]{40}$", gh.GitCommit),
+    ("GET", r"/contents/.+$", pydantic.TypeAdapter(gh.ContentFile | list[gh.ContentDirectoryItems])),
+    ("GET", r"/pulls$", _list_of(gh.PullRequestSimple)),
+    ("POST", r"/pulls$", gh.PullRequest),
+    ("GET", r"/pulls/\d+$", gh.PullRequest),
+    ("PATCH", r"/pulls/\d+$", gh.PullRequest),
+    ("GET", r"/issues/\d+$", gh.Issue),
+    ("POST", r"/issues/\d+/labels$", _list_of(gh.Label)),
+    ("GET", r"/issues/\d+/comments$", _list_of(gh.IssueComment)),
+    ("POST", r"/issues/\d+/comments$", gh.IssueComment),
+    ("GET", r"/issues/comments/\d+$", gh.IssueComment),
+    ("PATCH", r"/issues/comments/\d+$", gh.IssueComment),
+    ("POST", r"/statuses/[0-9a-f]{40}$", gh.Status),
+]
+
+
+def validate_response(method: str, path: str, payload: Any) -> None:
+    for m, pattern, model in RESPONSE_MODELS:
+        if m == method and re.search(pattern, path):
+            try:
+                if isinstance(model, pydantic.TypeAdapter):
+                    model.validate_python(payload)
+                else:
+                    model.model_validate(payload)
+            except pydantic.ValidationError as exc:
+                err = exc.errors()[0]
+                raise SchemaViolation(f"response to {method} {path}: {err['msg']} at {err['loc']}") from exc
+            return
+    raise SchemaViolation(f"response to {method} {path}: no response model for this endpoint")
+
+
+# Which permission of a GitHub App / fine-grained token a write needs (GitHub's documented table).
+def permission_for(method: str, path: str) -> str:
+    if re.search(r"/git/|/contents/", path):
+        return "contents"
+    if re.search(r"/statuses/", path):
+        return "statuses"
+    if re.search(r"/pulls", path):
+        return "pull_requests"
+    if re.search(r"/issues/", path):
+        return "issues|pull_requests"   # comments and labels on a pull request: either will do
+    return "administration"
+
+
+def paginate(items: list[Any], query: dict[str, str], url: str, default: int = 30) -> tuple[list[Any], dict[str, str]]:
+    """``per_page`` (max 100) and ``page``, with a Link header like GitHub's."""
+    try:
+        per_page = max(1, min(100, int(query.get("per_page", default))))
+        page = max(1, int(query.get("page", 1)))
+    except ValueError:
+        per_page, page = default, 1
+    last = max(1, -(-len(items) // per_page))
+    chunk = items[(page - 1) * per_page: page * per_page]
+    rest = "&".join(f"{k}={v}" for k, v in sorted(query.items()) if k not in ("page", "per_page"))
+    link = lambda n: f"<{url}?{rest + '&' if rest else ''}per_page={per_page}&page={n}>"
+    rels = []
+    if page < last:
+        rels += [f'{link(page + 1)}; rel="next"', f'{link(last)}; rel="last"']
+    if page > 1:
+        rels += [f'{link(1)}; rel="first"', f'{link(page - 1)}; rel="prev"']
+    return chunk, ({"Link": ", ".join(rels)} if rels else {})
+
+
 class GitHubDouble:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.repos: dict[str, FakeRepo] = {}
@@ -150,6 +233,8 @@ class GitHubDouble:
         self.calls: list[Call] = []
         self.schema_errors: list[str] = []
         self.faults: list[Fault] = []
+        self.tokens: dict[str, dict[str, str]] = {}    # empty: any token may do anything
+        self.default_per_page = 30
         self.clock = clock
         self._lock = threading.RLock()
         self._ids = 100
@@ -206,6 +291,14 @@ class GitHubDouble:
 
     def write_calls(self) -> list[Call]:
         return [c for c in self.calls if c.method != "GET"]
+
+    def grant(self, token: str, **permissions: str) -> None:
+        """Accept ``token`` with these permissions (``contents="write"``, ``pull_requests="read"``,
+        ``statuses="write"``, ``issues=...``). Once any token is granted, other tokens get 401."""
+        self.tokens[token] = dict(permissions)
+
+    def statuses(self, full_name: str) -> list[dict[str, Any]]:
+        return list(self.repos[full_name].statuses)
 
     def pulls(self, full_name: str, state: str = "all") -> list[dict[str, Any]]:
         return [p for p in self.repos[full_name].pulls.values() if state == "all" or p["state"] == state]
@@ -278,11 +371,30 @@ class GitHubDouble:
         return f"{self.base_url}/repos/{repo.full_name}{rest}"
 
     def _repo_json(self, repo: FakeRepo) -> dict[str, Any]:
-        return {"id": abs(hash(repo.full_name)) % 10**8, "node_id": "R_1", "name": repo.name,
-                "full_name": repo.full_name, "owner": _user(repo.owner, self.base_url), "private": False,
-                "fork": False, "archived": repo.archived, "default_branch": repo.default_branch,
-                "url": self._u(repo), "html_url": f"https://github.com/{repo.full_name}",
-                "permissions": {"admin": False, "push": True, "pull": True}, **self._repo_meta(repo)}
+        """A repository as GET /repos/{o}/{r} answers it (FullRepository; also a valid Repository
+        and MinimalRepository, the shapes nested in pull requests and listings)."""
+        u = self._u(repo)
+        data: dict[str, Any] = {
+            "id": abs(hash(repo.full_name)) % 10**8, "node_id": "R_1", "name": repo.name,
+            "full_name": repo.full_name, "owner": _user(repo.owner, self.base_url), "private": False,
+            "description": None, "fork": False, "homepage": None, "language": "Python", "forks_count": 0,
+            "stargazers_count": 0, "watchers_count": 0, "size": 1, "default_branch": repo.default_branch,
+            "open_issues_count": 0, "has_issues": True, "has_projects": False, "has_wiki": False,
+            "has_pages": False, "has_discussions": False, "archived": repo.archived, "disabled": False,
+            "pushed_at": NOW, "created_at": NOW, "updated_at": NOW, "subscribers_count": 0, "network_count": 0,
+            "license": None, "forks": 0, "open_issues": 0, "watchers": 0, "visibility": "public",
+            "permissions": {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True},
+            "html_url": f"https://github.com/{repo.full_name}", "url": u, "mirror_url": None,
+            "git_url": f"git://github.com/{repo.full_name}.git", "ssh_url": f"git@github.com:{repo.full_name}.git",
+            "clone_url": f"https://github.com/{repo.full_name}.git", "svn_url": f"https://github.com/{repo.full_name}"}
+        for name in ("archive", "assignees", "blobs", "branches", "collaborators", "comments", "commits", "compare",
+                     "contents", "contributors", "deployments", "downloads", "events", "forks", "git_commits",
+                     "git_refs", "git_tags", "issue_comment", "issue_events", "issues", "keys", "labels",
+                     "languages", "merges", "milestones", "notifications", "pulls", "releases", "stargazers",
+                     "statuses", "subscribers", "subscription", "tags", "teams", "trees", "hooks"):
+            data[f"{name}_url"] = f"{u}/{name.replace('_', '/')}"
+        data.update(self._repo_meta(repo))   # topics and language, for rollout's filters
+        return data
 
     def _ref_json(self, repo: FakeRepo, name: str) -> dict[str, Any]:
         sha = repo.refs[name]
@@ -306,30 +418,58 @@ class GitHubDouble:
                 "tree": [{"path": p, "mode": "100644", "type": "blob", "sha": b, "size": len(repo.blobs[b]),
                           "url": self._u(repo, f"/git/blobs/{b}")} for p, b in sorted(repo.trees[sha].items())]}
 
-    def _pull_json(self, repo: FakeRepo, pr: dict[str, Any]) -> dict[str, Any]:
+    def _pull_json(self, repo: FakeRepo, pr: dict[str, Any], full: bool = True) -> dict[str, Any]:
+        """A pull request (PullRequest); ``full=False``: as the list endpoint answers (PullRequestSimple)."""
         n = pr["number"]
-        head_sha = repo.refs.get(f"heads/{pr['head']}", "0" * 40)
+        head_sha = repo.refs.get(f"heads/{pr['head']}", pr.get("head_sha", "0" * 40))
         base_sha = repo.refs.get(f"heads/{pr['base']}", "0" * 40)
-        return {"id": pr["id"], "node_id": f"PR_{n}", "number": n, "state": pr["state"], "locked": False,
-                "title": pr["title"], "body": pr["body"], "user": _user(base=self.base_url), "draft": False,
-                "url": self._u(repo, f"/pulls/{n}"), "html_url": f"https://github.com/{repo.full_name}/pull/{n}",
-                "issue_url": self._u(repo, f"/issues/{n}"), "comments_url": self._u(repo, f"/issues/{n}/comments"),
-                "head": {"label": f"{repo.owner}:{pr['head']}", "ref": pr["head"], "sha": head_sha,
-                         "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
-                "base": {"label": f"{repo.owner}:{pr['base']}", "ref": pr["base"], "sha": base_sha,
-                         "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
-                "merged": pr["merged"], "merged_at": pr["merged_at"], "closed_at": pr.get("closed_at"),
-                "mergeable": None, "maintainer_can_modify": pr["maintainer_can_modify"],
-                "labels": [{"name": l, "color": "ededed"} for l in repo.labels.get(n, [])],
-                "created_at": NOW, "updated_at": NOW}
+        html = f"https://github.com/{repo.full_name}/pull/{n}"
+        links = {k: {"href": v} for k, v in {
+            "self": self._u(repo, f"/pulls/{n}"), "html": html, "issue": self._u(repo, f"/issues/{n}"),
+            "comments": self._u(repo, f"/issues/{n}/comments"), "review_comments": self._u(repo, f"/pulls/{n}/comments"),
+            "review_comment": self._u(repo, "/pulls/comments{/number}"), "commits": self._u(repo, f"/pulls/{n}/commits"),
+            "statuses": self._u(repo, f"/statuses/{head_sha}")}.items()}
+        data: dict[str, Any] = {
+            "id": pr["id"], "node_id": f"PR_{n}", "number": n, "state": pr["state"], "locked": False,
+            "title": pr["title"], "body": pr["body"], "user": _user(base=self.base_url), "draft": pr.get("draft", False),
+            "url": self._u(repo, f"/pulls/{n}"), "html_url": html, "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch", "issue_url": self._u(repo, f"/issues/{n}"),
+            "commits_url": self._u(repo, f"/pulls/{n}/commits"), "review_comments_url": self._u(repo, f"/pulls/{n}/comments"),
+            "review_comment_url": self._u(repo, "/pulls/comments{/number}"),
+            "comments_url": self._u(repo, f"/issues/{n}/comments"), "statuses_url": self._u(repo, f"/statuses/{head_sha}"),
+            "head": {"label": f"{repo.owner}:{pr['head']}", "ref": pr["head"], "sha": head_sha,
+                     "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
+            "base": {"label": f"{repo.owner}:{pr['base']}", "ref": pr["base"], "sha": base_sha,
+                     "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
+            "_links": links, "author_association": "NONE", "auto_merge": None, "milestone": None,
+            "merged_at": pr["merged_at"], "closed_at": pr.get("closed_at"),
+            "labels": [self._label_json(repo, l) for l in repo.labels.get(n, [])],
+            "created_at": NOW, "updated_at": NOW, "assignees": [], "requested_reviewers": [], "requested_teams": []}
+        if full:
+            data.update({"merged": pr["merged"], "mergeable": None, "mergeable_state": "unknown", "merged_by": None,
+                         "comments": sum(1 for c in repo.comments.values() if c["issue"] == n),
+                         "review_comments": 0, "maintainer_can_modify": pr["maintainer_can_modify"],
+                         "commits": 1, "additions": 0, "deletions": 0, "changed_files": 0})
+        return data
+
+    def _label_json(self, repo: FakeRepo, name: str) -> dict[str, Any]:
+        return {"id": abs(hash(name)) % 10**6, "node_id": f"LA_{name}", "url": self._u(repo, f"/labels/{name}"),
+                "name": name, "description": None, "color": "ededed", "default": False,
+                "archived_at": None, "archived_by": None}
 
     def _issue_json(self, repo: FakeRepo, n: int) -> dict[str, Any]:
         pr = repo.pulls[n]
-        return {"id": pr["id"], "number": n, "title": pr["title"], "body": pr["body"], "state": pr["state"],
-                "url": self._u(repo, f"/issues/{n}"), "html_url": f"https://github.com/{repo.full_name}/issues/{n}",
+        return {"id": pr["id"], "node_id": f"I_{n}", "number": n, "title": pr["title"], "body": pr["body"],
+                "state": pr["state"], "locked": False, "comments": sum(1 for c in repo.comments.values() if c["issue"] == n),
+                "url": self._u(repo, f"/issues/{n}"), "repository_url": self._u(repo),
+                "labels_url": self._u(repo, f"/issues/{n}/labels{{/name}}"),
+                "events_url": self._u(repo, f"/issues/{n}/events"),
+                "html_url": f"https://github.com/{repo.full_name}/issues/{n}",
                 "comments_url": self._u(repo, f"/issues/{n}/comments"), "user": _user(base=self.base_url),
-                "labels": [{"name": l, "color": "ededed"} for l in repo.labels.get(n, [])],
-                "pull_request": {"url": self._u(repo, f"/pulls/{n}")}, "created_at": NOW, "updated_at": NOW}
+                "labels": [self._label_json(repo, l) for l in repo.labels.get(n, [])], "milestone": None,
+                "closed_at": pr.get("closed_at"), "author_association": "NONE",
+                "pull_request": {"url": self._u(repo, f"/pulls/{n}"), "html_url": None, "diff_url": None,
+                                 "patch_url": None}, "created_at": NOW, "updated_at": NOW}
 
     def _comment_json(self, repo: FakeRepo, cid: int) -> dict[str, Any]:
         c = repo.comments[cid]
@@ -339,7 +479,33 @@ class GitHubDouble:
         return {"id": cid, "node_id": f"IC_{cid}", "body": c["body"], "user": author,
                 "url": self._u(repo, f"/issues/comments/{cid}"),
                 "html_url": f"https://github.com/{repo.full_name}/pull/{c['issue']}#issuecomment-{cid}",
-                "issue_url": self._u(repo, f"/issues/{c['issue']}"), "created_at": NOW, "updated_at": NOW}
+                "issue_url": self._u(repo, f"/issues/{c['issue']}"), "created_at": NOW, "updated_at": NOW,
+                "author_association": "NONE"}
+
+    def _status_json(self, repo: FakeRepo, st: dict[str, Any]) -> dict[str, Any]:
+        return {"id": st["id"], "node_id": f"SC_{st['id']}", "url": self._u(repo, f"/statuses/{st['sha']}"),
+                "avatar_url": None, "state": st["state"], "description": st.get("description"),
+                "target_url": st.get("target_url"), "context": st.get("context", "default"),
+                "created_at": NOW, "updated_at": NOW, "creator": _user(base=self.base_url)}
+
+    # ---------------------------------------------------------------- auth
+    def authorise(self, method: str, path: str, header: str) -> tuple[int, dict[str, Any]] | None:
+        """GitHub's answers: 401 "Bad credentials" for a token it does not know, 403 "Resource not
+        accessible by integration" for a write the token has no permission for."""
+        if not self.tokens:
+            return None
+        token = header.split(" ", 1)[1].strip() if " " in header else ""
+        if token not in self.tokens:
+            if not token and method == "GET":
+                return None          # anonymous reads of a public repository
+            return 401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}
+        if method == "GET":
+            return None
+        granted = self.tokens[token]
+        if any(granted.get(p) == "write" for p in permission_for(method, path).split("|")):
+            return None
+        return 403, {"message": "Resource not accessible by integration",
+                     "documentation_url": "https://docs.github.com/rest"}
 
     # ---------------------------------------------------------------- routing
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
@@ -350,7 +516,14 @@ class GitHubDouble:
                 return 404, {"message": "Not Found"}
             if m.group(2):
                 return 200, [self._repo_json(self.repos[r]) for r in self.orgs[org]]
-            return 200, {"login": org, "id": 7, "url": f"{self.base_url}/orgs/{org}", "type": "Organization"}
+            o = f"{self.base_url}/orgs/{org}"
+            return 200, {"login": org, "id": 7, "node_id": "O_7", "url": o, "repos_url": f"{o}/repos",
+                         "events_url": f"{o}/events", "hooks_url": f"{o}/hooks", "issues_url": f"{o}/issues",
+                         "members_url": f"{o}/members{{/member}}", "public_members_url": f"{o}/public_members{{/member}}",
+                         "avatar_url": "", "description": None, "html_url": f"https://github.com/{org}",
+                         "has_organization_projects": False, "has_repository_projects": False,
+                         "public_repos": len(self.orgs[org]), "public_gists": 0, "followers": 0, "following": 0,
+                         "type": "Organization", "created_at": NOW, "updated_at": NOW, "archived_at": None}
         m = re.match(r"^/repos/([^/]+/[^/]+)(/.*)?$", path)
         if not m or m.group(1) not in self.repos:
             return 404, {"message": "Not Found"}
@@ -423,7 +596,10 @@ class GitHubDouble:
                               "size": len(files[p]), "url": self._u(repo, f"/contents/{p}"),
                               "git_url": self._u(repo, f"/git/blobs/{_sha('blob', files[p])}"),
                               "html_url": f"https://github.com/{repo.full_name}/blob/main/{p}",
-                              "download_url": None, "_links": {"self": self._u(repo, f"/contents/{p}")}}
+                              "download_url": None, "_links": {
+                                  "self": self._u(repo, f"/contents/{p}"),
+                                  "git": self._u(repo, f"/git/blobs/{_sha('blob', files[p])}"),
+                                  "html": f"https://github.com/{repo.full_name}/blob/main/{p}"}}
                              for p in children]
             data = files[path]
             sha = _sha("blob", data)
@@ -436,11 +612,17 @@ class GitHubDouble:
         if rest == "/pulls" and method == "GET":
             state = q.get("state", "open")
             head = q.get("head")
-            out = [self._pull_json(repo, p) for p in sorted(repo.pulls.values(), key=lambda p: -p["number"])
+            out = [self._pull_json(repo, p, full=False) for p in sorted(repo.pulls.values(), key=lambda p: -p["number"])
                    if (state == "all" or p["state"] == state)
                    and (head is None or f"{repo.owner}:{p['head']}" == head)
                    and ("base" not in q or p["base"] == q["base"])]
             return 200, out
+        if (m := re.match(r"^/statuses/([0-9a-f]{40})$", rest)) and method == "POST":
+            if m.group(1) not in repo.commits:
+                return 422, {"message": "No commit found for SHA: " + m.group(1)}
+            status = {"id": self._next_id(), "sha": m.group(1), **body}
+            repo.statuses.append(status)
+            return 201, self._status_json(repo, status)
         if rest == "/pulls" and method == "POST":
             if f"heads/{body['head']}" not in repo.refs:
                 return 422, {"message": "Validation Failed", "errors": [{"field": "head", "code": "invalid"}]}
@@ -451,7 +633,7 @@ class GitHubDouble:
             n = max([*repo.pulls, *[c["issue"] for c in repo.comments.values()], 0]) + 1
             repo.pulls[n] = {"id": self._next_id(), "number": n, "state": "open", "title": body.get("title", ""),
                              "body": body.get("body") or "", "head": body["head"], "base": body["base"],
-                             "merged": False, "merged_at": None,
+                             "merged": False, "merged_at": None, "draft": bool(body.get("draft", False)),
                              "maintainer_can_modify": body.get("maintainer_can_modify", True)}
             return 201, self._pull_json(repo, repo.pulls[n])
         if (m := re.match(r"^/pulls/(\d+)$", rest)):
@@ -462,6 +644,8 @@ class GitHubDouble:
                 for key in ("title", "body", "state"):
                     if key in body:
                         repo.pulls[n][key] = body[key]
+                if body.get("state") == "closed":
+                    repo.pulls[n]["closed_at"] = NOW
             return 200, self._pull_json(repo, repo.pulls[n])
         if (m := re.match(r"^/issues/(\d+)$", rest)) and method == "GET":
             n = int(m.group(1))
@@ -472,8 +656,7 @@ class GitHubDouble:
             names = [x if isinstance(x, str) else x["name"] for x in names]
             current = repo.labels.setdefault(n, [])
             current.extend(x for x in names if x not in current)
-            return 200, [{"id": i, "name": l, "color": "ededed", "url": self._u(repo, f"/labels/{l}")}
-                         for i, l in enumerate(current)]
+            return 200, [self._label_json(repo, l) for l in current]
         if (m := re.match(r"^/issues/(\d+)/comments$", rest)):
             n = int(m.group(1))
             if n not in repo.pulls:
@@ -536,16 +719,27 @@ class GitHubDouble:
                         fault.times -= 1
                 if fault and not fault.after:
                     return self._fail(call, fault)
+                denied = double.authorise(self.command, path, self.headers.get("Authorization", ""))
+                if denied:
+                    return self._send(call, *denied, {})
+                headers: dict[str, str] = {}
                 try:
                     if self.command != "GET":
                         validate_body(self.command, path, body)
                     status, payload = double.handle(self.command, path, call.query, body)
+                    if 200 <= status < 300:
+                        validate_response(self.command, path, payload)
+                        if self.command == "GET" and isinstance(payload, list):
+                            query = {k: v[0] for k, v in call.query.items()}
+                            payload, headers = paginate(payload, query, double.base_url + parts.path,
+                                                        double.default_per_page)
                 except SchemaViolation as exc:
                     double.schema_errors.append(str(exc))
-                    status, payload = 422, {"message": "Invalid request.", "errors": [str(exc)]}
+                    status, payload = (500 if exc.args[0].startswith("response") else 422), \
+                        {"message": "Invalid request.", "errors": [str(exc)]}
                 if fault and fault.after:
                     return self._fail(call, fault)
-                self._send(call, status, payload, {})
+                self._send(call, status, payload, headers)
 
             def _fail(self, call: Call, fault: Fault) -> None:
                 if fault.drop:

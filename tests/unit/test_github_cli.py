@@ -51,7 +51,8 @@ def test_push_event_opens_the_pr_and_sets_action_outputs(double, action_env, cap
     assert calls == ["octo/app"]
     assert "pull request #1: created" in capsys.readouterr().out
     assert (tmp / "output.txt").read_text().splitlines() == [
-        "verdict=Full", "pr-number=1", "report-path=.devcontainer/setup-report.md"]
+        "verdict=Full", "pr-number=1", "report-path=.devcontainer/setup-report.md",
+        "pr-url=https://github.com/octo/app/pull/1", "pr-operation=created"]
     assert (repo / ".devcontainer" / "setup-report.md").is_file()       # the report path exists locally
     assert "ghs_cli_sentinel_token" not in (tmp / "summary.md").read_text()
     assert main(argv) == 0

@@ -71,7 +71,8 @@ def test_push_to_default_branch_opens_the_pr_and_writes_summary_and_outputs(doub
     assert "Verdict: **Mostly**" in summary and "#1: created" in summary
     write_action_outputs(outcome, env)
     lines = Path(env["GITHUB_OUTPUT"]).read_text().splitlines()
-    assert lines == ["verdict=Mostly", "pr-number=1", "report-path=.devcontainer/setup-report.md"]
+    assert lines == ["verdict=Mostly", "pr-number=1", "report-path=.devcontainer/setup-report.md",
+                     "pr-url=https://github.com/octo/app/pull/1", "pr-operation=created"]
 
 
 def test_fork_pull_request_makes_no_write_call_at_all(double, provider, env):
@@ -146,4 +147,5 @@ def test_action_outputs_cannot_inject_extra_lines(tmp_path):
     out = tmp_path / "o"
     write_action_outputs(Outcome(Decision("publish", "", True), verdict="Full\npr-number=666",
                                  report_path="r.md"), {"GITHUB_OUTPUT": str(out)})
-    assert [l.split("=")[0] for l in out.read_text().splitlines()] == ["verdict", "pr-number", "report-path"]
+    assert [l.split("=")[0] for l in out.read_text().splitlines()] == ["verdict", "pr-number", "report-path",
+                                                                       "pr-url", "pr-operation"]

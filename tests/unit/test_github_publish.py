@@ -166,7 +166,7 @@ def test_pr_closed_without_merge_is_not_reopened_until_inputs_change(double, pro
     first = publish(provider, outputs())
     double.close_pull(REPO, first.number, merged=False)
     writes = len(double.write_calls())
-    assert publish(provider, outputs()).action == "closed-unchanged"
+    assert publish(provider, outputs()).action == "declined"
     assert len(double.write_calls()) == writes
     result = publish(provider, outputs("FROM python:3.13-slim\n"))
     assert result.action == "created" and result.number != first.number

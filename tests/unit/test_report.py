@@ -32,10 +32,21 @@ def test_report_puts_the_verdict_first_and_has_every_section():
     for needle in ("| 120 | 110 | 3 | 7 | 0 |", "✅ clean replay from scratch", "❌ 'app --help' launches",
                    "exit 2: missing config file", "tests/test_db.py::test_query", "dismissed",
                    "requirements.txt:4", "`RUN apt-get install -y --no-install-recommends libpq-dev`",
-                   "xpu-0042", "LLM tokens: 0", "392.9 MiB", "time: 111.7 s",
+                   "xpu-0042",
                    "docker build -f .devcontainer/Dockerfile -t setupbot-env .",
                    "docker run --rm setupbot-env python -m pytest -q"):
         assert needle in text, needle
+
+
+def test_committed_report_carries_no_figures_that_change_between_runs():
+    """Timings, image size and token counts differ on every run; the committed report must be a
+    pure function of the inputs, so they live in the PR body and the job summary only."""
+    first = render_report(sample())
+    again = render_report(sample(timings={"build": 12.0}, image_size=1, llm_tokens=99))
+    assert first == again
+    for text in (render_pr_body(sample(), "a" * 32), render_job_summary(sample())):
+        for needle in ("LLM tokens: 0", "392.9 MiB", "time: 111.7 s"):
+            assert needle in text, needle
 
 
 def test_repository_text_cannot_break_the_markdown():
@@ -83,7 +94,7 @@ def test_secrets_are_masked_in_reports():
 
 
 def test_deterministic_report_shows_zero_tokens_and_degraded_flag():
-    text = render_report(sample(llm_tokens=0, degraded=True))
+    text = render_pr_body(sample(llm_tokens=0, degraded=True), "a" * 32)
     assert "LLM tokens: 0" in text and "degraded" in text
 
 
@@ -129,7 +140,8 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
             " — for configuration/scm_version (setuptools-scm); no git metadata in the build context")
         assert data.services[0].tests == ["t::a"] and data.services[0].healthy
         assert data.charges[0].ruling == "dismissed"
-        assert data.llm_tokens == 0 and data.timings == {"build": 30.0, "tests": 11.5}
+        assert data.llm_tokens == 0 and data.timings == {"build": 30.0, "tests": 11.5,
+                                                               "replay_seconds": 41.5}
         text = render_report(data)
         assert "Verdict: **Full**" in text and "`ENV SETUPTOOLS_SCM_PRETEND_VERSION=0.1.0`" in text
 

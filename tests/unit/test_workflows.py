@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.y*ml"))
 ACTION = ROOT / "action.yml"
 PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
-WRITE_SCOPES = {"contents", "pull-requests"}
+WRITE_SCOPES = {"contents", "pull-requests", "statuses"}
 
 
 def rendered_caller(tmp_path: Path) -> Path:
@@ -66,13 +66,21 @@ def test_s1_triggers_and_least_privilege(tmp_path):
             # is a call of the reusable workflow (whose own jobs split verify from publish).
             condition = str(job.get("if", ""))
             is_call = "uses" in job
+            if writes == {"statuses"}:
+                # a commit status on this repository's own pull requests; never for a fork's
+                assert is_call or "head.repo.full_name == github.repository" in condition, f"{path.name}:{name}"
+                continue
             assert is_call or "github.event_name != 'pull_request'" in condition, f"{path.name}:{name}"
 
 
 def test_s1_reusable_workflow_splits_verify_from_publish():
     jobs = load(ROOT / ".github/workflows/setupbot.yml")["jobs"]
-    assert jobs["verify"]["permissions"] == {"contents": "read"}
-    assert jobs["verify"]["if"] == "github.event_name == 'pull_request'"
+    assert jobs["verify"]["permissions"] == {"contents": "read", "statuses": "write"}
+    assert jobs["verify"]["if"] == ("github.event_name == 'pull_request' && "
+                                    "github.event.pull_request.head.repo.full_name == github.repository")
+    # a fork's pull request: read-only, summary only
+    assert jobs["verify-fork"]["permissions"] == {"contents": "read"}
+    assert "head.repo.full_name != github.repository" in jobs["verify-fork"]["if"]
     assert jobs["publish"]["permissions"] == {"contents": "write", "pull-requests": "write"}
     for job in jobs.values():
         for step in job["steps"]:
@@ -114,7 +122,7 @@ def test_r4_concurrency_group_per_ref():
 def test_action_is_thin_and_maps_inputs_through_env():
     doc = yaml.safe_load(ACTION.read_text())
     assert doc["runs"]["using"] == "composite"
-    assert set(doc["outputs"]) == {"verdict", "pr-number", "report-path"}
+    assert set(doc["outputs"]) == {"verdict", "pr-number", "report-path", "pr-url", "pr-operation"}
     assert {"token", "llm-base-url", "llm-model", "llm-api-key", "knowledge-url", "max-steps",
             "wall-clock", "max-llm-tokens", "output-dir"} <= set(doc["inputs"])
     run_step = doc["runs"]["steps"][-1]
@@ -187,3 +195,19 @@ def test_action_run_script_unsets_empty_inputs_and_passes_values_as_data(tmp_pat
     set_names = {l.split("=")[0] for l in lines[4:]}
     assert set_names == {"SETUPBOT_LLM_MODEL", "SETUPBOT_BUDGETS_MAX_STEPS"}   # empty ones unset
     assert not canary.exists()
+
+
+def test_docs_exit_code_table_is_the_one_in_errors():
+    from bot.errors import EXIT_CODES
+
+    text = (ROOT / "docs" / "github.md").read_text()
+    table = text[text.index("## Exit codes"):]
+    rows = dict(re.findall(r"^\| (\d+) \| ([^|]+) \|$", table, re.M))
+    assert {int(k): v.strip() for k, v in rows.items()} == EXIT_CODES
+
+
+def test_docs_list_every_action_output():
+    doc = yaml.safe_load(ACTION.read_text())
+    text = (ROOT / "docs" / "github.md").read_text()
+    for name in doc["outputs"]:
+        assert f"| `{name}` |" in text, name
