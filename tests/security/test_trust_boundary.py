@@ -339,6 +339,14 @@ def test_sibling_port_that_is_not_a_number_is_a_clear_message(repo):
         load_settings(repo, environ={})
 
 
+def test_deeply_nested_manifest_is_a_warning_in_the_verification_facts(repo):
+    from bot.verify.facts import RepoFacts
+
+    (repo / "pyproject.toml").write_text("x = " + "[" * 100000 + "]" * 100000 + "\n")
+    facts = RepoFacts.from_repo(repo)
+    assert any("nested too deeply" in w for w in facts.warnings)
+
+
 def test_alias_bomb_in_a_workflow_is_a_warning(repo):
     from bot.evidence.model import Evidence
     from bot.evidence.yamlload import load_yaml
