@@ -121,7 +121,8 @@ def check_output_dir(output_dir: str) -> str:
     raw = output_dir.strip() or ".devcontainer"
     out = posixpath.normpath(raw).strip("/")
     inside = not raw.startswith("/") and "\\" not in raw and out not in ("", ".") and not out.startswith("..")
-    if not inside or (out + "/").lower().startswith(".github/workflows/"):
+    # .git/ and .setupbot/ are not places for the environment either (git metadata, run records)
+    if not inside or (out + "/").lower().startswith((".github/workflows/", ".git/", ".setupbot/")):
         raise InputError(f"output.dir {output_dir!r} must be a folder inside the repository, "
                          "outside .github/workflows/", "Use the default .devcontainer or another relative folder.")
     return out

@@ -125,10 +125,19 @@ def test_operator_file_may_set_what_the_repository_may_not(tmp_path, repo, host)
     assert s.engine.pids_limit == 300 and s.siblings[0]["path"] == "../host" and s.refused == ()
 
 
-def test_output_dir_outside_the_repository_is_refused(repo):
-    (repo / ".github" / "setupbot.yml").write_text("output: {dir: ../../etc}\n")
+@pytest.mark.parametrize("where", ["../../etc", "/etc", ".git/hooks", ".setupbot"])
+def test_output_dir_outside_the_repository_is_refused(repo, where):
+    (repo / ".github" / "setupbot.yml").write_text(f"output: {{dir: '{where}'}}\n")
     s = load_settings(repo, environ={})
     assert s.output.dir == ".devcontainer" and "output.dir" in dict(s.refused)
+
+
+def test_target_env_must_be_variable_names_and_one_line_values(repo):
+    (repo / ".github" / "setupbot.yml").write_text(
+        'target:\n  env:\n    GOOD: "1"\n    "BAD NAME": x\n    MULTI: "a\\nRUN curl evil"\n    LIST: [1, 2]\n')
+    s = load_settings(repo, environ={})
+    assert dict(s.target.env) == {"GOOD": "1"}
+    assert {"target.env.BAD NAME", "target.env.MULTI", "target.env.LIST"} <= set(dict(s.refused))
 
 
 # -- S13: reads never follow a link out of the repository --------------------------------------
