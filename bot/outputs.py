@@ -58,7 +58,10 @@ def mark_dockerfile(text: str) -> str:
 # leaves the token in .git/config), env files, private keys, setupbot's own run records.
 DOCKERIGNORE_PATTERNS = (".git", "**/.git", ".env", ".env.*", "**/.env", "**/.env.*", "*.pem", "**/*.pem",
                          "*.key", "**/*.key", "id_rsa*", "**/id_rsa*", "id_ed25519*", "**/id_ed25519*",
-                         ".setupbot", ".netrc", "**/.netrc")
+                         ".setupbot", ".netrc", "**/.netrc",
+                         # committed templates of env files hold documentation, not credentials, and
+                         # test setups copy them (`cp .env.example .env`)
+                         "!.env.example", "!.env.sample", "!.env.template", "!.env.dist")
 
 
 def render_dockerignore(copied: Iterable[str] = ()) -> str:
@@ -74,7 +77,7 @@ def render_dockerignore(copied: Iterable[str] = ()) -> str:
         if clean in ("", ".") or any(c in clean for c in "*?[!\n"):
             continue
         if any(fnmatch.fnmatch(clean, pat.replace("**/", "*")) or fnmatch.fnmatch(clean.rsplit("/", 1)[-1], pat)
-               for pat in DOCKERIGNORE_PATTERNS):
+               for pat in DOCKERIGNORE_PATTERNS if not pat.startswith("!")):
             lines.append(f"!{clean}")
     return "\n".join(lines) + "\n"
 

@@ -498,6 +498,7 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
                     f"AUTHORIZATION: basic {TOKEN_SENTINEL}"], check=True)
     (repo / ".env").write_text(f"TOKEN={TOKEN_SENTINEL}\n")
     (repo / "deploy.pem").write_text(f"-----BEGIN PRIVATE KEY-----\n{TOKEN_SENTINEL}\n")
+    (repo / ".env.example").write_text("DEBUG=1\n")     # a committed template stays
     (repo / "requirements.txt").write_text("")
     dockerfile = ("FROM python:3.11-slim\nWORKDIR /workspace\nCOPY requirements.txt ./\nCOPY . /workspace\n")
     write_outputs(repo, outputs_from_pipeline(repo, plan={"dockerfile": dockerfile, "test_command": ["pytest"]},
@@ -511,7 +512,7 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
                                   "ls -a /workspace; cat /workspace/.git/config /workspace/.env "
                                   "/workspace/deploy.pem 2>&1; grep -r SENTINEL /workspace 2>&1 || true"],
                                  capture_output=True, text=True, timeout=120).stdout
-        assert "requirements.txt" in listing and "pyproject.toml" in listing
+        assert "requirements.txt" in listing and "pyproject.toml" in listing and ".env.example" in listing
         assert_no_secret("the image", listing)
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
