@@ -432,4 +432,8 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
     settings = Settings(**kwargs, refused=tuple(refused))
     if settings.engine.kind not in ("docker", "podman"):
         raise ConfigError(f"engine.kind must be docker or podman, not {settings.engine.kind!r}")
+    from bot.redact import register_secret
+
+    for secret in settings.secrets():   # from a flag or an operator file, too, not only from env
+        register_secret(secret)
     return settings

@@ -411,8 +411,12 @@ def test_redaction_knows_token_shapes_and_url_credentials():
 
 
 def test_knowledge_url_password_is_a_secret():
+    from bot.redact import global_redactor
+
     s = load_settings(None, environ={"SETUPBOT_KNOWLEDGE_URL": "postgresql://bot:pgSENTINEL42@db/xp"})
     assert "pgSENTINEL42" in s.secrets()
+    # registered when the settings load: masked even where it stands alone
+    assert "pgSENTINEL42" not in global_redactor()("store password pgSENTINEL42")
 
 
 def test_registered_secret_is_masked_inside_longer_base64():
