@@ -248,6 +248,17 @@ def test_run_record_linked_to_a_host_file_is_not_written(repo, host):
     assert (repo / ".setupbot" / "run.json").is_symlink()
 
 
+def test_run_record_hard_linked_to_a_host_file_leaves_it_unchanged(repo, host):
+    from bot.pipeline import write_run_records
+
+    (repo / ".setupbot").mkdir()
+    os.link(host / "secret.txt", repo / ".setupbot" / "run.json")
+    before = _digest(host)
+    write_run_records(repo, _pipeline_result(repo))
+    assert _digest(host) == before
+    assert '"run_id": "t"' in (repo / ".setupbot" / "run.json").read_text()
+
+
 def test_symlinked_records_folder_is_not_written_through(repo, host):
     from bot.pipeline import write_run_records
 
