@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -474,6 +475,17 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
                     part[key] = v                 # unknown keys stay: _merge suggests the right one
                 else:
                     refused.append((f"{section}.{key}", "set by the operator only"))
+            if section == "target" and isinstance(part.get("env"), Mapping):
+                env = {}
+                for name, v in part["env"].items():
+                    text = "" if v is None else str(v)
+                    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", str(name)):
+                        refused.append((f"target.env.{str(name)[:40]}", "not a variable name"))
+                    elif isinstance(v, (list, dict)) or any(ord(c) < 32 and c != "\t" for c in text) or len(text) > 4096:
+                        refused.append((f"target.env.{name}", "the value must be one line of text"))
+                    else:
+                        env[name] = v
+                part["env"] = env
             if section == "output" and "dir" in part:
                 from bot.outputs import check_output_dir
                 try:
@@ -535,4 +547,8 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
     settings = Settings(**kwargs, refused=tuple(refused))
     if settings.engine.kind not in ("docker", "podman"):
         raise ConfigError(f"engine.kind must be docker or podman, not {settings.engine.kind!r}")
+    from bot.redact import register_secret
+
+    for secret in settings.secrets():   # from a flag or an operator file, too, not only from env
+        register_secret(secret)
     return settings

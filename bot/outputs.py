@@ -58,7 +58,10 @@ def mark_dockerfile(text: str) -> str:
 # leaves the token in .git/config), env files, private keys, setupbot's own run records.
 DOCKERIGNORE_PATTERNS = (".git", "**/.git", ".env", ".env.*", "**/.env", "**/.env.*", "*.pem", "**/*.pem",
                          "*.key", "**/*.key", "id_rsa*", "**/id_rsa*", "id_ed25519*", "**/id_ed25519*",
-                         ".setupbot", ".netrc", "**/.netrc")
+                         ".setupbot", ".netrc", "**/.netrc",
+                         # committed templates of env files hold documentation, not credentials, and
+                         # test setups copy them (`cp .env.example .env`)
+                         "!.env.example", "!.env.sample", "!.env.template", "!.env.dist")
 
 
 def render_dockerignore(copied: Iterable[str] = ()) -> str:
@@ -74,7 +77,7 @@ def render_dockerignore(copied: Iterable[str] = ()) -> str:
         if clean in ("", ".") or any(c in clean for c in "*?[!\n"):
             continue
         if any(fnmatch.fnmatch(clean, pat.replace("**/", "*")) or fnmatch.fnmatch(clean.rsplit("/", 1)[-1], pat)
-               for pat in DOCKERIGNORE_PATTERNS):
+               for pat in DOCKERIGNORE_PATTERNS if not pat.startswith("!")):
             lines.append(f"!{clean}")
     return "\n".join(lines) + "\n"
 
@@ -121,7 +124,8 @@ def check_output_dir(output_dir: str) -> str:
     raw = output_dir.strip() or ".devcontainer"
     out = posixpath.normpath(raw).strip("/")
     inside = not raw.startswith("/") and "\\" not in raw and out not in ("", ".") and not out.startswith("..")
-    if not inside or (out + "/").lower().startswith(".github/workflows/"):
+    # .git/ and .setupbot/ are not places for the environment either (git metadata, run records)
+    if not inside or (out + "/").lower().startswith((".github/workflows/", ".git/", ".setupbot/")):
         raise InputError(f"output.dir {output_dir!r} must be a folder inside the repository, "
                          "outside .github/workflows/", "Use the default .devcontainer or another relative folder.")
     return out

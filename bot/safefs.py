@@ -99,7 +99,10 @@ def read_bytes(root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: b
     ``max_bytes`` (with ``head`` the first ``max_bytes`` are returned instead)."""
     base = _root(root)
     _clean_rel(rel)
-    target = (base / rel).resolve(strict=True)     # FileNotFoundError when absent
+    try:
+        target = (base / rel).resolve(strict=True)     # FileNotFoundError when absent
+    except RuntimeError:                                # a symlink loop
+        raise UnsafePath(f"{rel} is a symlink loop; not read") from None
     try:
         parts = list(target.relative_to(base).parts)
     except ValueError:
@@ -192,18 +195,37 @@ def write_text(root: Path | str, rel: str, text: str, *, allowed: Iterable[str],
             st = None
         if st is not None and not stat.S_ISREG(st.st_mode):
             raise UnsafePath(f"{rel} is a symlink or not a regular file; setupbot does not write through it")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        flags |= os.O_APPEND if append else os.O_TRUNC
-        try:
-            fd = os.open(parts[-1], flags, 0o644, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePath(f"{rel} is a symlink; setupbot does not write through it") from exc
-            raise
+        if append:
+            # O_NONBLOCK: a FIFO swapped in fails (ENXIO) instead of blocking the run
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+            try:
+                fd = os.open(parts[-1], flags, 0o644, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENXIO):
+                    raise UnsafePath(f"{rel} is a symlink or a FIFO; setupbot does not write through it") from exc
+                raise
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode) or os.fstat(fh.fileno()).st_nlink > 1:
+                    raise UnsafePath(f"{rel} is not a plain file; setupbot does not write to it")
+                fh.write(text)
+        else:
+            # a new file renamed over the old name: a hard link to a host file keeps its content
+            # (the name is replaced, the linked inode is never opened), and no reader sees half a file
+            tmp = f".{parts[-1]}.setupbot-{os.urandom(4).hex()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                         0o644, dir_fd=dir_fd)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                os.replace(tmp, parts[-1], src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=dir_fd)
+                except OSError:
+                    pass
+                raise
     finally:
         os.close(dir_fd)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
     return base.joinpath(*parts)
 
 

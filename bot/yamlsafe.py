@@ -32,6 +32,18 @@ class BoundedLoader(yaml.SafeLoader):
         self._depth = 0
         self._weight: dict[int, int] = {}
 
+    # The scanner looks ahead over every open flow collection ("[[[[..."), which is quadratic:
+    # stop it at the depth limit too, before the composer ever sees the nodes.
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 - PyYAML hook
+        if self.flow_level >= self.max_depth:
+            raise YAMLLimitError(f"nested deeper than {self.max_depth} levels")
+        super().fetch_flow_collection_start(TokenClass)
+
+    def add_indent(self, column: int) -> bool:  # PyYAML hook: one call per block level
+        if len(self.indents) >= self.max_depth:
+            raise YAMLLimitError(f"nested deeper than {self.max_depth} levels")
+        return super().add_indent(column)
+
     def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D401 - PyYAML hook
         self._depth += 1
         if self._depth > self.max_depth:

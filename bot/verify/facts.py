@@ -95,6 +95,9 @@ def _read_pyproject(repo: Path, facts: RepoFacts) -> None:
     except tomllib.TOMLDecodeError as exc:
         facts.warnings.append(f"pyproject.toml: {exc}")
         return
+    except RecursionError:   # tomllib recurses: 100,000 nested arrays are not a crash
+        facts.warnings.append("pyproject.toml: nested too deeply; not read")
+        return
     project = data.get("project") or {}
     facts.project_name = str(project.get("name") or "")
     for dep in project.get("dependencies") or []:

@@ -125,10 +125,19 @@ def test_operator_file_may_set_what_the_repository_may_not(tmp_path, repo, host)
     assert s.engine.pids_limit == 300 and s.siblings[0]["path"] == "../host" and s.refused == ()
 
 
-def test_output_dir_outside_the_repository_is_refused(repo):
-    (repo / ".github" / "setupbot.yml").write_text("output: {dir: ../../etc}\n")
+@pytest.mark.parametrize("where", ["../../etc", "/etc", ".git/hooks", ".setupbot"])
+def test_output_dir_outside_the_repository_is_refused(repo, where):
+    (repo / ".github" / "setupbot.yml").write_text(f"output: {{dir: '{where}'}}\n")
     s = load_settings(repo, environ={})
     assert s.output.dir == ".devcontainer" and "output.dir" in dict(s.refused)
+
+
+def test_target_env_must_be_variable_names_and_one_line_values(repo):
+    (repo / ".github" / "setupbot.yml").write_text(
+        'target:\n  env:\n    GOOD: "1"\n    "BAD NAME": x\n    MULTI: "a\\nRUN curl evil"\n    LIST: [1, 2]\n')
+    s = load_settings(repo, environ={})
+    assert dict(s.target.env) == {"GOOD": "1"}
+    assert {"target.env.BAD NAME", "target.env.MULTI", "target.env.LIST"} <= set(dict(s.refused))
 
 
 # -- S13: reads never follow a link out of the repository --------------------------------------
@@ -239,6 +248,17 @@ def test_run_record_linked_to_a_host_file_is_not_written(repo, host):
     assert (repo / ".setupbot" / "run.json").is_symlink()
 
 
+def test_run_record_hard_linked_to_a_host_file_leaves_it_unchanged(repo, host):
+    from bot.pipeline import write_run_records
+
+    (repo / ".setupbot").mkdir()
+    os.link(host / "secret.txt", repo / ".setupbot" / "run.json")
+    before = _digest(host)
+    write_run_records(repo, _pipeline_result(repo))
+    assert _digest(host) == before
+    assert '"run_id": "t"' in (repo / ".setupbot" / "run.json").read_text()
+
+
 def test_symlinked_records_folder_is_not_written_through(repo, host):
     from bot.pipeline import write_run_records
 
@@ -342,6 +362,14 @@ def test_sibling_port_that_is_not_a_number_is_a_clear_message(repo):
         load_settings(repo, environ={})
 
 
+def test_deeply_nested_manifest_is_a_warning_in_the_verification_facts(repo):
+    from bot.verify.facts import RepoFacts
+
+    (repo / "pyproject.toml").write_text("x = " + "[" * 100000 + "]" * 100000 + "\n")
+    facts = RepoFacts.from_repo(repo)
+    assert any("nested too deeply" in w for w in facts.warnings)
+
+
 def test_alias_bomb_in_a_workflow_is_a_warning(repo):
     from bot.evidence.model import Evidence
     from bot.evidence.yamlload import load_yaml
@@ -397,8 +425,12 @@ def test_redaction_knows_token_shapes_and_url_credentials():
 
 
 def test_knowledge_url_password_is_a_secret():
+    from bot.redact import global_redactor
+
     s = load_settings(None, environ={"SETUPBOT_KNOWLEDGE_URL": "postgresql://bot:pgSENTINEL42@db/xp"})
     assert "pgSENTINEL42" in s.secrets()
+    # registered when the settings load: masked even where it stands alone
+    assert "pgSENTINEL42" not in global_redactor()("store password pgSENTINEL42")
 
 
 def test_registered_secret_is_masked_inside_longer_base64():
@@ -484,6 +516,7 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
                     f"AUTHORIZATION: basic {TOKEN_SENTINEL}"], check=True)
     (repo / ".env").write_text(f"TOKEN={TOKEN_SENTINEL}\n")
     (repo / "deploy.pem").write_text(f"-----BEGIN PRIVATE KEY-----\n{TOKEN_SENTINEL}\n")
+    (repo / ".env.example").write_text("DEBUG=1\n")     # a committed template stays
     (repo / "requirements.txt").write_text("")
     dockerfile = ("FROM python:3.11-slim\nWORKDIR /workspace\nCOPY requirements.txt ./\nCOPY . /workspace\n")
     write_outputs(repo, outputs_from_pipeline(repo, plan={"dockerfile": dockerfile, "test_command": ["pytest"]},
@@ -497,7 +530,7 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
                                   "ls -a /workspace; cat /workspace/.git/config /workspace/.env "
                                   "/workspace/deploy.pem 2>&1; grep -r SENTINEL /workspace 2>&1 || true"],
                                  capture_output=True, text=True, timeout=120).stdout
-        assert "requirements.txt" in listing and "pyproject.toml" in listing
+        assert "requirements.txt" in listing and "pyproject.toml" in listing and ".env.example" in listing
         assert_no_secret("the image", listing)
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
