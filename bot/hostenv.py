@@ -22,7 +22,7 @@ _ALLOWED = frozenset({
     "http_proxy", "https_proxy", "no_proxy", "all_proxy",
     # the operator's CA
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-    "PIP_CERT", "UV_NATIVE_TLS", "UV_SYSTEM_CERTS",
+    "PIP_CERT", "UV_NATIVE_TLS", "UV_SYSTEM_CERTS", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
     # the operator's package index and uv's cache
     "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST",
     "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX", "UV_CACHE_DIR",

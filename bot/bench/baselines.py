@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import configparser
-import os
 import re
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import jinja2
 
+from bot.hostenv import host_env
 from bot.paths import templates_dir
 
 BASE_IMAGE = "python:3.11-slim"
@@ -179,7 +179,7 @@ def produce_pipreqs(repo: Path, scratch: Path, timeout: int = 300,
                     pypi_server: str = "https://pypi.org/pypi/") -> Produced:
     started = time.monotonic()
     savepath = scratch / "requirements.pipreqs.txt"
-    env = dict(os.environ)
+    env = host_env()
     # requests uses certifi unless told otherwise; the host bundle carries the proxy's CA.
     if env.get("SSL_CERT_FILE") and not env.get("REQUESTS_CA_BUNDLE"):
         env["REQUESTS_CA_BUNDLE"] = env["SSL_CERT_FILE"]

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.hostenv import host_env
 from bot.errors import InputError
 
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
@@ -155,14 +156,14 @@ def find_git_dir(repo: BenchRepo, git_root: Path | None) -> Path | None:
 
 
 def _git(git_dir: Path, *args: str, input_bytes: bytes | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, **_GIT_ENV}
+    env = host_env(_GIT_ENV)
     return subprocess.run(["git", f"--git-dir={git_dir}", *args], input=input_bytes, capture_output=True,
                           env=env, timeout=timeout)
 
 
 def clone_bare(url: str, into: Path, timeout: int = 900) -> Path:
     """Clone a git URL (bare) so the export has a git directory to read from."""
-    env = {**os.environ, **_GIT_ENV}
+    env = host_env(_GIT_ENV)
     argv = ["git", "clone", "--bare", "--quiet", "--", url, str(into)]
     try:
         proc = subprocess.run(argv, capture_output=True, env=env, timeout=timeout)
@@ -227,7 +228,7 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
     entries = _ls_tree(git_dir, sha)
     # the export has no .git: the commit date travels beside it (the loop's era repairs use it)
     shown = subprocess.run(["git", f"--git-dir={git_dir}", "show", "-s", "--format=%cI", sha],
-                           capture_output=True, text=True, env={**os.environ, **_GIT_ENV})
+                           capture_output=True, text=True, env=host_env(_GIT_ENV))
     result.commit_date = shown.stdout.strip() if shown.returncode == 0 else ""
     blobs = [(mode, oid, path) for mode, kind, oid, path in entries if kind == "blob"]
     for mode, kind, _oid, path in entries:
@@ -235,7 +236,7 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
             result.submodules.append(path)
             (dest / path).mkdir(parents=True, exist_ok=True)
 
-    env = {**os.environ, **_GIT_ENV}
+    env = host_env(_GIT_ENV)
     proc = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin and proc.stdout

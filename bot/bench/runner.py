@@ -95,12 +95,14 @@ def setupbot_commit() -> str:
     if not _COMMIT:
         import subprocess
 
+        from bot.hostenv import host_env
+
         here = Path(__file__).resolve().parent
         try:
             proc = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-                                  capture_output=True, text=True, timeout=10)
+                                  capture_output=True, text=True, timeout=10, env=host_env())
             dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", ":/bot", ":/templates"],
-                                   capture_output=True, text=True, timeout=10)
+                                   capture_output=True, text=True, timeout=10, env=host_env())
             commit = proc.stdout.strip() if proc.returncode == 0 else ""
             _COMMIT.append(commit + ("+dirty" if commit and dirty.stdout.strip() else ""))
         except (OSError, subprocess.TimeoutExpired):

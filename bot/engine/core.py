@@ -41,6 +41,52 @@ log = logging.getLogger(__name__)
 
 LABEL = "setupbot"
 RUN_LABEL = "setupbot.run"
+# host/boot id/pid/start time of the process that owns the run: `setupbot clean` leaves the
+# runs of live owners alone
+OWNER_LABEL = "setupbot.owner"
+# images several runs share (the CA derivative of a base image): no run label, so a run's
+# cleanup never deletes them; `setupbot clean --all` does
+SHARED_LABEL = "setupbot.shared"
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_token(pid: int | None = None) -> str:
+    import socket
+
+    pid = pid or os.getpid()
+    return f"{socket.gethostname()}/{_boot_id()}/{pid}/{_start_time(pid) or '?'}"
+
+
+def owner_alive(token: str) -> bool | None:
+    """True when the owning process still runs, False when it is gone, None when this host
+    cannot tell (another host, or a label of an older version)."""
+    import socket
+
+    parts = token.split("/")
+    if len(parts) != 4:
+        return None
+    host, boot, pid, start = parts
+    if host != socket.gethostname() or boot != _boot_id():
+        return None if host != socket.gethostname() else False   # same host, rebooted: gone
+    try:
+        return _start_time(int(pid)) == start
+    except ValueError:
+        return None
 
 
 def new_run_id() -> str:
@@ -99,7 +145,7 @@ class Engine:
             raise EngineError(f"the container engine '{self.kind}' is not installed (not on PATH)",
                               f"Install {self.kind}, or choose the other engine with engine.kind.")
         self.run_id = run_id or os.environ.get("SETUPBOT_RUN_ID") or new_run_id()
-        self.labels = {LABEL: "1", RUN_LABEL: self.run_id}
+        self.labels = {LABEL: "1", RUN_LABEL: self.run_id, OWNER_LABEL: owner_token()}
         self.limits = Limits.from_settings(settings.engine)
         self.ca: CABundle | None = resolve_ca_bundle(settings.ca.file, environ)
         self._counter = itertools.count(1)
@@ -291,8 +337,10 @@ class Engine:
         text = render_template("images/finish.Dockerfile.j2", base=base, ca=True, ca_env=CA_ENV, env={})
         with tempfile.TemporaryDirectory(prefix="setupbot-ca-") as tmp:
             self.ca.write_context(Path(tmp))
+            # shared by every run on this engine: not labelled with this run, so this run's
+            # cleanup does not pull it from under the others
             r = self._build_raw(Path(tmp), text, tag,
-                                {**self.labels, CA_LABEL: self.ca.fingerprint, "setupbot.transient": "1"})
+                                {LABEL: "1", SHARED_LABEL: "1", CA_LABEL: self.ca.fingerprint})
         if not r.ok:
             raise EngineError(f"cannot add the CA bundle to {base}",
                               "Check the base image, or set ca.file to \"\" to build without it.",
@@ -490,6 +538,52 @@ class Engine:
         self._cli(["network", "rm", name], check=False)
 
     # ------------------------------------------------------------------ cleanup
+    def runs(self) -> dict[str, set[str]]:
+        """Every run with something left on the engine: run id -> owner labels seen."""
+        found: dict[str, set[str]] = {}
+        fmt = f'{{{{.Label "{RUN_LABEL}"}}}} {{{{.Label "{OWNER_LABEL}"}}}}'
+        for what in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
+            r = self._cli([*what, "--filter", f"label={RUN_LABEL}", "--format", fmt], check=False)
+            for line in r.stdout.splitlines():
+                run, _, owner = line.strip().partition(" ")
+                if run:
+                    found.setdefault(run, set()).add(owner.strip())
+        ids = self._cli(["images", "-aq", "--filter", f"label={RUN_LABEL}"], check=False).stdout.split()
+        if ids:
+            r = self._cli(["image", "inspect", "--format",
+                           f'{{{{index .Config.Labels "{RUN_LABEL}"}}}} {{{{index .Config.Labels "{OWNER_LABEL}"}}}}',
+                           *sorted(set(ids))], check=False)
+            for line in r.stdout.splitlines():
+                run, _, owner = line.strip().partition(" ")
+                if run:
+                    found.setdefault(run, set()).add(owner.strip())
+        return found
+
+    def clean_finished(self, among: set[str] | None = None) -> tuple[dict[str, int], list[str]]:
+        """Clean every run (of ``among``, default all) whose owner is gone; the runs left alone
+        are returned: owner alive, on another host, or unknown (no owner label: an older
+        version, which `--run-id` or `--all` removes)."""
+        counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0}
+        kept = []
+        for run, owners in sorted(self.runs().items()):
+            if among is not None and run not in among:
+                continue
+            states = {owner_alive(o) for o in owners if o and o != "<no value>"}
+            if not states or True in states or None in states:
+                kept.append(run)
+                continue
+            for k, v in self.clean(run).items():
+                counts[k] += v
+        return counts, kept
+
+    def clean_shared(self) -> int:
+        """Remove the shared images (CA derivatives) no container uses (`clean --all`)."""
+        removed = 0
+        for image in self._cli(["images", "-q", "--filter", f"label={SHARED_LABEL}"], check=False).stdout.split():
+            if self._cli(["rmi", image], check=False).returncode == 0:
+                removed += 1
+        return removed
+
     def clean(self, run_id: str | None = None) -> dict[str, int]:
         """Remove containers, networks, volumes and images of one run (or of every run):
         everything labelled ``setupbot.run``. Stand-in images carry no run label and stay."""

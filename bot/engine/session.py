@@ -134,7 +134,9 @@ class RunnerSession:
         self._snapshots_made += 1
         suffix = self.name[len(f"setupbot-{self.engine.run_id}-"):]
         tag = f"setupbot/snapshot:{self.engine.run_id}-{suffix}-{self._snapshots_made}"
-        changes = [f"LABEL setupbot=1 setupbot.run={self.engine.run_id} setupbot.snapshot=1"]
+        owner = self.engine.labels.get("setupbot.owner", "")
+        changes = [f"LABEL setupbot=1 setupbot.run={self.engine.run_id} setupbot.snapshot=1"
+                   + (f" setupbot.owner={owner}" if owner else "")]
         args = ["commit"]
         for c in changes:
             args += ["--change", c]

@@ -46,9 +46,11 @@ def commit_date(repo: Path, timeout: float = 10.0) -> str:
     if not (Path(repo) / ".git").exists():
         return ""
     try:
-        # the checkout's .git/config is the repository's: no fsmonitor hook, allow-listed env
-        proc = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(repo), "log", "-1",
-                               "--format=%cI", "HEAD"],
+        # the checkout's .git/config is the repository's: nothing it names may run here (no
+        # fsmonitor hook, no signature program), and the environment is allow-listed
+        proc = subprocess.run(["git", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false",
+                               "-c", "gpg.program=false", "-C", str(repo), "log", "-1",
+                               "--no-show-signature", "--format=%cI", "HEAD"],
                               capture_output=True, text=True, timeout=timeout,
                               env=host_env({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}))
     except (OSError, subprocess.TimeoutExpired):

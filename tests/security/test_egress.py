@@ -9,7 +9,6 @@ both the metadata address and a port the test opens on the host, which shows the
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import threading
@@ -130,4 +129,17 @@ def test_without_the_guard_the_report_says_egress_is_open(monkeypatch):
     assert engine.egress_network() == "bridge"
     notes = engine.sandbox_notes()
     assert len(notes) == 1 and "egress is open" in notes[0] and "not run as root" in notes[0]
-    assert os.environ.get("CI") != "true" or notes  # nothing to clean: no network was created
+
+
+def test_builds_under_buildkit_are_reported_as_unbounded(monkeypatch):
+    from bot.config import load_settings
+    from bot.engine import Engine
+
+    if not __import__("shutil").which("docker"):
+        pytest.skip("no docker CLI")
+    monkeypatch.setattr(egress_guard, "why_not", lambda kind: "")
+    engine = Engine.from_settings(load_settings(None, environ={}))
+    assert engine.sandbox_notes() == []            # nothing built, no runner yet: nothing to say
+    engine._buildkit = True                          # what buildkit_available() found
+    notes = engine.sandbox_notes()
+    assert len(notes) == 1 and "BuildKit" in notes[0] and "build timeout" in notes[0]

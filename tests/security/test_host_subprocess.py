@@ -115,6 +115,8 @@ def check_allowed(call) -> str | None:
         return None
     if prog == "debootstrap":
         return None
+    if prog == "iptables":  # the egress guard: list, or add/remove rules tagged with the run
+        return None if "-S" in argv or any(a.startswith("setupbot:") for a in argv) else "an untagged iptables rule"
     return f"{prog} is not on the allow-list"
 
 

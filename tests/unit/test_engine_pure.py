@@ -159,3 +159,28 @@ def test_run_ids_are_unique_and_name_safe():
     ids = {new_run_id() for _ in range(50)}
     assert len(ids) == 50
     assert all(re.fullmatch(r"\d{14}-[0-9a-f]{6}", i) for i in ids)
+
+
+def test_run_owners_are_recognised_alive_or_gone():
+    import subprocess
+
+    from bot.engine.core import owner_alive, owner_token
+
+    assert owner_alive(owner_token()) is True
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    assert owner_alive(owner_token(ended.pid)) is False
+    assert owner_alive("some-other-host/boot/1/2") is None          # cannot tell: left alone
+    assert owner_alive("garbage") is None
+
+
+def test_clean_run_id_and_all_are_exclusive():
+    import pytest
+
+    from bot.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["clean"]).all is False
+    assert parser.parse_args(["clean", "--all"]).all is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["clean", "--all", "--run-id", "x"])

@@ -188,3 +188,29 @@ def test_build_failure_verify_is_refused_and_shell_becomes_a_rebuild(tmp_path):
     assert "no runner container" in second_prompt
     assert rec.status == "success", rec.remaining
     assert [r.candidate.source for r in rec.repairs] == ["llm"]
+
+
+def test_an_llm_repair_no_clean_replay_proved_stays_out_of_the_dockerfile(tmp_path):
+    """P2: a reply that passed the grammar and a trial still needs a replayed success before it
+    becomes a line of the published Dockerfile."""
+    from bot.engine.results import BuildResult
+
+    class ReplayFails(FakeEngine):
+        def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None):
+            if no_cache:
+                self.builds.append({"tag": tag, "no_cache": True, "text": dockerfile_text})
+                return BuildResult(False, tag, "Step 1/3 : FROM python:3.11-slim\nerror: the mirror went away", 1.0)
+            return super().build(context_dir, dockerfile_text, tag, no_cache, log_path)
+
+    replies = [json.dumps({"action": "pip_install", "packages": ["libfrob-py"], "why": "x"})] + \
+        [json.dumps({"action": "finish", "why": "done"})] * 5
+    with ScriptedLLMServer(replies) as server:
+        s = llm_settings(tmp_path, server)
+        engine = ReplayFails(World([Need("pip:libfrob-py", UNCLASSIFIED)]))
+        rec = run_setup(tmp_path, s, engine, None, planner_for(s), make_plan=fake_plan_maker(),
+                        compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    assert [r.candidate.source for r in rec.repairs] == ["llm"]       # the trial kept it
+    assert any(b["no_cache"] for b in engine.builds)                  # a replay was tried
+    assert rec.status != "success"
+    assert "libfrob-py" not in rec.dockerfile
+    assert any("no clean replay proved them" in w for w in rec.warnings)
