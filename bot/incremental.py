@@ -72,6 +72,17 @@ def _generated(data: bytes) -> bool:
     return has_marker(data[:2048].decode("utf-8", errors="replace"))
 
 
+def _read(root: Path, rel: str) -> bytes | None:
+    """A repository file through the one safe reader (no link out of the repository on the
+    way, size capped), or None."""
+    from bot import safefs
+
+    try:
+        return safefs.read_bytes(root, rel, max_bytes=8 * 1024 * 1024)
+    except (OSError, safefs.UnsafePath):
+        return None
+
+
 def environment_inputs(repo: Path, settings: Any = None) -> dict[str, Any]:
     """What the plan reads from ``repo``, hashed: ``{"digest": ..., "files": {path: hash}, ...}``."""
     from bot import __version__
@@ -86,7 +97,9 @@ def environment_inputs(repo: Path, settings: Any = None) -> dict[str, Any]:
             continue
         if rel.endswith(".py") and rel.rsplit("/", 1)[-1] not in MANIFEST_PY:
             continue              # source code counts through its imports, below
-        data = path.read_bytes()
+        data = _read(root, rel)
+        if data is None:
+            continue
         if _generated(data):
             continue              # setupbot's own outputs are results, not inputs
         files[rel] = _digest(data)
@@ -153,7 +166,8 @@ def read_recorded(repo: Path, output_dir: str) -> Recorded | None:
     path = Path(repo) / rel
     if path.is_symlink() or not path.is_file():
         return None
-    return parse_recorded(path.read_text(encoding="utf-8", errors="replace"), rel)
+    data = _read(Path(repo), rel)
+    return None if data is None else parse_recorded(data.decode("utf-8", errors="replace"), rel)
 
 
 @dataclass
@@ -187,7 +201,8 @@ def check(repo: Path, settings: Any) -> Check:
         if posixpath.normpath(rel) != rel or not (in_out or rel == DOCKERIGNORE):
             return Check(False, f"the recorded plan names an unexpected file {rel!r}", recorded, inputs)
         path = repo / rel
-        if path.is_symlink() or not path.is_file() or _digest(path.read_bytes()) != digest:
+        data = None if path.is_symlink() or not path.is_file() else _read(repo, rel)
+        if data is None or _digest(data) != digest:
             return Check(False, f"{rel} differs from the recorded environment", recorded, inputs)
     report = repo / out / REPORT
     if report.is_symlink() or not report.is_file():

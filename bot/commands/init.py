@@ -10,6 +10,7 @@ import io
 import re
 from pathlib import Path
 
+from bot import safefs
 from bot.commands._common import add_json_flag, human, write_json
 from bot.errors import InputError
 
@@ -33,11 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _current_branch(repo: Path) -> str:
     """From .git/HEAD (read, never a git command in the user's repository)."""
-    head = repo / ".git" / "HEAD"
-    try:
-        m = re.match(r"ref: refs/heads/(\S+)", head.read_text())
-    except OSError:
+    text = safefs.try_read_text(repo, ".git/HEAD", max_bytes=4096)
+    if text is None:
         return "main"
+    m = re.match(r"ref: refs/heads/(\S+)", text)
     return m.group(1) if m else "main"
 
 
@@ -101,8 +101,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"exists, left as it is: {rel}", file=out)
             report.append({"path": rel, "action": "exists"})
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(make())
+        try:
+            # the one safe writer: a symlinked .github/ or .github/workflows/ is refused, not
+            # written through (SECURITY.md S13)
+            safefs.write_text(repo, rel, make(), allowed=[rel])
+        except safefs.UnsafePath as exc:
+            print(f"not written: {exc.what}", file=out)
+            report.append({"path": rel, "action": "refused"})
+            continue
         print(f"created {rel}", file=out)
         report.append({"path": rel, "action": "created"})
     if not re.fullmatch(r"[0-9a-f]{40}", args.ref):

@@ -274,6 +274,18 @@ def test_repository_file_errors_name_the_users_file(tmp_path):
 
 # ------------------------------------------------------------------ init
 
+def test_init_does_not_write_through_a_symlinked_github_folder(tmp_path, capsys):
+    repo, host = tmp_path / "repo", tmp_path / "host"
+    repo.mkdir()
+    host.mkdir()
+    (repo / ".github").symlink_to(host, target_is_directory=True)
+    assert main(["init", str(repo), "--ref", "a" * 40, "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    validate(doc, "init")
+    assert {f["action"] for f in doc["files"]} == {"refused"}
+    assert list(host.iterdir()) == []
+
+
 def test_init_writes_the_workflow_and_a_commented_settings_file_once(tmp_path, capsys):
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/trunk\n")

@@ -110,7 +110,7 @@ class World:
         return {p: b.decode() for p, b in self.double.repos[REPO].files_at("setupbot/main").items()}
 
     def merge(self, number: int) -> None:
-        files = {p: t for p, t in self.bot_files().items() if p.startswith(OUT)}
+        files = {p: t for p, t in self.bot_files().items() if p.startswith(OUT) or p == ".dockerignore"}
         self.write_main(files, f"Merge pull request #{number}")
         self.double.close_pull(REPO, number, merged=True)
 
@@ -163,7 +163,7 @@ def test_merge_then_push_opens_no_new_pull_request(world):
 
 def test_an_open_pr_whose_content_reached_main_is_closed_with_a_comment(world):
     assert world.run() == 0
-    files = {p: t for p, t in world.bot_files().items() if p.startswith(OUT)}
+    files = {p: t for p, t in world.bot_files().items() if p.startswith(OUT) or p == ".dockerignore"}
     world.write_main(files, "copy the environment by hand")
     assert world.run() == 0
     pr = world.double.pulls(REPO)[0]
