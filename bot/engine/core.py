@@ -416,10 +416,22 @@ class Engine:
             return mode
         r = self._cli(["network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", name], check=False)
         self._egress_net = name
+        # commands that never clean their run (images bootstrap, verify) still drop the rules
+        # and the network when the process ends; after SIGKILL `setupbot clean` does
+        import atexit
+
+        atexit.register(self._release_egress)
         self.egress = EgressFacts(True, name, blocked=[f"{egress_guard.LINK_LOCAL} (link-local, cloud metadata)",
                                                        f"the host (gateway {r.stdout.strip() or '?'} and its other addresses)"],
                                   open=["the LAN and the internet (the package registries)"])
         return name
+
+    def _release_egress(self) -> None:
+        if self._egress_net is None or self.settings.engine.keep_containers:
+            return
+        if self._cli(["network", "rm", self._egress_net], check=False).returncode == 0 \
+                or not self._cli(["network", "inspect", self._egress_net], check=False).returncode == 0:
+            egress_guard.remove_rules(self.run_id)   # no container of the run can use them now
 
     def sandbox_notes(self) -> list[str]:
         """What the report must say about protections that do not hold for this run."""

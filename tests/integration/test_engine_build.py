@@ -47,10 +47,12 @@ def test_build_from_a_base_without_the_ca_gets_a_transient_derivative(engine, tm
     r = engine.build(tmp_path, text, f"setupbot-test/ca:{engine.run_id}", no_cache=True)
     assert r.ok, r.log[-3000:]
     assert list(r.ca_bases) == [base]
-    # the repository's Dockerfile is untouched, and the derivative is a run-labelled image
+    # the repository's Dockerfile is untouched, and the derivative is shared by every run: no
+    # run label, so no run's cleanup pulls it from under another (`setupbot clean --all` does)
     assert (tmp_path / "Dockerfile").read_text() == text
     derivative = r.ca_bases[base]
-    assert engine.image_labels(derivative)["setupbot.run"] == engine.run_id
+    labels = engine.image_labels(derivative)
+    assert "setupbot.run" not in labels and labels["setupbot.shared"] == "1"
 
 
 def test_failing_dockerfile_is_a_result_not_an_exception(engine, tmp_path):
