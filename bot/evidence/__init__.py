@@ -35,12 +35,14 @@ SCANNERS = (
 )
 
 
-def scan_repository(repo: Path | str) -> Evidence:
+def scan_repository(repo: Path | str, output_dir: str | None = None) -> Evidence:
+    """``output_dir`` is the run's output folder (output.dir): setupbot's files there, like
+    everywhere, are not evidence (bot.evidence.generated)."""
     root = Path(repo)
     if not root.is_dir():
         raise InputError(f"{root} is not a directory", "Pass the path of a repository checkout.")
     ev = Evidence(repo=root.resolve())
-    files = RepoFiles(root, ev)
+    files = RepoFiles(root, ev, output_dir)
     for name, scanner in SCANNERS:
         try:
             scanner(files, ev)
