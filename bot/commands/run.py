@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from bot.config import load_settings
-from bot.errors import InputError, SetupFailed
+from bot.errors import BelowGate, InputError, SetupFailed
 
 
 def add_parser(sub) -> None:
@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change")
     for path in result.records:
         print(f"  record {path.relative_to(repo)}")
+    if record.status == "no_tests":
+        # the image replayed, but an environment that runs no test is not proven (exit 21)
+        raise BelowGate(f"no test ran for {repo.name}: {record.remaining}",
+                        "See the setup report and .setupbot/trajectory.jsonl for what was tried.")
     if record.status != "success":
         raise SetupFailed(f"no replayed success for {repo.name} ({record.status})",
                           record.remaining or "See .setupbot/trajectory.jsonl for what was tried.")

@@ -56,6 +56,7 @@ class TargetOutcome:
     test_exit: int | None = None
     results: TestResults = field(default_factory=TestResults)
     note: str = ""
+    junit: bool = False                          # results were read from a JUnit file (counts are exact)
 
     @property
     def setup_failures(self) -> list[Signature]:
@@ -77,6 +78,51 @@ class TargetOutcome:
         return {"stage": self.stage, "collect_exit": self.collect_exit, "test_exit": self.test_exit,
                 "signatures": [s.to_json() for s in self.signatures],
                 "tests": self.results.summary(), "note": self.note}
+
+
+_UNITTEST_COUNT = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*$", re.M)
+_UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?\bskipped=(\d+)", re.M)
+_PYTEST_SUMMARY = re.compile(r"^=+ (.*?\b(?:passed|failed|skipped|error|errors|deselected|no tests ran)\b.*?) in [\d.]+s", re.M)
+NO_TESTS_KINDS = frozenset({"no_tests_collected", "path_not_found"})
+
+
+def ran_count(outcome: TargetOutcome) -> int | None:
+    """How many tests ran (skipped ones do not count), or None when the runner's output gives
+    no count. JUnit first; else unittest's / Django's "Ran N tests" summary; else pytest's
+    terminal summary (pytest run by tox, nox or make)."""
+    if outcome.junit or outcome.results.total:
+        return outcome.results.total - outcome.results.count("skipped")
+    text = outcome.log or ""
+    counts = _UNITTEST_COUNT.findall(text)
+    if counts:
+        skipped = sum(int(n) for n in _UNITTEST_SKIPPED.findall(text))
+        return max(0, sum(int(n) for n in counts) - skipped)
+    summaries = _PYTEST_SUMMARY.findall(text)
+    if summaries:
+        ran = 0
+        for line in summaries:
+            ran += sum(int(n) for n, what in re.findall(r"(\d+) (passed|failed|errors?|xfailed|xpassed)", line))
+        return ran
+    if outcome.signatures and any(s.kind == "no_tests_collected" for s in outcome.signatures):
+        return 0
+    return None
+
+
+def finds_no_tests(outcome: TargetOutcome) -> bool:
+    """The environment came up and the target command ran, but it found no test: the only setup
+    failures left say so (pytest exit 5, a test path that does not exist)."""
+    fails = outcome.setup_failures
+    return outcome.stage in ("collect", "test") and bool(fails) and all(s.kind in NO_TESTS_KINDS for s in fails)
+
+
+def changes_test_command(cand: Candidate) -> bool:
+    return any(a.kind == "test_command" for a in cand.atoms)
+
+
+def runs_more_tests(before: TargetOutcome, after: TargetOutcome) -> bool:
+    """A new test command is kept only when it runs more tests than the old one (a runner that
+    finds nothing must not replace one that at least tried)."""
+    return (ran_count(after) or 0) > (ran_count(before) or 0)
 
 
 def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | None) -> str:
@@ -128,7 +174,7 @@ class KeptRepair:
 class RunRecord:
     repo: str
     run_id: str
-    status: str = "running"             # success | unresolved | over_budget | error
+    status: str = "running"             # success | no_tests | unresolved | over_budget | interrupted | error
     degraded: bool = False
     plan: dict[str, Any] = field(default_factory=dict)
     dockerfile: str = ""
@@ -237,6 +283,7 @@ class SetupLoop:
         self.extra_services: list[Atom] = []
         self.test_override: list[str] | None = None
         self.llm_repairs: list[KeptRepair] = []
+        self.tests_tried: dict[str, str] = {}    # test command -> what it found (latest)
         self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
 
     # -- plan facts -------------------------------------------------------------------------
@@ -329,7 +376,23 @@ class SetupLoop:
         return res
 
     def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
-        """Run the target in the workspace: collection first, then the tests with JUnit XML."""
+        """Run the target in the workspace: collection first, then the tests with JUnit XML.
+        Every test command tried is noted with what it found, for a report that has to say
+        why no test ran."""
+        outcome = self._evaluate(ws, env)
+        cmd = " ".join(a for a in self._test_command() if not a.startswith("--junitxml"))
+        n = ran_count(outcome)
+        if n is not None:
+            found = f"{n} test(s) ran"
+        elif outcome.stage == "build":
+            found = "the environment did not start"
+        else:
+            found = f"stopped at {outcome.stage}" + (f" ({outcome.setup_failures[0].describe()})"
+                                                     if outcome.setup_failures else "")
+        self.tests_tried[cmd] = found
+        return outcome
+
+    def _evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
         env = dict(ws.target_env if env is None else env)
         collect = self._collect_command()
         outcome = TargetOutcome("collect")
@@ -354,10 +417,12 @@ class SetupLoop:
         cmd = self._test_command()
         r = self._exec(ws, cmd, "test", env)
         results = TestResults()
+        junit = False
         if _is_pytest(cmd):
             xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
             if xml.exit_code == 0:
                 results = parse_junit(xml.output)
+                junit = bool(xml.output.strip())
         sigs = diagnose(r.output + "\n" + results.failure_text())
         if collect is None:
             outcome.collect_exit = 0 if r.exit_code in (0, 1) else r.exit_code
@@ -375,7 +440,7 @@ class SetupLoop:
             note = (f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
                     "shows no setup failure, so the outcomes of the unfinished tests are unknown")
         return TargetOutcome(stage, sigs, log=r.output, collect_exit=outcome.collect_exit,
-                             test_exit=r.exit_code, results=results, note=note)
+                             test_exit=r.exit_code, results=results, note=note, junit=junit)
 
     # -- candidates ---------------------------------------------------------------------------
     def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
@@ -523,6 +588,8 @@ class SetupLoop:
         after = TargetOutcome(before.stage, before.signatures, log=before.log, note=failed) if failed \
             else self.evaluate(ws, trial_env)
         verdict = "failed" if failed else compare(before, after, sig)
+        if not failed and changes_test_command(cand) and not runs_more_tests(before, after):
+            verdict = "no-more-tests"
         if verdict == "improved" or (verdict == "unchanged" and sig is None and not failed and after.passed):
             ws.target_env = trial_env
             ws.outcome = after
@@ -541,6 +608,8 @@ class SetupLoop:
         self._apply_to_graph(cand, sig)
         new_ws = self.open_workspace(purpose="trial-build")
         verdict = compare(ws.outcome, new_ws.outcome, sig)
+        if changes_test_command(cand) and not runs_more_tests(ws.outcome, new_ws.outcome):
+            verdict = "no-more-tests"
         if verdict == "improved":
             self.traj.record("keep", command=[cand.describe()], outcome="kept",
                              detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json()})
@@ -645,13 +714,22 @@ class SetupLoop:
                     progressed, ws = self.repair_step(ws)
                     if progressed:
                         continue
-                    if not self._ran(ws.outcome):
+                    if not self._ran(ws.outcome) and not finds_no_tests(ws.outcome):
                         rec.status = "unresolved"
                         break
                     # the tests collected and ran; what is left cannot be repaired here: replay
                     # this state, and the record says what remains
                 replay_ws = self.replay()
-                if self._ran(replay_ws.outcome):
+                if self._ran(replay_ws.outcome) or finds_no_tests(replay_ws.outcome):
+                    # a replay that ran no test (or only skipped ones) proves no environment
+                    if finds_no_tests(replay_ws.outcome) or ran_count(replay_ws.outcome) == 0:
+                        rec.status = "no_tests"
+                        rec.tests = replay_ws.outcome.results
+                        rec.remaining = self._no_tests_reason(replay_ws.outcome)
+                        rec.unresolved = [{"kind": "no_tests", "category": "verification", "key": "",
+                                           "message": rec.remaining}]
+                        replay_ws.close()
+                        break
                     rec.status = "success"
                     rec.tests = replay_ws.outcome.results
                     if replay_ws.outcome.setup_failures:
@@ -727,7 +805,8 @@ class SetupLoop:
         t0 = time.monotonic()
         ws = self.open_workspace(no_cache=True, purpose="replay")
         o = ws.outcome
-        self.record.replay = {"ok": self._ran(o), "collect_exit": o.collect_exit,
+        self.record.replay = {"ok": self._ran(o) or finds_no_tests(o), "tests_ran": ran_count(o),
+                              "collect_exit": o.collect_exit,
                               "test_exit": o.test_exit, "tests": o.results.summary(), "note": o.note,
                               "signatures": [s.to_json() for s in o.signatures],
                               "seconds": round(time.monotonic() - t0, 3), "tag": ws.tag}
@@ -741,6 +820,26 @@ class SetupLoop:
         if not best or tuple(best["rank"]) < rank:
             self.record.best = {"rank": list(rank), "outcome": outcome.to_json(),
                                 "dockerfile": self.compile(self.graph).text}
+
+    def _no_tests_reason(self, outcome: TargetOutcome) -> str:
+        """What was tried to find tests, for a run whose clean replay ran none."""
+        skipped = outcome.results.count("skipped")
+        head = (f"the clean replay ran no test ({skipped} skipped)" if skipped
+                else "the clean replay ran no test")
+        tried = "; ".join(f"`{cmd}`: {found}" for cmd, found in self.tests_tried.items())
+        target = getattr(self.graph, "target", None)
+        sources = [f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})"
+                   for e in (getattr(target, "evidence", None) or [])][:3]
+        from bot.loop.repair import _test_dirs
+
+        dirs = _test_dirs(self.repo)
+        where = (f"test folders present: {', '.join(d + '/' for d in dirs)}" if dirs
+                 else "no tests/, test/, src/tests/ or testing/ folder")
+        text = f"{head}. Test commands tried: {tried or 'none'}. {where}"
+        if sources:
+            text += f"; the test command came from {', '.join(sources)}"
+        return text + (". Name the test command in .github/setupbot.yml (target.test_command) "
+                       "if the tests are elsewhere.")
 
     def _what_remains(self, outcome: TargetOutcome) -> str:
         # collection_error only stands for "failed, unclassified" so that era pins can be tried
