@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from bot.config import load_settings
-from bot.errors import BelowGate, InputError, SetupFailed
+from bot.errors import BelowGate, BudgetExceeded, InputError, Interrupted, SetupFailed
 
 
 def add_parser(sub) -> None:
@@ -41,6 +41,9 @@ def run(args: argparse.Namespace) -> int:
     result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge,
                           verify=not args.no_verify)
     record = result.run_record
+    if record is None:   # stopped before the loop had a record: nothing was written
+        raise Interrupted(f"{repo.name}: stopped by {result.interrupted} before the run began") \
+            if result.interrupted else SetupFailed(f"{repo.name}: the run ended without a record")
     print(f"setupbot: {record.status}" + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""))
     for r in record.repairs:
         print(f"  kept: {r.candidate.describe()}  [{r.candidate.source}]")
@@ -60,6 +63,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change")
     for path in result.records:
         print(f"  record {path.relative_to(repo)}")
+    if result.interrupted or record.status == "interrupted":
+        raise Interrupted(f"{repo.name}: {record.remaining or 'stopped by ' + result.interrupted}",
+                          "The outputs and records of the state reached so far were written; "
+                          "run `setupbot clean --run-id " + record.run_id + "` if containers remain.")
+    if record.status == "over_budget":
+        raise BudgetExceeded(f"budget exhausted for {repo.name}: {record.remaining}",
+                             "The best state found was written; raise budgets.wall_clock or "
+                             "budgets.max_steps to let the run go further.")
     if record.status == "no_tests":
         # the image replayed, but an environment that runs no test is not proven (exit 21)
         raise BelowGate(f"no test ran for {repo.name}: {record.remaining}",

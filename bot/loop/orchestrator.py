@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from bot.atoms import Atom
 from bot.graph.apply import REPAIR_EVIDENCE
-from bot.errors import LLMError, SetupbotError
+from bot.errors import Interrupted, LLMError, SetupbotError
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.junit import TestResults, parse_junit
 from bot.loop.repair import (Candidate, knowledge_candidates, merge_candidates, rule_candidates,
@@ -284,6 +284,8 @@ class SetupLoop:
         self.test_override: list[str] | None = None
         self.llm_repairs: list[KeptRepair] = []
         self.tests_tried: dict[str, str] = {}    # test command -> what it found (latest)
+        self.stop_reason = ""                    # set when the next trial would not fit the budget
+        self._final = False                      # the clean replay is running (its own time limits)
         self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
 
     # -- plan facts -------------------------------------------------------------------------
@@ -333,7 +335,9 @@ class SetupLoop:
         tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
-        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache)
+        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache,
+                                  timeout=self._build_timeout())
+        self.budget.measured(build=build.seconds)
         self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
         sigs = diagnose(build.log) if not build.ok else []
         self.traj.record(purpose, command=["build", tag] + (["--no-cache"] if no_cache else []),
@@ -367,9 +371,17 @@ class SetupLoop:
         ws.outcome = self.evaluate(ws)
         return ws
 
+    def _build_timeout(self) -> int:
+        """An image build is cut where its phase's time ends (like every command)."""
+        limit = int(getattr(self.settings.engine, "build_timeout", 1800) or 1800)
+        return max(1, min(limit, int(self.budget.room(final=self._final))))
+
     def _exec(self, ws: Workspace, argv: list[str], action: str, env: Mapping[str, str] | None = None) -> Any:
         snap = str(getattr(ws.session, "depth", ""))
-        res = ws.session.exec(argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command())
+        t0 = self.budget.now()
+        res = ws.session.exec(argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command(final=self._final))
+        if action == "trial":
+            self.budget.measured(command=self.budget.now() - t0)
         self.traj.record(action, command=list(argv), exit_code=res.exit_code, output_tail=res.output[-2000:],
                          duration=res.duration, snapshot=snap,
                          outcome="timeout" if res.timed_out else ("ok" if res.exit_code == 0 else "failed"))
@@ -379,7 +391,9 @@ class SetupLoop:
         """Run the target in the workspace: collection first, then the tests with JUnit XML.
         Every test command tried is noted with what it found, for a report that has to say
         why no test ran."""
+        t0 = self.budget.now()
         outcome = self._evaluate(ws, env)
+        self.budget.measured(target=self.budget.now() - t0)
         cmd = " ".join(a for a in self._test_command() if not a.startswith("--junitxml"))
         n = ran_count(outcome)
         if n is not None:
@@ -689,21 +703,26 @@ class SetupLoop:
     def run(self) -> RunRecord:
         t_start = time.monotonic()
         rec = self.record
-        self.plan = self.make_plan(self.repo, self.settings, self.available)
-        self.graph = self.plan.graph
-        self.current_python = str(getattr(self.plan, "python", "") or "3.11")
-        rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
-        rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
-        self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
-                         detail={"python": self.current_python, "base_image": getattr(self.plan, "base_image", "")})
         ws: Workspace | None = None
         try:
+            self.plan = self.make_plan(self.repo, self.settings, self.available)
+            self.graph = self.plan.graph
+            self.current_python = str(getattr(self.plan, "python", "") or "3.11")
+            rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
+            rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
+            self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
+                             detail={"python": self.current_python, "base_image": getattr(self.plan, "base_image", "")})
             ws = self.open_workspace()
             while True:
-                over = self.budget.exhausted()
-                if over:
-                    rec.status = "over_budget"
-                    rec.remaining = f"{over}; {self._what_remains(ws.outcome)}"
+                over = self.budget.exhausted() or self.stop_reason
+                # a state that passes goes to its replay: that is what the reserve is for
+                if over and not (ws.outcome.passed and self.budget.can_replay()):
+                    # the budget for trials is spent: replay and keep the best state found so far
+                    # (the graph holds only repairs that improved things), say what was left undone
+                    undone = self._what_remains(ws.outcome)
+                    ws.close()
+                    ws = None
+                    self._finish(over_budget=f"{over}; left undone: {undone}")
                     break
                 self._note_best(ws.outcome)
                 # the LLM gets the setup failures that no unit or rule can repair
@@ -719,35 +738,28 @@ class SetupLoop:
                         break
                     # the tests collected and ran; what is left cannot be repaired here: replay
                     # this state, and the record says what remains
-                replay_ws = self.replay()
-                if self._ran(replay_ws.outcome) or finds_no_tests(replay_ws.outcome):
-                    # a replay that ran no test (or only skipped ones) proves no environment
-                    if finds_no_tests(replay_ws.outcome) or ran_count(replay_ws.outcome) == 0:
-                        rec.status = "no_tests"
-                        rec.tests = replay_ws.outcome.results
-                        rec.remaining = self._no_tests_reason(replay_ws.outcome)
-                        rec.unresolved = [{"kind": "no_tests", "category": "verification", "key": "",
-                                           "message": rec.remaining}]
-                        replay_ws.close()
-                        break
-                    rec.status = "success"
-                    rec.tests = replay_ws.outcome.results
-                    if replay_ws.outcome.setup_failures:
-                        rec.unresolved = [s.to_json() for s in replay_ws.outcome.setup_failures]
-                        rec.remaining = self._what_remains(replay_ws.outcome)
-                    replay_ws.close()
+                ws.close()
+                ws = None
+                replay_ws = self._finish()
+                if replay_ws is None:
                     break
                 # a replay failure is new evidence: keep working in the replayed container
-                ws.close()
                 ws = replay_ws
         except LLMError as exc:
             rec.status = "unresolved"
             rec.remaining = exc.what
+        except Interrupted as exc:
+            # SIGTERM/SIGINT: stop here; the caller writes the outputs of the state reached so far
+            rec.status = "interrupted"
+            left = self._what_remains(ws.outcome) if ws is not None else "the run had not evaluated the target yet"
+            rec.remaining = f"{exc.what} after {time.monotonic() - t_start:.0f}s; left undone: {left}"
+            self.traj.record("interrupted", outcome="stopped", detail={"remaining": rec.remaining})
         finally:
             if ws is not None:
                 ws.close()
-            rec.dockerfile = self.compile(self.graph).text
-            rec.plan = _plan_json(self.plan, self.graph)
+            if getattr(self, "graph", None) is not None:
+                rec.dockerfile = self.compile(self.graph).text
+                rec.plan = _plan_json(self.plan, self.graph)
             rec.timings["total_seconds"] = round(time.monotonic() - t_start, 3)
             if self.llm is not None:
                 rec.llm_usage = self.llm.usage()
@@ -755,6 +767,43 @@ class SetupLoop:
         if rec.status == "success":
             self._learn()
         return rec
+
+    def _finish(self, over_budget: str = "") -> Workspace | None:
+        """Clean replay of the current state and the run's status from it. Returns the replay's
+        workspace when the loop should keep working in it (a replay failure with budget left),
+        else None (the run is over)."""
+        rec = self.record
+        if over_budget and not self.budget.can_replay():
+            rec.status = "over_budget"
+            rec.remaining = f"{over_budget}; no time left for the clean replay ({self.budget.left:.0f}s left)"
+            return None
+        replay_ws = self.replay()
+        outcome = replay_ws.outcome
+        if self._ran(outcome) or finds_no_tests(outcome):
+            if finds_no_tests(outcome) or ran_count(outcome) == 0:
+                # a replay that ran no test (or only skipped ones) proves no environment
+                rec.status = "no_tests"
+                rec.tests = outcome.results
+                rec.remaining = self._no_tests_reason(outcome)
+                rec.unresolved = [{"kind": "no_tests", "category": "verification", "key": "",
+                                   "message": rec.remaining}]
+            else:
+                rec.status = "success"
+                rec.tests = outcome.results
+                if outcome.setup_failures:
+                    rec.unresolved = [s.to_json() for s in outcome.setup_failures]
+                    rec.remaining = self._what_remains(outcome)
+            if over_budget:
+                rec.remaining = over_budget + (f"; {rec.remaining}" if rec.remaining else "")
+            replay_ws.close()
+            return None
+        if over_budget or self.budget.exhausted():
+            replay_ws.close()
+            rec.status = "over_budget"
+            rec.remaining = (over_budget or self.budget.exhausted()) + \
+                f"; the clean replay failed: {self._what_remains(outcome)}"
+            return None
+        return replay_ws
 
     def _llm_available(self) -> bool:
         llm = self.llm
@@ -778,6 +827,12 @@ class SetupLoop:
             for i, cand in enumerate(cands):
                 if self.budget.exhausted():
                     return True, ws  # the loop head reports the budget
+                need = self._trial_estimate(cand)
+                if not self.budget.can_start(need):
+                    self.stop_reason = (f"the next trial ({cand.describe()}, about {need:.0f}s) would not finish "
+                                        f"before the {self.budget.reserve:.0f}s kept for the clean replay "
+                                        f"({self.budget.work_left():.0f}s of trial time left)")
+                    return True, ws
                 ok, ws = self.try_candidate(ws, cand, sig, cands[i + 1:])
                 if ok:
                     return True, ws
@@ -795,6 +850,14 @@ class SetupLoop:
         self.record.remaining = self._what_remains(outcome)
         return False, ws
 
+    def _trial_estimate(self, cand: Candidate) -> float:
+        """Seconds a trial is expected to take, from what was measured: a target run, plus an
+        image build when the repair changes the image."""
+        target = self.budget.target_seconds or 0.0
+        if cand.in_container:
+            return target + (self.budget.command_seconds or 0.0) * max(1, sum(len(trial_commands(a)) for a in cand.atoms))
+        return (self.budget.build_seconds or 0.0) + target
+
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         from bot.loop.llm import run_planner_turns
 
@@ -803,7 +866,11 @@ class SetupLoop:
     def replay(self) -> Workspace:
         """Build the compiled Dockerfile with no cache, fresh container, run the target."""
         t0 = time.monotonic()
-        ws = self.open_workspace(no_cache=True, purpose="replay")
+        self._final = True
+        try:
+            ws = self.open_workspace(no_cache=True, purpose="replay")
+        finally:
+            self._final = False
         o = ws.outcome
         self.record.replay = {"ok": self._ran(o) or finds_no_tests(o), "tests_ran": ran_count(o),
                               "collect_exit": o.collect_exit,

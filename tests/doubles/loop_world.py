@@ -219,7 +219,7 @@ class FakeEngine:
         self.networks = 0
         self.last_junit: str | None = None
 
-    def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None) -> BuildResult:
+    def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None, timeout=None) -> BuildResult:
         state = _have_from_dockerfile(dockerfile_text)
         self.builds.append({"tag": tag, "no_cache": no_cache, "text": dockerfile_text})
         out = self.world.unmet(state, "build")

@@ -60,7 +60,7 @@ class FakeEngine:
         self.pack_fails = False
         FakeEngine.instances.append(self)
 
-    def build(self, context, text, tag, no_cache=False, log_path=None):
+    def build(self, context, text, tag, no_cache=False, log_path=None, timeout=None):
         self.builds.append((Path(context), text, tag, no_cache))
         self.text = text
         ok = "FAIL" not in text

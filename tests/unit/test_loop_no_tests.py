@@ -87,3 +87,47 @@ def test_counting():
     assert runs_more_tests(TargetOutcome("collect"), TargetOutcome("done", results=res, junit=True))
     assert not runs_more_tests(TargetOutcome("done", results=res, junit=True),
                                TargetOutcome("done", log="Ran 1 test in 0.0s\n\nOK"))
+
+
+class TimedEngine(FakeEngine):
+    """The fake engine on a fake clock: a build takes 10 s, a command 5 s."""
+
+    def __init__(self, world, now):
+        super().__init__(world)
+        self.now = now
+
+    def build(self, *a, **kw):
+        self.now[0] += 10
+        return super().build(*a, **kw)
+
+    def session(self, *a, **kw):
+        session = super().session(*a, **kw)
+        run = session.exec
+
+        def timed(*args, **kwargs):
+            self.now[0] += 5
+            return run(*args, **kwargs)
+
+        session.exec = timed
+        return session
+
+
+def test_budget_stops_trials_replays_the_best_state_and_says_what_is_undone(tmp_path):
+    # three repairs needed one after another; the budget allows only some trials
+    world = World([Need("pip:PyYAML", "E   ModuleNotFoundError: No module named 'yaml'"),
+                   Need("pip:PyJWT", "E   ModuleNotFoundError: No module named 'jwt'"),
+                   Need("pip:requests", "E   ModuleNotFoundError: No module named 'requests'")])
+    now = [0.0]
+    engine = TimedEngine(world, now)
+    settings = load_settings(tmp_path, environ={}, overrides={"budgets": {"wall_clock": 70}})
+    rec = run_setup(tmp_path, settings, engine, None, None, make_plan=fake_plan_maker("3.11"),
+                    compile_dockerfile=fake_compile, available_pythons=["3.11", "3.13"],
+                    clock=lambda: now[0])
+    assert rec.status == "over_budget"
+    assert "left undone" in rec.remaining and "No module named" in rec.remaining
+    # the best state was replayed (no cache) with the repairs kept so far, inside the budget
+    replays = [b for b in engine.builds if b["no_cache"]]
+    assert len(replays) == 1 and 0 < len(rec.repairs) < 3
+    assert all(f'"{r.candidate.atoms[0].args["packages"][0]}"' in replays[0]["text"] for r in rec.repairs)
+    assert now[0] <= 70
+    assert engine.sessions_open == 0
