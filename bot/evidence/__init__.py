@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.errors import InputError
 from bot.evidence import (dockerfile, docs, imports, lockfiles, makefile, pipfile, pyproject, pytest_config,
-                          pyversion, requirements, services, setup_py, tox, workflows)
+                          pyversion, requirements, services, setup_py, tox, workflows, workspace)
 from bot.evidence.files import RepoFiles
 from bot.evidence.model import (Evidence, ImportUse, LockFile, Project, PythonConstraint, Requirement,
                                 ScanWarning, ServiceRequirement, Source)
@@ -31,6 +31,7 @@ SCANNERS = (
     ("Dockerfile", dockerfile.scan),
     ("Makefile/justfile", makefile.scan),
     ("docs", docs.scan),
+    ("workspace", workspace.scan),
     ("imports", imports.scan),
 )
 

@@ -188,6 +188,7 @@ class RunRecord:
     llm_usage: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
+    members: list[dict[str, Any]] = field(default_factory=list)   # a workspace: each member's results
 
     @property
     def succeeded(self) -> bool:
@@ -199,7 +200,7 @@ class RunRecord:
                 "replay": self.replay, "tests": self.tests.to_json(), "timings": self.timings,
                 "unresolved": self.unresolved, "remaining": self.remaining,
                 "llm_usage": self.llm_usage, "warnings": self.warnings, "best": self.best,
-                "steps": len(self.trajectory)}
+                "members": self.members, "steps": len(self.trajectory)}
 
 
 # --- one built image + services + runner container ----------------------------------------------
@@ -779,6 +780,7 @@ class SetupLoop:
             return None
         replay_ws = self.replay()
         outcome = replay_ws.outcome
+        rec.members = member_results(self.graph, outcome.results)
         if self._ran(outcome) or finds_no_tests(outcome):
             if finds_no_tests(outcome) or ran_count(outcome) == 0:
                 # a replay that ran no test (or only skipped ones) proves no environment
@@ -939,6 +941,22 @@ class SetupLoop:
 
 _BUILDING = re.compile(r"(?:Failed building wheel for|Failed to build|Building wheel for|"
                        r"Preparing metadata \(pyproject\.toml\)[^\n]*?for|Collecting) ([A-Za-z0-9][\w.\-]*)")
+
+
+def member_results(graph: Any, results: TestResults) -> list[dict[str, Any]]:
+    """A workspace's members, each with the results of its own tests (JUnit class names start
+    with the member's folder, dotted: packages/core-lib -> packages.core-lib.)."""
+    nodes = getattr(graph, "nodes", None)
+    if not isinstance(nodes, dict):
+        return []
+    members = sorted((n for n in nodes.values() if n.attrs.get("member")), key=lambda n: n.attrs.get("order", 0))
+    out = []
+    for n in members:
+        prefix = n.attrs["path"].replace("/", ".") + "."
+        own = TestResults({t: o for t, o in results.outcomes.items() if t.startswith(prefix)})
+        out.append({"name": n.name, "path": n.attrs["path"], "tested_by_ci": bool(n.attrs.get("ci")),
+                    "tests": own.summary()})
+    return out
 
 
 def failed_builds(log_text: str) -> list[str]:
