@@ -117,10 +117,14 @@ class Budget:
         """Seconds kept for the clean replay (a no-cache build and one target run) and the end of
         the run. Measured durations once there are any; never more than 80 % of the wall clock, so
         that a slow build still leaves room to try something."""
-        if self.build_seconds is None or self.target_seconds is None:
+        if self.build_seconds is None:
             estimate = self.wall_clock * self.RESERVE_SHARE
         else:
-            estimate = self.build_seconds * 1.2 + self.target_seconds + self.FINISH_SECONDS
+            # until a target run was measured (the first one may never end: a suite that sleeps),
+            # the replay's tests get a tenth of the run, at least half a minute
+            target = self.target_seconds if self.target_seconds is not None else \
+                max(30.0, self.wall_clock * 0.1)
+            estimate = self.build_seconds * 1.2 + target + self.FINISH_SECONDS
         return min(max(estimate, self.FINISH_SECONDS), self.wall_clock * 0.8)
 
     def work_left(self) -> float:
