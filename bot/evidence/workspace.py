@@ -119,6 +119,9 @@ def _glob_dirs(files: RepoFiles, pattern: str) -> list[str]:
 _FILE_DEP = re.compile(r"^\s*([A-Za-z0-9][\w.\-]*)\s*@\s*(?:file:(?://)?)?(?:\$\{PROJECT_ROOT\}/|\{root:uri\}/)?(\S+)")
 
 
+_BARE_FILE = re.compile(r"^file:(?://)?/?\$\{PROJECT_ROOT\}/([^#\s]+)")
+
+
 def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
     """Folders of the repository that the root names as path dependencies."""
     out: dict[str, Source] = {}
@@ -157,6 +160,10 @@ def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
         m = _FILE_DEP.match(line)
         if m and not re.match(r"^[a-z+]+://", m.group(2)):
             add(m.group(2), f"path dependency {m.group(1)}")
+            continue
+        m = _BARE_FILE.match(line)      # PDM's "-e file:///${PROJECT_ROOT}/packages/x#egg=x"
+        if m:
+            add(m.group(1), "editable path dependency")
     return out
 
 

@@ -102,3 +102,19 @@ def test_results_and_report_per_member():
     report = from_pipeline(plan, {"members": members, "replay": {"ok": True}})
     claims = [p.claim for p in report.proven]
     assert "member core-lib (packages/core-lib): 1 passed, 0 failed, 0 errors, 0 skipped" in claims
+
+
+def test_pdm_and_hatch_path_dependency_lines(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "mono"\nversion = "0"\ndependencies = ["alpha @ {root:uri}/libs/alpha"]\n\n'
+        '[tool.pdm.dev-dependencies]\ndev = ["-e file:///${PROJECT_ROOT}/packages/beta", "pytest>=8"]\n\n'
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n')
+    for folder, name in (("libs/alpha", "alpha"), ("packages/beta", "beta")):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "pyproject.toml").write_text(f'[project]\nname = "{name}"\nversion = "1"\n')
+    ev = scan_repository(tmp_path)
+    assert ev.workspace == "path dependencies"
+    assert sorted(m.path for m in ev.members) == ["libs/alpha", "packages/beta"]
+    # the root builds (it has a build system): it stays a package beside its members
+    assert ev.project.installable
+    assert all(r.local for r in ev.requirements if r.name in ("alpha", "beta"))
