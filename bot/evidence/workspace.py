@@ -54,8 +54,8 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     workspace = uv.get("workspace")
     if isinstance(workspace, dict):
         how = "uv workspace"
-        excluded = [str(x) for x in workspace.get("exclude") or [] if isinstance(x, str)]
-        for pattern in workspace.get("members") or []:
+        excluded = [str(x) for x in _list(workspace.get("exclude")) if isinstance(x, str)]
+        for pattern in _list(workspace.get("members")):
             if not isinstance(pattern, str):
                 continue
             for folder in _glob_dirs(files, pattern):
@@ -91,6 +91,15 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         # the root only holds workspace or tooling configuration: not a package to install
         ev.project.installable = False
     _ci_members(files, ev)
+
+
+def _dict(value: Any) -> dict:
+    """Repository input has any shape: a table where a table belongs, else nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _toml(files: RepoFiles, rel: str) -> tuple[str, dict] | None:
@@ -135,7 +144,7 @@ def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
     tables = [poetry.get("dependencies"), poetry.get("dev-dependencies")]
-    for group in (poetry.get("group") or {}).values() if isinstance(poetry.get("group"), dict) else []:
+    for group in _dict(poetry.get("group")).values():
         if isinstance(group, dict):
             tables.append(group.get("dependencies"))
     for table in tables:
@@ -150,9 +159,9 @@ def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
             add(spec["path"], f"tool.uv.sources {name}")
     lines: list[str] = []
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
-    for value in [project.get("dependencies"), *((project.get("optional-dependencies") or {}).values()),
-                  *((data.get("dependency-groups") or {}).values()),
-                  *(((tool.get("pdm") or {}).get("dev-dependencies") or {}).values())]:
+    for value in [project.get("dependencies"), *_dict(project.get("optional-dependencies")).values(),
+                  *_dict(data.get("dependency-groups")).values(),
+                  *_dict(_dict(tool.get("pdm")).get("dev-dependencies")).values()]:
         if isinstance(value, list):
             lines += [v for v in value if isinstance(v, str)]
     for line in lines:
@@ -174,7 +183,7 @@ def _member(files: RepoFiles, ev: Evidence, folder: str, found: Source) -> Membe
         return None
     text, data = loaded
     project = data.get("project") if isinstance(data.get("project"), dict) else {}
-    poetry = ((data.get("tool") or {}).get("poetry") or {}) if isinstance(data.get("tool"), dict) else {}
+    poetry = _dict(_dict(data.get("tool")).get("poetry"))
     name = project.get("name") or poetry.get("name")
     if not isinstance(name, str) or not name.strip():
         ev.warn(rel, None, "workspace member without a project name; not installed")
@@ -189,18 +198,18 @@ def _member(files: RepoFiles, ev: Evidence, folder: str, found: Source) -> Membe
             if req is not None:
                 member.requires.append(req.name)
 
-    for dep in project.get("dependencies") or []:
+    for dep in _list(project.get("dependencies")):
         add(dep, MAIN, "project.dependencies")
-    for extra, deps in sorted((project.get("optional-dependencies") or {}).items()):
-        if extra.lower() in ("test", "tests", "testing"):
+    for extra, deps in sorted(_dict(project.get("optional-dependencies")).items()):
+        if str(extra).lower() in ("test", "tests", "testing"):
             member.extras.append(extra)
-            for dep in deps or []:
+            for dep in _list(deps):
                 add(dep, TEST, f"optional-dependencies.{extra}")
-    for group, deps in sorted((data.get("dependency-groups") or {}).items()):
-        if group.lower() in ("test", "tests", "testing", "dev"):
-            for dep in deps or []:
+    for group, deps in sorted(_dict(data.get("dependency-groups")).items()):
+        if str(group).lower() in ("test", "tests", "testing", "dev"):
+            for dep in _list(deps):
                 add(dep, TEST, f"dependency-groups.{group}")
-    for name_, spec in (poetry.get("dependencies") or {}).items() if isinstance(poetry.get("dependencies"), dict) else []:
+    for name_, spec in _dict(poetry.get("dependencies")).items():
         if name_.lower() == "python":
             continue
         if isinstance(spec, dict) and "path" in spec:

@@ -118,3 +118,16 @@ def test_pdm_and_hatch_path_dependency_lines(tmp_path):
     # the root builds (it has a build system): it stays a package beside its members
     assert ev.project.installable
     assert all(r.local for r in ev.requirements if r.name in ("alpha", "beta"))
+
+
+def test_wrong_types_in_a_workspace_are_ignored_not_a_crash(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "w"\noptional-dependencies = ["x"]\ndependencies = "y"\n'
+        'dependency-groups = 3\n\n[tool.uv]\nworkspace = {members = "libs/*", exclude = 7}\n'
+        'sources = ["a"]\n\n[tool.poetry]\ngroup = []\ndependencies = "z"\n')
+    (tmp_path / "libs" / "a").mkdir(parents=True)
+    (tmp_path / "libs" / "a" / "pyproject.toml").write_text(
+        '[project]\nname = "a"\ndependencies = {x = 1}\noptional-dependencies = {test = "pytest"}\n'
+        '[tool]\npoetry = 5\n')
+    ev = scan_repository(tmp_path)
+    assert not any("workspace scanner failed" in w.message for w in ev.warnings), ev.warnings
