@@ -10,7 +10,10 @@ removed at the end unless ``engine.keep_containers`` is set.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +21,7 @@ from typing import Any
 
 from bot import progress
 from bot.config import Settings
-from bot.errors import KnowledgeError, SetupbotError
+from bot.errors import Interrupted, KnowledgeError, SetupbotError
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,7 @@ class PipelineResult:
     written: Any = None
     records: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    interrupted: str = ""               # the signal that stopped the run, if one did
 
     @property
     def succeeded(self) -> bool:
@@ -71,17 +75,74 @@ def make_llm(settings: Settings) -> Any:
     return LLMPlanner(settings.llm, secrets=settings.secrets())
 
 
+# Writing the outputs and records and removing the run's containers, after the loop or a signal.
+FINISH_SECONDS = 20.0
+
+
+class _Signals:
+    """SIGTERM (a job's timeout, `docker stop`) and SIGINT stop the run where it is: the first
+    one raises ``Interrupted`` in the main thread; the loop catches it and returns its record,
+    and the pipeline writes what it has and cleans up. Once the run is finishing (``finishing()``)
+    signals only get noted, so the outputs are written whole. Off the main thread (where
+    signals cannot be handled) this does nothing."""
+
+    def __init__(self) -> None:
+        self.received = ""
+        self.raising = True
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.received or not self.raising:
+            log.warning("%s received; finishing: writing the outputs and cleaning up", name)
+            self.received = self.received or name
+            return
+        self.received = name
+        raise Interrupted(f"stopped by {name}")
+
+    def finishing(self) -> None:
+        self.raising = False
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._old[sig] = signal.signal(sig, self._handle)
+        try:
+            yield self
+        finally:
+            for sig, old in self._old.items():
+                signal.signal(sig, old)
+
+
 def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: Any = None,
                  llm: Any = None, use_knowledge: bool = True, verify: bool = True,
                  write: bool = True, repository: str = "") -> PipelineResult:
+    """The whole run. Outputs and records are written whatever happens: success, budget
+    exhausted, or SIGTERM/SIGINT (``result.interrupted`` then names the signal)."""
+    repo = Path(repo).resolve()
+    result = PipelineResult(repo=repo)
+    signals = _Signals()
+    with signals.installed():
+        _run_pipeline(repo, settings, result, signals, engine=engine, store=store, llm=llm,
+                      use_knowledge=use_knowledge, verify=verify, write=write, repository=repository)
+    result.interrupted = signals.received
+    return result
+
+
+def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signals: _Signals, *,
+                  engine: Any, store: Any, llm: Any, use_knowledge: bool, verify: bool, write: bool,
+                  repository: str) -> None:
     from bot.engine import Engine
     from bot.graph import make_plan
     from bot.loop.orchestrator import run_setup
     from bot.outputs import outputs_from_pipeline, write_outputs
 
-    repo = Path(repo).resolve()
-    result = PipelineResult(repo=repo)
     result.warnings += [f"refused in .github/setupbot.yml: {key}: {why}" for key, why in settings.refused]
+    started = time.monotonic()
+    deadline = started + float(settings.budgets.wall_clock)
     engine = engine or Engine.from_settings(settings)
     if store is None and use_knowledge:
         store = open_knowledge(settings, result.warnings)
@@ -107,15 +168,32 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
         result.run_record = record
         result.plan = _final_plan(captured["plan"], record) if "plan" in captured else None
         tag = (record.replay or {}).get("tag")
-        if verify and record.replay.get("ok") and tag and result.plan is not None:
+        if verify and record.replay.get("ok") and tag and result.plan is not None \
+                and record.status not in ("interrupted", "over_budget"):
             result.image_size = engine.image_size(tag)
-            progress.current().stage("verify")
-            result.verification = _verify(engine, repo, tag, result.plan, settings, result.warnings)
+            timeout = _verification_timeout(record, settings, deadline - time.monotonic())
+            if timeout is None:
+                result.warnings.append(f"verification skipped: {deadline - time.monotonic():.0f}s of the "
+                                       f"{settings.budgets.wall_clock}s budget left, too little for the "
+                                       "prosecutor and judge")
+            else:
+                progress.current().stage("verify")
+                try:
+                    result.verification = _verify(engine, repo, tag, result.plan, settings, result.warnings,
+                                                  test_timeout=timeout)
+                except Interrupted as exc:
+                    result.warnings.append(f"verification did not complete: {exc.what}")
+    except Interrupted as exc:
+        # outside the loop (opening the experience base, sizing the image): the record, if any,
+        # is written as it stands
+        result.warnings.append(f"{exc.what} before the run finished")
     finally:
+        signals.finishing()
         if not settings.engine.keep_containers:
             engine.clean(engine.run_id)
 
-    if write and (result.plan is not None or result.run_record is not None):
+    plan_known = result.plan is not None or bool(getattr(result.run_record, "plan", None))
+    if write and plan_known:
         progress.current().stage("write")
         result.generated = outputs_from_pipeline(
             repo, plan=result.plan, run_record=result.run_record, verification=result.verification,
@@ -125,7 +203,18 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
         result.written = write_outputs(repo, result.generated)
     if write and result.run_record is not None:
         result.records = write_run_records(repo, result)
-    return result
+    log.info("run finished after %.0fs (budget %ss)", time.monotonic() - started, settings.budgets.wall_clock)
+
+
+def _verification_timeout(record: Any, settings: Settings, left: float) -> int | None:
+    """The per-run test timeout for the prosecutor and judge, so that their runs (the tests
+    without and with services, the judge's checks) end inside the budget; None when the time
+    left cannot hold two test runs as long as the slowest one the loop saw."""
+    slowest = max([s.duration or 0.0 for s in record.trajectory.steps if s.action == "test"] or [0.0])
+    room = left - FINISH_SECONDS
+    if room < 2 * slowest + 30:
+        return None
+    return max(30, min(int(settings.engine.command_timeout), int(room / 3)))
 
 
 RECORDS_DIR = ".setupbot"
@@ -163,7 +252,7 @@ def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
 
 
 def _verify(engine: Any, repo: Path, tag: str, plan: Any, settings: Settings,
-            warnings: list[str]) -> Any:
+            warnings: list[str], test_timeout: int | None = None) -> Any:
     """Prosecutor and judge on the replay image, with the services and sibling repositories
     (the same inputs `setupbot verify` gathers)."""
     from bot.verify import services as svc
@@ -181,7 +270,7 @@ def _verify(engine: Any, repo: Path, tag: str, plan: Any, settings: Settings,
     try:
         record = verify_environment(
             engine, repo, tag, services=services, ci_env=env, siblings=siblings,
-            test_command=command, test_timeout=settings.engine.command_timeout,
+            test_command=command, test_timeout=test_timeout or settings.engine.command_timeout,
             warnings=[str(w) for w in plan.warnings])
     except SetupbotError as exc:
         warnings.append(f"verification did not complete: {exc.what}")

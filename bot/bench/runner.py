@@ -172,6 +172,8 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
         record.update({"produce_seconds": round(produced.seconds, 2), "mode": result.mode,
                        "steps": result.steps, "repairs": result.repairs, "tokens": result.tokens,
                        "details": produced.details})
+        if system == "setupbot" and settings is not None:
+            record["budget_seconds"] = settings.budgets.wall_clock   # for the overshoot in the summary
         artifacts = _artifact_dir(opts.out, repo, system)
         artifacts.mkdir(parents=True, exist_ok=True)
         if not produced.ok or not produced.dockerfile:

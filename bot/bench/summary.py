@@ -79,6 +79,15 @@ def ebsr_by_difficulty(records: list[dict]) -> dict[str, dict[str, tuple[int, in
     return table
 
 
+def overshoot(records: list[dict]) -> tuple[float, str, float, float] | None:
+    """The setupbot run that went furthest past its wall-clock budget: (share over the budget,
+    repository, seconds, budget); negative when every run ended early. None without budgets."""
+    runs = [(r["produce_seconds"] / r["budget_seconds"] - 1, r["repo"], r["produce_seconds"], r["budget_seconds"])
+            for r in records if r.get("system") == "setupbot" and r.get("budget_seconds")
+            and r.get("produce_seconds") is not None]
+    return max(runs) if runs else None
+
+
 def _secs(v) -> str:
     if v is None:
         return "–"
@@ -176,6 +185,13 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
                    setupbot.median_image is not None and setupbot.median_image <= 1e9)]
         lines.append("Targets for setupbot: " + "; ".join(f"{text} {'✓' if ok else '✗'}" for text, ok in checks) + ".")
         lines.append("")
+        over = overshoot(records)
+        if over is not None:
+            share, repo, seconds, budget = over
+            lines.append(f"Budget: the largest overshoot of a setupbot run over budgets.wall_clock is "
+                         f"{share * 100:+.1f} % ({repo}: {seconds:.0f}s of {budget:.0f}s; target ≤ 5 %) "
+                         f"{'✓' if share <= 0.05 else '✗'}.")
+            lines.append("")
 
     lines += ["## EBSR per difficulty", "", "| difficulty | " + " | ".join(systems) + " |",
               "|---|" + "---|" * len(systems)]

@@ -175,7 +175,20 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         steps.append({"op": "RUN", "head": len(PIP), "nodes": repairs, "commands": [[*PIP, *[_spec(n) for n in repairs]]],
                       "comments": ["added by repairs"]})
     steps.append({"op": "COPY", "src": ["."], "dest": WORKDIR, "nodes": [], "comments": ["the source"]})
+    members = sorted((n for n in by_action.get("project", []) if n.attrs.get("member")),
+                     key=lambda n: n.attrs.get("order", 0))
+    if members:
+        # one pip call for every member: a member's dependency on another is met by the other's
+        # folder in the same call, never looked up on an index
+        cmd = list(PIP)
+        for n in members:
+            extras = n.attrs.get("extras") or []
+            cmd += ["-e", n.attrs["path"] + (f"[{','.join(extras)}]" if extras else "")]
+        steps.append({"op": "RUN", "head": None, "nodes": members, "commands": [cmd],
+                      "comments": ["the workspace members, editable, in dependency order"] + _where(members)})
     for n in by_action.get("project", []):
+        if n.attrs.get("member"):
+            continue
         extras = n.attrs.get("extras") or []
         target = "." + (f"[{','.join(extras)}]" if extras else "")
         tool = n.attrs.get("install_with", "pip")

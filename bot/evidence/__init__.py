@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.errors import InputError
 from bot.evidence import (dockerfile, docs, imports, lockfiles, makefile, pipfile, pyproject, pytest_config,
-                          pyversion, requirements, services, setup_py, tox, workflows)
+                          pyversion, requirements, services, setup_py, tox, workflows, workspace)
 from bot.evidence.files import RepoFiles
 from bot.evidence.model import (Evidence, ImportUse, LockFile, Project, PythonConstraint, Requirement,
                                 ScanWarning, ServiceRequirement, Source)
@@ -31,16 +31,19 @@ SCANNERS = (
     ("Dockerfile", dockerfile.scan),
     ("Makefile/justfile", makefile.scan),
     ("docs", docs.scan),
+    ("workspace", workspace.scan),
     ("imports", imports.scan),
 )
 
 
-def scan_repository(repo: Path | str) -> Evidence:
+def scan_repository(repo: Path | str, output_dir: str | None = None) -> Evidence:
+    """``output_dir`` is the run's output folder (output.dir): setupbot's files there, like
+    everywhere, are not evidence (bot.evidence.generated)."""
     root = Path(repo)
     if not root.is_dir():
         raise InputError(f"{root} is not a directory", "Pass the path of a repository checkout.")
     ev = Evidence(repo=root.resolve())
-    files = RepoFiles(root, ev)
+    files = RepoFiles(root, ev, output_dir)
     for name, scanner in SCANNERS:
         try:
             scanner(files, ev)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from bot import safefs
+from bot.evidence.generated import generated_reason
 from bot.evidence.model import Evidence
 
 MAX_BYTES = 2 * 1024 * 1024
@@ -20,10 +21,20 @@ MAX_WALK_FILES = 20000
 
 
 class RepoFiles:
-    def __init__(self, root: Path, evidence: Evidence) -> None:
+    """Every scanner reads the repository through this class, and this class leaves setupbot's
+    own outputs out (bot.evidence.generated): they are never evidence."""
+
+    def __init__(self, root: Path, evidence: Evidence, output_dir: str | None = None) -> None:
         self.root = root.resolve()
         self.ev = evidence
+        self.output_dir = output_dir
         self._all: list[str] | None = None
+
+    def _skip_generated(self, rel: str, text: str | None = None) -> bool:
+        reason = generated_reason(rel, text, self.output_dir, self.root if text is None else None)
+        if reason and rel not in self.ev.generated:
+            self.ev.generated[rel] = reason
+        return bool(reason)
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -37,7 +48,7 @@ class RepoFiles:
 
     def exists(self, rel: str) -> bool:
         p = self.root / rel
-        return p.is_file() and self._inside(p)
+        return p.is_file() and self._inside(p) and not self._skip_generated(rel)
 
     def read_text(self, rel: str, *, quiet_missing: bool = True) -> str | None:
         """The text of a repository file through the one safe reader (bot.safefs): links out of
@@ -71,6 +82,8 @@ class RepoFiles:
             line = data[: exc.start].count(b"\n") + 1
             self.ev.warn(rel, line, "not valid UTF-8; skipped")
             return None
+        if self._skip_generated(rel, text):
+            return None
         if rel not in self.ev.files_seen:
             self.ev.files_seen.append(rel)
         return text
@@ -93,6 +106,8 @@ class RepoFiles:
                     continue
                 if p.is_symlink() and p.is_dir():
                     continue   # a linked folder is not walked into (os.walk's followlinks=False)
+                if self._skip_generated(rel):
+                    continue
                 out.append(rel)
                 if len(out) >= MAX_WALK_FILES:
                     self.ev.warn(".", None, f"more than {MAX_WALK_FILES} files; the rest were not scanned")

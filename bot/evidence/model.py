@@ -148,6 +148,11 @@ class Evidence:
     project: Project = field(default_factory=Project)
     locks: list[LockFile] = field(default_factory=list)
     files_seen: list[str] = field(default_factory=list)
+    # workspaces and monorepos (bot.evidence.workspace): how they were found and the members
+    workspace: str = ""
+    members: list[Any] = field(default_factory=list)
+    # setupbot's own outputs met while scanning (path -> why), left out of the evidence
+    generated: dict[str, str] = field(default_factory=dict)
 
     def warn(self, file: str, line: int | None, message: str) -> None:
         self.warnings.append(ScanWarning(file, line, message))

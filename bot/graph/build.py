@@ -14,6 +14,7 @@ from bot.graph.mapping import Registry, candidates_for, declared_for, import_key
 from bot.graph.model import DepGraph, Node
 
 PROJECT = "package:@project"
+MEMBER_PREFIX = "package:@member:"
 SCM_ENV = {"setuptools-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "hatch-vcs": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
            "flit-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "versioningit": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
            "pdm-scm": ["PDM_BUILD_SCM_VERSION"], "pbr": ["PBR_VERSION"],
@@ -85,6 +86,23 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
                 n.add_evidence(*_ev(proj.scm_version))
                 link_runtime(g, n.id)
                 g.edge(PROJECT, n.id)
+
+    # -- workspace members: installed editable from their folders, in dependency order ---------
+    for i, m in enumerate(getattr(ev, "members", []) or []):
+        mid = f"{MEMBER_PREFIX}{m.path}"
+        mn = g.add(Node(mid, "PACKAGE", m.name, "UNKNOWN", action="project",
+                        attrs={"path": m.path, "extras": list(m.extras), "editable": True, "install_with": "pip",
+                               "member": True, "order": i, "requires": list(m.requires),
+                               "tests": m.tests, "ci": bool(m.ci)}))
+        mn.add_evidence(*_ev(m.source))
+        if m.ci is not None:
+            mn.add_evidence(*_ev(m.ci))
+        link_runtime(g, mid)
+        g.edge("target:tests", mid)
+        for dep in m.requires:
+            other = next((x for x in ev.members if x.name == dep), None)
+            if other is not None:
+                g.edge(mid, f"{MEMBER_PREFIX}{other.path}")
 
     # -- declared requirements ----------------------------------------------------------------
     reqs = [r for r in ev.requirements if not r.local and r.name]

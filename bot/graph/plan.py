@@ -124,6 +124,20 @@ _NOT_FOUND = re.compile(r"Because (\S+?)(?:\[[^\]]*\])? was not found in the pac
 _BUILD_FAILED = re.compile(r"Failed to build `([^=`@ ]+)")
 
 
+def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple[list[str], list]:
+    """In a workspace, pytest runs the test folders of the members CI tests (all members when
+    no workflow names one), each file imported by its path so that two members' tests/test_x.py
+    do not collide. The record splits the results per member."""
+    members = list(getattr(ev, "members", []) or [])
+    if not members or command[:3] != ["python", "-m", "pytest"] or len(command) > 3:
+        return command, cmd_ev
+    tested = [m for m in members if m.ci is not None] or members
+    folders = [m.tests or m.path for m in tested]
+    why = [(m.ci.file, m.ci.line, m.ci.detail) for m in tested if m.ci is not None] or \
+        [(m.source.file, m.source.line, f"workspace member {m.name}") for m in tested]
+    return ["python", "-m", "pytest", "--import-mode=importlib", *folders], [*cmd_ev, *why]
+
+
 def _install_specs(g: DepGraph) -> list[str]:
     specs = []
     for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
@@ -223,7 +237,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
               index_url: str | None = None) -> Plan:
     t0 = time.monotonic()
     repo = Path(repo)
-    ev = scan_repository(repo)
+    ev = scan_repository(repo, getattr(getattr(settings, "output", None), "dir", None))
     t_scan = time.monotonic()
     warnings = list(ev.warnings)
     registry = registry if registry is not None else Registry()
@@ -284,9 +298,11 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
 
     # target
     command, cmd_ev = choose_test_command(ev, g)
+    command, cmd_ev = member_test_command(ev, command, cmd_ev)
     tgt = g.target
     tgt.attrs["command"] = command
-    tgt.attrs["collect_command"] = ["python", "-m", "pytest", "--collect-only", "-q"]
+    tgt.attrs["collect_command"] = [*command, "--collect-only", "-q"] if ev.members and "pytest" in command[:3] \
+        else ["python", "-m", "pytest", "--collect-only", "-q"]
     for e in cmd_ev:
         tgt.add_evidence(*e)
     if not tgt.evidence:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 from bot import progress
 from bot.atoms import Atom
 from bot.graph.apply import REPAIR_EVIDENCE
-from bot.errors import LLMError, SetupbotError
+from bot.errors import Interrupted, LLMError, SetupbotError
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.junit import TestResults, parse_junit
 from bot.loop.repair import (Candidate, knowledge_candidates, merge_candidates, rule_candidates,
@@ -57,6 +57,7 @@ class TargetOutcome:
     test_exit: int | None = None
     results: TestResults = field(default_factory=TestResults)
     note: str = ""
+    junit: bool = False                          # results were read from a JUnit file (counts are exact)
 
     @property
     def setup_failures(self) -> list[Signature]:
@@ -78,6 +79,51 @@ class TargetOutcome:
         return {"stage": self.stage, "collect_exit": self.collect_exit, "test_exit": self.test_exit,
                 "signatures": [s.to_json() for s in self.signatures],
                 "tests": self.results.summary(), "note": self.note}
+
+
+_UNITTEST_COUNT = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*$", re.M)
+_UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?\bskipped=(\d+)", re.M)
+_PYTEST_SUMMARY = re.compile(r"^=+ (.*?\b(?:passed|failed|skipped|error|errors|deselected|no tests ran)\b.*?) in [\d.]+s", re.M)
+NO_TESTS_KINDS = frozenset({"no_tests_collected", "path_not_found"})
+
+
+def ran_count(outcome: TargetOutcome) -> int | None:
+    """How many tests ran (skipped ones do not count), or None when the runner's output gives
+    no count. JUnit first; else unittest's / Django's "Ran N tests" summary; else pytest's
+    terminal summary (pytest run by tox, nox or make)."""
+    if outcome.junit or outcome.results.total:
+        return outcome.results.total - outcome.results.count("skipped")
+    text = outcome.log or ""
+    counts = _UNITTEST_COUNT.findall(text)
+    if counts:
+        skipped = sum(int(n) for n in _UNITTEST_SKIPPED.findall(text))
+        return max(0, sum(int(n) for n in counts) - skipped)
+    summaries = _PYTEST_SUMMARY.findall(text)
+    if summaries:
+        ran = 0
+        for line in summaries:
+            ran += sum(int(n) for n, what in re.findall(r"(\d+) (passed|failed|errors?|xfailed|xpassed)", line))
+        return ran
+    if outcome.signatures and any(s.kind == "no_tests_collected" for s in outcome.signatures):
+        return 0
+    return None
+
+
+def finds_no_tests(outcome: TargetOutcome) -> bool:
+    """The environment came up and the target command ran, but it found no test: the only setup
+    failures left say so (pytest exit 5, a test path that does not exist)."""
+    fails = outcome.setup_failures
+    return outcome.stage in ("collect", "test") and bool(fails) and all(s.kind in NO_TESTS_KINDS for s in fails)
+
+
+def changes_test_command(cand: Candidate) -> bool:
+    return any(a.kind == "test_command" for a in cand.atoms)
+
+
+def runs_more_tests(before: TargetOutcome, after: TargetOutcome) -> bool:
+    """A new test command is kept only when it runs more tests than the old one (a runner that
+    finds nothing must not replace one that at least tried)."""
+    return (ran_count(after) or 0) > (ran_count(before) or 0)
 
 
 def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | None) -> str:
@@ -129,7 +175,7 @@ class KeptRepair:
 class RunRecord:
     repo: str
     run_id: str
-    status: str = "running"             # success | unresolved | over_budget | error
+    status: str = "running"             # success | no_tests | unresolved | over_budget | interrupted | error
     degraded: bool = False
     plan: dict[str, Any] = field(default_factory=dict)
     dockerfile: str = ""
@@ -143,6 +189,7 @@ class RunRecord:
     llm_usage: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
+    members: list[dict[str, Any]] = field(default_factory=list)   # a workspace: each member's results
 
     @property
     def succeeded(self) -> bool:
@@ -154,7 +201,7 @@ class RunRecord:
                 "replay": self.replay, "tests": self.tests.to_json(), "timings": self.timings,
                 "unresolved": self.unresolved, "remaining": self.remaining,
                 "llm_usage": self.llm_usage, "warnings": self.warnings, "best": self.best,
-                "steps": len(self.trajectory)}
+                "members": self.members, "steps": len(self.trajectory)}
 
 
 # --- one built image + services + runner container ----------------------------------------------
@@ -238,6 +285,9 @@ class SetupLoop:
         self.extra_services: list[Atom] = []
         self.test_override: list[str] | None = None
         self.llm_repairs: list[KeptRepair] = []
+        self.tests_tried: dict[str, str] = {}    # test command -> what it found (latest)
+        self.stop_reason = ""                    # set when the next trial would not fit the budget
+        self._final = False                      # the clean replay is running (its own time limits)
         self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
 
     # -- plan facts -------------------------------------------------------------------------
@@ -288,7 +338,9 @@ class SetupLoop:
         tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
-        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache)
+        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache,
+                                  timeout=self._build_timeout())
+        self.budget.measured(build=build.seconds)
         self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
         sigs = diagnose(build.log) if not build.ok else []
         self.traj.record(purpose, command=["build", tag] + (["--no-cache"] if no_cache else []),
@@ -322,16 +374,42 @@ class SetupLoop:
         ws.outcome = self.evaluate(ws)
         return ws
 
+    def _build_timeout(self) -> int:
+        """An image build is cut where its phase's time ends (like every command)."""
+        limit = int(getattr(self.settings.engine, "build_timeout", 1800) or 1800)
+        return max(1, min(limit, int(self.budget.room(final=self._final))))
+
     def _exec(self, ws: Workspace, argv: list[str], action: str, env: Mapping[str, str] | None = None) -> Any:
         snap = str(getattr(ws.session, "depth", ""))
-        res = ws.session.exec(argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command())
+        t0 = self.budget.now()
+        res = ws.session.exec(argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command(final=self._final))
+        if action == "trial":
+            self.budget.measured(command=self.budget.now() - t0)
         self.traj.record(action, command=list(argv), exit_code=res.exit_code, output_tail=res.output[-2000:],
                          duration=res.duration, snapshot=snap,
                          outcome="timeout" if res.timed_out else ("ok" if res.exit_code == 0 else "failed"))
         return res
 
     def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
-        """Run the target in the workspace: collection first, then the tests with JUnit XML."""
+        """Run the target in the workspace: collection first, then the tests with JUnit XML.
+        Every test command tried is noted with what it found, for a report that has to say
+        why no test ran."""
+        t0 = self.budget.now()
+        outcome = self._evaluate(ws, env)
+        self.budget.measured(target=self.budget.now() - t0)
+        cmd = " ".join(a for a in self._test_command() if not a.startswith("--junitxml"))
+        n = ran_count(outcome)
+        if n is not None:
+            found = f"{n} test(s) ran"
+        elif outcome.stage == "build":
+            found = "the environment did not start"
+        else:
+            found = f"stopped at {outcome.stage}" + (f" ({outcome.setup_failures[0].describe()})"
+                                                     if outcome.setup_failures else "")
+        self.tests_tried[cmd] = found
+        return outcome
+
+    def _evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
         env = dict(ws.target_env if env is None else env)
         collect = self._collect_command()
         outcome = TargetOutcome("collect")
@@ -356,10 +434,12 @@ class SetupLoop:
         cmd = self._test_command()
         r = self._exec(ws, cmd, "test", env)
         results = TestResults()
+        junit = False
         if _is_pytest(cmd):
             xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
             if xml.exit_code == 0:
                 results = parse_junit(xml.output)
+                junit = bool(xml.output.strip())
         sigs = diagnose(r.output + "\n" + results.failure_text())
         if collect is None:
             outcome.collect_exit = 0 if r.exit_code in (0, 1) else r.exit_code
@@ -377,7 +457,7 @@ class SetupLoop:
             note = (f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
                     "shows no setup failure, so the outcomes of the unfinished tests are unknown")
         return TargetOutcome(stage, sigs, log=r.output, collect_exit=outcome.collect_exit,
-                             test_exit=r.exit_code, results=results, note=note)
+                             test_exit=r.exit_code, results=results, note=note, junit=junit)
 
     # -- candidates ---------------------------------------------------------------------------
     def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
@@ -526,6 +606,8 @@ class SetupLoop:
         after = TargetOutcome(before.stage, before.signatures, log=before.log, note=failed) if failed \
             else self.evaluate(ws, trial_env)
         verdict = "failed" if failed else compare(before, after, sig)
+        if not failed and changes_test_command(cand) and not runs_more_tests(before, after):
+            verdict = "no-more-tests"
         if verdict == "improved" or (verdict == "unchanged" and sig is None and not failed and after.passed):
             ws.target_env = trial_env
             ws.outcome = after
@@ -544,6 +626,8 @@ class SetupLoop:
         self._apply_to_graph(cand, sig)
         new_ws = self.open_workspace(purpose="trial-build")
         verdict = compare(ws.outcome, new_ws.outcome, sig)
+        if changes_test_command(cand) and not runs_more_tests(ws.outcome, new_ws.outcome):
+            verdict = "no-more-tests"
         if verdict == "improved":
             self.traj.record("keep", command=[cand.describe()], outcome="kept",
                              detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json()})
@@ -625,21 +709,26 @@ class SetupLoop:
         t_start = time.monotonic()
         rec = self.record
         progress.current().stage("plan")
-        self.plan = self.make_plan(self.repo, self.settings, self.available)
-        self.graph = self.plan.graph
-        self.current_python = str(getattr(self.plan, "python", "") or "3.11")
-        rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
-        rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
-        self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
-                         detail={"python": self.current_python, "base_image": getattr(self.plan, "base_image", "")})
         ws: Workspace | None = None
         try:
+            self.plan = self.make_plan(self.repo, self.settings, self.available)
+            self.graph = self.plan.graph
+            self.current_python = str(getattr(self.plan, "python", "") or "3.11")
+            rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
+            rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
+            self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
+                             detail={"python": self.current_python, "base_image": getattr(self.plan, "base_image", "")})
             ws = self.open_workspace()
             while True:
-                over = self.budget.exhausted()
-                if over:
-                    rec.status = "over_budget"
-                    rec.remaining = f"{over}; {self._what_remains(ws.outcome)}"
+                over = self.budget.exhausted() or self.stop_reason
+                # a state that passes goes to its replay: that is what the reserve is for
+                if over and not (ws.outcome.passed and self.budget.can_replay()):
+                    # the budget for trials is spent: replay and keep the best state found so far
+                    # (the graph holds only repairs that improved things), say what was left undone
+                    undone = self._what_remains(ws.outcome)
+                    ws.close()
+                    ws = None
+                    self._finish(over_budget=f"{over}; left undone: {undone}")
                     break
                 self._note_best(ws.outcome)
                 # the LLM gets the setup failures that no unit or rule can repair
@@ -650,41 +739,43 @@ class SetupLoop:
                     progressed, ws = self.repair_step(ws)
                     if progressed:
                         continue
-                    if not self._ran(ws.outcome):
+                    if not self._ran(ws.outcome) and not finds_no_tests(ws.outcome):
                         rec.status = "unresolved"
                         break
                     # the tests collected and ran; what is left cannot be repaired here: replay
                     # this state, and the record says what remains
-                replay_ws = self.replay()
-                if self._ran(replay_ws.outcome):
-                    rec.status = "success"
-                    rec.tests = replay_ws.outcome.results
-                    if replay_ws.outcome.setup_failures:
-                        rec.unresolved = [s.to_json() for s in replay_ws.outcome.setup_failures]
-                        rec.remaining = self._what_remains(replay_ws.outcome)
-                    replay_ws.close()
+                ws.close()
+                ws = None
+                replay_ws = self._finish()
+                if replay_ws is None:
                     break
                 # a replay failure is new evidence: keep working in the replayed container
-                ws.close()
                 ws = replay_ws
         except LLMError as exc:
             rec.status = "unresolved"
             rec.remaining = exc.what
+        except Interrupted as exc:
+            # SIGTERM/SIGINT: stop here; the caller writes the outputs of the state reached so far
+            rec.status = "interrupted"
+            left = self._what_remains(ws.outcome) if ws is not None else "the run had not evaluated the target yet"
+            rec.remaining = f"{exc.what} after {time.monotonic() - t_start:.0f}s; left undone: {left}"
+            self.traj.record("interrupted", outcome="stopped", detail={"remaining": rec.remaining})
         finally:
             if ws is not None:
                 ws.close()
-            graph = self.graph
-            if rec.status != "success":
-                # an LLM repair no clean replay proved never reaches the published Dockerfile
-                first = next((k for k in rec.repairs if k in self.llm_repairs and k.graph_before), None)
-                if first is not None:
-                    graph = type(self.graph).from_json(first.graph_before)
-                    rec.warnings.append("the LLM's repairs are left out of the Dockerfile: no clean replay proved them")
-            rec.dockerfile = self.compile(graph).text
-            # protections that do not hold here (open egress, unbounded BuildKit builds)
-            notes = getattr(self.engine, "sandbox_notes", None)
-            rec.warnings.extend(n for n in (notes() if callable(notes) else []) if n not in rec.warnings)
-            rec.plan = _plan_json(self.plan, self.graph)
+            if getattr(self, "graph", None) is not None:
+                graph = self.graph
+                if rec.status != "success":
+                    # an LLM repair no clean replay proved never reaches the published Dockerfile
+                    first = next((k for k in rec.repairs if k in self.llm_repairs and k.graph_before), None)
+                    if first is not None:
+                        graph = type(self.graph).from_json(first.graph_before)
+                        rec.warnings.append("the LLM's repairs are left out of the Dockerfile: no clean replay proved them")
+                rec.dockerfile = self.compile(graph).text
+                # protections that do not hold here (open egress, unbounded BuildKit builds)
+                notes = getattr(self.engine, "sandbox_notes", None)
+                rec.warnings.extend(n for n in (notes() if callable(notes) else []) if n not in rec.warnings)
+                rec.plan = _plan_json(self.plan, self.graph)
             rec.timings["total_seconds"] = round(time.monotonic() - t_start, 3)
             if self.llm is not None:
                 rec.llm_usage = self.llm.usage()
@@ -692,6 +783,44 @@ class SetupLoop:
         if rec.status == "success":
             self._learn()
         return rec
+
+    def _finish(self, over_budget: str = "") -> Workspace | None:
+        """Clean replay of the current state and the run's status from it. Returns the replay's
+        workspace when the loop should keep working in it (a replay failure with budget left),
+        else None (the run is over)."""
+        rec = self.record
+        if over_budget and not self.budget.can_replay():
+            rec.status = "over_budget"
+            rec.remaining = f"{over_budget}; no time left for the clean replay ({self.budget.left:.0f}s left)"
+            return None
+        replay_ws = self.replay()
+        outcome = replay_ws.outcome
+        rec.members = member_results(self.graph, outcome.results)
+        if self._ran(outcome) or finds_no_tests(outcome):
+            if finds_no_tests(outcome) or ran_count(outcome) == 0:
+                # a replay that ran no test (or only skipped ones) proves no environment
+                rec.status = "no_tests"
+                rec.tests = outcome.results
+                rec.remaining = self._no_tests_reason(outcome)
+                rec.unresolved = [{"kind": "no_tests", "category": "verification", "key": "",
+                                   "message": rec.remaining}]
+            else:
+                rec.status = "success"
+                rec.tests = outcome.results
+                if outcome.setup_failures:
+                    rec.unresolved = [s.to_json() for s in outcome.setup_failures]
+                    rec.remaining = self._what_remains(outcome)
+            if over_budget:
+                rec.remaining = over_budget + (f"; {rec.remaining}" if rec.remaining else "")
+            replay_ws.close()
+            return None
+        if over_budget or self.budget.exhausted():
+            replay_ws.close()
+            rec.status = "over_budget"
+            rec.remaining = (over_budget or self.budget.exhausted()) + \
+                f"; the clean replay failed: {self._what_remains(outcome)}"
+            return None
+        return replay_ws
 
     def _llm_available(self) -> bool:
         llm = self.llm
@@ -715,6 +844,12 @@ class SetupLoop:
             for i, cand in enumerate(cands):
                 if self.budget.exhausted():
                     return True, ws  # the loop head reports the budget
+                need = self._trial_estimate(cand)
+                if not self.budget.can_start(need):
+                    self.stop_reason = (f"the next trial ({cand.describe()}, about {need:.0f}s) would not finish "
+                                        f"before the {self.budget.reserve:.0f}s kept for the clean replay "
+                                        f"({self.budget.work_left():.0f}s of trial time left)")
+                    return True, ws
                 ok, ws = self.try_candidate(ws, cand, sig, cands[i + 1:])
                 if ok:
                     return True, ws
@@ -732,6 +867,14 @@ class SetupLoop:
         self.record.remaining = self._what_remains(outcome)
         return False, ws
 
+    def _trial_estimate(self, cand: Candidate) -> float:
+        """Seconds a trial is expected to take, from what was measured: a target run, plus an
+        image build when the repair changes the image."""
+        target = self.budget.target_seconds or 0.0
+        if cand.in_container:
+            return target + (self.budget.command_seconds or 0.0) * max(1, sum(len(trial_commands(a)) for a in cand.atoms))
+        return (self.budget.build_seconds or 0.0) + target
+
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         from bot.loop.llm import run_planner_turns
 
@@ -740,9 +883,14 @@ class SetupLoop:
     def replay(self) -> Workspace:
         """Build the compiled Dockerfile with no cache, fresh container, run the target."""
         t0 = time.monotonic()
-        ws = self.open_workspace(no_cache=True, purpose="replay")
+        self._final = True
+        try:
+            ws = self.open_workspace(no_cache=True, purpose="replay")
+        finally:
+            self._final = False
         o = ws.outcome
-        self.record.replay = {"ok": self._ran(o), "collect_exit": o.collect_exit,
+        self.record.replay = {"ok": self._ran(o) or finds_no_tests(o), "tests_ran": ran_count(o),
+                              "collect_exit": o.collect_exit,
                               "test_exit": o.test_exit, "tests": o.results.summary(), "note": o.note,
                               "signatures": [s.to_json() for s in o.signatures],
                               "seconds": round(time.monotonic() - t0, 3), "tag": ws.tag}
@@ -756,6 +904,26 @@ class SetupLoop:
         if not best or tuple(best["rank"]) < rank:
             self.record.best = {"rank": list(rank), "outcome": outcome.to_json(),
                                 "dockerfile": self.compile(self.graph).text}
+
+    def _no_tests_reason(self, outcome: TargetOutcome) -> str:
+        """What was tried to find tests, for a run whose clean replay ran none."""
+        skipped = outcome.results.count("skipped")
+        head = (f"the clean replay ran no test ({skipped} skipped)" if skipped
+                else "the clean replay ran no test")
+        tried = "; ".join(f"`{cmd}`: {found}" for cmd, found in self.tests_tried.items())
+        target = getattr(self.graph, "target", None)
+        sources = [f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})"
+                   for e in (getattr(target, "evidence", None) or [])][:3]
+        from bot.loop.repair import _test_dirs
+
+        dirs = _test_dirs(self.repo)
+        where = (f"test folders present: {', '.join(d + '/' for d in dirs)}" if dirs
+                 else "no tests/, test/, src/tests/ or testing/ folder")
+        text = f"{head}. Test commands tried: {tried or 'none'}. {where}"
+        if sources:
+            text += f"; the test command came from {', '.join(sources)}"
+        return text + (". Name the test command in .github/setupbot.yml (target.test_command) "
+                       "if the tests are elsewhere.")
 
     def _what_remains(self, outcome: TargetOutcome) -> str:
         # collection_error only stands for "failed, unclassified" so that era pins can be tried
@@ -791,6 +959,22 @@ class SetupLoop:
 
 _BUILDING = re.compile(r"(?:Failed building wheel for|Failed to build|Building wheel for|"
                        r"Preparing metadata \(pyproject\.toml\)[^\n]*?for|Collecting) ([A-Za-z0-9][\w.\-]*)")
+
+
+def member_results(graph: Any, results: TestResults) -> list[dict[str, Any]]:
+    """A workspace's members, each with the results of its own tests (JUnit class names start
+    with the member's folder, dotted: packages/core-lib -> packages.core-lib.)."""
+    nodes = getattr(graph, "nodes", None)
+    if not isinstance(nodes, dict):
+        return []
+    members = sorted((n for n in nodes.values() if n.attrs.get("member")), key=lambda n: n.attrs.get("order", 0))
+    out = []
+    for n in members:
+        prefix = n.attrs["path"].replace("/", ".") + "."
+        own = TestResults({t: o for t, o in results.outcomes.items() if t.startswith(prefix)})
+        out.append({"name": n.name, "path": n.attrs["path"], "tested_by_ci": bool(n.attrs.get("ci")),
+                    "tests": own.summary()})
+    return out
 
 
 def failed_builds(log_text: str) -> list[str]:

@@ -301,6 +301,14 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
         for refusal in _get(usage, "refusals", []) or []:
             data.refused_actions.append(f"{_get(refusal, 'reason', refusal)} — reply: {_get(refusal, 'reply', '')}"[:400])
         data.warnings += [_warning_text(w) for w in _get(run_record, "warnings", []) or []]
+        for m in _get(run_record, "members", []) or []:
+            # a workspace: every member with the results of its own tests
+            t = _get(m, "tests", {}) or {}
+            ran = int(t.get("passed", 0)) + int(t.get("failed", 0)) + int(t.get("error", 0))
+            data.proven.append(ProofItem(
+                f"member {_get(m, 'name', '')} ({_get(m, 'path', '')}): {t.get('passed', 0)} passed, "
+                f"{t.get('failed', 0)} failed, {t.get('error', 0)} errors, {t.get('skipped', 0)} skipped",
+                ran > 0, "tested by CI" if _get(m, "tested_by_ci") else "no workflow names it"))
         for item in _get(run_record, "unresolved", []) or []:
             data.proven.append(ProofItem(str(_get(item, "message", "") or _get(item, "key", item)), False,
                                          str(_get(item, "category", "") or "unresolved by the loop")))

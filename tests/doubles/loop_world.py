@@ -34,6 +34,7 @@ class World:
     tests: int = 3
     test_times_out: bool = False      # the test run (not collection) hits the command timeout
     runner: tuple[int, str] | None = None   # (exit, output) of a non-pytest test command
+    skipped: int = 0                  # of the tests, how many pytest reports as skipped
 
     def unmet(self, state: "State", stage: str) -> str | None:
         for need in self.needs:
@@ -192,6 +193,7 @@ class FakeSession:
                                   timed_out=True)
             cases = "".join(f'<testcase classname="tests.test_x" name="test_{i}">'
                             + (f'<error message="setup">{_xml(out)}</error>' if out and i == 0 else "")
+                            + ('<skipped message="needs a GPU"/>' if i >= world.tests - world.skipped else "")
                             + "</testcase>" for i in range(world.tests))
             self.engine.last_junit = f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>'
             if out:
@@ -217,7 +219,7 @@ class FakeEngine:
         self.networks = 0
         self.last_junit: str | None = None
 
-    def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None) -> BuildResult:
+    def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None, timeout=None) -> BuildResult:
         state = _have_from_dockerfile(dockerfile_text)
         self.builds.append({"tag": tag, "no_cache": no_cache, "text": dockerfile_text})
         out = self.world.unmet(state, "build")

@@ -60,7 +60,7 @@ class FakeEngine:
         self.pack_fails = False
         FakeEngine.instances.append(self)
 
-    def build(self, context, text, tag, no_cache=False, log_path=None):
+    def build(self, context, text, tag, no_cache=False, log_path=None, timeout=None):
         self.builds.append((Path(context), text, tag, no_cache))
         self.text = text
         ok = "FAIL" not in text
@@ -359,3 +359,15 @@ def test_summary_says_which_code_produced_each_setupbot_result():
     older = [dict(r) for r in RECORDS]
     older[0]["setupbot_commit"] = "abc123"
     assert "`abc123`: a; not recorded (runs before commit tracking): b." in render_summary(older)
+
+
+def test_summary_gives_the_largest_overshoot_over_the_budget():
+    from bot.bench.summary import overshoot
+
+    records = [dict(r) for r in RECORDS]
+    assert overshoot(records) is None          # results from before budgets were recorded
+    records[0]["budget_seconds"] = 100         # o/a: 30 s of 100 s
+    records[1]["budget_seconds"] = 80          # o/b: 90 s of 80 s, 12.5 % over
+    assert overshoot(records) == (90 / 80 - 1, "o/b", 90, 80)
+    text = render_summary(records)
+    assert "largest overshoot of a setupbot run over budgets.wall_clock is +12.5 % (o/b: 90s of 80s; target ≤ 5 %) ✗" in text

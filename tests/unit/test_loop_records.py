@@ -32,7 +32,9 @@ def test_budget_steps_and_wall_clock():
     now = [0.0]
     b = Budget(max_steps=3, wall_clock=100, command_timeout=600, clock=lambda: now[0])
     assert b.exhausted() == ""
-    assert b.timeout_for_command() == 100      # never past the run's wall clock
+    # trial commands stop where the reserve for the clean replay begins; the replay's at the end
+    assert b.timeout_for_command() == 100 - b.reserve
+    assert b.timeout_for_command(final=True) == 100 - b.FINISH_SECONDS
     b.spend_step(); b.spend_step(); b.spend_step()
     assert "step budget" in b.exhausted()
     b2 = Budget(max_steps=50, wall_clock=100, command_timeout=600, clock=lambda: now[0])
@@ -48,3 +50,25 @@ def test_trajectory_jsonl_is_redacted(tmp_path):
     line = json.loads((tmp_path / "t.jsonl").read_text())
     assert line["command"] == ["echo", "***"] and "tok_" not in line["output_tail"]
     assert t.to_jsonl().strip() == (tmp_path / "t.jsonl").read_text().strip()
+
+
+def test_budget_keeps_a_reserve_for_the_replay():
+    now = [0.0]
+    b = Budget(max_steps=50, wall_clock=1000, command_timeout=600, clock=lambda: now[0])
+    assert b.reserve == 300                       # nothing measured yet: 30 % of the wall clock
+    b.measured(build=100, target=50)
+    b.measured(build=80)                          # the slowest build counts
+    assert b.reserve == 100 * 1.2 + 50 + b.FINISH_SECONDS
+    assert b.can_start(700) and not b.can_start(900)
+    now[0] = 820.0
+    assert "kept for the clean replay" in b.exhausted()
+    assert b.can_replay()                         # the 100 s build + 20 s fit in the 180 s left
+    assert b.timeout_for_command() == 1           # trial commands get nothing past the reserve
+    assert b.timeout_for_command(final=True) == 160
+    now[0] = 880.0
+    assert b.can_replay()                         # exactly the build and the finish left
+    now[0] = 881.0
+    assert not b.can_replay()
+    # a huge measured build never takes the whole run
+    b.measured(build=5000)
+    assert b.reserve == 800
