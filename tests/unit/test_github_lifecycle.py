@@ -367,3 +367,15 @@ def test_a_maintainers_own_dockerignore_is_kept_and_the_merged_environment_stays
     assert len(world.double.write_calls()) == writes and world.pipeline.runs == runs
     assert outputs(world)["pr-operation"] == "none"
     assert (world.checkout / ".dockerignore").read_text() == own
+
+
+def test_a_dockerignore_main_got_after_the_checkout_is_not_replaced_by_the_pull_request(world):
+    """The files come from the checkout; main may have moved on (or a manual run on a tag builds
+    from other content): a hand-written file main holds is never overwritten by the PR."""
+    own = "node_modules\n"
+    world.double.push(REPO, "main", {".dockerignore": own}, "our own build context rules")
+    assert world.run() == 0                                   # the checkout has no .dockerignore
+    pr = world.double.pulls(REPO)[0]
+    assert pr["state"] == "open"
+    assert world.bot_files()[".dockerignore"] == own
+    assert f"{OUT}/Dockerfile" in world.proposed() and ".dockerignore" not in world.proposed()
