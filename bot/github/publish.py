@@ -14,6 +14,7 @@ from typing import Callable
 
 from bot.errors import GitHubError
 from bot.github.provider import Provider, check_branch, check_paths
+from bot.outputs import has_marker
 from bot.report.render import HANDBACK_COMMENT_MARKER, handback_ticked, read_fingerprint
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,15 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
                                                    branch, fingerprint, sorted(files))
 
     open_pulls = provider.find_pulls(repo, branch, "open")
-    if all(provider.read_file(repo, path, base) == text for path, text in sorted(files.items())):
+    on_base = {path: provider.read_file(repo, path, base) for path in sorted(files)}
+    # The files were generated from a checkout that need not be ``base`` as it is now (a manual run
+    # on a tag, a push to base since): a file ``base`` holds without setupbot's marker is a
+    # person's, like a maintainer's own root .dockerignore, and the pull request never replaces it.
+    theirs = sorted(p for p, text in on_base.items() if text is not None and not has_marker(text))
+    if theirs:
+        log.info("%s holds its own %s (no setupbot marker): left out of the pull request", base, ", ".join(theirs))
+        files = {p: t for p, t in files.items() if p not in theirs}
+    if all(on_base[path] == text for path, text in files.items()):
         if open_pulls:
             pr = open_pulls[0]
             provider.add_comment(repo, pr.number, f"`{base}` already has the environment this pull request "

@@ -176,6 +176,8 @@ RESPONSE_MODELS: list[tuple[str, str, Any]] = [
     ("GET", r"/issues/comments/\d+$", gh.IssueComment),
     ("PATCH", r"/issues/comments/\d+$", gh.IssueComment),
     ("POST", r"/statuses/[0-9a-f]{40}$", gh.Status),
+    ("GET", r"/actions/workflows/[^/]+$", gh.Workflow),
+    ("GET", r"/actions/workflows/[^/]+/runs$", gh.ReposOwnerRepoActionsWorkflowsWorkflowIdRunsGetResponse200),
 ]
 
 
@@ -321,7 +323,8 @@ class GitHubDouble:
         runs.insert(0, {"created_at": created_at, "conclusion": conclusion, "status": status})
 
     def _actions_route(self, repo: FakeRepo, method: str, rest: str) -> tuple[int, Any]:
-        """GET a workflow by file name or id, and its runs (newest first)."""
+        """GET a workflow by file name or id (``Workflow``), and its runs, newest first
+        (``{total_count, workflow_runs: [WorkflowRun]}``), in the shapes the REST description gives."""
         runs = self.__dict__.get("workflow_runs", {})
         paths = sorted(p for (r, p) in runs if r == repo.full_name)
         m = re.match(r"^/actions/workflows/([^/]+)(/runs)?$", rest)
@@ -333,15 +336,32 @@ class GitHubDouble:
             return 404, {"message": "Not Found"}
         wid = 1000 + paths.index(path)
         url = self._u(repo, f"/actions/workflows/{wid}")
+        html = f"https://github.com/{repo.full_name}"
         if not m.group(2):
             return 200, {"id": wid, "node_id": f"W_{wid}", "name": path, "path": path, "state": "active",
                          "created_at": NOW, "updated_at": NOW, "url": url,
-                         "html_url": f"https://github.com/{repo.full_name}/actions", "badge_url": url}
-        items = [{"id": wid * 100 + n, "name": path, "path": path, "workflow_id": wid, "status": r["status"],
-                  "conclusion": r["conclusion"], "created_at": r["created_at"], "updated_at": r["created_at"],
-                  "url": self._u(repo, f"/actions/runs/{wid * 100 + n}"),
-                  "html_url": f"https://github.com/{repo.full_name}/actions/runs/{wid * 100 + n}"}
-                 for n, r in enumerate(runs[(repo.full_name, path)])]
+                         "html_url": f"{html}/blob/{repo.default_branch}/{path}",
+                         "badge_url": f"{html}/workflows/{path.rsplit('/', 1)[-1]}/badge.svg"}
+        head = repo.refs[f"heads/{repo.default_branch}"]
+        commit = repo.commits[head]
+        person = {"name": "t", "email": "t@example.com"}
+        repository = self._repo_json(repo)
+        items = []
+        for n, r in enumerate(runs[(repo.full_name, path)]):
+            rid = wid * 100 + n
+            ru = self._u(repo, f"/actions/runs/{rid}")
+            items.append({
+                "id": rid, "node_id": f"WFR_{rid}", "name": path, "display_title": commit["message"].splitlines()[0],
+                "path": path, "workflow_id": wid, "run_number": n + 1, "run_attempt": 1, "event": "push",
+                "status": r["status"], "conclusion": r["conclusion"], "head_branch": repo.default_branch,
+                "head_sha": head, "created_at": r["created_at"], "updated_at": r["created_at"],
+                "run_started_at": r["created_at"], "url": ru, "html_url": f"{html}/actions/runs/{rid}",
+                "pull_requests": [], "jobs_url": f"{ru}/jobs", "logs_url": f"{ru}/logs",
+                "check_suite_url": self._u(repo, f"/check-suites/{rid}"), "artifacts_url": f"{ru}/artifacts",
+                "cancel_url": f"{ru}/cancel", "rerun_url": f"{ru}/rerun", "workflow_url": url,
+                "head_commit": {"id": head, "tree_id": commit["tree"], "message": commit["message"],
+                                "timestamp": r["created_at"], "author": person, "committer": person},
+                "repository": repository, "head_repository": repository})
         return 200, {"total_count": len(items), "workflow_runs": items}
 
     # ---------------------------------------------------------------- git objects
@@ -377,7 +397,7 @@ class GitHubDouble:
         data: dict[str, Any] = {
             "id": abs(hash(repo.full_name)) % 10**8, "node_id": "R_1", "name": repo.name,
             "full_name": repo.full_name, "owner": _user(repo.owner, self.base_url), "private": False,
-            "description": None, "fork": False, "homepage": None, "language": "Python", "forks_count": 0,
+            "description": None, "fork": False, "homepage": None, "language": None, "forks_count": 0,
             "stargazers_count": 0, "watchers_count": 0, "size": 1, "default_branch": repo.default_branch,
             "open_issues_count": 0, "has_issues": True, "has_projects": False, "has_wiki": False,
             "has_pages": False, "has_discussions": False, "archived": repo.archived, "disabled": False,
@@ -393,7 +413,9 @@ class GitHubDouble:
                      "languages", "merges", "milestones", "notifications", "pulls", "releases", "stargazers",
                      "statuses", "subscribers", "subscription", "tags", "teams", "trees", "hooks"):
             data[f"{name}_url"] = f"{u}/{name.replace('_', '/')}"
-        data.update(self._repo_meta(repo))   # topics and language, for rollout's filters
+        # topics and language (null until set, as GitHub reports a repository without code), for
+        # rollout's filters
+        data.update(self._repo_meta(repo))
         return data
 
     def _ref_json(self, repo: FakeRepo, name: str) -> dict[str, Any]:

@@ -50,10 +50,12 @@ def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monk
         changed = time.monotonic() - started
         pulls = double.pulls(REPO)
         assert len(pulls) == 1 and pulls[0]["title"].startswith("Add a proven development environment"), pulls
+        # what the pull request changes: the output folder and the root .dockerignore
+        on_main = double.repos[REPO].files_at("main")
         proposed = {p: b.decode() for p, b in double.repos[REPO].files_at("setupbot/main").items()
-                    if p.startswith(".devcontainer/")}
+                    if on_main.get(p) != b}
         assert {".devcontainer/Dockerfile", ".devcontainer/setupbot-plan.json",
-                ".devcontainer/setup-report.md"} <= set(proposed)
+                ".devcontainer/setup-report.md", ".dockerignore"} <= set(proposed)
 
         # The maintainer merges; the action's next checkout of main has the files.
         double.push(REPO, "main", proposed, "Merge pull request #1")

@@ -109,9 +109,13 @@ class World:
     def bot_files(self) -> dict[str, str]:
         return {p: b.decode() for p, b in self.double.repos[REPO].files_at("setupbot/main").items()}
 
+    def proposed(self) -> dict[str, str]:
+        """What the bot branch changes against main: the output folder and the root .dockerignore."""
+        main = {p: b.decode() for p, b in self.double.repos[REPO].files_at("main").items()}
+        return {p: t for p, t in self.bot_files().items() if main.get(p) != t}
+
     def merge(self, number: int) -> None:
-        files = {p: t for p, t in self.bot_files().items() if p.startswith(OUT) or p == ".dockerignore"}
-        self.write_main(files, f"Merge pull request #{number}")
+        self.write_main(self.proposed(), f"Merge pull request #{number}")
         self.double.close_pull(REPO, number, merged=True)
 
     def run(self, event: str = "push", *extra: str) -> int:
@@ -163,7 +167,9 @@ def test_merge_then_push_opens_no_new_pull_request(world):
 
 def test_an_open_pr_whose_content_reached_main_is_closed_with_a_comment(world):
     assert world.run() == 0
-    files = {p: t for p, t in world.bot_files().items() if p.startswith(OUT) or p == ".dockerignore"}
+    files = world.proposed()
+    assert set(files) == {".dockerignore"} | {f"{OUT}/{f}" for f in (
+        "Dockerfile", "devcontainer.json", "setupbot-plan.json", "setup-report.md")}
     world.write_main(files, "copy the environment by hand")
     assert world.run() == 0
     pr = world.double.pulls(REPO)[0]
@@ -343,3 +349,33 @@ def test_a_pull_request_cannot_vouch_for_itself_with_an_edited_plan_json(world):
     code = main(["github", "--event-name", "pull_request", "--event-path", str(path), "--repo", str(world.checkout)])
     assert world.pipeline.runs == runs + 1, "the forged record was trusted"
     assert code == 22
+
+
+def test_a_maintainers_own_dockerignore_is_kept_and_the_merged_environment_stays_merged(world):
+    own = "node_modules\n.venv\n"                             # hand-written: no setupbot marker
+    world.write_main({".dockerignore": own}, "our own build context rules")
+    assert world.run() == 0
+    assert ".dockerignore" not in world.proposed()
+    assert world.bot_files()[".dockerignore"] == own           # the PR leaves it as it is
+    plan = json.loads(world.bot_files()[f"{OUT}/setupbot-plan.json"])
+    assert ".dockerignore" not in plan["outputs"]
+    body = world.double.pulls(REPO)[0]["body"]          # the PR says what it would have changed
+    assert "Hand-written files left alone" in body and "<code>.dockerignore</code>" in body
+    world.merge(1)
+    writes, runs = len(world.double.write_calls()), world.pipeline.runs
+    assert world.run() == 0
+    assert len(world.double.write_calls()) == writes and world.pipeline.runs == runs
+    assert outputs(world)["pr-operation"] == "none"
+    assert (world.checkout / ".dockerignore").read_text() == own
+
+
+def test_a_dockerignore_main_got_after_the_checkout_is_not_replaced_by_the_pull_request(world):
+    """The files come from the checkout; main may have moved on (or a manual run on a tag builds
+    from other content): a hand-written file main holds is never overwritten by the PR."""
+    own = "node_modules\n"
+    world.double.push(REPO, "main", {".dockerignore": own}, "our own build context rules")
+    assert world.run() == 0                                   # the checkout has no .dockerignore
+    pr = world.double.pulls(REPO)[0]
+    assert pr["state"] == "open"
+    assert world.bot_files()[".dockerignore"] == own
+    assert f"{OUT}/Dockerfile" in world.proposed() and ".dockerignore" not in world.proposed()

@@ -57,6 +57,7 @@ def test_plan_json_carries_no_timings_and_records_inputs_and_verdict(repo):
     assert data["inputs"]["digest"] and data["verified"] == {
         "verdict": "Full", "replay_ok": True,
         "tests": {"collected": 0, "passed": 0, "failed": 0, "skipped": 0, "errors": 0}}
+    # the root .dockerignore is an environment file too: it decides the build context
     assert set(data["outputs"]) == {".devcontainer/Dockerfile", ".devcontainer/devcontainer.json", ".dockerignore"}
 
 
@@ -85,17 +86,21 @@ def test_setupbot_run_skips_the_container_work_when_nothing_changed(repo, monkey
     record(repo)
     before = {p: p.read_bytes() for p in (repo / ".devcontainer").iterdir()}
 
+    calls = []
+
     def no_pipeline(*a, **k):
+        calls.append(a)
         raise AssertionError("the pipeline ran although no input changed")
 
     monkeypatch.setattr(bot.pipeline, "run_pipeline", no_pipeline)
     assert main(["run", str(repo)]) == 0
     assert "environment inputs unchanged since the recorded plan" in capsys.readouterr().out
+    assert calls == []
     assert {p: p.read_bytes() for p in (repo / ".devcontainer").iterdir()} == before
-    # --force redoes the work: the stand-in pipeline's AssertionError surfaces as an internal
-    # error (exit 1, the traceback redacted on stderr)
+    # --force redoes the work: the stand-in pipeline runs and its failure reaches the CLI's
+    # internal-error handler (exit 1), which prints the traceback
     assert main(["run", str(repo), "--force"]) == 1
-    assert "the pipeline ran although no input changed" in capsys.readouterr().err
+    assert len(calls) == 1 and "pipeline ran although no input changed" in capsys.readouterr().err
 
 
 def test_a_recorded_failure_keeps_its_exit_code(repo, monkeypatch):
