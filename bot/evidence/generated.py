@@ -26,6 +26,8 @@ PLAN_FILE = "setupbot-plan.json"
 # The names setupbot writes into the output folder (bot.outputs); only these are opened to look
 # for the marker while listing, so listing a large repository reads no extra files.
 OWNED_NAMES = frozenset({"Dockerfile", "devcontainer.json", "compose.yaml", "setup-report.md", PLAN_FILE})
+# ... and the one file it writes at the repository root: the build context's .dockerignore
+ROOT_NAMES = frozenset({".dockerignore"})
 HEAD_BYTES = 4096
 
 
@@ -59,10 +61,11 @@ def generated_reason(rel: str, text: str | None = None, output_dir: str | None =
     if reason:
         return reason
     if text is None and root is not None and _worth_opening(rel, output_dir):
+        from bot import safefs   # the one reader: a link out of the repository is not opened
+
         try:
-            with open(root / rel, "rb") as fh:
-                text = fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
-        except OSError:
+            text = safefs.read_bytes(root, rel, max_bytes=HEAD_BYTES, head=True).decode("utf-8", errors="replace")
+        except (OSError, safefs.UnsafePath):
             text = None
     if text is not None and carries_marker(text):
         return "carries the setupbot marker"
@@ -74,6 +77,6 @@ def _worth_opening(rel: str, output_dir: str | None) -> bool:
     folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
     if folder == normal_output_dir(output_dir) or folder == ".devcontainer":
         return True
-    if name in OWNED_NAMES:
+    if name in OWNED_NAMES or rel in ROOT_NAMES:
         return True
     return folder == ".github/workflows" and name.startswith("setupbot")

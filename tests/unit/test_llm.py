@@ -196,7 +196,7 @@ def test_an_llm_repair_no_clean_replay_proved_stays_out_of_the_dockerfile(tmp_pa
     from bot.engine.results import BuildResult
 
     class ReplayFails(FakeEngine):
-        def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None):
+        def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None, timeout=None):
             if no_cache:
                 self.builds.append({"tag": tag, "no_cache": True, "text": dockerfile_text})
                 return BuildResult(False, tag, "Step 1/3 : FROM python:3.11-slim\nerror: the mirror went away", 1.0)
