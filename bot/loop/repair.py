@@ -173,6 +173,21 @@ IMPORT_DISTRIBUTIONS = {
 }
 
 
+# Optional C extensions built only when a system library is present at build time: the
+# import's Debian -dev packages (the build tools are added to every rebuild)
+NATIVE_SUBMODULE_PACKAGES = {
+    "yaml": ["libyaml-dev"], "lxml": ["libxml2-dev", "libxslt1-dev"], "ldap": ["libldap2-dev", "libsasl2-dev"],
+    "M2Crypto": ["libssl-dev", "swig"], "pycurl": ["libcurl4-openssl-dev"], "zmq": ["libzmq3-dev"],
+    "psycopg2": ["libpq-dev"], "MySQLdb": ["default-libmysqlclient-dev"], "gssapi": ["libkrb5-dev"],
+    "kerberos": ["libkrb5-dev"], "magic": ["libmagic-dev"], "cairo": ["libcairo2-dev"],
+    "xmlsec": ["libxmlsec1-dev", "libxml2-dev"], "snappy": ["libsnappy-dev"], "lz4": ["liblz4-dev"],
+    "zstandard": ["libzstd-dev"], "gmpy2": ["libgmp-dev", "libmpfr-dev", "libmpc-dev"],
+    "tables": ["libhdf5-dev"], "h5py": ["libhdf5-dev"], "shapely": ["libgeos-dev"], "pyproj": ["libproj-dev"],
+    "smbus": ["libi2c-dev"], "usb": ["libusb-1.0-0-dev"], "Levenshtein": [], "msgpack": [], "ujson": [],
+}
+NATIVE_BUILD_TOOLS = ["gcc", "libc6-dev", "pkg-config"]
+
+
 def distribution_for(module: str) -> str:
     """The PyPI distribution that provides ``module``: the graph's import map first, then the
     table above, then the module's own name."""
@@ -279,6 +294,28 @@ def _django_settings_modules(repo: Path) -> list[str]:
     return list(dict.fromkeys(_django_settings_named(repo) + guessed))
 
 
+def _django_runner(repo: Path) -> bool:
+    """The repository declares Django's own test runner: a manage.py that runs Django."""
+    path = repo / "manage.py"
+    try:
+        return path.is_file() and path.stat().st_size < 200_000 and "django" in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def _uses_pytest_django(repo: Path) -> bool:
+    for rel in ("pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "requirements.txt",
+                "requirements-dev.txt", "requirements/test.txt", "requirements/dev.txt", "conftest.py"):
+        path = repo / rel
+        try:
+            if path.is_file() and path.stat().st_size < 2_000_000 and \
+                    re.search(r"pytest[-_]django|DJANGO_SETTINGS_MODULE\s*=", path.read_text(errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _test_dirs(repo: Path) -> list[str]:
     return [d for d in ("tests", "test", "src/tests", "testing") if (repo / d).is_dir()]
 
@@ -320,6 +357,45 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             if PYTEST_MARKER_PLUGINS.get(k):
                 out.append(one("pip_install", f"marker {k} comes from {PYTEST_MARKER_PLUGINS[k]}",
                                packages=[PYTEST_MARKER_PLUGINS[k]]))
+        case "python_pin":
+            # a pinned release that installs only on another Python: the offered one that fits
+            chosen = choose_python(k, available_pythons, python)
+            if chosen:
+                out.append(one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen))
+        case "no_matching_distribution" if "==" in k:
+            # an old pin may only have releases for older Pythons: the offered ones below this
+            # one, newest first (pip did not say which Python the release needs)
+            older = sorted((v for v in available_pythons if Version(v) < Version(python)), key=Version, reverse=True)
+            for v in older:
+                out.append(one("switch_python", f"{k} may only have releases for older Pythons; {v} is offered",
+                               version=v))
+        case "not_a_package":
+            out.append(one("install_deps_only", "the project is an application, not an installable package: "
+                           "install its dependencies and run it from the checkout"))
+        case "apt_conflict":
+            first, _, second = k.partition("|")
+            from bot.graph.alternatives import group_of
+
+            group = group_of(first) or group_of(second) or ()
+            # keep the preferred side of a known group; else the one apt named first
+            order = [second, first] if group and second in group and first in group and \
+                group.index(second) < group.index(first) else [first, second]
+            for keep, drop in (order, order[::-1]):
+                out.append(one("drop_package", f"{first} and {second} exclude each other; keep {keep}",
+                               manager="apt", packages=[drop]))
+        case "missing_native_submodule":
+            dist = distribution_for(k)
+            libs = NATIVE_SUBMODULE_PACKAGES.get(k, [])
+            rebuild = ["python", "-m", "pip", "install", "--no-cache-dir", "--force-reinstall", "--no-deps",
+                       "--no-binary", dist, dist]
+            why = f"{dist} is installed but was built without its optional extension"
+            if libs:
+                out.append(Candidate([Atom("apt_install", {"packages": [*libs, *NATIVE_BUILD_TOOLS]}),
+                                      Atom("run", {"command": rebuild})], "rule",
+                                     why=f"{why}: rebuild it from source against {', '.join(libs)}"))
+            out.append(Candidate([Atom("apt_install", {"packages": [*NATIVE_BUILD_TOOLS, "swig"]}),
+                                  Atom("run", {"command": rebuild})], "rule",
+                                 why=f"{why}: rebuild it from source with a compiler"))
         case "python_floor" | "newer_syntax":
             spec = k if sig.kind == "python_floor" else f">{python}"
             chosen = choose_python(spec, available_pythons, python)
@@ -360,6 +436,10 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             out.append(one("set_env", "no git metadata in the build context",
                            name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0"))
         case "django_settings":
+            # a Django project that does not use pytest-django: the runner it declares
+            if _django_runner(repo) and not _uses_pytest_django(repo):
+                out.append(one("test_command", "a Django project without pytest-django: its tests run under manage.py test",
+                               command=["python", "manage.py", "test"]))
             # pytest only sets Django up (django.setup()) through pytest-django; the variable
             # alone leaves "Apps aren't loaded yet"
             for module in _django_settings_modules(repo)[:3]:
@@ -373,6 +453,9 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             if not values:
                 out.append(one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test"))
         case "no_tests_collected" | "path_not_found":
+            if _django_runner(repo):
+                out.append(one("test_command", "a Django project: its tests run under manage.py test",
+                               command=["python", "manage.py", "test"]))
             for d in _test_dirs(repo):
                 out.append(one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
     valid = []
