@@ -278,12 +278,14 @@ class Engine:
                          workdir: str | None = None, network: str | None = None,
                          aliases: Sequence[str] = (), command: Sequence[str] | None = None,
                          entrypoint: str | None = None, labels: Mapping[str, str] | None = None,
-                         cap_add: Sequence[str] = ()) -> str:
+                         cap_add: Sequence[str] = (), sysctls: Mapping[str, str] | None = None) -> str:
         if not self.image_exists(image):
             raise ImageUnavailableError(
                 f"image {image} is not present on this engine and no registry can be reached",
                 "Run `setupbot images bootstrap` (offline stand-ins), or build the image first.")
         kwargs = hardened_create_kwargs(self.limits, tuple(cap_add))
+        if sysctls:
+            kwargs["sysctl"] = dict(sysctls)
         net = network or self.settings.engine.network_mode
         try:
             self.client.container.create(

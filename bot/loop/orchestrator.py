@@ -42,6 +42,28 @@ BUILD_TOOLS = frozenset({
     "pathspec", "pluggy", "setuptools-rust", "maturin", "versioneer", "extension-helpers", "cmake",
 })
 STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
+# Which installed distributions provide each top-level module: top_level.txt, then the files
+# their RECORD lists (run in the runner; standard library only)
+PROVIDERS_SCRIPT = r"""
+import json, importlib.metadata as md
+out = {}
+for d in md.distributions():
+    name = d.metadata["Name"] or ""
+    tops = {t.strip() for t in (d.read_text("top_level.txt") or "").split() if t.strip()}
+    for f in d.files or []:
+        head = f.parts[0] if f.parts else ""
+        if not head or head in ("..", "__pycache__") or head.endswith((".dist-info", ".egg-info", ".data", ".pth")):
+            continue
+        if len(f.parts) > 1:
+            tops.add(head)
+        elif head.endswith((".py", ".so", ".pyd")):
+            tops.add(head.split(".")[0])
+    for t in tops:
+        out.setdefault(t, []).append(name)
+print(json.dumps(out))
+"""
+# signatures about a module that a distribution provides
+PROVIDER_KINDS = frozenset({"missing_module", "import_name_error", "module_attribute", "missing_native_submodule"})
 LOG_FOR_RETRIEVAL = 20_000
 
 
@@ -166,6 +188,7 @@ class Workspace:
         self.session: Any = None
         self.env: dict[str, str] = {}
         self.target_env: dict[str, str] = {}
+        self.forwards: list[str] = []       # LISTEN:ALIAS:PORT relayed from the runner's localhost
         self.outcome = TargetOutcome("build")
 
     def close(self) -> None:
@@ -238,6 +261,7 @@ class SetupLoop:
         self.test_override: list[str] | None = None
         self.llm_repairs: list[KeptRepair] = []
         self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
+        self.providers: dict[str, list[str]] = {}   # module -> installed distributions (runner)
 
     # -- plan facts -------------------------------------------------------------------------
     @property
@@ -310,6 +334,11 @@ class SetupLoop:
                                  duration=time.monotonic() - t0,
                                  outcome="ok" if started_services.all_healthy else "unhealthy",
                                  detail={"services": [o.to_json() for o in started_services.outcomes]})
+                self._note_services(started_services.outcomes)
+                from bot.verify.services import ServiceSpec, forward_targets
+
+                # CI reaches services on localhost: relay 127.0.0.1/::1 to each sibling
+                ws.forwards = forward_targets(started_services.outcomes, [ServiceSpec.from_any(r) for r in reqs])
             ws.env = env
             ws.session = ws.stack.enter_context(self.engine.session(tag, env=env, network=network))
         except SetupbotError as exc:
@@ -331,6 +360,8 @@ class SetupLoop:
     def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
         """Run the target in the workspace: collection first, then the tests with JUnit XML."""
         env = dict(ws.target_env if env is None else env)
+        if ws.forwards:
+            self._ensure_forwarding(ws)
         collect = self._collect_command()
         outcome = TargetOutcome("collect")
         if collect:
@@ -377,6 +408,25 @@ class SetupLoop:
         return TargetOutcome(stage, sigs, log=r.output, collect_exit=outcome.collect_exit,
                              test_exit=r.exit_code, results=results, note=note)
 
+    def _ensure_forwarding(self, ws: Workspace) -> None:
+        """The localhost relay runs in the runner (a rolled-back container has none)."""
+        from bot.verify.services import start_localhost_forwarding
+
+        if not start_localhost_forwarding(ws.session, ws.forwards):
+            note = "localhost forwarding to the services did not start; tests must use the service names"
+            if note not in self.record.warnings:
+                self.record.warnings.append(note)
+
+    def _note_services(self, outcomes: Sequence[Any]) -> None:
+        """A service the repository declares that could not be started is said in the report."""
+        for o in outcomes:
+            if getattr(o, "healthy", True):
+                continue
+            note = f"service {getattr(o, 'name', '?')} ({getattr(o, 'requested_image', '') or getattr(o, 'kind', '')}) " \
+                   f"was not started: {getattr(o, 'note', '') or 'not healthy'}"
+            if note not in self.record.warnings:
+                self.record.warnings.append(note)
+
     # -- candidates ---------------------------------------------------------------------------
     def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
         context = {"python": self.python, "os": "debian"}
@@ -394,9 +444,54 @@ class SetupLoop:
         # similar text (lexical/embedding neighbours): those are the weakest evidence
         exact = [c for c in from_store if c.exact]
         similar = [c for c in from_store if not c.exact]
-        cands = [c for c in merge_candidates(exact, rules, similar)
-                 if c.key() not in tried and c.key() not in failed_here]
+        merged = self._prefer_installed(sig, merge_candidates(exact, rules, similar))
+        cands = [c for c in merged if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
+
+    def _installed_providers(self, ws: Workspace) -> dict[str, list[str]]:
+        import json
+
+        try:
+            r = ws.session.exec(["python", "-c", PROVIDERS_SCRIPT], timeout=120)
+            return json.loads(r.output.strip().splitlines()[-1]) if r.exit_code == 0 and r.output.strip() else {}
+        except (SetupbotError, ValueError, IndexError):
+            return {}
+
+    def _declared_distributions(self) -> set[str]:
+        """Distributions the repository itself declares (not guessed from an import)."""
+        return {n.name for n in self.graph.of_type("PACKAGE")
+                if n.action == "pip" and n.attrs.get("source") != "import"}
+
+    def _prefer_installed(self, sig: Signature, cands: list[Candidate]) -> list[Candidate]:
+        """When a distribution the repository declares already provides the module, never
+        install another distribution for it; if another one is installed too (an import guessed
+        the original of a fork), leaving that one out comes first."""
+        if sig.kind not in PROVIDER_KINDS or not sig.key or not self.providers.get(sig.key):
+            return cands
+        from packaging.utils import canonicalize_name
+
+        installed = {canonicalize_name(p) for p in self.providers[sig.key]}
+        declared = {canonicalize_name(d) for d in self._declared_distributions()}
+        own = installed & declared
+        if not own:
+            return cands
+
+        def installs_other(c: Candidate) -> bool:
+            for a in c.atoms:
+                if a.kind == "pip_install":
+                    for spec in a.args["packages"]:
+                        name = canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, 1)[0])
+                        if name not in own:
+                            return True
+            return False
+
+        out = [c for c in cands if not installs_other(c)]
+        others = sorted(installed - own)
+        if others:
+            out.insert(0, Candidate([Atom("drop_package", {"manager": "pip", "packages": others})], "rule",
+                                    why=f"{', '.join(sorted(own))} (declared) provides {sig.key}; "
+                                        f"{', '.join(others)} installs the same module over it"))
+        return out
 
     # -- the repository's era -------------------------------------------------------------------
     ERA_KINDS = {"dependency_error", "import_name_error", "module_attribute", "missing_module",
@@ -695,6 +790,9 @@ class SetupLoop:
         """One repair: the first setup failure with a candidate that improves things."""
         outcome = ws.outcome
         sigs = outcome.setup_failures
+        self.providers = {}
+        if ws.session is not None and any(s.kind in PROVIDER_KINDS for s in sigs):
+            self.providers = self._installed_providers(ws)
         for sig in sigs:
             cands = self.candidates_for(sig, outcome)
             for i, cand in enumerate(cands):

@@ -20,16 +20,24 @@ pytestmark = [pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def engine(docker_available):
+    import uuid
+
     from bot.engine import Engine
     from bot.engine.images import available_pythons
 
-    settings = load_settings(None, environ={})
-    eng = Engine.from_settings(settings)
-    missing = {"3.11", "3.13"} - set(available_pythons(eng))
-    if missing:
-        pytest.skip(f"stand-in images missing for Python {sorted(missing)}: run `setupbot images bootstrap`")
-    yield eng
-    eng.clean(eng.run_id)
+    # the runner's own network, so these tests do not depend on the engine's default bridge
+    net = f"setupbot-test-classes-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["docker", "network", "create", "--driver", "bridge", net], check=True, capture_output=True)
+    try:
+        settings = load_settings(None, environ={}, overrides={"engine": {"network_mode": net}})
+        eng = Engine.from_settings(settings)
+        missing = {"3.11", "3.13"} - set(available_pythons(eng))
+        if missing:
+            pytest.skip(f"stand-in images missing for Python {sorted(missing)}: run `setupbot images bootstrap`")
+        yield eng
+        eng.clean(eng.run_id)
+    finally:
+        subprocess.run(["docker", "network", "rm", net], capture_output=True)
 
 
 def _leftovers(engine) -> list[str]:
@@ -71,4 +79,21 @@ def test_class1_an_application_is_not_an_installable_package(engine, tmp_path):
     replayed(record, steps)
     assert [d for _, d in kept(record)] == ["install_deps_only"]
     assert "-e ." not in record.dockerfile and "PYTHONPATH=/workspace" in record.dockerfile
+    assert record.tests.count("passed") == 1
+
+
+def test_class5_service_on_localhost_over_ipv4_and_ipv6(engine, tmp_path):
+    # the CI service is started as a sibling; the tests dial 127.0.0.1 and ::1, which the
+    # relay in the runner forwards to it
+    record, steps = run(engine, tmp_path, "loop-localhost-v6")
+    replayed(record, steps)
+    assert any(a == "services" and o == "ok" for a, o, _ in steps)
+    assert record.tests.count("passed") == 2
+
+
+def test_class6_ci_mysql_service_is_started_and_wired(engine, tmp_path):
+    # the workflow's mysql service (served by the MariaDB stand-in, reported) with its DB_* env
+    record, steps = run(engine, tmp_path, "loop-ci-mysql")
+    replayed(record, steps)
+    assert any(a == "services" and o == "ok" for a, o, _ in steps)
     assert record.tests.count("passed") == 1

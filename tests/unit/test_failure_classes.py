@@ -184,3 +184,76 @@ def test_missing_native_submodule_rebuilds_from_source_with_the_dev_package(tmp_
 def test_a_missing_top_level_module_is_still_an_install(tmp_path):
     sigs = diagnose("E   ModuleNotFoundError: No module named 'yaml.foo'\n")
     assert [s.kind for s in sigs] == ["missing_module"]
+
+
+# --- class 6: every service image a workflow or compose file names maps to a kind -----------------
+
+@pytest.mark.parametrize("image,kind", [
+    ("mysql:8.0", "mysql"), ("mysql:5.7", "mysql"), ("mariadb:10.11", "mysql"), ("postgres:15-alpine", "postgres"),
+    ("postgis/postgis:16-3.4", "postgres"), ("pgvector/pgvector:pg16", "postgres"), ("redis:7-alpine", "redis"),
+    ("valkey/valkey:8", "redis"), ("rabbitmq:3-management", "rabbitmq"), ("mongo:7", "mongodb"),
+    ("memcached:1.6", "memcached"), ("bitnami/mongodb:6.0", "mongodb"), ("docker.io/library/postgres:16", "postgres"),
+])
+def test_catalogue_knows_every_common_service_image(image, kind):
+    from bot.evidence.services import service_kind
+    from bot.verify.catalog import kind_of
+    from bot.verify.services import ServiceSpec
+
+    assert kind_of(image=image) == kind
+    # the evidence's kind reaches the same catalogue kind (the plan's requirement -> a spec)
+    assert ServiceSpec.from_any({"name": "svc", "kind": service_kind(image), "image": image}).kind == kind
+
+
+def test_a_service_without_a_stand_in_is_named_in_the_report():
+    from bot.verify.catalog import resolve_image
+
+    choice = resolve_image("mongodb", "mongo:7", lambda tag: False)
+    assert choice.image is None and "mongo" in choice.note and "stand-in" in choice.note
+    served = resolve_image("mysql", "mysql:8.0", lambda tag: tag == "mariadb:11")
+    assert served.image == "mariadb:11" and served.substituted and "MariaDB" in served.note
+
+
+def test_the_loop_reports_services_it_could_not_start(tmp_path):
+    from types import SimpleNamespace
+
+    from bot.loop.orchestrator import SetupLoop
+
+    loop = SetupLoop.__new__(SetupLoop)
+    loop.record = SimpleNamespace(warnings=[])
+    loop._note_services([SimpleNamespace(name="db", requested_image="mongo:7", kind="mongodb", healthy=False,
+                                         note="mongo:7: no mongodb stand-in image is present"),
+                         SimpleNamespace(name="cache", requested_image="redis:7", kind="redis", healthy=True, note="")])
+    assert loop.record.warnings == ["service db (mongo:7) was not started: mongo:7: no mongodb stand-in image is present"]
+
+
+def test_forwarder_listens_on_both_loopbacks():
+    from bot.verify.services import FORWARDER
+
+    assert '"127.0.0.1", "::1"' in FORWARDER and "EADDRINUSE" in FORWARDER
+    compile(FORWARDER, "forwarder", "exec")
+
+
+# --- class 4: two distributions providing one import name ---------------------------------------
+
+def test_an_installed_declared_provider_is_preferred_over_the_same_named_distribution(tmp_path):
+    from types import SimpleNamespace
+
+    from bot.graph.model import DepGraph, Node
+    from bot.loop.orchestrator import SetupLoop
+    from bot.loop.repair import Candidate
+
+    loop = SetupLoop.__new__(SetupLoop)
+    g = DepGraph()
+    g.add(Node("package:awesome-slugify", "PACKAGE", "awesome-slugify", "UNKNOWN", action="pip", attrs={"group": "main"}))
+    g.add(Node("package:python-slugify", "PACKAGE", "python-slugify", "UNKNOWN", action="pip",
+               attrs={"group": "test", "source": "import"}))
+    loop.graph = g
+    loop.providers = {"slugify": ["awesome-slugify", "python-slugify"]}
+    sig = diagnose("E   ImportError: cannot import name 'Slugify' from 'slugify' "
+                   "(/usr/local/lib/python3.11/site-packages/slugify/__init__.py)")[0]
+    same_named = Candidate([Atom("pip_install", {"packages": ["python-slugify"]})], "rule")
+    out = [c.describe() for c in loop._prefer_installed(sig, [same_named])]
+    assert out == ["drop_package pip python-slugify"]
+    # nothing declared provides it: the candidates stay as they were
+    loop.providers = {"slugify": ["python-slugify"]}
+    assert [c.describe() for c in loop._prefer_installed(sig, [same_named])] == ["pip_install python-slugify"]
