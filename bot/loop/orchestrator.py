@@ -164,6 +164,7 @@ class RunRecord:
     llm_usage: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
+    strategies: list[dict[str, Any]] = field(default_factory=list)   # generic strategies tried
 
     @property
     def succeeded(self) -> bool:
@@ -175,6 +176,7 @@ class RunRecord:
                 "replay": self.replay, "tests": self.tests.to_json(), "timings": self.timings,
                 "unresolved": self.unresolved, "remaining": self.remaining,
                 "llm_usage": self.llm_usage, "warnings": self.warnings, "best": self.best,
+                "strategies": self.strategies,
                 "steps": len(self.trajectory)}
 
 
@@ -436,7 +438,8 @@ class SetupLoop:
         except SetupbotError as exc:
             self.record.warnings.append(f"experience base: {exc.what}")
             from_store = []
-        rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available)
+        rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available,
+                                specs=self._plan_specs() if sig.kind == "missing_native_submodule" else None)
         rules = rules + self.era_candidates(sig, outcome.log)
         tried = self.tried.setdefault(sig.ident, set())
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
@@ -456,6 +459,12 @@ class SetupLoop:
             return json.loads(r.output.strip().splitlines()[-1]) if r.exit_code == 0 and r.output.strip() else {}
         except (SetupbotError, ValueError, IndexError):
             return {}
+
+    def _plan_specs(self) -> dict[str, str]:
+        from bot.graph.build import install_spec
+
+        return {n.name: install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned") or n.attrs.get("resolved"))
+                for n in self.graph.of_type("PACKAGE") if n.action == "pip"}
 
     def _declared_distributions(self) -> set[str]:
         """Distributions the repository itself declares (not guessed from an import)."""
@@ -805,6 +814,9 @@ class SetupLoop:
             ok, ws = self.backtrack(ws, sigs[0])
             if ok:
                 return True, ws
+        ok, ws = self.generic_step(ws)
+        if ok:
+            return True, ws
         if self._llm_available():
             ok, ws = self.llm_step(ws)
             if ok:
@@ -813,6 +825,21 @@ class SetupLoop:
             "kind": "unclassified", "category": "unknown", "key": "",
             "message": _last_lines(outcome.log, 12)}]
         self.record.remaining = self._what_remains(outcome)
+        return False, ws
+
+    def generic_step(self, ws: Workspace) -> tuple[bool, Workspace]:
+        """No rule or unit repairs what is left: the generic strategies, each once per run."""
+        from bot.loop.repair import generic_candidates
+
+        tried = self.tried.setdefault(("generic", ""), set())
+        for strategy, cand in generic_candidates(self.repo, self.graph):
+            if cand.key() in tried or self.budget.exhausted():
+                continue
+            tried.add(cand.key())
+            ok, ws = self.try_candidate(ws, cand, None, [])
+            self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
+            if ok:
+                return True, ws
         return False, ws
 
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
@@ -841,15 +868,33 @@ class SetupLoop:
                                 "dockerfile": self.compile(self.graph).text}
 
     def _what_remains(self, outcome: TargetOutcome) -> str:
+        text = self._remains(outcome)
+        if self.record.strategies:
+            text += " (generic strategies tried: " + "; ".join(
+                f"{t['strategy']}: {'kept' if t['kept'] else 'no help'}" for t in self.record.strategies) + ")"
+        return text
+
+    def _remains(self, outcome: TargetOutcome) -> str:
         # collection_error only stands for "failed, unclassified" so that era pins can be tried
         sigs = [s for s in outcome.setup_failures if s.kind != "collection_error"]
         if sigs:
-            return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}" for s in sigs[:5])
+            return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
         if outcome.stage != "done":
             tried = " (pinning the releases of the repository's era did not help)" \
                 if any(s.kind == "collection_error" and self.tried.get(s.ident) for s in outcome.setup_failures) else ""
             return f"the target stopped at {outcome.stage} with no classified cause{tried}: " + _last_lines(outcome.log, 5)
         return "nothing"
+
+    def _no_python_note(self, sig: Signature) -> str:
+        """Pins that need a Python none of the offered images has: say so plainly."""
+        from bot.loop.repair import choose_python
+
+        offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
+        if sig.kind == "python_pin" and choose_python(sig.key, self.available, "") is None:
+            return f"; none of the offered Pythons ({offered}) satisfies {sig.key}: an image with such a Python is needed"
+        if sig.kind == "no_matching_distribution" and "==" in sig.key:
+            return f"; no offered Python ({offered}) installs this pin"
+        return ""
 
     def _learn(self) -> None:
         """Repairs the LLM or a person supplied that survived the clean replay become units."""

@@ -320,8 +320,11 @@ def _test_dirs(repo: Path) -> list[str]:
     return [d for d in ("tests", "test", "src/tests", "testing") if (repo / d).is_dir()]
 
 
-def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str]) -> list[Candidate]:
-    """The obvious fixes for a signature, without the experience base."""
+def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str],
+                    specs: Mapping[str, str] | None = None) -> list[Candidate]:
+    """The obvious fixes for a signature, without the experience base. ``specs``: the plan's
+    requirement for each distribution (canonical name -> specifier), so a rebuild keeps the
+    release the plan chose."""
     k = sig.key
 
     def one(kind: str, why: str, **args: Any) -> Candidate:
@@ -386,8 +389,11 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
         case "missing_native_submodule":
             dist = distribution_for(k)
             libs = NATIVE_SUBMODULE_PACKAGES.get(k, [])
+            from packaging.utils import canonicalize_name
+
+            spec = (specs or {}).get(canonicalize_name(dist), dist)
             rebuild = ["python", "-m", "pip", "install", "--no-cache-dir", "--force-reinstall", "--no-deps",
-                       "--no-binary", dist, dist]
+                       "--no-binary", dist, spec]
             why = f"{dist} is installed but was built without its optional extension"
             if libs:
                 out.append(Candidate([Atom("apt_install", {"packages": [*libs, *NATIVE_BUILD_TOOLS]}),
@@ -466,6 +472,118 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
         except AtomError:
             continue
         valid.append(cand)
+    return valid
+
+
+# --- generic strategies: when no rule or unit repairs the failure ---------------------------------
+
+def ci_install_specs(repo: Path) -> list[str]:
+    """The distributions the repository's own CI, tox and nox install by name
+    (``pip install X Y``, tox ``deps``, nox ``session.install("X")``), in the order found.
+    Only requirement specifiers are kept: no options, URLs, paths or shell expansions."""
+    from bot.evidence.shellcmd import commands, pip_install
+    from bot.evidence.yamlload import load_yaml
+
+    found: list[str] = []
+
+    def keep(spec: str) -> None:
+        spec = spec.strip().strip("'\"")
+        if spec.lower() in ("pip", "setuptools", "wheel"):
+            return   # upgrading the installer is not a dependency
+        if spec and not spec.startswith(("-", ".", "/", "$", "{")) and "://" not in spec and spec not in found:
+            try:
+                Atom("pip_install", {"packages": [spec]}).validate()
+            except AtomError:
+                return
+            found.append(spec)
+
+    def shell(text: str) -> None:
+        for cmd in commands(text):
+            pip = pip_install(cmd)
+            for spec in (pip or {}).get("packages", []):
+                keep(spec)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "run" and isinstance(value, str):
+                    shell(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    from types import SimpleNamespace
+
+    sink = SimpleNamespace(warn=lambda *a, **k: None)
+    for path in sorted(repo.glob(".github/workflows/*.y*ml"))[:10]:
+        try:
+            if path.stat().st_size < 1_000_000:
+                walk(load_yaml(sink, path.name, path.read_text(errors="replace")))
+        except (OSError, TypeError, AttributeError):
+            continue
+    tox = repo / "tox.ini"
+    try:
+        if tox.is_file() and tox.stat().st_size < 1_000_000:
+            for block in re.findall(r"^deps\s*=([^\n]*(?:\n[ \t]+[^\n]*)*)", tox.read_text(errors="replace"), re.M):
+                for line in block.splitlines():
+                    keep(line.split("#")[0].split(":", 1)[-1] if re.match(r"\s*[\w,-]+:\s", line) else line.split("#")[0])
+            for cmd in re.findall(r"^\s*(?:commands_pre|commands)\s*=([^\n]*(?:\n[ \t]+[^\n]*)*)", tox.read_text(errors="replace"), re.M):
+                shell(cmd)
+    except OSError:
+        pass
+    nox = repo / "noxfile.py"
+    try:
+        if nox.is_file() and nox.stat().st_size < 1_000_000:
+            for args in re.findall(r"session\.install\(([^)]*)\)", nox.read_text(errors="replace")):
+                for spec in re.findall(r"[\"']([^\"']+)[\"']", args):
+                    keep(spec)
+    except OSError:
+        pass
+    return found
+
+
+def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
+    """Strategies for a failure no rule or unit repairs, each named: install what the
+    repository's own CI installs; leave out what the static plan only guessed (system packages
+    from the distribution table, distributions guessed from imports, extras that are not for
+    the tests), one group at a time."""
+    from packaging.utils import canonicalize_name
+
+    out: list[tuple[str, Candidate]] = []
+    have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
+    ci = [s for s in ci_install_specs(repo)
+          if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, 1)[0]) not in have]
+    if ci:
+        out.append(("follow the CI's install commands",
+                    Candidate([Atom("pip_install", {"packages": ci})], "rule",
+                              why="the repository's CI, tox or nox installs these by name")))
+    guessed_apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and n.evidence
+                         and all(e[0] == "bot/graph/data/system_packages.json" for e in n.evidence))
+    if guessed_apt:
+        out.append(("leave out the system packages the plan guessed",
+                    Candidate([Atom("drop_package", {"manager": "apt", "packages": guessed_apt})], "rule",
+                              why="the plan added them from its table, not from the repository")))
+    guessed_pip = sorted(n.name for n in graph.of_type("PACKAGE") if n.action == "pip" and n.attrs.get("source") == "import")
+    if guessed_pip:
+        out.append(("leave out the distributions guessed from imports",
+                    Candidate([Atom("drop_package", {"manager": "pip", "packages": guessed_pip})], "rule",
+                              why="the plan guessed them from import names")))
+    optional = sorted(n.name for n in graph.of_type("PACKAGE") if n.action == "pip"
+                      and str(n.attrs.get("group", "")).startswith(("extra:", "group:", "docs")))
+    if optional:
+        out.append(("leave out the optional extras and docs requirements",
+                    Candidate([Atom("drop_package", {"manager": "pip", "packages": optional})], "rule",
+                              why="optional parts the plan installed")))
+    valid = []
+    for name, cand in out:
+        try:
+            for a in cand.atoms:
+                a.validate()
+        except AtomError:
+            continue
+        valid.append((name, cand))
     return valid
 
 

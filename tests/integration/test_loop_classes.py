@@ -97,3 +97,58 @@ def test_class6_ci_mysql_service_is_started_and_wired(engine, tmp_path):
     replayed(record, steps)
     assert any(a == "services" and o == "ok" for a, o, _ in steps)
     assert record.tests.count("passed") == 1
+
+
+def test_class7_conflicting_system_packages_the_plan_keeps_one(engine, tmp_path):
+    # two CI jobs install the two libcurl flavours; apt cannot have both
+    record, steps = run(engine, tmp_path, "loop-apt-conflict")
+    replayed(record, steps)
+    assert record.repairs == []
+    assert "libcurl4-openssl-dev" in record.dockerfile and "libcurl4-gnutls-dev" not in record.dockerfile
+
+
+def test_class7_conflicting_system_packages_the_loop_keeps_one(engine, tmp_path, monkeypatch):
+    # without the plan's table of alternatives, apt's own conflict line decides
+    import bot.graph.alternatives as alternatives
+
+    monkeypatch.setattr(alternatives, "APT_ALTERNATIVES", ())
+    record, steps = run(engine, tmp_path, "loop-apt-conflict")
+    replayed(record, steps)
+    assert [d for _, d in kept(record)][0].startswith("drop_package apt libcurl4-"), kept(record)
+    assert ("libcurl4-openssl-dev" in record.dockerfile) != ("libcurl4-gnutls-dev" in record.dockerfile)
+
+
+def test_class4_a_fork_keeps_its_import_name(engine, tmp_path):
+    # the declared fork provides `slugify`; the plan's import guess installs the original over
+    # it. The loop reads what the installed distributions provide and leaves the guess out.
+    record, steps = run(engine, tmp_path, "loop-import-fork")
+    replayed(record, steps)
+    assert [d for _, d in kept(record)] == ["drop_package pip python-slugify"]
+    assert not any("pip_install python-slugify" in c for _, _, c in steps)
+
+
+def test_class2_a_dependency_built_without_its_optional_extension(engine, tmp_path):
+    # PyYAML 6.0.1 has no wheel for 3.13: pip builds it without libyaml and without its C
+    # loader; the loop adds the -dev package and a compiler and rebuilds it from source
+    record, steps = run(engine, tmp_path, "loop-native-optional")
+    replayed(record, steps)
+    described = [d for _, d in kept(record)]
+    assert any("libyaml-dev" in d and "--no-binary PyYAML PyYAML==6.0.1" in d for d in described), described
+    assert "libyaml-dev" in record.dockerfile and "--force-reinstall" in record.dockerfile
+
+
+def test_class3_a_pin_no_offered_python_installs_is_stated(engine, tmp_path):
+    record, steps = run(engine, tmp_path, "loop-old-pin")
+    assert record.status != "success"
+    assert "scipy==1.7.3 needs Python >=3.7,<3.11" in record.remaining, record.remaining
+    assert "none of the offered Pythons" in record.remaining
+    assert all(u.get("kind") != "unclassified" for u in record.unresolved)
+
+
+def test_generic_strategy_follows_the_ci_install_commands(engine, tmp_path):
+    # nothing classifies "this suite needs the tool its CI installs"; the CI's own install
+    # command does
+    record, steps = run(engine, tmp_path, "loop-generic-ci")
+    replayed(record, steps)
+    assert record.strategies and record.strategies[0]["strategy"] == "follow the CI's install commands"
+    assert record.strategies[0]["kept"] and "cowsay" in record.dockerfile

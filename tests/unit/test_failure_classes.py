@@ -257,3 +257,28 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
     # nothing declared provides it: the candidates stay as they were
     loop.providers = {"slugify": ["python-slugify"]}
     assert [c.describe() for c in loop._prefer_installed(sig, [same_named])] == ["pip_install python-slugify"]
+
+
+# --- generic strategies -------------------------------------------------------------------------
+
+def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
+    from bot.graph import make_plan
+    from bot.graph.mapping import Registry
+    from bot.loop.repair import ci_install_specs, generic_candidates
+
+    wf = tmp_path / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    wf.joinpath("ci.yml").write_text(
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: |\n          python -m pip install -U pip\n          pip install cowsay 'freezegun<2' -r extra.txt $(cat x)\n"
+        "      - run: pytest\n")
+    (tmp_path / "tox.ini").write_text("[testenv]\ndeps =\n    pytest-sugar\n    py311: tomli\ncommands = pytest\n")
+    (tmp_path / "noxfile.py").write_text("import nox\n@nox.session\ndef t(session):\n    session.install('hypothesis', '.')\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("import yaml\n")
+    assert ci_install_specs(tmp_path) == ["cowsay", "freezegun<2", "pytest-sugar", "tomli", "hypothesis"]
+    plan = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    named = [(n, c.describe()) for n, c in generic_candidates(tmp_path, plan.graph)]
+    # tox's deps are in the plan already; what only the CI and nox install is offered
+    assert named[0] == ("follow the CI's install commands", "pip_install cowsay freezegun<2 hypothesis")
+    assert ("leave out the distributions guessed from imports", "drop_package pip pyyaml") in named
