@@ -282,3 +282,21 @@ def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
     # tox's deps are in the plan already; what only the CI and nox install is offered
     assert named[0] == ("follow the CI's install commands", "pip_install cowsay freezegun<2 hypothesis")
     assert ("leave out the distributions guessed from imports", "drop_package pip pyyaml") in named
+
+
+# --- class 5 in the devcontainer: the same relay, on both loopbacks -------------------------------
+
+def test_devcontainer_compose_relays_localhost_to_each_service():
+    import yaml
+
+    from bot.compile.compose import render_compose
+    from bot.verify.services import FORWARDER
+
+    app = yaml.safe_load(render_compose(services=[{"name": "postgres", "image": "postgres:16"},
+                                                  {"name": "cache", "image": "redis:7"}]))["services"]["app"]
+    assert app["command"][:2] == ["sh", "-c"] and "$$0" in app["command"][2]
+    assert app["command"][3].strip() == FORWARDER.strip()
+    assert app["command"][4:] == ["5432:postgres:5432", "6379:cache:6379"]
+    assert app["sysctls"] == {"net.ipv6.conf.lo.disable_ipv6": 0}
+    alone = yaml.safe_load(render_compose(services=[]))["services"]["app"]
+    assert alone["command"] == ["sleep", "infinity"] and "sysctls" not in alone
