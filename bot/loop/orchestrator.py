@@ -821,7 +821,7 @@ class SetupLoop:
             ok, ws = self.llm_step(ws)
             if ok:
                 return True, ws
-        self.record.unresolved = [s.to_json() for s in sigs] or [{
+        self.record.unresolved = [{**s.to_json(), "message": s.message + self._no_python_note(s)} for s in sigs] or [{
             "kind": "unclassified", "category": "unknown", "key": "",
             "message": _last_lines(outcome.log, 12)}]
         self.record.remaining = self._what_remains(outcome)
@@ -838,6 +838,9 @@ class SetupLoop:
             tried.add(cand.key())
             ok, ws = self.try_candidate(ws, cand, None, [])
             self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
+            # the report says which generic strategies were tried
+            self.record.warnings.append(f"no classified repair; generic strategy \"{strategy}\" "
+                                        f"({cand.describe()}): {'kept' if ok else 'did not help'}")
             if ok:
                 return True, ws
         return False, ws
