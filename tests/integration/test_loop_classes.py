@@ -152,3 +152,13 @@ def test_generic_strategy_follows_the_ci_install_commands(engine, tmp_path):
     replayed(record, steps)
     assert record.strategies and record.strategies[0]["strategy"] == "follow the CI's install commands"
     assert record.strategies[0]["kept"] and "cowsay" in record.dockerfile
+
+
+def test_class1_a_poetry_application_with_django_runs_its_own_test_runner(engine, tmp_path):
+    # package-mode = false: the plan installs the dependencies only; pytest finds no tests in
+    # Django's tests.py modules, and the loop runs the runner the project declares
+    record, steps = run(engine, tmp_path, "loop-django-app")
+    replayed(record, steps)
+    assert [d for _, d in kept(record)] == ["test_command python manage.py test"]
+    assert "-e ." not in record.dockerfile
+    assert 'CMD ["python", "manage.py", "test"]' in record.dockerfile
