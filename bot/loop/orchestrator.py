@@ -447,7 +447,10 @@ class SetupLoop:
         # similar text (lexical/embedding neighbours): those are the weakest evidence
         exact = [c for c in from_store if c.exact]
         similar = [c for c in from_store if not c.exact]
-        merged = self._prefer_installed(sig, merge_candidates(exact, rules, similar))
+        # a missing native submodule is precise: units about missing modules would reinstall
+        # the same wheel-less build
+        groups = (rules, exact, similar) if sig.kind == "missing_native_submodule" else (exact, rules, similar)
+        merged = self._prefer_installed(sig, merge_candidates(*groups))
         cands = [c for c in merged if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
 
