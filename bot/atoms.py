@@ -18,6 +18,12 @@ Kinds and their arguments (all values are strings or lists of strings):
   install_extras   extras: [..]                install the project with these extras
   test_command     command: [argv..]           the target command to run the tests
   git_init         (none)                      give setuptools-scm a version (SETUPTOOLS_SCM_PRETEND_VERSION)
+  install_deps_only (none)                     the repository is an application, not an installable
+                                               package: install its dependencies only and run it
+                                               from the checkout (Poetry's --no-root)
+  drop_package     manager: apt|pip, packages  leave what the plan added out of the image (one side
+                                               of a Debian conflict, a distribution that shadows
+                                               the module a declared one provides)
 
 ``{python}`` and ``{match:N}`` placeholders in string arguments are filled from the context:
 the chosen Python version and regex group N of the signal that matched.
@@ -41,6 +47,8 @@ ATOM_KINDS: dict[str, tuple[str, ...]] = {
     "install_extras": ("extras",),
     "test_command": ("command",),
     "git_init": (),
+    "install_deps_only": (),
+    "drop_package": ("manager", "packages"),
 }
 
 # Debian package names, pip requirement specifiers, env names: what an atom may carry.
@@ -85,6 +93,8 @@ class Atom:
                 return f"set_env {a['name']}={a['value']}"
             case "run" | "test_command":
                 return f"{self.kind} {' '.join(a['command'])}"
+            case "drop_package":
+                return f"drop_package {a['manager']} {' '.join(a['packages'])}"
             case _:
                 rest = " ".join(f"{k}={v}" for k, v in a.items())
                 return f"{self.kind} {rest}".strip()
@@ -130,6 +140,13 @@ class Atom:
             for part in str_list("command"):
                 if "\n" in part or "\x00" in part:
                     raise AtomError(f"{self.kind}: arguments must be single lines")
+        elif self.kind == "drop_package":
+            if a["manager"] not in ("apt", "pip"):
+                raise AtomError(f"drop_package: manager {a['manager']!r} is not apt or pip")
+            pattern = _DEB_NAME if a["manager"] == "apt" else re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,100}$")
+            for p in str_list("packages"):
+                if not pattern.match(p):
+                    raise AtomError(f"drop_package: {p!r} is not a package name")
         elif self.kind == "start_service":
             if not isinstance(a["service"], str) or not _DEB_NAME.match(a["service"]):
                 raise AtomError(f"start_service: {a['service']!r} is not a service name")

@@ -72,11 +72,41 @@ def context_for(output_dir: str) -> str:
     return "/".join([".."] * max(depth, 1))
 
 
+def localhost_forwards(services: Iterable[Any]) -> list[str]:
+    """LISTEN:ALIAS:PORT for each service: the app container relays localhost to it, as the
+    verification's runner did, so tests written for CI's mapped ports work in the devcontainer."""
+    from bot.verify.services import ServiceSpec
+
+    out: list[str] = []
+    for s in services:
+        spec = ServiceSpec.from_any(s)
+        for port in sorted({p for p in (spec.port, *spec.ports) if p}):
+            item = f"{port}:{_service_key(spec.alias)}:{port}"
+            if item not in out and not any(o.split(":")[0] == str(port) for o in out):
+                out.append(item)
+    return out
+
+
+def app_command(forwards: list[str]) -> list[str]:
+    """Keep the app container alive; with services, also run the localhost relay (the
+    verification's own forwarder) in the background."""
+    if not forwards:
+        return ["sleep", "infinity"]
+    from bot.verify.services import FORWARDER
+
+    # $$ is Compose's escape for a literal $
+    return ["sh", "-c", 'python -c "$$0" "$$@" >/tmp/setupbot-forwarder.log 2>&1 & exec sleep infinity',
+            FORWARDER.strip() + "\n", *forwards]
+
+
 def render_compose(*, services: Iterable[Any], app_env: dict[str, str] | None = None,
                    output_dir: str = ".devcontainer") -> str:
     env = environment()
+    services = list(services)
+    forwards = localhost_forwards(services)
     text = env.get_template("compose.yaml.j2").render(
-        marker=COMPOSE_MARKER, services=compose_services(services),
+        marker=COMPOSE_MARKER, services=compose_services(services), command=app_command(forwards),
+        loopback_v6=bool(forwards),
         app_env={str(k): str(v) for k, v in (app_env or {}).items()},
         output_dir=output_dir.strip("/"), context=context_for(output_dir)).rstrip("\n") + "\n"
     yaml.safe_load(text)  # a template bug must fail here, not in the reviewer's editor

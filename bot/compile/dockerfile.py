@@ -192,6 +192,16 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         extras = n.attrs.get("extras") or []
         target = "." + (f"[{','.join(extras)}]" if extras else "")
         tool = n.attrs.get("install_with", "pip")
+        if n.attrs.get("deps_only"):
+            # an application, not an installable package: its dependencies are installed above
+            # (Poetry's --no-root, uv's --no-install-project); it runs from the checkout
+            steps.append({"op": "ENV", "pairs": [("PYTHONPATH", WORKDIR)], "nodes": [n],
+                          "comments": ["the project is not an installable package: run from the checkout"] + _where([n])})
+            if tool == "poetry":
+                steps.append({"op": "RUN", "head": None, "nodes": [n], "comments": [],
+                              "commands": [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
+                                           ["poetry", "install", "--no-interaction", "--no-root"]]})
+            continue
         if tool == "poetry":
             cmds = [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
                     ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])]]

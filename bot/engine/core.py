@@ -352,7 +352,7 @@ class Engine:
                          workdir: str | None = None, network: str | None = None,
                          aliases: Sequence[str] = (), command: Sequence[str] | None = None,
                          entrypoint: str | None = None, labels: Mapping[str, str] | None = None,
-                         cap_add: Sequence[str] = ()) -> str:
+                         cap_add: Sequence[str] = (), sysctls: Mapping[str, str] | None = None) -> str:
         if not self.image_exists(image):
             raise ImageUnavailableError(
                 f"image {image} is not present on this engine and no registry can be reached",
@@ -374,6 +374,8 @@ class Engine:
         if entrypoint is not None:
             args += ["--entrypoint", entrypoint]
         args += _hardening_flags(kwargs)
+        for key, value in (sysctls or {}).items():   # e.g. IPv6 on loopback for the localhost relay
+            args += ["--sysctl", f"{key}={value}"]
         args += [image, *(command or [])]
         r = self._cli(args, check=False)
         if r.returncode != 0:

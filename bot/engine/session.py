@@ -58,9 +58,12 @@ class RunnerSession:
         self.close()
 
     def _create(self, image: str) -> None:
+        # on a private network the engine disables IPv6 even on loopback: tests that reach a
+        # service at [::1] fail with "Cannot assign requested address" unless ::1 exists
+        sysctls = {"net.ipv6.conf.lo.disable_ipv6": "0"} if self.network else None
         self.engine.create_container(image, name=self.name, env=self.env, workdir=self.workdir,
                                      network=self.network, entrypoint=KEEPER[0], command=KEEPER[1:],
-                                     labels={"setupbot.role": "runner"})
+                                     labels={"setupbot.role": "runner"}, sysctls=sysctls)
         self.engine.start(self.name)
         self._started = True
 

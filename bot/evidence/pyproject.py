@@ -202,6 +202,15 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
                 from bot.evidence.model import PythonConstraint
 
                 ev.python.append(PythonConstraint("requires", rp, src("requires-python", "flit requires-python")))
+    # an application that says it is not a package: Poetry's package-mode = false, uv's
+    # package = false. Its tools install the dependencies only (--no-root,
+    # --no-install-project), and so does the plan
+    poetry_tool = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
+    uv_tool = tool.get("uv") if isinstance(tool.get("uv"), dict) else {}
+    if poetry_tool.get("package-mode") is False or uv_tool.get("package") is False:
+        proj.installable = False
+        ev.warn(rel, line_of(text, "package-mode") or line_of(text, "package ="),
+                "the project is not a package (package-mode/package = false): dependencies only, run from the checkout")
     pytest_opts = (tool.get("pytest") or {}).get("ini_options")
     if isinstance(pytest_opts, dict):
         pytest_config.record(ev, rel, pytest_opts, text)

@@ -10,7 +10,9 @@ from bot.evidence.model import Evidence, ServiceRequirement, Source
 from bot.evidence.yamlload import load_yaml
 
 KINDS = (("postgis", "postgres"), ("postgres", "postgres"), ("timescale", "postgres"), ("plv8", "postgres"),
-         ("redis", "redis"), ("valkey", "redis"), ("mariadb", "mariadb"), ("mysql", "mysql"),
+         ("pgvector", "postgres"), ("citus", "postgres"), ("paradedb", "postgres"),
+         ("redis", "redis"), ("valkey", "redis"), ("keydb", "redis"), ("dragonfly", "redis"),
+         ("mariadb", "mariadb"), ("mysql", "mysql"), ("percona", "mysql"),
          ("mongo", "mongodb"), ("rabbitmq", "rabbitmq"), ("kafka", "kafka"), ("zookeeper", "zookeeper"),
          ("elasticsearch", "elasticsearch"), ("opensearch", "opensearch"), ("memcached", "memcached"),
          ("minio", "minio"), ("localstack", "localstack"), ("cassandra", "cassandra"), ("clickhouse", "clickhouse"),

@@ -174,6 +174,28 @@ def apply_atom(g: DepGraph, atom: Atom, evidence: Iterable[Any] | str | None = N
         for e in ev:
             t.add_evidence(*e)
         changed.append(t.id)
+    elif atom.kind == "install_deps_only":
+        proj = project_node(g)
+        if proj is not None:
+            proj.attrs["deps_only"] = True
+            for e in ev:
+                proj.add_evidence(*e)
+            changed.append(proj.id)
+    elif atom.kind == "drop_package":
+        for name in a["packages"]:
+            if a["manager"] == "apt":
+                n = g.nodes.get(f"systemlib:{name}")
+            else:
+                n = g.nodes.get(f"package:{canonicalize_name(name)}")
+            if n is None or n.id == "package:@project":
+                continue
+            n.action = None
+            n.state = "UNKNOWN"
+            # a requirement file that names it can no longer be installed as written
+            n.attrs["dropped"] = "repair"
+            for e in ev:
+                n.add_evidence(*e)
+            changed.append(n.id)
     elif atom.kind == "git_init":
         changed += apply_atom(g, Atom("set_env", {"name": "SETUPTOOLS_SCM_PRETEND_VERSION", "value": SCM_PRETEND_VERSION}), ev)
     return changed

@@ -269,6 +269,17 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         link_runtime(g, s.id)
         if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
             compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))
+    # alternatives apt refuses to install together: keep one (the repository's own choice first)
+    from bot.graph.alternatives import choose
+
+    apts = [n.name for n in g.of_type("SYSTEMLIB") if n.action == "apt"]
+    declared_apt = [deb for deb, _ in ev.apt_packages]
+    for deb, keep in sorted(choose(apts, declared_apt).items()):
+        n = g.nodes[f"systemlib:{deb}"]
+        n.action, n.state = None, "UNKNOWN"
+        n.attrs["excluded"] = f"conflicts with {keep}, which the plan keeps"
+        warnings.append(ScanWarning(n.evidence[0][0] if n.evidence else "", None,
+                                    f"{deb} and {keep} cannot be installed together; kept {keep}"))
     if any(r.spec.split("@", 1)[-1].strip().startswith("git+") for r in reqs if "@" in r.spec):
         s = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
         s.add_evidence("requirements", None, "a dependency is installed from a git URL")

@@ -164,7 +164,22 @@ RULES: list[Rule] = [
           r'exec: "(git|pg_config|mysql_config|swig|gfortran|java|node|npm)": executable file not found'),
     # a Debian package this suite does not have: the repair that asked for it is broken
     _rule("unknown_apt_package", "toolchain", r"^E: (?:Unable to locate package |Package '?)([a-z0-9][a-z0-9+.\-]*)'?(?: has no installation candidate)?$"),
+    # two Debian packages that cannot be installed together (libcurl4-gnutls-dev and
+    # libcurl4-openssl-dev): apt's resolver says "A : Conflicts: B" (apt 2) or
+    # "A:amd64 Conflicts B" (apt 3's solver); the key is "A|B"
+    _rule("apt_conflict", "toolchain",
+          r"^\s*([a-z0-9][a-z0-9+.\-]*)(?::[a-z0-9]+)?(?:=\S+)?\s*:?\s+(?:Conflicts|Breaks):?\s+([a-z0-9][a-z0-9+.\-]*)",
+          key=lambda m: f"{m.group(1)}|{m.group(2)}" if m.group(1) != m.group(2) else ""),
     # --- installation --------------------------------------------------------------------------
+    # an application, not an installable package: setuptools' automatic discovery refuses a
+    # flat layout with several top-level packages; poetry-core refuses a name with no package
+    # directory or a configuration that is not a package
+    _rule("not_a_package", "installation",
+          r"(?:Multiple top-level (?:packages|modules) discovered in a flat-layout"
+          r"|No file/folder found for package [\w.\-]+"
+          r"|The Poetry configuration is invalid"
+          r"|error: package directory '[^']+' does not exist"
+          r"|is not a valid (?:package|distribution|project) name)", key=None),
     _rule("missing_module", "installation",
           r"ModuleNotFoundError: No module named '([\w.]+)'", _module_top),
     _rule("missing_module", "installation",
@@ -263,9 +278,10 @@ RULES: list[Rule] = [
 # dropped when the precise one is present.
 _GENERIC = {"wheel_build_failed": ("missing_header", "missing_compiler", "missing_pkg_config",
                                    "missing_pkg_config_module", "missing_rust", "missing_command",
-                                   "python_floor", "scm_version", "missing_shared_lib"),
+                                   "python_floor", "scm_version", "missing_shared_lib", "not_a_package",
+                                   "python_pin"),
             "missing_module": ("newer_syntax",),
-            "no_matching_distribution": ("python_floor",),
+            "no_matching_distribution": ("python_floor", "python_pin"),
             "dependency_conflict": ("python_floor",)}
 
 # The rest of a pytest header line for "no module named pytest" matches missing_module too.
@@ -276,7 +292,7 @@ def _iter_matches(output: str) -> Iterator[tuple[int, Signature]]:
     for kind, category, pattern, key_fn in RULES:
         for m in pattern.finditer(output):
             key = key_fn(m)
-            if kind == "python_floor" and not key:
+            if kind in ("python_floor", "apt_conflict") and not key:
                 continue
             if kind == "import_name_error" and key == "typing" and m.group(1) in TYPING_FLOORS:
                 continue  # reported as the python_floor it is
@@ -305,11 +321,63 @@ def diagnose(output: str) -> list[Signature]:
         ident = sig.ident
         if ident not in found or pos < found[ident][0]:
             found[ident] = (pos, sig)
+    for pos, sig in _pin_signatures(output):
+        found.setdefault(sig.ident, (pos, sig))
+    for pos, sig in _native_submodules(output):
+        found.setdefault(sig.ident, (pos, sig))
+        found.pop(("missing_module", sig.key), None)
+    if any(k == "python_pin" for k, _ in found):
+        # pip's "Ignored the following versions" line lists every release's Requires-Python:
+        # the loose floor read from its first entry is not the pin's
+        for ident in [i for i, (_, sg) in found.items() if i[0] == "python_floor" and "Ignored the following" in sg.message]:
+            found.pop(ident)
+    for kind, key in [i for i in found if i[0] == "apt_conflict"]:
+        a, _, b = key.partition("|")
+        mirror = (kind, f"{b}|{a}")
+        if mirror in found and (kind, key) in found and found[mirror][0] < found[(kind, key)][0]:
+            found.pop((kind, key))   # the same conflict, seen from the other side
     kinds = {k for k, _ in found}
     result = [s for _, s in sorted(found.values(), key=lambda t: t[0])]
     result = [s for s in result if not any(p in kinds for p in _GENERIC.get(s.kind, ()))]
     # A port that is refused and also named by host: keep the port form (it names the service).
     return result
+
+
+_NO_MATCH_PIN = re.compile(r"No matching distribution found for ([A-Za-z0-9][\w.\-]*)(?:\[[^\]]*\])?==([\w.+!\-]+)")
+_IGNORED = re.compile(r"Ignored the following versions that require a different python version: ([^\n]+)")
+
+
+def _pin_signatures(output: str) -> Iterator[tuple[int, Signature]]:
+    """A pin with no release for this Python: pip names the Requires-Python of every release it
+    skipped ("Ignored the following versions ...: 1.7.3 Requires-Python >=3.7,<3.11; ..."). The
+    pinned release's range is the Python the pins need."""
+    ignored: dict[str, str] = {}
+    for m in _IGNORED.finditer(output):
+        for entry in m.group(1).split(";"):
+            parts = entry.strip().split(" Requires-Python ", 1)
+            if len(parts) == 2:
+                ignored.setdefault(parts[0].strip(), parts[1].strip())
+    for m in _NO_MATCH_PIN.finditer(output):
+        spec = ignored.get(m.group(2))
+        if spec:
+            yield m.start(), Signature("python_pin", "version", spec,
+                                       f"{m.group(1)}=={m.group(2)} needs Python {spec}: no release of it installs on this Python")
+
+
+_SUBMODULE = re.compile(r"No module named '([A-Za-z_]\w*)\.([\w.]+)'")
+
+
+def _native_submodules(output: str) -> Iterator[tuple[int, Signature]]:
+    """``No module named 'X.Y'`` while ``X`` itself imports (the traceback runs through its
+    installed files): the distribution is there but was built without an optional part, usually
+    a C extension left out for want of a system library."""
+    for m in _SUBMODULE.finditer(output):
+        top = m.group(1)
+        if re.search(rf"/(?:site|dist)-packages/{re.escape(top)}/", output):
+            line_start = output.rfind("\n", 0, m.start()) + 1
+            line_end = output.find("\n", m.end())
+            line = output[line_start: line_end if line_end != -1 else len(output)].strip()
+            yield m.start(), Signature("missing_native_submodule", "toolchain", top, line[:300])
 
 
 def setup_failures(signatures: list[Signature]) -> list[Signature]:

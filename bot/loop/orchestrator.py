@@ -43,6 +43,28 @@ BUILD_TOOLS = frozenset({
     "pathspec", "pluggy", "setuptools-rust", "maturin", "versioneer", "extension-helpers", "cmake",
 })
 STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
+# Which installed distributions provide each top-level module: top_level.txt, then the files
+# their RECORD lists (run in the runner; standard library only)
+PROVIDERS_SCRIPT = r"""
+import json, importlib.metadata as md
+out = {}
+for d in md.distributions():
+    name = d.metadata["Name"] or ""
+    tops = {t.strip() for t in (d.read_text("top_level.txt") or "").split() if t.strip()}
+    for f in d.files or []:
+        head = f.parts[0] if f.parts else ""
+        if not head or head in ("..", "__pycache__") or head.endswith((".dist-info", ".egg-info", ".data", ".pth")):
+            continue
+        if len(f.parts) > 1:
+            tops.add(head)
+        elif head.endswith((".py", ".so", ".pyd")):
+            tops.add(head.split(".")[0])
+    for t in tops:
+        out.setdefault(t, []).append(name)
+print(json.dumps(out))
+"""
+# signatures about a module that a distribution provides
+PROVIDER_KINDS = frozenset({"missing_module", "import_name_error", "module_attribute", "missing_native_submodule"})
 LOG_FOR_RETRIEVAL = 20_000
 
 
@@ -190,6 +212,7 @@ class RunRecord:
     warnings: list[str] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
     members: list[dict[str, Any]] = field(default_factory=list)   # a workspace: each member's results
+    strategies: list[dict[str, Any]] = field(default_factory=list)   # generic strategies tried
 
     @property
     def succeeded(self) -> bool:
@@ -201,7 +224,8 @@ class RunRecord:
                 "replay": self.replay, "tests": self.tests.to_json(), "timings": self.timings,
                 "unresolved": self.unresolved, "remaining": self.remaining,
                 "llm_usage": self.llm_usage, "warnings": self.warnings, "best": self.best,
-                "members": self.members, "steps": len(self.trajectory)}
+                "members": self.members, "strategies": self.strategies,
+                "steps": len(self.trajectory)}
 
 
 # --- one built image + services + runner container ----------------------------------------------
@@ -214,6 +238,7 @@ class Workspace:
         self.session: Any = None
         self.env: dict[str, str] = {}
         self.target_env: dict[str, str] = {}
+        self.forwards: list[str] = []       # LISTEN:ALIAS:PORT relayed from the runner's localhost
         self.outcome = TargetOutcome("build")
 
     def close(self) -> None:
@@ -289,6 +314,7 @@ class SetupLoop:
         self.stop_reason = ""                    # set when the next trial would not fit the budget
         self._final = False                      # the clean replay is running (its own time limits)
         self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
+        self.providers: dict[str, list[str]] = {}   # module -> installed distributions (runner)
 
     # -- plan facts -------------------------------------------------------------------------
     @property
@@ -364,6 +390,11 @@ class SetupLoop:
                                  duration=time.monotonic() - t0,
                                  outcome="ok" if started_services.all_healthy else "unhealthy",
                                  detail={"services": [o.to_json() for o in started_services.outcomes]})
+                self._note_services(started_services.outcomes)
+                from bot.verify.services import ServiceSpec, forward_targets
+
+                # CI reaches services on localhost: relay 127.0.0.1/::1 to each sibling
+                ws.forwards = forward_targets(started_services.outcomes, [ServiceSpec.from_any(r) for r in reqs])
             ws.env = env
             ws.session = ws.stack.enter_context(self.engine.session(tag, env=env, network=network))
         except SetupbotError as exc:
@@ -411,6 +442,8 @@ class SetupLoop:
 
     def _evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
         env = dict(ws.target_env if env is None else env)
+        if ws.forwards:
+            self._ensure_forwarding(ws)
         collect = self._collect_command()
         outcome = TargetOutcome("collect")
         if collect:
@@ -459,6 +492,25 @@ class SetupLoop:
         return TargetOutcome(stage, sigs, log=r.output, collect_exit=outcome.collect_exit,
                              test_exit=r.exit_code, results=results, note=note, junit=junit)
 
+    def _ensure_forwarding(self, ws: Workspace) -> None:
+        """The localhost relay runs in the runner (a rolled-back container has none)."""
+        from bot.verify.services import start_localhost_forwarding
+
+        if not start_localhost_forwarding(ws.session, ws.forwards):
+            note = "localhost forwarding to the services did not start; tests must use the service names"
+            if note not in self.record.warnings:
+                self.record.warnings.append(note)
+
+    def _note_services(self, outcomes: Sequence[Any]) -> None:
+        """A service the repository declares that could not be started is said in the report."""
+        for o in outcomes:
+            if getattr(o, "healthy", True):
+                continue
+            note = f"service {getattr(o, 'name', '?')} ({getattr(o, 'requested_image', '') or getattr(o, 'kind', '')}) " \
+                   f"was not started: {getattr(o, 'note', '') or 'not healthy'}"
+            if note not in self.record.warnings:
+                self.record.warnings.append(note)
+
     # -- candidates ---------------------------------------------------------------------------
     def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
         context = {"python": self.python, "os": "debian"}
@@ -469,7 +521,8 @@ class SetupLoop:
             self.record.warnings.append(f"experience base: {exc.what}")
             from_store = []
         rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available,
-                                repo_env=self.settings.target.env)
+                                repo_env=self.settings.target.env,
+                                specs=self._plan_specs() if sig.kind == "missing_native_submodule" else None)
         rules = rules + self.era_candidates(sig, outcome.log)
         tried = self.tried.setdefault(sig.ident, set())
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
@@ -477,9 +530,63 @@ class SetupLoop:
         # similar text (lexical/embedding neighbours): those are the weakest evidence
         exact = [c for c in from_store if c.exact]
         similar = [c for c in from_store if not c.exact]
-        cands = [c for c in merge_candidates(exact, rules, similar)
-                 if c.key() not in tried and c.key() not in failed_here]
+        # a missing native submodule is precise: units about missing modules would reinstall
+        # the same wheel-less build
+        groups = (rules, exact, similar) if sig.kind == "missing_native_submodule" else (exact, rules, similar)
+        merged = self._prefer_installed(sig, merge_candidates(*groups))
+        cands = [c for c in merged if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
+
+    def _installed_providers(self, ws: Workspace) -> dict[str, list[str]]:
+        import json
+
+        try:
+            r = ws.session.exec(["python", "-c", PROVIDERS_SCRIPT], timeout=120)
+            return json.loads(r.output.strip().splitlines()[-1]) if r.exit_code == 0 and r.output.strip() else {}
+        except (SetupbotError, ValueError, IndexError):
+            return {}
+
+    def _plan_specs(self) -> dict[str, str]:
+        from bot.graph.build import install_spec
+
+        return {n.name: install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned") or n.attrs.get("resolved"))
+                for n in self.graph.of_type("PACKAGE") if n.action == "pip"}
+
+    def _declared_distributions(self) -> set[str]:
+        """Distributions the repository itself declares (not guessed from an import)."""
+        return {n.name for n in self.graph.of_type("PACKAGE")
+                if n.action == "pip" and n.attrs.get("source") != "import"}
+
+    def _prefer_installed(self, sig: Signature, cands: list[Candidate]) -> list[Candidate]:
+        """When a distribution the repository declares already provides the module, never
+        install another distribution for it; if another one is installed too (an import guessed
+        the original of a fork), leaving that one out comes first."""
+        if sig.kind not in PROVIDER_KINDS or not sig.key or not self.providers.get(sig.key):
+            return cands
+        from packaging.utils import canonicalize_name
+
+        installed = {canonicalize_name(p) for p in self.providers[sig.key]}
+        declared = {canonicalize_name(d) for d in self._declared_distributions()}
+        own = installed & declared
+        if not own:
+            return cands
+
+        def installs_other(c: Candidate) -> bool:
+            for a in c.atoms:
+                if a.kind == "pip_install":
+                    for spec in a.args["packages"]:
+                        name = canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, 1)[0])
+                        if name not in own:
+                            return True
+            return False
+
+        out = [c for c in cands if not installs_other(c)]
+        others = sorted(installed - own)
+        if others:
+            out.insert(0, Candidate([Atom("drop_package", {"manager": "pip", "packages": others})], "rule",
+                                    why=f"{', '.join(sorted(own))} (declared) provides {sig.key}; "
+                                        f"{', '.join(others)} installs the same module over it"))
+        return out
 
     # -- the repository's era -------------------------------------------------------------------
     ERA_KINDS = {"dependency_error", "import_name_error", "module_attribute", "missing_module",
@@ -839,6 +946,9 @@ class SetupLoop:
         """One repair: the first setup failure with a candidate that improves things."""
         outcome = ws.outcome
         sigs = outcome.setup_failures
+        self.providers = {}
+        if ws.session is not None and any(s.kind in PROVIDER_KINDS for s in sigs):
+            self.providers = self._installed_providers(ws)
         for sig in sigs:
             cands = self.candidates_for(sig, outcome)
             for i, cand in enumerate(cands):
@@ -857,11 +967,14 @@ class SetupLoop:
             ok, ws = self.backtrack(ws, sigs[0])
             if ok:
                 return True, ws
+        ok, ws = self.generic_step(ws)
+        if ok:
+            return True, ws
         if self._llm_available():
             ok, ws = self.llm_step(ws)
             if ok:
                 return True, ws
-        self.record.unresolved = [s.to_json() for s in sigs] or [{
+        self.record.unresolved = [{**s.to_json(), "message": s.message + self._no_python_note(s)} for s in sigs] or [{
             "kind": "unclassified", "category": "unknown", "key": "",
             "message": _last_lines(outcome.log, 12)}]
         self.record.remaining = self._what_remains(outcome)
@@ -874,6 +987,24 @@ class SetupLoop:
         if cand.in_container:
             return target + (self.budget.command_seconds or 0.0) * max(1, sum(len(trial_commands(a)) for a in cand.atoms))
         return (self.budget.build_seconds or 0.0) + target
+
+    def generic_step(self, ws: Workspace) -> tuple[bool, Workspace]:
+        """No rule or unit repairs what is left: the generic strategies, each once per run."""
+        from bot.loop.repair import generic_candidates
+
+        tried = self.tried.setdefault(("generic", ""), set())
+        for strategy, cand in generic_candidates(self.repo, self.graph):
+            if cand.key() in tried or self.budget.exhausted():
+                continue
+            tried.add(cand.key())
+            ok, ws = self.try_candidate(ws, cand, None, [])
+            self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
+            # the report says which generic strategies were tried
+            self.record.warnings.append(f"no classified repair; generic strategy \"{strategy}\" "
+                                        f"({cand.describe()}): {'kept' if ok else 'did not help'}")
+            if ok:
+                return True, ws
+        return False, ws
 
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         from bot.loop.llm import run_planner_turns
@@ -926,15 +1057,33 @@ class SetupLoop:
                        "if the tests are elsewhere.")
 
     def _what_remains(self, outcome: TargetOutcome) -> str:
+        text = self._remains(outcome)
+        if self.record.strategies:
+            text += " (generic strategies tried: " + "; ".join(
+                f"{t['strategy']}: {'kept' if t['kept'] else 'no help'}" for t in self.record.strategies) + ")"
+        return text
+
+    def _remains(self, outcome: TargetOutcome) -> str:
         # collection_error only stands for "failed, unclassified" so that era pins can be tried
         sigs = [s for s in outcome.setup_failures if s.kind != "collection_error"]
         if sigs:
-            return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}" for s in sigs[:5])
+            return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
         if outcome.stage != "done":
             tried = " (pinning the releases of the repository's era did not help)" \
                 if any(s.kind == "collection_error" and self.tried.get(s.ident) for s in outcome.setup_failures) else ""
             return f"the target stopped at {outcome.stage} with no classified cause{tried}: " + _last_lines(outcome.log, 5)
         return "nothing"
+
+    def _no_python_note(self, sig: Signature) -> str:
+        """Pins that need a Python none of the offered images has: say so plainly."""
+        from bot.loop.repair import choose_python
+
+        offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
+        if sig.kind == "python_pin" and choose_python(sig.key, self.available, "") is None:
+            return f"; none of the offered Pythons ({offered}) satisfies {sig.key}: an image with such a Python is needed"
+        if sig.kind == "no_matching_distribution" and "==" in sig.key:
+            return f"; no offered Python ({offered}) installs this pin"
+        return ""
 
     def _learn(self) -> None:
         """Repairs the LLM or a person supplied that survived the clean replay become units."""

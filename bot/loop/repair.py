@@ -9,6 +9,7 @@ the rules only add what it did not already offer.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,6 +175,21 @@ IMPORT_DISTRIBUTIONS = {
 }
 
 
+# Optional C extensions built only when a system library is present at build time: the
+# import's Debian -dev packages (the build tools are added to every rebuild)
+NATIVE_SUBMODULE_PACKAGES = {
+    "yaml": ["libyaml-dev"], "lxml": ["libxml2-dev", "libxslt1-dev"], "ldap": ["libldap2-dev", "libsasl2-dev"],
+    "M2Crypto": ["libssl-dev", "swig"], "pycurl": ["libcurl4-openssl-dev"], "zmq": ["libzmq3-dev"],
+    "psycopg2": ["libpq-dev"], "MySQLdb": ["default-libmysqlclient-dev"], "gssapi": ["libkrb5-dev"],
+    "kerberos": ["libkrb5-dev"], "magic": ["libmagic-dev"], "cairo": ["libcairo2-dev"],
+    "xmlsec": ["libxmlsec1-dev", "libxml2-dev"], "snappy": ["libsnappy-dev"], "lz4": ["liblz4-dev"],
+    "zstandard": ["libzstd-dev"], "gmpy2": ["libgmp-dev", "libmpfr-dev", "libmpc-dev"],
+    "tables": ["libhdf5-dev"], "h5py": ["libhdf5-dev"], "shapely": ["libgeos-dev"], "pyproj": ["libproj-dev"],
+    "smbus": ["libi2c-dev"], "usb": ["libusb-1.0-0-dev"], "Levenshtein": [], "msgpack": [], "ujson": [],
+}
+NATIVE_BUILD_TOOLS = ["gcc", "libc6-dev", "pkg-config"]
+
+
 def distribution_for(module: str) -> str:
     """The PyPI distribution that provides ``module``: the graph's import map first, then the
     table above, then the module's own name."""
@@ -273,14 +289,32 @@ def _django_settings_modules(repo: Path) -> list[str]:
     return list(dict.fromkeys(_django_settings_named(repo) + guessed))
 
 
+def _django_runner(repo: Path) -> bool:
+    """The repository declares Django's own test runner: a manage.py that runs Django."""
+    text = safefs.try_read_text(repo, "manage.py", max_bytes=200_000)
+    return text is not None and "django" in text
+
+
+def _uses_pytest_django(repo: Path) -> bool:
+    for rel in ("pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "requirements.txt",
+                "requirements-dev.txt", "requirements/test.txt", "requirements/dev.txt", "conftest.py"):
+        text = safefs.try_read_text(repo, rel, max_bytes=2_000_000)
+        if text is not None and re.search(r"pytest[-_]django|DJANGO_SETTINGS_MODULE\s*=", text):
+            return True
+    return False
+
+
 def _test_dirs(repo: Path) -> list[str]:
     return [d for d in ("tests", "test", "src/tests", "testing")
             if (repo / d).is_dir() and safefs.inside(repo, repo / d)]
 
 
 def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str],
-                    repo_env: Mapping[str, str] | None = None) -> list[Candidate]:
-    """The obvious fixes for a signature, without the experience base."""
+                    repo_env: Mapping[str, str] | None = None,
+                    specs: Mapping[str, str] | None = None) -> list[Candidate]:
+    """The obvious fixes for a signature, without the experience base. ``repo_env``: the
+    repository's own non-secret config (target.env); ``specs``: the plan's requirement for each
+    distribution (canonical name -> specifier), so a rebuild keeps the release the plan chose."""
     k = sig.key
 
     def one(kind: str, why: str, **args: Any) -> Candidate:
@@ -316,6 +350,48 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             if PYTEST_MARKER_PLUGINS.get(k):
                 out.append(one("pip_install", f"marker {k} comes from {PYTEST_MARKER_PLUGINS[k]}",
                                packages=[PYTEST_MARKER_PLUGINS[k]]))
+        case "python_pin":
+            # a pinned release that installs only on another Python: the offered one that fits
+            chosen = choose_python(k, available_pythons, python)
+            if chosen:
+                out.append(one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen))
+        case "no_matching_distribution" if "==" in k:
+            # an old pin may only have releases for older Pythons: the offered ones below this
+            # one, newest first (pip did not say which Python the release needs)
+            older = sorted((v for v in available_pythons if Version(v) < Version(python)), key=Version, reverse=True)
+            for v in older:
+                out.append(one("switch_python", f"{k} may only have releases for older Pythons; {v} is offered",
+                               version=v))
+        case "not_a_package":
+            out.append(one("install_deps_only", "the project is an application, not an installable package: "
+                           "install its dependencies and run it from the checkout"))
+        case "apt_conflict":
+            first, _, second = k.partition("|")
+            from bot.graph.alternatives import group_of
+
+            group = group_of(first) or group_of(second) or ()
+            # keep the preferred side of a known group; else the one apt named first
+            order = [second, first] if group and second in group and first in group and \
+                group.index(second) < group.index(first) else [first, second]
+            for keep, drop in (order, order[::-1]):
+                out.append(one("drop_package", f"{first} and {second} exclude each other; keep {keep}",
+                               manager="apt", packages=[drop]))
+        case "missing_native_submodule":
+            dist = distribution_for(k)
+            libs = NATIVE_SUBMODULE_PACKAGES.get(k, [])
+            from packaging.utils import canonicalize_name
+
+            spec = (specs or {}).get(canonicalize_name(dist), dist)
+            rebuild = ["python", "-m", "pip", "install", "--no-cache-dir", "--force-reinstall", "--no-deps",
+                       "--no-binary", dist, spec]
+            why = f"{dist} is installed but was built without its optional extension"
+            if libs:
+                out.append(Candidate([Atom("apt_install", {"packages": [*libs, *NATIVE_BUILD_TOOLS]}),
+                                      Atom("run", {"command": rebuild})], "rule",
+                                     why=f"{why}: rebuild it from source against {', '.join(libs)}"))
+            out.append(Candidate([Atom("apt_install", {"packages": [*NATIVE_BUILD_TOOLS, "swig"]}),
+                                  Atom("run", {"command": rebuild})], "rule",
+                                 why=f"{why}: rebuild it from source with a compiler"))
         case "python_floor" | "newer_syntax":
             spec = k if sig.kind == "python_floor" else f">{python}"
             chosen = choose_python(spec, available_pythons, python)
@@ -356,6 +432,10 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             out.append(one("set_env", "no git metadata in the build context",
                            name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0"))
         case "django_settings":
+            # a Django project that does not use pytest-django: the runner it declares
+            if _django_runner(repo) and not _uses_pytest_django(repo):
+                out.append(one("test_command", "a Django project without pytest-django: its tests run under manage.py test",
+                               command=["python", "manage.py", "test"]))
             # pytest only sets Django up (django.setup()) through pytest-django; the variable
             # alone leaves "Apps aren't loaded yet"
             for module in _django_settings_modules(repo)[:3]:
@@ -369,6 +449,9 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             if not values:
                 out.append(one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test"))
         case "no_tests_collected" | "path_not_found":
+            if _django_runner(repo):
+                out.append(one("test_command", "a Django project: its tests run under manage.py test",
+                               command=["python", "manage.py", "test"]))
             for d in _test_dirs(repo):
                 out.append(one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
     valid = []
@@ -379,6 +462,120 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
         except AtomError:
             continue
         valid.append(cand)
+    return valid
+
+
+# --- generic strategies: when no rule or unit repairs the failure ---------------------------------
+
+def ci_install_specs(repo: Path) -> list[str]:
+    """The distributions the repository's own CI, tox and nox install by name
+    (``pip install X Y``, tox ``deps``, nox ``session.install("X")``), in the order found.
+    Only requirement specifiers are kept: no options, URLs, paths or shell expansions."""
+    from bot.evidence.shellcmd import commands, pip_install
+    from bot.evidence.yamlload import load_yaml
+
+    found: list[str] = []
+
+    def keep(spec: str) -> None:
+        spec = spec.strip().strip("'\"")
+        if spec.lower() in ("pip", "setuptools", "wheel"):
+            return   # upgrading the installer is not a dependency
+        if spec and not spec.startswith(("-", ".", "/", "$", "{")) and "://" not in spec and spec not in found:
+            try:
+                Atom("pip_install", {"packages": [spec]}).validate()
+            except AtomError:
+                return
+            found.append(spec)
+
+    def shell(text: str) -> None:
+        for cmd in commands(text):
+            pip = pip_install(cmd)
+            for spec in (pip or {}).get("packages", []):
+                keep(spec)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "run" and isinstance(value, str):
+                    shell(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    from types import SimpleNamespace
+
+    sink = SimpleNamespace(warn=lambda *a, **k: None)
+    # repository files through the one safe reader: a link out of the repository is not followed
+    folder = repo / ".github" / "workflows"
+    try:
+        names = os.listdir(folder) if safefs.inside(repo, folder) and folder.is_dir() else []
+    except OSError:
+        names = []
+    workflows = [f".github/workflows/{n}" for n in names if re.fullmatch(r"[^/]+\.ya?ml", n)]
+    for rel in sorted(workflows)[:10]:
+        text = safefs.try_read_text(repo, rel, max_bytes=1_000_000)
+        try:
+            if text is not None:
+                walk(load_yaml(sink, rel.rsplit("/", 1)[-1], text))
+        except (TypeError, AttributeError):
+            continue
+    tox = safefs.try_read_text(repo, "tox.ini", max_bytes=1_000_000)
+    if tox is not None:
+        for block in re.findall(r"^deps\s*=([^\n]*(?:\n[ \t]+[^\n]*)*)", tox, re.M):
+            for line in block.splitlines():
+                keep(line.split("#")[0].split(":", 1)[-1] if re.match(r"\s*[\w,-]+:\s", line) else line.split("#")[0])
+        for cmd in re.findall(r"^\s*(?:commands_pre|commands)\s*=([^\n]*(?:\n[ \t]+[^\n]*)*)", tox, re.M):
+            shell(cmd)
+    nox = safefs.try_read_text(repo, "noxfile.py", max_bytes=1_000_000)
+    if nox is not None:
+        for args in re.findall(r"session\.install\(([^)]*)\)", nox):
+            for spec in re.findall(r"[\"']([^\"']+)[\"']", args):
+                keep(spec)
+    return found
+
+
+def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
+    """Strategies for a failure no rule or unit repairs, each named: install what the
+    repository's own CI installs; leave out what the static plan only guessed (system packages
+    from the distribution table, distributions guessed from imports, extras that are not for
+    the tests), one group at a time."""
+    from packaging.utils import canonicalize_name
+
+    out: list[tuple[str, Candidate]] = []
+    have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
+    ci = [s for s in ci_install_specs(repo)
+          if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, 1)[0]) not in have]
+    if ci:
+        out.append(("follow the CI's install commands",
+                    Candidate([Atom("pip_install", {"packages": ci})], "rule",
+                              why="the repository's CI, tox or nox installs these by name")))
+    guessed_apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and n.evidence
+                         and all(e[0] == "bot/graph/data/system_packages.json" for e in n.evidence))
+    if guessed_apt:
+        out.append(("leave out the system packages the plan guessed",
+                    Candidate([Atom("drop_package", {"manager": "apt", "packages": guessed_apt})], "rule",
+                              why="the plan added them from its table, not from the repository")))
+    guessed_pip = sorted(n.name for n in graph.of_type("PACKAGE") if n.action == "pip" and n.attrs.get("source") == "import")
+    if guessed_pip:
+        out.append(("leave out the distributions guessed from imports",
+                    Candidate([Atom("drop_package", {"manager": "pip", "packages": guessed_pip})], "rule",
+                              why="the plan guessed them from import names")))
+    optional = sorted(n.name for n in graph.of_type("PACKAGE") if n.action == "pip"
+                      and str(n.attrs.get("group", "")).startswith(("extra:", "group:", "docs")))
+    if optional:
+        out.append(("leave out the optional extras and docs requirements",
+                    Candidate([Atom("drop_package", {"manager": "pip", "packages": optional})], "rule",
+                              why="optional parts the plan installed")))
+    valid = []
+    for name, cand in out:
+        try:
+            for a in cand.atoms:
+                a.validate()
+        except AtomError:
+            continue
+        valid.append((name, cand))
     return valid
 
 

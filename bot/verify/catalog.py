@@ -26,6 +26,7 @@ class ServiceKind:
     default_env: Mapping[str, str] = field(default_factory=dict)
     health_timeout: int = 60
     extra_ports: tuple[int, ...] = ()
+    bootstrapped: bool = True   # `setupbot images bootstrap --services` builds a stand-in
 
 
 KINDS: dict[str, ServiceKind] = {
@@ -34,20 +35,23 @@ KINDS: dict[str, ServiceKind] = {
         standins=("postgres:17", "pgvector/pgvector:pg17", "postgres:latest"),
         repositories=("postgres", "pgvector/pgvector", "postgis/postgis", "timescale/timescaledb",
                       "ankane/pgvector", "bitnami/postgresql", "circleci/postgres", "cimg/postgres",
-                      "supabase/postgres", "sibedge/postgres-plv8"),
+                      "supabase/postgres", "sibedge/postgres-plv8", "postgis/postgis-ci", "kartoza/postgis",
+                      "pgvector/pgvector-ci", "paradedb/paradedb", "citusdata/citus"),
         default_env={"POSTGRES_PASSWORD": "postgres"},
         health_timeout=60),
     "redis": ServiceKind(
         "redis", 6379,
         standins=("redis:8", "redis:latest"),
         repositories=("redis", "bitnami/redis", "redis/redis-stack", "redis/redis-stack-server",
-                      "circleci/redis", "cimg/redis", "valkey/valkey", "eqalpha/keydb"),
+                      "circleci/redis", "cimg/redis", "valkey/valkey", "bitnami/valkey", "eqalpha/keydb",
+                      "docker.dragonflydb.io/dragonflydb/dragonfly", "dragonflydb/dragonfly"),
         health_timeout=30),
     "mysql": ServiceKind(
         "mysql", 3306,
         standins=("mariadb:11", "mariadb:latest"),
         repositories=("mysql", "mariadb", "bitnami/mysql", "bitnami/mariadb", "percona",
-                      "percona/percona-server", "circleci/mysql", "cimg/mysql", "mysql/mysql-server"),
+                      "percona/percona-server", "circleci/mysql", "cimg/mysql", "mysql/mysql-server",
+                      "container-registry.oracle.com/mysql/community-server", "mariadb/server"),
         default_env={"MYSQL_ROOT_PASSWORD": "root"},
         health_timeout=90),
     "rabbitmq": ServiceKind(
@@ -55,11 +59,27 @@ KINDS: dict[str, ServiceKind] = {
         standins=("rabbitmq:4-management", "rabbitmq:4", "rabbitmq:latest"),
         repositories=("rabbitmq", "bitnami/rabbitmq", "circleci/rabbitmq"),
         health_timeout=120, extra_ports=(15672,)),
+    # no stand-in is built for these yet (MongoDB is not in Debian; memcached is, but not
+    # bootstrapped): an engine that has the official image starts it, otherwise the report
+    # says which service could not be started (``resolve_image``)
+    "mongodb": ServiceKind(
+        "mongodb", 27017,
+        standins=("mongo:latest",), bootstrapped=False,
+        repositories=("mongo", "mongodb/mongodb-community-server", "bitnami/mongodb", "circleci/mongo",
+                      "cimg/mongo", "mongodb/mongodb-enterprise-server"),
+        health_timeout=60),
+    "memcached": ServiceKind(
+        "memcached", 11211,
+        standins=("memcached:latest",), bootstrapped=False,
+        repositories=("memcached", "bitnami/memcached", "circleci/memcached"),
+        health_timeout=30),
 }
 
 PORT_TO_KIND = {k.port: k.kind for k in KINDS.values()}
-ALIASES = {"postgresql": "postgres", "pg": "postgres", "pgvector": "postgres", "mariadb": "mysql",
-           "rabbit": "rabbitmq", "amqp": "rabbitmq", "valkey": "redis"}
+ALIASES = {"postgresql": "postgres", "pg": "postgres", "pgvector": "postgres", "postgis": "postgres",
+           "timescaledb": "postgres", "mariadb": "mysql", "percona": "mysql",
+           "rabbit": "rabbitmq", "amqp": "rabbitmq", "valkey": "redis", "keydb": "redis", "dragonfly": "redis",
+           "mongo": "mongodb", "memcache": "memcached"}
 
 
 def split_image(image: str) -> tuple[str, str]:
@@ -148,6 +168,10 @@ def resolve_image(kind: str | None, requested: str, exists: Callable[[str], bool
             if kind == "mysql" and "mysql" in repo:
                 why += " (MariaDB, which speaks the MySQL protocol)"
             return ImageChoice(requested, cand, True, why)
+    if not spec.bootstrapped:
+        return ImageChoice(requested, None, False,
+                           f"{requested or kind}: no stand-in for {kind} is built offline and the engine has no "
+                           f"{kind} image; load the official image into the engine to start it")
     return ImageChoice(requested, None, False,
                        f"{requested or kind}: no {kind} stand-in image is present; "
                        "run `setupbot images bootstrap --services`")

@@ -206,6 +206,13 @@ def service_env(spec: ServiceSpec) -> dict[str, str]:
         url = f"amqp://{q(user)}:{q(pw)}@{host}:{port}/"
         return {"RABBITMQ_HOST": host, "RABBITMQ_PORT": port, "RABBITMQ_URL": url, "AMQP_URL": url,
                 "CELERY_BROKER_URL": url, "BROKER_URL": url}
+    if spec.kind == "mongodb":
+        url = f"mongodb://{host}:{port}/"
+        return {"MONGO_HOST": host, "MONGO_PORT": port, "MONGO_URL": url, "MONGODB_URL": url,
+                "MONGO_URI": url, "MONGODB_URI": url}
+    if spec.kind == "memcached":
+        return {"MEMCACHED_HOST": host, "MEMCACHED_PORT": port, "MEMCACHED_URL": f"{host}:{port}",
+                "MEMCACHE_SERVERS": f"{host}:{port}"}
     return {f"{_envname(spec.alias)}_HOST": host, f"{_envname(spec.alias)}_PORT": port} if port else {}
 
 
@@ -217,7 +224,8 @@ _LOCAL = re.compile(r"(?<![\w.-])(localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::
 _PREFIX_KIND = (("PG", "postgres"), ("POSTGRES", "postgres"), ("DATABASE", "postgres"),
                 ("DB_", None), ("REDIS", "redis"), ("CACHE", "redis"), ("MYSQL", "mysql"),
                 ("MARIADB", "mysql"), ("RABBIT", "rabbitmq"), ("AMQP", "rabbitmq"),
-                ("BROKER", "rabbitmq"), ("CELERY_BROKER", "rabbitmq"), ("CELERY_RESULT", "redis"))
+                ("BROKER", "rabbitmq"), ("CELERY_BROKER", "rabbitmq"), ("CELERY_RESULT", "redis"),
+                ("MONGO", "mongodb"), ("MEMCACHE", "memcached"))
 
 
 def rewrite_localhost(env: Mapping[str, str], specs: Sequence[ServiceSpec]) -> dict[str, str]:
@@ -468,7 +476,7 @@ def _logs(handle: Any) -> str:
 # (the runner maps the ports), and many test suites hard-code "localhost:5432" where no variable
 # can redirect them. Each argument is LISTEN_PORT:HOST:PORT. Standard library only.
 FORWARDER = r"""
-import asyncio, sys
+import asyncio, errno, sys
 async def pipe(r, w):
     try:
         while data := await r.read(65536):
@@ -486,11 +494,18 @@ def handler(host, port):
         await asyncio.gather(pipe(r1, w2), pipe(r2, w1))
     return handle
 async def main():
-    servers = []
+    servers, busy = [], 0
     for spec in sys.argv[1:]:
         listen, host, port = spec.split(":")
-        servers.append(await asyncio.start_server(handler(host, int(port)), "127.0.0.1", int(listen)))
-    print("setupbot-forwarder ready", flush=True)
+        for address in ("127.0.0.1", "::1"):
+            try:
+                servers.append(await asyncio.start_server(handler(host, int(port)), address, int(listen)))
+            except OSError as exc:
+                busy += exc.errno == errno.EADDRINUSE
+    if not servers:
+        print("setupbot-forwarder ready (already running)" if busy else "setupbot-forwarder failed", flush=True)
+        return
+    print("setupbot-forwarder ready", " ".join(str(s.sockets[0].getsockname()[0]) for s in servers), flush=True)
     await asyncio.gather(*(s.serve_forever() for s in servers))
 asyncio.run(main())
 """
@@ -518,12 +533,16 @@ def start_localhost_forwarding(session: Any, targets: Sequence[str], python: str
                           FORWARDER_PATH, FORWARDER], timeout=30)
     if getattr(write, "exit_code", 1) != 0:
         return False
-    # started in the background: it outlives this exec and dies with the container
-    session.exec(["sh", "-c", 'nohup "$0" "$@" >/tmp/setupbot-forwarder.log 2>&1 &', python, FORWARDER_PATH,
-                  *targets], timeout=30)
+    # started in the background: it outlives this exec and dies with the container. The log is
+    # emptied first: a snapshot carries the last one, and a restored container has no relay
+    # (when one still runs, the new one finds its ports taken and says so)
+    session.exec(["sh", "-c", ': >/tmp/setupbot-forwarder.log; nohup "$0" "$@" >/tmp/setupbot-forwarder.log 2>&1 &',
+                  python, FORWARDER_PATH, *targets], timeout=30)
     for _ in range(20):
         check = session.exec(["cat", "/tmp/setupbot-forwarder.log"], timeout=10)
         if "ready" in str(getattr(check, "output", "")):
             return True
+        if "failed" in str(getattr(check, "output", "")):
+            return False
         time.sleep(0.25)
     return False

@@ -133,6 +133,8 @@ def test_apply_atom_covers_every_kind():
         "install_extras": Atom("install_extras", {"extras": ["docs"]}),
         "test_command": Atom("test_command", {"command": ["python", "-m", "pytest", "tests/unit"]}),
         "git_init": Atom("git_init", {}),
+        "install_deps_only": Atom("install_deps_only", {}),
+        "drop_package": Atom("drop_package", {"manager": "pip", "packages": ["requests"]}),
     }
     assert set(atoms) == set(ATOM_KINDS)
     for kind, atom in atoms.items():
@@ -150,7 +152,11 @@ def test_apply_atom_covers_every_kind():
     assert g.nodes["config:env:SETUPTOOLS_SCM_PRETEND_VERSION"].attrs["value"]
     text = p.dockerfile.text
     assert "FROM python:3.12-slim" in text and "libyaml-dev" in text and "PIP_CONSTRAINT" in text
-    assert "nltk.downloader" in text and "poetry install" in text
+    assert "nltk.downloader" in text and "poetry install --no-interaction --no-root" in text
+    # an application: no project install, the checkout on the path; the dropped one is gone
+    assert "-e ." not in text and "ENV PYTHONPATH=/workspace" in text
+    assert g.nodes["package:requests"].action is None
+    assert not any(line.strip().startswith("requests") for line in text.splitlines())
     with pytest.raises(Exception):
         g.apply_atom(Atom("apt_install", {"packages": ["x; rm -rf /"]}))
 

@@ -18,7 +18,7 @@ from bot.verify.services import (ServiceManager, ServiceSpec, health_argv, merge
     ("postgres:16", "postgres"), ("pgvector/pgvector:pg16", "postgres"), ("postgis/postgis:15-3.4", "postgres"),
     ("docker.io/library/redis:7-alpine", "redis"), ("bitnami/redis:latest", "redis"),
     ("mysql:5.7", "mysql"), ("mariadb:10.6", "mysql"), ("rabbitmq:3-management", "rabbitmq"),
-    ("ghcr.io/foo/my-postgres:1", "postgres"), ("mongo:6", None), ("elasticsearch:8.1.0", None),
+    ("ghcr.io/foo/my-postgres:1", "postgres"), ("mongo:6", "mongodb"), ("elasticsearch:8.1.0", None),
 ])
 def test_kind_from_image(image, kind):
     assert kind_of(image=image) == kind

@@ -1,0 +1,302 @@
+"""Failure classes from repositories the rules were not tuned on: each one's diagnosis (from
+the tools' real output) and the repair candidates the loop offers for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.atoms import Atom, AtomError
+from bot.loop.diagnose import diagnose
+from bot.loop.repair import rule_candidates
+
+REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
+
+
+def cands(sig, repo: Path, python="3.11", available=("3.11", "3.13")):
+    return [c.describe() for c in rule_candidates(sig, repo=repo, python=python, available_pythons=available)]
+
+
+# --- class 1: applications that are not installable packages ----------------------------------
+
+FLAT = """\
+      File "/tmp/pip-build-env-x/overlay/lib/python3.13/site-packages/setuptools/discovery.py", line 414, in _analyse_flat_layout
+          raise PackageDiscoveryError(msg)
+      setuptools.errors.PackageDiscoveryError: Multiple top-level packages discovered in a flat-layout: ['core', 'web'].
+      [end of output]
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+ERROR: Failed to build 'file:///workspace' when getting requirements to build editable
+"""
+POETRY = """\
+  ValueError
+  No file/folder found for package my-service
+  at /tmp/pip-build-env/site-packages/poetry/core/masonry/utils/package_include.py:66 in check_elements
+error: subprocess-exited-with-error
+"""
+
+
+@pytest.mark.parametrize("log", [FLAT, POETRY])
+def test_application_layout_is_classified_and_installs_dependencies_only(log, tmp_path):
+    sigs = diagnose(log)
+    assert [s.kind for s in sigs] == ["not_a_package"]
+    assert cands(sigs[0], tmp_path) == ["install_deps_only"]
+
+
+def test_package_mode_false_is_not_installable(tmp_path):
+    from bot.graph import make_plan
+    from bot.graph.mapping import Registry
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.poetry]\nname = "internal tool"\npackage-mode = false\n\n'
+        '[tool.poetry.dependencies]\npython = "^3.10"\nsix = "^1.16"\n\n'
+        '[build-system]\nrequires = ["poetry-core"]\nbuild-backend = "poetry.core.masonry.api"\n')
+    plan = make_plan(tmp_path, None, available_pythons=["3.11", "3.13"], resolve=False, registry=Registry(enabled=False))
+    text = plan.dockerfile.text
+    assert "-e ." not in text and "six" in text
+    assert "package:@project" not in plan.graph.nodes
+
+
+def _django_repo(tmp_path: Path, pytest_django: bool = False) -> Path:
+    (tmp_path / "manage.py").write_text(
+        "import os, sys\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'site.settings')\n"
+        "from django.core.management import execute_from_command_line\nexecute_from_command_line(sys.argv)\n")
+    (tmp_path / "requirements.txt").write_text("django\n" + ("pytest-django\n" if pytest_django else ""))
+    return tmp_path
+
+
+def test_django_project_without_pytest_django_uses_manage_py_test(tmp_path):
+    repo = _django_repo(tmp_path)
+    no_tests = diagnose("\nno tests ran in 0.01s\n")[0]
+    assert cands(no_tests, repo)[0] == "test_command python manage.py test"
+    settings = diagnose("E   django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, "
+                        "but settings are not configured.")[0]
+    assert settings.kind == "django_settings"
+    assert cands(settings, repo)[0] == "test_command python manage.py test"
+
+
+def test_django_project_with_pytest_django_keeps_pytest_first(tmp_path):
+    repo = _django_repo(tmp_path, pytest_django=True)
+    settings = diagnose("Requested setting INSTALLED_APPS, but settings are not configured.")[0]
+    assert "test_command python manage.py test" not in cands(settings, repo)
+
+
+# --- class 7: mutually exclusive system packages ------------------------------------------------
+
+APT2 = """\
+Some packages could not be installed. This may mean that you have
+requested an impossible situation.
+The following packages have unmet dependencies:
+ libcurl4-gnutls-dev : Conflicts: libcurl4-openssl-dev but 8.14.1-2 is to be installed
+ libcurl4-openssl-dev : Conflicts: libcurl4-gnutls-dev but 8.14.1-2 is to be installed
+E: Unable to correct problems, you have held broken packages.
+"""
+APT3 = """\
+Solving dependencies... Error!
+Unsatisfied dependencies:
+ libjack-jackd2-dev:amd64=1.9.22~dfsg-4 Conflicts libjack-dev
+Error: Unable to satisfy dependencies.
+"""
+
+
+def test_apt_conflict_keeps_one_side_the_preferred_first(tmp_path):
+    sigs = diagnose(APT2)
+    assert [(s.kind, s.key) for s in sigs] == [("apt_conflict", "libcurl4-gnutls-dev|libcurl4-openssl-dev")]
+    # openssl is the preferred libcurl flavour: keeping it (dropping gnutls) is tried first
+    assert cands(sigs[0], tmp_path) == ["drop_package apt libcurl4-gnutls-dev", "drop_package apt libcurl4-openssl-dev"]
+
+
+def test_apt3_solver_conflict_line(tmp_path):
+    sigs = [s for s in diagnose(APT3) if s.kind == "apt_conflict"]
+    assert sigs and sigs[0].key == "libjack-jackd2-dev|libjack-dev"
+    assert cands(sigs[0], tmp_path)[0] == "drop_package apt libjack-dev"
+
+
+def test_plan_keeps_one_of_two_alternatives(tmp_path):
+    from bot.graph import make_plan
+    from bot.graph.mapping import Registry
+
+    (tmp_path / "requirements.txt").write_text("pycurl\n")
+    wf = tmp_path / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    wf.joinpath("ci.yml").write_text(
+        "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: sudo apt-get install -y libcurl4-gnutls-dev\n      - run: pytest\n")
+    plan = make_plan(tmp_path, None, available_pythons=["3.11", "3.13"], resolve=False, registry=Registry(enabled=False))
+    text = plan.dockerfile.text
+    # the repository's own choice (its CI) wins over the table's preference
+    assert "libcurl4-gnutls-dev" in text and "libcurl4-openssl-dev" not in text
+    assert any("cannot be installed together" in str(w) for w in plan.warnings)
+
+
+def test_drop_package_atom_is_validated():
+    Atom("drop_package", {"manager": "apt", "packages": ["libcurl4-gnutls-dev"]}).validate()
+    with pytest.raises(AtomError):
+        Atom("drop_package", {"manager": "apt", "packages": ["x; rm -rf /"]}).validate()
+    with pytest.raises(AtomError):
+        Atom("drop_package", {"manager": "brew", "packages": ["x"]}).validate()
+
+
+# --- class 3: pins that no offered Python can install --------------------------------------------
+
+PIN = """\
+ERROR: Ignored the following versions that require a different python version: 1.10.0 Requires-Python <3.12,>=3.8; 1.7.3 Requires-Python >=3.7,<3.11
+ERROR: Could not find a version that satisfies the requirement scipy==1.7.3 (from versions: 1.11.2, 1.11.3)
+ERROR: No matching distribution found for scipy==1.7.3
+"""
+
+
+def test_pin_for_another_python_names_the_range_and_switches_when_offered(tmp_path):
+    sigs = diagnose(PIN)
+    assert [(s.kind, s.key) for s in sigs] == [("python_pin", ">=3.7,<3.11")]
+    assert "scipy==1.7.3 needs Python >=3.7,<3.11" in sigs[0].message
+    assert cands(sigs[0], tmp_path, python="3.13", available=("3.10", "3.11", "3.13")) == ["switch_python version=3.10"]
+    assert cands(sigs[0], tmp_path, python="3.13") == []
+
+
+def test_pin_without_python_information_tries_older_offered_pythons(tmp_path):
+    sig = diagnose("ERROR: No matching distribution found for oldlib==0.3\n")[0]
+    assert sig.kind == "no_matching_distribution"
+    assert cands(sig, tmp_path, python="3.13", available=("3.9", "3.11", "3.13")) == [
+        "switch_python version=3.11", "switch_python version=3.9"]
+
+
+# --- class 2: a compiled dependency built without an optional system library --------------------
+
+SUBMODULE = """\
+tests/test_fast.py:1: in <module>
+    from yaml.cyaml import CSafeLoader
+/usr/local/lib/python3.11/site-packages/yaml/cyaml.py:7: in <module>
+    from yaml._yaml import CParser, CEmitter
+E   ModuleNotFoundError: No module named 'yaml._yaml'
+"""
+
+
+def test_missing_native_submodule_rebuilds_from_source_with_the_dev_package(tmp_path):
+    sigs = diagnose(SUBMODULE)
+    assert [(s.kind, s.key) for s in sigs] == [("missing_native_submodule", "yaml")]
+    first = rule_candidates(sigs[0], repo=tmp_path, python="3.11", available_pythons=["3.11"])[0]
+    assert first.atoms[0].args["packages"][:1] == ["libyaml-dev"] and "gcc" in first.atoms[0].args["packages"]
+    assert first.atoms[1].args["command"][-3:] == ["--no-binary", "PyYAML", "PyYAML"]
+    assert "--force-reinstall" in first.atoms[1].args["command"]
+
+
+def test_a_missing_top_level_module_is_still_an_install(tmp_path):
+    sigs = diagnose("E   ModuleNotFoundError: No module named 'yaml.foo'\n")
+    assert [s.kind for s in sigs] == ["missing_module"]
+
+
+# --- class 6: every service image a workflow or compose file names maps to a kind -----------------
+
+@pytest.mark.parametrize("image,kind", [
+    ("mysql:8.0", "mysql"), ("mysql:5.7", "mysql"), ("mariadb:10.11", "mysql"), ("postgres:15-alpine", "postgres"),
+    ("postgis/postgis:16-3.4", "postgres"), ("pgvector/pgvector:pg16", "postgres"), ("redis:7-alpine", "redis"),
+    ("valkey/valkey:8", "redis"), ("rabbitmq:3-management", "rabbitmq"), ("mongo:7", "mongodb"),
+    ("memcached:1.6", "memcached"), ("bitnami/mongodb:6.0", "mongodb"), ("docker.io/library/postgres:16", "postgres"),
+])
+def test_catalogue_knows_every_common_service_image(image, kind):
+    from bot.evidence.services import service_kind
+    from bot.verify.catalog import kind_of
+    from bot.verify.services import ServiceSpec
+
+    assert kind_of(image=image) == kind
+    # the evidence's kind reaches the same catalogue kind (the plan's requirement -> a spec)
+    assert ServiceSpec.from_any({"name": "svc", "kind": service_kind(image), "image": image}).kind == kind
+
+
+def test_a_service_without_a_stand_in_is_named_in_the_report():
+    from bot.verify.catalog import resolve_image
+
+    choice = resolve_image("mongodb", "mongo:7", lambda tag: False)
+    assert choice.image is None and "mongo" in choice.note and "stand-in" in choice.note
+    served = resolve_image("mysql", "mysql:8.0", lambda tag: tag == "mariadb:11")
+    assert served.image == "mariadb:11" and served.substituted and "MariaDB" in served.note
+
+
+def test_the_loop_reports_services_it_could_not_start(tmp_path):
+    from types import SimpleNamespace
+
+    from bot.loop.orchestrator import SetupLoop
+
+    loop = SetupLoop.__new__(SetupLoop)
+    loop.record = SimpleNamespace(warnings=[])
+    loop._note_services([SimpleNamespace(name="db", requested_image="mongo:7", kind="mongodb", healthy=False,
+                                         note="mongo:7: no mongodb stand-in image is present"),
+                         SimpleNamespace(name="cache", requested_image="redis:7", kind="redis", healthy=True, note="")])
+    assert loop.record.warnings == ["service db (mongo:7) was not started: mongo:7: no mongodb stand-in image is present"]
+
+
+def test_forwarder_listens_on_both_loopbacks():
+    from bot.verify.services import FORWARDER
+
+    assert '"127.0.0.1", "::1"' in FORWARDER and "EADDRINUSE" in FORWARDER
+    compile(FORWARDER, "forwarder", "exec")
+
+
+# --- class 4: two distributions providing one import name ---------------------------------------
+
+def test_an_installed_declared_provider_is_preferred_over_the_same_named_distribution(tmp_path):
+    from types import SimpleNamespace
+
+    from bot.graph.model import DepGraph, Node
+    from bot.loop.orchestrator import SetupLoop
+    from bot.loop.repair import Candidate
+
+    loop = SetupLoop.__new__(SetupLoop)
+    g = DepGraph()
+    g.add(Node("package:awesome-slugify", "PACKAGE", "awesome-slugify", "UNKNOWN", action="pip", attrs={"group": "main"}))
+    g.add(Node("package:python-slugify", "PACKAGE", "python-slugify", "UNKNOWN", action="pip",
+               attrs={"group": "test", "source": "import"}))
+    loop.graph = g
+    loop.providers = {"slugify": ["awesome-slugify", "python-slugify"]}
+    sig = diagnose("E   ImportError: cannot import name 'Slugify' from 'slugify' "
+                   "(/usr/local/lib/python3.11/site-packages/slugify/__init__.py)")[0]
+    same_named = Candidate([Atom("pip_install", {"packages": ["python-slugify"]})], "rule")
+    out = [c.describe() for c in loop._prefer_installed(sig, [same_named])]
+    assert out == ["drop_package pip python-slugify"]
+    # nothing declared provides it: the candidates stay as they were
+    loop.providers = {"slugify": ["python-slugify"]}
+    assert [c.describe() for c in loop._prefer_installed(sig, [same_named])] == ["pip_install python-slugify"]
+
+
+# --- generic strategies -------------------------------------------------------------------------
+
+def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
+    from bot.graph import make_plan
+    from bot.graph.mapping import Registry
+    from bot.loop.repair import ci_install_specs, generic_candidates
+
+    wf = tmp_path / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    wf.joinpath("ci.yml").write_text(
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: |\n          python -m pip install -U pip\n          pip install cowsay 'freezegun<2' -r extra.txt $(cat x)\n"
+        "      - run: pytest\n")
+    (tmp_path / "tox.ini").write_text("[testenv]\ndeps =\n    pytest-sugar\n    py311: tomli\ncommands = pytest\n")
+    (tmp_path / "noxfile.py").write_text("import nox\n@nox.session\ndef t(session):\n    session.install('hypothesis', '.')\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("import yaml\n")
+    assert ci_install_specs(tmp_path) == ["cowsay", "freezegun<2", "pytest-sugar", "tomli", "hypothesis"]
+    plan = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    named = [(n, c.describe()) for n, c in generic_candidates(tmp_path, plan.graph)]
+    # tox's deps are in the plan already; what only the CI and nox install is offered
+    assert named[0] == ("follow the CI's install commands", "pip_install cowsay freezegun<2 hypothesis")
+    assert ("leave out the distributions guessed from imports", "drop_package pip pyyaml") in named
+
+
+# --- class 5 in the devcontainer: the same relay, on both loopbacks -------------------------------
+
+def test_devcontainer_compose_relays_localhost_to_each_service():
+    import yaml
+
+    from bot.compile.compose import render_compose
+    from bot.verify.services import FORWARDER
+
+    app = yaml.safe_load(render_compose(services=[{"name": "postgres", "image": "postgres:16"},
+                                                  {"name": "cache", "image": "redis:7"}]))["services"]["app"]
+    assert app["command"][:2] == ["sh", "-c"] and "$$0" in app["command"][2]
+    assert app["command"][3].strip() == FORWARDER.strip()
+    assert app["command"][4:] == ["5432:postgres:5432", "6379:cache:6379"]
+    assert app["sysctls"] == {"net.ipv6.conf.lo.disable_ipv6": 0}
+    alone = yaml.safe_load(render_compose(services=[]))["services"]["app"]
+    assert alone["command"] == ["sleep", "infinity"] and "sysctls" not in alone
