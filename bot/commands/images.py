@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     engine = Engine.from_settings(settings)
     if args.images_command == "list":
         engine.ping()
-        pythons = images.available_pythons(engine)
+        pythons = images.local_pythons(engine)
         services = images.available_services(engine)
         print("python: " + (" ".join(pythons) if pythons else "(none: run `setupbot images bootstrap`)"))
         if services:

@@ -88,6 +88,7 @@ class Engine:
         self._counter = itertools.count(1)
         self._client = None
         self._buildkit: bool | None = None
+        self._source = None   # bot.engine.sources.ImageSource, made on first use
 
     @classmethod
     def from_settings(cls, settings: Settings, run_id: str | None = None) -> "Engine":
@@ -167,6 +168,36 @@ class Engine:
     def untag(self, tag: str) -> None:
         self._cli(["rmi", "--no-prune", tag], check=False)
 
+    def resolve_image(self, image: str):
+        """``image`` present under its official name (pulled through the image source when
+        missing): a bot.engine.sources.ResolvedImage with its registry digest, or none for a
+        stand-in."""
+        from bot.engine.sources import ImageSource
+
+        if self._source is None:
+            self._source = ImageSource(self)
+        return self._source.ensure(image)
+
+    def _local_bases(self, dockerfile_text: str) -> dict[str, str]:
+        """FROM images made present before a build, and a digest-pinned FROM mapped to the local
+        image that carries that digest (a mirror's pull is stored under the mirror's name, so
+        the builder could not find ``python:3.13-slim@sha256:...`` by itself)."""
+        mapping: dict[str, str] = {}
+        for base in dockerfile_facts.base_images(dockerfile_text):
+            if "$" in base:
+                continue
+            if "@" not in base and self.image_exists(base):
+                continue
+            try:
+                resolved = self.resolve_image(base)
+            except ImageUnavailableError as exc:
+                # The builder then fails on it with its own message, in the build log.
+                log.warning("%s", exc.what)
+                continue
+            if "@" in base:
+                mapping[base] = resolved.name
+        return mapping
+
     def carries_ca(self, image: str) -> bool:
         return self.ca is None or self.image_labels(image).get(CA_LABEL) == self.ca.fingerprint
 
@@ -187,13 +218,13 @@ class Engine:
         if not context.is_dir():
             raise EngineError(f"build context {context} is not a directory", "Pass a directory.")
         ca_bases: dict[str, str] = {}
-        text = dockerfile_text
+        text = dockerfile_facts.replace_bases(dockerfile_text, self._local_bases(dockerfile_text))
         if ca and self.ca is not None:
-            for base in dockerfile_facts.base_images(dockerfile_text):
+            for base in dockerfile_facts.base_images(text):
                 if "$" in base or not self.image_exists(base) or self.carries_ca(base):
                     continue
                 ca_bases[base] = self.ca_derivative(base)
-            text = dockerfile_facts.replace_bases(dockerfile_text, ca_bases)
+            text = dockerfile_facts.replace_bases(text, ca_bases)
         all_labels = {**self.labels, **(labels or {})}
         result = self._build_raw(context, text, tag, all_labels, no_cache=no_cache,
                                  timeout=timeout or self.settings.engine.build_timeout)
@@ -280,9 +311,9 @@ class Engine:
                          entrypoint: str | None = None, labels: Mapping[str, str] | None = None,
                          cap_add: Sequence[str] = ()) -> str:
         if not self.image_exists(image):
-            raise ImageUnavailableError(
-                f"image {image} is not present on this engine and no registry can be reached",
-                "Run `setupbot images bootstrap` (offline stand-ins), or build the image first.")
+            # Pulls go through the image source (registry or mirror when one answers, else a
+            # clear error naming the bootstrap); the engine itself never pulls (pull="never").
+            self.resolve_image(image)
         kwargs = hardened_create_kwargs(self.limits, tuple(cap_add))
         net = network or self.settings.engine.network_mode
         try:

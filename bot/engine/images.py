@@ -67,6 +67,14 @@ def cache_dir(settings: Settings) -> Path:
 
 # ---------------------------------------------------------------------- what is offered
 def available_pythons(engine: Engine) -> list[str]:
+    """Every Python the image source offers (bot.engine.sources): the local store's, plus the
+    official tags when a registry answers. None at all is an ImageUnavailableError naming the fix."""
+    from bot.engine.sources import ImageSource
+
+    return ImageSource(engine).offered_pythons()
+
+
+def local_pythons(engine: Engine) -> list[str]:
     """Python versions with a ``python:X.Y-slim`` image on this engine (stand-in or official)."""
     versions = set()
     for ref in engine.image_tags("python"):
@@ -314,5 +322,5 @@ def require_standins(engine: Engine, tags: Iterable[str]) -> None:
                                     "Run `setupbot images bootstrap` (no registry needed).")
 
 
-__all__ = ["available_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
+__all__ = ["available_pythons", "local_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
            "Outcome", "OfferedService", "cache_dir", "ensure_rootfs", "rootfs_tarball"]
