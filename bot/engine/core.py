@@ -89,6 +89,11 @@ class Engine:
         self._client = None
         self._buildkit: bool | None = None
         self._source = None   # bot.engine.sources.ImageSource, made on first use
+        from bot.indexes import host_index_config
+
+        # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...) for runner commands
+        # and builds; never written into a generated file.
+        self.index_env: dict[str, str] = host_index_config(environ).env()
 
     @classmethod
     def from_settings(cls, settings: Settings, run_id: str | None = None) -> "Engine":
@@ -226,8 +231,14 @@ class Engine:
                 ca_bases[base] = self.ca_derivative(base)
             text = dockerfile_facts.replace_bases(text, ca_bases)
         all_labels = {**self.labels, **(labels or {})}
+        build_args: dict[str, str] = {}
+        if self.index_env:
+            # Declared in the transient copy only, after each FROM, so pip in RUN steps sees them.
+            text = dockerfile_facts.declare_args(text, sorted(self.index_env))
+            build_args = dict(self.index_env)
         result = self._build_raw(context, text, tag, all_labels, no_cache=no_cache,
-                                 timeout=timeout or self.settings.engine.build_timeout)
+                                 timeout=timeout or self.settings.engine.build_timeout,
+                                 build_args=build_args)
         result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases)
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)

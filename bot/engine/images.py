@@ -34,6 +34,20 @@ log = logging.getLogger(__name__)
 STANDIN_LABEL = "setupbot.standin"
 RECIPE_LABEL = "setupbot.recipe"
 DEBOOTSTRAP = "/usr/sbin/debootstrap"
+DEBOOTSTRAP_SCRIPTS = "/usr/share/debootstrap/scripts"
+
+
+def DEFAULT_DEBIAN_MIRROR() -> str:
+    """debootstrap's own default mirror, read from the installed debootstrap (needed only when
+    a SCRIPT argument must follow the MIRROR argument)."""
+    try:
+        m = re.search(r'^DEF_MIRROR="([^"]+)"', Path(DEBOOTSTRAP).read_text(errors="replace"), re.M)
+    except OSError:
+        m = None
+    if m is None:
+        raise ImageUnavailableError("cannot tell debootstrap's default mirror",
+                                    "Set images.mirror to a Debian mirror.")
+    return m.group(1)
 
 # Left out of the rootfs tarball, as the official slim images do (docs, man pages, locales,
 # downloaded .debs, apt lists).
@@ -157,8 +171,8 @@ def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], Non
             "Install it (`apt-get install debootstrap`, as root), or copy a rootfs tarball there.")
     with tempfile.TemporaryDirectory(prefix=f"debootstrap-{suite}-", dir=cache) as tmp:
         tree = Path(tmp) / "root"
-        argv = [DEBOOTSTRAP, "--variant=minbase", suite, str(tree), settings.images.mirror]
-        log_line(f"debootstrap {suite} from {settings.images.mirror}")
+        argv = [DEBOOTSTRAP, "--variant=minbase", suite, str(tree), *_mirror_args(settings, suite)]
+        log_line(f"debootstrap {suite} from {settings.images.mirror or 'its default mirror'}")
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if r.returncode != 0:
             out = r.stdout.decode(errors="replace")
@@ -171,6 +185,16 @@ def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], Non
             tar.add(str(tree), arcname=".")
         partial.rename(tarball)
     return tarball
+
+
+def _mirror_args(settings: Settings, suite: str) -> list[str]:
+    """debootstrap's MIRROR and SCRIPT arguments. An empty images.mirror leaves the mirror to
+    debootstrap's own default; a suite newer than this debootstrap knows (forky on a bookworm
+    host) uses the testing/unstable script, which every newer suite shares."""
+    scripts = Path(DEBOOTSTRAP_SCRIPTS)
+    script = [] if (scripts / suite).exists() or not (scripts / "sid").exists() else [str(scripts / "sid")]
+    mirror = settings.images.mirror or (DEFAULT_DEBIAN_MIRROR() if script else "")
+    return [mirror, *script] if mirror else []
 
 
 def _prune(tree: Path) -> None:
@@ -209,6 +233,8 @@ def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
 # ---------------------------------------------------------------------- stand-ins
 def _template_extra(settings: Settings) -> dict[str, str]:
     mirror = settings.images.mirror.rstrip("/")
+    if not mirror:   # the template keeps the mirror debootstrap chose
+        return {"mirror": "", "security_mirror": ""}
     security = re.sub(r"/debian$", "/debian-security", mirror) if mirror.endswith("/debian") else mirror + "-security"
     return {"mirror": mirror, "security_mirror": security}
 

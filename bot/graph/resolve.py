@@ -40,6 +40,12 @@ def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
                 "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
         if index_url:
             argv[3:3] = ["--index-url", index_url]
+        else:
+            # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...): uv reads only
+            # its own variables by itself.
+            from bot.indexes import host_index_config
+
+            argv[3:3] = host_index_config().uv_args()
         if only_binary:
             argv[3:3] = ["--only-binary", ":all:"]
         if exclude_newer:
