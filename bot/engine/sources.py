@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import ssl
 import urllib.error
@@ -148,10 +149,25 @@ class ImageSource:
         registry answers. Nothing at all is an ImageUnavailableError that names the fix."""
         found = set(self.local_pythons())
         if self.mode != "standins" and self.registry_answers():
-            found.update(REGISTRY_PYTHONS)
+            found.update(self.registry_pythons())
         if not found:
             raise self._unavailable("no python:X.Y-slim image is in the local store")
         return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+    def registry_pythons(self) -> list[str]:
+        """A configured registry is asked which python:X.Y-slim tags it holds (a mirror may hold
+        a few); the official registry, or a registry that does not list tags, offers the
+        official supported tags."""
+        if not self.registry:
+            return list(REGISTRY_PYTHONS)
+        host = self.registry.split("/", 1)[0]
+        path = _official_path("python")
+        for scheme in ("https", "http"):
+            tags = _list_tags(f"{scheme}://{host}/v2/{path}/tags/list", self.probe_timeout)
+            if tags is not None:
+                return sorted({m.group(1) for t in tags if (m := re.fullmatch(r"(\d+\.\d+)-slim", t))},
+                              key=lambda v: tuple(int(p) for p in v.split(".")))
+        return list(REGISTRY_PYTHONS)
 
     # ------------------------------------------------------------------ one image
     def local(self, name: str) -> ResolvedImage | None:
@@ -228,18 +244,31 @@ class ImageSource:
 
 def _answers(url: str, timeout: float) -> bool:
     """A registry answers /v2/ with 200 or 401 and names its API version."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    handlers: list = [urllib.request.HTTPSHandler(context=ssl.create_default_context())]
-    if host == "localhost" or host.startswith("127.") or host == "::1":
-        handlers.append(urllib.request.ProxyHandler({}))  # a proxy cannot reach our loopback
-    opener = urllib.request.build_opener(*handlers)
     try:
-        with opener.open(urllib.request.Request(url, method="GET"), timeout=timeout):
+        with _opener(url).open(urllib.request.Request(url, method="GET"), timeout=timeout):
             return True
     except urllib.error.HTTPError as exc:
         return exc.code == 401 or bool(exc.headers.get("Docker-Distribution-Api-Version"))
     except (urllib.error.URLError, OSError, socket.timeout, ValueError):
         return False
+
+
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    handlers: list = [urllib.request.HTTPSHandler(context=ssl.create_default_context())]
+    if host == "localhost" or host.startswith("127.") or host == "::1":
+        handlers.append(urllib.request.ProxyHandler({}))  # a proxy cannot reach our loopback
+    return urllib.request.build_opener(*handlers)
+
+
+def _list_tags(url: str, timeout: float) -> list[str] | None:
+    try:
+        with _opener(url).open(urllib.request.Request(url), timeout=timeout) as resp:
+            data = json.loads(resp.read(1_000_000) or b"{}")
+    except (urllib.error.URLError, OSError, socket.timeout, ValueError):
+        return None
+    tags = data.get("tags") if isinstance(data, dict) else None
+    return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else None
 
 
 def reset_probes() -> None:

@@ -10,6 +10,7 @@ import json
 import socket
 import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -70,12 +71,28 @@ def _fresh_probes():
     sources.reset_probes()
 
 
+@dataclass
+class RegistryDouble:
+    address: str
+    handler: type
+
+
 @pytest.fixture
 def registry_double():
     """A /v2/ endpoint that answers like a registry (401 with the API version header)."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        tags = None
+
         def do_GET(self):
+            if self.path == "/v2/library/python/tags/list" and Handler.tags is not None:
+                body = json.dumps({"name": "library/python", "tags": Handler.tags}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             self.send_response(401 if self.path == "/v2/" else 404)
             self.send_header("Docker-Distribution-Api-Version", "registry/2.0")
             self.end_headers()
@@ -86,7 +103,7 @@ def registry_double():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
+    yield RegistryDouble(f"127.0.0.1:{server.server_address[1]}", Handler)
     server.shutdown()
 
 
@@ -137,9 +154,9 @@ def test_local_stand_in_is_used_without_probing_and_has_no_digest():
 
 
 def test_a_mirror_pull_is_tagged_with_the_official_name_and_pinned(registry_double):
-    mirror_ref = f"{registry_double}/library/python:3.13-slim"
-    engine = FakeEngine(settings_with(registry=registry_double),
-                        remote={mirror_ref: pulled(f"{registry_double}/library/python")})
+    mirror_ref = f"{registry_double.address}/library/python:3.13-slim"
+    engine = FakeEngine(settings_with(registry=registry_double.address),
+                        remote={mirror_ref: pulled(f"{registry_double.address}/library/python")})
     got = ImageSource(engine).ensure("python:3.13-slim")
     assert got == ResolvedImage("python:3.13-slim", "registry", DIGEST)
     assert ["pull", "--quiet", mirror_ref] in engine.calls
@@ -147,12 +164,18 @@ def test_a_mirror_pull_is_tagged_with_the_official_name_and_pinned(registry_doub
 
 
 def test_registry_offers_the_official_tags_and_the_store_adds_its_own(registry_double):
-    engine = FakeEngine(settings_with(registry=registry_double), local={"python:3.8-slim": STANDIN})
+    engine = FakeEngine(settings_with(registry=registry_double.address), local={"python:3.8-slim": STANDIN})
     assert ImageSource(engine).offered_pythons() == ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
 
 
+def test_a_mirror_that_lists_its_tags_offers_only_those(registry_double):
+    registry_double.handler.tags = ["3.13-slim", "3.11-slim", "3.13", "latest"]
+    engine = FakeEngine(settings_with(registry=registry_double.address))
+    assert ImageSource(engine).offered_pythons() == ["3.11", "3.13"]
+
+
 def test_standins_source_never_probes(registry_double):
-    engine = FakeEngine(settings_with(registry=registry_double, source="standins"),
+    engine = FakeEngine(settings_with(registry=registry_double.address, source="standins"),
                         local={"python:3.11-slim": STANDIN})
     assert ImageSource(engine).offered_pythons() == ["3.11"]
 
