@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -239,7 +240,8 @@ class Engine:
         result = self._build_raw(context, text, tag, all_labels, no_cache=no_cache,
                                  timeout=timeout or self.settings.engine.build_timeout,
                                  build_args=build_args)
-        result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases)
+        result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases,
+                             BUILDKIT_LIMITS_NOTE if self.kind == "docker" and self.buildkit_available() else "")
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             Path(log_path).write_text(result.log)
@@ -290,6 +292,8 @@ class Engine:
                 raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
             seconds = time.monotonic() - started
             out = proc.stdout.decode(errors="replace")
+            if buildkit:
+                out = plain_buildkit_log(out)
             if proc.returncode != 0 and _engine_failure(out):
                 raise EngineError("the engine failed during an image build", "Check that the engine is healthy.",
                                   argv=argv, exit_code=proc.returncode, stderr=out)
@@ -479,6 +483,17 @@ class Engine:
                 seen.append(image_id)
         counts["images"] = len(seen)
         return counts
+
+
+BUILDKIT_LIMITS_NOTE = ("image builds ran under BuildKit, which takes no per-build limits: engine.memory and "
+                        "engine.cpus held for the runner containers, not for the RUN steps of image builds")
+_BUILDKIT_LINE = re.compile(r"^#\d+ (?:\d+\.\d+ )?")
+
+
+def plain_buildkit_log(text: str) -> str:
+    """BuildKit's plain progress prefixes every line with its step and time ("#8 1.234 ");
+    without them the log reads like the classic builder's, which diagnosis was written for."""
+    return "\n".join(_BUILDKIT_LINE.sub("", line) for line in text.splitlines()) + ("\n" if text.endswith("\n") else "")
 
 
 def _engine_failure(output: str) -> bool:

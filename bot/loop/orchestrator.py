@@ -301,6 +301,8 @@ class SetupLoop:
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
         build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache)
+        if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
+            self.record.warnings.append(build.limits_note)
         self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
         sigs = diagnose(build.log) if not build.ok else []
         self.traj.record(purpose, command=["build", tag] + (["--no-cache"] if no_cache else []),

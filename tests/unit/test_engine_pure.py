@@ -184,3 +184,12 @@ def test_run_ids_are_unique_and_name_safe():
     ids = {new_run_id() for _ in range(50)}
     assert len(ids) == 50
     assert all(re.fullmatch(r"\d{14}-[0-9a-f]{6}", i) for i in ids)
+
+
+def test_buildkit_plain_progress_reads_like_the_classic_builder():
+    from bot.engine.core import plain_buildkit_log
+
+    raw = ("#5 [2/3] RUN pip install .\n#5 0.512 Collecting six\n"
+           "#5 1.20 ModuleNotFoundError: No module named 'yaml'\n#5 ERROR: process did not complete\n")
+    assert plain_buildkit_log(raw) == ("[2/3] RUN pip install .\nCollecting six\n"
+                                       "ModuleNotFoundError: No module named 'yaml'\nERROR: process did not complete\n")
