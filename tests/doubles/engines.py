@@ -116,8 +116,10 @@ def push_as(engine_env: dict[str, str] | None, local: str, registry: str, name: 
 
 
 @contextlib.contextmanager
-def fresh_engine(root: Path) -> Iterator[dict[str, str]]:
-    """Yields the environment (DOCKER_HOST) of a second, empty Docker daemon."""
+def fresh_engine(root: Path, registry_mirror: str = "") -> Iterator[dict[str, str]]:
+    """Yields the environment (DOCKER_HOST) of a second, empty Docker daemon. With
+    ``registry_mirror`` (``127.0.0.1:PORT``) the daemon pulls official images through it, as a
+    runner configured with a pull-through cache does."""
     dockerd = shutil.which("dockerd")
     if not dockerd:
         raise Unavailable("dockerd is not installed")
@@ -127,17 +129,23 @@ def fresh_engine(root: Path) -> Iterator[dict[str, str]]:
                             text=True).stdout.strip() or "overlay2"
     suffix = secrets.token_hex(3)
     bridge = f"sbt{suffix}"
+    # Every network of this daemon (its default bridge and the ones compose creates) comes from
+    # one /16, so a handful of rules on that range give them all outbound NAT and forwarding.
     octet = 200 + int(suffix, 16) % 50
-    subnet = f"10.{octet}.{int(suffix[:2], 16)}"
-    cidr = f"{subnet}.0/24"
+    pool = f"10.{octet}.0.0/16"
+    subnet = f"10.{octet}.0"
     sock = root / "docker.sock"
     config = root / "daemon.json"
     # The shared daemon's /etc/docker/daemon.json must not apply (its data-root would clash).
-    config.write_text(json.dumps({"storage-driver": driver, "mtu": 1400}))
+    daemon: dict = {"storage-driver": driver, "mtu": 1400,
+                    "default-address-pools": [{"base": pool, "size": 24}]}
+    if registry_mirror:
+        daemon["registry-mirrors"] = [f"http://{registry_mirror}"]
+    config.write_text(json.dumps(daemon))
     rules = [
-        ["iptables", "-t", "nat", "-I", "POSTROUTING", "-s", cidr, "!", "-o", bridge, "-j", "MASQUERADE"],
-        ["iptables", "-I", "FORWARD", "-i", bridge, "-j", "ACCEPT"],
-        ["iptables", "-I", "FORWARD", "-o", bridge, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED",
+        ["iptables", "-t", "nat", "-I", "POSTROUTING", "-s", pool, "!", "-d", pool, "-j", "MASQUERADE"],
+        ["iptables", "-I", "FORWARD", "-s", pool, "-j", "ACCEPT"],
+        ["iptables", "-I", "FORWARD", "-d", pool, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED",
          "-j", "ACCEPT"],
     ]
     added: list[list[str]] = []

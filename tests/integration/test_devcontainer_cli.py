@@ -1,0 +1,100 @@
+"""A real Dev Containers client on setupbot's outputs: `devcontainer up --workspace-folder .`,
+then `devcontainer exec ... <test command>` (PyPI's devcontainer-rs), on every fixture here
+that writes a devcontainer -- a plain one (the README's hello-app) and a compose one (a Redis
+service from the repository's CI).
+
+The outputs are the files setupbot writes for the fixture's plan. They name official images,
+as on a runner that pulls them; here a fresh engine (tests/doubles/engines.py) pulls them
+through a local registry mirror that holds the stand-ins under those names (redis:7 is the
+redis stand-in), so the shared engine's tags are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from doubles.engines import Unavailable, fresh_engine, local_registry, push_as
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = {
+    "hello-app": ROOT / "examples" / "hello-app",
+    "devcontainer-redis": ROOT / "tests" / "fixtures" / "repos" / "devcontainer-redis",
+}
+# What the mirror holds: official name <- the stand-in on the shared engine.
+MIRRORED = {"python:3.13-slim": "python:3.13-slim", "python:3.11-slim": "python:3.11-slim", "redis:7": "redis:8"}
+
+
+def unavailable(reason: str):
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def mirrored_engine(tmp_path_factory, docker_available):
+    if shutil.which("devcontainer") is None:
+        unavailable("the devcontainer CLI is missing (pip install devcontainer-rs; it is in the dev extras)")
+    missing = [s for s in MIRRORED.values()
+               if subprocess.run(["docker", "image", "inspect", s], capture_output=True).returncode]
+    if missing:
+        unavailable(f"stand-ins missing ({', '.join(missing)}): run `setupbot images bootstrap`")
+    root = tmp_path_factory.mktemp("devcontainer-engine")
+    try:
+        with local_registry(root / "registry") as registry:
+            for name, local in MIRRORED.items():
+                push_as(None, local, registry, name)
+            with fresh_engine(root / "engine", registry_mirror=registry) as env:
+                yield {**os.environ, **env}
+    except Unavailable as exc:
+        unavailable(str(exc))
+
+
+def write_outputs_for(fixture: Path, workdir: Path) -> Path:
+    from bot.config import load_settings
+    from bot.graph import make_plan
+    from bot.outputs import outputs_from_pipeline, write_outputs
+
+    repo = workdir / f"{fixture.name}-{os.getpid()}"
+    shutil.copytree(fixture, repo)
+    settings = load_settings(repo)
+    plan = make_plan(repo, settings, available_pythons=["3.11", "3.13"])
+    write_outputs(repo, outputs_from_pipeline(repo, plan=plan, output_dir=settings.output.dir,
+                                              repository=fixture.name))
+    return repo
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_devcontainer_up_and_exec_runs_the_tests(name, mirrored_engine, tmp_path):
+    repo = write_outputs_for(FIXTURES[name], tmp_path)
+    config_text = (repo / ".devcontainer" / "devcontainer.json").read_text()
+    config = json.loads("\n".join(line for line in config_text.splitlines() if not line.lstrip().startswith("//")))
+    compose = "dockerComposeFile" in config
+    assert compose == (name == "devcontainer-redis")
+    command = config["customizations"]["setupbot"]["testCommand"]
+    env = mirrored_engine
+    try:
+        up = subprocess.run(["devcontainer", "up", "--workspace-folder", str(repo)], env=env,
+                            capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL)
+        assert up.returncode == 0, (up.stdout + up.stderr)[-5000:]
+        result = json.loads(up.stdout.strip().splitlines()[-1])
+        assert result["outcome"] == "success", result
+        run = subprocess.run(["devcontainer", "exec", "--workspace-folder", str(repo), *command, "-q"],
+                             env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+        assert " passed" in run.stdout and "failed" not in run.stdout
+    finally:
+        # Everything this dev container started: its containers (the compose project's too).
+        ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=devcontainer.local_folder={repo}"],
+                             env=env, capture_output=True, text=True).stdout.split()
+        if compose:
+            ids += subprocess.run(["docker", "ps", "-aq", "--filter",
+                                   f"label=com.docker.compose.project.working_dir={repo / '.devcontainer'}"],
+                                  env=env, capture_output=True, text=True).stdout.split()
+        if ids:
+            subprocess.run(["docker", "rm", "-f", "-v", *set(ids)], env=env, capture_output=True)
