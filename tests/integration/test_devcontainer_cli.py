@@ -4,7 +4,7 @@ that writes a devcontainer -- a plain one (the README's hello-app) and a compose
 service from the repository's CI).
 
 The outputs are the files setupbot writes for the fixture's plan. They name official images,
-as on a runner that pulls them; here a fresh engine (tests/doubles/engines.py) pulls them
+as on a runner that pulls them; here the fresh engine of the `runner_world` fixture pulls them
 through a local registry mirror that holds the stand-ins under those names (redis:7 is the
 redis stand-in), so the shared engine's tags are never touched.
 """
@@ -19,15 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from doubles.engines import Unavailable, fresh_engine, local_registry, push_as
-
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = {
     "hello-app": ROOT / "examples" / "hello-app",
     "devcontainer-redis": ROOT / "tests" / "fixtures" / "repos" / "devcontainer-redis",
 }
-# What the mirror holds: official name <- the stand-in on the shared engine.
-MIRRORED = {"python:3.13-slim": "python:3.13-slim", "python:3.11-slim": "python:3.11-slim", "redis:7": "redis:8"}
 
 
 def unavailable(reason: str):
@@ -37,22 +33,10 @@ def unavailable(reason: str):
 
 
 @pytest.fixture(scope="module")
-def mirrored_engine(tmp_path_factory, docker_available):
+def mirrored_engine(runner_world):
     if shutil.which("devcontainer") is None:
         unavailable("the devcontainer CLI is missing (pip install devcontainer-rs; it is in the dev extras)")
-    missing = [s for s in MIRRORED.values()
-               if subprocess.run(["docker", "image", "inspect", s], capture_output=True).returncode]
-    if missing:
-        unavailable(f"stand-ins missing ({', '.join(missing)}): run `setupbot images bootstrap`")
-    root = tmp_path_factory.mktemp("devcontainer-engine")
-    try:
-        with local_registry(root / "registry") as registry:
-            for name, local in MIRRORED.items():
-                push_as(None, local, registry, name)
-            with fresh_engine(root / "engine", registry_mirror=registry) as env:
-                yield {**os.environ, **env}
-    except Unavailable as exc:
-        unavailable(str(exc))
+    return {**os.environ, **runner_world[2]}
 
 
 def write_outputs_for(fixture: Path, workdir: Path) -> Path:
