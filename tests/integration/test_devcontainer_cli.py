@@ -4,9 +4,10 @@ that writes a devcontainer -- a plain one (the README's hello-app) and a compose
 service from the repository's CI).
 
 The outputs are the files setupbot writes for the fixture's plan. They name official images,
-as on a runner that pulls them; here the fresh engine of the `runner_world` fixture pulls them
-through a local registry mirror that holds the stand-ins under those names (redis:7 is the
-redis stand-in), so the shared engine's tags are never touched.
+as on a runner that pulls them. The plain fixture runs on the shared engine (its python image
+is a stand-in there); the compose one names redis:7, which the fresh engine of the
+`runner_world` fixture pulls through a local registry mirror holding the redis stand-in under
+that name, so the shared engine's tags are never touched.
 """
 
 from __future__ import annotations
@@ -32,11 +33,17 @@ def unavailable(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def mirrored_engine(runner_world):
+@pytest.fixture
+def engine_env(request):
+    """The plain fixture runs on the shared engine, whose store has the python stand-in (and,
+    in CI, the layers of `.ci/run`'s own hello-app run); the compose one on the fresh engine,
+    which pulls redis:7 through the local registry mirror."""
     if shutil.which("devcontainer") is None:
         unavailable("the devcontainer CLI is missing (pip install devcontainer-rs; it is in the dev extras)")
-    return {**os.environ, **runner_world[2]}
+    if request.node.callspec.params["name"] == "devcontainer-redis":
+        return {**os.environ, **request.getfixturevalue("runner_world")[2]}
+    request.getfixturevalue("docker_available")
+    return dict(os.environ)
 
 
 def write_outputs_for(fixture: Path, workdir: Path) -> Path:
@@ -54,14 +61,14 @@ def write_outputs_for(fixture: Path, workdir: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_devcontainer_up_and_exec_runs_the_tests(name, mirrored_engine, tmp_path):
+def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
     repo = write_outputs_for(FIXTURES[name], tmp_path)
     config_text = (repo / ".devcontainer" / "devcontainer.json").read_text()
     config = json.loads("\n".join(line for line in config_text.splitlines() if not line.lstrip().startswith("//")))
     compose = "dockerComposeFile" in config
     assert compose == (name == "devcontainer-redis")
     command = config["customizations"]["setupbot"]["testCommand"]
-    env = mirrored_engine
+    env = engine_env
     try:
         up = subprocess.run(["devcontainer", "up", "--workspace-folder", str(repo)], env=env,
                             capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL)
@@ -80,5 +87,13 @@ def test_devcontainer_up_and_exec_runs_the_tests(name, mirrored_engine, tmp_path
             ids += subprocess.run(["docker", "ps", "-aq", "--filter",
                                    f"label=com.docker.compose.project.working_dir={repo / '.devcontainer'}"],
                                   env=env, capture_output=True, text=True).stdout.split()
+        images = set()
+        for container in set(ids):
+            image = subprocess.run(["docker", "inspect", "--format", "{{.Config.Image}}", container], env=env,
+                                   capture_output=True, text=True).stdout.strip()
+            if image.startswith(("devcontainer-", "vsc-")) and repo.name in image:
+                images.add(image)   # the image the client built for this copy, and only that
         if ids:
             subprocess.run(["docker", "rm", "-f", "-v", *set(ids)], env=env, capture_output=True)
+        if images:
+            subprocess.run(["docker", "rmi", *images], env=env, capture_output=True)
