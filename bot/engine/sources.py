@@ -208,6 +208,9 @@ class ImageSource:
                         "Check images.registry and that the registry holds the image, or set "
                         "images.source: auto to fall back to offline stand-ins.")
                 self.say(f"cannot pull {source} ({detail[0]}); looking for an offline stand-in")
+                raise ImageUnavailableError(f"image {ref} is not in the local store, the registry could not "
+                                            f"give it ({detail[0]}) and no offline stand-in is built",
+                                            BOOTSTRAP_HINT)
         raise self._unavailable(f"image {ref} is not in the local store")
 
     def _unavailable(self, what: str) -> ImageUnavailableError:

@@ -246,3 +246,13 @@ def test_report_says_a_stand_in_has_no_digest_and_shows_a_registry_digest():
     assert "offline stand-in" in standin and "no registry digest" in standin
     registry = render_report(from_pipeline({**base, "base_image_origin": "registry", "base_image_digest": DIGEST}))
     assert DIGEST in registry
+
+
+def test_auto_with_an_answering_registry_that_lacks_the_image_says_so(registry_double):
+    said: list[str] = []
+    engine = FakeEngine(settings_with(registry=registry_double.address))
+    with pytest.raises(ImageUnavailableError) as exc:
+        ImageSource(engine, say=said.append).ensure("python:3.12-slim")
+    assert "could not give it" in exc.value.what and "manifest unknown" in exc.value.what
+    assert "setupbot images bootstrap" in exc.value.fix
+    assert said and "cannot pull" in said[0]
