@@ -5,15 +5,15 @@
 # Uses Debian's packages: postgresql (+ postgresql-<major>-pgvector when the suite has it).
 # Root or passwordless sudo: the server runs as the postgres user. Under CI=true a server that
 # does not start fails the run (the store's tests must not be skipped there).
-# SETUPBOT_PG_DRY_RUN=1 prints the privileged commands instead of running them.
+# CIRUN_PG_DRY_RUN=1 prints the privileged commands instead of running them.
 
 # The privileged prefix: nothing as root, sudo otherwise (.ci/run exports its choice).
 _pg_root() {
-    if [ -n "${SETUPBOT_PG_DRY_RUN:-}" ]; then echo "as_root: ${_pg_sudo[*]:-}${_pg_sudo[*]:+ }$*" >&2; return 0; fi
+    if [ -n "${CIRUN_PG_DRY_RUN:-}" ]; then echo "as_root: ${_pg_sudo[*]:-}${_pg_sudo[*]:+ }$*" >&2; return 0; fi
     "${_pg_sudo[@]}" "$@"
 }
 _pg_as_postgres() {
-    if [ -n "${SETUPBOT_PG_DRY_RUN:-}" ]; then echo "as_postgres: $*" >&2; return 0; fi
+    if [ -n "${CIRUN_PG_DRY_RUN:-}" ]; then echo "as_postgres: $*" >&2; return 0; fi
     if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else sudo -n -u postgres -- "$@"; fi
 }
 if [ "$(id -u)" -eq 0 ]; then _pg_sudo=(); else _pg_sudo=(sudo -n); fi
@@ -27,7 +27,7 @@ setupbot_pg_start() {
         _pg_root apt-get install -y -qq postgresql >/dev/null || { echo "postgres.sh: cannot install postgresql" >&2; return 1; }
     fi
     bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-    if [ -n "${SETUPBOT_PG_DRY_RUN:-}" ] && [ -z "$bindir" ]; then bindir=/usr/lib/postgresql/NN/bin; fi
+    if [ -n "${CIRUN_PG_DRY_RUN:-}" ] && [ -z "$bindir" ]; then bindir=/usr/lib/postgresql/NN/bin; fi
     major=$(basename "$(dirname "$bindir")")
     # pgvector is optional: the store falls back to in-process cosine without it.
     if [ ! -e "/usr/share/postgresql/$major/extension/vector.control" ] \
@@ -66,7 +66,7 @@ setupbot_pg_stop() {
             _pg_as_postgres "$SETUPBOT_PG_BINDIR/pg_ctl" -D "$SETUPBOT_PG_DATADIR/data" -m fast -w stop >/dev/null 2>&1 || true
         fi
         _pg_root rm -rf "$SETUPBOT_PG_DATADIR"
-        if [ -n "${SETUPBOT_PG_DRY_RUN:-}" ]; then rm -rf "$SETUPBOT_PG_DATADIR"; fi
+        if [ -n "${CIRUN_PG_DRY_RUN:-}" ]; then rm -rf "$SETUPBOT_PG_DATADIR"; fi
     fi
     SETUPBOT_PG_DATADIR=
 }

@@ -75,7 +75,7 @@ def users():
 
 def run_as(prefix: list[str], user: str, top: Path) -> subprocess.CompletedProcess[str]:
     switch = ["runuser", "-u", user, "--"] if not prefix else [*prefix, "-u", user, "--"]
-    return subprocess.run([*switch, "env", "-i", f"PATH={PATH}", "HOME=/tmp", "SETUPBOT_CI_DRY_RUN=1",
+    return subprocess.run([*switch, "env", "-i", f"PATH={PATH}", "HOME=/tmp", "CIRUN_DRY_RUN=1",
                            "bash", str(top / ".ci" / "run")], capture_output=True, text=True, timeout=300,
                           cwd="/tmp")
 
