@@ -23,7 +23,7 @@ def test_empty_store_and_no_registry_is_a_clear_error(tmp_path, docker_available
             repo = tmp_path / "hello-app"
             shutil.copytree(ROOT / "examples" / "hello-app", repo)
             env = {**os.environ, **engine_env, "SETUPBOT_IMAGES_REGISTRY": f"127.0.0.1:{free_port()}",
-                   "HOME": str(tmp_path)}
+                   "SETUPBOT_IMAGES_SOURCE": "auto", "HOME": str(tmp_path)}
             r = subprocess.run([sys.executable, "-m", "bot", "run", str(repo)], env=env, capture_output=True,
                                text=True, timeout=600, cwd=ROOT)
     except Unavailable as exc:
