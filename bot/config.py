@@ -45,7 +45,7 @@ class CASettings:
 @dataclass(frozen=True)
 class ImagesSettings:
     suites: tuple[str, ...] = ("bookworm", "trixie")
-    mirror: str = "http://deb.debian.org/debian"
+    mirror: str = ""          # "" = debootstrap's own default mirror
     cache_dir: str = ""
     # Where base images come from: the local store first, then (auto/registry) a registry, then
     # (auto/standins) the offline stand-ins of `setupbot images bootstrap`.

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     engine = Engine.from_settings(settings)
     if args.images_command == "list":
         engine.ping()
-        pythons = images.available_pythons(engine)
+        pythons = images.local_pythons(engine)
         services = images.available_services(engine)
         out = human(args)
         print("python: " + (" ".join(pythons) if pythons else "(none: run `setupbot images bootstrap`)"), file=out)

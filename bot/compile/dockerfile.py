@@ -121,7 +121,10 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             by_action.setdefault(n.action, []).append(n)
     rt = graph.runtime
     steps: list[dict[str, Any]] = []
-    steps.append({"op": "FROM", "image": rt.attrs.get("base_image", "python:3.12-slim"), "nodes": [rt],
+    base = rt.attrs.get("base_image", "python:3.12-slim")
+    if rt.attrs.get("base_digest") and "@" not in base:
+        base = f"{base}@{rt.attrs['base_digest']}"   # pulled from a registry: pinned
+    steps.append({"op": "FROM", "image": base, "nodes": [rt],
                   "comments": [f"Python {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}".strip()] + _where([rt])})
     envs = by_action.get("env", [])
     if envs:

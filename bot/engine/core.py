@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import logging
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -154,6 +155,12 @@ class Engine:
         self._internal_networks: set[str] = set()
         self.egress: EgressFacts | None = None
         self._egress_net: str | None = None
+        self._source = None   # bot.engine.sources.ImageSource, made on first use
+        from bot.indexes import host_index_config
+
+        # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...) for runner commands
+        # and builds; never written into a generated file.
+        self.index_env: dict[str, str] = host_index_config(environ).env()
 
     @classmethod
     def from_settings(cls, settings: Settings, run_id: str | None = None) -> "Engine":
@@ -233,6 +240,36 @@ class Engine:
     def untag(self, tag: str) -> None:
         self._cli(["rmi", "--no-prune", tag], check=False)
 
+    def resolve_image(self, image: str):
+        """``image`` present under its official name (pulled through the image source when
+        missing): a bot.engine.sources.ResolvedImage with its registry digest, or none for a
+        stand-in."""
+        from bot.engine.sources import ImageSource
+
+        if self._source is None:
+            self._source = ImageSource(self)
+        return self._source.ensure(image)
+
+    def _local_bases(self, dockerfile_text: str) -> dict[str, str]:
+        """FROM images made present before a build, and a digest-pinned FROM mapped to the local
+        image that carries that digest (a mirror's pull is stored under the mirror's name, so
+        the builder could not find ``python:3.13-slim@sha256:...`` by itself)."""
+        mapping: dict[str, str] = {}
+        for base in dockerfile_facts.base_images(dockerfile_text):
+            if "$" in base:
+                continue
+            if "@" not in base and self.image_exists(base):
+                continue
+            try:
+                resolved = self.resolve_image(base)
+            except ImageUnavailableError as exc:
+                # The builder then fails on it with its own message, in the build log.
+                log.warning("%s", exc.what)
+                continue
+            if "@" in base:
+                mapping[base] = resolved.name
+        return mapping
+
     def carries_ca(self, image: str) -> bool:
         return self.ca is None or self.image_labels(image).get(CA_LABEL) == self.ca.fingerprint
 
@@ -253,17 +290,24 @@ class Engine:
         if not context.is_dir():
             raise EngineError(f"build context {context} is not a directory", "Pass a directory.")
         ca_bases: dict[str, str] = {}
-        text = dockerfile_text
+        text = dockerfile_facts.replace_bases(dockerfile_text, self._local_bases(dockerfile_text))
         if ca and self.ca is not None:
-            for base in dockerfile_facts.base_images(dockerfile_text):
+            for base in dockerfile_facts.base_images(text):
                 if "$" in base or not self.image_exists(base) or self.carries_ca(base):
                     continue
                 ca_bases[base] = self.ca_derivative(base)
-            text = dockerfile_facts.replace_bases(dockerfile_text, ca_bases)
+            text = dockerfile_facts.replace_bases(text, ca_bases)
         all_labels = {**self.labels, **(labels or {})}
+        build_args: dict[str, str] = {}
+        if self.index_env:
+            # Declared in the transient copy only, after each FROM, so pip in RUN steps sees them.
+            text = dockerfile_facts.declare_args(text, sorted(self.index_env))
+            build_args = dict(self.index_env)
         result = self._build_raw(context, text, tag, all_labels, no_cache=no_cache,
-                                 timeout=timeout or self.settings.engine.build_timeout)
-        result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases)
+                                 timeout=timeout or self.settings.engine.build_timeout,
+                                 build_args=build_args)
+        result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases,
+                             BUILDKIT_LIMITS_NOTE if self.kind == "docker" and self.buildkit_available() else "")
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             Path(log_path).write_text(result.log)
@@ -320,6 +364,8 @@ class Engine:
                                    time.monotonic() - started)
             seconds = time.monotonic() - started
             out = cap.text
+            if buildkit:
+                out = plain_buildkit_log(out)
             if cap.returncode != 0 and _engine_failure(out):
                 raise EngineError("the engine failed during an image build", "Check that the engine is healthy.",
                                   argv=argv, exit_code=cap.returncode, stderr=out)
@@ -354,9 +400,9 @@ class Engine:
                          entrypoint: str | None = None, labels: Mapping[str, str] | None = None,
                          cap_add: Sequence[str] = (), sysctls: Mapping[str, str] | None = None) -> str:
         if not self.image_exists(image):
-            raise ImageUnavailableError(
-                f"image {image} is not present on this engine and no registry can be reached",
-                "Run `setupbot images bootstrap` (offline stand-ins), or build the image first.")
+            # Pulls go through the image source (registry or mirror when one answers, else a
+            # clear error naming the bootstrap); the engine itself never pulls (pull="never").
+            self.resolve_image(image)
         kwargs = hardened_create_kwargs(self.limits, tuple(cap_add))
         runner = (labels or {}).get("setupbot.role") == "runner"
         net = network or (self.egress_network() if runner else self.settings.engine.network_mode)
@@ -627,6 +673,17 @@ class Engine:
                 seen.append(image_id)
         counts["images"] = len(seen)
         return counts
+
+
+BUILDKIT_LIMITS_NOTE = ("image builds ran under BuildKit, which takes no per-build limits: engine.memory and "
+                        "engine.cpus held for the runner containers, not for the RUN steps of image builds")
+_BUILDKIT_LINE = re.compile(r"^#\d+ (?:\d+\.\d+ )?")
+
+
+def plain_buildkit_log(text: str) -> str:
+    """BuildKit's plain progress prefixes every line with its step and time ("#8 1.234 ");
+    without them the log reads like the classic builder's, which diagnosis was written for."""
+    return "\n".join(_BUILDKIT_LINE.sub("", line) for line in text.splitlines()) + ("\n" if text.endswith("\n") else "")
 
 
 def _engine_failure(output: str) -> bool:

@@ -68,3 +68,15 @@ def replace_bases(text: str, mapping: dict[str, str]) -> str:
         ending = lines[f.index][len(lines[f.index].rstrip("\r\n")):]
         lines[f.index] = f"{m.group('indent')}FROM{m.group('flags')} {mapping[f.image]}{m.group('rest')}{ending}"
     return "".join(lines)
+
+
+def declare_args(text: str, names: list[str]) -> str:
+    """A copy of ``text`` with ``ARG name`` (no value) after every FROM line, so build arguments
+    given on the command line reach the RUN steps of every stage without being written here."""
+    lines = text.splitlines(keepends=True)
+    for f in reversed(from_lines(text)):
+        ending = lines[f.index][len(lines[f.index].rstrip("\r\n")):] or "\n"
+        if not lines[f.index].endswith(("\n", "\r")):
+            lines[f.index] += ending
+        lines.insert(f.index + 1, "".join(f"ARG {n}{ending}" for n in names))
+    return "".join(lines)

@@ -35,6 +35,20 @@ log = logging.getLogger(__name__)
 STANDIN_LABEL = "setupbot.standin"
 RECIPE_LABEL = "setupbot.recipe"
 DEBOOTSTRAP = "/usr/sbin/debootstrap"
+DEBOOTSTRAP_SCRIPTS = "/usr/share/debootstrap/scripts"
+
+
+def DEFAULT_DEBIAN_MIRROR() -> str:
+    """debootstrap's own default mirror, read from the installed debootstrap (needed only when
+    a SCRIPT argument must follow the MIRROR argument)."""
+    try:
+        m = re.search(r'^DEF_MIRROR="([^"]+)"', Path(DEBOOTSTRAP).read_text(errors="replace"), re.M)
+    except OSError:
+        m = None
+    if m is None:
+        raise ImageUnavailableError("cannot tell debootstrap's default mirror",
+                                    "Set images.mirror to a Debian mirror.")
+    return m.group(1)
 
 # Left out of the rootfs tarball, as the official slim images do (docs, man pages, locales,
 # downloaded .debs, apt lists).
@@ -68,6 +82,14 @@ def cache_dir(settings: Settings) -> Path:
 
 # ---------------------------------------------------------------------- what is offered
 def available_pythons(engine: Engine) -> list[str]:
+    """Every Python the image source offers (bot.engine.sources): the local store's, plus the
+    official tags when a registry answers. None at all is an ImageUnavailableError naming the fix."""
+    from bot.engine.sources import ImageSource
+
+    return ImageSource(engine).offered_pythons()
+
+
+def local_pythons(engine: Engine) -> list[str]:
     """Python versions with a ``python:X.Y-slim`` image on this engine (stand-in or official)."""
     versions = set()
     for ref in engine.image_tags("python"):
@@ -150,8 +172,8 @@ def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], Non
             "Install it (`apt-get install debootstrap`, as root), or copy a rootfs tarball there.")
     with tempfile.TemporaryDirectory(prefix=f"debootstrap-{suite}-", dir=cache) as tmp:
         tree = Path(tmp) / "root"
-        argv = [DEBOOTSTRAP, "--variant=minbase", suite, str(tree), settings.images.mirror]
-        log_line(f"debootstrap {suite} from {settings.images.mirror}")
+        argv = [DEBOOTSTRAP, "--variant=minbase", suite, str(tree), *_mirror_args(settings, suite)]
+        log_line(f"debootstrap {suite} from {settings.images.mirror or 'its default mirror'}")
         r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                            env=host_env())
         if r.returncode != 0:
@@ -165,6 +187,16 @@ def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], Non
             tar.add(str(tree), arcname=".")
         partial.rename(tarball)
     return tarball
+
+
+def _mirror_args(settings: Settings, suite: str) -> list[str]:
+    """debootstrap's MIRROR and SCRIPT arguments. An empty images.mirror leaves the mirror to
+    debootstrap's own default; a suite newer than this debootstrap knows (forky on a bookworm
+    host) uses the testing/unstable script, which every newer suite shares."""
+    scripts = Path(DEBOOTSTRAP_SCRIPTS)
+    script = [] if (scripts / suite).exists() or not (scripts / "sid").exists() else [str(scripts / "sid")]
+    mirror = settings.images.mirror or (DEFAULT_DEBIAN_MIRROR() if script else "")
+    return [mirror, *script] if mirror else []
 
 
 def _prune(tree: Path) -> None:
@@ -203,6 +235,8 @@ def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
 # ---------------------------------------------------------------------- stand-ins
 def _template_extra(settings: Settings) -> dict[str, str]:
     mirror = settings.images.mirror.rstrip("/")
+    if not mirror:   # the template keeps the mirror debootstrap chose
+        return {"mirror": "", "security_mirror": ""}
     security = re.sub(r"/debian$", "/debian-security", mirror) if mirror.endswith("/debian") else mirror + "-security"
     return {"mirror": mirror, "security_mirror": security}
 
@@ -316,5 +350,5 @@ def require_standins(engine: Engine, tags: Iterable[str]) -> None:
                                     "Run `setupbot images bootstrap` (no registry needed).")
 
 
-__all__ = ["available_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
+__all__ = ["available_pythons", "local_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
            "Outcome", "OfferedService", "cache_dir", "ensure_rootfs", "rootfs_tarball"]

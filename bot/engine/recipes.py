@@ -25,7 +25,9 @@ RECIPE_FORMAT = "1"
 ROOTFS_REPOSITORY = "setupbot/rootfs"
 
 # The interpreter each Debian suite ships; the stand-in python:X-slim uses it.
-SUITE_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
+# forky (testing) ships 3.14 as its python3; it is not among the default images.suites (one
+# more debootstrap and two more builds per bootstrap): add it there to offer 3.14 offline.
+SUITE_PYTHON = {"bookworm": "3.11", "trixie": "3.13", "forky": "3.14"}
 SUITE_NUMBER = {"bookworm": "12", "trixie": "13"}
 
 

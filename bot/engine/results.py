@@ -25,3 +25,6 @@ class BuildResult:
     log: str
     seconds: float
     ca_bases: dict[str, str] = field(default_factory=dict)  # base image -> transient CA derivative
+    # Set when a configured limit did not hold for this build (BuildKit: no per-build memory or
+    # CPU limits); the report repeats it.
+    limits_note: str = ""

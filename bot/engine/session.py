@@ -103,6 +103,11 @@ class RunnerSession:
         if isinstance(argv, str):
             raise TypeError("exec takes an argv list, not a shell string")
         limit = self.engine.settings.engine.command_timeout if timeout is None else timeout
+        # The host's package index settings at exec time only: not in the container's
+        # configuration, so never in a snapshot image either.
+        index_env = getattr(self.engine, "index_env", None) or {}
+        if index_env:
+            env = {**index_env, **dict(env or {})}
         return self.engine._exec(self.name, list(argv), env=env, timeout=limit, workdir=workdir)
 
     def kill_processes(self) -> None:

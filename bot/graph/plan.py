@@ -41,6 +41,14 @@ class Plan:
         return self.graph.runtime.attrs["base_image"]
 
     @property
+    def base_image_digest(self) -> str | None:
+        return self.graph.runtime.attrs.get("base_digest") or None
+
+    @property
+    def base_image_origin(self) -> str:
+        return self.graph.runtime.attrs.get("base_origin") or "not resolved"
+
+    @property
     def test_command(self) -> list[str]:
         return list(self.graph.target.attrs["command"])
 
@@ -74,6 +82,8 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         df = self.dockerfile
         return {"repo": str(self.repo), "python": self.python, "base_image": self.base_image,
+                # "sha256:..." when the image came from a registry; a stand-in has none
+                "base_image_digest": self.base_image_digest, "base_image_origin": self.base_image_origin,
                 "test_command": self.test_command, "collect_command": self.collect_command,
                 "services": [s.to_json() for s in self.services], "env": self.env,
                 "warnings": [w.to_json() for w in self.warnings],
@@ -245,6 +255,13 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     t_graph = time.monotonic()
     if available_pythons is None:
         available_pythons = default_pythons(settings)
+    if not available_pythons:
+        from bot.errors import ImageUnavailableError
+
+        raise ImageUnavailableError("no Python image is offered: the local store has no python:X.Y-slim "
+                                    "image and no registry answers",
+                                    "Run `setupbot images bootstrap` to build offline stand-ins, or point "
+                                    "images.registry at a registry or pull-through cache that answers.")
     g.meta["available_pythons"] = sorted(available_pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
 
     # runtime

@@ -117,6 +117,12 @@ def _uv_compile_once(uv: str, requirements: list[str], python: str, timeout: flo
                 "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
         if index_url:
             argv[3:3] = ["--index-url", index_url]
+        else:
+            # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...): uv reads only
+            # its own variables by itself.
+            from bot.indexes import host_index_config
+
+            argv[3:3] = host_index_config().uv_args()
         if only_binary:
             # the same promise as --no-build (uv refuses both together): nothing is built
             i = argv.index("--no-build")

@@ -11,7 +11,8 @@ from packaging.version import Version
 
 from bot.evidence.model import PythonConstraint, ScanWarning
 
-OFFICIAL_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
+# The official image's supported tags (bot.engine.sources.REGISTRY_PYTHONS says the same).
+OFFICIAL_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
 
 
 @dataclass
@@ -37,6 +38,8 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
                   ceilings: list[tuple[str, str]] | None = None) -> RuntimeChoice:
     """``ceilings``: soft upper bounds (version, why), e.g. a removed stdlib module the code
     imports; honoured when a version below them satisfies the hard constraints."""
+    if not available:
+        raise ValueError("choose_python needs at least one available Python version")
     available = sorted(set(available), key=_key)
     warnings: list[ScanWarning] = []
     hard: list[tuple[SpecifierSet, PythonConstraint]] = []

@@ -347,6 +347,19 @@ class SetupLoop:
             cmd = [*cmd, f"--junitxml={JUNIT_PATH}"]
         return cmd
 
+    def _pin_base(self) -> None:
+        """Make the base image present through the image source and record where it came from:
+        a registry image's digest pins the generated FROM; a stand-in has none."""
+        rt = getattr(self.graph, "runtime", None)
+        resolve = getattr(self.engine, "resolve_image", None)
+        image = rt.attrs.get("base_image") if rt is not None else None
+        if not image or resolve is None:
+            return
+        if rt.attrs.get("base_resolved") == image:
+            return
+        resolved = resolve(image)
+        rt.attrs.update(base_digest=resolved.digest, base_origin=resolved.origin, base_resolved=image)
+
     # -- one workspace ----------------------------------------------------------------------
     def _service_requirements(self) -> list[Any]:
         reqs = list(getattr(self.plan, "services", []) or [])
@@ -359,6 +372,7 @@ class SetupLoop:
     def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace:
         progress.current().stage(purpose)
         self.budget.spend_step()
+        self._pin_base()
         dockerfile = self.compile(self.graph)
         self.n_builds += 1
         tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
@@ -367,6 +381,8 @@ class SetupLoop:
         build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache,
                                   timeout=self._build_timeout())
         self.budget.measured(build=build.seconds)
+        if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
+            self.record.warnings.append(build.limits_note)
         self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
         sigs = diagnose(build.log) if not build.ok else []
         self.traj.record(purpose, command=["build", tag] + (["--no-cache"] if no_cache else []),

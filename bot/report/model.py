@@ -98,6 +98,8 @@ class ReportData:
     refused_config: list[str] = field(default_factory=list)
     python: str = ""
     base_image: str = ""
+    base_image_digest: str = ""     # registry images only
+    base_image_origin: str = ""     # "registry" | "standin" | "local" | "not resolved"
     test_command: list[str] = field(default_factory=list)
     output_dir: str = ".devcontainer"
     reproduce: list[str] = field(default_factory=list)
@@ -254,6 +256,8 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
     if plan is not None:
         data.python = str(_get(plan, "python", "") or "")
         data.base_image = str(_get(plan, "base_image", "") or "")
+        data.base_image_digest = str(_get(plan, "base_image_digest", "") or "")
+        data.base_image_origin = str(_get(plan, "base_image_origin", "") or "")
         data.test_command = list(_get(plan, "test_command", []) or [])
         data.requirements = requirement_rows(plan)
         data.warnings += [_warning_text(w) for w in _get(plan, "warnings", []) or []]

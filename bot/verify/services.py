@@ -397,7 +397,12 @@ class ServiceManager:
 
     def _exists(self, tag: str) -> bool:
         try:
-            return bool(self.engine.image_exists(tag))
+            if self.engine.image_exists(tag):
+                return True
+            # Not in the store: pulled through the image source when a registry answers, so the
+            # requested image wins over a stand-in on a runner that can pull it.
+            resolve = getattr(self.engine, "resolve_image", None)
+            return bool(resolve and resolve(tag))
         except SetupbotError:
             return False
 

@@ -3,6 +3,7 @@ they skip (with a reason) when no engine answers, and CI always has one."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -27,6 +28,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def docker_available() -> bool:
     if not _engine_available("docker"):
+        if os.environ.get("CI") == "true":   # CI always has an engine: its absence is a failure
+            pytest.fail("no container engine answers `docker info` (CI=true)")
         pytest.skip("no container engine answers `docker info`")
     return True
 
@@ -58,3 +61,38 @@ def plain_pytest_image(verify_engine, tmp_path_factory):
     result = verify_engine.build(tmp_path_factory.mktemp("pytest-image"), PYTEST_IMAGE, tag)
     assert result.ok, result.log[-3000:]
     return tag
+
+
+# One fresh engine and one local registry for the tests that play a new runner (the action run
+# and the Dev Containers client): a real registry on 127.0.0.1 holding the stand-ins under
+# official names, and a second Docker daemon whose store starts empty and which pulls official
+# names through that registry as a mirror. Shared so the second test reuses the first one's
+# pulled images and build cache. The shared engine's own tags are never touched.
+MIRRORED = {"python:3.11-slim": "python:3.11-slim", "python:3.13-slim": "python:3.13-slim", "redis:7": "redis:8"}
+
+
+def unavailable(reason: str):
+    """Missing infrastructure fails under CI=true and skips elsewhere."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def runner_world(tmp_path_factory, docker_available):
+    """(registry address, {official name: pushed digest}, environment of the fresh engine)."""
+    from doubles.engines import Unavailable, fresh_engine, local_registry, push_as
+
+    missing = [s for s in set(MIRRORED.values())
+               if subprocess.run(["docker", "image", "inspect", s], capture_output=True).returncode]
+    if missing:
+        unavailable(f"stand-ins missing on the shared engine ({', '.join(sorted(missing))}): "
+                    "run `setupbot images bootstrap`")
+    root = tmp_path_factory.mktemp("runner-world")
+    try:
+        with local_registry(root / "registry") as registry:
+            digests = {name: push_as(None, local, registry, name) for name, local in MIRRORED.items()}
+            with fresh_engine(root / "engine", registry_mirror=registry) as env:
+                yield registry, digests, env
+    except Unavailable as exc:
+        unavailable(str(exc))

@@ -101,11 +101,36 @@ def test_python_stand_in_template_behaves_like_the_official_image():
 
 
 def test_debian_template_uses_the_configured_mirror_and_security_suite():
-    settings = load_settings(None, environ={})
+    settings = load_settings(None, environ={}, overrides={"images": {"mirror": "http://deb.debian.org/debian"}})
     r = recipes.debian_recipe("bookworm")
     text = render_template(r.template, **r.template_variables(_template_extra(settings)))
     assert "deb http://deb.debian.org/debian bookworm main" in text
     assert "deb http://deb.debian.org/debian-security bookworm-security main" in text
+
+
+def test_an_empty_mirror_keeps_debootstraps_choice_and_names_no_host():
+    settings = load_settings(None, environ={})
+    assert settings.images.mirror == ""
+    r = recipes.debian_recipe("trixie")
+    text = render_template(r.template, **r.template_variables(_template_extra(settings)))
+    assert "debian.org" not in text and "/etc/apt/sources.list" in text and "trixie-security" in text
+
+
+def test_a_suite_newer_than_debootstrap_uses_the_testing_script(tmp_path, monkeypatch):
+    from bot.engine import images
+
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "sid").write_text("")
+    (scripts / "trixie").write_text("")
+    fake = tmp_path / "debootstrap"
+    fake.write_text('DEF_MIRROR="http://mirror.invalid/debian"\n')
+    monkeypatch.setattr(images, "DEBOOTSTRAP_SCRIPTS", str(scripts))
+    monkeypatch.setattr(images, "DEBOOTSTRAP", str(fake))
+    settings = load_settings(None, environ={})
+    assert images._mirror_args(settings, "trixie") == []
+    assert images._mirror_args(settings, "forky") == ["http://mirror.invalid/debian", str(scripts / "sid")]
+    assert recipes.SUITE_PYTHON["forky"] == "3.14"
 
 
 def test_recipe_hash_changes_with_base_ca_and_variables():
@@ -184,3 +209,12 @@ def test_clean_run_id_and_all_are_exclusive():
     assert parser.parse_args(["clean", "--all"]).all is True
     with pytest.raises(SystemExit):
         parser.parse_args(["clean", "--all", "--run-id", "x"])
+
+
+def test_buildkit_plain_progress_reads_like_the_classic_builder():
+    from bot.engine.core import plain_buildkit_log
+
+    raw = ("#5 [2/3] RUN pip install .\n#5 0.512 Collecting six\n"
+           "#5 1.20 ModuleNotFoundError: No module named 'yaml'\n#5 ERROR: process did not complete\n")
+    assert plain_buildkit_log(raw) == ("[2/3] RUN pip install .\nCollecting six\n"
+                                       "ModuleNotFoundError: No module named 'yaml'\nERROR: process did not complete\n")

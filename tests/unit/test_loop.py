@@ -326,3 +326,31 @@ def test_a_runner_that_never_started_is_not_ran(tmp_path):
     rec = run_setup(tmp_path, _runner_settings(tmp_path), engine, None, None, make_plan=fake_plan_maker(),
                     compile_dockerfile=fake_compile, available_pythons=["3.11"])
     assert rec.status == "unresolved"
+
+
+def test_the_base_image_is_resolved_once_and_its_digest_pins_the_compiled_from(tmp_path):
+    """Before a build the loop makes the base image present through the engine's image source
+    and records its digest (a registry image) or none (a stand-in) on the runtime node, which
+    the compiler turns into `FROM python:3.13-slim@sha256:...`."""
+    from bot.compile import compile_dockerfile
+    from bot.engine.sources import ResolvedImage
+    from bot.graph import make_plan
+    from bot.loop.orchestrator import SetupLoop
+
+    digest = "sha256:" + "ef" * 32
+    calls: list[str] = []
+
+    class PullingEngine(FakeEngine):
+        def resolve_image(self, image):
+            calls.append(image)
+            return ResolvedImage(image, "registry", digest)
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\nrequires-python = ">=3.12"\n')
+    s = load_settings(tmp_path, environ={})
+    loop = SetupLoop(tmp_path, s, PullingEngine(World([])), available_pythons=["3.13"])
+    loop.graph = make_plan(tmp_path, s, available_pythons=["3.13"], resolve=False).graph
+    loop._pin_base()
+    loop._pin_base()
+    assert calls == ["python:3.13-slim"]
+    assert loop.graph.runtime.attrs["base_origin"] == "registry"
+    assert f"FROM python:3.13-slim@{digest}" in compile_dockerfile(loop.graph).text

@@ -1,0 +1,99 @@
+"""A real Dev Containers client on setupbot's outputs: `devcontainer up --workspace-folder .`,
+then `devcontainer exec ... <test command>` (PyPI's devcontainer-rs), on every fixture here
+that writes a devcontainer -- a plain one (the README's hello-app) and a compose one (a Redis
+service from the repository's CI).
+
+The outputs are the files setupbot writes for the fixture's plan. They name official images,
+as on a runner that pulls them. The plain fixture runs on the shared engine (its python image
+is a stand-in there); the compose one names redis:7, which the fresh engine of the
+`runner_world` fixture pulls through a local registry mirror holding the redis stand-in under
+that name, so the shared engine's tags are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = {
+    "hello-app": ROOT / "examples" / "hello-app",
+    "devcontainer-redis": ROOT / "tests" / "fixtures" / "repos" / "devcontainer-redis",
+}
+
+
+def unavailable(reason: str):
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def engine_env(request):
+    """The plain fixture runs on the shared engine, whose store has the python stand-in (and,
+    in CI, the layers of `.ci/run`'s own hello-app run); the compose one on the fresh engine,
+    which pulls redis:7 through the local registry mirror."""
+    if shutil.which("devcontainer") is None:
+        unavailable("the devcontainer CLI is missing (pip install devcontainer-rs; it is in the dev extras)")
+    if request.node.callspec.params["name"] == "devcontainer-redis":
+        return {**os.environ, **request.getfixturevalue("runner_world")[2]}
+    request.getfixturevalue("docker_available")
+    return dict(os.environ)
+
+
+def write_outputs_for(fixture: Path, workdir: Path) -> Path:
+    from bot.config import load_settings
+    from bot.graph import make_plan
+    from bot.outputs import outputs_from_pipeline, write_outputs
+
+    repo = workdir / f"{fixture.name}-{os.getpid()}"
+    shutil.copytree(fixture, repo)
+    settings = load_settings(repo)
+    plan = make_plan(repo, settings, available_pythons=["3.11", "3.13"])
+    write_outputs(repo, outputs_from_pipeline(repo, plan=plan, output_dir=settings.output.dir,
+                                              repository=fixture.name))
+    return repo
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
+    repo = write_outputs_for(FIXTURES[name], tmp_path)
+    config_text = (repo / ".devcontainer" / "devcontainer.json").read_text()
+    config = json.loads("\n".join(line for line in config_text.splitlines() if not line.lstrip().startswith("//")))
+    compose = "dockerComposeFile" in config
+    assert compose == (name == "devcontainer-redis")
+    command = config["customizations"]["setupbot"]["testCommand"]
+    env = engine_env
+    try:
+        up = subprocess.run(["devcontainer", "up", "--workspace-folder", str(repo)], env=env,
+                            capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL)
+        assert up.returncode == 0, (up.stdout + up.stderr)[-5000:]
+        result = json.loads(up.stdout.strip().splitlines()[-1])
+        assert result["outcome"] == "success", result
+        run = subprocess.run(["devcontainer", "exec", "--workspace-folder", str(repo), *command, "-q"],
+                             env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+        assert " passed" in run.stdout and "failed" not in run.stdout
+    finally:
+        # Everything this dev container started: its containers (the compose project's too).
+        ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=devcontainer.local_folder={repo}"],
+                             env=env, capture_output=True, text=True).stdout.split()
+        if compose:
+            ids += subprocess.run(["docker", "ps", "-aq", "--filter",
+                                   f"label=com.docker.compose.project.working_dir={repo / '.devcontainer'}"],
+                                  env=env, capture_output=True, text=True).stdout.split()
+        images = set()
+        for container in set(ids):
+            image = subprocess.run(["docker", "inspect", "--format", "{{.Config.Image}}", container], env=env,
+                                   capture_output=True, text=True).stdout.strip()
+            if image.startswith(("devcontainer-", "vsc-")) and repo.name in image:
+                images.add(image)   # the image the client built for this copy, and only that
+        if ids:
+            subprocess.run(["docker", "rm", "-f", "-v", *set(ids)], env=env, capture_output=True)
+        if images:
+            subprocess.run(["docker", "rmi", *images], env=env, capture_output=True)
