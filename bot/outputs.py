@@ -29,6 +29,7 @@ DEVCONTAINER = "devcontainer.json"
 COMPOSE = "compose.yaml"
 REPORT = "setup-report.md"
 PLAN = "setupbot-plan.json"
+LOCK = "requirements.lock"   # bot.graph.lock.LOCK_NAME
 DOCKERFILE_MARKER = f"# {MARKER_TEXT}: remove this line to keep your own version"
 # Only the head of a file is searched, so a marker quoted deep in a hand-written file does not
 # hand that file over to setupbot.
@@ -96,7 +97,7 @@ ExistingReader = Callable[[str], "str | None"]
 def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any = None,
                      services: Iterable[Any] = (), app_env: dict[str, str] | None = None,
                      output_dir: str = ".devcontainer", project: str = "",
-                     post_create: list[str] | None = None,
+                     post_create: list[str] | None = None, lock_text: str = "",
                      existing: ExistingReader | None = None) -> GeneratedOutputs:
     """Render every output file. ``existing(path)`` returns the current content at a
     repository-relative path (a checkout or the base branch through the API) or None."""
@@ -111,6 +112,8 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     if services:
         env_files[f"{out}/{COMPOSE}"] = render_compose(services=services,
                                                        app_env=app_env, output_dir=out)
+    if lock_text:
+        env_files[f"{out}/{LOCK}"] = lock_text
     if plan_json is not None:
         env_files[f"{out}/{PLAN}"] = json.dumps({"_setupbot": f"{MARKER_TEXT}; the plan behind this environment",
                                                  "plan": plan_json}, indent=2, sort_keys=True) + "\n"
@@ -239,4 +242,5 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
                             services=services, app_env=app_env, output_dir=output_dir,
                             project=repository or repo.name,
                             post_create=_field(source, "post_create_command"),
+                            lock_text=_field(run_record, "lock_text", "") or "",
                             existing=existing or disk_reader(repo))

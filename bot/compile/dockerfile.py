@@ -15,12 +15,14 @@ from typing import Any
 import jinja2
 
 from bot.graph.apply import REPAIR_EVIDENCE
+from bot.graph.lock import LOCK_NODE, locked_names
 from bot.graph.model import DepGraph, Node
 from bot.paths import templates_dir
 
 WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
 CONSTRAINTS_FILE = "/etc/pip-constraints.txt"
+LOCK_PATH = "/tmp/requirements.lock"
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,16 @@ def _spec(n: Node) -> str:
     return install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned"))
 
 
+def _dist_name(n: Node) -> str:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        return canonicalize_name(Requirement(n.attrs.get("spec", n.name)).name)
+    except InvalidRequirement:
+        return n.name
+
+
 def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     order = graph.topological()
     by_action: dict[str, list[Node]] = {}
@@ -121,7 +133,9 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     from bot.graph.plan import constraint_specs
 
     specs = constraint_specs(graph)
-    if cons and specs:
+    # a lock already satisfies every constraint it was frozen under (and pip's hash-checking
+    # mode and a constraints file do not mix)
+    if cons and specs and not locked_names(graph):
         lock = graph.nodes.get("config:lock")
         why = f"pins from {lock.name}" if lock is not None and lock.action == "constraint" else "pins"
         reasons = sorted({e[2] for n in cons if n.attrs.get("kind") != "lock" for e in n.evidence if e[0] == "uv pip compile"})
@@ -130,16 +144,35 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         steps.append({"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []})
     apts = sorted(by_action.get("apt", []), key=lambda n: n.name)
     if apts:
-        steps.append({"op": "RUN", "head": 4, "nodes": apts, "comments": ["system packages"] + _where(apts),
+        pinned_apt = any(n.attrs.get("version") for n in apts)
+        steps.append({"op": "RUN", "head": 4, "nodes": apts,
+                      "comments": ["system packages" + (", at the versions the clean replay had" if pinned_apt else "")]
+                      + _where(apts),
                       "commands": [["apt-get", "update"],
-                                   ["apt-get", "install", "-y", "--no-install-recommends", *[n.name for n in apts]],
+                                   ["apt-get", "install", "-y", "--no-install-recommends",
+                                    *[f"{n.name}={n.attrs['version']}" if n.attrs.get("version") else n.name
+                                      for n in apts]],
                                    ["rm", "-rf", Glob("/var/lib/apt/lists/*")]]})
     steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
-    pips = by_action.get("pip", [])
+    locked = locked_names(graph)
+    lock_node = graph.nodes.get(LOCK_NODE)
+    if locked and lock_node is not None:
+        # the exact set the clean replay proved (issue 16): no resolution at build time, so a new
+        # upstream release cannot change the image; what the lock covers is not installed again
+        lock_file = lock_node.attrs["file"]
+        steps.append({"op": "COPY", "src": [lock_file], "dest": LOCK_PATH, "nodes": [lock_node], "comments": []})
+        flags = ["--require-hashes"] if lock_node.attrs.get("hashed") else []
+        steps.append({"op": "RUN", "head": None, "nodes": [lock_node],
+                      "commands": [[*PIP, *flags, "--no-deps", "-r", LOCK_PATH]],
+                      "comments": [f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
+                                   f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
+                                   "refresh with: setupbot run --refresh-lock"]})
+    pips = [n for n in by_action.get("pip", []) if n.name not in locked]
     # a file that names a dependency the plan left out (not on the index, does not build) cannot
     # be installed as written: its remaining requirements are installed one by one instead
     spoiled = {n.attrs.get("via_file") for n in graph.nodes.values() if n.attrs.get("dropped")}
-    via = sorted({n.attrs["via_file"] for n in pips if n.attrs.get("via_file") and n.attrs["via_file"] not in spoiled})
+    via = [] if locked else sorted({n.attrs["via_file"] for n in pips
+                                    if n.attrs.get("via_file") and n.attrs["via_file"] not in spoiled})
     if via:
         via_nodes = [n for n in pips if n.attrs.get("via_file") in via]
         for f in via:
@@ -158,7 +191,7 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                           "commands": [[*PIP, *sorted({_spec(n) for n in nodes})]],
                           "comments": [label + "".join(sorted({f" (pinned by {n.attrs['lock']})" for n in nodes if n.attrs.get("lock")}))]
                           + _where(nodes)})
-    repairs = sorted(by_action.get("repair-pip", []), key=lambda n: n.name)
+    repairs = sorted((n for n in by_action.get("repair-pip", []) if n.name not in locked), key=lambda n: n.name)
     if repairs:
         steps.append({"op": "RUN", "head": len(PIP), "nodes": repairs, "commands": [[*PIP, *[_spec(n) for n in repairs]]],
                       "comments": ["added by repairs"]})
@@ -167,7 +200,15 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         extras = n.attrs.get("extras") or []
         target = "." + (f"[{','.join(extras)}]" if extras else "")
         tool = n.attrs.get("install_with", "pip")
-        if tool == "poetry":
+        if locked:
+            # every dependency is in the lock: only the project itself is left to install
+            cmds = {"poetry": [["poetry", "config", "virtualenvs.create", "false"],
+                               ["poetry", "install", "--no-interaction", "--only-root"]],
+                    "uv": [["uv", "pip", "install", "--system", "--no-deps", "-e", target]]
+                    }.get(tool, [[*PIP, "--no-deps", "-e", target]])
+            if tool in ("poetry", "uv") and tool not in locked:
+                cmds = [[*PIP, "--no-deps", "-e", target]]
+        elif tool == "poetry":
             cmds = [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
                     ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])]]
         elif tool == "pdm":
@@ -179,7 +220,7 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             cmds = [[*PIP, "-e", target]]
         steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": cmds,
                       "comments": ["the project with its test extras" if extras else "the project"] + _where([n])})
-    tools = sorted(by_action.get("tool", []), key=lambda n: n.name)
+    tools = sorted((n for n in by_action.get("tool", []) if _dist_name(n) not in locked), key=lambda n: n.name)
     if tools:
         steps.append({"op": "RUN", "head": len(PIP), "nodes": tools, "commands": [[*PIP, *[_spec(n) for n in tools]]],
                       "comments": ["test tools (the project's own pins above take precedence)"] + _where(tools)})

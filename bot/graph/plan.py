@@ -15,6 +15,7 @@ from bot.evidence import scan_repository
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph, install_spec
+from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import Registry
 from bot.graph.model import DepGraph, Node
 from bot.graph.resolve import names_in_error, sdist_only, uv_compile
@@ -218,6 +219,31 @@ def _add_compiler(g: DepGraph, evidence: tuple[str, int | None, str]) -> None:
             g.edge(n.id, be.id)
 
 
+def _reuse_lock(repo: Path, ev: Evidence, g: DepGraph, settings: Any, warnings: list[ScanWarning]):
+    """The requirements lock setupbot wrote last time, when its inputs hash is the plan's and no
+    refresh was asked for; else None (with a warning saying why it was not used)."""
+    from bot.evidence.files import RepoFiles
+
+    output = getattr(settings, "output", None)
+    out_dir = str(getattr(output, "dir", "") or ".devcontainer").strip("/")
+    rel = f"{out_dir}/{LOCK_NAME}"
+    text = RepoFiles(repo, ev).read_text(rel)
+    if text is None:
+        return None
+    lock = parse_lock(text)
+    if lock is None or MARKER_LINE not in text.splitlines()[:8]:
+        return None
+    if getattr(output, "refresh_lock", False):
+        warnings.append(ScanWarning(rel, None, "lock refreshed on request: resolved anew"))
+        return None
+    if lock.inputs_hash != g.meta["inputs_hash"]:
+        warnings.append(ScanWarning(rel, None, f"the lock was made from other inputs (sha256:{lock.inputs_hash}, "
+                                    f"now sha256:{g.meta['inputs_hash']}): resolved anew and locked again"))
+        return None
+    apply_lock(g, lock, rel, source="reused: its inputs are unchanged", apt_versions=lock.debs)
+    return lock
+
+
 def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[str] | None = None,
               resolve: bool = True, registry: Registry | None = None, resolve_timeout: float = 120.0,
               index_url: str | None = None) -> Plan:
@@ -292,9 +318,25 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     if not tgt.evidence:
         tgt.add_evidence("setupbot", None, "default: python -m pytest")
 
+    # the lock of a previous run stands while its inputs do (issue 16)
+    g.meta["inputs_hash"] = inputs_hash(g)
+    reused = _reuse_lock(repo, ev, g, settings, warnings) if resolve else None
+
     # resolution
     t_res = time.monotonic()
-    if resolve:
+    if reused is not None:
+        pins = reused.pins
+        g.meta["resolution"] = {"ok": True, "seconds": 0.0, "error": "", "skipped": "", "python": choice.version,
+                                "dropped": [], "from_lock": g.nodes[LOCK_NODE].attrs["file"], "pins": dict(sorted(pins.items()))}
+        for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+            if n.action in ("pip", "tool", "repair-pip") and n.name in pins:
+                n.attrs["resolved"] = pins[n.name]
+                n.state = "SATISFIED"
+        needs_build = sdist_only(pins, choice.version, timeout=resolve_timeout, index_url=index_url)
+        g.meta["resolution"]["sdist_only"] = needs_build
+        if needs_build:
+            _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))
+    elif resolve:
         res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url)
         g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
                                 "skipped": res.skipped, "python": choice.version, "dropped": dropped}

@@ -142,6 +142,7 @@ class RunRecord:
     llm_usage: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
+    lock_text: str = ""                 # the requirements lock the clean replay proved
 
     @property
     def succeeded(self) -> bool:
@@ -658,6 +659,7 @@ class SetupLoop:
                         rec.unresolved = [s.to_json() for s in replay_ws.outcome.setup_failures]
                         rec.remaining = self._what_remains(replay_ws.outcome)
                     replay_ws.close()
+                    self.lock_replay()
                     break
                 # a replay failure is new evidence: keep working in the replayed container
                 ws.close()
@@ -734,6 +736,39 @@ class SetupLoop:
         self.traj.record("replay-result", outcome="ok" if self.record.replay["ok"] else "failed",
                          duration=time.monotonic() - t0, detail=self.record.replay)
         return ws
+
+    def lock_replay(self) -> None:
+        """Lock what the clean replay proved (bot.verify.lock, issue 16): the graph then compiles
+        to a Dockerfile that installs the lock, and the replay tag becomes the locked image's,
+        which the verification runs on. A lock that does not reproduce the set is not kept."""
+        from bot.graph.model import DepGraph
+
+        if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
+            return  # stand-in collaborators (tests) have no image to freeze
+        from bot.graph.lock import apply_lock
+        from bot.verify.lock import lock_environment
+
+        t0 = time.monotonic()
+        try:
+            out = lock_environment(self.engine, self.repo, self.graph, replay_tag=self.record.replay["tag"],
+                                   output_dir=self.settings.output.dir)
+        except SetupbotError as exc:
+            self.record.warnings.append(f"environment not locked: {exc.what}")
+            return
+        self.record.replay["lock"] = out.to_json()
+        self.record.timings["lock_seconds"] = round(time.monotonic() - t0, 3)
+        self.traj.record("lock", outcome="ok" if out.ok else out.status, duration=time.monotonic() - t0,
+                         detail=out.to_json())
+        for note in out.notes:
+            self.record.warnings.append(f"lock: {note}")
+        if not out.ok:
+            self.record.warnings.append(f"environment not locked: {out.reason}")
+            return
+        if out.status == "locked":
+            apply_lock(self.graph, out.lock, out.file, source="frozen from the clean replay",
+                       apt_versions=out.apt_versions)
+        self.record.lock_text = out.text
+        self.record.replay["tag"] = out.tag
 
     def _note_best(self, outcome: TargetOutcome) -> None:
         best = self.record.best
