@@ -153,7 +153,8 @@ def constraint_specs(g: DepGraph) -> list[str]:
     return out
 
 
-def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float, index_url: str | None = None):
+def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float, index_url: str | None = None,
+             use_cache: bool = True):
     """uv pip compile; a test-only dependency that does not exist on the index or cannot be built
     for this Python is left out (with a warning) and the resolution retried, so one stale test
     dependency does not cost the whole image. Runtime dependencies are never dropped."""
@@ -161,7 +162,7 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
     total = 0.0
     for _ in range(4):
         res = uv_compile(_install_specs(g), python, timeout=timeout, index_url=index_url,
-                         constraints=constraint_specs(g))
+                         constraints=constraint_specs(g), use_cache=use_cache)
         total += res.seconds
         res.seconds = total
         if res.ok or res.skipped:
@@ -321,6 +322,8 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     # the lock of a previous run stands while its inputs do (issue 16)
     g.meta["inputs_hash"] = inputs_hash(g)
     reused = _reuse_lock(repo, ev, g, settings, warnings) if resolve else None
+    # a refresh asks for today's resolution, not a cached one
+    cached = not getattr(getattr(settings, "output", None), "refresh_lock", False)
 
     # resolution
     t_res = time.monotonic()
@@ -337,7 +340,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
         if needs_build:
             _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))
     elif resolve:
-        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url)
+        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url, use_cache=cached)
         g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
                                 "skipped": res.skipped, "python": choice.version, "dropped": dropped}
         if res.ok and not res.skipped:
@@ -348,7 +351,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                     n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
             if _numpy2_guard(g, res.pins, choice.version, warnings):
                 again = uv_compile(_install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
-                                   constraints=constraint_specs(g))
+                                   constraints=constraint_specs(g), use_cache=cached)
                 if again.ok:
                     res = again
                     g.meta["resolution"]["numpy_guard"] = "numpy<2"
@@ -360,7 +363,8 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
             # every pin, transitive ones too: the loop compares them with the repository's era
             g.meta["resolution"]["pins"] = dict(sorted(res.pins.items()))
             # something without a wheel for this Python compiles in the image: it needs a compiler
-            needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url)
+            needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url,
+                                     use_cache=cached)
             g.meta["resolution"]["sdist_only"] = needs_build
             if needs_build:
                 _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))

@@ -302,3 +302,38 @@ def test_a_lock_that_does_not_build_is_not_kept(tmp_path, monkeypatch):
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "skipped"
     assert (repo / ".devcontainer" / "requirements.lock").read_text() == "requests==2.0\n"
+
+
+# --- the resolution cache -----------------------------------------------------------------------
+
+def test_resolutions_are_cached_by_their_inputs(tmp_path, monkeypatch):
+    from bot.graph import resolve
+    from bot.graph.resolve import Resolution
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(resolve, "shutil", SimpleNamespace(which=lambda name: "/usr/bin/uv"))
+    calls = []
+
+    def fake(uv, reqs, python, *rest):
+        calls.append((tuple(reqs), python))
+        if reqs == ["slow"]:
+            return Resolution(False, error="uv pip compile timed out after 1s")
+        return Resolution(True, {"requests": "2.31.0"}, seconds=5.0)
+
+    monkeypatch.setattr(resolve, "_uv_compile", fake)
+    first = resolve.uv_compile(["requests>=2"], "3.11")
+    again = resolve.uv_compile(["requests>=2"], "3.11")
+    assert first.pins == again.pins == {"requests": "2.31.0"} and len(calls) == 1
+    assert again.seconds == 0.0
+    resolve.uv_compile(["requests>=2"], "3.12")                    # another input: resolved
+    resolve.uv_compile(["requests>=2"], "3.11", use_cache=False)   # a refresh: resolved
+    resolve.uv_compile(["requests>=2"], "3.11", constraints=["urllib3<2"])
+    assert len(calls) == 4
+    resolve.uv_compile(["slow"], "3.11")
+    resolve.uv_compile(["slow"], "3.11")                           # a timeout is not an answer
+    assert len(calls) == 6
+    monkeypatch.setattr(resolve, "CACHE_SECONDS", -1)               # expired
+    resolve.uv_compile(["requests>=2"], "3.11")
+    assert len(calls) == 7
