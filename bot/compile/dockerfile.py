@@ -16,6 +16,7 @@ import jinja2
 
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.lock import LOCK_NODE, locked_names
+from bot.graph.native_lock import native_lock
 from bot.graph.model import DepGraph, Node
 from bot.paths import templates_dir
 
@@ -23,6 +24,17 @@ WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
 CONSTRAINTS_FILE = "/etc/pip-constraints.txt"
 LOCK_PATH = "/tmp/requirements.lock"
+# uv installs into the image's own Python (the official images' prefix), as uv's Docker guide
+# does; --inexact keeps what earlier steps installed (repairs, tools)
+UV_SYNC = ["env", "UV_PROJECT_ENVIRONMENT=/usr/local", "uv", "sync", "--frozen", "--inexact", "--all-groups"]
+# a native lock with no project to install alongside it (or pipenv, which has no project mode)
+NATIVE_AFTER_SOURCE = {
+    "pipenv": [[*PIP, "pipenv"], ["pipenv", "install", "--system", "--deploy", "--dev"]],
+    "poetry": [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
+               ["poetry", "install", "--no-interaction", "--no-root"]],
+    "pdm": [[*PIP, "pdm"], ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
+            [*PIP, "-r", "/tmp/requirements.txt"]],
+}
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,11 @@ def _spec(n: Node) -> str:
     return install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned"))
 
 
+def _uv_extras(graph: DepGraph) -> list[str]:
+    proj = graph.nodes.get("package:@project")
+    return [a for e in (proj.attrs.get("extras") or [] if proj is not None else []) for a in ("--extra", e)]
+
+
 def _dist_name(n: Node) -> str:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
@@ -167,7 +184,10 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                       "comments": [f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
                                    f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
                                    "refresh with: setupbot run --refresh-lock"]})
-    pips = [n for n in by_action.get("pip", []) if n.name not in locked]
+    native = native_lock(graph)
+    # what the repository's own lock installs is not installed a second time
+    covered = set(native.attrs.get("covers", [])) if native is not None else set()
+    pips = [n for n in by_action.get("pip", []) if n.name not in locked and n.name not in covered]
     # a file that names a dependency the plan left out (not on the index, does not build) cannot
     # be installed as written: its remaining requirements are installed one by one instead
     spoiled = {n.attrs.get("via_file") for n in graph.nodes.values() if n.attrs.get("dropped")}
@@ -178,11 +198,19 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         for f in via:
             steps.append({"op": "COPY", "src": [f], "dest": f if "/" in f else "./", "nodes": [n for n in via_nodes if n.attrs["via_file"] == f],
                           "comments": []})
-        cmd = list(PIP)
-        for f in via:
-            cmd += ["-r", f]
-        steps.append({"op": "RUN", "head": len(PIP), "nodes": via_nodes, "commands": [cmd],
-                      "comments": ["dependencies from the repository's requirement files"]})
+        # a file that pins with --hash is installed as it is, alone: pip checks the hashes of
+        # everything in one invocation once any requirement has one
+        hashed = [f for f in via if any(n.attrs.get("via_hashed") for n in via_nodes if n.attrs["via_file"] == f)]
+        plain = [f for f in via if f not in hashed]
+        for group_files, comment in ((plain, "dependencies from the repository's requirement files"),
+                                     *[([f], f"dependencies pinned with hashes by {f}, as they are") for f in hashed]):
+            if not group_files:
+                continue
+            cmd = list(PIP)
+            for f in group_files:
+                cmd += ["-r", f]
+            steps.append({"op": "RUN", "head": len(PIP), "nodes": [n for n in via_nodes if n.attrs["via_file"] in group_files],
+                          "commands": [cmd], "comments": [comment]})
     rest = [n for n in pips if n.attrs.get("via_file") not in via]
     for group, label in (("main", "dependencies"), ("test", "test dependencies")):
         nodes = sorted([n for n in rest if (n.attrs.get("group") == "main") == (group == "main")], key=lambda n: n.name)
@@ -195,8 +223,20 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     if repairs:
         steps.append({"op": "RUN", "head": len(PIP), "nodes": repairs, "commands": [[*PIP, *[_spec(n) for n in repairs]]],
                       "comments": ["added by repairs"]})
+    if native is not None and native.attrs.get("tool") == "uv":
+        # the lock's dependencies before the source, so the layer survives source edits
+        steps.append({"op": "COPY", "src": ["pyproject.toml", native.name], "dest": "./", "nodes": [native], "comments": []})
+        steps.append({"op": "RUN", "head": None, "nodes": [native],
+                      "commands": [[*PIP, "uv"], [*UV_SYNC, "--no-install-project", *_uv_extras(graph)]],
+                      "comments": [f"dependencies from {native.name}, as locked"] + _where([native])})
     steps.append({"op": "COPY", "src": ["."], "dest": WORKDIR, "nodes": [], "comments": ["the source"]})
-    for n in by_action.get("project", []):
+    projects = by_action.get("project", [])
+    if native is not None and (native.attrs.get("tool") == "pipenv" or not projects):
+        cmds = NATIVE_AFTER_SOURCE.get(native.attrs.get("tool"), [])
+        if cmds:
+            steps.append({"op": "RUN", "head": None, "nodes": [native], "commands": [list(c) for c in cmds],
+                          "comments": [f"dependencies from {native.name}, as locked"] + _where([native])})
+    for n in projects:
         extras = n.attrs.get("extras") or []
         target = "." + (f"[{','.join(extras)}]" if extras else "")
         tool = n.attrs.get("install_with", "pip")
@@ -208,6 +248,8 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                     }.get(tool, [[*PIP, "--no-deps", "-e", target]])
             if tool in ("poetry", "uv") and tool not in locked:
                 cmds = [[*PIP, "--no-deps", "-e", target]]
+        elif native is not None and tool == "uv":
+            cmds = [[*UV_SYNC, *_uv_extras(graph)]]
         elif tool == "poetry":
             cmds = [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
                     ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])]]
@@ -220,7 +262,8 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             cmds = [[*PIP, "-e", target]]
         steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": cmds,
                       "comments": ["the project with its test extras" if extras else "the project"] + _where([n])})
-    tools = sorted((n for n in by_action.get("tool", []) if _dist_name(n) not in locked), key=lambda n: n.name)
+    tools = sorted((n for n in by_action.get("tool", []) if _dist_name(n) not in locked | covered),
+                   key=lambda n: n.name)
     if tools:
         steps.append({"op": "RUN", "head": len(PIP), "nodes": tools, "commands": [[*PIP, *[_spec(n) for n in tools]]],
                       "comments": ["test tools (the project's own pins above take precedence)"] + _where(tools)})

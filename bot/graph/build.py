@@ -56,7 +56,8 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         # the lock's pins constrain every pip install, so pip installs what the lock says
         # without poetry/pdm/uv in the image
         ln = g.add(Node("config:lock", "CONFIG", lock.file, "SATISFIED", action="constraint",
-                        attrs={"kind": "lock", "tool": lock.kind, "pins": dict(sorted(lock.pins.items()))}))
+                        attrs={"kind": "lock", "tool": lock.kind, "pins": dict(sorted(lock.pins.items())),
+                               "versions": dict(sorted(lock.versions.items()))}))
         ln.add_evidence(lock.file, None, f"{len(lock.pins)} pins from the {lock.kind} lock")
 
     # -- the project itself ------------------------------------------------------------------
@@ -125,6 +126,8 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         attrs = {"spec": r.spec, "group": norm_group}
         if r.via_file and install:
             attrs["via_file"] = r.via_file
+            if r.hashed:
+                attrs["via_hashed"] = True
         if lock and r.name in lock.pins and install:
             attrs["pinned"] = lock.pins[r.name]
             attrs["lock"] = lock.file

@@ -148,6 +148,10 @@ def locked_names(graph: DepGraph) -> set[str]:
 def lock_summary(graph: Any) -> dict[str, Any]:
     """What the report says about the lock (empty when the environment is not locked)."""
     nodes = getattr(graph, "nodes", None) or {}
+    native = nodes.get("config:lock")
+    if native is not None and native.action == "native-lock":
+        return {"native": True, "file": native.name, "tool": native.attrs.get("tool", ""),
+                "count": len(native.attrs.get("covers") or []), "refresh": ""}
     node = nodes.get(LOCK_NODE)
     if node is None or node.action != "requirements-lock":
         return {}

@@ -17,6 +17,7 @@ from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph, install_spec
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import Registry
+from bot.graph.native_lock import use_native_lock
 from bot.graph.model import DepGraph, Node
 from bot.graph.resolve import names_in_error, sdist_only, uv_compile
 from bot.graph.runtime import OFFICIAL_PYTHONS, choose_python
@@ -319,6 +320,8 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     if not tgt.evidence:
         tgt.add_evidence("setupbot", None, "default: python -m pytest")
 
+    # the repository's own lock is installed by its own tool, unless it is stale (issue 16)
+    use_native_lock(g, warnings)
     # the lock of a previous run stands while its inputs do (issue 16)
     g.meta["inputs_hash"] = inputs_hash(g)
     reused = _reuse_lock(repo, ev, g, settings, warnings) if resolve else None

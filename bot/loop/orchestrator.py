@@ -761,6 +761,8 @@ class SetupLoop:
                          detail=out.to_json())
         for note in out.notes:
             self.record.warnings.append(f"lock: {note}")
+        if out.status == "native":
+            return
         if not out.ok:
             self.record.warnings.append(f"environment not locked: {out.reason}")
             return

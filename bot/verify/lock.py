@@ -288,9 +288,15 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
     from bot.compile import compile_dockerfile as default_compile
     from bot.outputs import has_marker
 
+    from bot.graph.native_lock import native_lock
+
     compile_dockerfile = compile_dockerfile or default_compile
     t0 = time.monotonic()
     rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
+    native = native_lock(graph)
+    if native is not None:
+        # the repository's own lock already fixes the set; a second lock would compete with it
+        return LockOutcome("native", f"installed from the repository's {native.name}", file=native.name, tag=replay_tag)
     apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt")
     replay = installed_set(engine, replay_tag, apt)
     if not replay.ok:
