@@ -258,6 +258,14 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         s = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
         s.add_evidence("requirements", None, "a dependency is installed from a git URL")
         link_runtime(g, s.id)
+    # the devcontainer people expect has git (issue 16); a dependency from a git URL needs it too
+    git = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
+    git.add_evidence("setupbot", None, "git in the development container")
+    link_runtime(g, git.id)
+    # the non-root user the devcontainer attaches as (remoteUser); the tests still run as root
+    user = g.add(Node("config:dev-user", "CONFIG", "dev", "SATISFIED", action="user", attrs={"kind": "user"}))
+    user.add_evidence("setupbot", None, "devcontainer remoteUser")
+    link_runtime(g, user.id)
     if compile_reasons:
         be = g.add(Node("systemlib:build-essential", "SYSTEMLIB", "build-essential", "SATISFIED", action="apt"))
         for e in compile_reasons[:5]:
