@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from bot.compile.compose import app_environment, compose_services, context_for, render_compose
+from bot.compile.compose import (app_environment, app_service_name, base_compose, compose_services, context_for,
+                                 render_compose)
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
 from bot.report.model import ReportData, default_reproduce, from_pipeline
@@ -105,13 +106,20 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     services = list(services)
     name = project or report.repository or "setupbot environment"
     env_files: dict[str, str] = {f"{out}/{DOCKERFILE}": mark_dockerfile(dockerfile_text)}
+    # the repository's own compose file is extended, not copied (issue 16)
+    base_file, base_names = base_compose(services) if services else (None, {})
+    base_services = _compose_service_names(existing(base_file) if existing and base_file else None)
+    if base_file and not base_services:
+        base_file, base_names = None, {}
+    app_name = app_service_name(base_services)
     env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(build_devcontainer(
         name=name, test_command=report.test_command or ["python", "-m", "pytest"],
-        services=[c.name for c in compose_services(services)],   # the compose keys, exactly
-        env=None if services else app_env, post_create=post_create, context=context_for(out)))
+        services=[c.name for c in compose_services(services, base_names)],   # the compose keys, exactly
+        env=None if services else app_env, post_create=post_create, context=context_for(out),
+        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [], app_service=app_name))
     if services:
-        env_files[f"{out}/{COMPOSE}"] = render_compose(services=services,
-                                                       app_env=app_env, output_dir=out)
+        env_files[f"{out}/{COMPOSE}"] = render_compose(services=services, app_env=app_env, output_dir=out,
+                                                       base_names=base_names, app_name=app_name)
     if lock_text:
         env_files[f"{out}/{LOCK}"] = lock_text
     if plan_json is not None:
@@ -140,6 +148,20 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
         files[report_path] = report_text
     return GeneratedOutputs(files=files, report=report, report_path=report_path, kept=kept,
                             fingerprint=fingerprint_files(files, exclude=[report_path]))
+
+
+def _compose_service_names(text: str | None) -> list[str]:
+    """The service names of a repository's compose file (none when it does not parse)."""
+    import yaml
+
+    if not text:
+        return []
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    services = data.get("services") if isinstance(data, dict) else None
+    return [str(k) for k in services] if isinstance(services, dict) else []
 
 
 def disk_reader(repo: Path) -> ExistingReader:
