@@ -63,7 +63,9 @@ def build_devcontainer(*, name: str, test_command: Sequence[str], services: Iter
         config["updateRemoteUserUID"] = True
     config["customizations"] = {
         "vscode": {"extensions": ["ms-python.python"],
-                   "settings": {"python.defaultInterpreterPath": INTERPRETER}},
+                   # the user is created without a login shell choice (useradd's default is sh)
+                   "settings": {"python.defaultInterpreterPath": INTERPRETER,
+                                "terminal.integrated.defaultProfile.linux": "bash"}},
         "setupbot": {"testCommand": list(test_command)},
     }
     return config

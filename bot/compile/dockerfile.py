@@ -175,7 +175,7 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         # created, not switched to: setupbot's runner and the tests keep running as root, the
         # editor attaches as this user (devcontainer.json remoteUser, updateRemoteUserUID)
         steps.append({"op": "RUN", "head": None, "nodes": users, "comments": ["the development container's user"],
-                      "commands": [["useradd", "--create-home", "--shell", "/bin/bash", n.name] for n in users]})
+                      "commands": [["useradd", "--create-home", n.name] for n in users]})
     steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
     locked = locked_names(graph)
     lock_node = graph.nodes.get(LOCK_NODE)

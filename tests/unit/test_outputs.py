@@ -217,7 +217,7 @@ def test_devcontainer_has_a_non_root_user_git_and_the_interpreter_and_matches_th
     repo = Path(__file__).parents[1] / "fixtures" / "repos" / "plan-imports-only"
     text = compile_dockerfile(make_plan(repo, None, available_pythons=["3.11"], resolve=False,
                                         registry=Registry(enabled=False)).graph).text
-    assert "useradd --create-home --shell /bin/bash dev" in text and "USER " not in text
+    assert "useradd --create-home dev" in text and "USER " not in text
     assert "--no-install-recommends" in text and "git" in text.split("--no-install-recommends")[1].split("&&")[0]
 
 
