@@ -24,6 +24,8 @@ WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
 CONSTRAINTS_FILE = "/etc/pip-constraints.txt"
 LOCK_PATH = "/tmp/requirements.lock"
+# from this many locked distributions on, uv installs the lock (fetching uv costs ~15 s)
+UV_LOCK_MINIMUM = 20
 # uv installs into the image's own Python (the official images' prefix), as uv's Docker guide
 # does; --inexact keeps what earlier steps installed (repairs, tools)
 UV_SYNC = ["env", "UV_PROJECT_ENVIRONMENT=/usr/local", "uv", "sync", "--frozen", "--inexact", "--all-groups"]
@@ -185,8 +187,18 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         lock_file = lock_node.attrs["file"]
         steps.append({"op": "COPY", "src": [lock_file], "dest": LOCK_PATH, "nodes": [lock_node], "comments": []})
         flags = ["--require-hashes"] if lock_node.attrs.get("hashed") else []
+        count = int(lock_node.attrs.get("count") or len(locked))
+        if count >= UV_LOCK_MINIMUM:
+            # uv installs a large set much faster than pip (45 distributions: 121 s against
+            # 191 s, fetching uv included); it runs from a throwaway folder, so it is not part of
+            # the image or its package set
+            commands = [[*PIP, "--target", "/tmp/uv", "uv"],
+                        ["/tmp/uv/bin/uv", "pip", "install", "--system", "--no-cache", *flags, "--no-deps", "-r", LOCK_PATH],
+                        ["rm", "-rf", "/tmp/uv"]]
+        else:
+            commands = [[*PIP, *flags, "--no-deps", "-r", LOCK_PATH]]
         steps.append({"op": "RUN", "head": None, "nodes": [lock_node],
-                      "commands": [[*PIP, *flags, "--no-deps", "-r", LOCK_PATH]],
+                      "commands": commands,
                       "comments": [f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
                                    f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
                                    "refresh with: setupbot run --refresh-lock"]})

@@ -337,3 +337,14 @@ def test_resolutions_are_cached_by_their_inputs(tmp_path, monkeypatch):
     monkeypatch.setattr(resolve, "CACHE_SECONDS", -1)               # expired
     resolve.uv_compile(["requests>=2"], "3.11")
     assert len(calls) == 7
+
+
+def test_a_large_lock_is_installed_with_uv_from_a_throwaway_folder():
+    big = RequirementsLock([LockEntry(f"pkg{i}", "1.0", [H1]) for i in range(25)], "0123456789abcdef" * 2, "3.11")
+    text = compile_dockerfile(_locked_graph("plan-ci-services", big)).text
+    step = next(b for b in text.split("\n\n") if "/tmp/requirements.lock" in b and b.lstrip().startswith(("#", "RUN")))
+    assert "pip install --no-cache-dir --target /tmp/uv uv" in step
+    assert "/tmp/uv/bin/uv pip install --system --no-cache --require-hashes --no-deps -r /tmp/requirements.lock" in step
+    assert step.rstrip().endswith("rm -rf /tmp/uv")
+    small = compile_dockerfile(_locked_graph("plan-ci-services", COVERING)).text
+    assert "/tmp/uv" not in small
