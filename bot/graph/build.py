@@ -231,6 +231,8 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     compile_reasons: list[tuple[str, int | None, str]] = []
     if proj.c_extensions:
         compile_reasons.append(_ev(proj.c_extensions))
+        if PROJECT in g.nodes:
+            g.nodes[PROJECT].attrs["compiles"] = True
     table = system_table()
     for n in list(g.of_type("PACKAGE")):
         if n.action != "pip":

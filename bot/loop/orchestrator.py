@@ -745,7 +745,6 @@ class SetupLoop:
 
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return  # stand-in collaborators (tests) have no image to freeze
-        from bot.graph.lock import apply_lock
         from bot.verify.lock import lock_environment
 
         t0 = time.monotonic()
@@ -767,8 +766,7 @@ class SetupLoop:
             self.record.warnings.append(f"environment not locked: {out.reason}")
             return
         if out.status == "locked":
-            apply_lock(self.graph, out.lock, out.file, source="frozen from the clean replay",
-                       apt_versions=out.apt_versions)
+            self.graph = out.graph
         self.record.lock_text = out.text
         self.record.replay["tag"] = out.tag
 

@@ -248,6 +248,7 @@ class LockOutcome:
     apt_versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    graph: Any = None            # the locked graph (bot.graph.DepGraph) when status is "locked"
 
     @property
     def ok(self) -> bool:
@@ -326,6 +327,13 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
     text = lock.render()
     locked = DepGraph.from_json(graph.to_json())
     apply_lock(locked, lock, rel, source="frozen from the clean replay", apt_versions=apt_versions)
+    compiler = _unneeded_compiler(locked, pins, python, index_url, timeout)
+    if compiler is not None:
+        # every locked distribution installs from a wheel and the project compiles nothing:
+        # the image is tried without the compiler (issue 16: build-essential only when needed)
+        compiler.action = None
+        compiler.attrs["dropped"] = "every locked distribution has a wheel"
+        notes.append("build-essential left out: every locked distribution installs from a wheel")
     dockerfile = compile_dockerfile(locked).text
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
@@ -340,6 +348,13 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
                            seconds=time.monotonic() - t0)
 
     build = engine.build(repo, dockerfile, tag)
+    if not build.ok and compiler is not None:
+        # it needed the compiler after all: put it back
+        compiler.action = "apt"
+        compiler.attrs.pop("dropped", None)
+        notes[-1] = "build-essential kept: the locked image did not build without it"
+        dockerfile = compile_dockerfile(locked).text
+        build = engine.build(repo, dockerfile, tag)
     if not build.ok:
         return failed("the locked Dockerfile did not build: " + " ".join(build.log.strip().splitlines()[-3:])[:400])
     again = installed_set(engine, tag, apt)
@@ -348,4 +363,28 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
         diff = sorted(set(again_pins.items()) ^ set(pins.items()))[:5]
         return failed(f"the locked image differs from the replay: {diff or again.error}")
     return LockOutcome("locked", "", lock=lock, text=text, file=rel, tag=tag, dockerfile=dockerfile,
-                       apt_versions=apt_versions, notes=notes, seconds=time.monotonic() - t0)
+                       apt_versions=apt_versions, notes=notes, seconds=time.monotonic() - t0, graph=locked)
+
+
+def _unneeded_compiler(graph: DepGraph, pins: Mapping[str, str], python: str, index_url: str | None,
+                       timeout: float) -> Any:
+    """The build-essential node when nothing in the locked image compiles: the project has no
+    C extension and every pin has a wheel for this Python (one ``--only-binary`` resolution
+    over the exact pins). None otherwise."""
+    from bot.graph.build import PROJECT
+    from bot.graph.resolve import sdist_only
+
+    node = graph.nodes.get("systemlib:build-essential")
+    project = graph.nodes.get(PROJECT)
+    if node is None or node.action != "apt" or (project is not None and project.attrs.get("compiles")):
+        return None
+    if any(n.action == "run" for n in graph.nodes.values()):
+        return None   # a repair's command may compile: keep what the replay had
+    if not pins or sdist_only(dict(pins), python, timeout=timeout, index_url=index_url) is not None:
+        return None
+    # sdist_only answers None also when it could not tell (uv missing): ask for a clean yes
+    from bot.graph.resolve import uv_compile
+
+    check = uv_compile([f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout,
+                       index_url=index_url, only_binary=True)
+    return node if check.ok and not check.skipped else None

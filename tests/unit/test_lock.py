@@ -274,6 +274,7 @@ def test_lock_environment_writes_builds_and_checks_the_lock(tmp_path, monkeypatc
     g = plan(repo).graph
     monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
         [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)   # no resolution here
     engine = _Engine({"setupbot-loop-x:replay-2": '[["requests", "2.31.0", false], ["pip", "24.0", false]]',
                       "python:3.11-slim": '[["pip", "24.0", false]]'})
     out = vlock.lock_environment(engine, repo, g, replay_tag="setupbot-loop-x:replay-2", output_dir=".devcontainer")
@@ -292,6 +293,7 @@ def test_a_lock_that_does_not_build_is_not_kept(tmp_path, monkeypatch):
     shutil.copytree(REPOS / "plan-ci-services", repo)
     monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
         [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)
     engine = _Engine({"t:replay-1": '[["requests", "2.31.0", false]]', "python:3.11-slim": "[]"}, build_ok=False)
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "failed" and "did not build" in out.reason
@@ -348,3 +350,65 @@ def test_a_large_lock_is_installed_with_uv_from_a_throwaway_folder():
     assert step.rstrip().endswith("rm -rf /tmp/uv")
     small = compile_dockerfile(_locked_graph("plan-ci-services", COVERING)).text
     assert "/tmp/uv" not in small
+
+
+class _PickyEngine(_Engine):
+    """Builds fail when the Dockerfile has no compiler and ``needs_compiler`` is set."""
+
+    def __init__(self, sets, needs_compiler: bool) -> None:
+        super().__init__(sets)
+        self.needs_compiler = needs_compiler
+
+    def build(self, context, text, tag, no_cache=False):
+        result = super().build(context, text, tag, no_cache)
+        if self.needs_compiler and "build-essential" not in text:
+            return BuildResult(False, tag, "error: command 'gcc' failed: No such file or directory", 1.0)
+        return result
+
+
+def _wheels_everywhere(monkeypatch, wheels: bool = True):
+    from bot.graph import resolve
+    from bot.graph.resolve import Resolution
+
+    monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
+        [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(resolve, "sdist_only", lambda pins, *a, **k: None if wheels else "psycopg2")
+    monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: Resolution(wheels, {}))
+
+
+def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp_path, monkeypatch):
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    g = plan(repo).graph
+    assert g.nodes["systemlib:build-essential"].action == "apt"
+    _wheels_everywhere(monkeypatch)
+    sets = {"t:replay-1": '[["psycopg", "3.2.1", false]]', "python:3.11-slim": "[]"}
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 1
+    assert "build-essential" not in engine.builds[0] and "libpq-dev" in engine.builds[0]
+    assert out.graph.nodes["systemlib:build-essential"].action is None
+    assert any("build-essential left out" in n for n in out.notes)
+    # a build that needed it after all gets it back
+    (repo / ".devcontainer" / "requirements.lock").unlink()
+    engine = _PickyEngine(dict(sets), needs_compiler=True)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 2 and "build-essential" in engine.builds[1]
+    assert out.graph.nodes["systemlib:build-essential"].action == "apt"
+    assert any("build-essential kept" in n for n in out.notes)
+
+
+def test_the_compiler_stays_when_the_project_or_a_pin_compiles(tmp_path, monkeypatch):
+    sets = {"t:replay-1": '[["psycopg2", "2.9.9", false]]', "python:3.11-slim": "[]"}
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-setup-py-only", repo)     # Extension(...) in setup.py
+    _wheels_everywhere(monkeypatch)
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and "build-essential" in engine.builds[0]
+    repo2 = tmp_path / "r2"
+    shutil.copytree(REPOS / "plan-ci-services", repo2)
+    _wheels_everywhere(monkeypatch, wheels=False)
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo2, plan(repo2).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and "build-essential" in engine.builds[0]
