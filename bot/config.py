@@ -88,6 +88,7 @@ class BudgetSettings:
 @dataclass(frozen=True)
 class OutputSettings:
     dir: str = ".devcontainer"
+    refresh_lock: bool = False
 
 
 @dataclass(frozen=True)

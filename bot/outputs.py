@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from bot import safefs
-from bot.compile.compose import app_environment, compose_services, context_for, render_compose
+from bot.compile.compose import (app_environment, app_service_name, base_compose, compose_services, context_for,
+                                 render_compose)
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
 from bot.report.model import ReportData, default_reproduce, from_pipeline
@@ -31,6 +32,7 @@ COMPOSE = "compose.yaml"
 REPORT = "setup-report.md"
 PLAN = "setupbot-plan.json"
 DOCKERIGNORE = ".dockerignore"
+LOCK = "requirements.lock"   # bot.graph.lock.LOCK_NAME
 DOCKERFILE_MARKER = f"# {MARKER_TEXT}: remove this line to keep your own version"
 # Only the head of a file is searched, so a marker quoted deep in a hand-written file does not
 # hand that file over to setupbot.
@@ -147,7 +149,7 @@ ExistingReader = Callable[[str], "str | None"]
 def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any = None,
                      services: Iterable[Any] = (), app_env: dict[str, str] | None = None,
                      output_dir: str = ".devcontainer", project: str = "",
-                     post_create: list[str] | None = None,
+                     post_create: list[str] | None = None, lock_text: str = "",
                      existing: ExistingReader | None = None,
                      inputs: dict[str, Any] | None = None) -> GeneratedOutputs:
     """Render every output file. ``existing(path)`` returns the current content at a
@@ -158,13 +160,22 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     services = list(services)
     name = project or report.repository or "setupbot environment"
     env_files: dict[str, str] = {f"{out}/{DOCKERFILE}": mark_dockerfile(dockerfile_text)}
+    # the repository's own compose file is extended, not copied (issue 16)
+    base_file, base_names = base_compose(services) if services else (None, {})
+    base_services = _compose_service_names(existing(base_file) if existing and base_file else None)
+    if base_file and not base_services:
+        base_file, base_names = None, {}
+    app_name = app_service_name(base_services)
     env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(build_devcontainer(
         name=name, test_command=report.test_command or ["python", "-m", "pytest"],
-        services=[c.name for c in compose_services(services)],   # the compose keys, exactly
-        env=None if services else app_env, post_create=post_create, context=context_for(out)))
+        services=[c.name for c in compose_services(services, base_names)],   # the compose keys, exactly
+        env=None if services else app_env, post_create=post_create, context=context_for(out),
+        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [], app_service=app_name))
     if services:
-        env_files[f"{out}/{COMPOSE}"] = render_compose(services=services,
-                                                       app_env=app_env, output_dir=out)
+        env_files[f"{out}/{COMPOSE}"] = render_compose(services=services, app_env=app_env, output_dir=out,
+                                                       base_names=base_names, app_name=app_name)
+    if lock_text:
+        env_files[f"{out}/{LOCK}"] = lock_text
     env_files[DOCKERIGNORE] = render_dockerignore(copied_sources(dockerfile_text))
     files: dict[str, str] = {}
     kept: dict[str, str] = {}
@@ -223,6 +234,20 @@ def render_plan_json(plan_json: Any, report: ReportData, *, inputs: dict[str, An
 
 
 SYMLINK_PLACEHOLDER = "(symlink: setupbot leaves it alone)"
+
+
+def _compose_service_names(text: str | None) -> list[str]:
+    """The service names of a repository's compose file (none when it does not parse)."""
+    import yaml
+
+    if not text:
+        return []
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    services = data.get("services") if isinstance(data, dict) else None
+    return [str(k) for k in services] if isinstance(services, dict) else []
 
 
 def disk_reader(repo: Path) -> ExistingReader:
@@ -363,6 +388,7 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
                             services=services, app_env=app_env, output_dir=output_dir,
                             project=repository or repo.name,
                             post_create=_field(source, "post_create_command"),
+                            lock_text=_field(run_record, "lock_text", "") or "",
                             existing=existing or disk_reader(repo), inputs=_inputs(repo, settings))
 
 

@@ -43,6 +43,9 @@ class Produced:
     ok: bool = True
     reason: str = ""
     details: dict = field(default_factory=dict)
+    # files the Dockerfile needs next to it in the build context (repository-relative path ->
+    # text), e.g. the requirements lock it installs from
+    files: dict = field(default_factory=dict)
 
 
 def _normalize(name: str) -> str:

@@ -23,6 +23,7 @@ from typing import Callable
 
 from bot import __version__
 from bot.bench import results as results_io
+from bot.bench.determinism import check_determinism
 from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new_scratch, prepare_git_dir
 from bot.bench.score import Score, score_dockerfile
 from bot.bench.systems import RUNNERS, SYSTEMS, SystemContext, SystemResult
@@ -46,6 +47,8 @@ class BenchOptions:
     # Builds the engine of one pair from the settings; the real Engine unless a caller (a test)
     # hands in another implementation of the same contract.
     engine_factory: Callable[[object], object] | None = None
+    # build setupbot's Dockerfile a second time with no cache and compare the package sets
+    determinism: bool = False
 
 
 class Progress:
@@ -183,6 +186,16 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
         record["dockerfile_sha256"] = hashlib.sha256(produced.dockerfile.encode()).hexdigest()
         record["dockerfile_lines"] = sum(1 for ln in produced.dockerfile.splitlines()
                                          if ln.strip() and not ln.lstrip().startswith("#"))
+        context = pristine
+        if produced.files:
+            # the Dockerfile installs files setupbot writes next to it (the lock): the scored
+            # context is the pristine export plus exactly those files
+            context = copy_tree(pristine, scratch / "context")
+            for rel, text in produced.files.items():
+                target = context / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+        first_image = result.extra.get("image")
         if result.replay is not None:
             record["replay_reused"] = True
             score = result.replay
@@ -192,12 +205,17 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
             # The context is the pristine export: whatever a system wrote into its copy does
             # not reach the scored build.
             tag = image_tag(repo, system, engine.run_id)
-            score = score_dockerfile(engine, pristine, produced.dockerfile, tag,
+            first_image = tag
+            score = score_dockerfile(engine, context, produced.dockerfile, tag,
                                      collect_timeout=opts.collect_timeout, test_timeout=opts.test_timeout,
                                      junit_dest=artifacts / "junit.xml", build_log=scratch / "build.log")
             if not score.built and (scratch / "build.log").is_file():
                 (artifacts / "build.log.txt").write_text(
                     "\n".join((scratch / "build.log").read_text(errors="replace").splitlines()[-400:]))
+        if opts.determinism and system == "setupbot" and score.built and first_image:
+            progress.step(repo.name, system, "determinism: second no-cache build")
+            record["determinism"] = check_determinism(engine, context, produced.dockerfile, first_image,
+                                                      image_tag(repo, system, engine.run_id) + "-again")
         record["status"] = "ok"
         return _finish(record, score, repo)
     except EngineError as exc:

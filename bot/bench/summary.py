@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.bench.determinism import identical_share
 from bot.bench.systems import SYSTEMS
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
@@ -112,6 +113,23 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _lock_cell(r: dict) -> str:
+    """yes (setupbot's own requirements.lock), native (the repository's lock) or no."""
+    lock = (r.get("details") or {}).get("lock") or {}
+    if lock.get("status") in ("locked", "unchanged"):
+        return "yes"
+    if lock.get("status") == "native":
+        return "native"
+    return "no" if r.get("system") == "setupbot" else "–"
+
+
+def _determinism_cell(r: dict) -> str:
+    d = r.get("determinism")
+    if not isinstance(d, dict) or d.get("identical") is None:
+        return "–"
+    return "identical" if d["identical"] else "differs"
+
+
 def render_summary(records: list[dict], *, commands: list[str] | None = None, chart_name: str = "chart.png",
                    notes: list[str] | None = None) -> str:
     systems = _systems_in(records)
@@ -191,6 +209,12 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
             lines.append(f"Budget: the largest overshoot of a setupbot run over budgets.wall_clock is "
                          f"{share * 100:+.1f} % ({repo}: {seconds:.0f}s of {budget:.0f}s; target ≤ 5 %) "
                          f"{'✓' if share <= 0.05 else '✗'}.")
+        same, checked = identical_share(records)
+        if checked:
+            # issue 16: the final Dockerfile built twice with no cache gives the same package sets
+            lines.append(f"Determinism: {same}/{checked} repositories ({_pct(same / checked)}) give identical "
+                         "`pip freeze --all` and `dpkg-query -W` in two no-cache builds of the final Dockerfile "
+                         f"(target ≥ 95% {'✓' if same / checked >= 0.95 else '✗'}).")
             lines.append("")
 
     lines += ["## EBSR per difficulty", "", "| difficulty | " + " | ".join(systems) + " |",
@@ -202,8 +226,8 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
 
     lines += ["## Per repository", "",
               "| repository | difficulty | system | EBSR | passed / failed / errors | ESSR | produce | build | "
-              "image | status |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "image | lock | determinism | status |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by_pair = {(r["repo"], r["system"]): r for r in records}
     for name, sha in repos:
         for system in systems:
@@ -220,7 +244,7 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
             lines.append(f"| {_cell(name)}@{sha[:8]} | {r.get('difficulty') or '–'} | {system} | "
                          f"{'✓' if r.get('ebsr') else '✗'} | {tests} | {_pct(r.get('essr'))} | "
                          f"{_secs(r.get('produce_seconds'))} | {_secs(r.get('build_seconds'))} | "
-                         f"{_size(r.get('image_bytes'))} | {_cell(status)} |")
+                         f"{_size(r.get('image_bytes'))} | {_lock_cell(r)} | {_determinism_cell(r)} | {_cell(status)} |")
     lines.append("")
     missing = [(r["repo"], r["export"]["missing_blobs"]) for r in records
                if r["system"] == systems[0] and (r.get("export") or {}).get("missing_blobs")]

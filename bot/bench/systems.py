@@ -129,10 +129,15 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
                                  "unresolved": record.unresolved[:5], "timings": record.timings,
                                  "warnings": [str(w)[:300] for w in record.warnings[:20]],
                                  "degraded": record.degraded})
+    lock = (record.replay or {}).get("lock") or {}
+    if record.lock_text and lock.get("file"):
+        produced.files[lock["file"]] = record.lock_text
+    produced.details["lock"] = {k: lock.get(k) for k in ("status", "count", "hashed", "reason")} if lock else None
     usage = record.llm_usage or {}
     return SystemResult(produced, replay=replay_score_from_record(record, ctx.engine),
                         steps=len(record.trajectory), repairs=len(record.repairs),
-                        tokens=int(usage.get("tokens") or 0), mode="llm" if llm is not None else "deterministic")
+                        tokens=int(usage.get("tokens") or 0), mode="llm" if llm is not None else "deterministic",
+                        extra={"image": (record.replay or {}).get("tag") if record.status == "success" else None})
 
 
 RUNNERS = {"setupbot": run_setupbot, "declared": run_declared, "pipreqs": run_pipreqs}

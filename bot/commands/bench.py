@@ -32,6 +32,8 @@ def add_parser(sub) -> None:
     p.add_argument("--collect-timeout", type=int, default=600, metavar="S",
                    help="seconds for `pytest --collect-only` (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rerun pairs already in the results")
+    p.add_argument("--determinism", action="store_true",
+                   help="build setupbot's Dockerfile a second time with no cache and compare pip freeze and dpkg-query")
     p.add_argument("--keep-images", action="store_true", help="keep built images and containers")
     p.add_argument("--report-only", action="store_true", help="only regenerate SUMMARY.md and the chart")
     p.add_argument("--summary", type=Path, help="summary path (default: <out>/../SUMMARY.md)")
@@ -115,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     opts = BenchOptions(repos=repos, systems=systems, out=args.out, git_root=args.git_root,
                         jobs=max(1, args.jobs), test_timeout=args.timeout_per_repo,
                         collect_timeout=args.collect_timeout, force=args.force, keep_images=args.keep_images,
-                        settings=settings, command=command)
+                        settings=settings, command=command, determinism=args.determinism)
     from bot import progress
 
     with progress.use(reporter_for(args, "bench")) as reporter:

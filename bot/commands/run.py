@@ -21,6 +21,8 @@ def add_parser(sub) -> None:
     p.add_argument("--output-dir", help="where to write the outputs, relative to PATH (output.dir)")
     p.add_argument("--keep", action="store_true", help="keep runner containers for debugging (engine.keep_containers)")
     p.add_argument("--no-knowledge", action="store_true", help="do not use the experience base (rules only)")
+    p.add_argument("--refresh-lock", action="store_true",
+                   help="resolve the dependencies anew instead of installing from requirements.lock (output.refresh_lock)")
     p.add_argument("--no-verify", action="store_true", help="skip the prosecutor and judge after the clean replay")
     p.add_argument("--force", action="store_true",
                    help="redo the work even when no input of the environment changed since the recorded plan")
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         "llm": {"base_url": args.llm_base_url, "model": args.llm_model},
         "budgets": {"max_steps": args.max_steps, "wall_clock": args.wall_clock},
-        "output": {"dir": args.output_dir},
+        "output": {"dir": args.output_dir, "refresh_lock": True if args.refresh_lock else None},
         "engine": {"keep_containers": True if args.keep else None},
     }
     settings = load_settings(repo, overrides=overrides)

@@ -33,6 +33,42 @@ class ComposeService:
     image: str
     env: dict[str, str] = field(default_factory=dict)
     healthcheck: list[str] | None = None
+    # defined by the repository's own compose file: setupbot's file only adds to it (a health
+    # check, the host name the tests were wired to) instead of copying it
+    base_name: str = ""
+    aliases: list[str] = field(default_factory=list)
+
+
+# the files Compose reads by default, which a repository's development setup lives in
+BASE_COMPOSE_FILES = ("compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml")
+
+
+def _evidence_of(s: Any) -> list[tuple[str, str]]:
+    out = []
+    for e in (s.get("evidence") if isinstance(s, dict) else getattr(s, "evidence", None)) or []:
+        if isinstance(e, dict):
+            out.append((str(e.get("file", "")), str(e.get("detail", ""))))
+        elif isinstance(e, (list, tuple)) and len(e) >= 3:
+            out.append((str(e[0]), str(e[2])))
+        else:
+            out.append((str(getattr(e, "file", "")), str(getattr(e, "detail", ""))))
+    return out
+
+
+def base_compose(services: Iterable[Any]) -> tuple[str | None, dict[str, str]]:
+    """The repository's own compose file (at its root, one Compose reads by default) that defines
+    the services, and for each service setupbot starts, its name in that file."""
+    from bot.verify.services import ServiceSpec
+
+    chosen: str | None = None
+    names: dict[str, str] = {}
+    for s in services:
+        for file, detail in _evidence_of(s):
+            if file in BASE_COMPOSE_FILES and detail.startswith("compose service ") and chosen in (None, file):
+                chosen = file
+                names[_service_key(ServiceSpec.from_any(s).alias)] = detail[len("compose service "):].strip()
+                break
+    return chosen, names
 
 
 def _service_key(name: str) -> str:
@@ -41,20 +77,28 @@ def _service_key(name: str) -> str:
     return cleaned or "service"
 
 
-def compose_services(services: Iterable[Any]) -> list[ComposeService]:
+def compose_services(services: Iterable[Any], base_names: dict[str, str] | None = None) -> list[ComposeService]:
     """The same service definitions the verification started: the verify layer's catalogue gives
     each service its network alias (the host name the tests were wired to), the container's env
-    and the health probe; the probe table above covers kinds the catalogue has none for."""
+    and the health probe; the probe table above covers kinds the catalogue has none for.
+    ``base_names`` (bot.compile.compose.base_compose) maps services the repository's compose file
+    defines to their names there."""
     from bot.verify.services import ServiceSpec, container_env, health_argv
 
+    base_names = base_names or {}
     out = []
     for s in services:
         spec = ServiceSpec.from_any(s)
         probes = [p for p in health_argv(spec) if p and p[0] != "bash"]
         check = getattr(s, "healthcheck", None) or (["CMD", *probes[0]] if probes else None) \
             or HEALTHCHECKS.get(spec.kind or "") or HEALTHCHECKS.get(spec.image.split(":")[0].split("/")[-1])
-        out.append(ComposeService(_service_key(spec.alias), spec.image, dict(container_env(spec)),
-                                  list(check) if check else None))
+        key = _service_key(spec.alias)
+        if key in base_names:
+            base = _service_key(base_names[key])
+            out.append(ComposeService(base, spec.image, {}, list(check) if check else None, base_name=base,
+                                      aliases=[key] if key != base else []))
+            continue
+        out.append(ComposeService(key, spec.image, dict(container_env(spec)), list(check) if check else None))
     return out
 
 
@@ -99,15 +143,24 @@ def app_command(forwards: list[str]) -> list[str]:
             FORWARDER.strip() + "\n", *forwards]
 
 
+def app_service_name(base_services: Iterable[str] = ()) -> str:
+    """"app", unless the repository's own compose file already has a service of that name."""
+    return "devcontainer" if "app" in set(base_services) else "app"
+
+
 def render_compose(*, services: Iterable[Any], app_env: dict[str, str] | None = None,
-                   output_dir: str = ".devcontainer") -> str:
+                   output_dir: str = ".devcontainer", base_names: dict[str, str] | None = None,
+                   app_name: str = "app") -> str:
     env = environment()
     services = list(services)
     forwards = localhost_forwards(services)
     text = env.get_template("compose.yaml.j2").render(
-        marker=COMPOSE_MARKER, services=compose_services(services), command=app_command(forwards),
-        loopback_v6=bool(forwards),
+        marker=COMPOSE_MARKER, services=compose_services(services, base_names), app_name=app_name,
+        command=app_command(forwards), loopback_v6=bool(forwards),
         app_env={str(k): str(v) for k, v in (app_env or {}).items()},
-        output_dir=output_dir.strip("/"), context=context_for(output_dir)).rstrip("\n") + "\n"
+        output_dir=output_dir.strip("/"),
+        # with the repository's compose file listed first, Compose resolves every relative path
+        # from that file's folder, the repository root
+        context="." if base_names else context_for(output_dir)).rstrip("\n") + "\n"
     yaml.safe_load(text)  # a template bug must fail here, not in the reviewer's editor
     return text

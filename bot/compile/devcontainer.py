@@ -17,21 +17,31 @@ from bot.report.render import MARKER_TEXT, environment
 SCHEMA_PATH = PACKAGE_DIR / "report" / "schemas" / "devContainer.base.schema.json"
 DEVCONTAINER_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"
 WORKSPACE = "/workspace"
+# The non-root user the compiled Dockerfile creates (bot.compile.dockerfile.DEV_USER); the
+# editor attaches as this user, its UID matched to the host user's so bind-mounted files stay
+# writable (updateRemoteUserUID). The tests in setupbot's own containers still run as root.
+REMOTE_USER = "dev"
+# the official python images' interpreter (the Dockerfile installs into it, no virtualenv)
+INTERPRETER = "/usr/local/bin/python"
 
 
 def build_devcontainer(*, name: str, test_command: Sequence[str], services: Iterable[Any] = (),
                        env: dict[str, str] | None = None, post_create: Sequence[str] | None = None,
-                       forward_ports: Iterable[int] = (), context: str = "..") -> dict[str, Any]:
-    """The devcontainer.json as a dict. ``services`` non-empty switches to the compose form.
-    ``post_create`` only when the image alone is not enough (e.g. an editable install that needs
-    the mounted source); otherwise the field is left out."""
+                       forward_ports: Iterable[int] = (), context: str = "..",
+                       compose_files: Sequence[str] = (), app_service: str = "app",
+                       remote_user: str | None = REMOTE_USER) -> dict[str, Any]:
+    """The devcontainer.json as a dict. ``services`` non-empty switches to the compose form;
+    ``compose_files`` are the repository's own compose files that setupbot's compose.yaml
+    extends (listed first, so its definitions stay the base). ``post_create`` only when the
+    image alone is not enough (e.g. an editable install that needs the mounted source);
+    otherwise the field is left out."""
     service_names = [str(getattr(s, "name", s)) for s in services]
     config: dict[str, Any] = {"name": name}
     if service_names:
         config.update({
-            "dockerComposeFile": "compose.yaml",
-            "service": "app",
-            "runServices": ["app", *service_names],
+            "dockerComposeFile": [*compose_files, "compose.yaml"] if compose_files else "compose.yaml",
+            "service": app_service,
+            "runServices": [app_service, *service_names],
             "workspaceFolder": WORKSPACE,
             "shutdownAction": "stopCompose",
         })
@@ -48,8 +58,14 @@ def build_devcontainer(*, name: str, test_command: Sequence[str], services: Iter
         config["forwardPorts"] = ports
     if post_create:
         config["postCreateCommand"] = list(post_create)
+    if remote_user:
+        config["remoteUser"] = remote_user
+        config["updateRemoteUserUID"] = True
     config["customizations"] = {
-        "vscode": {"extensions": ["ms-python.python"]},
+        "vscode": {"extensions": ["ms-python.python"],
+                   # the user is created without a login shell choice (useradd's default is sh)
+                   "settings": {"python.defaultInterpreterPath": INTERPRETER,
+                                "terminal.integrated.defaultProfile.linux": "bash"}},
         "setupbot": {"testCommand": list(test_command)},
     }
     return config

@@ -23,6 +23,7 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         for pkg in data.get("package") or []:
             if isinstance(pkg, dict) and isinstance(pkg.get("name"), str) and isinstance(pkg.get("version"), str):
                 versions.setdefault(canonicalize_name(pkg["name"]), set()).add(pkg["version"])
+        lock.versions = {name: sorted(v) for name, v in sorted(versions.items())}
         for pkg in data.get("package") or []:
             if isinstance(pkg, dict) and isinstance(pkg.get("name"), str) and isinstance(pkg.get("version"), str):
                 source = pkg.get("source")
@@ -59,4 +60,7 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
                 v = info.get("version") if isinstance(info, dict) else None
                 if isinstance(v, str) and v.startswith("=="):
                     lock.pins.setdefault(canonicalize_name(name), v[2:])
+                    lock.versions.setdefault(canonicalize_name(name), [])
+                    if v[2:] not in lock.versions[canonicalize_name(name)]:
+                        lock.versions[canonicalize_name(name)].append(v[2:])
         ev.locks.append(lock)

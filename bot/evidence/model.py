@@ -54,6 +54,7 @@ class Requirement:
     optional: bool = False
     via_file: str | None = None   # a clean requirements file that can be installed with -r
     local: bool = False           # a path or "." line: the project itself or a sibling path
+    hashed: bool = False          # its file pins with --hash: installed as it is, in its own step
 
     @property
     def installed(self) -> bool:
@@ -126,6 +127,8 @@ class LockFile:
     file: str
     pins: dict[str, str] = field(default_factory=dict)     # canonical name -> version
     python: str | None = None
+    # every locked version of each name (a lock may hold several, one per Python/platform)
+    versions: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass

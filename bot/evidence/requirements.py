@@ -160,8 +160,10 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
             ev.requirements.append(req)
         out.append(req)
     if via_ok and clean and depth == 0 and group in (MAIN, TEST):
+        hashed = "--hash" in text
         for r in out:
             r.via_file = rel
+            r.hashed = hashed
     return out
 
 

@@ -57,7 +57,8 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         # the lock's pins constrain every pip install, so pip installs what the lock says
         # without poetry/pdm/uv in the image
         ln = g.add(Node("config:lock", "CONFIG", lock.file, "SATISFIED", action="constraint",
-                        attrs={"kind": "lock", "tool": lock.kind, "pins": dict(sorted(lock.pins.items()))}))
+                        attrs={"kind": "lock", "tool": lock.kind, "pins": dict(sorted(lock.pins.items())),
+                               "versions": dict(sorted(lock.versions.items()))}))
         ln.add_evidence(lock.file, None, f"{len(lock.pins)} pins from the {lock.kind} lock")
 
     # -- the project itself ------------------------------------------------------------------
@@ -143,6 +144,8 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         attrs = {"spec": r.spec, "group": norm_group}
         if r.via_file and install:
             attrs["via_file"] = r.via_file
+            if r.hashed:
+                attrs["via_hashed"] = True
         if lock and r.name in lock.pins and install:
             attrs["pinned"] = lock.pins[r.name]
             attrs["lock"] = lock.file
@@ -246,6 +249,8 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     compile_reasons: list[tuple[str, int | None, str]] = []
     if proj.c_extensions:
         compile_reasons.append(_ev(proj.c_extensions))
+        if PROJECT in g.nodes:
+            g.nodes[PROJECT].attrs["compiles"] = True
     table = system_table()
     for n in list(g.of_type("PACKAGE")):
         if n.action != "pip":
@@ -284,6 +289,14 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         s = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
         s.add_evidence("requirements", None, "a dependency is installed from a git URL")
         link_runtime(g, s.id)
+    # the devcontainer people expect has git (issue 16); a dependency from a git URL needs it too
+    git = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
+    git.add_evidence("setupbot", None, "git in the development container")
+    link_runtime(g, git.id)
+    # the non-root user the devcontainer attaches as (remoteUser); the tests still run as root
+    user = g.add(Node("config:dev-user", "CONFIG", "dev", "SATISFIED", action="user", attrs={"kind": "user"}))
+    user.add_evidence("setupbot", None, "devcontainer remoteUser")
+    link_runtime(g, user.id)
     if compile_reasons:
         be = g.add(Node("systemlib:build-essential", "SYSTEMLIB", "build-essential", "SATISFIED", action="apt"))
         for e in compile_reasons[:5]:

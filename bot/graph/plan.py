@@ -15,7 +15,9 @@ from bot.evidence import scan_repository
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph, install_spec
+from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import Registry
+from bot.graph.native_lock import use_native_lock
 from bot.graph.model import DepGraph, Node
 from bot.graph.resolve import names_in_error, sdist_only, uv_compile
 from bot.graph.runtime import OFFICIAL_PYTHONS, choose_python
@@ -176,7 +178,8 @@ def constraint_specs(g: DepGraph) -> list[str]:
     return out
 
 
-def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float, index_url: str | None = None):
+def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float, index_url: str | None = None,
+             use_cache: bool = True):
     """uv pip compile; a test-only dependency that does not exist on the index or cannot be built
     for this Python is left out (with a warning) and the resolution retried, so one stale test
     dependency does not cost the whole image. Runtime dependencies are never dropped."""
@@ -184,7 +187,7 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
     total = 0.0
     for _ in range(4):
         res = uv_compile(_install_specs(g), python, timeout=timeout, index_url=index_url,
-                         constraints=constraint_specs(g))
+                         constraints=constraint_specs(g), use_cache=use_cache)
         total += res.seconds
         res.seconds = total
         if res.ok or res.skipped:
@@ -240,6 +243,31 @@ def _add_compiler(g: DepGraph, evidence: tuple[str, int | None, str]) -> None:
     for n in g.of_type("PACKAGE"):
         if n.action in ("pip", "project", "repair-pip"):
             g.edge(n.id, be.id)
+
+
+def _reuse_lock(repo: Path, ev: Evidence, g: DepGraph, settings: Any, warnings: list[ScanWarning]):
+    """The requirements lock setupbot wrote last time, when its inputs hash is the plan's and no
+    refresh was asked for; else None (with a warning saying why it was not used)."""
+    from bot.evidence.files import RepoFiles
+
+    output = getattr(settings, "output", None)
+    out_dir = str(getattr(output, "dir", "") or ".devcontainer").strip("/")
+    rel = f"{out_dir}/{LOCK_NAME}"
+    text = RepoFiles(repo, ev).read_text(rel)
+    if text is None:
+        return None
+    lock = parse_lock(text)
+    if lock is None or MARKER_LINE not in text.splitlines()[:8]:
+        return None
+    if getattr(output, "refresh_lock", False):
+        warnings.append(ScanWarning(rel, None, "lock refreshed on request: resolved anew"))
+        return None
+    if lock.inputs_hash != g.meta["inputs_hash"]:
+        warnings.append(ScanWarning(rel, None, f"the lock was made from other inputs (sha256:{lock.inputs_hash}, "
+                                    f"now sha256:{g.meta['inputs_hash']}): resolved anew and locked again"))
+        return None
+    apply_lock(g, lock, rel, source="reused: its inputs are unchanged", apt_versions=lock.debs)
+    return lock
 
 
 def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[str] | None = None,
@@ -325,10 +353,30 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     if not tgt.evidence:
         tgt.add_evidence("setupbot", None, "default: python -m pytest")
 
+    # the repository's own lock is installed by its own tool, unless it is stale (issue 16)
+    use_native_lock(g, warnings)
+    # the lock of a previous run stands while its inputs do (issue 16)
+    g.meta["inputs_hash"] = inputs_hash(g)
+    reused = _reuse_lock(repo, ev, g, settings, warnings) if resolve else None
+    # a refresh asks for today's resolution, not a cached one
+    cached = not getattr(getattr(settings, "output", None), "refresh_lock", False)
+
     # resolution
     t_res = time.monotonic()
-    if resolve:
-        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url)
+    if reused is not None:
+        pins = reused.pins
+        g.meta["resolution"] = {"ok": True, "seconds": 0.0, "error": "", "skipped": "", "python": choice.version,
+                                "dropped": [], "from_lock": g.nodes[LOCK_NODE].attrs["file"], "pins": dict(sorted(pins.items()))}
+        for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+            if n.action in ("pip", "tool", "repair-pip") and n.name in pins:
+                n.attrs["resolved"] = pins[n.name]
+                n.state = "SATISFIED"
+        needs_build = sdist_only(pins, choice.version, timeout=resolve_timeout, index_url=index_url)
+        g.meta["resolution"]["sdist_only"] = needs_build
+        if needs_build:
+            _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))
+    elif resolve:
+        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url, use_cache=cached)
         g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
                                 "skipped": res.skipped, "python": choice.version, "dropped": dropped,
                                 "not_on_host": [{"requirement": r, "why": w} for r, w in res.refused],
@@ -349,7 +397,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                     n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
             if _numpy2_guard(g, res.pins, choice.version, warnings):
                 again = uv_compile(_install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
-                                   constraints=constraint_specs(g))
+                                   constraints=constraint_specs(g), use_cache=cached)
                 if again.ok:
                     res = again
                     g.meta["resolution"]["numpy_guard"] = "numpy<2"
@@ -361,7 +409,8 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
             # every pin, transitive ones too: the loop compares them with the repository's era
             g.meta["resolution"]["pins"] = dict(sorted(res.pins.items()))
             # something without a wheel for this Python compiles in the image: it needs a compiler
-            needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url)
+            needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url,
+                                     use_cache=cached)
             g.meta["resolution"]["sdist_only"] = needs_build or (res.unbuilt[0] if res.unbuilt else None)
             if needs_build:
                 _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))

@@ -3,6 +3,9 @@ before any container is built. Time-boxed; a failure is a warning and evidence, 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -65,9 +68,49 @@ _UNBUILT = re.compile(r"(?:all versions of |only )?([A-Za-z0-9][A-Za-z0-9._\-]*)
 _MAX_UNBUILT_RETRIES = 8
 
 
+# Resolutions are cached on disk, keyed by a hash of everything the resolver is given (issue 16):
+# planning the same inputs again takes no network round trips. A day is long enough to make
+# repeated runs cheap and short enough that new releases are still seen; --refresh-lock skips it.
+CACHE_SECONDS = 24 * 3600
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "setupbot" / "resolutions"
+
+
+def resolution_key(requirements: list[str], python: str, **options: object) -> str:
+    data = {"requirements": list(requirements), "python": python,
+            **{k: v for k, v in sorted(options.items()) if v not in (None, False, [], "")}}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:40]
+
+
+def _cached(key: str) -> Resolution | None:
+    path = cache_dir() / f"{key}.json"
+    try:
+        data = json.loads(path.read_text())
+        if time.time() - float(data["at"]) > CACHE_SECONDS:
+            return None
+        return Resolution(bool(data["ok"]), dict(data["pins"]), str(data["error"]), 0.0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _store(key: str, res: Resolution) -> None:
+    try:
+        folder = cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{os.getpid()}"
+        tmp.write_text(json.dumps({"at": time.time(), "ok": res.ok, "pins": res.pins, "error": res.error}))
+        tmp.replace(folder / f"{key}.json")
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+
+
 def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
                index_url: str | None = None, constraints: list[str] | None = None,
-               only_binary: bool = False, exclude_newer: str | None = None) -> Resolution:
+               only_binary: bool = False, exclude_newer: str | None = None,
+               use_cache: bool = True) -> Resolution:
     """Resolve on the host without building anything: requirements that are not plain index
     requirements are left out (``refused``), and a distribution that only an sdist could satisfy
     is left out and the resolution retried (``unbuilt``); both are resolved in the image."""
@@ -80,7 +123,8 @@ def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
     unbuilt: list[str] = []
     total = 0.0
     for _ in range(_MAX_UNBUILT_RETRIES):
-        res = _uv_compile_once(uv, safe, python, timeout, index_url, safe_constraints, only_binary, exclude_newer)
+        res = _uv_compile_once(uv, safe, python, timeout, index_url, safe_constraints, only_binary, exclude_newer,
+                               use_cache=use_cache)
         total += res.seconds
         names = _unbuilt_names(res.error) if not res.ok else []
         direct = {canonicalize_name(PkgReq(r).name) for r in safe}
@@ -106,9 +150,28 @@ def _unbuilt_names(error: str) -> list[str]:
 
 def _uv_compile_once(uv: str, requirements: list[str], python: str, timeout: float,
                      index_url: str | None, constraints: list[str], only_binary: bool,
-                     exclude_newer: str | None) -> Resolution:
+                     exclude_newer: str | None, *, use_cache: bool = True) -> Resolution:
     if not requirements:
         return Resolution(True)
+    from bot.indexes import host_index_config
+
+    # the host's index configuration is an input too: another index may offer other releases
+    key = resolution_key(requirements, python, index_url=index_url, constraints=constraints,
+                         only_binary=only_binary, exclude_newer=exclude_newer,
+                         host_index=host_index_config().uv_args())
+    if use_cache:
+        hit = _cached(key)
+        if hit is not None:
+            return hit
+    res = _uv_compile(uv, requirements, python, timeout, index_url, constraints, only_binary, exclude_newer)
+    # a timeout or a uv that did not run says nothing about the inputs: not cached
+    if res.ok or (res.error and "timed out" not in res.error and "could not run" not in res.error):
+        _store(key, res)
+    return res
+
+
+def _uv_compile(uv: str, requirements: list[str], python: str, timeout: float, index_url: str | None,
+                constraints: list[str] | None, only_binary: bool, exclude_newer: str | None) -> Resolution:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
         req = Path(tmp) / "requirements.in"
@@ -166,13 +229,14 @@ _NO_WHEEL = re.compile(r"(?:Because|and) (?:only )?([A-Za-z0-9][A-Za-z0-9._\-]*)
 _NO_WHEEL_ALT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._\-]*)==\S+ (?:has no|only has) .*wheel")
 
 
-def sdist_only(pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None) -> str | None:
+def sdist_only(pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None,
+               use_cache: bool = True) -> str | None:
     """The first pinned distribution with no wheel for ``python`` on Linux (it would compile in
     the image), or None. One more resolution with ``--only-binary :all:`` over the exact pins."""
     if not pins:
         return None
     res = uv_compile([f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout,
-                     index_url=index_url, only_binary=True)
+                     index_url=index_url, only_binary=True, use_cache=use_cache)
     if res.ok or res.skipped:
         return None
     for rx in (_NO_WHEEL, _NO_WHEEL_ALT):

@@ -213,6 +213,7 @@ class RunRecord:
     best: dict[str, Any] = field(default_factory=dict)
     members: list[dict[str, Any]] = field(default_factory=list)   # a workspace: each member's results
     strategies: list[dict[str, Any]] = field(default_factory=list)   # generic strategies tried
+    lock_text: str = ""                 # the requirements lock the clean replay proved
 
     @property
     def succeeded(self) -> bool:
@@ -936,6 +937,12 @@ class SetupLoop:
             if over_budget:
                 rec.remaining = over_budget + (f"; {rec.remaining}" if rec.remaining else "")
             replay_ws.close()
+            if rec.status == "success":
+                if self.budget.can_replay():
+                    self.lock_replay()
+                else:   # locking is one more build: it never takes the run past its budget
+                    rec.warnings.append("environment not locked: too little of the budget left for the "
+                                        "build that proves the lock")
             return None
         if over_budget or self.budget.exhausted():
             replay_ws.close()
@@ -1044,6 +1051,39 @@ class SetupLoop:
         self.traj.record("replay-result", outcome="ok" if self.record.replay["ok"] else "failed",
                          duration=time.monotonic() - t0, detail=self.record.replay)
         return ws
+
+    def lock_replay(self) -> None:
+        """Lock what the clean replay proved (bot.verify.lock, issue 16): the graph then compiles
+        to a Dockerfile that installs the lock, and the replay tag becomes the locked image's,
+        which the verification runs on. A lock that does not reproduce the set is not kept."""
+        from bot.graph.model import DepGraph
+
+        if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
+            return  # stand-in collaborators (tests) have no image to freeze
+        from bot.verify.lock import lock_environment
+
+        t0 = time.monotonic()
+        try:
+            out = lock_environment(self.engine, self.repo, self.graph, replay_tag=self.record.replay["tag"],
+                                   output_dir=self.settings.output.dir)
+        except SetupbotError as exc:
+            self.record.warnings.append(f"environment not locked: {exc.what}")
+            return
+        self.record.replay["lock"] = out.to_json()
+        self.record.timings["lock_seconds"] = round(time.monotonic() - t0, 3)
+        self.traj.record("lock", outcome="ok" if out.ok else out.status, duration=time.monotonic() - t0,
+                         detail=out.to_json())
+        for note in out.notes:
+            self.record.warnings.append(f"lock: {note}")
+        if out.status == "native":
+            return
+        if not out.ok:
+            self.record.warnings.append(f"environment not locked: {out.reason}")
+            return
+        if out.status == "locked":
+            self.graph = out.graph
+        self.record.lock_text = out.text
+        self.record.replay["tag"] = out.tag
 
     def _note_best(self, outcome: TargetOutcome) -> None:
         best = self.record.best

@@ -106,6 +106,7 @@ class ReportData:
     files: list[str] = field(default_factory=list)             # files setupbot wrote / proposes
     pending_changes: dict[str, str] = field(default_factory=dict)  # hand-written file -> diff
     gate: str = "Mostly"                                       # publish.min_verdict
+    lock: dict[str, Any] = field(default_factory=dict)         # bot.graph.lock.lock_summary
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICT_TIERS:
@@ -244,6 +245,19 @@ def _warning_text(w: Any) -> str:
     return f"{file}:{line}: {message}" if file else str(message)
 
 
+def _lock_summary(plan: Any) -> dict[str, Any]:
+    from bot.graph.lock import lock_summary
+    from bot.graph.model import DepGraph
+
+    graph = _get(plan, "graph")
+    if isinstance(graph, dict):
+        try:
+            graph = DepGraph.from_json(graph)
+        except (KeyError, TypeError, ValueError):
+            return {}
+    return lock_summary(graph) if graph is not None else {}
+
+
 def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = None, *,
                   repository: str = "", output_dir: str = ".devcontainer",
                   image_size: int | None = None) -> ReportData:
@@ -260,6 +274,7 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
         data.base_image_origin = str(_get(plan, "base_image_origin", "") or "")
         data.test_command = list(_get(plan, "test_command", []) or [])
         data.requirements = requirement_rows(plan)
+        data.lock = _lock_summary(plan)
         data.warnings += [_warning_text(w) for w in _get(plan, "warnings", []) or []]
         for svc in _get(plan, "services", []) or []:
             data.services.append(ServiceUse(name=str(_get(svc, "name", "")), image=str(_get(svc, "image", "") or "")))

@@ -86,7 +86,9 @@ def test_runtime_import_with_another_distribution_name_and_a_worse_first_candida
     record, steps = setup(engine, tmp_path, "loop-import-alias", extra_units=[naive])
     assert kept(record) == [("knowledge", "pip_install attrs")]
     assert ("rollback", "worse", "pip_install attr") in steps
-    assert "attrs" in record.dockerfile
+    # the repair is part of the proven set the Dockerfile installs from the lock (issue 16)
+    assert record.replay["lock"]["status"] == "locked", record.replay["lock"]
+    assert "\nattrs==" in record.lock_text and "requirements.lock" in record.dockerfile
 
 
 def test_python_floor_needs_the_313_image(engine, tmp_path):
@@ -107,7 +109,7 @@ def test_setuptools_scm_without_git_is_handled_by_the_plan(engine, tmp_path):
 def test_pytest_plugin_in_addopts_is_handled_by_the_plan(engine, tmp_path):
     record, steps = setup(engine, tmp_path, "loop-plugin-addopts")
     assert record.repairs == []
-    assert "pytest-timeout" in record.dockerfile
+    assert "\npytest-timeout==" in record.lock_text and "requirements.lock" in record.dockerfile
 
 
 def test_settings_env_var_from_the_repositorys_target_env(engine, tmp_path):

@@ -117,7 +117,7 @@ def test_tox_nox_readme_and_lock_evidence():
     ev = scan_repository(REPOS / "plan-uv-groups")
     assert {"pytest", "mypy"} <= names(ev, "test")  # include-group followed
     assert ev.project.scm_tool == "hatch-vcs"
-    assert ev.locks[0].pins == {"pydantic": "2.7.1"}
+    assert ev.locks[0].pins == {"mypy": "1.10.0", "pydantic": "2.7.1", "pytest": "8.2.0"}
 
 
 def test_pipfile_and_conda():

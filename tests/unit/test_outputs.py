@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -192,3 +193,52 @@ def test_outputs_from_a_run_record_alone_use_its_final_dockerfile(repos_dir):
 def test_output_dir_from_repository_settings_cannot_escape(bad):
     with pytest.raises(InputError, match="inside the repository"):
         gen(output_dir=bad)
+
+
+def test_devcontainer_has_a_non_root_user_git_and_the_interpreter_and_matches_the_schema():
+    """The devcontainer people expect (issue 16), checked against the official base schema."""
+    import jsonschema
+
+    from bot.compile import compile_dockerfile
+    from bot.compile.devcontainer import SCHEMA_PATH
+    from bot.graph import make_plan
+    from bot.graph.mapping import Registry
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft201909Validator(schema)
+    plain = parse_devcontainer(gen().files[".devcontainer/devcontainer.json"])
+    for config in (plain, build_devcontainer(name="x", test_command=["pytest"], services=["db"],
+                                             compose_files=["../docker-compose.yml"])):
+        assert not list(validator.iter_errors(config))
+        assert config["remoteUser"] == "dev" and config["updateRemoteUserUID"] is True
+        assert config["customizations"]["vscode"]["settings"]["python.defaultInterpreterPath"] == "/usr/local/bin/python"
+        assert "ms-python.python" in config["customizations"]["vscode"]["extensions"]
+        assert "postCreateCommand" not in config   # nothing must run at create time
+    repo = Path(__file__).parents[1] / "fixtures" / "repos" / "plan-imports-only"
+    text = compile_dockerfile(make_plan(repo, None, available_pythons=["3.11"], resolve=False,
+                                        registry=Registry(enabled=False)).graph).text
+    assert "useradd --create-home dev" in text and "USER " not in text
+    assert "--no-install-recommends" in text and "git" in text.split("--no-install-recommends")[1].split("&&")[0]
+
+
+def test_compose_variant_extends_the_repository_compose_file_instead_of_copying_it():
+    from bot.graph import make_plan
+    from bot.graph.mapping import Registry
+
+    repo = Path(__file__).parents[1] / "fixtures" / "repos" / "plan-compose"
+    p = make_plan(repo, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    g = outputs_from_pipeline(repo, plan=p)
+    compose = yaml.safe_load(g.files[".devcontainer/compose.yaml"])
+    dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
+    # the repository's file comes first; its "app" service is left alone, setupbot's is another
+    assert dc["dockerComposeFile"] == ["../docker-compose.yml", "compose.yaml"]
+    assert dc["service"] == "devcontainer" and dc["runServices"] == ["devcontainer", "mongo", "broker"]
+    services = compose["services"]
+    assert set(services) == {"devcontainer", "mongo", "broker"}
+    # mongo and broker are extended (a health check), not copied (no image, no environment)
+    assert "image" not in services["mongo"] and "environment" not in services["broker"]
+    assert services["mongo"]["healthcheck"]["test"][0] == "CMD"
+    # paths resolve from the first file's folder: the repository root
+    assert services["devcontainer"]["build"] == {"context": ".", "dockerfile": ".devcontainer/Dockerfile"}
+    assert services["devcontainer"]["volumes"] == [".:/workspace:cached"]
+    assert services["devcontainer"]["depends_on"]["mongo"]["condition"] == "service_healthy"

@@ -1,0 +1,390 @@
+"""Lock what the clean replay proved (issue 16).
+
+After a clean replay passes, the replay image's installed distributions become
+``<output>/requirements.lock`` (bot.graph.lock), with the hashes the index gives, and the system
+packages the Dockerfile installs are pinned to the versions the replay image has. The locked
+Dockerfile is then built and its installed set compared with the replay's: only a lock that
+reproduces the proven set replaces the unlocked Dockerfile.
+
+Hashes come from ``uv pip compile --generate-hashes --no-build --no-deps`` over the exact pins
+(nothing is built or run on the host, SECURITY.md S12); distributions with no usable wheel,
+which uv will not hash without building, are looked up in the index's own listing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
+                             parse_sdist_filename, parse_wheel_filename)
+from packaging.version import InvalidVersion, Version
+
+from bot.graph.lock import LOCK_NAME, PLATFORM, LockEntry, RequirementsLock, apply_lock, inputs_hash, parse_lock
+from bot.graph.model import DepGraph
+
+log = logging.getLogger(__name__)
+
+_MARK = "SETUPBOT-DISTS:"
+# Every installed distribution with its version and whether it came from a URL or a path
+# (direct_url.json: editable installs, VCS and local paths), which no index hash can cover.
+FREEZE_SCRIPT = (
+    "import json, importlib.metadata as m\n"
+    "seen = {}\n"
+    "for d in m.distributions():\n"
+    "    name = d.metadata['Name']\n"
+    "    if name and name.lower() not in seen:\n"
+    "        seen[name.lower()] = [name, d.version, bool(d.read_text('direct_url.json'))]\n"
+    f"print({_MARK!r} + json.dumps(sorted(seen.values())))\n"
+)
+DPKG_FORMAT = "${Package}=${Version}\\n"
+
+
+@dataclass
+class InstalledSet:
+    dists: dict[str, str] = field(default_factory=dict)         # canonical name -> version
+    from_url: dict[str, str] = field(default_factory=dict)      # installed from a URL or path
+    debs: dict[str, str] = field(default_factory=dict)          # Debian package -> version
+    ok: bool = True
+    error: str = ""
+
+
+def parse_freeze_output(output: str) -> InstalledSet:
+    out = InstalledSet()
+    line = next((ln for ln in reversed(output.splitlines()) if ln.startswith(_MARK)), None)
+    if line is None:
+        return InstalledSet(ok=False, error=output.strip()[-300:] or "no output")
+    try:
+        rows = json.loads(line[len(_MARK):])
+    except ValueError as exc:
+        return InstalledSet(ok=False, error=f"unreadable listing: {exc}")
+    for name, version, direct in rows:
+        key = canonicalize_name(name)
+        (out.from_url if direct else out.dists)[key] = version
+    return out
+
+
+def parse_dpkg_output(output: str) -> dict[str, str]:
+    debs = {}
+    for line in output.splitlines():
+        name, sep, version = line.strip().partition("=")
+        if sep and name and version and re.match(r"^[a-z0-9][a-z0-9+.\-]*(:[a-z0-9]+)?$", name):
+            debs[name.split(":")[0]] = version
+    return debs
+
+
+def installed_set(engine: Any, image: str, debs: list[str] = (), timeout: float = 300) -> InstalledSet:
+    """The Python distributions of ``image`` (and the versions of ``debs``), read in a throwaway
+    container with no network."""
+    r = engine.run_once(image, ["python", "-c", FREEZE_SCRIPT], timeout=timeout)
+    found = parse_freeze_output(r.output) if r.ok else InstalledSet(ok=False, error=r.output.strip()[-300:])
+    if found.ok and debs:
+        d = engine.run_once(image, ["dpkg-query", "-W", "-f", DPKG_FORMAT, *debs], timeout=timeout)
+        found.debs = parse_dpkg_output(d.output)
+    return found
+
+
+# --- hashes ---------------------------------------------------------------------------------------
+
+def _entries(text: str) -> dict[str, LockEntry]:
+    lock = parse_lock("# inputs: sha256:" + "0" * 16 + "\n" + text)
+    return {e.name: e for e in (lock.entries if lock else [])}
+
+
+def uv_hashes(pins: Mapping[str, str], python: str, *, index_url: str | None = None,
+              timeout: float = 120.0) -> tuple[dict[str, LockEntry], str]:
+    """Hashes of the exact pins from uv (wheels and sdist of each version, as pip-compile
+    gives them). Returns (entries, error)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        return {}, "uv is not installed"
+    if not pins:
+        return {}, ""
+    with tempfile.TemporaryDirectory(prefix="setupbot-lock-") as tmp:
+        req = Path(tmp) / "pins.in"
+        req.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))
+        argv = [uv, "pip", "compile", "--generate-hashes", "--no-build", "--no-deps", "--no-header",
+                "--no-annotate", "--quiet", "--python-version", python, "--python-platform", PLATFORM, str(req)]
+        if index_url:
+            argv[3:3] = ["--index-url", index_url]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            return {}, f"uv pip compile --generate-hashes did not complete: {exc}"
+    if proc.returncode != 0:
+        return {}, (proc.stderr or proc.stdout).strip()
+    return _entries(proc.stdout), ""
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href")
+            if href:
+                self.links.append(href)
+
+
+def _version_of(filename: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1]
+        return parse_sdist_filename(filename)[1]
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+
+
+def index_hashes(name: str, version: str, *, index_url: str | None = None, timeout: float = 20.0,
+                 opener: Callable[..., Any] = urllib.request.urlopen) -> list[str]:
+    """sha256 of every file of ``name==version`` from the index's listing: the simple API
+    (PEP 691 JSON or PEP 503 HTML) of ``index_url``, else the default index's JSON API."""
+    from bot.graph.mapping import PYPI_URL
+
+    want = Version(version)
+    if index_url:
+        url = f"{index_url.rstrip('/')}/{canonicalize_name(name)}/"
+        accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+    else:
+        url = PYPI_URL.replace("{name}/json", "{name}/{version}/json").format(name=canonicalize_name(name), version=version)
+        accept = "application/json"
+    req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "setupbot"})
+    try:
+        with opener(req, timeout=timeout) as resp:
+            body = resp.read(20_000_000).decode("utf-8", errors="replace")
+            ctype = resp.headers.get("Content-Type", "") if getattr(resp, "headers", None) else ""
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        log.info("no hashes for %s==%s from %s: %s", name, version, url, exc)
+        return []
+    found: list[str] = []
+    if "json" in ctype or body.lstrip().startswith("{"):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return []
+        files = data.get("files") if "files" in data else data.get("urls", [])
+        for f in files or []:
+            fname = f.get("filename", "")
+            digest = (f.get("hashes") or f.get("digests") or {}).get("sha256")
+            if digest and _version_of(fname) == want:
+                found.append(f"sha256:{digest}")
+    else:
+        parser = _Links()
+        parser.feed(body)
+        for href in parser.links:
+            path, _, frag = href.partition("#")
+            fname = path.rsplit("/", 1)[-1]
+            if frag.startswith("sha256=") and _version_of(fname) == want:
+                found.append("sha256:" + frag.split("=", 1)[1])
+    return sorted(set(found))
+
+
+def fetch_hashes(pins: Mapping[str, str], python: str, *, index_url: str | None = None,
+                 timeout: float = 120.0) -> tuple[list[LockEntry], list[str]]:
+    """Entries for every pin, with hashes where the index gives them. uv first; a pin it will
+    not hash without building (no usable wheel) is looked up in the index listing instead.
+    Returns (entries, notes)."""
+    from bot.graph.resolve import names_in_error
+
+    remaining = dict(pins)
+    manual: list[str] = []
+    entries: dict[str, LockEntry] = {}
+    notes: list[str] = []
+    for _ in range(8):
+        got, error = uv_hashes(remaining, python, index_url=index_url, timeout=timeout)
+        if not error:
+            entries.update(got)
+            break
+        named = [n for n in names_in_error(error, set(remaining)) if n not in manual]
+        if not named:
+            notes.append("uv gave no hashes: " + error.strip().splitlines()[-1][:200] if error.strip() else "uv failed")
+            manual += list(remaining)
+            break
+        for n in named:
+            manual.append(n)
+            remaining.pop(n, None)
+    else:
+        manual += list(remaining)
+    for n in sorted(set(manual)):
+        hashes = index_hashes(n, pins[n], index_url=index_url)
+        entries[n] = LockEntry(n, pins[n], hashes)
+    for n, v in pins.items():
+        if n not in entries:
+            entries[n] = LockEntry(n, v, [])
+    unhashed = sorted(n for n, e in entries.items() if not e.hashes)
+    if unhashed:
+        notes.append(f"no hashes from the index for {', '.join(unhashed[:5])}"
+                     + (f" (+{len(unhashed) - 5} more)" if len(unhashed) > 5 else "")
+                     + "; the lock pins versions without --require-hashes")
+    return [entries[n] for n in sorted(entries)], notes
+
+
+# --- the lock step ----------------------------------------------------------------------------------
+
+@dataclass
+class LockOutcome:
+    status: str                  # locked | unchanged | skipped | failed
+    reason: str = ""
+    lock: RequirementsLock | None = None
+    text: str = ""
+    file: str = ""
+    tag: str = ""
+    dockerfile: str = ""
+    apt_versions: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    graph: Any = None            # the locked graph (bot.graph.DepGraph) when status is "locked"
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("locked", "unchanged")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "file": self.file, "tag": self.tag,
+                "count": len(self.lock.entries) if self.lock else 0,
+                "inputs_hash": self.lock.inputs_hash if self.lock else "",
+                "hashed": self.lock.hashed if self.lock else False, "apt_versions": self.apt_versions,
+                "notes": self.notes, "seconds": round(self.seconds, 2)}
+
+
+def lockable_pins(replay: InstalledSet, base: InstalledSet, project: str | None) -> tuple[dict[str, str], list[str]]:
+    """What the lock holds: the replay image's distributions except the project itself and what
+    the base image already has at the same version (not reinstalled). Also returns the
+    distributions installed from a URL or path, which an index lock cannot hold."""
+    pins = {n: v for n, v in replay.dists.items() if n != project and base.dists.get(n) != v}
+    from_url = sorted(n for n in replay.from_url if n != project)
+    return pins, from_url
+
+
+def _project_name(graph: DepGraph) -> str | None:
+    from bot.graph.build import PROJECT
+
+    node = graph.nodes.get(PROJECT)
+    if node is None or node.name.startswith("("):
+        return None
+    return canonicalize_name(node.name)
+
+
+def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: str, output_dir: str,
+                     index_url: str | None = None, timeout: float = 120.0,
+                     compile_dockerfile: Callable[[DepGraph], Any] | None = None) -> LockOutcome:
+    """Freeze the replay image, write the lock into ``repo/output_dir``, build the locked
+    Dockerfile and check that it installs the same set. On any failure the lock file is put back
+    as it was and the outcome says why; the caller keeps the unlocked Dockerfile."""
+    from bot.compile import compile_dockerfile as default_compile
+    from bot.outputs import has_marker
+
+    from bot.graph.native_lock import native_lock
+
+    compile_dockerfile = compile_dockerfile or default_compile
+    t0 = time.monotonic()
+    rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
+    native = native_lock(graph)
+    if native is not None:
+        # the repository's own lock already fixes the set; a second lock would compete with it
+        return LockOutcome("native", f"installed from the repository's {native.name}", file=native.name, tag=replay_tag)
+    apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt")
+    replay = installed_set(engine, replay_tag, apt)
+    if not replay.ok:
+        return LockOutcome("failed", f"could not list the replay image's distributions: {replay.error}", file=rel,
+                           seconds=time.monotonic() - t0)
+    base_image = graph.runtime.attrs.get("base_image", "")
+    base = installed_set(engine, base_image) if base_image else InstalledSet()
+    pins, from_url = lockable_pins(replay, base, _project_name(graph))
+    if from_url:
+        return LockOutcome("skipped", f"{', '.join(from_url[:3])} came from a URL or a path, which an index "
+                           "lock cannot pin", file=rel, seconds=time.monotonic() - t0)
+    apt_versions = {n: replay.debs[n] for n in apt if n in replay.debs}
+    python = graph.runtime.attrs.get("version", "")
+    target = Path(repo) / rel
+    current = target.read_text() if target.is_file() and not target.is_symlink() else None
+    if target.is_symlink() or (current is not None and not has_marker(current)):
+        return LockOutcome("skipped", f"{rel} was written by a person (no setupbot marker); it is kept",
+                           file=rel, seconds=time.monotonic() - t0)
+    existing = parse_lock(current) if current else None
+    node = graph.nodes.get("config:requirements-lock")
+    if existing is not None and node is not None and existing.pins == pins and existing.debs == apt_versions:
+        # the replay was built from this very lock and reproduced it
+        return LockOutcome("unchanged", "the replay installed exactly the lock", lock=existing, text=current or "",
+                           file=rel, tag=replay_tag, apt_versions=apt_versions, seconds=time.monotonic() - t0)
+    entries, notes = fetch_hashes(pins, python, index_url=index_url, timeout=timeout)
+    lock = RequirementsLock(entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python, debs=apt_versions)
+    text = lock.render()
+    locked = DepGraph.from_json(graph.to_json())
+    apply_lock(locked, lock, rel, source="frozen from the clean replay", apt_versions=apt_versions)
+    compiler = _unneeded_compiler(locked, pins, python, index_url, timeout)
+    if compiler is not None:
+        # every locked distribution installs from a wheel and the project compiles nothing:
+        # the image is tried without the compiler (issue 16: build-essential only when needed)
+        compiler.action = None
+        compiler.attrs["dropped"] = "every locked distribution has a wheel"
+        notes.append("build-essential left out: every locked distribution installs from a wheel")
+    dockerfile = compile_dockerfile(locked).text
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    tag = replay_tag.rsplit(":", 1)[0] + ":locked"
+
+    def failed(reason: str) -> LockOutcome:
+        if current is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.write_text(current)
+        return LockOutcome("failed", reason, lock=lock, file=rel, notes=notes, apt_versions=apt_versions,
+                           seconds=time.monotonic() - t0)
+
+    build = engine.build(repo, dockerfile, tag)
+    if not build.ok and compiler is not None:
+        # it needed the compiler after all: put it back
+        compiler.action = "apt"
+        compiler.attrs.pop("dropped", None)
+        notes[-1] = "build-essential kept: the locked image did not build without it"
+        dockerfile = compile_dockerfile(locked).text
+        build = engine.build(repo, dockerfile, tag)
+    if not build.ok:
+        return failed("the locked Dockerfile did not build: " + " ".join(build.log.strip().splitlines()[-3:])[:400])
+    again = installed_set(engine, tag, apt)
+    again_pins, _ = lockable_pins(again, base, _project_name(graph))
+    if not again.ok or again_pins != pins:
+        diff = sorted(set(again_pins.items()) ^ set(pins.items()))[:5]
+        return failed(f"the locked image differs from the replay: {diff or again.error}")
+    return LockOutcome("locked", "", lock=lock, text=text, file=rel, tag=tag, dockerfile=dockerfile,
+                       apt_versions=apt_versions, notes=notes, seconds=time.monotonic() - t0, graph=locked)
+
+
+def _unneeded_compiler(graph: DepGraph, pins: Mapping[str, str], python: str, index_url: str | None,
+                       timeout: float) -> Any:
+    """The build-essential node when nothing in the locked image compiles: the project has no
+    C extension and every pin has a wheel for this Python (one ``--only-binary`` resolution
+    over the exact pins). None otherwise."""
+    from bot.graph.build import PROJECT
+    from bot.graph.resolve import sdist_only
+
+    node = graph.nodes.get("systemlib:build-essential")
+    project = graph.nodes.get(PROJECT)
+    if node is None or node.action != "apt" or (project is not None and project.attrs.get("compiles")):
+        return None
+    if any(n.action == "run" for n in graph.nodes.values()):
+        return None   # a repair's command may compile: keep what the replay had
+    if not pins or sdist_only(dict(pins), python, timeout=timeout, index_url=index_url) is not None:
+        return None
+    # sdist_only answers None also when it could not tell (uv missing): ask for a clean yes
+    from bot.graph.resolve import uv_compile
+
+    check = uv_compile([f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout,
+                       index_url=index_url, only_binary=True)
+    return node if check.ok and not check.skipped else None

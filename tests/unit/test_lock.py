@@ -1,0 +1,414 @@
+"""The requirements lock (issue 16): its pip-compile format, the inputs hash, the Dockerfile that
+installs from it, reuse while the inputs are unchanged, and the pieces that freeze an image and
+look up hashes (with stand-ins for the engine and the index)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bot.compile import compile_dockerfile
+from bot.config import load_settings
+from bot.engine.results import BuildResult, ExecResult
+from bot.graph import make_plan
+from bot.graph.lock import (LOCK_NODE, MARKER_LINE, LockEntry, RequirementsLock, apply_lock, inputs_hash,
+                            lock_summary, parse_lock)
+from bot.graph.mapping import Registry
+from bot.graph.model import DepGraph
+from bot.outputs import has_marker
+from bot.verify import lock as vlock
+
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+H1 = "sha256:" + "a" * 64
+H2 = "sha256:" + "b" * 64
+
+
+def plan(repo: Path, settings=None, resolve=False):
+    return make_plan(repo, settings, available_pythons=["3.11", "3.12"], resolve=resolve,
+                     registry=Registry(enabled=False))
+
+
+def sample_lock(inputs: str = "0123456789abcdef" * 2) -> RequirementsLock:
+    return RequirementsLock([LockEntry("requests", "2.31.0", [H2, H1]), LockEntry("attrs", "23.1.0", [H1])],
+                            inputs, "3.11", debs={"libpq-dev": "15.8-0+deb12u1"})
+
+
+def test_lock_renders_in_pip_compile_format_and_parses_back():
+    text = sample_lock().render()
+    lines = text.splitlines()
+    assert has_marker(text) and MARKER_LINE in lines
+    # sorted by name; each pin ends in a continuation, hashes sorted, the last one without "\"
+    i = lines.index("attrs==23.1.0 \\")
+    assert lines[i + 1] == f"    --hash={H1}"
+    j = lines.index("requests==2.31.0 \\")
+    assert lines[j + 1:j + 3] == [f"    --hash={H1} \\", f"    --hash={H2}"]
+    assert i < j
+    back = parse_lock(text)
+    assert back.pins == {"attrs": "23.1.0", "requests": "2.31.0"}
+    assert back.inputs_hash == "0123456789abcdef" * 2 and back.hashed
+    assert back.debs == {"libpq-dev": "15.8-0+deb12u1"}
+    assert parse_lock("requests==1.0\n") is None   # not a lock setupbot can vouch for
+
+
+def test_lock_without_hashes_says_so():
+    lock = RequirementsLock([LockEntry("six", "1.16.0")], "f" * 32)
+    assert not lock.hashed
+    assert "six==1.16.0\n" in lock.render()
+
+
+def test_inputs_hash_is_stable_and_follows_the_ranges(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("requests>=2\n")
+    first = inputs_hash(plan(repo).graph)
+    assert first == inputs_hash(plan(repo).graph)
+    (repo / "requirements.txt").write_text("requests>=2.30\n")
+    assert inputs_hash(plan(repo).graph) != first
+    # a repair after planning does not change what the lock was resolved from
+    p = plan(repo)
+    assert p.graph.meta["inputs_hash"] == inputs_hash(p.graph)
+
+
+def _locked_graph(name: str, lock: RequirementsLock | None = None) -> DepGraph:
+    g = plan(REPOS / name).graph
+    apply_lock(g, lock or sample_lock(), ".devcontainer/requirements.lock", source="test",
+               apt_versions={"libpq-dev": "15.8-0+deb12u1"})
+    return g
+
+
+COVERING = RequirementsLock([LockEntry(n, v, [H1]) for n, v in
+                             (("psycopg", "3.2.1"), ("psycopg-binary", "3.2.1"), ("redis", "5.0.8"), ("pytest", "8.3.2"))],
+                            "0123456789abcdef" * 2, "3.11")
+
+
+def test_locked_dockerfile_installs_the_lock_with_hashes_and_no_deps():
+    g = _locked_graph("plan-ci-services", COVERING)
+    text = compile_dockerfile(g).text
+    assert "COPY .devcontainer/requirements.lock /tmp/requirements.lock" in text
+    assert "python -m pip install --no-cache-dir --require-hashes --no-deps -r /tmp/requirements.lock" in text
+    # the lock comes before the source, the project after it without resolving again
+    assert text.index("--require-hashes") < text.index("COPY . /workspace") < text.index("--no-deps -e")
+    assert "libpq-dev=15.8-0+deb12u1" in text
+    assert "inputs sha256:" + "0123456789abcdef" * 2 in text
+    # what the lock covers is not installed a second time: the lock and the project are the only
+    # pip steps left
+    unlocked = compile_dockerfile(plan(REPOS / "plan-ci-services").graph).text
+    assert "redis" in unlocked and "pytest" in unlocked.split("COPY . /workspace")[0]
+    assert text.count("pip install") == 2 and "redis" not in text
+
+
+def test_locked_dockerfile_still_installs_what_the_lock_does_not_cover():
+    g = _locked_graph("plan-ci-services")
+    text = compile_dockerfile(g).text
+    # not in the sample lock: installed after it, as before
+    after = text.split("--require-hashes")[1]
+    assert "redis" in after and "pytest" in after
+
+
+def test_unhashed_lock_installs_without_require_hashes():
+    g = plan(REPOS / "plan-ci-services").graph
+    apply_lock(g, RequirementsLock([LockEntry("six", "1.16.0")], "f" * 32), ".devcontainer/requirements.lock",
+               source="test")
+    text = compile_dockerfile(g).text
+    assert "--no-deps -r /tmp/requirements.lock" in text and "--require-hashes" not in text
+
+
+def test_lock_summary_for_the_report():
+    g = _locked_graph("plan-ci-services")
+    s = lock_summary(g)
+    assert s["count"] == 2 and s["hashed"] and s["refresh"] == "setupbot run --refresh-lock ."
+    assert lock_summary(plan(REPOS / "plan-ci-services").graph) == {}
+
+
+def test_report_says_locked_n_distributions():
+    from bot.report.model import from_pipeline
+    from bot.report.render import render_report
+
+    g = _locked_graph("plan-ci-services")
+    report = from_pipeline({"graph": g.to_json(), "python": "3.11"}, None, None, repository="x")
+    text = render_report(report)
+    assert "locked 2 distributions" in text
+    assert "sha256:" + "0123456789abcdef" * 2 in text and "setupbot run --refresh-lock" in text
+
+
+def _with_lock(tmp_path: Path, inputs: str) -> Path:
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    lock = RequirementsLock([LockEntry("requests", "2.31.0", [H1])], inputs, "3.11", debs={"libpq-dev": "15.8"})
+    (repo / ".devcontainer").mkdir(exist_ok=True)
+    (repo / ".devcontainer" / "requirements.lock").write_text(lock.render())
+    return repo
+
+
+def test_plan_reuses_the_lock_while_its_inputs_are_unchanged(tmp_path, monkeypatch):
+    from bot.graph import plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "sdist_only", lambda *a, **k: None)
+    monkeypatch.setattr(plan_mod, "uv_compile", lambda *a, **k: pytest.fail("a reused lock is not resolved again"))
+    inputs = plan(REPOS / "plan-ci-services").graph.meta["inputs_hash"]
+    repo = _with_lock(tmp_path, inputs)
+    p = plan(repo, load_settings(repo), resolve=True)
+    assert p.graph.nodes[LOCK_NODE].attrs["source"].startswith("reused")
+    assert p.graph.meta["resolution"]["from_lock"] == ".devcontainer/requirements.lock"
+    assert "libpq-dev=15.8" in p.dockerfile.text
+
+
+def test_refresh_lock_and_changed_inputs_resolve_anew(tmp_path, monkeypatch):
+    from bot.graph import plan as plan_mod
+    from bot.graph.resolve import Resolution
+
+    calls = []
+    monkeypatch.setattr(plan_mod, "sdist_only", lambda *a, **k: None)
+    monkeypatch.setattr(plan_mod, "uv_compile", lambda *a, **k: calls.append(1) or Resolution(True, {}))
+    inputs = plan(REPOS / "plan-ci-services").graph.meta["inputs_hash"]
+    repo = _with_lock(tmp_path, inputs)
+    refreshed = plan(repo, load_settings(repo, overrides={"output": {"refresh_lock": True}}), resolve=True)
+    assert LOCK_NODE not in refreshed.graph.nodes and calls
+    assert any("refreshed on request" in w.message for w in refreshed.warnings)
+    repo2 = _with_lock(tmp_path / "b", "0" * 32)
+    stale = plan(repo2, load_settings(repo2), resolve=True)
+    assert LOCK_NODE not in stale.graph.nodes
+    assert any("other inputs" in w.message for w in stale.warnings)
+
+
+def test_refresh_lock_flag_reaches_the_settings(tmp_path):
+    from bot.cli import build_parser
+
+    args = build_parser().parse_args(["run", str(tmp_path), "--refresh-lock"])
+    assert args.refresh_lock is True
+
+
+# --- freezing and hashes ------------------------------------------------------------------------
+
+def test_freeze_and_dpkg_output_parsing():
+    out = 'pip noise\nSETUPBOT-DISTS:[["Requests", "2.31.0", false], ["myproj", "0.1", true]]\n'
+    s = vlock.parse_freeze_output(out)
+    assert s.dists == {"requests": "2.31.0"} and s.from_url == {"myproj": "0.1"}
+    assert not vlock.parse_freeze_output("Traceback ...").ok
+    assert vlock.parse_dpkg_output("libpq-dev=15.8-0+deb12u1\ngit=1:2.39.5-0+deb12u1\nbad line\n") == \
+        {"libpq-dev": "15.8-0+deb12u1", "git": "1:2.39.5-0+deb12u1"}
+
+
+def test_lockable_pins_leave_out_the_project_and_the_base_image():
+    replay = vlock.InstalledSet(dists={"pip": "24.0", "setuptools": "75.0", "requests": "2.31.0"},
+                                from_url={"myproj": "0.1"})
+    base = vlock.InstalledSet(dists={"pip": "24.0", "setuptools": "65.5.1"})
+    pins, from_url = vlock.lockable_pins(replay, base, "myproj")
+    assert pins == {"setuptools": "75.0", "requests": "2.31.0"} and from_url == []
+    replay.from_url["other"] = "1.0"
+    assert vlock.lockable_pins(replay, base, "myproj")[1] == ["other"]
+
+
+class _Resp(io.BytesIO):
+    def __init__(self, body: str, ctype: str) -> None:
+        super().__init__(body.encode())
+        self.headers = {"Content-Type": ctype}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def test_index_hashes_from_a_simple_html_page_and_pep691_json():
+    html = ('<a href="../../f/tiny-1.0.tar.gz#sha256=' + "1" * 64 + '">x</a>'
+            '<a href="tiny-1.0-py3-none-any.whl#sha256=' + "2" * 64 + '">x</a>'
+            '<a href="tiny-1.1-py3-none-any.whl#sha256=' + "3" * 64 + '">x</a>')
+    seen = []
+
+    def opener(req, timeout):
+        seen.append(req.full_url)
+        return _Resp(html, "text/html")
+
+    got = vlock.index_hashes("Tiny", "1.0", index_url="http://127.0.0.1:1/simple", opener=opener)
+    assert got == ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
+    assert seen == ["http://127.0.0.1:1/simple/tiny/"]
+    body = '{"files": [{"filename": "tiny-1.0.tar.gz", "hashes": {"sha256": "' + "4" * 64 + '"}}]}'
+    got = vlock.index_hashes("tiny", "1.0", index_url="http://x/simple",
+                             opener=lambda req, timeout: _Resp(body, "application/vnd.pypi.simple.v1+json"))
+    assert got == ["sha256:" + "4" * 64]
+
+
+def test_fetch_hashes_falls_back_to_the_index_for_what_uv_will_not_hash(monkeypatch):
+    calls = []
+
+    def fake_uv(pins, python, **kw):
+        calls.append(dict(pins))
+        if "docopt" in pins:
+            return {}, "Because docopt==0.6.2 has no usable wheels and you require docopt==0.6.2, ..."
+        return {n: LockEntry(n, v, [H1]) for n, v in pins.items()}, ""
+
+    monkeypatch.setattr(vlock, "uv_hashes", fake_uv)
+    monkeypatch.setattr(vlock, "index_hashes", lambda n, v, **kw: [H2] if n == "docopt" else [])
+    entries, notes = vlock.fetch_hashes({"docopt": "0.6.2", "six": "1.16.0"}, "3.11")
+    assert {e.name: e.hashes for e in entries} == {"docopt": [H2], "six": [H1]}
+    assert calls[-1] == {"six": "1.16.0"} and notes == []
+
+
+class _Engine:
+    """Freezes images from a table; builds record what they were given."""
+
+    def __init__(self, sets: dict[str, str], build_ok: bool = True) -> None:
+        self.sets = sets
+        self.builds: list[str] = []
+        self.build_ok = build_ok
+
+    def run_once(self, image, argv, timeout=300, env=None, network="none"):
+        if argv[0] == "dpkg-query":
+            return ExecResult(list(argv), 0, "libpq-dev=15.8\n", 0.1)
+        return ExecResult(list(argv), 0, "SETUPBOT-DISTS:" + self.sets[image], 0.1)
+
+    def build(self, context, text, tag, no_cache=False):
+        self.builds.append(text)
+        self.sets[tag] = self.sets[next(iter(self.sets))]
+        return BuildResult(self.build_ok, tag, "boom" if not self.build_ok else "", 1.0)
+
+
+def test_lock_environment_writes_builds_and_checks_the_lock(tmp_path, monkeypatch):
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    g = plan(repo).graph
+    monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
+        [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)   # no resolution here
+    engine = _Engine({"setupbot-loop-x:replay-2": '[["requests", "2.31.0", false], ["pip", "24.0", false]]',
+                      "python:3.11-slim": '[["pip", "24.0", false]]'})
+    out = vlock.lock_environment(engine, repo, g, replay_tag="setupbot-loop-x:replay-2", output_dir=".devcontainer")
+    assert out.status == "locked", out.reason
+    assert out.tag == "setupbot-loop-x:locked" and out.lock.pins == {"requests": "2.31.0"}
+    assert (repo / ".devcontainer" / "requirements.lock").read_text() == out.text
+    assert "--require-hashes" in engine.builds[0] and "libpq-dev=15.8" in engine.builds[0]
+    # a second pass over a graph that installs this lock changes nothing and builds nothing
+    apply_lock(g, out.lock, out.file, source="test", apt_versions=out.apt_versions)
+    again = vlock.lock_environment(engine, repo, g, replay_tag="setupbot-loop-x:locked", output_dir=".devcontainer")
+    assert again.status == "unchanged" and len(engine.builds) == 1
+
+
+def test_a_lock_that_does_not_build_is_not_kept(tmp_path, monkeypatch):
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
+        [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)
+    engine = _Engine({"t:replay-1": '[["requests", "2.31.0", false]]', "python:3.11-slim": "[]"}, build_ok=False)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "failed" and "did not build" in out.reason
+    assert not (repo / ".devcontainer" / "requirements.lock").exists()
+    # a hand-written lock is never replaced
+    (repo / ".devcontainer").mkdir(exist_ok=True)
+    (repo / ".devcontainer" / "requirements.lock").write_text("requests==2.0\n")
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "skipped"
+    assert (repo / ".devcontainer" / "requirements.lock").read_text() == "requests==2.0\n"
+
+
+# --- the resolution cache -----------------------------------------------------------------------
+
+def test_resolutions_are_cached_by_their_inputs(tmp_path, monkeypatch):
+    from bot.graph import resolve
+    from bot.graph.resolve import Resolution
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(resolve, "shutil", SimpleNamespace(which=lambda name: "/usr/bin/uv"))
+    calls = []
+
+    def fake(uv, reqs, python, *rest):
+        calls.append((tuple(reqs), python))
+        if reqs == ["slow"]:
+            return Resolution(False, error="uv pip compile timed out after 1s")
+        return Resolution(True, {"requests": "2.31.0"}, seconds=5.0)
+
+    monkeypatch.setattr(resolve, "_uv_compile", fake)
+    first = resolve.uv_compile(["requests>=2"], "3.11")
+    again = resolve.uv_compile(["requests>=2"], "3.11")
+    assert first.pins == again.pins == {"requests": "2.31.0"} and len(calls) == 1
+    assert again.seconds == 0.0
+    resolve.uv_compile(["requests>=2"], "3.12")                    # another input: resolved
+    resolve.uv_compile(["requests>=2"], "3.11", use_cache=False)   # a refresh: resolved
+    resolve.uv_compile(["requests>=2"], "3.11", constraints=["urllib3<2"])
+    assert len(calls) == 4
+    resolve.uv_compile(["slow"], "3.11")
+    resolve.uv_compile(["slow"], "3.11")                           # a timeout is not an answer
+    assert len(calls) == 6
+    monkeypatch.setattr(resolve, "CACHE_SECONDS", -1)               # expired
+    resolve.uv_compile(["requests>=2"], "3.11")
+    assert len(calls) == 7
+
+
+def test_a_large_lock_is_installed_with_uv_from_a_throwaway_folder():
+    big = RequirementsLock([LockEntry(f"pkg{i}", "1.0", [H1]) for i in range(25)], "0123456789abcdef" * 2, "3.11")
+    text = compile_dockerfile(_locked_graph("plan-ci-services", big)).text
+    step = next(b for b in text.split("\n\n") if "/tmp/requirements.lock" in b and b.lstrip().startswith(("#", "RUN")))
+    assert "pip install --no-cache-dir --target /tmp/uv uv" in step
+    assert "/tmp/uv/bin/uv pip install --system --no-cache --require-hashes --no-deps -r /tmp/requirements.lock" in step
+    assert step.rstrip().endswith("rm -rf /tmp/uv")
+    small = compile_dockerfile(_locked_graph("plan-ci-services", COVERING)).text
+    assert "/tmp/uv" not in small
+
+
+class _PickyEngine(_Engine):
+    """Builds fail when the Dockerfile has no compiler and ``needs_compiler`` is set."""
+
+    def __init__(self, sets, needs_compiler: bool) -> None:
+        super().__init__(sets)
+        self.needs_compiler = needs_compiler
+
+    def build(self, context, text, tag, no_cache=False):
+        result = super().build(context, text, tag, no_cache)
+        if self.needs_compiler and "build-essential" not in text:
+            return BuildResult(False, tag, "error: command 'gcc' failed: No such file or directory", 1.0)
+        return result
+
+
+def _wheels_everywhere(monkeypatch, wheels: bool = True):
+    from bot.graph import resolve
+    from bot.graph.resolve import Resolution
+
+    monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
+        [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(resolve, "sdist_only", lambda pins, *a, **k: None if wheels else "psycopg2")
+    monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: Resolution(wheels, {}))
+
+
+def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp_path, monkeypatch):
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    g = plan(repo).graph
+    assert g.nodes["systemlib:build-essential"].action == "apt"
+    _wheels_everywhere(monkeypatch)
+    sets = {"t:replay-1": '[["psycopg", "3.2.1", false]]', "python:3.11-slim": "[]"}
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 1
+    assert "build-essential" not in engine.builds[0] and "libpq-dev" in engine.builds[0]
+    assert out.graph.nodes["systemlib:build-essential"].action is None
+    assert any("build-essential left out" in n for n in out.notes)
+    # a build that needed it after all gets it back
+    (repo / ".devcontainer" / "requirements.lock").unlink()
+    engine = _PickyEngine(dict(sets), needs_compiler=True)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 2 and "build-essential" in engine.builds[1]
+    assert out.graph.nodes["systemlib:build-essential"].action == "apt"
+    assert any("build-essential kept" in n for n in out.notes)
+
+
+def test_the_compiler_stays_when_the_project_or_a_pin_compiles(tmp_path, monkeypatch):
+    sets = {"t:replay-1": '[["psycopg2", "2.9.9", false]]', "python:3.11-slim": "[]"}
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-setup-py-only", repo)     # Extension(...) in setup.py
+    _wheels_everywhere(monkeypatch)
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and "build-essential" in engine.builds[0]
+    repo2 = tmp_path / "r2"
+    shutil.copytree(REPOS / "plan-ci-services", repo2)
+    _wheels_everywhere(monkeypatch, wheels=False)
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo2, plan(repo2).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and "build-essential" in engine.builds[0]

@@ -1,0 +1,118 @@
+"""The repository's own lock installed natively, a stale lock reported with its refresh
+command (issue 16), and requirement files with hashes installed as they are."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from bot.graph import make_plan
+from bot.graph.mapping import Registry
+
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+
+
+def plan(repo: Path):
+    return make_plan(repo, None, available_pythons=["3.11", "3.12"], resolve=False, registry=Registry(enabled=False))
+
+
+def copy(name: str, tmp_path: Path) -> Path:
+    repo = tmp_path / name
+    shutil.copytree(REPOS / name, repo)
+    return repo
+
+
+def before_source(text: str) -> str:
+    return text.split("COPY . /workspace")[0]
+
+
+def test_uv_lock_is_synced_frozen_before_the_source_and_the_project_after():
+    p = plan(REPOS / "plan-uv-groups")
+    text = p.dockerfile.text
+    assert "COPY pyproject.toml uv.lock ./" in before_source(text)
+    assert "uv sync --frozen --inexact --all-groups --no-install-project" in before_source(text)
+    after = text.split("COPY . /workspace")[1]
+    assert "uv sync --frozen --inexact --all-groups" in after and "--no-install-project" not in after
+    # the locked dependencies are not installed again with pip, nor inlined
+    assert "pydantic" not in text and "mypy" not in text and "PIP_CONSTRAINT" not in text
+    assert not any("stale" in w.message for w in p.warnings)
+
+
+def test_poetry_lock_is_installed_by_poetry():
+    text = plan(REPOS / "plan-poetry-only").dockerfile.text
+    assert "requests" not in before_source(text) and "pytest" not in before_source(text)
+    assert "poetry config virtualenvs.create false" in text and "poetry install --no-interaction" in text
+
+
+def test_stale_poetry_lock_is_a_finding_with_the_refresh_command(tmp_path):
+    repo = copy("plan-poetry-only", tmp_path)
+    manifest = repo / "pyproject.toml"
+    manifest.write_text(manifest.read_text().replace('requests = "^2.31"', 'requests = "^3.0"'))
+    p = plan(repo)
+    finding = next(w for w in p.warnings if "stale" in w.message)
+    assert finding.file == "poetry.lock" and "`poetry lock`" in finding.message
+    assert "requests" in finding.message and "2.31.0" in finding.message
+    # it falls back to resolving the ranges: the ranges are installed, not the lock
+    text = p.dockerfile.text
+    assert "'requests<4,>=3.0'" in text and "poetry install" not in text
+    assert p.graph.nodes["config:lock"].action is None
+
+
+def test_stale_pdm_lock_falls_back_and_a_fresh_one_is_exported_by_pdm(tmp_path):
+    p = plan(REPOS / "plan-pdm-only")   # its lock lacks attrs, which the manifest declares
+    assert any("pdm.lock is stale: attrs is declared but not in the lock" in w.message and "`pdm lock`" in w.message
+               for w in p.warnings)
+    assert "pdm export" not in p.dockerfile.text and "attrs" in p.dockerfile.text
+    repo = copy("plan-pdm-only", tmp_path)
+    lock = repo / "pdm.lock"
+    for name, version in (("attrs", "23.2.0"), ("pytest", "8.2.0"), ("respx", "0.21.1")):
+        lock.write_text(lock.read_text() + f'\n[[package]]\nname = "{name}"\nversion = "{version}"\n')
+    text = plan(repo).dockerfile.text
+    assert "pdm export" in text and "attrs" not in text and "respx" not in text
+
+
+def _pipfile_lock(repo: Path, sqlalchemy: str) -> None:
+    (repo / "Pipfile.lock").write_text(json.dumps({
+        "_meta": {"hash": {"sha256": "0"}},
+        "default": {"flask": {"version": "==3.0.3"}, "sqlalchemy": {"version": f"=={sqlalchemy}"}},
+        "develop": {"pytest": {"version": "==8.2.0"}}}))
+
+
+def test_pipfile_lock_is_installed_with_pipenv_deploy(tmp_path):
+    repo = copy("plan-pipfile", tmp_path)
+    _pipfile_lock(repo, "2.0.30")
+    text = plan(repo).dockerfile.text
+    after = text.split("COPY . /workspace")[1]
+    assert "pipenv install --system --deploy --dev" in after
+    assert "flask" not in text.lower().replace("pipfile", "") and "sqlalchemy" not in text
+    _pipfile_lock(repo, "1.4.52")
+    p = plan(repo)
+    assert any("Pipfile.lock is stale: sqlalchemy>=2.0 is declared but the lock has 1.4.52" in w.message
+               and "`pipenv lock`" in w.message for w in p.warnings)
+    assert "pipenv" not in p.dockerfile.text and "'sqlalchemy>=2.0'" in p.dockerfile.text
+
+
+def test_a_requirements_file_with_hashes_is_installed_as_it_is_in_its_own_step(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text(
+        "six==1.16.0 \\\n    --hash=sha256:" + "1" * 64 + "\n")
+    (repo / "requirements-test.txt").write_text("pytest\n")
+    text = plan(repo).dockerfile.text
+    runs = [block for block in text.split("\n\n") if "RUN python -m pip install" in block and " -r " in block]
+    hashed = next(b for b in runs if "requirements.txt" in b and "requirements-test.txt" not in b)
+    assert "pinned with hashes by requirements.txt, as they are" in hashed
+    assert any("-r requirements-test.txt" in b and "-r requirements.txt" not in b for b in runs)
+
+
+def test_report_and_replay_lock_step_name_the_native_lock(tmp_path):
+    from bot.report.model import from_pipeline
+    from bot.report.render import render_report
+    from bot.verify.lock import lock_environment
+
+    g = plan(REPOS / "plan-poetry-only").graph
+    text = render_report(from_pipeline({"graph": g.to_json()}, None, None, repository="x"))
+    assert "the repository's own `poetry.lock` (5 distributions), installed with poetry as it is" in text
+    out = lock_environment(object(), tmp_path, g, replay_tag="t:1", output_dir=".devcontainer")
+    assert out.status == "native" and not (tmp_path / ".devcontainer").exists()
