@@ -248,13 +248,17 @@ def _add_compiler(g: DepGraph, evidence: tuple[str, int | None, str]) -> None:
 def _reuse_lock(repo: Path, ev: Evidence, g: DepGraph, settings: Any, warnings: list[ScanWarning]):
     """The requirements lock setupbot wrote last time, when its inputs hash is the plan's and no
     refresh was asked for; else None (with a warning saying why it was not used)."""
-    from bot.evidence.files import RepoFiles
+    from bot import safefs
+    from bot.evidence.files import MAX_BYTES
 
     output = getattr(settings, "output", None)
     out_dir = str(getattr(output, "dir", "") or ".devcontainer").strip("/")
     rel = f"{out_dir}/{LOCK_NAME}"
-    text = RepoFiles(repo, ev).read_text(rel)
-    if text is None:
+    # setupbot's own output, so the evidence reader (RepoFiles) leaves it out on purpose: it is
+    # read here through the safe reader, as the previous result, never as evidence
+    try:
+        text = safefs.read_text(repo, rel, max_bytes=MAX_BYTES, errors="strict")
+    except (OSError, safefs.UnsafePath, UnicodeDecodeError):
         return None
     lock = parse_lock(text)
     if lock is None or MARKER_LINE not in text.splitlines()[:8]:
