@@ -87,16 +87,16 @@ COVERING = RequirementsLock([LockEntry(n, v, [H1]) for n, v in
 def test_locked_dockerfile_installs_the_lock_with_hashes_and_no_deps():
     g = _locked_graph("plan-ci-services", COVERING)
     text = compile_dockerfile(g).text
-    assert "COPY .devcontainer/requirements.lock /tmp/requirements.lock" in text
+    assert 'COPY [".devcontainer/requirements.lock", "/tmp/requirements.lock"]' in text
     assert "python -m pip install --no-cache-dir --require-hashes --no-deps -r /tmp/requirements.lock" in text
     # the lock comes before the source, the project after it without resolving again
-    assert text.index("--require-hashes") < text.index("COPY . /workspace") < text.index("--no-deps -e")
+    assert text.index("--require-hashes") < text.index('COPY [".", "/workspace"]') < text.index("--no-deps -e")
     assert "libpq-dev=15.8-0+deb12u1" in text
     assert "inputs sha256:" + "0123456789abcdef" * 2 in text
     # what the lock covers is not installed a second time: the lock and the project are the only
     # pip steps left
     unlocked = compile_dockerfile(plan(REPOS / "plan-ci-services").graph).text
-    assert "redis" in unlocked and "pytest" in unlocked.split("COPY . /workspace")[0]
+    assert "redis" in unlocked and "pytest" in unlocked.split('COPY [".", "/workspace"]')[0]
     assert text.count("pip install") == 2 and "redis" not in text
 
 

@@ -23,16 +23,21 @@ def copy(name: str, tmp_path: Path) -> Path:
     return repo
 
 
+# the source COPY (JSON form), before which only the lock and its manifests are copied
+SOURCE = 'COPY [".", "/workspace"]'
+
+
 def before_source(text: str) -> str:
-    return text.split("COPY . /workspace")[0]
+    assert SOURCE in text
+    return text.split(SOURCE)[0]
 
 
 def test_uv_lock_is_synced_frozen_before_the_source_and_the_project_after():
     p = plan(REPOS / "plan-uv-groups")
     text = p.dockerfile.text
-    assert "COPY pyproject.toml uv.lock ./" in before_source(text)
+    assert 'COPY ["pyproject.toml", "uv.lock", "./"]' in before_source(text)
     assert "uv sync --frozen --inexact --all-groups --no-install-project" in before_source(text)
-    after = text.split("COPY . /workspace")[1]
+    after = text.split(SOURCE)[1]
     assert "uv sync --frozen --inexact --all-groups" in after and "--no-install-project" not in after
     # the locked dependencies are not installed again with pip, nor inlined
     assert "pydantic" not in text and "mypy" not in text and "PIP_CONSTRAINT" not in text
@@ -83,7 +88,7 @@ def test_pipfile_lock_is_installed_with_pipenv_deploy(tmp_path):
     repo = copy("plan-pipfile", tmp_path)
     _pipfile_lock(repo, "2.0.30")
     text = plan(repo).dockerfile.text
-    after = text.split("COPY . /workspace")[1]
+    after = text.split(SOURCE)[1]
     assert "pipenv install --system --deploy --dev" in after
     assert "flask" not in text.lower().replace("pipfile", "") and "sqlalchemy" not in text
     _pipfile_lock(repo, "1.4.52")
