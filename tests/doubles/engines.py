@@ -22,6 +22,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -134,7 +135,12 @@ def fresh_engine(root: Path, registry_mirror: str = "") -> Iterator[dict[str, st
     octet = 200 + int(suffix, 16) % 50
     pool = f"10.{octet}.0.0/16"
     subnet = f"10.{octet}.0"
-    sock = root / "docker.sock"
+    # Unix socket paths are capped at 108 bytes, and containerd puts its socket under the exec
+    # root: pytest's tmp_path is too deep for that, so the exec root and the API socket live in a
+    # short folder of their own.
+    short = Path(tempfile.mkdtemp(prefix="sbe-", dir="/tmp"))
+    sock = short / "docker.sock"
+    exec_root = short / "exec"
     config = root / "daemon.json"
     # The shared daemon's /etc/docker/daemon.json must not apply (its data-root would clash).
     daemon: dict = {"storage-driver": driver, "mtu": 1400,
@@ -165,7 +171,7 @@ def fresh_engine(root: Path, registry_mirror: str = "") -> Iterator[dict[str, st
             run(rule)
             added.append(rule)
         argv = [*sudo, dockerd, "--config-file", str(config), "--data-root", str(root / "data"),
-                "--exec-root", str(root / "exec"), "--pidfile", str(root / "docker.pid"),
+                "--exec-root", str(exec_root), "--pidfile", str(root / "docker.pid"),
                 "-H", f"unix://{sock}", "--bridge", bridge, "--iptables=false", "--ip-masq=false"]
         if sudo:
             argv += ["--group", str(os.getgid())]
@@ -195,4 +201,4 @@ def fresh_engine(root: Path, registry_mirror: str = "") -> Iterator[dict[str, st
         for rule in reversed(added):
             subprocess.run([*sudo, *[("-D" if a == "-I" else a) for a in rule]], capture_output=True)
         subprocess.run([*sudo, "ip", "link", "del", bridge], capture_output=True)
-        subprocess.run([*sudo, "rm", "-rf", str(root / "data"), str(root / "exec")], capture_output=True)
+        subprocess.run([*sudo, "rm", "-rf", str(root / "data"), str(short)], capture_output=True)
