@@ -87,6 +87,7 @@ def host_engine(docker_available):
     e.clean(e.run_id)
 
 
+@pytest.mark.extended
 def test_a_newer_upstream_release_does_not_change_the_locked_image(tmp_path, local_index, host_engine):
     index, url = local_index
     repo = tmp_path / "repo"

@@ -12,7 +12,7 @@ from bot.config import load_settings
 
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 @pytest.fixture(scope="module")

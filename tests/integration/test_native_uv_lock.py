@@ -28,6 +28,7 @@ def engine(docker_available):
     e.clean(e.run_id)
 
 
+@pytest.mark.extended
 def test_uv_lock_is_synced_frozen_into_the_image(tmp_path, engine):
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURE, repo)

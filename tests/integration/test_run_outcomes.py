@@ -80,6 +80,7 @@ def assert_wrote_outputs(repo: Path) -> dict:
     return json.loads((repo / ".setupbot" / "run.json").read_text())
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(900)
 def test_tests_that_sleep_past_the_budget_end_in_time_with_outputs(docker_available, tmp_path):
     budget = 300
@@ -100,6 +101,7 @@ def test_tests_that_sleep_past_the_budget_end_in_time_with_outputs(docker_availa
     assert record["replay"], ("the best state was not replayed", record["remaining"], summary)
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(900)
 def test_sigterm_mid_run_writes_outputs_and_records_and_exits_130(docker_available, tmp_path):
     repo = copy("run-slow-tests", tmp_path)
