@@ -16,7 +16,7 @@ from bot.loop import run_setup
 
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 @pytest.fixture(scope="module")
