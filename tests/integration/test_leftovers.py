@@ -94,6 +94,7 @@ def test_a_run_below_the_gate_exits_21_and_leaves_nothing(docker_available, tmp_
     doc = json.loads(r.stdout) if r.stdout.strip() else {}
     assert r.returncode == 21, (r.returncode, doc, r.stderr[-3000:])
     _validate(doc)
-    assert doc["status"] == "success" and doc["gate"]["met"] is False
+    # the replay ran only skipped tests: not a success (issue 21), and below the gate
+    assert doc["status"] == "no_tests" and doc["gate"]["met"] is False
     assert doc["verdict"] in ("Partial", "Shallow", None)
     assert _count(run_id) == NOTHING
