@@ -134,6 +134,11 @@ def run(args: argparse.Namespace) -> int:
     if code == SetupFailed.exit_code:
         raise SetupFailed(f"no replayed success for {repo.name} ({record.status})",
                           record.remaining or "See .setupbot/trajectory.jsonl for what was tried.")
+    if code == BelowGate.exit_code and record.status == "no_tests":
+        # the image replayed, but an environment that runs no test is not proven: say what was
+        # tried to find tests (issue 21)
+        raise BelowGate(f"no test ran for {repo.name}: {record.remaining}",
+                        "See the setup report and .setupbot/trajectory.jsonl for what was tried.")
     if code == BelowGate.exit_code:
         raise BelowGate(f"{repo.name}: {why}",
                         "The files are written; the report says what the verdict rests on. Lower "
