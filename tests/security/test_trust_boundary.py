@@ -229,7 +229,7 @@ def test_repository_config_linked_out_is_not_read(repo, host):
 # -- S13: writes never go through a link --------------------------------------------------------
 
 def _pipeline_result(repo: Path):
-    from bot.loop.orchestrator import RunRecord
+    from bot.loop.records import RunRecord
     from bot.pipeline import PipelineResult
 
     result = PipelineResult(repo=repo)

@@ -274,7 +274,7 @@ def test_report_only_command_redraws_from_the_jsonl(tmp_path):
 
 
 def test_replay_from_a_run_record_is_reused_only_after_a_replayed_success():
-    from bot.loop.orchestrator import RunRecord
+    from bot.loop.records import RunRecord
     from bot.loop.trajectory import Trajectory
 
     record = RunRecord(repo="r", run_id="x", status="success", dockerfile="FROM python:3.11-slim\n")

@@ -130,7 +130,7 @@ def test_lock_is_not_used_beyond_the_tested_pythons(tmp_path):
 def test_a_kept_repair_is_cited_with_its_reason():
     """The Dockerfile says which failure a repair answered and why the fix applies."""
     from bot.atoms import Atom
-    from bot.loop.orchestrator import REPAIR_EVIDENCE
+    from bot.graph.apply import REPAIR_EVIDENCE
 
     p = plan("plan-poetry-only")
     why = "version/dependency_error (attrs): attrs 23.1.0 was current on 2024-01-01 (target.as_of)"

@@ -61,7 +61,7 @@ def test_a_clean_collection_has_no_signature():
 
 
 def test_absent_submodule_is_named(tmp_path):
-    from bot.loop.orchestrator import absent_submodules
+    from bot.loop.target import absent_submodules
 
     (tmp_path / ".gitmodules").write_text('[submodule "fixtures"]\n\tpath = fixtures\n\turl = https://example.invalid/tests.git\n'
                                           '[submodule "docs"]\n\tpath = docs/theme\n\turl = https://example.invalid/theme.git\n')
@@ -88,7 +88,7 @@ def test_dependency_error_kept_beside_an_unrelated_signature():
 
 
 def test_failed_builds_names_the_distribution_whose_build_failed():
-    from bot.loop.orchestrator import failed_builds
+    from bot.loop.era import failed_builds
 
     log = ("Collecting requests>=2.28\n  Downloading requests-2.32.3-py3-none-any.whl\n"
            "Collecting pygobject>=3.42\n  Downloading pygobject-3.52.3.tar.gz (1.2 MB)\n"

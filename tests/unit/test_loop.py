@@ -14,7 +14,8 @@ from doubles.loop_world import (FakeEngine, FakeGraph, FakeRetriever, Need, Worl
                                 fake_plan_maker)
 
 from bot.config import load_settings  # noqa: E402
-from bot.loop.orchestrator import compare, run_setup, TargetOutcome  # noqa: E402
+from bot.loop.target import compare, TargetOutcome  # noqa: E402
+from bot.loop.orchestrator import run_setup  # noqa: E402
 from bot.loop.diagnose import Signature  # noqa: E402
 
 MISSING_YAML = "E   ModuleNotFoundError: No module named 'yaml'"

@@ -172,7 +172,7 @@ def test_every_fixture_repository_gets_a_schema_valid_devcontainer(repos_dir, tm
 
 def test_outputs_from_a_run_record_alone_use_its_final_dockerfile(repos_dir):
     from bot.graph import make_plan
-    from bot.loop.orchestrator import RunRecord
+    from bot.loop.records import RunRecord
 
     repo = repos_dir / "loop-scm"
     plan = make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"])

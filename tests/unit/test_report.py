@@ -103,7 +103,7 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
     from bot.atoms import Atom
     from bot.graph import make_plan
     from bot.loop.junit import TestResults
-    from bot.loop.orchestrator import KeptRepair, RunRecord
+    from bot.loop.records import KeptRepair, RunRecord
     from bot.loop.diagnose import Signature
     from bot.loop.repair import Candidate
     from bot.verify.record import VerificationRecord
@@ -162,7 +162,7 @@ def test_code_spans_are_not_html_escaped():
 
 def test_a_timed_out_replay_says_so():
     from bot.report.model import from_pipeline
-    from bot.loop.orchestrator import RunRecord
+    from bot.loop.records import RunRecord
 
     note = "the test run timed out after 1200 s; collection passed and the output so far shows no setup failure"
     run = RunRecord(repo="r", run_id="r2", status="success",

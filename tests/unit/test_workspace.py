@@ -10,7 +10,7 @@ from bot.graph import make_plan
 from bot.graph.build import PROJECT
 from bot.graph.plan import _install_specs
 from bot.loop.junit import TestResults
-from bot.loop.orchestrator import member_results
+from bot.loop.records import member_results
 from bot.report.model import from_pipeline
 
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"

@@ -1,0 +1,131 @@
+"""Repair candidates for a signature: the experience base, the rules and the era pins,
+merged in the order the evidence deserves."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from bot.atoms import Atom
+from bot.errors import SetupbotError
+from bot.loop.diagnose import Signature
+from bot.loop.repair import Candidate, knowledge_candidates, merge_candidates, rule_candidates
+from bot.loop.state import LoopBase
+from bot.loop.target import TargetOutcome
+from bot.loop.workspace import Workspace
+
+# Which installed distributions provide each top-level module: top_level.txt, then the files
+# their RECORD lists (run in the runner; standard library only)
+PROVIDERS_SCRIPT = r"""
+import json, importlib.metadata as md
+out = {}
+for d in md.distributions():
+    name = d.metadata["Name"] or ""
+    tops = {t.strip() for t in (d.read_text("top_level.txt") or "").split() if t.strip()}
+    for f in d.files or []:
+        head = f.parts[0] if f.parts else ""
+        if not head or head in ("..", "__pycache__") or head.endswith((".dist-info", ".egg-info", ".data", ".pth")):
+            continue
+        if len(f.parts) > 1:
+            tops.add(head)
+        elif head.endswith((".py", ".so", ".pyd")):
+            tops.add(head.split(".")[0])
+    for t in tops:
+        out.setdefault(t, []).append(name)
+print(json.dumps(out))
+"""
+# signatures about a module that a distribution provides
+PROVIDER_KINDS = frozenset({"missing_module", "import_name_error", "module_attribute", "missing_native_submodule"})
+LOG_FOR_RETRIEVAL = 20_000
+
+
+def _excerpt(log_text: str, sig: Signature | None) -> str:
+    """The part of the log a retriever should see: around the signature's line, and the tail."""
+    if not log_text:
+        return ""
+    if sig is not None and sig.message and sig.message in log_text:
+        i = log_text.index(sig.message)
+        around = log_text[max(0, i - 4000): i + 4000]
+        return around[-LOG_FOR_RETRIEVAL:]
+    return log_text[-LOG_FOR_RETRIEVAL:]
+
+
+
+
+class CandidatesMixin(LoopBase):
+    """Which repairs the loop tries for a signature, best first."""
+
+    def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
+        context = {"python": self.python, "os": "debian"}
+        excerpt = _excerpt(outcome.log, sig)
+        try:
+            from_store = knowledge_candidates(self.retriever, excerpt, context, self.settings.knowledge.k)
+        except SetupbotError as exc:
+            self.record.warnings.append(f"experience base: {exc.what}")
+            from_store = []
+        rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available,
+                                repo_env=self.settings.target.env,
+                                specs=self._plan_specs() if sig.kind == "missing_native_submodule" else None)
+        rules = rules + self.era_candidates(sig, outcome.log)
+        tried = self.tried.setdefault(sig.ident, set())
+        failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
+        # units whose signal matched first, then the obvious rules, then units that are only
+        # similar text (lexical/embedding neighbours): those are the weakest evidence
+        exact = [c for c in from_store if c.exact]
+        similar = [c for c in from_store if not c.exact]
+        # a missing native submodule is precise: units about missing modules would reinstall
+        # the same wheel-less build
+        groups = (rules, exact, similar) if sig.kind == "missing_native_submodule" else (exact, rules, similar)
+        merged = self._prefer_installed(sig, merge_candidates(*groups))
+        cands = [c for c in merged if c.key() not in tried and c.key() not in failed_here]
+        return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
+
+    def _installed_providers(self, ws: Workspace) -> dict[str, list[str]]:
+        try:
+            r = ws.session.exec(["python", "-c", PROVIDERS_SCRIPT], timeout=120)
+            return json.loads(r.output.strip().splitlines()[-1]) if r.exit_code == 0 and r.output.strip() else {}
+        except (SetupbotError, ValueError, IndexError):
+            return {}
+
+    def _plan_specs(self) -> dict[str, str]:
+        from bot.graph.build import install_spec
+
+        return {n.name: install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned") or n.attrs.get("resolved"))
+                for n in self.graph.of_type("PACKAGE") if n.action == "pip"}
+
+    def _declared_distributions(self) -> set[str]:
+        """Distributions the repository itself declares (not guessed from an import)."""
+        return {n.name for n in self.graph.of_type("PACKAGE")
+                if n.action == "pip" and n.attrs.get("source") != "import"}
+
+    def _prefer_installed(self, sig: Signature, cands: list[Candidate]) -> list[Candidate]:
+        """When a distribution the repository declares already provides the module, never
+        install another distribution for it; if another one is installed too (an import guessed
+        the original of a fork), leaving that one out comes first."""
+        if sig.kind not in PROVIDER_KINDS or not sig.key or not self.providers.get(sig.key):
+            return cands
+        from packaging.utils import canonicalize_name
+
+        installed = {canonicalize_name(p) for p in self.providers[sig.key]}
+        declared = {canonicalize_name(d) for d in self._declared_distributions()}
+        own = installed & declared
+        if not own:
+            return cands
+
+        def installs_other(c: Candidate) -> bool:
+            for a in c.atoms:
+                if a.kind == "pip_install":
+                    for spec in a.args["packages"]:
+                        name = canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, 1)[0])
+                        if name not in own:
+                            return True
+            return False
+
+        out = [c for c in cands if not installs_other(c)]
+        others = sorted(installed - own)
+        if others:
+            out.insert(0, Candidate([Atom("drop_package", {"manager": "pip", "packages": others})], "rule",
+                                    why=f"{', '.join(sorted(own))} (declared) provides {sig.key}; "
+                                        f"{', '.join(others)} installs the same module over it"))
+        return out
+

@@ -1,0 +1,81 @@
+"""What a run leaves behind: the kept repairs and the run record the outputs are written from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.loop.diagnose import Signature
+from bot.loop.junit import TestResults
+from bot.loop.repair import Candidate
+from bot.loop.trajectory import Trajectory
+
+
+@dataclass
+class KeptRepair:
+    signature: Signature | None
+    candidate: Candidate
+    log_excerpt: str
+    frame_depth: int | None = None      # session depth before the trial (in-container repairs)
+    graph_before: Any = None            # graph JSON before the repair was applied
+    alternatives: list[Candidate] = field(default_factory=list)
+    before_idents: set = field(default_factory=set)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signature": self.signature.to_json() if self.signature else None,
+                "repair": self.candidate.to_json()}
+
+
+@dataclass
+class RunRecord:
+    repo: str
+    run_id: str
+    status: str = "running"             # success | no_tests | unresolved | over_budget | interrupted | error
+    degraded: bool = False
+    plan: dict[str, Any] = field(default_factory=dict)
+    dockerfile: str = ""
+    trajectory: Trajectory = field(default_factory=Trajectory)
+    repairs: list[KeptRepair] = field(default_factory=list)
+    replay: dict[str, Any] = field(default_factory=dict)
+    tests: TestResults = field(default_factory=TestResults)
+    timings: dict[str, float] = field(default_factory=dict)
+    unresolved: list[dict[str, Any]] = field(default_factory=list)
+    remaining: str = ""
+    llm_usage: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    best: dict[str, Any] = field(default_factory=dict)
+    members: list[dict[str, Any]] = field(default_factory=list)   # a workspace: each member's results
+    strategies: list[dict[str, Any]] = field(default_factory=list)   # generic strategies tried
+    lock_text: str = ""                 # the requirements lock the clean replay proved
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "success"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repo": self.repo, "run_id": self.run_id, "status": self.status,
+                "degraded": self.degraded, "repairs": [r.to_json() for r in self.repairs],
+                "replay": self.replay, "tests": self.tests.to_json(), "timings": self.timings,
+                "unresolved": self.unresolved, "remaining": self.remaining,
+                "llm_usage": self.llm_usage, "warnings": self.warnings, "best": self.best,
+                "members": self.members, "strategies": self.strategies,
+                "steps": len(self.trajectory)}
+
+
+
+def member_results(graph: Any, results: TestResults) -> list[dict[str, Any]]:
+    """A workspace's members, each with the results of its own tests (JUnit class names start
+    with the member's folder, dotted: packages/core-lib -> packages.core-lib.)."""
+    nodes = getattr(graph, "nodes", None)
+    if not isinstance(nodes, dict):
+        return []
+    members = sorted((n for n in nodes.values() if n.attrs.get("member")), key=lambda n: n.attrs.get("order", 0))
+    out = []
+    for n in members:
+        prefix = n.attrs["path"].replace("/", ".") + "."
+        own = TestResults({t: o for t, o in results.outcomes.items() if t.startswith(prefix)})
+        out.append({"name": n.name, "path": n.attrs["path"], "tested_by_ci": bool(n.attrs.get("ci")),
+                    "tests": own.summary()})
+    return out
+
+

@@ -1,0 +1,196 @@
+"""The end of a run: the clean replay, the lock, the run's status, and what the record says
+remains."""
+
+from __future__ import annotations
+
+import time
+
+from bot.errors import SetupbotError
+from bot.loop.diagnose import Signature
+from bot.loop.records import member_results
+from bot.loop.state import LoopBase
+from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, ran_count
+from bot.loop.workspace import Workspace
+
+
+def _last_lines(text: str, n: int) -> str:
+    return "\n".join((text or "").strip().splitlines()[-n:])
+
+
+
+class ReplayMixin(LoopBase):
+    """Clean replay and the run's status."""
+
+    def _finish(self, over_budget: str = "") -> Workspace | None:
+        """Clean replay of the current state and the run's status from it. Returns the replay's
+        workspace when the loop should keep working in it (a replay failure with budget left),
+        else None (the run is over)."""
+        rec = self.record
+        if over_budget and not self.budget.can_replay():
+            rec.status = "over_budget"
+            rec.remaining = f"{over_budget}; no time left for the clean replay ({self.budget.left:.0f}s left)"
+            return None
+        replay_ws = self.replay()
+        outcome = replay_ws.outcome
+        rec.members = member_results(self.graph, outcome.results)
+        if self._ran(outcome) or finds_no_tests(outcome):
+            if finds_no_tests(outcome) or ran_count(outcome) == 0:
+                # a replay that ran no test (or only skipped ones) proves no environment
+                rec.status = "no_tests"
+                rec.tests = outcome.results
+                rec.remaining = self._no_tests_reason(outcome)
+                rec.unresolved = [{"kind": "no_tests", "category": "verification", "key": "",
+                                   "message": rec.remaining}]
+            else:
+                rec.status = "success"
+                rec.tests = outcome.results
+                if outcome.setup_failures:
+                    rec.unresolved = [s.to_json() for s in outcome.setup_failures]
+                    rec.remaining = self._what_remains(outcome)
+            if over_budget:
+                rec.remaining = over_budget + (f"; {rec.remaining}" if rec.remaining else "")
+            replay_ws.close()
+            if rec.status == "success":
+                if self.budget.can_replay():
+                    self.lock_replay()
+                else:   # locking is one more build: it never takes the run past its budget
+                    rec.warnings.append("environment not locked: too little of the budget left for the "
+                                        "build that proves the lock")
+            return None
+        if over_budget or self.budget.exhausted():
+            replay_ws.close()
+            rec.status = "over_budget"
+            rec.remaining = (over_budget or self.budget.exhausted()) + \
+                f"; the clean replay failed: {self._what_remains(outcome)}"
+            return None
+        return replay_ws
+
+
+    def replay(self) -> Workspace:
+        """Build the compiled Dockerfile with no cache, fresh container, run the target."""
+        t0 = time.monotonic()
+        self._final = True
+        try:
+            ws = self.open_workspace(no_cache=True, purpose="replay")
+        finally:
+            self._final = False
+        o = ws.outcome
+        self.record.replay = {"ok": self._ran(o) or finds_no_tests(o), "tests_ran": ran_count(o),
+                              "collect_exit": o.collect_exit,
+                              "test_exit": o.test_exit, "tests": o.results.summary(), "note": o.note,
+                              "signatures": [s.to_json() for s in o.signatures],
+                              "seconds": round(time.monotonic() - t0, 3), "tag": ws.tag}
+        self.traj.record("replay-result", outcome="ok" if self.record.replay["ok"] else "failed",
+                         duration=time.monotonic() - t0, detail=self.record.replay)
+        return ws
+
+    def lock_replay(self) -> None:
+        """Lock what the clean replay proved (bot.verify.lock, issue 16): the graph then compiles
+        to a Dockerfile that installs the lock, and the replay tag becomes the locked image's,
+        which the verification runs on. A lock that does not reproduce the set is not kept."""
+        from bot.graph.model import DepGraph
+
+        if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
+            return  # stand-in collaborators (tests) have no image to freeze
+        from bot.verify.lock import lock_environment
+
+        t0 = time.monotonic()
+        try:
+            out = lock_environment(self.engine, self.repo, self.graph, replay_tag=self.record.replay["tag"],
+                                   output_dir=self.settings.output.dir)
+        except SetupbotError as exc:
+            self.record.warnings.append(f"environment not locked: {exc.what}")
+            return
+        self.record.replay["lock"] = out.to_json()
+        self.record.timings["lock_seconds"] = round(time.monotonic() - t0, 3)
+        self.traj.record("lock", outcome="ok" if out.ok else out.status, duration=time.monotonic() - t0,
+                         detail=out.to_json())
+        for note in out.notes:
+            self.record.warnings.append(f"lock: {note}")
+        if out.status == "native":
+            return
+        if not out.ok:
+            self.record.warnings.append(f"environment not locked: {out.reason}")
+            return
+        if out.status == "locked":
+            self.graph = out.graph
+        self.record.lock_text = out.text
+        self.record.replay["tag"] = out.tag
+
+    def _note_best(self, outcome: TargetOutcome) -> None:
+        best = self.record.best
+        rank = (STAGE_RANK[outcome.stage], outcome.results.count("passed"))
+        if not best or tuple(best["rank"]) < rank:
+            self.record.best = {"rank": list(rank), "outcome": outcome.to_json(),
+                                "dockerfile": self.compile(self.graph).text}
+
+    def _no_tests_reason(self, outcome: TargetOutcome) -> str:
+        """What was tried to find tests, for a run whose clean replay ran none."""
+        skipped = outcome.results.count("skipped")
+        head = (f"the clean replay ran no test ({skipped} skipped)" if skipped
+                else "the clean replay ran no test")
+        tried = "; ".join(f"`{cmd}`: {found}" for cmd, found in self.tests_tried.items())
+        target = getattr(self.graph, "target", None)
+        sources = [f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})"
+                   for e in (getattr(target, "evidence", None) or [])][:3]
+        from bot.loop.repair import _test_dirs
+
+        dirs = _test_dirs(self.repo)
+        where = (f"test folders present: {', '.join(d + '/' for d in dirs)}" if dirs
+                 else "no tests/, test/, src/tests/ or testing/ folder")
+        text = f"{head}. Test commands tried: {tried or 'none'}. {where}"
+        if sources:
+            text += f"; the test command came from {', '.join(sources)}"
+        return text + (". Name the test command in .github/setupbot.yml (target.test_command) "
+                       "if the tests are elsewhere.")
+
+    def _what_remains(self, outcome: TargetOutcome) -> str:
+        text = self._remains(outcome)
+        if self.record.strategies:
+            text += " (generic strategies tried: " + "; ".join(
+                f"{t['strategy']}: {'kept' if t['kept'] else 'no help'}" for t in self.record.strategies) + ")"
+        return text
+
+    def _remains(self, outcome: TargetOutcome) -> str:
+        # collection_error only stands for "failed, unclassified" so that era pins can be tried
+        sigs = [s for s in outcome.setup_failures if s.kind != "collection_error"]
+        if sigs:
+            return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
+        if outcome.stage != "done":
+            tried = " (pinning the releases of the repository's era did not help)" \
+                if any(s.kind == "collection_error" and self.tried.get(s.ident) for s in outcome.setup_failures) else ""
+            return f"the target stopped at {outcome.stage} with no classified cause{tried}: " + _last_lines(outcome.log, 5)
+        return "nothing"
+
+    def _no_python_note(self, sig: Signature) -> str:
+        """Pins that need a Python none of the offered images has: say so plainly."""
+        from bot.loop.repair import choose_python
+
+        offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
+        if sig.kind == "python_pin" and choose_python(sig.key, self.available, "") is None:
+            return f"; none of the offered Pythons ({offered}) satisfies {sig.key}: an image with such a Python is needed"
+        if sig.kind == "no_matching_distribution" and "==" in sig.key:
+            return f"; no offered Python ({offered}) installs this pin"
+        return ""
+
+    def _learn(self) -> None:
+        """Repairs the LLM or a person supplied that survived the clean replay become units."""
+        if self.store is None:
+            return
+        for kept in self.llm_repairs:
+            if kept not in self.record.repairs:
+                continue
+            try:
+                from bot.knowledge import learn_unit  # type: ignore[attr-defined]
+
+                # a shared store holds what the LLM taught in quarantine until a person approves
+                # it (`setupbot knowledge approve ID`): other repositories never run it unseen
+                quarantine = kept.candidate.source == "llm" and bool(getattr(self.store, "shared", False))
+                uid = learn_unit(self.store, kept.log_excerpt, kept.candidate.atoms,
+                                 {"source": kept.candidate.source, "repo": self.repo.name,
+                                  "run_id": self.record.run_id}, quarantine=quarantine)
+                self.traj.record("learn", outcome="ok", detail={"unit": uid})
+            except (SetupbotError, ImportError) as exc:
+                self.record.warnings.append(f"learning: {exc}")
+
+

@@ -1,0 +1,274 @@
+"""What a target evaluation says: the outcome of collecting and running the tests, how two
+outcomes compare, and how the loop runs the target in a workspace (``TargetMixin``)."""
+
+from __future__ import annotations
+
+import configparser
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
+from bot.loop.junit import TestResults, parse_junit
+from bot.loop.repair import Candidate
+from bot.loop.state import LoopBase
+
+if TYPE_CHECKING:
+    from bot.loop.workspace import Workspace
+
+JUNIT_PATH = "/tmp/setupbot-junit.xml"
+STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
+
+
+@dataclass
+class TargetOutcome:
+    stage: str                                   # the stage the run got to (see STAGE_RANK)
+    signatures: list[Signature] = field(default_factory=list)
+    log: str = ""                                # the output that was diagnosed
+    collect_exit: int | None = None
+    test_exit: int | None = None
+    results: TestResults = field(default_factory=TestResults)
+    note: str = ""
+    junit: bool = False                          # results were read from a JUnit file (counts are exact)
+
+    @property
+    def setup_failures(self) -> list[Signature]:
+        return setup_failures(self.signatures)
+
+    @property
+    def collected(self) -> bool:
+        return self.collect_exit == 0
+
+    @property
+    def passed(self) -> bool:
+        """The target is met: tests collected and ran, and nothing left is a setup failure."""
+        return self.stage == "done" and not self.setup_failures
+
+    def idents(self) -> set[tuple[str, str]]:
+        return {s.ident for s in self.setup_failures}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "collect_exit": self.collect_exit, "test_exit": self.test_exit,
+                "signatures": [s.to_json() for s in self.signatures],
+                "tests": self.results.summary(), "note": self.note}
+
+
+_UNITTEST_COUNT = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*$", re.M)
+_UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?\bskipped=(\d+)", re.M)
+_PYTEST_SUMMARY = re.compile(r"^=+ (.*?\b(?:passed|failed|skipped|error|errors|deselected|no tests ran)\b.*?) in [\d.]+s", re.M)
+NO_TESTS_KINDS = frozenset({"no_tests_collected", "path_not_found"})
+
+
+def ran_count(outcome: TargetOutcome) -> int | None:
+    """How many tests ran (skipped ones do not count), or None when the runner's output gives
+    no count. JUnit first; else unittest's / Django's "Ran N tests" summary; else pytest's
+    terminal summary (pytest run by tox, nox or make)."""
+    if outcome.junit or outcome.results.total:
+        return outcome.results.total - outcome.results.count("skipped")
+    text = outcome.log or ""
+    counts = _UNITTEST_COUNT.findall(text)
+    if counts:
+        skipped = sum(int(n) for n in _UNITTEST_SKIPPED.findall(text))
+        return max(0, sum(int(n) for n in counts) - skipped)
+    summaries = _PYTEST_SUMMARY.findall(text)
+    if summaries:
+        ran = 0
+        for line in summaries:
+            ran += sum(int(n) for n, what in re.findall(r"(\d+) (passed|failed|errors?|xfailed|xpassed)", line))
+        return ran
+    if outcome.signatures and any(s.kind == "no_tests_collected" for s in outcome.signatures):
+        return 0
+    return None
+
+
+def finds_no_tests(outcome: TargetOutcome) -> bool:
+    """The environment came up and the target command ran, but it found no test: the only setup
+    failures left say so (pytest exit 5, a test path that does not exist)."""
+    fails = outcome.setup_failures
+    return outcome.stage in ("collect", "test") and bool(fails) and all(s.kind in NO_TESTS_KINDS for s in fails)
+
+
+def changes_test_command(cand: Candidate) -> bool:
+    return any(a.kind == "test_command" for a in cand.atoms)
+
+
+def runs_more_tests(before: TargetOutcome, after: TargetOutcome) -> bool:
+    """A new test command is kept only when it runs more tests than the old one (a runner that
+    finds nothing must not replace one that at least tried)."""
+    return (ran_count(after) or 0) > (ran_count(before) or 0)
+
+
+def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | None) -> str:
+    """'improved' when the targeted signature is gone and no new setup failure that the trial
+    caused appeared; 'worse' when the run got less far, fewer tests passed, or a new failure about
+    the same thing appeared (a wrong distribution shadowing a module); else 'unchanged'.
+
+    A new failure about something else (the next missing module behind the one just fixed) is
+    progress: the loop keeps the frame and may abandon it later by rolling back several frames."""
+    if STAGE_RANK[after.stage] < STAGE_RANK[before.stage]:
+        return "worse"
+    if after.results.count("passed") < before.results.count("passed"):
+        return "worse"
+    new = [s for s in after.setup_failures if s.ident not in before.idents()]
+    # the fix itself failed to install (apt has no such package): never progress, even though
+    # the build now stops before the step that showed the targeted failure
+    if any(s.kind == "unknown_apt_package" for s in new):
+        return "worse"
+    if target is not None:
+        if any(s.key and s.key == target.key and s.ident != target.ident for s in new):
+            return "worse"
+        if target.ident in after.idents():
+            return "worse" if new else "unchanged"
+        return "improved"
+    # no target (an LLM action): better when the run got further or has fewer setup failures
+    if STAGE_RANK[after.stage] > STAGE_RANK[before.stage] or after.passed:
+        return "improved"
+    if len(after.setup_failures) < len(before.setup_failures) and not new:
+        return "improved"
+    return "worse" if new else "unchanged"
+
+
+
+_UNITTEST_RAN = re.compile(r"^Ran ([1-9]\d*) tests? in [\d.]+s\s*$\s*(?:^\s*$\s*)*^(?:FAILED \(|OK\b)", re.M)
+
+
+def unittest_ran(output: str) -> bool:
+    """unittest's (and Django's test runner's) summary: tests ran and some failed. With no JUnit
+    file, exit 1 after "Ran N tests ... FAILED (...)" is the repository's own failures, not a
+    setup failure (a runner that could not start prints no such summary)."""
+    return bool(_UNITTEST_RAN.search(output or ""))
+
+
+def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
+    """(path, url) of the git submodules in ``.gitmodules`` that are empty or missing in the
+    checkout and that ``output`` mentions (``/workspace/<path>/...`` or ``<path>/...``)."""
+    from bot import safefs
+
+    text = safefs.try_read_text(repo, ".gitmodules", max_bytes=256 * 1024)
+    if text is None:
+        return []
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return []
+    out = []
+    for section in parser.sections():
+        path = parser.get(section, "path", fallback="").strip().strip("/")
+        url = parser.get(section, "url", fallback="").strip()
+        if not path or ".." in Path(path).parts:
+            continue
+        where = Path(repo) / path
+        if not safefs.inside(repo, where):
+            continue
+        try:
+            empty = not where.is_dir() or not any(where.iterdir())
+        except OSError:
+            continue
+        if empty and re.search(rf"(?:^|[\s/'\"]){re.escape(path)}/", output, re.M):
+            out.append((path, url))
+    return out
+
+
+def _is_pytest(cmd: Sequence[str]) -> bool:
+    return any(part == "pytest" or part.endswith("/pytest") or part == "py.test" for part in cmd)
+
+
+
+class TargetMixin(LoopBase):
+    """Runs the target (collection, then the tests) in a workspace."""
+
+    def _collect_command(self) -> list[str] | None:
+        if not self.settings.target.collect_only:
+            return None
+        if self.test_override:
+            if "pytest" in " ".join(self.test_override):
+                return [*self.test_override, "--collect-only", "-q"]
+            return None
+        cmd = getattr(self.plan, "collect_command", None)
+        return list(cmd) if cmd else None
+
+    def _test_command(self) -> list[str]:
+        if self.test_override:
+            cmd = list(self.test_override)
+        elif self.settings.target.test_command:
+            cmd = list(self.settings.target.test_command)
+        else:
+            cmd = list(getattr(self.plan, "test_command", None) or ["python", "-m", "pytest"])
+        if _is_pytest(cmd) and not any(a.startswith("--junitxml") for a in cmd):
+            cmd = [*cmd, f"--junitxml={JUNIT_PATH}"]
+        return cmd
+
+
+    def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
+        """Run the target in the workspace: collection first, then the tests with JUnit XML.
+        Every test command tried is noted with what it found, for a report that has to say
+        why no test ran."""
+        t0 = self.budget.now()
+        outcome = self._evaluate(ws, env)
+        self.budget.measured(target=self.budget.now() - t0)
+        cmd = " ".join(a for a in self._test_command() if not a.startswith("--junitxml"))
+        n = ran_count(outcome)
+        if n is not None:
+            found = f"{n} test(s) ran"
+        elif outcome.stage == "build":
+            found = "the environment did not start"
+        else:
+            found = f"stopped at {outcome.stage}" + (f" ({outcome.setup_failures[0].describe()})"
+                                                     if outcome.setup_failures else "")
+        self.tests_tried[cmd] = found
+        return outcome
+
+    def _evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
+        env = dict(ws.target_env if env is None else env)
+        if ws.forwards:
+            self._ensure_forwarding(ws)
+        collect = self._collect_command()
+        outcome = TargetOutcome("collect")
+        if collect:
+            r = self._exec(ws, collect, "collect", env)
+            outcome.collect_exit = r.exit_code
+            if r.exit_code != 0:
+                sigs = collection_signatures(r.output)
+                absent = absent_submodules(self.repo, r.output)
+                if absent:
+                    # no package brings a missing checkout back: say so instead of trying repairs
+                    sigs = [Signature("missing_submodule", "configuration", path,
+                                      f"git submodule {path} ({url}) is not checked out; the tests read from it. "
+                                      "Check out with submodules (the reusable workflow's `submodules: recursive` input, "
+                                      "or `git submodule update --init --recursive`).")
+                            for path, url in absent] + [s for s in sigs if s.kind != "collection_error"]
+                if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
+                    sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
+                if r.timed_out:
+                    outcome.note = "test collection timed out"
+                return TargetOutcome("collect", sigs, log=r.output, collect_exit=r.exit_code, note=outcome.note)
+        cmd = self._test_command()
+        r = self._exec(ws, cmd, "test", env)
+        results = TestResults()
+        junit = False
+        if _is_pytest(cmd):
+            xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
+            if xml.exit_code == 0:
+                results = parse_junit(xml.output)
+                junit = bool(xml.output.strip())
+        sigs = diagnose(r.output + "\n" + results.failure_text())
+        if collect is None:
+            outcome.collect_exit = 0 if r.exit_code in (0, 1) else r.exit_code
+        else:
+            outcome.collect_exit = 0
+        if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
+            sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
+        ran_tests = bool(results.total) or unittest_ran(r.output)
+        stage = "done" if (r.exit_code == 0 or (r.exit_code == 1 and ran_tests)) and not r.timed_out else "test"
+        note = "the test run timed out" if r.timed_out else ""
+        if r.timed_out and collect is not None and not setup_failures(sigs):
+            # a long suite: collection proved the environment and nothing in the output so far is
+            # a setup failure; the run counts as ran (the report says the tests timed out)
+            stage = "done"
+            note = (f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
+                    "shows no setup failure, so the outcomes of the unfinished tests are unknown")
+        return TargetOutcome(stage, sigs, log=r.output, collect_exit=outcome.collect_exit,
+                             test_exit=r.exit_code, results=results, note=note, junit=junit)
+

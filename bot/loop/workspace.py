@@ -1,0 +1,157 @@
+"""One workspace: an image built from the compiled Dockerfile, the sibling services the graph
+asks for (on a private network), and a runner container on that image."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any, Mapping, Sequence
+
+from bot import progress
+from bot.errors import SetupbotError
+from bot.loop.diagnose import diagnose
+from bot.loop.state import LoopBase
+from bot.loop.target import TargetOutcome
+
+log = logging.getLogger(__name__)
+
+
+class Workspace:
+    def __init__(self, tag: str, dockerfile: Any) -> None:
+        self.tag = tag
+        self.dockerfile = dockerfile
+        self.stack = contextlib.ExitStack()
+        self.session: Any = None
+        self.env: dict[str, str] = {}
+        self.target_env: dict[str, str] = {}
+        self.forwards: list[str] = []       # LISTEN:ALIAS:PORT relayed from the runner's localhost
+        self.outcome = TargetOutcome("build")
+
+    def close(self) -> None:
+        try:
+            self.stack.close()
+        except SetupbotError as exc:
+            log.warning("cleanup: %s", exc.what)
+
+
+
+class WorkspaceMixin(LoopBase):
+    """Opens workspaces for the loop: build, services, runner, and the first evaluation."""
+
+    def _plan_env(self) -> dict[str, str]:
+        env = dict(getattr(self.plan, "env", {}) or {})
+        env.update(dict(self.settings.target.env or {}))
+        return env
+
+
+    def _pin_base(self) -> None:
+        """Make the base image present through the image source and record where it came from:
+        a registry image's digest pins the generated FROM; a stand-in has none."""
+        rt = getattr(self.graph, "runtime", None)
+        resolve = getattr(self.engine, "resolve_image", None)
+        image = rt.attrs.get("base_image") if rt is not None else None
+        if not image or resolve is None:
+            return
+        if rt.attrs.get("base_resolved") == image:
+            return
+        resolved = resolve(image)
+        rt.attrs.update(base_digest=resolved.digest, base_origin=resolved.origin, base_resolved=image)
+
+    # -- one workspace ----------------------------------------------------------------------
+    def _service_requirements(self) -> list[Any]:
+        reqs = list(getattr(self.plan, "services", []) or [])
+        if self.extra_services:
+            from bot.verify.services import specs_from_atoms
+
+            reqs.extend(specs_from_atoms(self.extra_services))
+        return reqs
+
+    def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace:
+        progress.current().stage(purpose)
+        self.budget.spend_step()
+        self._pin_base()
+        dockerfile = self.compile(self.graph)
+        self.n_builds += 1
+        tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
+        ws = Workspace(tag, dockerfile)
+        started = time.monotonic()
+        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache,
+                                  timeout=self._build_timeout())
+        self.budget.measured(build=build.seconds)
+        if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
+            self.record.warnings.append(build.limits_note)
+        self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
+        sigs = diagnose(build.log) if not build.ok else []
+        self.traj.record(purpose, command=["build", tag] + (["--no-cache"] if no_cache else []),
+                         exit_code=0 if build.ok else 1, output_tail=build.log[-2000:],
+                         duration=time.monotonic() - started, outcome="ok" if build.ok else "failed",
+                         detail={"signatures": [s.to_json() for s in sigs]})
+        if not build.ok:
+            ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
+            return ws
+        try:
+            network = None
+            env = self._plan_env()
+            reqs = self._service_requirements()
+            if reqs:
+                network = ws.stack.enter_context(self.engine.network())
+                manager = ws.stack.enter_context(self.service_manager(self.engine, network))
+                t0 = time.monotonic()
+                started_services = manager.start(reqs, ci_env=env)
+                env.update(started_services.env)
+                self.traj.record("services", command=[getattr(o, "name", "?") for o in started_services.outcomes],
+                                 duration=time.monotonic() - t0,
+                                 outcome="ok" if started_services.all_healthy else "unhealthy",
+                                 detail={"services": [o.to_json() for o in started_services.outcomes]})
+                self._note_services(started_services.outcomes)
+                from bot.verify.services import ServiceSpec, forward_targets
+
+                # CI reaches services on localhost: relay 127.0.0.1/::1 to each sibling
+                ws.forwards = forward_targets(started_services.outcomes, [ServiceSpec.from_any(r) for r in reqs])
+            ws.env = env
+            ws.session = ws.stack.enter_context(self.engine.session(tag, env=env, network=network))
+        except SetupbotError as exc:
+            ws.close()
+            ws.outcome = TargetOutcome("build", [], log=exc.render(), note=f"the runner did not start: {exc.what}")
+            self.traj.record("start", outcome="failed", output_tail=exc.render())
+            return ws
+        ws.outcome = self.evaluate(ws)
+        return ws
+
+    def _build_timeout(self) -> int:
+        """An image build is cut where its phase's time ends (like every command)."""
+        limit = int(getattr(self.settings.engine, "build_timeout", 1800) or 1800)
+        return max(1, min(limit, int(self.budget.room(final=self._final))))
+
+    def _exec(self, ws: Workspace, argv: list[str], action: str, env: Mapping[str, str] | None = None) -> Any:
+        snap = str(getattr(ws.session, "depth", ""))
+        t0 = self.budget.now()
+        res = ws.session.exec(argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command(final=self._final))
+        if action == "trial":
+            self.budget.measured(command=self.budget.now() - t0)
+        self.traj.record(action, command=list(argv), exit_code=res.exit_code, output_tail=res.output[-2000:],
+                         duration=res.duration, snapshot=snap,
+                         outcome="timeout" if res.timed_out else ("ok" if res.exit_code == 0 else "failed"))
+        return res
+
+
+    def _ensure_forwarding(self, ws: Workspace) -> None:
+        """The localhost relay runs in the runner (a rolled-back container has none)."""
+        from bot.verify.services import start_localhost_forwarding
+
+        if not start_localhost_forwarding(ws.session, ws.forwards):
+            note = "localhost forwarding to the services did not start; tests must use the service names"
+            if note not in self.record.warnings:
+                self.record.warnings.append(note)
+
+    def _note_services(self, outcomes: Sequence[Any]) -> None:
+        """A service the repository declares that could not be started is said in the report."""
+        for o in outcomes:
+            if getattr(o, "healthy", True):
+                continue
+            note = f"service {getattr(o, 'name', '?')} ({getattr(o, 'requested_image', '') or getattr(o, 'kind', '')}) " \
+                   f"was not started: {getattr(o, 'note', '') or 'not healthy'}"
+            if note not in self.record.warnings:
+                self.record.warnings.append(note)
+
