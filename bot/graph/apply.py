@@ -171,6 +171,7 @@ def apply_atom(g: DepGraph, atom: Atom, evidence: Iterable[Any] | str | None = N
     elif atom.kind == "test_command":
         t = g.target
         t.attrs["command"] = list(a["command"])
+        t.attrs["command_from_repair"] = True
         for e in ev:
             t.add_evidence(*e)
         changed.append(t.id)

@@ -28,11 +28,13 @@ Warning = ScanWarning  # noqa: A001 - the contract's name for (file, line, messa
 
 @dataclass
 class Plan:
+    """A view over one DepGraph: every fact below is read from the graph when asked, so a kept
+    repair (a graph change) or an undo (a restored graph) is what the plan says at once. The
+    setup loop holds its graph only through this view (issue 17)."""
     repo: Path
     graph: DepGraph
     warnings: list[ScanWarning] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    _dockerfile: Any = None
 
     @property
     def python(self) -> str:
@@ -53,6 +55,12 @@ class Plan:
     @property
     def test_command(self) -> list[str]:
         return list(self.graph.target.attrs["command"])
+
+    @property
+    def repaired_test_command(self) -> list[str] | None:
+        """The test command a kept repair set (it wins over the configured one), else None."""
+        t = self.graph.target
+        return list(t.attrs["command"]) if t.attrs.get("command_from_repair") else None
 
     @property
     def collect_command(self) -> list[str]:

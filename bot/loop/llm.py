@@ -31,7 +31,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from bot.atoms import Atom, AtomError
 from bot.errors import LLMError
@@ -414,57 +414,95 @@ def _readme(repo: Path) -> str:
     return ""
 
 
-def run_planner_turns(loop: Any, ws: Any, max_turns: int = 6) -> tuple[bool, Any]:
-    """Ask the planner for actions until one repair is kept, it finishes, or budgets end."""
-    from bot.loop.repair import Candidate, knowledge_candidates
+class PlannerHost(Protocol):
+    """All the planner may ask of the setup loop. It never sees the graph, the engine or the
+    settings: it reads a context, proposes one action, and the loop trials, verifies or undoes
+    it (SetupLoop implements this)."""
 
-    planner: LLMPlanner = loop.llm
-    feedback = ""
-    outcome = ws.outcome
-    offered = []
+    repo: Path
+
+    def planner_context(self, ws: Any) -> dict[str, Any]: ...
+
+    def offered_units(self, log_text: str) -> list[Any]: ...
+
+    def planner_note(self, what: str, *, degraded: bool = False) -> None: ...
+
+    def record_step(self, action: str, **fields: Any) -> None: ...
+
+    def can_spend(self) -> bool: ...
+
+    def spend_step(self) -> None: ...
+
+    def secrets(self) -> list[str]: ...
+
+    def evaluate(self, ws: Any) -> Any: ...
+
+    def try_candidate(self, ws: Any, cand: Any, sig: Any, alternatives: list[Any]) -> tuple[bool, Any]: ...
+
+    def undo_frames(self, ws: Any, frames: int) -> None: ...
+
+
+def _candidate_for(action: Action, units: Mapping[str, Any]) -> Any:
+    from bot.loop.repair import Candidate
+
+    if action.action in ("pip_install", "apt_install"):
+        return Candidate([Atom(action.action, {"packages": action.packages})], "llm", why=action.why)
+    if action.action == "test_command":
+        return Candidate([Atom("test_command", {"command": action.argv})], "llm", why=action.why)
+    if action.action == "set_env":
+        return Candidate([Atom("set_env", {"name": action.name, "value": action.value})], "llm", why=action.why)
+    return units[action.unit_id]
+
+
+def _ask(planner: "LLMPlanner", host: PlannerHost, ws: Any, units: Mapping[str, Any], feedback: str,
+         secrets: Sequence[str]) -> tuple[Action | None, str, bool]:
+    """One turn's proposal: (action, feedback for the next turn, whether to stop)."""
+    context = {**host.planner_context(ws),
+               "units": [{"id": u, "describe": c.describe()} for u, c in units.items()],
+               "readme": _readme(host.repo)}
+    t0 = time.monotonic()
     try:
-        offered = knowledge_candidates(loop.retriever, outcome.log[-20000:],
-                                       {"python": loop.python, "os": "debian"}, loop.settings.knowledge.k)
+        reply = planner.propose(context, feedback)
+    except LLMError as exc:
+        host.planner_note(exc.what, degraded=True)
+        host.record_step("llm", outcome="degraded", output_tail=exc.what, duration=time.monotonic() - t0)
+        return None, "", True
+    host.spend_step()
+    try:
+        action = parse_action(reply, secrets=secrets, known_units=list(units))
+    except ActionRejected as exc:
+        planner.refusals.append({"reply": reply[:500], "reason": str(exc)})
+        host.record_step("llm", outcome="refused", output_tail=reply[:1000], duration=time.monotonic() - t0,
+                         detail={"reason": str(exc)})
+        return None, str(exc), False
+    host.record_step("llm", command=action.argv, outcome="proposed", duration=time.monotonic() - t0,
+                     detail={"action": action.to_json()})
+    return action, "", action.action == "finish"
+
+
+def run_planner_turns(planner: "LLMPlanner", host: PlannerHost, ws: Any, max_turns: int = 6) -> tuple[bool, Any]:
+    """Ask the planner for actions until one repair is kept, it finishes, or budgets end."""
+    try:
+        offered = host.offered_units(ws.outcome.log[-20000:])
     except Exception as exc:  # noqa: BLE001 - the experience base is optional here
-        loop.record.warnings.append(f"experience base for the planner: {exc}")
+        host.planner_note(f"experience base for the planner: {exc}")
+        offered = []
     units = {c.unit_id: c for c in offered if c.unit_id}
-    secrets = list(getattr(loop.settings, "secrets", lambda: [])())
+    secrets = host.secrets()
+    feedback = ""
     for _ in range(max_turns):
-        if loop.budget.exhausted() or not planner.budget_left():
+        if not host.can_spend() or not planner.budget_left():
             return False, ws
-        context = {"python": loop.python, "base_image": getattr(loop.plan, "base_image", ""),
-                   "stage": ws.outcome.stage,
-                   "signatures": [f"{s.describe()}: {s.message}" for s in ws.outcome.signatures][:10],
-                   "kept": [k.candidate.describe() for k in loop.record.repairs],
-                   "units": [{"id": u, "describe": c.describe()} for u, c in units.items()],
-                   "log": ws.outcome.log, "readme": _readme(loop.repo)}
-        t0 = time.monotonic()
-        try:
-            reply = planner.propose(context, feedback)
-        except LLMError as exc:
-            loop.record.degraded = True
-            loop.record.warnings.append(exc.what)
-            loop.traj.record("llm", outcome="degraded", output_tail=exc.what, duration=time.monotonic() - t0)
+        action, feedback, stop = _ask(planner, host, ws, units, feedback, secrets)
+        if stop:
             return False, ws
-        loop.budget.spend_step()
-        try:
-            action = parse_action(reply, secrets=secrets, known_units=list(units))
-        except ActionRejected as exc:
-            feedback = str(exc)
-            planner.refusals.append({"reply": reply[:500], "reason": feedback})
-            loop.traj.record("llm", outcome="refused", output_tail=reply[:1000], duration=time.monotonic() - t0,
-                             detail={"reason": feedback})
+        if action is None:
             continue
-        loop.traj.record("llm", command=action.argv, outcome="proposed", duration=time.monotonic() - t0,
-                         detail={"action": action.to_json()})
-        feedback = ""
-        if action.action == "finish":
-            return False, ws
         if action.action == "verify":
             if ws.session is None:
                 feedback = "verify: there is no runner container, the image build failed"
                 continue
-            ws.outcome = loop.evaluate(ws)
+            ws.outcome = host.evaluate(ws)
             if ws.outcome.passed:
                 return True, ws
             continue
@@ -472,30 +510,11 @@ def run_planner_turns(loop: Any, ws: Any, max_turns: int = 6) -> tuple[bool, Any
             if ws.session is None or ws.session.depth < action.frames:
                 feedback = f"rollback: only {getattr(ws.session, 'depth', 0)} frames exist"
                 continue
-            undo_frames(loop, ws, action.frames)
+            host.undo_frames(ws, action.frames)
             return True, ws
-        if action.action in ("pip_install", "apt_install"):
-            cand = Candidate([Atom(action.action, {"packages": action.packages})], "llm", why=action.why)
-        elif action.action == "test_command":
-            cand = Candidate([Atom("test_command", {"command": action.argv})], "llm", why=action.why)
-        elif action.action == "set_env":
-            cand = Candidate([Atom("set_env", {"name": action.name, "value": action.value})], "llm", why=action.why)
-        else:
-            cand = units[action.unit_id]
-        ok, ws = loop.try_candidate(ws, cand, None, [])
+        cand = _candidate_for(action, units)
+        ok, ws = host.try_candidate(ws, cand, None, [])
         if ok:
             return True, ws
         feedback = f"the action did not improve the error state ({cand.describe()})"
     return False, ws
-
-
-def undo_frames(loop: Any, ws: Any, frames: int) -> None:
-    """Roll the runner back ``frames`` snapshots and drop the kept repairs made above them."""
-    target_depth = ws.session.depth - frames
-    ws.session.rollback(frames)
-    dropped = [k for k in loop.record.repairs if k.frame_depth is not None and k.frame_depth >= target_depth]
-    if dropped:
-        loop.graph = type(loop.graph).from_json(dropped[0].graph_before)
-        loop.record.repairs = [k for k in loop.record.repairs if k not in dropped]
-    loop.traj.record("rollback", outcome="requested", detail={"frames": frames, "undone": len(dropped)})
-    ws.outcome = loop.evaluate(ws)

@@ -20,9 +20,9 @@ from typing import Any, Callable, Sequence
 from bot import progress
 from bot.errors import Interrupted, LLMError
 from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
-from bot.atoms import Atom
 from bot.loop.era import EraMixin
 from bot.loop.records import KeptRepair, RunRecord, member_results
+from bot.loop.repair import Candidate, knowledge_candidates
 from bot.loop.replay import ReplayMixin, _last_lines
 from bot.loop.target import TargetMixin, TargetOutcome, compare, finds_no_tests, ran_count, runs_more_tests
 from bot.loop.trajectory import Budget, Trajectory
@@ -92,68 +92,30 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self.tried: dict[tuple[str, str], set] = {}
         # candidates that failed in an error state: not tried again for another of its signatures
         self.failed_in_state: dict[frozenset, set] = {}
-        self.extra_services: list[Atom] = []
-        self.test_override: list[str] | None = None
         self.llm_repairs: list[KeptRepair] = []
         self.tests_tried: dict[str, str] = {}    # test command -> what it found (latest)
         self.stop_reason = ""                    # set when the next trial would not fit the budget
         self._final = False                      # the clean replay is running (its own time limits)
         self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
         self.providers: dict[str, list[str]] = {}   # module -> installed distributions (runner)
+        self.reoffered: set = set()   # kept candidates a clean replay disproved (offered once more)
 
     # -- plan facts -------------------------------------------------------------------------
     @property
     def python(self) -> str:
-        return getattr(self, "current_python", "") or "3.11"
+        return str(self.plan.python or "3.11")
 
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> RunRecord:
         t_start = time.monotonic()
         rec = self.record
-        progress.current().stage("plan")
         ws: Workspace | None = None
         try:
-            self.plan = self.make_plan(self.repo, self.settings, self.available)
-            self.graph = self.plan.graph
-            self.current_python = str(getattr(self.plan, "python", "") or "3.11")
-            rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
-            rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
-            self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
-                             detail={"python": self.current_python, "base_image": getattr(self.plan, "base_image", "")})
+            self._make_plan(t_start)
             ws = self.open_workspace()
-            while True:
-                over = self.budget.exhausted() or self.stop_reason
-                # a state that passes goes to its replay: that is what the reserve is for
-                if over and not (ws.outcome.passed and self.budget.can_replay()):
-                    # the budget for trials is spent: replay and keep the best state found so far
-                    # (the graph holds only repairs that improved things), say what was left undone
-                    undone = self._what_remains(ws.outcome)
-                    ws.close()
-                    ws = None
-                    self._finish(over_budget=f"{over}; left undone: {undone}")
-                    break
-                self._note_best(ws.outcome)
-                # the LLM gets the setup failures that no unit or rule can repair
-                llm_can_try = bool(ws.outcome.setup_failures) and self._llm_available()
-                ready = ws.outcome.passed or (self._ran(ws.outcome) and not self._repairable(ws.outcome)
-                                              and not llm_can_try)
-                if not ready:
-                    progressed, ws = self.repair_step(ws)
-                    if progressed:
-                        continue
-                    if not self._ran(ws.outcome) and not finds_no_tests(ws.outcome):
-                        rec.status = "unresolved"
-                        break
-                    # the tests collected and ran; what is left cannot be repaired here: replay
-                    # this state, and the record says what remains
-                ws.close()
-                ws = None
-                replay_ws = self._finish()
-                if replay_ws is None:
-                    break
-                # a replay failure is new evidence: keep working in the replayed container
-                ws = replay_ws
+            while ws is not None:
+                ws = self._step(ws)
         except LLMError as exc:
             rec.status = "unresolved"
             rec.remaining = exc.what
@@ -166,26 +128,71 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         finally:
             if ws is not None:
                 ws.close()
-            if getattr(self, "graph", None) is not None:
-                graph = self.graph
-                if rec.status != "success":
-                    # an LLM repair no clean replay proved never reaches the published Dockerfile
-                    first = next((k for k in rec.repairs if k in self.llm_repairs and k.graph_before), None)
-                    if first is not None:
-                        graph = type(self.graph).from_json(first.graph_before)
-                        rec.warnings.append("the LLM's repairs are left out of the Dockerfile: no clean replay proved them")
-                rec.dockerfile = self.compile(graph).text
-                # protections that do not hold here (open egress, unbounded BuildKit builds)
-                notes = getattr(self.engine, "sandbox_notes", None)
-                rec.warnings.extend(n for n in (notes() if callable(notes) else []) if n not in rec.warnings)
-                rec.plan = _plan_json(self.plan, self.graph)
-            rec.timings["total_seconds"] = round(time.monotonic() - t_start, 3)
-            if self.llm is not None:
-                rec.llm_usage = self.llm.usage()
-                rec.degraded = rec.degraded or bool(getattr(self.llm, "degraded", False))
+            self._close_record(t_start)
         if rec.status == "success":
             self._learn()
         return rec
+
+    def _make_plan(self, t_start: float) -> None:
+        progress.current().stage("plan")
+        rec = self.record
+        self.plan = self.make_plan(self.repo, self.settings, self.available)
+        rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
+        rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
+        self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
+                         detail={"python": self.python, "base_image": getattr(self.plan, "base_image", "")})
+
+    def _step(self, ws: Workspace) -> Workspace | None:
+        """One turn of the loop: repair, or replay a state that is ready. Returns the workspace
+        to go on in, or None when the run is over (``record.status`` says how)."""
+        over = self.budget.exhausted() or self.stop_reason
+        # a state that passes goes to its replay: that is what the reserve is for
+        if over and not (ws.outcome.passed and self.budget.can_replay()):
+            # the budget for trials is spent: replay and keep the best state found so far
+            # (the graph holds only repairs that improved things), say what was left undone
+            undone = self._what_remains(ws.outcome)
+            ws.close()
+            self._finish(over_budget=f"{over}; left undone: {undone}")
+            return None
+        self._note_best(ws.outcome)
+        # the LLM gets the setup failures that no unit or rule can repair
+        llm_can_try = bool(ws.outcome.setup_failures) and self._llm_available()
+        ready = ws.outcome.passed or (self._ran(ws.outcome) and not self._repairable(ws.outcome)
+                                      and not llm_can_try)
+        if not ready:
+            progressed, ws = self.repair_step(ws)
+            if progressed:
+                return ws
+            if not self._ran(ws.outcome) and not finds_no_tests(ws.outcome):
+                self.record.status = "unresolved"
+                ws.close()
+                return None
+            # the tests collected and ran; what is left cannot be repaired here: replay this
+            # state, and the record says what remains
+        ws.close()
+        # a replay failure is new evidence: keep working in the replayed container
+        return self._finish()
+
+    def _close_record(self, t_start: float) -> None:
+        """What the record holds whatever the ending: the Dockerfile, the plan, timings, usage."""
+        rec = self.record
+        if getattr(self, "graph", None) is not None:
+            graph = self.graph
+            if rec.status != "success":
+                # an LLM repair no clean replay proved never reaches the published Dockerfile
+                first = next((k for k in rec.repairs if k in self.llm_repairs and k.checkpoint), None)
+                if first is not None and first.checkpoint is not None:
+                    graph = type(self.graph).from_json(first.checkpoint.graph)
+                    rec.warnings.append("the LLM's repairs are left out of the Dockerfile: no clean replay proved them")
+            rec.dockerfile = self.compile(graph).text
+            # protections that do not hold here (open egress, unbounded BuildKit builds)
+            notes = getattr(self.engine, "sandbox_notes", None)
+            rec.warnings.extend(n for n in (notes() if callable(notes) else []) if n not in rec.warnings)
+            rec.plan = _plan_json(self.plan, self.graph)
+        rec.timings["total_seconds"] = round(time.monotonic() - t_start, 3)
+        if self.llm is not None:
+            rec.llm_usage = self.llm.usage()
+            rec.degraded = rec.degraded or bool(getattr(self.llm, "degraded", False))
 
     def _llm_available(self) -> bool:
         llm = self.llm
@@ -259,7 +266,34 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         from bot.loop.llm import run_planner_turns
 
-        return run_planner_turns(self, ws)
+        return run_planner_turns(self.llm, self, ws)
+
+    # -- what the LLM planner may ask of the loop (bot.loop.llm.PlannerHost) --------------------
+    def planner_context(self, ws: Workspace) -> dict[str, Any]:
+        return {"python": self.python, "base_image": getattr(self.plan, "base_image", ""),
+                "stage": ws.outcome.stage,
+                "signatures": [f"{s.describe()}: {s.message}" for s in ws.outcome.signatures][:10],
+                "kept": [k.candidate.describe() for k in self.record.repairs], "log": ws.outcome.log}
+
+    def offered_units(self, log_text: str) -> list[Candidate]:
+        return knowledge_candidates(self.retriever, log_text, {"python": self.python, "os": "debian"},
+                                    self.settings.knowledge.k)
+
+    def planner_note(self, what: str, *, degraded: bool = False) -> None:
+        self.record.degraded = self.record.degraded or degraded
+        self.record.warnings.append(what)
+
+    def record_step(self, action: str, **fields: Any) -> None:
+        self.traj.record(action, **fields)
+
+    def can_spend(self) -> bool:
+        return not self.budget.exhausted()
+
+    def spend_step(self) -> None:
+        self.budget.spend_step()
+
+    def secrets(self) -> list[str]:
+        return list(getattr(self.settings, "secrets", lambda: [])())
 
 
 def _plan_json(plan: Any, graph: Any) -> dict[str, Any]:

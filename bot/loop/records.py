@@ -11,15 +11,31 @@ from bot.loop.repair import Candidate
 from bot.loop.trajectory import Trajectory
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """The loop's state at one moment, enough to return to it (``SetupLoop.undo_to``): the graph
+    (the only state the outputs come from), the runner container's snapshot depth in the
+    workspace it was taken in, and the kept repairs made so far."""
+    graph: dict[str, Any]               # graph JSON
+    workspace: str = ""                 # the workspace's image tag
+    depth: int | None = None            # snapshot depth; None: no container to roll back
+    target_env: dict[str, str] = field(default_factory=dict)
+    kept: int = 0                       # len(record.repairs)
+
+
 @dataclass
 class KeptRepair:
     signature: Signature | None
     candidate: Candidate
     log_excerpt: str
-    frame_depth: int | None = None      # session depth before the trial (in-container repairs)
-    graph_before: Any = None            # graph JSON before the repair was applied
+    checkpoint: Checkpoint | None = None     # the state before the repair: undo_to returns there
     alternatives: list[Candidate] = field(default_factory=list)
     before_idents: set = field(default_factory=set)
+
+    @property
+    def in_container(self) -> bool:
+        """Trialled in a runner container (a snapshot can take it back)."""
+        return self.checkpoint is not None and self.checkpoint.depth is not None
 
     def to_json(self) -> dict[str, Any]:
         return {"signature": self.signature.to_json() if self.signature else None,

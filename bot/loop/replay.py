@@ -63,7 +63,28 @@ class ReplayMixin(LoopBase):
             rec.remaining = (over_budget or self.budget.exhausted()) + \
                 f"; the clean replay failed: {self._what_remains(outcome)}"
             return None
+        self._reoffer_unreproduced(outcome)
         return replay_ws
+
+    def _reoffer_unreproduced(self, outcome: TargetOutcome) -> None:
+        """A kept repair whose failure is back in the clean replay did not reach the image: the
+        graph does not hold it, whatever the working container showed. It leaves the record (the
+        Dockerfile does not carry it) and is offered once more, now against the graph; a second
+        replay that shows it again leaves it to the other candidates."""
+        back = outcome.idents()
+        for kept in list(self.record.repairs):
+            sig, key = kept.signature, kept.candidate.key()
+            if sig is None or sig.ident not in back or key in self.reoffered:
+                continue
+            self.reoffered.add(key)
+            self.record.repairs.remove(kept)
+            self.tried.get(sig.ident, set()).discard(key)
+            for failed in self.failed_in_state.values():
+                failed.discard(key)
+            self.record.warnings.append(f"{kept.candidate.describe()} was kept in the working container, but the "
+                                        f"clean replay still shows {sig.describe()}: tried again on the graph")
+            self.traj.record("reoffer", command=[kept.candidate.describe()], outcome="replay-disproved",
+                             detail={"signature": sig.to_json()})
 
 
     def replay(self) -> Workspace:

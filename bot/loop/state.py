@@ -1,6 +1,7 @@
 """The state the loop's parts share, declared once. ``SetupLoop`` is assembled from one mixin
 per seam (workspace, target, candidates, era, trials, replay); each reads and writes only what
-is declared here, so the seams stay visible without passing a dozen collaborators around."""
+is declared here, so the seams stay visible without passing a dozen collaborators around.
+The graph is the only state a repair changes; ``undo_to`` (trials.py) is the only way back."""
 
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ class LoopBase:
     store: Any
     llm: Any
     retriever: Any
-    plan: Any
-    graph: Any
+    plan: Any                           # a view over the graph (bot.graph.plan.Plan)
     compile: Callable[[Any], Any]
     service_manager: Callable[[Any, str], Any]
     available: list[str]
@@ -36,3 +36,14 @@ class LoopBase:
     _final: bool
     _era_cache: Any
     providers: dict[str, list[str]]
+    reoffered: set                      # kept candidates a clean replay disproved, offered again
+
+    @property
+    def graph(self) -> Any:
+        """The loop's only state: the plan's graph. Every fact the loop needs (Python, services,
+        test command, environment) is read from it through the plan, never copied."""
+        return self.plan.graph
+
+    @graph.setter
+    def graph(self, graph: Any) -> None:
+        self.plan.graph = graph

@@ -182,24 +182,25 @@ class TargetMixin(LoopBase):
     def _collect_command(self) -> list[str] | None:
         if not self.settings.target.collect_only:
             return None
-        if self.test_override:
-            if "pytest" in " ".join(self.test_override):
-                return [*self.test_override, "--collect-only", "-q"]
+        repaired = self.plan.repaired_test_command
+        if repaired:
+            if "pytest" in " ".join(repaired):
+                return [*repaired, "--collect-only", "-q"]
             return None
-        cmd = getattr(self.plan, "collect_command", None)
+        cmd = self.plan.collect_command
         return list(cmd) if cmd else None
 
     def _test_command(self) -> list[str]:
-        if self.test_override:
-            cmd = list(self.test_override)
+        repaired = self.plan.repaired_test_command
+        if repaired:
+            cmd = repaired
         elif self.settings.target.test_command:
             cmd = list(self.settings.target.test_command)
         else:
-            cmd = list(getattr(self.plan, "test_command", None) or ["python", "-m", "pytest"])
+            cmd = list(self.plan.test_command or ["python", "-m", "pytest"])
         if _is_pytest(cmd) and not any(a.startswith("--junitxml") for a in cmd):
             cmd = [*cmd, f"--junitxml={JUNIT_PATH}"]
         return cmd
-
 
     def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
         """Run the target in the workspace: collection first, then the tests with JUnit XML.

@@ -3,12 +3,14 @@ or roll back) or by rebuilding the image from the graph; backtracking abandons a
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot import progress
 from bot.errors import SetupbotError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.loop.candidates import _excerpt
 from bot.loop.diagnose import Signature
-from bot.loop.records import KeptRepair
+from bot.loop.records import Checkpoint, KeptRepair
 from bot.loop.repair import Candidate, trial_commands
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome, changes_test_command, compare, runs_more_tests
@@ -25,38 +27,49 @@ class TrialsMixin(LoopBase):
             except SetupbotError as exc:
                 self.record.warnings.append(f"telemetry for {cand.unit_id}: {exc.what}")
 
+    # -- the one way back ------------------------------------------------------------------------
+    def checkpoint(self, ws: Workspace) -> Checkpoint:
+        """The state now. An in-container trial takes its snapshot right after the checkpoint,
+        which is the frame ``undo_to`` rolls the container back to."""
+        depth = ws.session.depth if ws.session is not None else None
+        return Checkpoint(self.graph.to_json(), ws.tag, depth, dict(ws.target_env), len(self.record.repairs))
+
+    def undo_to(self, ws: Workspace, cp: Checkpoint, *, depth: int | None = None) -> list[KeptRepair]:
+        """Return to ``cp``: the graph, the kept repairs and, when the checkpoint was taken in this
+        workspace, the runner container (rolled back to the snapshot taken at ``cp``, or to
+        ``depth`` when given) and its target environment. Returns the kept repairs undone."""
+        undone = self.record.repairs[cp.kept:]
+        del self.record.repairs[cp.kept:]
+        self.graph = type(self.graph).from_json(cp.graph)
+        to = cp.depth if depth is None else depth
+        if ws.session is not None and cp.workspace == ws.tag and to is not None:
+            frames = ws.session.depth - to
+            if frames > 0:
+                ws.session.rollback(frames)
+            ws.target_env = dict(cp.target_env)
+        return undone
+
     def _apply_to_graph(self, cand: Candidate, sig: Signature | None) -> None:
         # one evidence item (a list of one tuple: apply_atom iterates over items)
         evidence = [(REPAIR_EVIDENCE, None, (sig.describe() + ": " if sig else "") + (cand.why or cand.describe()))]
         for atom in cand.atoms:
             self.graph.apply_atom(atom, evidence)
-            if atom.kind == "start_service":
-                self.extra_services.append(atom)
-            if atom.kind == "test_command":
-                self.test_override = list(atom.args["command"])
-            if atom.kind == "switch_python":
-                self.current_python = str(atom.args["version"])
 
     # -- trials -------------------------------------------------------------------------------
-    def trial_in_container(self, ws: Workspace, cand: Candidate, sig: Signature | None) -> tuple[str, TargetOutcome]:
+    def trial_in_container(self, ws: Workspace, cand: Candidate, sig: Signature | None,
+                           cp: Checkpoint) -> tuple[str, TargetOutcome]:
+        """Snapshot, apply the candidate to the graph and the container, evaluate; keep it when
+        the error state improved, else ``undo_to`` the checkpoint."""
         before = ws.outcome
-        depth = getattr(ws.session, "depth", 0)
         snap = ws.session.snapshot(note=cand.describe()[:200])
-        self.traj.record("snapshot", snapshot=str(snap), outcome="ok", detail={"depth": depth + 1})
+        self.traj.record("snapshot", snapshot=str(snap), outcome="ok", detail={"depth": ws.session.depth})
+        self._apply_to_graph(cand, sig)
         trial_env = dict(ws.target_env)
-        saved_override = self.test_override
         failed = ""
         for atom in cand.atoms:
             if atom.kind == "set_env":
                 trial_env[atom.args["name"]] = atom.args["value"]
-            elif atom.kind == "test_command":
-                self.test_override = list(atom.args["command"])
-            for argv in trial_commands(atom):
-                self.budget.spend_step()
-                r = self._exec(ws, argv, "trial", {**ws.env, **trial_env})
-                if r.exit_code != 0:
-                    failed = f"{' '.join(argv)} exited {r.exit_code}"
-                    break
+            failed = self._run_trial_commands(ws, atom, trial_env)
             if failed:
                 break
         after = TargetOutcome(before.stage, before.signatures, log=before.log, note=failed) if failed \
@@ -70,15 +83,24 @@ class TrialsMixin(LoopBase):
             self.traj.record("keep", command=[cand.describe()], snapshot=str(snap), outcome="kept",
                              detail={"candidate": cand.to_json(), "after": after.to_json()})
             return "kept", after
-        ws.session.rollback(1)
-        self.test_override = saved_override
+        self.undo_to(ws, cp)
         self.traj.record("rollback", command=[cand.describe()], snapshot=str(snap), outcome=verdict,
                          detail={"candidate": cand.to_json(), "after": after.to_json(), "frames": 1})
         return verdict, after
 
-    def trial_by_rebuild(self, ws: Workspace, cand: Candidate, sig: Signature | None) -> tuple[str, Workspace]:
-        graph_before = self.graph.to_json()
-        saved = (list(self.extra_services), self.test_override, self.current_python)
+    def _run_trial_commands(self, ws: Workspace, atom: Any, trial_env: dict[str, str]) -> str:
+        """Run what applies ``atom`` in the runner; the failed command, or "" when all passed."""
+        for argv in trial_commands(atom):
+            self.budget.spend_step()
+            r = self._exec(ws, argv, "trial", {**ws.env, **trial_env})
+            if r.exit_code != 0:
+                return f"{' '.join(argv)} exited {r.exit_code}"
+        return ""
+
+    def trial_by_rebuild(self, ws: Workspace, cand: Candidate, sig: Signature | None,
+                         cp: Checkpoint) -> tuple[str, Workspace]:
+        """Apply the candidate to the graph and build a new workspace from it; keep it when the
+        error state improved, else close it and ``undo_to`` the checkpoint in the old one."""
         self._apply_to_graph(cand, sig)
         new_ws = self.open_workspace(purpose="trial-build")
         verdict = compare(ws.outcome, new_ws.outcome, sig)
@@ -89,8 +111,7 @@ class TrialsMixin(LoopBase):
                              detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json()})
             return "kept", new_ws
         new_ws.close()
-        self.graph = type(self.graph).from_json(graph_before)
-        self.extra_services, self.test_override, self.current_python = saved
+        self.undo_to(ws, cp)
         self.traj.record("rollback", command=[cand.describe()], outcome=verdict,
                          detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json(), "rebuild": True})
         return verdict, ws
@@ -101,24 +122,21 @@ class TrialsMixin(LoopBase):
         progress.current().trial(cand.describe())
         if sig is not None:
             self.tried.setdefault(sig.ident, set()).add(cand.key())
-        graph_before = self.graph.to_json()
         before_idents = ws.outcome.idents()
         excerpt = _excerpt(ws.outcome.log, sig)
+        cp = self.checkpoint(ws)
         if cand.in_container and ws.session is not None:
-            depth = getattr(ws.session, "depth", None)
-            verdict, _ = self.trial_in_container(ws, cand, sig)
-            if verdict == "kept":
-                self._apply_to_graph(cand, sig)
-                self._keep(KeptRepair(sig, cand, excerpt, frame_depth=depth, graph_before=graph_before,
-                                      alternatives=alternatives, before_idents=before_idents))
-                return True, ws
+            verdict, _ = self.trial_in_container(ws, cand, sig, cp)
+            new_ws = ws
         else:
-            verdict, new_ws = self.trial_by_rebuild(ws, cand, sig)
-            if verdict == "kept":
+            cp = Checkpoint(cp.graph, cp.workspace, None, cp.target_env, cp.kept)   # nothing to roll back
+            verdict, new_ws = self.trial_by_rebuild(ws, cand, sig, cp)
+        if verdict == "kept":
+            if new_ws is not ws:
                 ws.close()
-                self._keep(KeptRepair(sig, cand, excerpt, frame_depth=None, graph_before=graph_before,
-                                      alternatives=alternatives, before_idents=before_idents))
-                return True, new_ws
+            self._keep(KeptRepair(sig, cand, excerpt, checkpoint=cp, alternatives=alternatives,
+                                  before_idents=before_idents))
+            return True, new_ws
         self.failed_in_state.setdefault(frozenset(before_idents), set()).add(cand.key())
         self._record_outcome(cand, "failure")
         return False, ws
@@ -130,25 +148,21 @@ class TrialsMixin(LoopBase):
             self.llm_repairs.append(kept)
 
     def backtrack(self, ws: Workspace, stuck: Signature) -> tuple[bool, Workspace]:
-        """Abandon a sub-path: roll back to before the latest kept in-container repair that came
-        before ``stuck`` appeared and still has an untried alternative, then try that one."""
-        for idx in range(len(self.record.repairs) - 1, -1, -1):
-            kept = self.record.repairs[idx]
-            if kept.frame_depth is None or stuck.ident in kept.before_idents:
+        """Abandon a sub-path: ``undo_to`` before the latest kept in-container repair (in this
+        workspace) that came before ``stuck`` appeared and still has an untried alternative, then
+        try that one."""
+        for kept in reversed(self.record.repairs):
+            cp = kept.checkpoint
+            if cp is None or cp.depth is None or cp.workspace != ws.tag or stuck.ident in kept.before_idents:
                 continue
             alternatives = [c for c in kept.alternatives if kept.signature is None
                             or c.key() not in self.tried.get(kept.signature.ident, set())]
-            if not alternatives:
+            if not alternatives or ws.session.depth - cp.depth <= 0:
                 continue
-            frames = ws.session.depth - kept.frame_depth
-            if frames <= 0:
-                continue
-            ws.session.rollback(frames)
-            undone = self.record.repairs[idx:]
-            del self.record.repairs[idx:]
+            frames = ws.session.depth - cp.depth
+            undone = self.undo_to(ws, cp)
             for k in undone:
                 self._record_outcome(k.candidate, "failure")
-            self.graph = type(self.graph).from_json(kept.graph_before)
             self.traj.record("rollback", command=[k.candidate.describe() for k in undone], outcome="abandoned",
                              detail={"frames": frames, "stuck_on": stuck.to_json()})
             # the target state before that repair: re-evaluate on the restored container
@@ -160,6 +174,16 @@ class TrialsMixin(LoopBase):
             return False, ws
         return False, ws
 
+    def undo_frames(self, ws: Workspace, frames: int) -> None:
+        """Roll the runner back ``frames`` snapshots (the LLM planner's rollback) and undo the
+        kept repairs made above them."""
+        depth = ws.session.depth - frames
+        dropped = [k for k in self.record.repairs if k.checkpoint is not None and k.checkpoint.workspace == ws.tag
+                   and k.checkpoint.depth is not None and k.checkpoint.depth >= depth]
+        cp = dropped[0].checkpoint if dropped else self.checkpoint(ws)
+        undone = self.undo_to(ws, cp, depth=depth)
+        self.traj.record("rollback", outcome="requested", detail={"frames": frames, "undone": len(undone)})
+        ws.outcome = self.evaluate(ws)
 
     def _trial_estimate(self, cand: Candidate) -> float:
         """Seconds a trial is expected to take, from what was measured: a target run, plus an

@@ -40,7 +40,7 @@ class WorkspaceMixin(LoopBase):
     """Opens workspaces for the loop: build, services, runner, and the first evaluation."""
 
     def _plan_env(self) -> dict[str, str]:
-        env = dict(getattr(self.plan, "env", {}) or {})
+        env = dict(self.plan.env)
         env.update(dict(self.settings.target.env or {}))
         return env
 
@@ -60,12 +60,8 @@ class WorkspaceMixin(LoopBase):
 
     # -- one workspace ----------------------------------------------------------------------
     def _service_requirements(self) -> list[Any]:
-        reqs = list(getattr(self.plan, "services", []) or [])
-        if self.extra_services:
-            from bot.verify.services import specs_from_atoms
-
-            reqs.extend(specs_from_atoms(self.extra_services))
-        return reqs
+        """The services the graph holds: the plan's and those a kept repair started."""
+        return list(self.plan.services)
 
     def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace:
         progress.current().stage(purpose)

@@ -107,14 +107,55 @@ def fake_compile(graph: FakeGraph) -> Any:
     return SimpleNamespace(text="\n".join(lines) + "\n", lines=[])
 
 
+class FakePlan:
+    """A view over a FakeGraph, as bot.graph.plan.Plan is over a DepGraph: what a kept repair
+    put into the graph (a Python, a service, an environment variable, a test command) is what
+    the plan says."""
+
+    def __init__(self, graph: FakeGraph, env: dict | None = None, services: list | None = None) -> None:
+        self.graph = graph
+        self.warnings: list = []
+        self._env = dict(env or {})
+        self._services = list(services or [])
+        self.collect_command = ["python", "-m", "pytest", "--collect-only", "-q"]
+        self.test_command = ["python", "-m", "pytest"]
+
+    def _atoms(self, kind: str) -> list[dict]:
+        return [a for a in self.graph.atoms if a["kind"] == kind]
+
+    @property
+    def python(self) -> str:
+        return self.graph.python
+
+    @property
+    def base_image(self) -> str:
+        return f"python:{self.graph.python}-slim"
+
+    @property
+    def env(self) -> dict:
+        return {**self._env, **{a["name"]: a["value"] for a in self._atoms("set_env")}}
+
+    @property
+    def services(self) -> list:
+        from bot.verify.services import specs_from_atoms
+
+        return self._services + specs_from_atoms(Atom.from_json(a) for a in self._atoms("start_service"))
+
+    @property
+    def repaired_test_command(self) -> list[str] | None:
+        found = self._atoms("test_command")
+        return list(found[-1]["command"]) if found else None
+
+    @property
+    def dockerfile(self) -> Any:
+        return fake_compile(self.graph)
+
+
 def fake_plan_maker(python: str = "3.11", env: dict | None = None, services: list | None = None,
                     pins: dict | None = None):
     def make_plan(repo, settings, available):
         graph = FakeGraph(python, meta={"resolution": {"pins": dict(pins)}} if pins else None)
-        return SimpleNamespace(graph=graph, python=python, base_image=f"python:{python}-slim", warnings=[],
-                               collect_command=["python", "-m", "pytest", "--collect-only", "-q"],
-                               test_command=["python", "-m", "pytest"], services=services or [],
-                               env=dict(env or {}), dockerfile=fake_compile(graph))
+        return FakePlan(graph, env, services)
     return make_plan
 
 

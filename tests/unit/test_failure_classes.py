@@ -239,6 +239,7 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
     from types import SimpleNamespace
 
     from bot.graph.model import DepGraph, Node
+    from bot.graph.plan import Plan
     from bot.loop.orchestrator import SetupLoop
     from bot.loop.repair import Candidate
 
@@ -247,7 +248,7 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
     g.add(Node("package:awesome-slugify", "PACKAGE", "awesome-slugify", "UNKNOWN", action="pip", attrs={"group": "main"}))
     g.add(Node("package:python-slugify", "PACKAGE", "python-slugify", "UNKNOWN", action="pip",
                attrs={"group": "test", "source": "import"}))
-    loop.graph = g
+    loop.plan = Plan(tmp_path, g)   # the loop holds its graph through the plan (a view)
     loop.providers = {"slugify": ["awesome-slugify", "python-slugify"]}
     sig = diagnose("E   ImportError: cannot import name 'Slugify' from 'slugify' "
                    "(/usr/local/lib/python3.11/site-packages/slugify/__init__.py)")[0]

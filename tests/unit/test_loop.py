@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doubles.loop_world import (FakeEngine, FakeGraph, FakeRetriever, Need, World, fake_compile,  # noqa: E402
+from doubles.loop_world import (FakeEngine, FakeGraph, FakePlan, FakeRetriever, Need, World, fake_compile,  # noqa: E402
                                 fake_plan_maker)
 
 from bot.config import load_settings  # noqa: E402
@@ -136,14 +136,14 @@ def test_sub_path_abandoned_by_multi_frame_rollback(tmp_path):
 
 
 def test_replay_failure_goes_back_into_the_loop(tmp_path):
-    # a repair made in the working container that the graph does not carry: here the fake graph
-    # drops `run` atoms, as a compile that forgot one would; the replay must catch it.
+    """A repair kept in the working container that the graph does not carry (here the first
+    apply_atom is lost, as a compile that forgot one would lose it) is caught by the clean
+    replay. The replay failure is new evidence: the repair leaves the record, is offered once
+    more against the graph, and the second replay proves it, so the run succeeds with a
+    Dockerfile that installs it."""
     world = World([Need("pip:PyYAML", MISSING_YAML)])
     engine = FakeEngine(world)
     plan_maker = fake_plan_maker()
-
-    class ForgetfulGraph:
-        pass
 
     def make_plan(repo, s, avail):
         plan = plan_maker(repo, s, avail)
@@ -160,9 +160,33 @@ def test_replay_failure_goes_back_into_the_loop(tmp_path):
 
     rec = run_setup(tmp_path, settings(tmp_path), engine, None, None, make_plan=make_plan,
                     compile_dockerfile=fake_compile, available_pythons=["3.11"])
-    replays = [b for b in engine.builds if b["no_cache"]]
-    assert len(replays) >= 1
-    assert any(s.action == "replay-result" and s.outcome == "failed" for s in rec.trajectory.steps)
+    replays = [s.outcome for s in rec.trajectory.steps if s.action == "replay-result"]
+    assert replays == ["failed", "ok"]
+    assert rec.status == "success", rec.remaining
+    # the repair is listed once: the one the graph (and so the Dockerfile) carries
+    assert kept(rec) == ["pip_install PyYAML"]
+    assert '"packages": ["PyYAML"]' in rec.dockerfile
+    assert any("clean replay still shows" in w for w in rec.warnings)
+
+
+def test_a_repair_the_replay_disproves_twice_is_not_offered_a_third_time(tmp_path):
+    """A graph that never carries the repair: it is offered again once, then the run ends
+    unresolved instead of replaying forever."""
+    world = World([Need("pip:PyYAML", MISSING_YAML)])
+    engine = FakeEngine(world)
+    plan_maker = fake_plan_maker()
+
+    def make_plan(repo, s, avail):
+        plan = plan_maker(repo, s, avail)
+        plan.graph.apply_atom = lambda atom, evidence=None: []   # nothing reaches the graph
+        return plan
+
+    rec = run_setup(tmp_path, settings(tmp_path), engine, None, None, make_plan=make_plan,
+                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    replays = [s.outcome for s in rec.trajectory.steps if s.action == "replay-result"]
+    assert replays == ["failed", "failed"]
+    assert rec.status == "unresolved"
+    assert "yaml" in rec.remaining
 
 
 def test_compare_rules():
@@ -285,9 +309,8 @@ def test_the_whole_era_set_leaves_the_build_tools_alone(tmp_path, monkeypatch):
     _era_world(monkeypatch, {"cryptography": "42.0.7", "packaging": "24.0", "setuptools": "69.5.1", "six": "1.16.0"})
     s = load_settings(tmp_path, environ={}, overrides={"target": {"as_of": "2024-05-21"}})
     loop = SetupLoop(tmp_path, s, FakeEngine(World([])), available_pythons=["3.11"])
-    loop.graph = FakeGraph(meta={"resolution": {"pins": {"cryptography": "46.0.1", "packaging": "25.0",
-                                                         "setuptools": "80.9.0", "six": "1.16.0"}}})
-    loop.current_python = "3.11"
+    loop.plan = FakePlan(FakeGraph("3.11", meta={"resolution": {"pins": {"cryptography": "46.0.1", "packaging": "25.0",
+                                                                     "setuptools": "80.9.0", "six": "1.16.0"}}}))
     cands = loop.era_candidates(Signature("collection_error", "version", "", "E   OSError: Failed to load key"))
     assert [c.describe() for c in cands] == ["pip_constraint cryptography==42.0.7"]
     # the one distribution a signature names is pinned even when it is a build tool
@@ -349,7 +372,7 @@ def test_the_base_image_is_resolved_once_and_its_digest_pins_the_compiled_from(t
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\nrequires-python = ">=3.12"\n')
     s = load_settings(tmp_path, environ={})
     loop = SetupLoop(tmp_path, s, PullingEngine(World([])), available_pythons=["3.13"])
-    loop.graph = make_plan(tmp_path, s, available_pythons=["3.13"], resolve=False).graph
+    loop.plan = make_plan(tmp_path, s, available_pythons=["3.13"], resolve=False)
     loop._pin_base()
     loop._pin_base()
     assert calls == ["python:3.13-slim"]
