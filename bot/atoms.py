@@ -33,23 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
-
-ATOM_KINDS: dict[str, tuple[str, ...]] = {
-    "apt_install": ("packages",),
-    "pip_install": ("packages",),
-    "pip_constraint": ("constraints",),
-    "switch_python": ("version",),
-    "set_env": ("name", "value"),
-    "start_service": ("service",),
-    "use_tool": ("tool",),
-    "run": ("command",),
-    "install_extras": ("extras",),
-    "test_command": ("command",),
-    "git_init": (),
-    "install_deps_only": (),
-    "drop_package": ("manager", "packages"),
-}
+from typing import Any, Callable, Mapping
 
 # Debian package names, pip requirement specifiers, env names: what an atom may carry.
 # Anything else (shell metacharacters, newlines) is refused before it reaches a container.
@@ -60,6 +44,7 @@ _PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\], <>=!~;*'\"]{0,200}$")
 _VERSION = re.compile(r"^3\.\d{1,2}$")
 _MATCH_REF = re.compile(r"^\{match:\d\}$")
 _TOOLS = {"poetry", "pdm", "uv", "hatch", "pip"}
+_DIST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,100}$")
 
 
 class AtomError(ValueError):
@@ -83,73 +68,26 @@ class Atom:
         return atom
 
     def describe(self) -> str:
-        a = self.args
-        match self.kind:
-            case "apt_install" | "pip_install":
-                return f"{self.kind} {' '.join(a['packages'])}"
-            case "pip_constraint":
-                return f"pip_constraint {' '.join(a['constraints'])}"
-            case "set_env":
-                return f"set_env {a['name']}={a['value']}"
-            case "run" | "test_command":
-                return f"{self.kind} {' '.join(a['command'])}"
-            case "drop_package":
-                return f"drop_package {a['manager']} {' '.join(a['packages'])}"
-            case _:
-                rest = " ".join(f"{k}={v}" for k, v in a.items())
-                return f"{self.kind} {rest}".strip()
+        return ATOM_KINDS[self.kind].describe(self.args) if self.kind in ATOM_KINDS else self.kind
+
+    @property
+    def spec(self) -> "AtomKind":
+        return ATOM_KINDS[self.kind]
 
     def validate(self) -> None:
         """Raise AtomError unless the atom is well formed and within the allowed values."""
         if self.kind not in ATOM_KINDS:
             raise AtomError(f"unknown atom kind {self.kind!r}; known: {', '.join(ATOM_KINDS)}")
-        for req in ATOM_KINDS[self.kind]:
+        kind = ATOM_KINDS[self.kind]
+        for req in kind.required:
             if req not in self.args:
                 raise AtomError(f"atom {self.kind} needs '{req}'")
-        a = self.args
+        kind.check(self.kind, self.args)
 
-        def str_list(key: str) -> list[str]:
-            v = a[key]
-            if not isinstance(v, (list, tuple)) or not v or not all(isinstance(x, str) for x in v):
-                raise AtomError(f"atom {self.kind}: '{key}' must be a non-empty list of strings")
-            return list(v)
-
-        if self.kind == "apt_install":
-            for p in str_list("packages"):
-                if not _DEB_SPEC.match(p):
-                    raise AtomError(f"apt_install: {p!r} is not a Debian package name")
-        elif self.kind in ("pip_install", "pip_constraint", "install_extras"):
-            key = {"pip_install": "packages", "pip_constraint": "constraints", "install_extras": "extras"}[self.kind]
-            for p in str_list(key):
-                if not _PIP_SPEC.match(p) or "{" in p.replace("{python}", "").replace("{match:", ""):
-                    if not re.match(r"^\{match:\d\}$", p):
-                        raise AtomError(f"{self.kind}: {p!r} is not a requirement specifier")
-        elif self.kind == "switch_python":
-            if not isinstance(a["version"], str) or not (_VERSION.match(a["version"]) or a["version"].startswith("{")):
-                raise AtomError(f"switch_python: {a['version']!r} is not a Python version like 3.12")
-        elif self.kind == "set_env":
-            # a learned or generic unit may name the variable from its signal: {match:N}
-            if not isinstance(a["name"], str) or not (_ENV_NAME.match(a["name"]) or _MATCH_REF.match(a["name"])):
-                raise AtomError(f"set_env: {a['name']!r} is not an environment variable name")
-            if not isinstance(a["value"], str) or "\n" in a["value"] or len(a["value"]) > 500:
-                raise AtomError("set_env: the value must be one line of at most 500 characters")
-        elif self.kind == "use_tool":
-            if a["tool"] not in _TOOLS:
-                raise AtomError(f"use_tool: {a['tool']!r} is not one of {sorted(_TOOLS)}")
-        elif self.kind in ("run", "test_command"):
-            for part in str_list("command"):
-                if "\n" in part or "\x00" in part:
-                    raise AtomError(f"{self.kind}: arguments must be single lines")
-        elif self.kind == "drop_package":
-            if a["manager"] not in ("apt", "pip"):
-                raise AtomError(f"drop_package: manager {a['manager']!r} is not apt or pip")
-            pattern = _DEB_NAME if a["manager"] == "apt" else re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,100}$")
-            for p in str_list("packages"):
-                if not pattern.match(p):
-                    raise AtomError(f"drop_package: {p!r} is not a package name")
-        elif self.kind == "start_service":
-            if not isinstance(a["service"], str) or not _DEB_NAME.match(a["service"]):
-                raise AtomError(f"start_service: {a['service']!r} is not a service name")
+    def trial_commands(self) -> list[list[str]]:
+        """The argv lists that apply this atom in a running runner container (none for kinds
+        that change the image or only the evaluation's environment)."""
+        return ATOM_KINDS[self.kind].trial(self.args)
 
     def fill(self, context: Mapping[str, str]) -> "Atom":
         """Replace {python} and {match:N} placeholders from ``context``."""
@@ -166,3 +104,153 @@ class Atom:
             return v
 
         return Atom(self.kind, {k: sub(v) for k, v in self.args.items()})
+
+
+# --- the atom-kind registry ------------------------------------------------------------------
+# Each kind of repair is defined once: its arguments and their check, how it reads in a report,
+# whether and how it is trialled in a running container, and what it becomes in the DepGraph
+# (``graph``: bot.graph.apply.APPLY holds the function) and so in the outputs (``compiles``:
+# what bot.compile renders from that graph change). tests/unit/test_atom_kinds.py holds every
+# kind to all of it.
+
+def _str_list(kind: str, args: Mapping[str, Any], key: str) -> list[str]:
+    v = args[key]
+    if not isinstance(v, (list, tuple)) or not v or not all(isinstance(x, str) for x in v):
+        raise AtomError(f"atom {kind}: '{key}' must be a non-empty list of strings")
+    return list(v)
+
+
+def _check_none(kind: str, a: Mapping[str, Any]) -> None:
+    return None
+
+
+def _check_apt(kind: str, a: Mapping[str, Any]) -> None:
+    for p in _str_list(kind, a, "packages"):
+        if not _DEB_SPEC.match(p):
+            raise AtomError(f"apt_install: {p!r} is not a Debian package name")
+
+
+def _check_specs(key: str) -> Callable[[str, Mapping[str, Any]], None]:
+    def check(kind: str, a: Mapping[str, Any]) -> None:
+        for p in _str_list(kind, a, key):
+            if not _PIP_SPEC.match(p) or "{" in p.replace("{python}", "").replace("{match:", ""):
+                if not _MATCH_REF.match(p):
+                    raise AtomError(f"{kind}: {p!r} is not a requirement specifier")
+    return check
+
+
+def _check_python(kind: str, a: Mapping[str, Any]) -> None:
+    if not isinstance(a["version"], str) or not (_VERSION.match(a["version"]) or a["version"].startswith("{")):
+        raise AtomError(f"switch_python: {a['version']!r} is not a Python version like 3.12")
+
+
+def _check_env(kind: str, a: Mapping[str, Any]) -> None:
+    # a learned or generic unit may name the variable from its signal: {match:N}
+    if not isinstance(a["name"], str) or not (_ENV_NAME.match(a["name"]) or _MATCH_REF.match(a["name"])):
+        raise AtomError(f"set_env: {a['name']!r} is not an environment variable name")
+    if not isinstance(a["value"], str) or "\n" in a["value"] or len(a["value"]) > 500:
+        raise AtomError("set_env: the value must be one line of at most 500 characters")
+
+
+def _check_tool(kind: str, a: Mapping[str, Any]) -> None:
+    if a["tool"] not in _TOOLS:
+        raise AtomError(f"use_tool: {a['tool']!r} is not one of {sorted(_TOOLS)}")
+
+
+def _check_command(kind: str, a: Mapping[str, Any]) -> None:
+    for part in _str_list(kind, a, "command"):
+        if "\n" in part or "\x00" in part:
+            raise AtomError(f"{kind}: arguments must be single lines")
+
+
+def _check_drop(kind: str, a: Mapping[str, Any]) -> None:
+    if a["manager"] not in ("apt", "pip"):
+        raise AtomError(f"drop_package: manager {a['manager']!r} is not apt or pip")
+    pattern = _DEB_NAME if a["manager"] == "apt" else _DIST_NAME
+    for p in _str_list(kind, a, "packages"):
+        if not pattern.match(p):
+            raise AtomError(f"drop_package: {p!r} is not a package name")
+
+
+def _check_service(kind: str, a: Mapping[str, Any]) -> None:
+    if not isinstance(a["service"], str) or not _DEB_NAME.match(a["service"]):
+        raise AtomError(f"start_service: {a['service']!r} is not a service name")
+
+
+def _describe_plain(kind: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda a: f"{kind} {' '.join(f'{k}={v}' for k, v in a.items())}".strip()
+
+
+def _no_trial(a: Mapping[str, Any]) -> list[list[str]]:
+    return []
+
+
+_PIP = ["python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+
+
+@dataclass(frozen=True)
+class AtomKind:
+    name: str
+    required: tuple[str, ...]
+    check: Callable[[str, Mapping[str, Any]], None]
+    describe: Callable[[Mapping[str, Any]], str]
+    # trialled in the running runner container (snapshot/rollback); else by a rebuild
+    in_container: bool
+    trial: Callable[[Mapping[str, Any]], list[list[str]]]
+    graph: str          # the DepGraph change (bot.graph.apply.APPLY[name] makes it)
+    compiles: str       # what the outputs render from it ("Dockerfile: ..." / "not in the Dockerfile: ...")
+
+    @property
+    def in_dockerfile(self) -> bool:
+        return self.compiles.startswith("Dockerfile")
+
+
+ATOM_KINDS: dict[str, AtomKind] = {k.name: k for k in [
+    AtomKind("apt_install", ("packages",), _check_apt, lambda a: f"apt_install {' '.join(a['packages'])}", True,
+             lambda a: [["apt-get", "update", "-qq"],
+                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *a["packages"]]],
+             "SYSTEMLIB node per package, action apt, before every pip install",
+             "Dockerfile: the apt-get install step"),
+    AtomKind("pip_install", ("packages",), _check_specs("packages"),
+             lambda a: f"pip_install {' '.join(a['packages'])}", True, lambda a: [[*_PIP, *a["packages"]]],
+             "PACKAGE node per specifier, action repair-pip (a declared one keeps action pip, new spec)",
+             "Dockerfile: the pip install of repairs"),
+    AtomKind("pip_constraint", ("constraints",), _check_specs("constraints"),
+             lambda a: f"pip_constraint {' '.join(a['constraints'])}", True, lambda a: [[*_PIP, *a["constraints"]]],
+             "CONFIG node per pin, action constraint",
+             "Dockerfile: the constraints file and PIP_CONSTRAINT"),
+    AtomKind("switch_python", ("version",), _check_python, _describe_plain("switch_python"), False, _no_trial,
+             "RUNTIME node: version and python:X.Y-slim base image",
+             "Dockerfile: FROM"),
+    AtomKind("set_env", ("name", "value"), _check_env, lambda a: f"set_env {a['name']}={a['value']}", True,
+             _no_trial,   # the trial passes it to the evaluation's environment
+             "CONFIG node, action env, a prerequisite of the target and the project",
+             "Dockerfile: ENV (and the devcontainer's environment)"),
+    AtomKind("start_service", ("service",), _check_service, _describe_plain("start_service"), False, _no_trial,
+             "SERVICE node with image, ports and env, a prerequisite of the target",
+             "not in the Dockerfile: compose.yaml and the devcontainer's runServices"),
+    AtomKind("use_tool", ("tool",), _check_tool, _describe_plain("use_tool"), False, _no_trial,
+             "the project node's install_with",
+             "Dockerfile: the project install step runs that tool"),
+    AtomKind("run", ("command",), _check_command, lambda a: f"run {' '.join(a['command'])}", True,
+             lambda a: [list(a["command"])],
+             "CONFIG node, action run, after the tools and before the project",
+             "Dockerfile: a RUN step"),
+    AtomKind("install_extras", ("extras",), _check_specs("extras"), _describe_plain("install_extras"), False,
+             _no_trial, "the project node's extras",
+             "Dockerfile: the project install step names the extras"),
+    AtomKind("test_command", ("command",), _check_command, lambda a: f"test_command {' '.join(a['command'])}",
+             True, _no_trial,   # the trial evaluates with it
+             "TARGET node: command (marked command_from_repair: it wins over the configured one)",
+             "Dockerfile: CMD (and the report's test command)"),
+    AtomKind("git_init", (), _check_none, _describe_plain("git_init"), False, _no_trial,
+             "set_env SETUPTOOLS_SCM_PRETEND_VERSION (a CONFIG env node)",
+             "Dockerfile: ENV SETUPTOOLS_SCM_PRETEND_VERSION"),
+    AtomKind("install_deps_only", (), _check_none, _describe_plain("install_deps_only"), False, _no_trial,
+             "the project node's deps_only",
+             "Dockerfile: the project's dependencies are installed, not the project"),
+    AtomKind("drop_package", ("manager", "packages"), _check_drop,
+             lambda a: f"drop_package {a['manager']} {' '.join(a['packages'])}", False, _no_trial,
+             "the named node loses its action (attrs.dropped = repair)",
+             "Dockerfile: the package is no longer installed"),
+]}

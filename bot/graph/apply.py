@@ -1,8 +1,9 @@
-"""Kept repairs become graph changes: one function per atom kind (bot/atoms.py)."""
+"""Kept repairs become graph changes: one function per atom kind (``APPLY``; the kinds are
+defined in bot.atoms.ATOM_KINDS)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -57,146 +58,187 @@ def link_runtime(g: DepGraph, node_id: str) -> None:
         g.edge(node_id, "runtime:python")
 
 
-def apply_atom(g: DepGraph, atom: Atom, evidence: Iterable[Any] | str | None = None) -> list[str]:
-    atom.validate()
-    ev = _evidence(evidence, atom)
-    a = atom.args
-    changed: list[str] = []
-    if atom.kind == "apt_install":
-        for pkg in a["packages"]:
-            n = _node(g, Node(f"systemlib:{pkg}", "SYSTEMLIB", pkg, "SATISFIED", action="apt", attrs={"repair": True}), ev)
-            n.state, n.action = "SATISFIED", "apt"
-            link_runtime(g, n.id)
-            for p in g.of_type("PACKAGE"):
-                if p.action in ("pip", "project", "repair-pip"):
-                    g.edge(p.id, n.id)
-            changed.append(n.id)
-    elif atom.kind == "pip_install":
-        for spec in a["packages"]:
-            try:
-                name = canonicalize_name(Requirement(spec).name)
-            except InvalidRequirement:
-                name = canonicalize_name(spec)
-            nid = f"package:{name}"
-            n = g.nodes.get(nid)
-            if n is None:
-                n = _node(g, Node(nid, "PACKAGE", name, "SATISFIED", action="repair-pip",
-                                  attrs={"spec": spec, "group": "repair"}), ev)
-            else:
-                for e in ev:
-                    n.add_evidence(*e)
-                n.attrs["spec"] = spec
-                n.attrs.pop("pinned", None)
-                if n.action not in ("pip",):
-                    n.action = "repair-pip"
-                    n.attrs["group"] = "repair"
-                n.state = "SATISFIED"
-            link_runtime(g, nid)
-            for s in g.of_type("SYSTEMLIB"):
-                if s.attrs.get("repair") or s.name == "build-essential":
-                    g.edge(nid, s.id)
-            proj = project_node(g)
-            if proj is not None:
-                g.edge(proj.id, nid)
-            for imp in g.of_type("IMPORT"):
-                if imp.attrs.get("candidate") == name:
-                    g.edge(imp.id, nid, "mapping")
-                    imp.state = "SATISFIED"
-            changed.append(nid)
-    elif atom.kind == "pip_constraint":
-        for spec in a["constraints"]:
-            nid = f"config:constraint:{spec}"
-            n = _node(g, Node(nid, "CONFIG", spec, "SATISFIED", action="constraint", attrs={"kind": "pip_constraint", "spec": spec}), ev)
-            for p in g.of_type("PACKAGE") + g.of_type("TOOL"):
-                if p.action in ("pip", "project", "repair-pip", "tool"):
-                    g.edge(p.id, n.id)
-            changed.append(n.id)
-    elif atom.kind == "switch_python":
-        rt = g.runtime
-        version = a["version"]
-        rt.attrs["version"] = version
-        rt.attrs["base_image"] = f"python:{version}-slim"
-        rt.name = f"python {version}"
-        rt.state = "SATISFIED"
-        for e in ev:
-            rt.add_evidence(*e)
-        changed.append(rt.id)
-    elif atom.kind == "set_env":
-        nid = f"config:env:{a['name']}"
-        n = _node(g, Node(nid, "CONFIG", a["name"], "SATISFIED", action="env", attrs={"kind": "env", "value": a["value"]}), ev)
-        n.attrs["value"], n.action, n.state = a["value"], "env", "SATISFIED"
+Evidence = list[tuple[str, int | None, str]]
+
+
+def _cite(n: Node, ev: Evidence) -> None:
+    for e in ev:
+        n.add_evidence(*e)
+
+
+def _apt_install(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    changed = []
+    for pkg in a["packages"]:
+        n = _node(g, Node(f"systemlib:{pkg}", "SYSTEMLIB", pkg, "SATISFIED", action="apt", attrs={"repair": True}), ev)
+        n.state, n.action = "SATISFIED", "apt"
+        link_runtime(g, n.id)
+        for p in g.of_type("PACKAGE"):
+            if p.action in ("pip", "project", "repair-pip"):
+                g.edge(p.id, n.id)
+        changed.append(n.id)
+    return changed
+
+
+def _pip_install(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    changed = []
+    for spec in a["packages"]:
+        try:
+            name = canonicalize_name(Requirement(spec).name)
+        except InvalidRequirement:
+            name = canonicalize_name(spec)
+        nid = f"package:{name}"
+        n = g.nodes.get(nid)
+        if n is None:
+            n = _node(g, Node(nid, "PACKAGE", name, "SATISFIED", action="repair-pip",
+                              attrs={"spec": spec, "group": "repair"}), ev)
+        else:
+            _cite(n, ev)
+            n.attrs["spec"] = spec
+            n.attrs.pop("pinned", None)
+            if n.action not in ("pip",):
+                n.action = "repair-pip"
+                n.attrs["group"] = "repair"
+            n.state = "SATISFIED"
         link_runtime(g, nid)
-        g.edge(g.target.id, nid)
+        for s in g.of_type("SYSTEMLIB"):
+            if s.attrs.get("repair") or s.name == "build-essential":
+                g.edge(nid, s.id)
         proj = project_node(g)
         if proj is not None:
             g.edge(proj.id, nid)
+        for imp in g.of_type("IMPORT"):
+            if imp.attrs.get("candidate") == name:
+                g.edge(imp.id, nid, "mapping")
+                imp.state = "SATISFIED"
         changed.append(nid)
-    elif atom.kind == "start_service":
-        kind = a["service"]
-        image = a.get("image") or SERVICE_IMAGES.get(kind, kind)
-        env = dict(SERVICE_ENV.get(kind, {}))
-        env.update({str(k): str(v) for k, v in (a.get("env") or {}).items()})
-        nid = f"service:{kind}"
-        n = _node(g, Node(nid, "SERVICE", kind, "SATISFIED", action="service",
-                          attrs={"kind": kind, "image": image, "ports": SERVICE_PORTS.get(kind, []), "env": env}), ev)
-        g.edge(g.target.id, nid)
-        changed.append(n.id)
-    elif atom.kind == "use_tool":
-        proj = project_node(g)
-        if proj is not None:
-            proj.attrs["install_with"] = a["tool"]
-            for e in ev:
-                proj.add_evidence(*e)
-            changed.append(proj.id)
-    elif atom.kind == "run":
-        command = list(a["command"])
-        nid = "config:run:" + " ".join(command)
-        n = _node(g, Node(nid, "CONFIG", " ".join(command), "SATISFIED", action="run", attrs={"kind": "run", "command": command}), ev)
-        link_runtime(g, nid)
-        proj = project_node(g)
-        if proj is not None:
-            g.edge(nid, proj.id)
-        for t in g.of_type("TOOL"):
-            g.edge(nid, t.id)
-        g.edge(g.target.id, nid)
-        changed.append(nid)
-    elif atom.kind == "install_extras":
-        proj = project_node(g)
-        if proj is not None:
-            extras = sorted(set(proj.attrs.get("extras", [])) | set(a["extras"]))
-            proj.attrs["extras"] = extras
-            for e in ev:
-                proj.add_evidence(*e)
-            changed.append(proj.id)
-    elif atom.kind == "test_command":
-        t = g.target
-        t.attrs["command"] = list(a["command"])
-        t.attrs["command_from_repair"] = True
-        for e in ev:
-            t.add_evidence(*e)
-        changed.append(t.id)
-    elif atom.kind == "install_deps_only":
-        proj = project_node(g)
-        if proj is not None:
-            proj.attrs["deps_only"] = True
-            for e in ev:
-                proj.add_evidence(*e)
-            changed.append(proj.id)
-    elif atom.kind == "drop_package":
-        for name in a["packages"]:
-            if a["manager"] == "apt":
-                n = g.nodes.get(f"systemlib:{name}")
-            else:
-                n = g.nodes.get(f"package:{canonicalize_name(name)}")
-            if n is None or n.id == "package:@project":
-                continue
-            n.action = None
-            n.state = "UNKNOWN"
-            # a requirement file that names it can no longer be installed as written
-            n.attrs["dropped"] = "repair"
-            for e in ev:
-                n.add_evidence(*e)
-            changed.append(n.id)
-    elif atom.kind == "git_init":
-        changed += apply_atom(g, Atom("set_env", {"name": "SETUPTOOLS_SCM_PRETEND_VERSION", "value": SCM_PRETEND_VERSION}), ev)
     return changed
+
+
+def _pip_constraint(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    changed = []
+    for spec in a["constraints"]:
+        nid = f"config:constraint:{spec}"
+        n = _node(g, Node(nid, "CONFIG", spec, "SATISFIED", action="constraint",
+                          attrs={"kind": "pip_constraint", "spec": spec}), ev)
+        for p in g.of_type("PACKAGE") + g.of_type("TOOL"):
+            if p.action in ("pip", "project", "repair-pip", "tool"):
+                g.edge(p.id, n.id)
+        changed.append(n.id)
+    return changed
+
+
+def _switch_python(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    rt = g.runtime
+    version = a["version"]
+    rt.attrs["version"] = version
+    rt.attrs["base_image"] = f"python:{version}-slim"
+    rt.name = f"python {version}"
+    rt.state = "SATISFIED"
+    _cite(rt, ev)
+    return [rt.id]
+
+
+def _set_env(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    nid = f"config:env:{a['name']}"
+    n = _node(g, Node(nid, "CONFIG", a["name"], "SATISFIED", action="env", attrs={"kind": "env", "value": a["value"]}), ev)
+    n.attrs["value"], n.action, n.state = a["value"], "env", "SATISFIED"
+    link_runtime(g, nid)
+    g.edge(g.target.id, nid)
+    proj = project_node(g)
+    if proj is not None:
+        g.edge(proj.id, nid)
+    return [nid]
+
+
+def _start_service(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    kind = a["service"]
+    image = a.get("image") or SERVICE_IMAGES.get(kind, kind)
+    env = dict(SERVICE_ENV.get(kind, {}))
+    env.update({str(k): str(v) for k, v in (a.get("env") or {}).items()})
+    nid = f"service:{kind}"
+    n = _node(g, Node(nid, "SERVICE", kind, "SATISFIED", action="service",
+                      attrs={"kind": kind, "image": image, "ports": SERVICE_PORTS.get(kind, []), "env": env}), ev)
+    g.edge(g.target.id, nid)
+    return [n.id]
+
+
+def _on_project(update: Callable[[Node, Mapping[str, Any]], None]) -> Callable[[DepGraph, Mapping[str, Any], Evidence], list[str]]:
+    """An atom that changes how the project itself is installed."""
+    def apply(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+        proj = project_node(g)
+        if proj is None:
+            return []
+        update(proj, a)
+        _cite(proj, ev)
+        return [proj.id]
+    return apply
+
+
+def _run(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    command = list(a["command"])
+    nid = "config:run:" + " ".join(command)
+    _node(g, Node(nid, "CONFIG", " ".join(command), "SATISFIED", action="run", attrs={"kind": "run", "command": command}), ev)
+    link_runtime(g, nid)
+    proj = project_node(g)
+    if proj is not None:
+        g.edge(nid, proj.id)
+    for t in g.of_type("TOOL"):
+        g.edge(nid, t.id)
+    g.edge(g.target.id, nid)
+    return [nid]
+
+
+def _test_command(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    t = g.target
+    t.attrs["command"] = list(a["command"])
+    t.attrs["command_from_repair"] = True
+    _cite(t, ev)
+    return [t.id]
+
+
+def _drop_package(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    changed = []
+    for name in a["packages"]:
+        n = g.nodes.get(f"systemlib:{name}" if a["manager"] == "apt" else f"package:{canonicalize_name(name)}")
+        if n is None or n.id == "package:@project":
+            continue
+        n.action = None
+        n.state = "UNKNOWN"
+        # a requirement file that names it can no longer be installed as written
+        n.attrs["dropped"] = "repair"
+        _cite(n, ev)
+        changed.append(n.id)
+    return changed
+
+
+def _git_init(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    return _set_env(g, {"name": "SETUPTOOLS_SCM_PRETEND_VERSION", "value": SCM_PRETEND_VERSION}, ev)
+
+
+def _extras(proj: Node, a: Mapping[str, Any]) -> None:
+    proj.attrs["extras"] = sorted(set(proj.attrs.get("extras", [])) | set(a["extras"]))
+
+
+# How each atom kind changes the graph (bot.atoms.ATOM_KINDS describes the kind; its ``graph``
+# field says in words what the function here does).
+APPLY: dict[str, Callable[[DepGraph, Mapping[str, Any], Evidence], list[str]]] = {
+    "apt_install": _apt_install,
+    "pip_install": _pip_install,
+    "pip_constraint": _pip_constraint,
+    "switch_python": _switch_python,
+    "set_env": _set_env,
+    "start_service": _start_service,
+    "use_tool": _on_project(lambda proj, a: proj.attrs.__setitem__("install_with", a["tool"])),
+    "run": _run,
+    "install_extras": _on_project(_extras),
+    "test_command": _test_command,
+    "install_deps_only": _on_project(lambda proj, a: proj.attrs.__setitem__("deps_only", True)),
+    "drop_package": _drop_package,
+    "git_init": _git_init,
+}
+
+
+def apply_atom(g: DepGraph, atom: Atom, evidence: Iterable[Any] | str | None = None) -> list[str]:
+    """Make the graph change a kept repair stands for; returns the ids of the changed nodes."""
+    atom.validate()
+    return APPLY[atom.kind](g, atom.args, _evidence(evidence, atom))

@@ -20,12 +20,8 @@ from packaging.version import Version
 
 from bot import safefs
 from bot.atoms import Atom, AtomError
+from bot.graph.mapping import known_distribution
 from bot.loop.diagnose import Signature, service_for
-
-# Atoms that can be trialled inside a running runner container (snapshot/rollback). The others
-# change the image itself (base image, services, build-time environment, install mode) and are
-# trialled by recompiling and rebuilding.
-IN_CONTAINER_KINDS = {"apt_install", "pip_install", "pip_constraint", "set_env", "run", "test_command"}
 
 
 @dataclass
@@ -39,7 +35,9 @@ class Candidate:
 
     @property
     def in_container(self) -> bool:
-        return all(a.kind in IN_CONTAINER_KINDS for a in self.atoms)
+        """Every atom can be trialled in the running runner (bot.atoms.ATOM_KINDS says which);
+        the others change the image and are trialled by a rebuild."""
+        return all(a.spec.in_container for a in self.atoms)
 
     def key(self) -> tuple:
         return tuple((a.kind, tuple(sorted((k, repr(v)) for k, v in a.args.items()))) for a in self.atoms)
@@ -156,22 +154,13 @@ COMMAND_PACKAGES = {
 }
 COMPILER_PACKAGES = {"gcc": ["gcc", "libc6-dev"], "cc": ["gcc", "libc6-dev"], "g++": ["g++"],
                      "c++": ["g++"], "clang": ["clang"], "make": ["make"], "cmake": ["cmake"]}
-# Imports whose distribution has another name, when the graph's import map is not available.
-IMPORT_DISTRIBUTIONS = {
-    "yaml": "PyYAML", "jwt": "PyJWT", "cv2": "opencv-python-headless", "PIL": "Pillow",
-    "sklearn": "scikit-learn", "skimage": "scikit-image", "bs4": "beautifulsoup4",
-    "dateutil": "python-dateutil", "dotenv": "python-dotenv", "docx": "python-docx",
-    "pptx": "python-pptx", "magic": "python-magic", "Crypto": "pycryptodome", "OpenSSL": "pyOpenSSL",
-    "serial": "pyserial", "usb": "pyusb", "git": "GitPython", "attr": "attrs", "google.protobuf": "protobuf",
-    "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary", "zmq": "pyzmq", "ldap": "python-ldap",
-    "gi": "PyGObject", "wx": "wxPython", "Levenshtein": "python-Levenshtein", "jose": "python-jose",
-    "multipart": "python-multipart", "slugify": "python-slugify", "editor": "python-editor",
-    "lxml": "lxml", "fitz": "PyMuPDF", "win32api": "", "nacl": "PyNaCl", "kafka": "kafka-python",
-    "telegram": "python-telegram-bot", "discord": "discord.py", "socks": "PySocks", "Bio": "biopython",
-    "mpl_toolkits": "matplotlib", "pkg_resources": "setuptools", "setuptools": "setuptools",
-    "distutils": "setuptools", "typing_extensions": "typing-extensions", "google": "protobuf",
-    "xdist": "pytest-xdist", "pytest_asyncio": "pytest-asyncio", "pytest_mock": "pytest-mock",
-    "ruamel": "ruamel.yaml", "markdown": "Markdown", "jinja2": "Jinja2", "speech_recognition": "SpeechRecognition",
+# Distributions for imports that bot/graph/data/import_map.json (the one import table, read
+# first by distribution_for) leaves out on purpose: as a plan-time guess from an import they
+# would be wrong too often (``google`` is a namespace, ``distutils`` was the standard library),
+# but after a "No module named" failure they are the fix. The other 48 entries this table once
+# had repeated the import map and were never reached (issue 17).
+REPAIR_ONLY_DISTRIBUTIONS = {
+    "editor": "python-editor", "socks": "PySocks", "distutils": "setuptools", "google": "protobuf",
 }
 
 
@@ -192,18 +181,8 @@ NATIVE_BUILD_TOOLS = ["gcc", "libc6-dev", "pkg-config"]
 
 def distribution_for(module: str) -> str:
     """The PyPI distribution that provides ``module``: the graph's import map first, then the
-    table above, then the module's own name."""
-    try:
-        from bot.graph.mapping import known_distribution
-
-        found = known_distribution(module)
-        if found:
-            return found
-    except ImportError:  # the graph package is optional for the loop's own tests
-        pass
-    if module in IMPORT_DISTRIBUTIONS:
-        return IMPORT_DISTRIBUTIONS[module]
-    return module.replace("_", "-")
+    repair-only table above, then the module's own name."""
+    return known_distribution(module) or REPAIR_ONLY_DISTRIBUTIONS.get(module) or module.replace("_", "-")
 
 
 def distributions_for(module: str) -> list[str]:
@@ -615,19 +594,3 @@ def merge_candidates(*groups: Iterable[Candidate]) -> list[Candidate]:
             out.append(cand)
     return out
 
-
-def trial_commands(atom: Atom) -> list[list[str]]:
-    """The argv lists that apply an in-container atom in a runner container."""
-    a = atom.args
-    match atom.kind:
-        case "apt_install":
-            return [["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *a["packages"]]]
-        case "pip_install":
-            return [["python", "-m", "pip", "install", "-q", "--disable-pip-version-check", *a["packages"]]]
-        case "pip_constraint":
-            return [["python", "-m", "pip", "install", "-q", "--disable-pip-version-check", *a["constraints"]]]
-        case "run":
-            return [list(a["command"])]
-        case _:
-            return []

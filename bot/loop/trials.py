@@ -3,15 +3,14 @@ or roll back) or by rebuilding the image from the graph; backtracking abandons a
 
 from __future__ import annotations
 
-from typing import Any
-
 from bot import progress
+from bot.atoms import Atom
 from bot.errors import SetupbotError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.loop.candidates import _excerpt
 from bot.loop.diagnose import Signature
 from bot.loop.records import Checkpoint, KeptRepair
-from bot.loop.repair import Candidate, trial_commands
+from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome, changes_test_command, compare, runs_more_tests
 from bot.loop.workspace import Workspace
@@ -88,9 +87,9 @@ class TrialsMixin(LoopBase):
                          detail={"candidate": cand.to_json(), "after": after.to_json(), "frames": 1})
         return verdict, after
 
-    def _run_trial_commands(self, ws: Workspace, atom: Any, trial_env: dict[str, str]) -> str:
+    def _run_trial_commands(self, ws: Workspace, atom: Atom, trial_env: dict[str, str]) -> str:
         """Run what applies ``atom`` in the runner; the failed command, or "" when all passed."""
-        for argv in trial_commands(atom):
+        for argv in atom.trial_commands():
             self.budget.spend_step()
             r = self._exec(ws, argv, "trial", {**ws.env, **trial_env})
             if r.exit_code != 0:
@@ -190,6 +189,6 @@ class TrialsMixin(LoopBase):
         image build when the repair changes the image."""
         target = self.budget.target_seconds or 0.0
         if cand.in_container:
-            return target + (self.budget.command_seconds or 0.0) * max(1, sum(len(trial_commands(a)) for a in cand.atoms))
+            return target + (self.budget.command_seconds or 0.0) * max(1, sum(len(a.trial_commands()) for a in cand.atoms))
         return (self.budget.build_seconds or 0.0) + target
 

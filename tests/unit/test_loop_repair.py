@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from bot.atoms import Atom
 from bot.loop.diagnose import diagnose
 from bot.loop.repair import (Candidate, choose_python, knowledge_candidates, merge_candidates,
-                             rule_candidates, trial_commands)
+                             rule_candidates)
 
 
 def rules(output, tmp_path, python="3.11", available=("3.11", "3.13")):
@@ -67,9 +67,9 @@ def test_knowledge_first_and_deduplicated():
 
 
 def test_trial_commands_are_argv():
-    cmds = trial_commands(Atom("apt_install", {"packages": ["libyaml-dev"]}))
+    cmds = Atom("apt_install", {"packages": ["libyaml-dev"]}).trial_commands()
     assert cmds[-1][-1] == "libyaml-dev" and all(isinstance(c, list) for c in cmds)
-    assert trial_commands(Atom("set_env", {"name": "A", "value": "b"})) == []
+    assert Atom("set_env", {"name": "A", "value": "b"}).trial_commands() == []
 
 
 def test_meson_and_typelib_rules(tmp_path):

@@ -1,0 +1,64 @@
+"""The atom-kind registry defines each kind of repair once (bot.atoms.ATOM_KINDS): its schema,
+how it reads, how it is trialled, how it changes the graph (bot.graph.apply.APPLY) and what the
+compiled outputs make of it. Every kind is held to all of it here, on a real planned graph."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.atoms import ATOM_KINDS, Atom, AtomError
+from bot.compile import compile_dockerfile
+from bot.graph import make_plan
+from bot.graph.apply import APPLY
+
+EXAMPLES = {
+    "apt_install": {"packages": ["libyaml-dev"]},
+    "pip_install": {"packages": ["PyYAML"]},
+    "pip_constraint": {"constraints": ["numpy<2"]},
+    "switch_python": {"version": "3.13"},
+    "set_env": {"name": "APP_ENV", "value": "test"},
+    "start_service": {"service": "redis"},
+    "use_tool": {"tool": "uv"},
+    "run": {"command": ["python", "-c", "print(1)"]},
+    "install_extras": {"extras": ["docs"]},
+    "test_command": {"command": ["python", "-m", "pytest", "tests"]},
+    "git_init": {},
+    "install_deps_only": {},
+    "drop_package": {"manager": "pip", "packages": ["requests"]},
+}
+
+
+@pytest.fixture()
+def plan(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0"\ndependencies = ["requests"]\n'
+        '[project.optional-dependencies]\ntest = ["pytest"]\ndocs = ["sphinx"]\n')
+    return make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False)
+
+
+def test_every_kind_is_defined_once_everywhere():
+    assert set(EXAMPLES) == set(ATOM_KINDS) == set(APPLY)
+
+
+@pytest.mark.parametrize("kind", sorted(ATOM_KINDS))
+def test_a_kind_validates_reads_and_trials_as_its_entry_says(kind):
+    spec = ATOM_KINDS[kind]
+    atom = Atom.from_json({"kind": kind, **EXAMPLES[kind]})
+    assert atom.describe().startswith(kind)
+    for req in spec.required:
+        with pytest.raises(AtomError, match=req):
+            Atom(kind, {k: v for k, v in EXAMPLES[kind].items() if k != req}).validate()
+    trial = atom.trial_commands()
+    assert all(isinstance(argv, list) and all(isinstance(a, str) for a in argv) for argv in trial)
+    if trial:
+        assert spec.in_container   # a kind with commands to run is trialled in the runner
+
+
+@pytest.mark.parametrize("kind", sorted(ATOM_KINDS))
+def test_a_kind_changes_the_graph_and_compiles_as_its_entry_says(kind, plan):
+    graph = plan.graph
+    before_graph, before_docker = graph.dumps(), compile_dockerfile(graph).text
+    changed = graph.apply_atom(Atom(kind, EXAMPLES[kind]), "test")
+    assert changed and graph.dumps() != before_graph
+    after_docker = compile_dockerfile(graph).text
+    assert (after_docker != before_docker) == ATOM_KINDS[kind].in_dockerfile, ATOM_KINDS[kind].compiles
