@@ -45,6 +45,20 @@ def known_distribution(module: str) -> str | None:
     return None
 
 
+# Distributions for imports that import_map.json leaves out on purpose: as a plan-time guess from
+# an import they would be wrong too often (``google`` is a namespace, ``distutils`` was the
+# standard library), but after a "No module named" failure they are the fix (issue 17).
+REPAIR_ONLY_DISTRIBUTIONS = {
+    "editor": "python-editor", "socks": "PySocks", "distutils": "setuptools", "google": "protobuf",
+}
+
+
+def repair_distribution(module: str) -> str | None:
+    """The distribution a repair installs for a missing ``module``: the import table, then the
+    repair-only names. The loop's rules and the generated seed units both read this."""
+    return known_distribution(module) or REPAIR_ONLY_DISTRIBUTIONS.get(module)
+
+
 def import_key(full: str) -> str:
     """The name a distribution is looked up by: the top-level module, or for namespace packages
     (google.cloud.storage, backports.zoneinfo, jaraco.functools) the distinguishing prefix."""

@@ -23,6 +23,7 @@ from packaging.version import Version
 
 from bot.atoms import Atom, AtomError
 from bot.errors import KnowledgeError
+from bot.graph.mapping import DATA, repair_distribution
 
 # libyaml's parser when PyYAML has it: the seed is parsed at every fresh store
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -215,18 +216,51 @@ def load_units_file(path: Path) -> list[Unit]:
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise KnowledgeError(f"cannot read units from {path}: {exc}",
                              "The file must be YAML or JSON holding a list of units.") from exc
+    generated: list[dict[str, Any]] = []
     if isinstance(data, Mapping):
+        if data.get("generate") is not None:
+            generated = generate_units(data["generate"], path)
         data = data.get("units", [])
     if not isinstance(data, list):
         raise KnowledgeError(f"{path}: expected a list of units",
                              "Write a list, or a mapping with a 'units' list.")
-    return [Unit.from_json(d) for d in data]
+    return [Unit.from_json(d) for d in [*generated, *data]]
+
+
+def _install_module_unit(module: str, advice: str | None, where: Path) -> dict[str, Any]:
+    dist = repair_distribution(module)
+    if not dist:
+        raise KnowledgeError(f"{where}: no distribution is known for the import {module!r}",
+                             "Add it to bot/graph/data/import_map.json, or write the unit by hand.")
+    return {"id": "install-module-" + module.lower().replace(".", "-"), "category": "install",
+            "title": f"import {module} needs {dist}",
+            "signals": {"patterns": [f"No module named '?{re.escape(module)}(?:'|\\.|$)"],
+                        "keywords": [dist.lower(), "modulenotfounderror"]},
+            "advice": advice or f"The import name {module} is provided by the distribution {dist}; install {dist}.",
+            "atoms": [{"kind": "pip_install", "packages": [dist]}]}
+
+
+def generate_units(spec: Any, where: Path) -> list[dict[str, Any]]:
+    """Units generated from a table the rules use, so that one fact is written once
+    (docs/architecture.md, "One form for repair knowledge"). ``install-module``: one unit per
+    module, its distribution from bot.graph.mapping; a module given as ``{name: advice}``
+    keeps its own advice."""
+    if not isinstance(spec, Mapping) or spec.get("kind") != "install-module" \
+            or not isinstance(spec.get("modules"), list):
+        raise KnowledgeError(f"{where}: 'generate' needs kind: install-module and a list of modules",
+                             "See bot/knowledge/seed/install-modules.yml.")
+    out = []
+    for item in spec["modules"]:
+        module, advice = next(iter(item.items())) if isinstance(item, Mapping) else (item, None)
+        out.append(_install_module_unit(str(module), advice, where))
+    return out
 
 
 def seed_digest() -> str:
     """A digest of the packaged seed files: stores reload the seed only when it changes."""
     h = hashlib.sha256()
-    for path in sorted(SEED_DIR.glob("*.yml")):
+    # generated units read the import table: a change there is a change of the seed
+    for path in [*sorted(SEED_DIR.glob("*.yml")), DATA / "import_map.json"]:
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 

@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from bot import safefs
 from bot.atoms import Atom, AtomError
-from bot.graph.mapping import known_distribution
+from bot.graph.mapping import repair_distribution
 from bot.loop.diagnose import Signature, service_for
 
 
@@ -154,14 +154,6 @@ COMMAND_PACKAGES = {
 }
 COMPILER_PACKAGES = {"gcc": ["gcc", "libc6-dev"], "cc": ["gcc", "libc6-dev"], "g++": ["g++"],
                      "c++": ["g++"], "clang": ["clang"], "make": ["make"], "cmake": ["cmake"]}
-# Distributions for imports that bot/graph/data/import_map.json (the one import table, read
-# first by distribution_for) leaves out on purpose: as a plan-time guess from an import they
-# would be wrong too often (``google`` is a namespace, ``distutils`` was the standard library),
-# but after a "No module named" failure they are the fix. The other 48 entries this table once
-# had repeated the import map and were never reached (issue 17).
-REPAIR_ONLY_DISTRIBUTIONS = {
-    "editor": "python-editor", "socks": "PySocks", "distutils": "setuptools", "google": "protobuf",
-}
 
 
 # Optional C extensions built only when a system library is present at build time: the
@@ -180,9 +172,9 @@ NATIVE_BUILD_TOOLS = ["gcc", "libc6-dev", "pkg-config"]
 
 
 def distribution_for(module: str) -> str:
-    """The PyPI distribution that provides ``module``: the graph's import map first, then the
-    repair-only table above, then the module's own name."""
-    return known_distribution(module) or REPAIR_ONLY_DISTRIBUTIONS.get(module) or module.replace("_", "-")
+    """The PyPI distribution that provides ``module``: the graph's import table and its
+    repair-only names (bot.graph.mapping.repair_distribution), else the module's own name."""
+    return repair_distribution(module) or module.replace("_", "-")
 
 
 def distributions_for(module: str) -> list[str]:

@@ -96,3 +96,25 @@ def test_apt_packages_exist_in_the_host_debian_suite():
     if not found:
         pytest.skip("apt package lists are empty (run apt-get update)")
     assert sorted(set(wanted) - found) == []
+
+
+def test_install_module_units_are_generated_from_the_import_table(tmp_path):
+    """One fact, written once: the seed's import -> distribution units read the table the plan
+    and the loop's rules read, so they cannot disagree with it (issue 17)."""
+    from bot.errors import KnowledgeError
+    from bot.graph.mapping import repair_distribution
+    from bot.knowledge.units import SEED_DIR, load_units_file
+
+    path = SEED_DIR / "install-modules.yml"
+    spec = __import__("yaml").safe_load(path.read_text())
+    generated = [m if isinstance(m, str) else next(iter(m)) for m in spec["generate"]["modules"]]
+    units = {u.id: u for u in load_units_file(path)}
+    assert len(generated) >= 25
+    for module in generated:
+        unit = units["install-module-" + module.lower().replace(".", "-")]
+        assert [a.args["packages"] for a in unit.atoms] == [[repair_distribution(module)]]
+        assert unit.match(f"ModuleNotFoundError: No module named '{module}'")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("generate:\n  kind: install-module\n  modules: [no_such_module_anywhere]\n")
+    with pytest.raises(KnowledgeError, match="no_such_module_anywhere"):
+        load_units_file(bad)
