@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -280,160 +280,253 @@ def _test_dirs(repo: Path) -> list[str]:
             if (repo / d).is_dir() and safefs.inside(repo, repo / d)]
 
 
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule may consult besides the signature."""
+    repo: Path
+    python: str
+    available_pythons: Sequence[str]
+    repo_env: Mapping[str, str]     # the repository's own non-secret config (target.env)
+    specs: Mapping[str, str]        # the plan's requirement per distribution (canonical name)
+
+
+Rule = Callable[[Signature, RuleContext], list[Candidate]]
+# signature kind -> the rule that repairs it: every deterministic "failure -> fix" in one shape
+RULES: dict[str, Rule] = {}
+
+
+def rule(*kinds: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for kind in kinds:
+            RULES[kind] = fn
+        return fn
+    return register
+
+
+def _one(kind: str, why: str, **args: Any) -> Candidate:
+    return Candidate([Atom(kind, args)], "rule", why=why)
+
+
+def _from_table(atom: str, table: Mapping[str, Any], why: str) -> Rule:
+    """A rule that looks the signature's key up in ``table`` (a package name or a list)."""
+    def look_up(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+        found = table.get(sig.key)
+        if not found:
+            return []
+        packages = found if isinstance(found, list) else [found]
+        return [_one(atom, why.format(key=sig.key, found=packages[0]), packages=packages)]
+    return look_up
+
+
+@rule("missing_module", "no_test_runner")
+def _install_module(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("pip_install", f"import {sig.key} is provided by {dist}", packages=[dist])
+            for dist in distributions_for(sig.key)]
+
+
+@rule("import_name_error", "module_attribute")
+def _install_the_right_distribution(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    dist = distribution_for(sig.key)
+    if dist and dist.lower() != sig.key.lower():
+        return [_one("pip_install", f"{sig.key} comes from {dist}; another distribution shadows it", packages=[dist])]
+    return []
+
+
+@rule("pytest_plugin_arg")
+def _pytest_option_plugin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    k = sig.key
+    plugin = PYTEST_OPTION_PLUGINS.get(k) or next(
+        (p for opt, p in PYTEST_OPTION_PLUGINS.items() if p and k.startswith(opt + "-")), "")
+    return [_one("pip_install", f"pytest option {k} comes from {plugin}", packages=[plugin])] if plugin else []
+
+
+RULES["pytest_plugin_ini"] = _from_table("pip_install", PYTEST_INI_PLUGINS, "ini option {key} comes from {found}")
+RULES["pytest_missing_fixture"] = _from_table("pip_install", PYTEST_FIXTURE_PLUGINS, "fixture {key} comes from {found}")
+RULES["pytest_unknown_marker"] = _from_table("pip_install", PYTEST_MARKER_PLUGINS, "marker {key} comes from {found}")
+RULES["missing_shared_lib"] = _from_table("apt_install", SHARED_LIB_PACKAGES, "{key} is in Debian's {found}")
+RULES["missing_command"] = _from_table("apt_install", COMMAND_PACKAGES, "{key} is not installed")
+
+
+@rule("pytest_async_unsupported")
+def _async_tests(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("pip_install", "async tests need pytest-asyncio", packages=["pytest-asyncio"]),
+            _one("pip_install", "async tests under anyio", packages=["anyio"])]
+
+
+@rule("python_pin")
+def _python_for_a_pin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    # a pinned release that installs only on another Python: the offered one that fits
+    chosen = choose_python(sig.key, ctx.available_pythons, ctx.python)
+    return [_one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen)] if chosen else []
+
+
+@rule("no_matching_distribution")
+def _older_python_for_an_old_pin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    # an old pin may only have releases for older Pythons: the offered ones below this one,
+    # newest first (pip did not say which Python the release needs)
+    if "==" not in sig.key:
+        return []
+    older = sorted((v for v in ctx.available_pythons if Version(v) < Version(ctx.python)), key=Version, reverse=True)
+    return [_one("switch_python", f"{sig.key} may only have releases for older Pythons; {v} is offered", version=v)
+            for v in older]
+
+
+@rule("not_a_package")
+def _deps_only(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("install_deps_only", "the project is an application, not an installable package: "
+                 "install its dependencies and run it from the checkout")]
+
+
+@rule("apt_conflict")
+def _one_side_of_a_conflict(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    from bot.graph.alternatives import group_of
+
+    first, _, second = sig.key.partition("|")
+    group = group_of(first) or group_of(second) or ()
+    # keep the preferred side of a known group; else the one apt named first
+    order = [second, first] if group and second in group and first in group and \
+        group.index(second) < group.index(first) else [first, second]
+    return [_one("drop_package", f"{first} and {second} exclude each other; keep {keep}", manager="apt", packages=[drop])
+            for keep, drop in (order, order[::-1])]
+
+
+@rule("missing_native_submodule")
+def _rebuild_with_the_extension(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    from packaging.utils import canonicalize_name
+
+    dist = distribution_for(sig.key)
+    libs = NATIVE_SUBMODULE_PACKAGES.get(sig.key, [])
+    spec = ctx.specs.get(canonicalize_name(dist), dist)
+    rebuild = ["python", "-m", "pip", "install", "--no-cache-dir", "--force-reinstall", "--no-deps",
+               "--no-binary", dist, spec]
+    why = f"{dist} is installed but was built without its optional extension"
+    out = []
+    if libs:
+        out.append(Candidate([Atom("apt_install", {"packages": [*libs, *NATIVE_BUILD_TOOLS]}),
+                              Atom("run", {"command": rebuild})], "rule",
+                             why=f"{why}: rebuild it from source against {', '.join(libs)}"))
+    out.append(Candidate([Atom("apt_install", {"packages": [*NATIVE_BUILD_TOOLS, "swig"]}),
+                          Atom("run", {"command": rebuild})], "rule",
+                         why=f"{why}: rebuild it from source with a compiler"))
+    return out
+
+
+@rule("python_floor", "newer_syntax")
+def _newer_python(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    spec = sig.key if sig.kind == "python_floor" else f">{ctx.python}"
+    chosen = choose_python(spec, ctx.available_pythons, ctx.python)
+    return [_one("switch_python", f"needs Python {spec}; {chosen} is available", version=chosen)] if chosen else []
+
+
+@rule("missing_header")
+def _header_package(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    k = sig.key
+    pkg = HEADER_PACKAGES.get(k) or HEADER_PACKAGES.get(k.split("/")[-1])
+    return [_one("apt_install", f"{k} is in Debian's {pkg}", packages=[pkg, "gcc", "libc6-dev"])] if pkg else []
+
+
+@rule("missing_compiler")
+def _compiler(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("apt_install", f"{sig.key} is not installed", packages=COMPILER_PACKAGES.get(sig.key, ["gcc", "libc6-dev"]))]
+
+
+@rule("missing_pkg_config")
+def _pkg_config(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("apt_install", "pkg-config is not installed", packages=["pkg-config"])]
+
+
+@rule("missing_pkg_config_module")
+def _pkg_config_module(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    k = sig.key
+    pkg = PKG_CONFIG_PACKAGES.get(k) or (f"lib{k.removeprefix('lib')}-dev" if re.match(r"^[a-z0-9.+\-]+$", k) else "")
+    return [_one("apt_install", f"pkg-config module {k}", packages=[pkg, "pkg-config"])] if pkg else []
+
+
+@rule("missing_typelib")
+def _typelib(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    k = sig.key
+    if k not in TYPELIB_PACKAGES:
+        return []
+    return [_one("apt_install", f"the {k} typelib is in Debian's {TYPELIB_PACKAGES[k][0]}", packages=TYPELIB_PACKAGES[k])]
+
+
+@rule("missing_rust")
+def _rust(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("apt_install", "the build needs a Rust toolchain", packages=["rustc", "cargo"])]
+
+
+@rule("missing_extra")
+def _extra(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("install_extras", f"the extra {sig.key} is not installed", extras=[sig.key])]
+
+
+@rule("connection_refused", "unknown_service_host")
+def _service(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    service = service_for(sig)
+    return [_one("start_service", f"the tests talk to {service}", service=service)] if service else []
+
+
+@rule("scm_version")
+def _scm_version(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    return [_one("set_env", "no git metadata in the build context", name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0")]
+
+
+@rule("django_settings")
+def _django_settings(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    out = []
+    # a Django project that does not use pytest-django: the runner it declares
+    if _django_runner(ctx.repo) and not _uses_pytest_django(ctx.repo):
+        out.append(_one("test_command", "a Django project without pytest-django: its tests run under manage.py test",
+                        command=["python", "manage.py", "test"]))
+    # pytest only sets Django up (django.setup()) through pytest-django; the variable alone
+    # leaves "Apps aren't loaded yet"
+    for module in _django_settings_modules(ctx.repo)[:3]:
+        out.append(Candidate([Atom("pip_install", {"packages": ["pytest-django"]}),
+                              Atom("set_env", {"name": "DJANGO_SETTINGS_MODULE", "value": module})],
+                             "rule", why=f"Django tests under pytest need pytest-django and the settings module {module}"))
+    return out
+
+
+@rule("missing_env")
+def _env_value(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    k = sig.key
+    values = _env_value_from_repo(ctx.repo_env, k)
+    if not values:
+        return [_one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test")]
+    return [_one("set_env", f"the repository's target.env sets {k}", name=k, value=value) for value in values[:2]]
+
+
+@rule("no_tests_collected", "path_not_found")
+def _where_the_tests_are(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    out = []
+    if _django_runner(ctx.repo):
+        out.append(_one("test_command", "a Django project: its tests run under manage.py test",
+                        command=["python", "manage.py", "test"]))
+    for d in _test_dirs(ctx.repo):
+        out.append(_one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
+    return out
+
+
+def _valid(cand: Candidate) -> bool:
+    try:
+        for a in cand.atoms:
+            a.validate()
+    except AtomError:
+        return False
+    return True
+
+
 def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str],
                     repo_env: Mapping[str, str] | None = None,
                     specs: Mapping[str, str] | None = None) -> list[Candidate]:
-    """The obvious fixes for a signature, without the experience base. ``repo_env``: the
-    repository's own non-secret config (target.env); ``specs``: the plan's requirement for each
-    distribution (canonical name -> specifier), so a rebuild keeps the release the plan chose."""
-    k = sig.key
-
-    def one(kind: str, why: str, **args: Any) -> Candidate:
-        return Candidate([Atom(kind, args)], "rule", why=why)
-
-    out: list[Candidate] = []
-    match sig.kind:
-        case "missing_module" | "no_test_runner":
-            for dist in distributions_for(k):
-                out.append(one("pip_install", f"import {k} is provided by {dist}", packages=[dist]))
-        case "import_name_error" | "module_attribute":
-            dist = distribution_for(k)
-            if dist and dist.lower() != k.lower():
-                out.append(one("pip_install", f"{k} comes from {dist}; another distribution shadows it",
-                               packages=[dist]))
-        case "pytest_plugin_arg":
-            plugin = PYTEST_OPTION_PLUGINS.get(k) or next(
-                (p for opt, p in PYTEST_OPTION_PLUGINS.items() if p and k.startswith(opt + "-")), "")
-            if plugin:
-                out.append(one("pip_install", f"pytest option {k} comes from {plugin}", packages=[plugin]))
-        case "pytest_plugin_ini":
-            if PYTEST_INI_PLUGINS.get(k):
-                out.append(one("pip_install", f"ini option {k} comes from {PYTEST_INI_PLUGINS[k]}",
-                               packages=[PYTEST_INI_PLUGINS[k]]))
-        case "pytest_missing_fixture":
-            if PYTEST_FIXTURE_PLUGINS.get(k):
-                out.append(one("pip_install", f"fixture {k} comes from {PYTEST_FIXTURE_PLUGINS[k]}",
-                               packages=[PYTEST_FIXTURE_PLUGINS[k]]))
-        case "pytest_async_unsupported":
-            out.append(one("pip_install", "async tests need pytest-asyncio", packages=["pytest-asyncio"]))
-            out.append(one("pip_install", "async tests under anyio", packages=["anyio"]))
-        case "pytest_unknown_marker":
-            if PYTEST_MARKER_PLUGINS.get(k):
-                out.append(one("pip_install", f"marker {k} comes from {PYTEST_MARKER_PLUGINS[k]}",
-                               packages=[PYTEST_MARKER_PLUGINS[k]]))
-        case "python_pin":
-            # a pinned release that installs only on another Python: the offered one that fits
-            chosen = choose_python(k, available_pythons, python)
-            if chosen:
-                out.append(one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen))
-        case "no_matching_distribution" if "==" in k:
-            # an old pin may only have releases for older Pythons: the offered ones below this
-            # one, newest first (pip did not say which Python the release needs)
-            older = sorted((v for v in available_pythons if Version(v) < Version(python)), key=Version, reverse=True)
-            for v in older:
-                out.append(one("switch_python", f"{k} may only have releases for older Pythons; {v} is offered",
-                               version=v))
-        case "not_a_package":
-            out.append(one("install_deps_only", "the project is an application, not an installable package: "
-                           "install its dependencies and run it from the checkout"))
-        case "apt_conflict":
-            first, _, second = k.partition("|")
-            from bot.graph.alternatives import group_of
-
-            group = group_of(first) or group_of(second) or ()
-            # keep the preferred side of a known group; else the one apt named first
-            order = [second, first] if group and second in group and first in group and \
-                group.index(second) < group.index(first) else [first, second]
-            for keep, drop in (order, order[::-1]):
-                out.append(one("drop_package", f"{first} and {second} exclude each other; keep {keep}",
-                               manager="apt", packages=[drop]))
-        case "missing_native_submodule":
-            dist = distribution_for(k)
-            libs = NATIVE_SUBMODULE_PACKAGES.get(k, [])
-            from packaging.utils import canonicalize_name
-
-            spec = (specs or {}).get(canonicalize_name(dist), dist)
-            rebuild = ["python", "-m", "pip", "install", "--no-cache-dir", "--force-reinstall", "--no-deps",
-                       "--no-binary", dist, spec]
-            why = f"{dist} is installed but was built without its optional extension"
-            if libs:
-                out.append(Candidate([Atom("apt_install", {"packages": [*libs, *NATIVE_BUILD_TOOLS]}),
-                                      Atom("run", {"command": rebuild})], "rule",
-                                     why=f"{why}: rebuild it from source against {', '.join(libs)}"))
-            out.append(Candidate([Atom("apt_install", {"packages": [*NATIVE_BUILD_TOOLS, "swig"]}),
-                                  Atom("run", {"command": rebuild})], "rule",
-                                 why=f"{why}: rebuild it from source with a compiler"))
-        case "python_floor" | "newer_syntax":
-            spec = k if sig.kind == "python_floor" else f">{python}"
-            chosen = choose_python(spec, available_pythons, python)
-            if chosen:
-                out.append(one("switch_python", f"needs Python {spec}; {chosen} is available", version=chosen))
-        case "missing_header":
-            pkg = HEADER_PACKAGES.get(k) or HEADER_PACKAGES.get(k.split("/")[-1])
-            if pkg:
-                out.append(one("apt_install", f"{k} is in Debian's {pkg}", packages=[pkg, "gcc", "libc6-dev"]))
-        case "missing_compiler":
-            out.append(one("apt_install", f"{k} is not installed", packages=COMPILER_PACKAGES.get(k, ["gcc", "libc6-dev"])))
-        case "missing_shared_lib":
-            if k in SHARED_LIB_PACKAGES:
-                out.append(one("apt_install", f"{k} is in Debian's {SHARED_LIB_PACKAGES[k]}",
-                               packages=[SHARED_LIB_PACKAGES[k]]))
-        case "missing_pkg_config":
-            out.append(one("apt_install", "pkg-config is not installed", packages=["pkg-config"]))
-        case "missing_pkg_config_module":
-            pkg = PKG_CONFIG_PACKAGES.get(k) or (f"lib{k.removeprefix('lib')}-dev" if re.match(r"^[a-z0-9.+\-]+$", k) else "")
-            if pkg:
-                out.append(one("apt_install", f"pkg-config module {k}", packages=[pkg, "pkg-config"]))
-        case "missing_typelib":
-            if k in TYPELIB_PACKAGES:
-                out.append(one("apt_install", f"the {k} typelib is in Debian's {TYPELIB_PACKAGES[k][0]}",
-                               packages=TYPELIB_PACKAGES[k]))
-        case "missing_rust":
-            out.append(one("apt_install", "the build needs a Rust toolchain", packages=["rustc", "cargo"]))
-        case "missing_command":
-            if k in COMMAND_PACKAGES:
-                out.append(one("apt_install", f"{k} is not installed", packages=COMMAND_PACKAGES[k]))
-        case "missing_extra":
-            out.append(one("install_extras", f"the extra {k} is not installed", extras=[k]))
-        case "connection_refused" | "unknown_service_host":
-            service = service_for(sig)
-            if service:
-                out.append(one("start_service", f"the tests talk to {service}", service=service))
-        case "scm_version":
-            out.append(one("set_env", "no git metadata in the build context",
-                           name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0"))
-        case "django_settings":
-            # a Django project that does not use pytest-django: the runner it declares
-            if _django_runner(repo) and not _uses_pytest_django(repo):
-                out.append(one("test_command", "a Django project without pytest-django: its tests run under manage.py test",
-                               command=["python", "manage.py", "test"]))
-            # pytest only sets Django up (django.setup()) through pytest-django; the variable
-            # alone leaves "Apps aren't loaded yet"
-            for module in _django_settings_modules(repo)[:3]:
-                out.append(Candidate([Atom("pip_install", {"packages": ["pytest-django"]}),
-                                      Atom("set_env", {"name": "DJANGO_SETTINGS_MODULE", "value": module})],
-                                     "rule", why=f"Django tests under pytest need pytest-django and the settings module {module}"))
-        case "missing_env":
-            values = _env_value_from_repo(repo_env or {}, k)
-            for value in values[:2]:
-                out.append(one("set_env", f"the repository's target.env sets {k}", name=k, value=value))
-            if not values:
-                out.append(one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test"))
-        case "no_tests_collected" | "path_not_found":
-            if _django_runner(repo):
-                out.append(one("test_command", "a Django project: its tests run under manage.py test",
-                               command=["python", "manage.py", "test"]))
-            for d in _test_dirs(repo):
-                out.append(one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
-    valid = []
-    for cand in out:
-        try:
-            for a in cand.atoms:
-                a.validate()
-        except AtomError:
-            continue
-        valid.append(cand)
-    return valid
+    """The obvious fixes for a signature, without the experience base (``RULES``). ``repo_env``:
+    the repository's own non-secret config (target.env); ``specs``: the plan's requirement for
+    each distribution (canonical name -> specifier), so a rebuild keeps the release the plan chose."""
+    found = RULES.get(sig.kind)
+    if found is None:
+        return []
+    ctx = RuleContext(repo, python, available_pythons, repo_env or {}, specs or {})
+    return [c for c in found(sig, ctx) if _valid(c)]
 
 
 # --- generic strategies: when no rule or unit repairs the failure ---------------------------------
