@@ -531,12 +531,48 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
 
 # --- generic strategies: when no rule or unit repairs the failure ---------------------------------
 
+def _workflow_run_blocks(repo: Path) -> list[str]:
+    """The ``run:`` scripts of the repository's workflows (the first ten files), read through
+    the one safe reader: a link out of the repository is not followed."""
+    from types import SimpleNamespace
+
+    from bot.evidence.yamlload import load_yaml
+
+    blocks: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "run" and isinstance(value, str):
+                    blocks.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    sink = SimpleNamespace(warn=lambda *a, **k: None)
+    folder = repo / ".github" / "workflows"
+    try:
+        names = os.listdir(folder) if safefs.inside(repo, folder) and folder.is_dir() else []
+    except OSError:
+        names = []
+    workflows = [f".github/workflows/{n}" for n in names if re.fullmatch(r"[^/]+\.ya?ml", n)]
+    for rel in sorted(workflows)[:10]:
+        text = safefs.try_read_text(repo, rel, max_bytes=1_000_000)
+        try:
+            if text is not None:
+                walk(load_yaml(sink, rel.rsplit("/", 1)[-1], text))
+        except (TypeError, AttributeError):
+            continue
+    return blocks
+
+
 def ci_install_specs(repo: Path) -> list[str]:
     """The distributions the repository's own CI, tox and nox install by name
     (``pip install X Y``, tox ``deps``, nox ``session.install("X")``), in the order found.
     Only requirement specifiers are kept: no options, URLs, paths or shell expansions."""
     from bot.evidence.shellcmd import commands, pip_install
-    from bot.evidence.yamlload import load_yaml
 
     found: list[str] = []
 
@@ -553,38 +589,11 @@ def ci_install_specs(repo: Path) -> list[str]:
 
     def shell(text: str) -> None:
         for cmd in commands(text):
-            pip = pip_install(cmd)
-            for spec in (pip or {}).get("packages", []):
+            for spec in (pip_install(cmd) or {}).get("packages", []):
                 keep(spec)
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "run" and isinstance(value, str):
-                    shell(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    from types import SimpleNamespace
-
-    sink = SimpleNamespace(warn=lambda *a, **k: None)
-    # repository files through the one safe reader: a link out of the repository is not followed
-    folder = repo / ".github" / "workflows"
-    try:
-        names = os.listdir(folder) if safefs.inside(repo, folder) and folder.is_dir() else []
-    except OSError:
-        names = []
-    workflows = [f".github/workflows/{n}" for n in names if re.fullmatch(r"[^/]+\.ya?ml", n)]
-    for rel in sorted(workflows)[:10]:
-        text = safefs.try_read_text(repo, rel, max_bytes=1_000_000)
-        try:
-            if text is not None:
-                walk(load_yaml(sink, rel.rsplit("/", 1)[-1], text))
-        except (TypeError, AttributeError):
-            continue
+    for block in _workflow_run_blocks(repo):
+        shell(block)
     tox = safefs.try_read_text(repo, "tox.ini", max_bytes=1_000_000)
     if tox is not None:
         for block in re.findall(r"^deps\s*=([^\n]*(?:\n[ \t]+[^\n]*)*)", tox, re.M):

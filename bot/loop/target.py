@@ -226,25 +226,10 @@ class TargetMixin(LoopBase):
         if ws.forwards:
             self._ensure_forwarding(ws)
         collect = self._collect_command()
-        outcome = TargetOutcome("collect")
         if collect:
             r = self._exec(ws, collect, "collect", env)
-            outcome.collect_exit = r.exit_code
             if r.exit_code != 0:
-                sigs = collection_signatures(r.output)
-                absent = absent_submodules(self.repo, r.output)
-                if absent:
-                    # no package brings a missing checkout back: say so instead of trying repairs
-                    sigs = [Signature("missing_submodule", "configuration", path,
-                                      f"git submodule {path} ({url}) is not checked out; the tests read from it. "
-                                      "Check out with submodules (the reusable workflow's `submodules: recursive` input, "
-                                      "or `git submodule update --init --recursive`).")
-                            for path, url in absent] + [s for s in sigs if s.kind != "collection_error"]
-                if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
-                    sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
-                if r.timed_out:
-                    outcome.note = "test collection timed out"
-                return TargetOutcome("collect", sigs, log=r.output, collect_exit=r.exit_code, note=outcome.note)
+                return self._collection_failed(r)
         cmd = self._test_command()
         r = self._exec(ws, cmd, "test", env)
         results = TestResults()
@@ -255,10 +240,7 @@ class TargetMixin(LoopBase):
                 results = parse_junit(xml.output)
                 junit = bool(xml.output.strip())
         sigs = diagnose(r.output + "\n" + results.failure_text())
-        if collect is None:
-            outcome.collect_exit = 0 if r.exit_code in (0, 1) else r.exit_code
-        else:
-            outcome.collect_exit = 0
+        collect_exit = 0 if collect is not None or r.exit_code in (0, 1) else r.exit_code
         if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
             sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
         ran_tests = bool(results.total) or unittest_ran(r.output)
@@ -270,6 +252,22 @@ class TargetMixin(LoopBase):
             stage = "done"
             note = (f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
                     "shows no setup failure, so the outcomes of the unfinished tests are unknown")
-        return TargetOutcome(stage, sigs, log=r.output, collect_exit=outcome.collect_exit,
+        return TargetOutcome(stage, sigs, log=r.output, collect_exit=collect_exit,
                              test_exit=r.exit_code, results=results, note=note, junit=junit)
+
+    def _collection_failed(self, r: Any) -> TargetOutcome:
+        """What a failed collection says; a git submodule that is not checked out is said as such
+        (no package brings a missing checkout back, so no repair is tried for it)."""
+        sigs = collection_signatures(r.output)
+        absent = absent_submodules(self.repo, r.output)
+        if absent:
+            sigs = [Signature("missing_submodule", "configuration", path,
+                              f"git submodule {path} ({url}) is not checked out; the tests read from it. "
+                              "Check out with submodules (the reusable workflow's `submodules: recursive` input, "
+                              "or `git submodule update --init --recursive`).")
+                    for path, url in absent] + [s for s in sigs if s.kind != "collection_error"]
+        if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
+            sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
+        note = "test collection timed out" if r.timed_out else ""
+        return TargetOutcome("collect", sigs, log=r.output, collect_exit=r.exit_code, note=note)
 

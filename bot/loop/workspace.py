@@ -87,24 +87,8 @@ class WorkspaceMixin(LoopBase):
             ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
             return ws
         try:
-            network = None
             env = self._plan_env()
-            reqs = self._service_requirements()
-            if reqs:
-                network = ws.stack.enter_context(self.engine.network())
-                manager = ws.stack.enter_context(self.service_manager(self.engine, network))
-                t0 = time.monotonic()
-                started_services = manager.start(reqs, ci_env=env)
-                env.update(started_services.env)
-                self.traj.record("services", command=[getattr(o, "name", "?") for o in started_services.outcomes],
-                                 duration=time.monotonic() - t0,
-                                 outcome="ok" if started_services.all_healthy else "unhealthy",
-                                 detail={"services": [o.to_json() for o in started_services.outcomes]})
-                self._note_services(started_services.outcomes)
-                from bot.verify.services import ServiceSpec, forward_targets
-
-                # CI reaches services on localhost: relay 127.0.0.1/::1 to each sibling
-                ws.forwards = forward_targets(started_services.outcomes, [ServiceSpec.from_any(r) for r in reqs])
+            network = self._start_services(ws, env)
             ws.env = env
             ws.session = ws.stack.enter_context(self.engine.session(tag, env=env, network=network))
         except SetupbotError as exc:
@@ -114,6 +98,27 @@ class WorkspaceMixin(LoopBase):
             return ws
         ws.outcome = self.evaluate(ws)
         return ws
+
+    def _start_services(self, ws: Workspace, env: dict[str, str]) -> str | None:
+        """Start the services the graph holds on a private network (closed with the workspace)
+        and add their wiring to ``env``; returns the network, or None when none is needed."""
+        reqs = self._service_requirements()
+        if not reqs:
+            return None
+        from bot.verify.services import ServiceSpec, forward_targets
+
+        network = ws.stack.enter_context(self.engine.network())
+        manager = ws.stack.enter_context(self.service_manager(self.engine, network))
+        t0 = time.monotonic()
+        started = manager.start(reqs, ci_env=env)
+        env.update(started.env)
+        self.traj.record("services", command=[getattr(o, "name", "?") for o in started.outcomes],
+                         duration=time.monotonic() - t0, outcome="ok" if started.all_healthy else "unhealthy",
+                         detail={"services": [o.to_json() for o in started.outcomes]})
+        self._note_services(started.outcomes)
+        # CI reaches services on localhost: relay 127.0.0.1/::1 to each sibling
+        ws.forwards = forward_targets(started.outcomes, [ServiceSpec.from_any(r) for r in reqs])
+        return network
 
     def _build_timeout(self) -> int:
         """An image build is cut where its phase's time ends (like every command)."""
