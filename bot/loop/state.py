@@ -6,11 +6,15 @@ The graph is the only state a repair changes; ``undo_to`` (trials.py) is the onl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
+    from bot.loop.diagnose import Signature
     from bot.loop.records import KeptRepair, RunRecord
+    from bot.loop.repair import Candidate
+    from bot.loop.target import TargetOutcome
     from bot.loop.trajectory import Budget, Trajectory
+    from bot.loop.workspace import Workspace
 
 
 class LoopBase:
@@ -37,6 +41,24 @@ class LoopBase:
     _era_cache: Any
     providers: dict[str, list[str]]
     reoffered: set                      # kept candidates a clean replay disproved, offered again
+
+    if TYPE_CHECKING:
+        # what one seam calls on another (defined in the mixin named; SetupLoop has them all)
+        @property
+        def python(self) -> str: ...                                        # orchestrator
+
+        def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace: ...  # workspace
+
+        def _exec(self, ws: Workspace, argv: list[str], action: str,
+                  env: Mapping[str, str] | None = None) -> Any: ...          # workspace
+
+        def _ensure_forwarding(self, ws: Workspace) -> None: ...           # workspace
+
+        def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome: ...  # target
+
+        def era_candidates(self, sig: Signature, log_text: str = "") -> list[Candidate]: ...  # era
+
+        def _ran(self, outcome: TargetOutcome) -> bool: ...                # orchestrator
 
     @property
     def graph(self) -> Any:

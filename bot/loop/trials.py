@@ -177,9 +177,10 @@ class TrialsMixin(LoopBase):
         """Roll the runner back ``frames`` snapshots (the LLM planner's rollback) and undo the
         kept repairs made above them."""
         depth = ws.session.depth - frames
-        dropped = [k for k in self.record.repairs if k.checkpoint is not None and k.checkpoint.workspace == ws.tag
-                   and k.checkpoint.depth is not None and k.checkpoint.depth >= depth]
-        cp = dropped[0].checkpoint if dropped else self.checkpoint(ws)
+        dropped = [k.checkpoint for k in self.record.repairs if k.checkpoint is not None
+                   and k.checkpoint.workspace == ws.tag and k.checkpoint.depth is not None
+                   and k.checkpoint.depth >= depth]
+        cp = dropped[0] if dropped and dropped[0] is not None else self.checkpoint(ws)
         undone = self.undo_to(ws, cp, depth=depth)
         self.traj.record("rollback", outcome="requested", detail={"frames": frames, "undone": len(undone)})
         ws.outcome = self.evaluate(ws)

@@ -51,7 +51,7 @@ class WorkspaceMixin(LoopBase):
         rt = getattr(self.graph, "runtime", None)
         resolve = getattr(self.engine, "resolve_image", None)
         image = rt.attrs.get("base_image") if rt is not None else None
-        if not image or resolve is None:
+        if rt is None or not image or resolve is None:
             return
         if rt.attrs.get("base_resolved") == image:
             return
