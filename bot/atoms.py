@@ -5,7 +5,10 @@ environment. The knowledge base stores atoms, the loop trials them in a runner c
 a kept atom becomes a DepGraph change (bot.graph applies it) so the compiled Dockerfile
 reproduces it. The working container is never the artifact.
 
-Kinds and their arguments (all values are strings or lists of strings):
+Each kind is defined once, in ``ATOM_KINDS`` at the end of this module (arguments and their
+check, description, in-container trial, graph change, what the outputs compile from it); its
+graph change is ``bot.graph.apply.APPLY[kind]``. Kinds and their arguments (all values are
+strings or lists of strings):
 
   apt_install      packages: [..]              Debian packages (e.g. libpq-dev)
   pip_install      packages: [..]              requirement specifiers (e.g. "psycopg2-binary<3")
