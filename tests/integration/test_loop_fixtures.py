@@ -38,7 +38,17 @@ def _leftovers(engine) -> list[str]:
                          capture_output=True, text=True, check=True).stdout.split()
     nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
                           capture_output=True, text=True, check=True).stdout.split()
-    return out + nets
+    # The engine's own egress network lives as long as the engine (the fixture releases it):
+    # it is not something the run left behind.
+    return out + [n for n in nets if n not in _engine_nets(engine)]
+
+
+def _engine_nets(engine) -> set[str]:
+    if not engine._egress_net:
+        return set()
+    ids = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"name=^{engine._egress_net}$"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return set(ids)
 
 
 def setup(engine, tmp_path, name, extra_units=()):
