@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from bot.ecosystems.base import (CompileSnippet, Detection, Ecosystem, ImageFamily, TestRunner, basename, depth,
                                  list_files)
@@ -138,14 +138,24 @@ def foreign_markers(files: Iterable[str], registry: Mapping[str, Ecosystem] | No
 
 
 def detect_all(repo: Path | str, registry: Mapping[str, Ecosystem] | None = None) -> list[Detection]:
-    """Every registered ecosystem's detection of ``repo``, most confident first (registry order
-    breaks ties). An ecosystem whose detect() fails is left out, never fatal."""
+    """Every registered ecosystem's detection of the checkout ``repo``, most confident first
+    (registry order breaks ties). An ecosystem whose detect() fails is left out, never fatal."""
     registry = REGISTRY if registry is None else registry
+    return _ranked(registry, lambda eco: eco.detect(Path(repo)))
+
+
+def detect_files(files: Sequence[str], registry: Mapping[str, Ecosystem] | None = None) -> list[Detection]:
+    """``detect_all`` from repository-relative file names (a repository seen through an API)."""
+    registry = REGISTRY if registry is None else registry
+    return _ranked(registry, lambda eco: eco.detect_files(files))
+
+
+def _ranked(registry: Mapping[str, Ecosystem], detect: Callable[[Ecosystem], Detection | None]) -> list[Detection]:
     order = {name: i for i, name in enumerate(registry)}
     found = []
-    for name, eco in registry.items():
+    for eco in registry.values():
         try:
-            d = eco.detect(Path(repo))
+            d = detect(eco)
         except (OSError, ValueError):
             d = None
         if d is not None:
@@ -154,12 +164,22 @@ def detect_all(repo: Path | str, registry: Mapping[str, Ecosystem] | None = None
 
 
 def select(repo: Path | str, registry: Mapping[str, Ecosystem] | None = None) -> Selection:
-    """The ecosystems of ``repo`` and the foreign markers found in it (file names only: nothing
-    is read or run)."""
+    """The ecosystems of the checkout ``repo`` and the foreign markers found in it (file names
+    only: nothing is read or run)."""
     registry = REGISTRY if registry is None else registry
     root = Path(repo).resolve()
-    detections = detect_all(root, registry)
-    foreign = foreign_markers(list_files(root, max_depth=FOREIGN_DEPTH), registry)
+    return _selection(root, detect_all(root, registry), list_files(root, max_depth=FOREIGN_DEPTH), registry)
+
+
+def select_files(name: str, files: Sequence[str], registry: Mapping[str, Ecosystem] | None = None) -> Selection:
+    """``select`` for a repository known by its file names only (``name`` labels it)."""
+    registry = REGISTRY if registry is None else registry
+    return _selection(Path(name), detect_files(files, registry), list(files), registry)
+
+
+def _selection(root: Path, detections: list[Detection], files: list[str],
+               registry: Mapping[str, Ecosystem]) -> Selection:
+    foreign = foreign_markers(files, registry)
     dropped: list[Detection] = []
     if any(depth(f) == 0 for f in foreign):
         dropped = [d for d in detections if d.confidence < MIN_CONFIDENCE]
@@ -208,5 +228,5 @@ def parse_only(text: str | Iterable[str] | None, registry: Mapping[str, Ecosyste
 
 
 __all__ = ["FOREIGN_MARKERS", "MIN_CONFIDENCE", "REGISTRY", "CompileSnippet", "Detection", "Ecosystem",
-           "ImageFamily", "Selection", "TestRunner", "detect_all", "foreign_markers", "get", "list_files",
-           "make_plan", "parse_only", "select"]
+           "ImageFamily", "Selection", "TestRunner", "detect_all", "detect_files", "foreign_markers", "get", "list_files",
+           "make_plan", "parse_only", "select", "select_files"]

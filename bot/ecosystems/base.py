@@ -141,8 +141,16 @@ class Ecosystem(Protocol):
     devcontainer_extensions: tuple[str, ...]
 
     def detect(self, repo: Path) -> Detection | None:
-        """Whether ``repo`` is (partly) this ecosystem's, from file names only: nothing is read
-        or executed here (``list_files`` gives the names). None when nothing is recognised."""
+        """Whether the checkout ``repo`` is (partly) this ecosystem's, from file names only:
+        nothing is read or executed here. Implementations normally return
+        ``self.detect_files(list_files(repo))``. None when nothing is recognised."""
+        ...
+
+    def detect_files(self, files: Sequence[str]) -> Detection | None:
+        """The same judgement from repository-relative posix file names alone (``Cargo.toml``,
+        ``crates/a/Cargo.toml``), for a repository seen through an API with no checkout
+        (``setupbot rollout`` sees only the root listing). ``files`` may be partial: judge what
+        is there."""
         ...
 
     def scan(self, repo: Path, output_dir: str | None = None) -> Any:

@@ -65,9 +65,11 @@ class PythonEcosystem:
 
     # -- detection ------------------------------------------------------------------------------
     def detect(self, repo: Path) -> Detection | None:
+        return self.detect_files(list_files(repo))
+
+    def detect_files(self, files: Sequence[str]) -> Detection | None:
         from bot.ecosystems import matches
 
-        files = list_files(repo)
         manifests = [f for f in files if basename(f) in MANIFESTS]
         others = [f for f in files if matches(basename(f), OTHER_MARKERS)]
         sources = [f for f in files if f.endswith(".py")]
