@@ -20,6 +20,7 @@ from bot import safefs
 from bot.compile.compose import (app_environment, app_service_name, base_compose, compose_services, context_for,
                                  render_compose)
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
+from bot.ecosystems import devcontainer_for, plan_ecosystems
 from bot.errors import InputError
 from bot.report.model import ReportData, default_reproduce, from_pipeline
 from bot.report.render import MARKER_TEXT, render_report
@@ -166,11 +167,14 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     if base_file and not base_services:
         base_file, base_names = None, {}
     app_name = app_service_name(base_services)
-    env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(build_devcontainer(
+    devcontainer = build_devcontainer(
         name=name, test_command=report.test_command or ["python", "-m", "pytest"],
         services=[c.name for c in compose_services(services, base_names)],   # the compose keys, exactly
         env=None if services else app_env, post_create=post_create, context=context_for(out),
-        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [], app_service=app_name))
+        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [], app_service=app_name)
+    # each ecosystem of the plan adds its editor extensions (bot.ecosystems.base.Ecosystem.devcontainer)
+    devcontainer = devcontainer_for(devcontainer, plan_ecosystems(plan_json), plan_json)
+    env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(devcontainer)
     if services:
         env_files[f"{out}/{COMPOSE}"] = render_compose(services=services, app_env=app_env, output_dir=out,
                                                        base_names=base_names, app_name=app_name)

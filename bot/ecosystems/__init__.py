@@ -213,13 +213,25 @@ def make_plan(repo: Path | str, settings: Any = None, available_versions: Sequen
     return plan
 
 
-def get(name: str, registry: Mapping[str, Ecosystem] | None = None) -> Ecosystem:
+def plan_ecosystems(plan_json: Any) -> list[str]:
+    """The ecosystems a plan (``Plan.to_json()`` or its graph's JSON) was made by, lead first;
+    [] for a plan recorded before the registry named them."""
+    data = plan_json if isinstance(plan_json, dict) else {}
+    graph = data.get("graph") if isinstance(data.get("graph"), dict) else data
+    names = (graph.get("meta") or {}).get("ecosystems") if isinstance(graph, dict) else None
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def devcontainer_for(config: dict[str, Any], names: Iterable[str], plan: Any = None,
+                     registry: Mapping[str, Ecosystem] | None = None) -> dict[str, Any]:
+    """The devcontainer.json dict with each named ecosystem's extensions and settings added
+    (``Ecosystem.devcontainer``); names no longer registered are left out."""
     registry = REGISTRY if registry is None else registry
-    try:
-        return registry[name]
-    except KeyError:
-        raise ConfigError(f"unknown ecosystem {name!r}",
-                          f"Registered ecosystems: {', '.join(registry)}.") from None
+    for name in names:
+        eco = registry.get(name)
+        if eco is not None:
+            config = eco.devcontainer(config, plan)
+    return config
 
 
 def parse_only(text: str | Iterable[str] | None, registry: Mapping[str, Ecosystem] | None = None) -> list[str]:
@@ -238,5 +250,6 @@ def parse_only(text: str | Iterable[str] | None, registry: Mapping[str, Ecosyste
 
 
 __all__ = ["FOREIGN_MARKERS", "MIN_CONFIDENCE", "REGISTRY", "CompileSnippet", "Detection", "Ecosystem",
-           "ImageFamily", "Selection", "TestRunner", "detect_all", "detect_files", "foreign_markers", "get", "list_files",
-           "make_plan", "parse_only", "select", "select_files"]
+           "ImageFamily", "Selection", "TestRunner", "detect_all", "detect_files", "devcontainer_for",
+           "foreign_markers", "list_files", "make_plan", "parse_only", "plan_ecosystems", "select",
+           "select_files"]
