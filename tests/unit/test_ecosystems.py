@@ -15,7 +15,7 @@ import pytest
 import bot.ecosystems as ecosystems
 from bot.cli import main
 from bot.ecosystems import (FOREIGN_MARKERS, REGISTRY, Detection, Ecosystem, ImageFamily, TestRunner, make_plan,
-                            parse_only, select, select_files)
+                            parse_only, select, select_files, unsupported_reason)
 from bot.errors import EXIT_CODES, ConfigError, NotSupported
 from bot.github.provider import GitHubProvider, RetryPolicy
 from bot.github.rollout import rollout
@@ -209,7 +209,8 @@ def org():
 def test_rollout_skips_an_unsupported_repository_with_the_reason(org):
     provider = GitHubProvider("t", org.base_url, policy=RetryPolicy(sleep=lambda s: None))
     results = {r.repo: r for r in rollout(provider, ["acme/py", "acme/nodego", "acme/fresh"],
-                                          setupbot_repository="acme/setupbot", ref=SHA)}
+                                          setupbot_repository="acme/setupbot", ref=SHA,
+                                          unsupported=unsupported_reason)}
     assert results["acme/nodego"].action == "skipped"
     assert results["acme/nodego"].detail.startswith("not supported yet: found package.json, go.mod")
     assert org.pulls("acme/nodego") == []
@@ -228,6 +229,11 @@ def test_rollout_only_filters_on_detected_ecosystems(org, tmp_path, monkeypatch,
     doc = json.loads(out.read_text())
     assert [r["repo"] for r in doc["repos"]] == ["acme/py"] and doc["matched"] == 1
     assert org.write_calls() == []
+    # without --only the command still skips the repository no ecosystem supports
+    assert main(["rollout", "--repos", str(repos), "--ref", SHA, "--dry-run", "--json", str(out)]) == 0
+    actions = {r["repo"]: (r["action"], r["detail"]) for r in json.loads(out.read_text())["repos"]}
+    assert actions["acme/nodego"][0] == "skipped" and "found package.json, go.mod" in actions["acme/nodego"][1]
+    assert actions["acme/py"][0] != "skipped" and actions["acme/fresh"][0] != "skipped"
     assert main(["rollout", "--repos", str(repos), "--ref", SHA, "--only", "python,cobol", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "unknown ecosystem cobol" in err and "Registered ecosystems: python" in err
@@ -352,6 +358,7 @@ def test_a_second_ecosystem_joins_the_plan_the_first_leads(toy, tmp_path):
 
 def test_the_plan_s_ecosystems_add_their_editor_extensions(toy, tmp_path):
     from bot.compile.devcontainer import parse_devcontainer
+    from bot.ecosystems import devcontainer_for
     from bot.outputs import generate_outputs
     from bot.report import ReportData
 
@@ -360,11 +367,13 @@ def test_the_plan_s_ecosystems_add_their_editor_extensions(toy, tmp_path):
     (repo / "toy.toml").write_text("2\n")
     plan = make_plan(repo)
     generated = generate_outputs(ReportData(repository="acme/toy", verdict="Full", replay_ok=True),
-                                 dockerfile_text="FROM toy:2-slim\n", plan_json=plan.graph.to_json())
+                                 dockerfile_text="FROM toy:2-slim\n", plan_json=plan.graph.to_json(),
+                                 customise_devcontainer=devcontainer_for)
     config = parse_devcontainer(generated.files[".devcontainer/devcontainer.json"])
     assert "toy.toy-lang" in config["customizations"]["vscode"]["extensions"]
     python_only = generate_outputs(ReportData(repository="acme/py", verdict="Full", replay_ok=True),
                                    dockerfile_text="FROM python:3.12-slim\n",
-                                   plan_json={"graph": {"meta": {"ecosystems": ["python"]}}})
+                                   plan_json={"graph": {"meta": {"ecosystems": ["python"]}}},
+                                   customise_devcontainer=devcontainer_for)
     config = parse_devcontainer(python_only.files[".devcontainer/devcontainer.json"])
     assert config["customizations"]["vscode"]["extensions"] == ["ms-python.python"]
