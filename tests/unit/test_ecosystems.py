@@ -377,3 +377,20 @@ def test_the_plan_s_ecosystems_add_their_editor_extensions(toy, tmp_path):
                                    customise_devcontainer=devcontainer_for)
     config = parse_devcontainer(python_only.files[".devcontainer/devcontainer.json"])
     assert config["customizations"]["vscode"]["extensions"] == ["ms-python.python"]
+
+
+def test_python_offers_what_the_engine_has_else_the_official_tags(monkeypatch):
+    import bot.engine.images as images
+    from bot.config import load_settings
+    from bot.errors import EngineError
+
+    eco = REGISTRY["python"]
+    settings = load_settings(None)
+    monkeypatch.setattr(images, "available_pythons", lambda engine: ["3.11", "3.13"])
+    assert eco.available_versions(settings) == ["3.11", "3.13"]
+
+    def no_engine(engine):
+        raise EngineError("the engine is not reachable")
+
+    monkeypatch.setattr(images, "available_pythons", no_engine)
+    assert eco.available_versions(settings) == list(eco.image_family.versions)
