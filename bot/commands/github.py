@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from bot.config import load_settings
-from bot.errors import EXIT_CODES, InputError
+from bot.ecosystems import devcontainer_for
+from bot.errors import EXIT_CODES, InputError, NotSupported
 from bot.github.events import exit_code, handle_event, load_event, write_action_outputs
 from bot.github.provider import DryRunProvider, GitHubProvider
 from bot.outputs import REPORT, GeneratedOutputs, fingerprint_files, outputs_from_pipeline, write_outputs
@@ -88,7 +89,20 @@ def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
                                  verification=getattr(result, "verification", None),
                                  output_dir=settings.output.dir, repository=repository,
                                  image_size=getattr(result, "image_size", None), settings=settings,
-                                 gate=settings.publish.min_verdict, refused_config=settings.refused)
+                                 gate=settings.publish.min_verdict, refused_config=settings.refused,
+                                 customise_devcontainer=devcontainer_for)
+
+
+def _report_unsupported(error: NotSupported) -> None:
+    """A repository no registered ecosystem recognises got no plan, no files and no pull request
+    (the pipeline refused it before any container or GitHub write): the action's outputs and
+    the job summary say why."""
+    from bot.github.events import Decision, Outcome
+    from bot.report.render import write_job_summary
+
+    write_action_outputs(Outcome(Decision("skip", error.what, may_write=False)))
+    write_job_summary(f"## setupbot\n\n{error.what}\n\nNo Dockerfile was written and no pull request opened.\n")
+    print(f"setupbot: skip: {error.what}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +139,11 @@ def run(args: argparse.Namespace) -> int:
     # able to lower the bar it is judged by.
     gate = trusted_publish = load_settings(None).publish if event.name == "pull_request" else settings.publish
     fail_on = args.fail_on or trusted_publish.fail_on
-    outcome = handle_event(event, provider, produce, labels=tuple(settings.github.labels), publish=gate)
+    try:
+        outcome = handle_event(event, provider, produce, labels=tuple(settings.github.labels), publish=gate)
+    except NotSupported as exc:
+        _report_unsupported(exc)
+        raise
     write_action_outputs(outcome)
     print(f"setupbot: {outcome.decision.kind}: {outcome.decision.reason}")
     if outcome.publish:
