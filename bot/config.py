@@ -488,7 +488,7 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
                         env[name] = v
                 part["env"] = env
             if section == "output" and "dir" in part:
-                from bot.outputs import check_output_dir
+                from bot.markers import check_output_dir
                 try:
                     check_output_dir(str(part["dir"] or ""))
                 except SetupbotError as exc:

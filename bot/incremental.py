@@ -67,7 +67,7 @@ def settings_digest(settings: Any) -> str:
 
 
 def _generated(data: bytes) -> bool:
-    from bot.outputs import has_marker
+    from bot.markers import has_marker
 
     return has_marker(data[:2048].decode("utf-8", errors="replace"))
 
@@ -160,7 +160,7 @@ def parse_recorded(text: str | None, path: str = "") -> Recorded | None:
 
 
 def read_recorded(repo: Path, output_dir: str) -> Recorded | None:
-    from bot.outputs import PLAN, check_output_dir
+    from bot.markers import PLAN, check_output_dir
 
     rel = f"{check_output_dir(output_dir)}/{PLAN}"
     path = Path(repo) / rel
@@ -181,7 +181,7 @@ class Check:
 
 def check(repo: Path, settings: Any) -> Check:
     """Whether ``repo`` holds a recorded environment whose inputs match the checkout's."""
-    from bot.outputs import DOCKERIGNORE, REPORT, check_output_dir
+    from bot.markers import DOCKERIGNORE, REPORT, check_output_dir
 
     repo = Path(repo).resolve()
     out = check_output_dir(settings.output.dir)

@@ -25,7 +25,7 @@ from pathlib import Path
 import jinja2
 
 from bot.hostenv import host_env
-from bot.paths import templates_dir
+from bot.templating import make_environment
 
 BASE_IMAGE = "python:3.11-slim"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
@@ -53,10 +53,7 @@ def _normalize(name: str) -> str:
 
 
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined, autoescape=False)
-    return env.get_template(TEMPLATE)
+    return make_environment(trim_blocks=True, lstrip_blocks=True).get_template(TEMPLATE)
 
 
 def render_baseline(system: str, *, requirement_files: list[str] = (), packages: list[str] = (),

@@ -12,7 +12,8 @@ import jsonschema
 
 from bot.errors import InputError
 from bot.paths import PACKAGE_DIR
-from bot.report.render import MARKER_TEXT, environment
+from bot.markers import MARKER_TEXT
+from bot.templating import environment
 
 SCHEMA_PATH = PACKAGE_DIR / "report" / "schemas" / "devContainer.base.schema.json"
 DEVCONTAINER_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"

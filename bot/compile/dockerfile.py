@@ -20,7 +20,7 @@ from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.lock import LOCK_NODE, locked_names
 from bot.graph.native_lock import native_lock
 from bot.graph.model import DepGraph, Node
-from bot.paths import templates_dir
+from bot.templating import make_environment
 
 WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
@@ -91,11 +91,7 @@ def _shell_wrapped(argv: list[str], head: int | None = None) -> str:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), autoescape=False,
-                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    env.filters["env_quote"] = _env_quote
-    env.filters["shell_wrapped"] = _shell_wrapped
-    return env
+    return make_environment(filters={"env_quote": _env_quote, "shell_wrapped": _shell_wrapped})
 
 
 def _where(nodes: list[Node], limit: int = 3) -> list[str]:

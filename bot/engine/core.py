@@ -33,7 +33,7 @@ from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError, ImageUnavailableError
 from bot.hostenv import host_env
-from bot.paths import templates_dir
+from bot.templating import render_template
 
 if TYPE_CHECKING:
     from bot.engine.session import RunnerSession
@@ -691,11 +691,3 @@ def _engine_failure(output: str) -> bool:
     markers = ("Cannot connect to the Docker daemon", "error during connect",
                "Is the docker daemon running", "no space left on device")
     return any(m in output for m in markers)
-
-
-def render_template(name: str, **variables) -> str:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return env.get_template(name).render(**variables)

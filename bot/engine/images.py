@@ -23,12 +23,14 @@ from typing import Callable, Iterable
 
 from bot.config import Settings
 from bot.engine.ca import CA_ENV, CA_LABEL
-from bot.engine.core import LABEL, Engine, render_template
+from bot.engine.core import LABEL, Engine
 from bot.hostenv import host_env
 from bot.engine.recipes import (ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes,
                                 rootfs_tag, service_recipes)
 from bot.errors import ConfigError, ImageUnavailableError
+from bot.graph.runtime import OFFICIAL_PYTHONS
 from bot.paths import templates_dir
+from bot.templating import render_template
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,17 @@ def available_pythons(engine: Engine) -> list[str]:
     from bot.engine.sources import ImageSource
 
     return ImageSource(engine).offered_pythons()
+
+
+def default_pythons(settings: Settings | None) -> list[str]:
+    """What the engine has (stand-in images) when it answers, else the official list."""
+    try:
+        found = available_pythons(Engine.from_settings(settings))
+        if found:
+            return found
+    except Exception as exc:  # no engine here: plan against the official tags
+        log.debug("engine did not answer for available pythons: %s", exc)
+    return list(OFFICIAL_PYTHONS)
 
 
 def local_pythons(engine: Engine) -> list[str]:

@@ -32,7 +32,7 @@ HEAD_BYTES = 4096
 
 
 def carries_marker(text: str) -> bool:
-    from bot.outputs import has_marker  # the writer's own test, so reader and writer agree
+    from bot.markers import has_marker  # the writer's own test, so reader and writer agree
 
     return has_marker(text)
 

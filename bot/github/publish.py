@@ -14,7 +14,7 @@ from typing import Callable
 
 from bot.errors import GitHubError
 from bot.github.provider import Provider, check_branch, check_paths
-from bot.outputs import has_marker
+from bot.markers import has_marker
 from bot.report.render import HANDBACK_COMMENT_MARKER, handback_ticked, read_fingerprint
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,8 @@ import pytest
 from bot.config import load_settings
 from bot.engine import dockerfile, recipes
 from bot.engine.ca import CA_ENV, resolve_ca_bundle
-from bot.engine.core import new_run_id, render_template
+from bot.engine.core import new_run_id
+from bot.templating import render_template
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.images import _template_extra, select_recipes
 from bot.errors import ConfigError
