@@ -93,21 +93,6 @@ class Plan:
                 "graph": self.graph.to_json(), "timings": {k: round(v, 3) for k, v in self.timings.items()}}
 
 
-def default_pythons(settings: Any) -> list[str]:
-    """What the engine has (stand-in images) when it answers, else the official list."""
-    try:
-        from bot.engine import Engine  # type: ignore[attr-defined]
-        from bot.engine.images import available_pythons  # type: ignore[import-not-found]
-
-        engine = Engine.from_settings(settings)
-        found = list(available_pythons(engine))
-        if found:
-            return found
-    except Exception as exc:  # no engine here: plan against the official tags
-        log.debug("engine did not answer for available pythons: %s", exc)
-    return list(OFFICIAL_PYTHONS)
-
-
 def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tuple[str, int | None, str]]]:
     installed = {n.name for n in g.of_type("PACKAGE") if n.action == "pip"}
     uses_pytest = ev.pytest_config is not None or "pytest" in installed or any(
@@ -286,7 +271,9 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     g = build_graph(ev, registry, warnings)
     t_graph = time.monotonic()
     if available_pythons is None:
-        available_pythons = default_pythons(settings)
+        # the planner never asks the engine itself (the graph layer sits below it): a caller that
+        # has an engine passes bot.engine.images.default_pythons(settings)
+        available_pythons = list(OFFICIAL_PYTHONS)
     if not available_pythons:
         from bot.errors import ImageUnavailableError
 

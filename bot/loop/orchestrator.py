@@ -1060,7 +1060,7 @@ class SetupLoop:
 
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return  # stand-in collaborators (tests) have no image to freeze
-        from bot.verify.lock import lock_environment
+        from bot.loop.lock import lock_environment
 
         t0 = time.monotonic()
         try:

@@ -28,7 +28,7 @@ from bot.graph.mapping import Registry
 from bot.graph.model import Node
 from bot.graph.plan import _install_specs
 from bot.graph.resolve import uv_compile
-from bot.verify.lock import installed_set, lock_environment
+from bot.loop.lock import installed_set, lock_environment
 
 
 def build_wheel(folder: Path, name: str, version: str) -> Path:

@@ -19,7 +19,7 @@ from bot.graph.lock import (LOCK_NODE, MARKER_LINE, LockEntry, RequirementsLock,
 from bot.graph.mapping import Registry
 from bot.graph.model import DepGraph
 from bot.outputs import has_marker
-from bot.verify import lock as vlock
+from bot.loop import lock as vlock
 
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
 H1 = "sha256:" + "a" * 64

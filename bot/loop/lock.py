@@ -287,7 +287,7 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
     Dockerfile and check that it installs the same set. On any failure the lock file is put back
     as it was and the outcome says why; the caller keeps the unlocked Dockerfile."""
     from bot.compile import compile_dockerfile as default_compile
-    from bot.outputs import has_marker
+    from bot.markers import has_marker
 
     from bot.graph.native_lock import native_lock
 
