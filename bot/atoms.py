@@ -32,8 +32,9 @@ the chosen Python version and regex group N of the signal that matched.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 ATOM_KINDS: dict[str, tuple[str, ...]] = {
     "apt_install": ("packages",),
@@ -75,7 +76,7 @@ class Atom:
         return {"kind": self.kind, **{k: v for k, v in self.args.items()}}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Atom":
+    def from_json(cls, data: Mapping[str, Any]) -> Atom:
         if not isinstance(data, Mapping) or "kind" not in data:
             raise AtomError(f"an atom needs a 'kind': {data!r}")
         atom = cls(str(data["kind"]), {k: v for k, v in data.items() if k != "kind"})
@@ -151,7 +152,7 @@ class Atom:
             if not isinstance(a["service"], str) or not _DEB_NAME.match(a["service"]):
                 raise AtomError(f"start_service: {a['service']!r} is not a service name")
 
-    def fill(self, context: Mapping[str, str]) -> "Atom":
+    def fill(self, context: Mapping[str, str]) -> Atom:
         """Replace {python} and {match:N} placeholders from ``context``."""
 
         def sub(v: Any) -> Any:

@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import posixpath
 import subprocess
 from dataclasses import dataclass

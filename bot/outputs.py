@@ -11,17 +11,34 @@ import difflib
 import hashlib
 import json
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from bot import safefs
-from bot.compile.compose import (app_environment, app_service_name, base_compose, compose_services, context_for,
-                                 render_compose)
+from bot.compile.compose import (
+    app_environment,
+    app_service_name,
+    base_compose,
+    compose_services,
+    context_for,
+    render_compose,
+)
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
-from bot.markers import (COMPOSE, DEVCONTAINER, DOCKERFILE, DOCKERIGNORE, LOCK, MARKER_TEXT, PLAN, REPORT,
-                         check_output_dir, has_marker)
+from bot.markers import (
+    COMPOSE,
+    DEVCONTAINER,
+    DOCKERFILE,
+    DOCKERIGNORE,
+    LOCK,
+    MARKER_TEXT,
+    PLAN,
+    REPORT,
+    check_output_dir,
+    has_marker,
+)
 from bot.report.model import ReportData, default_reproduce, from_pipeline
 from bot.report.render import render_report
 

@@ -226,9 +226,8 @@ def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
     request carries only what describes the environment."""
     import json
 
-    from bot.redact import global_redactor
-
     from bot import safefs
+    from bot.redact import global_redactor
 
     redact = global_redactor()
     record = result.run_record

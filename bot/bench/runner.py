@@ -8,7 +8,6 @@ pair is scored (``--keep-images`` keeps them), so a 21-repository run does not f
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import re
 import shutil
@@ -16,10 +15,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from bot import __version__
 from bot.bench import results as results_io

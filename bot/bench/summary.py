@@ -290,7 +290,7 @@ def render_chart(records: list[dict], path: Path) -> Path:
         values = [100 * ok / n if n else 0.0 for ok, n in cells]
         bars = right.bar([j - 0.4 + width * (i + 0.5) for j in range(len(difficulties))], values, width, label=system)
         # A system with no repository of that difficulty is "n/a", not a zero.
-        right.bar_label(bars, labels=[f"{v:.0f}" if n else "n/a" for v, (_, n) in zip(values, cells)], fontsize=7)
+        right.bar_label(bars, labels=[f"{v:.0f}" if n else "n/a" for v, (_, n) in zip(values, cells, strict=False)], fontsize=7)
     right.set_xticks(range(len(difficulties)),
                      [f"{d} (n={max(n for _, n in by_diff[d].values())})" for d in difficulties])
     right.set_ylim(0, 110)

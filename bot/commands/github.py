@@ -7,8 +7,8 @@ import argparse
 import importlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bot.config import load_settings
 from bot.errors import EXIT_CODES, InputError

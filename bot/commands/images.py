@@ -28,8 +28,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bot.engine import Engine
-    from bot.engine import images
+    from bot.engine import Engine, images
 
     overrides = {"engine": {"kind": getattr(args, "engine", None)}}
     settings = load_settings(None, overrides=overrides)

@@ -123,4 +123,4 @@ def _table(rows: list[dict], out) -> None:
               f"#{r['open_pr']}" if r["open_pr"] else "-", r["last_run"] or "-") for r in rows]
     widths = [max(len(str(c[i])) for c in [head, *cells]) for i in range(len(head))]
     for row in [head, *cells]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=False)).rstrip(), file=out)

@@ -14,8 +14,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from bot.config import load_settings
 from bot.commands._common import add_json_flag, human, meets_gate, write_json
+from bot.config import load_settings
 from bot.errors import BelowGate, InputError
 from bot.verify import services as svc
 from bot.verify import siblings as sib

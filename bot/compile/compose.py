@@ -3,8 +3,9 @@ from the compiled Dockerfile, plus each service with a health check."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 

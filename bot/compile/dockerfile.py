@@ -18,8 +18,8 @@ import jinja2
 from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.lock import LOCK_NODE, locked_names
-from bot.graph.native_lock import native_lock
 from bot.graph.model import DepGraph, Node
+from bot.graph.native_lock import native_lock
 from bot.templating import make_environment
 
 WORKDIR = "/workspace"
@@ -392,7 +392,7 @@ def verify_dockerfile(text: str, steps: list[dict[str, Any]]) -> None:
     got = [i for i in parser.structure if i["instruction"] != "COMMENT"]
     if len(got) != len(steps):
         raise DockerfileInjection(f"the Dockerfile parses into {len(got)} instructions, the graph gives {len(steps)}")
-    for instruction, step in zip(got, steps):
+    for instruction, step in zip(got, steps, strict=False):
         try:
             parsed = _parsed(instruction)
         except ValueError as exc:

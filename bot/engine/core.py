@@ -19,16 +19,17 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bot.config import Settings
 from bot.engine import dockerfile as dockerfile_facts
 from bot.engine import egress as egress_guard
+from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
 from bot.engine.capture import run_capped
 from bot.engine.egress import EgressFacts
-from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError, ImageUnavailableError
@@ -99,7 +100,7 @@ def new_run_id() -> str:
 class ContainerHandle:
     """A sibling container (a service) started by ``Engine.start_container``."""
 
-    engine: "Engine"
+    engine: Engine
     name: str
 
     def exec(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
@@ -163,7 +164,7 @@ class Engine:
         self.index_env: dict[str, str] = host_index_config(environ).env()
 
     @classmethod
-    def from_settings(cls, settings: Settings, run_id: str | None = None) -> "Engine":
+    def from_settings(cls, settings: Settings, run_id: str | None = None) -> Engine:
         return cls(settings, run_id)
 
     # ------------------------------------------------------------------ plumbing
@@ -552,7 +553,7 @@ class Engine:
             self._cli(["rm", "-f", "-v", name], check=False)
 
     def session(self, image: str, env: Mapping[str, str] | None = None, workdir: str = "/workspace",
-                network: str | None = None, name_hint: str = "runner") -> "RunnerSession":
+                network: str | None = None, name_hint: str = "runner") -> RunnerSession:
         from bot.engine.session import RunnerSession
 
         return RunnerSession(self, image, env=env, workdir=workdir, network=network, name_hint=name_hint)

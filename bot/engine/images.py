@@ -17,18 +17,17 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from bot.config import Settings
 from bot.engine.ca import CA_ENV, CA_LABEL
 from bot.engine.core import LABEL, Engine
-from bot.hostenv import host_env
-from bot.engine.recipes import (ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes,
-                                rootfs_tag, service_recipes)
+from bot.engine.recipes import ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes, rootfs_tag, service_recipes
 from bot.errors import ConfigError, ImageUnavailableError
 from bot.graph.runtime import OFFICIAL_PYTHONS
+from bot.hostenv import host_env
 from bot.paths import templates_dir
 from bot.templating import render_template
 

@@ -5,8 +5,9 @@ of snapshots for speculative repairs (try a fix; keep it, or roll back to the sn
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bot.engine.ca import CA_ENV, CONTAINER_EXTRA
 from bot.engine.results import ExecResult
@@ -27,7 +28,7 @@ class RunnerSession:
     """``with engine.session(image) as s:`` -- the container exists inside the block only
     (unless ``engine.keep_containers``), and so do its snapshot images."""
 
-    def __init__(self, engine: "Engine", image: str, *, env: Mapping[str, str] | None = None,
+    def __init__(self, engine: Engine, image: str, *, env: Mapping[str, str] | None = None,
                  workdir: str = "/workspace", network: str | None = None,
                  name_hint: str = "runner") -> None:
         self.engine = engine
@@ -44,7 +45,7 @@ class RunnerSession:
         self._started = False
 
     # --------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "RunnerSession":
+    def __enter__(self) -> RunnerSession:
         try:
             self._create(self.image)
             if self._inject_ca:

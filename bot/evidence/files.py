@@ -3,11 +3,10 @@ leave the repository are warnings, never crashes. Nothing here executes reposito
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from bot import safefs
 from bot.evidence.generated import generated_reason

@@ -64,7 +64,7 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
         if isinstance(reqs, list):
             proj.build_requires = [str(r) for r in reqs]
             for r in reqs:
-                low = re.split(r"[<>=!~\[; ]", str(r).lower(), 1)[0].replace("_", "-")
+                low = re.split(r"[<>=!~\[; ]", str(r).lower(), maxsplit=1)[0].replace("_", "-")
                 if low in SCM_BUILD_TOOLS and low != "dunamai":
                     proj.scm_version = src(str(r), f"build requires {r}")
                     proj.scm_tool = SCM_BUILD_TOOLS[low]

@@ -38,7 +38,7 @@ def _value(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_value(e, names, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_value(k, names, depth + 1): _value(v, names, depth + 1) for k, v in zip(node.keys, node.values) if k is not None}
+        return {_value(k, names, depth + 1): _value(v, names, depth + 1) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -126,7 +126,7 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
                 ev.test_extras.append(("dev", src))
         elif kw.arg == "setup_requires":
             for spec in _specs(val):
-                low = re.split(r"[<>=!~\[; ]", spec.lower(), 1)[0].replace("_", "-")
+                low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
                 if low in SCM_BUILD_TOOLS:
                     proj.scm_version, proj.scm_tool = src, SCM_BUILD_TOOLS[low]
                 if low in ("cython", "pybind11", "cffi", "setuptools-rust"):
@@ -192,7 +192,7 @@ def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
                     ev.add_requirement(spec, group, Source(rel, line_of(text, spec, start), key))
         if parser.has_option("options", "setup_requires"):
             for spec in lines(parser.get("options", "setup_requires")):
-                low = re.split(r"[<>=!~\[; ]", spec.lower(), 1)[0].replace("_", "-")
+                low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
                 if low in SCM_BUILD_TOOLS:
                     proj.scm_version = Source(rel, line_of(text, spec), "setup_requires")
                     proj.scm_tool = SCM_BUILD_TOOLS[low]

@@ -75,7 +75,7 @@ def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
                     spec = m.group(2).strip()
                     if spec.startswith(("-", ".")) or "{" in spec:
                         continue
-                    name = re.split(r"[<>=!~\[; ]", spec, 1)[0].lower()
+                    name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
                     factored[name] = (spec, src(line, f"{section} deps ({m.group(1)})"))
                     continue
                 if line.startswith("-") or line.startswith(".") or "{" in line:

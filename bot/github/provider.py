@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar
 
 import github
 import requests
@@ -317,7 +318,7 @@ class GitHubProvider(Provider):
                 return
             if current is not None:
                 ref = self._call("read branch", lambda: r.get_git_ref(f"heads/{branch}"))
-                self._call("move branch", lambda: ref.edit(sha, force=True))
+                self._call("move branch", lambda ref=ref: ref.edit(sha, force=True))
                 return
             try:
                 self._call("create branch", lambda: r.create_git_ref(f"refs/heads/{branch}", sha),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from packaging.requirements import InvalidRequirement, Requirement as PkgReq
+from packaging.requirements import InvalidRequirement
+from packaging.requirements import Requirement as PkgReq
 from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
@@ -63,7 +64,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
 
     # -- the project itself ------------------------------------------------------------------
     test_extras = []
-    for extra, src in ev.test_extras:
+    for extra, _src in ev.test_extras:
         if extra in proj.extras and extra not in test_extras:
             test_extras.append(extra)
     # "dev"-style extras usually bundle docs, linters and release tools: when an extra made for

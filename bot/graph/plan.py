@@ -17,8 +17,8 @@ from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph, install_spec
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import Registry
-from bot.graph.native_lock import use_native_lock
 from bot.graph.model import DepGraph, Node
+from bot.graph.native_lock import use_native_lock
 from bot.graph.resolve import names_in_error, sdist_only, uv_compile
 from bot.graph.runtime import OFFICIAL_PYTHONS, choose_python
 
@@ -89,7 +89,7 @@ class Plan:
                 "test_command": self.test_command, "collect_command": self.collect_command,
                 "services": [s.to_json() for s in self.services], "env": self.env,
                 "warnings": [w.to_json() for w in self.warnings],
-                "dockerfile": df.text, "dockerfile_lines": [l.to_json() for l in df.lines],
+                "dockerfile": df.text, "dockerfile_lines": [ln.to_json() for ln in df.lines],
                 "graph": self.graph.to_json(), "timings": {k: round(v, 3) for k, v in self.timings.items()}}
 
 

@@ -69,7 +69,7 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
             warnings.append(ScanWarning(c.source.file, c.source.line,
                                         f"Python {c.value} is pinned but not available or not allowed; ignored"))
     candidates = ok
-    for version, why in ceilings or []:
+    for version, _why in ceilings or []:
         below = [v for v in candidates if _key(v) < _key(version)]
         if below:
             candidates = below

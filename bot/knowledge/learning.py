@@ -14,7 +14,8 @@ import dataclasses
 import hashlib
 import re
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bot.atoms import Atom
 from bot.errors import KnowledgeError
@@ -125,7 +126,7 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
         if isinstance(v, str):
             for value, g in group_of.items():
                 if v.lower() == value.lower():
-                    return "{match:%d}" % g
+                    return f"{{match:{g:d}}}"
             return v
         if isinstance(v, (list, tuple)):
             return [template(x) for x in v]

@@ -10,7 +10,8 @@ the database; otherwise the retriever computes cosine similarity itself.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 

@@ -20,15 +20,16 @@ still there: failure; adopted but unclear: neutral. Offers never adopted are dro
 
 from __future__ import annotations
 
-import logging
 import dataclasses
+import logging
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
 
 # The regex parser that `re` itself uses (public as sre_parse before 3.11, deprecated since).
 from re import _constants as sre_constants  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -239,7 +240,7 @@ class Retriever:
         except Exception as exc:  # an embeddings outage must not stop retrieval
             log.warning("embeddings unavailable, lexical retrieval only: %s", exc)
             return units
-        new = {u.id: v for u, v in zip(missing, vectors)}
+        new = {u.id: v for u, v in zip(missing, vectors, strict=False)}
         self.store.set_embeddings(new)
         return [dataclasses.replace(u, embedding=tuple(new[u.id])) if u.id in new else u for u in units]
 

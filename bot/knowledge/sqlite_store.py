@@ -8,8 +8,9 @@ telemetry at once without losing a count.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bot.errors import KnowledgeError
 from bot.knowledge.store import Store

@@ -16,8 +16,9 @@ import json
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from bot.errors import KnowledgeError
 from bot.knowledge.units import Telemetry, Unit, seed_digest, seed_units
@@ -232,7 +233,7 @@ class Store(ABC):
     def describe(self) -> str:
         return self.kind
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,9 +29,10 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from bot.atoms import Atom, AtomError
 from bot.errors import LLMError

@@ -23,13 +23,19 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
-                             parse_sdist_filename, parse_wheel_filename)
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from bot.graph.lock import LOCK_NAME, PLATFORM, LockEntry, RequirementsLock, apply_lock, inputs_hash, parse_lock
@@ -287,9 +293,8 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
     Dockerfile and check that it installs the same set. On any failure the lock file is put back
     as it was and the outcome says why; the caller keeps the unlocked Dockerfile."""
     from bot.compile import compile_dockerfile as default_compile
-    from bot.markers import has_marker
-
     from bot.graph.native_lock import native_lock
+    from bot.markers import has_marker
 
     compile_dockerfile = compile_dockerfile or default_compile
     t0 = time.monotonic()

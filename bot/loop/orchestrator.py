@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import configparser
 import contextlib
-import re
 import logging
+import re
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from bot import progress
 from bot.atoms import Atom
-from bot.graph.apply import REPAIR_EVIDENCE
 from bot.errors import Interrupted, LLMError, SetupbotError
+from bot.graph.apply import REPAIR_EVIDENCE
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.junit import TestResults, parse_junit
-from bot.loop.repair import (Candidate, knowledge_candidates, merge_candidates, rule_candidates,
-                             trial_commands)
+from bot.loop.repair import Candidate, knowledge_candidates, merge_candidates, rule_candidates, trial_commands
 from bot.loop.trajectory import Budget, Trajectory
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -546,7 +547,7 @@ def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
     out: list[tuple[str, Candidate]] = []
     have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
     ci = [s for s in ci_install_specs(repo)
-          if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, 1)[0]) not in have]
+          if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, maxsplit=1)[0]) not in have]
     if ci:
         out.append(("follow the CI's install commands",
                     Candidate([Atom("pip_install", {"packages": ci})], "rule",

@@ -2,7 +2,11 @@
 # app service (bot.compile.compose): CI jobs reach services on localhost (the runner maps the ports),
 # and many test suites hard-code "localhost:5432" where no variable can redirect them. Each argument
 # is LISTEN_PORT:HOST:PORT. Standard library only: it runs on the analysed repository's interpreter.
-import asyncio, errno, sys
+import asyncio
+import errno
+import sys
+
+
 async def pipe(r, w):
     try:
         while data := await r.read(65536):

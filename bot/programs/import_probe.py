@@ -1,7 +1,13 @@
 # Imports every core distribution's top-level module(s) in the configured interpreter and prints
 # one JSON line (bot.verify.prosecutor.check_imports). Markers are evaluated with pip's vendored
 # `packaging` when it is there. Standard library only: it runs on the analysed repository's interpreter.
-import importlib, importlib.metadata as md, json, re, sys, traceback
+import importlib
+import importlib.metadata as md
+import json
+import re
+import sys
+import traceback
+
 req = json.loads(sys.argv[1])
 try:
     from packaging.markers import Marker

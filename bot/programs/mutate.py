@@ -1,7 +1,9 @@
 # Prepends a raise to the module's file, found the way the tests would import it (sys.path of
 # the configured interpreter, from the working directory). Prints the path it changed.
 # argv: MODULE MARKER (bot.verify.mutation.mutation_check). Runs in a throwaway container only.
-import importlib.util, sys
+import importlib.util
+import sys
+
 sys.path.insert(0, "")
 spec = importlib.util.find_spec(sys.argv[1])
 if spec is None or not spec.origin or not spec.origin.endswith(".py"):

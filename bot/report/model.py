@@ -8,8 +8,9 @@ PR body and the job summary can be rendered and tested without running a setup.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 VERDICT_TIERS = ("Full", "Mostly", "Partial", "Shallow", "Failed")
 
@@ -230,7 +231,8 @@ def _test_counts(tests: Any) -> TestCounts:
                           skipped=values.count("skipped"), errors=values.count("error"))
     summary = _get(tests, "summary", tests)
     summary = summary() if callable(summary) else summary
-    n = lambda *keys: int(next((_get(summary, k) for k in keys if _get(summary, k) is not None), 0) or 0)
+    def n(*keys):
+        return int(next((_get(summary, k) for k in keys if _get(summary, k) is not None), 0) or 0)
     return TestCounts(collected=n("collected", "total"), passed=n("passed"), failed=n("failed"),
                       skipped=n("skipped"), errors=n("errors", "error"))
 

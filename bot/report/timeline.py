@@ -7,8 +7,9 @@ end) and ``duration`` how long it took."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 LANES = ("plan", "build", "tests", "repair", "replay", "verify")
 LANE_OF = {"plan": "plan", "era": "plan", "build": "build", "trial-build": "build", "start": "build",

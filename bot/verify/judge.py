@@ -15,9 +15,10 @@ and upheld otherwise (``reproduced``). Every ruling keeps the commands the judge
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from bot.verify.facts import RepoFacts
 from bot.verify.prosecutor import Charge, Executor, run, tail

@@ -4,7 +4,8 @@ raising on import do not exercise the installed code, so their passing proves li
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bot.programs import source
 from bot.verify.prosecutor import Executor, run, tail
@@ -22,7 +23,7 @@ def mutation_check(executor: Executor, module: str, baseline: TestResults,
     Returns {ran, module, path, killed, survivors, note}."""
     out: dict[str, Any] = {"ran": False, "module": module, "killed": None, "survivors": []}
     res = run(executor, [python, "-c", MUTATE, module, MARKER], timeout=60)
-    line = next((l for l in res.output.splitlines() if l.startswith("SETUPBOT-MUTATION ")), "")
+    line = next((ln for ln in res.output.splitlines() if ln.startswith("SETUPBOT-MUTATION ")), "")
     path = line[len("SETUPBOT-MUTATION "):].strip()
     if res.exit_code != 0 or not path or path == "none":
         out["note"] = f"could not locate a source file for {module}: {tail(res.output, 4)}"

@@ -20,8 +20,9 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 from bot.programs import source
 from bot.verify.facts import RepoFacts
@@ -109,7 +110,7 @@ def check_imports(executor: Executor, facts: RepoFacts, python: str = "python") 
     payload = json.dumps({"dists": [[c.name, c.marker] for c in facts.core], "modules": facts.own_modules})
     argv = [python, "-c", IMPORT_PROBE, payload]
     res = run(executor, argv, timeout=300)
-    line = next((l for l in res.output.splitlines() if l.startswith("SETUPBOT-IMPORTS ")), None)
+    line = next((ln for ln in res.output.splitlines() if ln.startswith("SETUPBOT-IMPORTS ")), None)
     shown = [python, "-c", "<import probe>", payload]
     if line is None:
         return [Charge("import-probe", "import_failed", "(import probe)", tail(res.output), shown, MAJOR,
@@ -152,8 +153,8 @@ def check_pip(executor: Executor, python: str = "python") -> tuple[list[Charge],
         return [], {"clean": True}
     if "No module named pip" in res.output:
         return [], {"clean": None, "note": "pip is not installed in this interpreter"}
-    problems = [l.strip() for l in res.output.splitlines()
-                if " requires " in l or " has requirement " in l or "is not supported" in l]
+    problems = [ln.strip() for ln in res.output.splitlines()
+                if " requires " in ln or " has requirement " in ln or "is not supported" in ln]
     return [Charge("pip-check", "pip_check", "pip check", tail(res.output), argv, MINOR,
                    {"problems": problems})], {"clean": False, "problems": len(problems)}
 

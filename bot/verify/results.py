@@ -4,8 +4,9 @@ services against a run with them (which tests needed which service)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 
@@ -59,7 +60,7 @@ class TestResults:
                 "messages": dict(sorted(self.messages.items()))}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "TestResults":
+    def from_json(cls, data: Mapping[str, Any]) -> TestResults:
         return cls(outcomes=dict(data.get("tests") or {}), messages=dict(data.get("messages") or {}),
                    junit_found=bool(data.get("junit_found", True)), exit_code=data.get("exit_code"),
                    timed_out=bool(data.get("timed_out", False)))

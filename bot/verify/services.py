@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from bot.errors import ConfigError, SetupbotError
@@ -39,7 +40,7 @@ class ServiceSpec:
     command: tuple[str, ...] = ()
 
     @classmethod
-    def from_any(cls, req: Any) -> "ServiceSpec":
+    def from_any(cls, req: Any) -> ServiceSpec:
         """From a ServiceRequirement, a ServiceSpec, or a mapping (the ``services:`` setting)."""
         if isinstance(req, ServiceSpec):
             return req
@@ -259,7 +260,7 @@ def rewrite_localhost(env: Mapping[str, str], specs: Sequence[ServiceSpec]) -> d
 
     out = {}
     for name, value in env.items():
-        def sub(m: re.Match[str]) -> str:
+        def sub(m: re.Match[str], name: str = name) -> str:
             spec = target(name, m.group(2))
             if spec is None:
                 return m.group(0)
@@ -390,7 +391,7 @@ class ServiceManager:
         self._handles: list[Any] = []
         self.handles_by_name: dict[str, Any] = {}
 
-    def __enter__(self) -> "ServiceManager":
+    def __enter__(self) -> ServiceManager:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -413,7 +414,7 @@ class ServiceManager:
     def start(self, requirements: Iterable[Any], ci_env: Mapping[str, str] | None = None) -> ServicesStarted:
         specs = [ServiceSpec.from_any(r) for r in requirements]
         outcomes = [self._start_one(spec) for spec in specs]
-        healthy = [s for s, o in zip(specs, outcomes) if o.healthy]
+        healthy = [s for s, o in zip(specs, outcomes, strict=False) if o.healthy]
         return ServicesStarted(outcomes, wiring_env(healthy, ci_env))
 
     def _start_one(self, spec: ServiceSpec) -> ServiceOutcome:

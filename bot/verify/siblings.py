@@ -22,12 +22,13 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from bot.hostenv import host_env
 from bot.errors import ConfigError, SetupbotError
+from bot.hostenv import host_env
 from bot.verify.services import wait_healthy
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class SiblingSpec:
     health_timeout: int = 60
 
     @classmethod
-    def from_setting(cls, entry: Mapping[str, Any]) -> "SiblingSpec":
+    def from_setting(cls, entry: Mapping[str, Any]) -> SiblingSpec:
         known = {"name", "path", "url", "ref", "dockerfile", "plan", "port", "probe", "env", "wire",
                  "command", "health_timeout"}
         unknown = set(entry) - known
@@ -160,7 +161,7 @@ class SiblingManager:
         self.images: dict[str, str] = {}
         self.handles_by_name: dict[str, Any] = {}
 
-    def __enter__(self) -> "SiblingManager":
+    def __enter__(self) -> SiblingManager:
         return self
 
     def __exit__(self, *exc: Any) -> None:

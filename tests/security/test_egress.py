@@ -14,7 +14,6 @@ import subprocess
 import threading
 
 import pytest
-
 from sec_helpers import docker, leftovers
 
 from bot.engine import egress as egress_guard

@@ -17,9 +17,15 @@ import sys
 import time
 
 import pytest
-
-from sec_helpers import (ContainerWatcher, assert_build_step_confined, assert_hardened, copy_repo, docker,
-                         is_build_step, leftovers)
+from sec_helpers import (
+    ContainerWatcher,
+    assert_build_step_confined,
+    assert_hardened,
+    copy_repo,
+    docker,
+    is_build_step,
+    leftovers,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench.repos import (BenchRepo, export_tree, find_git_dir, parse_repo_list, prepare_git_dir,
-                             read_repo_list)
+from bot.bench.repos import BenchRepo, export_tree, find_git_dir, parse_repo_list, prepare_git_dir, read_repo_list
 from bot.errors import InputError
 
 SHA = "f3901686abc47853523f3b211873fc2b9e0c5ab5"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from doubles.github_api import GitHubDouble
 
 import bot.commands.github as github_command
 from bot.cli import main
 from bot.outputs import generate_outputs
 from bot.report import ReportData
-from doubles.github_api import GitHubDouble
 
 EVENTS = Path(__file__).parents[1] / "fixtures" / "events"
 

@@ -16,12 +16,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from doubles.github_api import GitHubDouble
 
 import bot.commands.github as github_command
 from bot.cli import main
 from bot.outputs import outputs_from_pipeline
 from bot.report.render import HANDBACK_COMMENT_MARKER, HANDBACK_MARKER
-from doubles.github_api import GitHubDouble
 
 EVENTS = Path(__file__).parents[1] / "fixtures" / "events"
 REPO = "octo/app"

@@ -6,16 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doubles.loop_world import (FakeEngine, FakeGraph, FakeRetriever, Need, World, fake_compile,  # noqa: E402
-                                fake_plan_maker)
+from doubles.loop_world import FakeEngine, FakeGraph, FakeRetriever, Need, World, fake_compile, fake_plan_maker  # noqa: E402
 
 from bot.config import load_settings  # noqa: E402
-from bot.loop.orchestrator import compare, run_setup, TargetOutcome  # noqa: E402
 from bot.loop.diagnose import Signature  # noqa: E402
+from bot.loop.orchestrator import TargetOutcome, compare, run_setup  # noqa: E402
 
 MISSING_YAML = "E   ModuleNotFoundError: No module named 'yaml'"
 MISSING_JWT = "E   ModuleNotFoundError: No module named 'jwt'"

@@ -6,8 +6,14 @@ from types import SimpleNamespace
 
 from bot.atoms import Atom
 from bot.loop.diagnose import diagnose
-from bot.loop.repair import (Candidate, choose_python, knowledge_candidates, merge_candidates,
-                             rule_candidates, trial_commands)
+from bot.loop.repair import (
+    Candidate,
+    choose_python,
+    knowledge_candidates,
+    merge_candidates,
+    rule_candidates,
+    trial_commands,
+)
 
 
 def rules(output, tmp_path, python="3.11", available=("3.11", "3.13")):
