@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -271,7 +271,7 @@ def _merge(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
             continue
         if not isinstance(value, Mapping):
             raise ConfigError(f"{_at(origin, marks, section)}: section '{section}' must be a mapping")
-        cls = f.default_factory  # type: ignore[misc]
+        cls = cast(Any, f.default_factory)
         fields = {sf.name: sf for sf in dataclasses.fields(cls)}
         current = base.setdefault(section, {})
         for key, v in value.items():
@@ -473,7 +473,7 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             part = {}
             for key, v in value.items():
                 if key in REPO_KEYS[section] or key not in {f.name for f in dataclasses.fields(
-                        _SECTIONS[section].default_factory)}:  # type: ignore[misc]
+                        cast(Any, _SECTIONS[section].default_factory))}:
                     part[key] = v                 # unknown keys stay: _merge suggests the right one
                 else:
                     refused.append((f"{section}.{key}", "set by the operator only"))
@@ -545,7 +545,7 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
         if name in ("services", "siblings"):
             kwargs[name] = tuple(merged.get(name, ()))
         else:
-            kwargs[name] = f.default_factory(**merged.get(name, {}))  # type: ignore[misc]
+            kwargs[name] = cast(Any, f.default_factory)(**merged.get(name, {}))
     settings = Settings(**kwargs, refused=tuple(refused))
     if settings.engine.kind not in ("docker", "podman"):
         raise ConfigError(f"engine.kind must be docker or podman, not {settings.engine.kind!r}")

@@ -64,7 +64,7 @@ def _pip_conf_files(environ: Mapping[str, str]) -> list[Path]:
 
 
 def _from_pip_conf(environ: Mapping[str, str]) -> tuple[str, list[str]]:
-    index, extra = "", []
+    index, extra = "", list[str]()
     for path in _pip_conf_files(environ):
         parser = configparser.RawConfigParser()
         try:

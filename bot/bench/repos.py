@@ -240,12 +240,13 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
     proc = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin and proc.stdout
+    stdin = proc.stdin
     # Feed requests from a thread so a large tree cannot deadlock on full pipes.
     def feed() -> None:
         try:
             for _mode, oid, _path in blobs:
-                proc.stdin.write(oid.encode() + b"\n")
-            proc.stdin.close()
+                stdin.write(oid.encode() + b"\n")
+            stdin.close()
         except BrokenPipeError:
             pass
 

@@ -26,6 +26,7 @@ from bot.bench.determinism import check_determinism
 from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new_scratch, prepare_git_dir
 from bot.bench.score import Score, score_dockerfile
 from bot.bench.systems import RUNNERS, SYSTEMS, SystemContext, SystemResult
+from bot.config import Settings
 from bot.errors import EngineError, InputError, SetupbotError
 
 
@@ -41,7 +42,7 @@ class BenchOptions:
     pipreqs_timeout: int = 300
     force: bool = False
     keep_images: bool = False
-    settings: object = None
+    settings: Settings | None = None
     command: str = ""
     # Builds the engine of one pair from the settings; the real Engine unless a caller (a test)
     # hands in another implementation of the same contract.
@@ -147,6 +148,7 @@ def _new_engine(opts: BenchOptions):
         return opts.engine_factory(opts.settings)
     from bot.engine import Engine
 
+    assert opts.settings is not None, "the real engine is made from the bench settings"
     return Engine.from_settings(opts.settings)
 
 

@@ -109,8 +109,8 @@ def _dataclass_schema(cls: type, prefix: str, comments: dict[str, str]) -> dict[
                 s = {"type": ["array", "string"], "items": {"type": "string"}}
         elif f.default is not dataclasses.MISSING:
             s["default"] = f.default if not isinstance(f.default, tuple) else list(f.default)
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            s["default"] = dict(f.default_factory())  # type: ignore[misc]
+        elif f.default_factory is not dataclasses.MISSING:
+            s["default"] = dict(f.default_factory())
         if comments.get(key):
             s["description"] = comments[key]
         props[f.name] = s

@@ -48,7 +48,7 @@ def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | Non
     from bot.report.model import TestCounts, from_pipeline
 
     state = check(repo, settings)
-    if not state.unchanged:
+    if not state.unchanged or state.recorded is None:
         log.info("container work needed: %s", state.reason)
         return None
     if trusted_plan is not None:
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"setupbot: pull request #{outcome.publish.number}: {outcome.publish.action}")
     if outcome.comparison is not None:
         print(f"setupbot: {'regression: ' if outcome.comparison.regression else ''}{outcome.comparison.summary}")
-    if args.dry_run:
+    if isinstance(provider, DryRunProvider):
         for action in provider.actions:
             print(f"  would {action}")
     code = exit_code(outcome, fail_on)

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         where = f" #{r.number}" if r.number else ""
         print(f"{r.repo}: {r.action}{where}{(' ' + r.path) if r.path else ''} [cron {r.cron}]"
               f"{(' - ' + r.detail) if r.detail else ''}", file=out)
-    would = [str(a) for a in provider.actions] if dry_run else []
+    would = [str(a) for a in provider.actions] if isinstance(provider, DryRunProvider) else []
     for action in would:
         print(f"  would {action}", file=out)
     write_json(args, "rollout", {"dry_run": dry_run, "matched": len(repos), "would": would,

@@ -11,7 +11,7 @@ import io
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 
@@ -410,6 +410,6 @@ def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
     text = template.render(steps=steps)
     verify_dockerfile(text, steps)
     module = template.make_module({"steps": steps})
-    lines = [DockerLine(str(module.instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
+    lines = [DockerLine(str(cast(Any, module).instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
              for s in steps]
     return CompiledDockerfile(text, lines)

@@ -38,6 +38,7 @@ from bot.templating import render_template
 
 if TYPE_CHECKING:
     from bot.engine.session import RunnerSession
+    from bot.engine.sources import ImageSource
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +143,11 @@ class Engine:
                  environ: Mapping[str, str] | None = None) -> None:
         self.settings = settings
         self.kind = settings.engine.kind
-        self.binary = shutil.which(self.kind)
-        if not self.binary:
+        binary = shutil.which(self.kind)
+        if not binary:
             raise EngineError(f"the container engine '{self.kind}' is not installed (not on PATH)",
                               f"Install {self.kind}, or choose the other engine with engine.kind.")
+        self.binary: str = binary
         self.run_id = run_id or os.environ.get("SETUPBOT_RUN_ID") or new_run_id()
         self.labels = {LABEL: "1", RUN_LABEL: self.run_id, OWNER_LABEL: owner_token()}
         self.limits = Limits.from_settings(settings.engine)
@@ -156,7 +158,7 @@ class Engine:
         self._internal_networks: set[str] = set()
         self.egress: EgressFacts | None = None
         self._egress_net: str | None = None
-        self._source = None   # bot.engine.sources.ImageSource, made on first use
+        self._source: ImageSource | None = None   # made on first use
         from bot.indexes import host_index_config
 
         # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...) for runner commands
@@ -532,7 +534,8 @@ class Engine:
         text, timed_out = cap.text, cap.timed_out
         if timed_out:
             text += f"\n[setupbot] killed after the {timeout}s timeout\n"
-        code = cap.returncode if not timed_out else (cap.returncode if cap.returncode not in (0, None) else 137)
+        # a run that timed out, or that ended with no exit status, was killed
+        code = cap.returncode if cap.returncode is not None and not (timed_out and cap.returncode == 0) else 137
         return ExecResult(list(argv), code, text, time.monotonic() - started, timed_out)
 
     def _kill_container_processes(self, name: str) -> None:

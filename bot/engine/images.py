@@ -90,7 +90,7 @@ def available_pythons(engine: Engine) -> list[str]:
     return ImageSource(engine).offered_pythons()
 
 
-def default_pythons(settings: Settings | None) -> list[str]:
+def default_pythons(settings: Settings) -> list[str]:
     """What the engine has (stand-in images) when it answers, else the official list."""
     try:
         found = available_pythons(Engine.from_settings(settings))

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from bot.evidence import pytest_config
-from bot.evidence.files import RepoFiles, line_of, load_toml
+from bot.evidence.files import RepoFiles, as_table, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, Source
 from bot.evidence.reqparse import poetry_constraint
 
@@ -205,8 +205,8 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
     # an application that says it is not a package: Poetry's package-mode = false, uv's
     # package = false. Its tools install the dependencies only (--no-root,
     # --no-install-project), and so does the plan
-    poetry_tool = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
-    uv_tool = tool.get("uv") if isinstance(tool.get("uv"), dict) else {}
+    poetry_tool = as_table(tool.get("poetry"))
+    uv_tool = as_table(tool.get("uv"))
     if poetry_tool.get("package-mode") is False or uv_tool.get("package") is False:
         proj.installable = False
         ev.warn(rel, line_of(text, "package-mode") or line_of(text, "package ="),

@@ -137,9 +137,9 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
             proj.c_extensions = proj.c_extensions or src
         elif kw.arg == "classifiers":
             for c in _specs(val):
-                m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
-                if m:
-                    ev.python.append(PythonConstraint("tested", m.group(1), Source(rel, line_of(text, c), "classifier")))
+                cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+                if cm:
+                    ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
 
 
 def _specs(val: Any) -> list[str]:
@@ -172,9 +172,9 @@ def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
             proj.name_source = proj.name_source or Source(rel, line_of(text, "name"), "metadata.name")
         if parser.has_option("metadata", "classifiers"):
             for c in lines(parser.get("metadata", "classifiers")):
-                m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
-                if m:
-                    ev.python.append(PythonConstraint("tested", m.group(1), Source(rel, line_of(text, c), "classifier")))
+                cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+                if cm:
+                    ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
     if parser.has_section("options"):
         proj.installable = True
         proj.install_source = proj.install_source or Source(rel, line_of(text, "[options]"), "setup.cfg [options]")

@@ -21,7 +21,7 @@ def _tokens(cmd: str) -> list[str]:
 
 def commands(text: str) -> list[str]:
     joined = re.sub(r"\\\n\s*", " ", text)
-    out = []
+    out: list[str] = []
     for line in joined.splitlines():
         line = line.strip()
         if line.startswith("$ "):

@@ -31,7 +31,7 @@ def _evidence(evidence: Iterable[Any] | str | None, atom: Atom) -> list[tuple[st
         return [("repair", None, atom.describe())]
     if isinstance(evidence, str):
         return [("repair", None, evidence)]
-    out = []
+    out: list[tuple[str, int | None, str]] = []
     for e in evidence:
         if isinstance(e, (list, tuple)):
             out.append((str(e[0]), e[1] if len(e) > 1 else None, str(e[2]) if len(e) > 2 else atom.describe()))
@@ -63,6 +63,7 @@ def apply_atom(g: DepGraph, atom: Atom, evidence: Iterable[Any] | str | None = N
     ev = _evidence(evidence, atom)
     a = atom.args
     changed: list[str] = []
+    n: Node | None
     if atom.kind == "apt_install":
         for pkg in a["packages"]:
             n = _node(g, Node(f"systemlib:{pkg}", "SYSTEMLIB", pkg, "SATISFIED", action="apt", attrs={"repair": True}), ev)

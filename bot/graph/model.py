@@ -139,6 +139,7 @@ class DepGraph:
     def from_json(cls, data: dict[str, Any] | str) -> DepGraph:
         if isinstance(data, str):
             data = json.loads(data)
+        assert isinstance(data, dict), "a graph's JSON form is an object"
         g = cls()
         g.meta = dict(data.get("meta", {}))
         for nd in data.get("nodes", []):

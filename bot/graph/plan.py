@@ -179,7 +179,7 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
             return res, dropped
         m = _NOT_FOUND.search(res.error) or _BUILD_FAILED.search(res.error)
         node = g.nodes.get(f"package:{canonicalize_name(m.group(1))}") if m else None
-        if node is None or node.action not in ("pip", "repair-pip") or node.attrs.get("group") == "main":
+        if m is None or node is None or node.action not in ("pip", "repair-pip") or node.attrs.get("group") == "main":
             return res, dropped
         why = "is not on the package index" if "not found" in m.group(0) else f"does not build for Python {python}"
         node.action = None
@@ -411,11 +411,11 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
             names = names_in_error(res.error, {n.name for n in g.of_type("PACKAGE")})
             last = res.error.strip().splitlines()[-1] if res.error.strip() else "unknown error"
             warnings.append(ScanWarning(".", None, f"uv could not resolve the dependencies for Python {choice.version}: {last[:300]}"))
-            for name in names:
-                n = g.nodes.get(f"package:{name}")
-                if n is not None:
-                    n.state = "MISSING"
-                    n.add_evidence("uv pip compile", None, "named in the resolution failure")
+            for pkg in names:
+                failed = g.nodes.get(f"package:{pkg}")
+                if failed is not None:
+                    failed.state = "MISSING"
+                    failed.add_evidence("uv pip compile", None, "named in the resolution failure")
     else:
         g.meta["resolution"] = {"ok": None, "skipped": "--no-resolve"}
     for n in g.of_type("PACKAGE"):

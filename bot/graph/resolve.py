@@ -211,7 +211,7 @@ def _uv_compile(uv: str, requirements: list[str], python: str, timeout: float, i
     for line in proc.stdout.splitlines():
         m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?==([^\s;]+)", line.strip())
         if m:
-            pins[canonicalize_name(m.group(1))] = m.group(2)
+            pins[str(canonicalize_name(m.group(1)))] = m.group(2)
     return Resolution(True, pins, seconds=elapsed)
 
 

@@ -74,12 +74,14 @@ Rule = tuple[str, str, re.Pattern[str], Callable[[re.Match[str]], str]]
 
 def _rule(kind: str, category: str, pattern: str, key: Callable[[re.Match[str]], str] | int | None = 1,
           flags: int = re.MULTILINE) -> Rule:
+    fn: Callable[[re.Match[str]], str]
     if key is None:
         def fn(m: re.Match[str]) -> str:
             return ""
     elif isinstance(key, int):
         group = key
-        def fn(m):
+
+        def fn(m: re.Match[str]) -> str:
             return _tail_key(m.group(group) or "")
     else:
         fn = key

@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -91,7 +91,7 @@ def parse_dpkg_output(output: str) -> dict[str, str]:
     return debs
 
 
-def installed_set(engine: Any, image: str, debs: list[str] = (), timeout: float = 300) -> InstalledSet:
+def installed_set(engine: Any, image: str, debs: Sequence[str] = (), timeout: float = 300) -> InstalledSet:
     """The Python distributions of ``image`` (and the versions of ``debs``), read in a throwaway
     container with no network."""
     r = engine.run_once(image, ["python", "-c", FREEZE_SCRIPT], timeout=timeout)

@@ -507,7 +507,7 @@ def ci_install_specs(repo: Path) -> list[str]:
 
     from types import SimpleNamespace
 
-    sink = SimpleNamespace(warn=lambda *a, **k: None)
+    sink: Any = SimpleNamespace(warn=lambda *a, **k: None)   # load_yaml only warns into it
     # repository files through the one safe reader: a link out of the repository is not followed
     folder = repo / ".github" / "workflows"
     try:

@@ -83,8 +83,8 @@ def parse_junit(xml_text: str) -> TestResults:
             tag = child.tag
             if tag in ("failure", "error"):
                 outcome = FAILED if tag == "failure" else ERROR
-                message = (child.get("message") or (child.text or "")).strip().splitlines()[:1]
-                message = message[0][:300] if message else ""
+                first = (child.get("message") or (child.text or "")).strip().splitlines()[:1]
+                message = first[0][:300] if first else ""
                 break
             if tag == "skipped":
                 outcome, message = SKIPPED, (child.get("message") or "")[:300]

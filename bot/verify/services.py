@@ -48,7 +48,7 @@ class ServiceSpec:
             (lambda k, d=None: getattr(req, k, d))
         name = str(get("name") or "").strip()
         image = str(get("image") or "").strip()
-        ports = tuple(_port(p) for p in (get("ports") or ()) if _port(p))
+        ports = tuple(p for p in (_port(x) for x in (get("ports") or ())) if p)
         kind = get("kind") or None
         # a kind the catalogue does not know ("other") still lets the image or port decide
         kind = (kind_of(str(kind)) if kind else None) or kind_of(name, image, ports)
