@@ -237,7 +237,7 @@ def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
     started = time.monotonic()
     tarball = rootfs_tarball(settings, suite, log_line)
     log_line(f"import {tarball} as {tag}")
-    engine._cli(["import",
+    engine.run_cli(["import",
                  "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                  "--change", f"LABEL {LABEL}=1 setupbot.rootfs={suite}",
                  "--change", 'CMD ["bash"]', str(tarball), tag], timeout=900)
@@ -295,7 +295,7 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
         else:
             text = (context / "Dockerfile").read_text()
             build_args["BASE"] = recipe.base
-        first = engine._build_raw(context, text, stage, {LABEL: "1"}, build_args=build_args)
+        first = engine.build_raw(context, text, stage, {LABEL: "1"}, build_args=build_args)
         if not first.ok:
             return Outcome(recipe.tag, "failed", time.monotonic() - started, first.log[-3000:])
 
@@ -319,7 +319,7 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
                 engine.ca.write_context(context)
             text = render_template("images/finish.Dockerfile.j2", base=stage, ca=engine.ca is not None,
                                    ca_env=CA_ENV, env=env)
-            final = engine._build_raw(context, text, [recipe.tag, *recipe.aliases], labels)
+            final = engine.build_raw(context, text, [recipe.tag, *recipe.aliases], labels)
         if not final.ok:
             return Outcome(recipe.tag, "failed", time.monotonic() - started, final.log[-3000:])
     finally:

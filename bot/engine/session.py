@@ -86,10 +86,10 @@ class RunnerSession:
                         self.name, len(self._stack))
             return
         try:
-            self.engine._cli(["rm", "-f", "-v", self.name], check=False)
+            self.engine.run_cli(["rm", "-f", "-v", self.name], check=False)
         finally:
             for tag, _ in reversed(self._stack):
-                self.engine._cli(["rmi", "-f", tag], check=False)
+                self.engine.run_cli(["rmi", "-f", tag], check=False)
             self._stack.clear()
             self._started = False
 
@@ -109,12 +109,12 @@ class RunnerSession:
         index_env = getattr(self.engine, "index_env", None) or {}
         if index_env:
             env = {**index_env, **dict(env or {})}
-        return self.engine._exec(self.name, list(argv), env=env, timeout=limit, workdir=workdir)
+        return self.engine.exec_in(self.name, list(argv), env=env, timeout=limit, workdir=workdir)
 
     def kill_processes(self) -> None:
         """Kill everything running in the container (background processes included); the
         filesystem stays."""
-        self.engine._kill_container_processes(self.name)
+        self.engine.kill_container_processes(self.name)
 
     def copy_in(self, host_path: Path | str, container_path: str) -> None:
         """Copy a file, or a directory's contents, into the container."""
@@ -123,11 +123,11 @@ class RunnerSession:
             raise EngineError(f"cannot copy {src} into the runner: it does not exist")
         if src.is_dir():
             self.exec(["mkdir", "-p", container_path], timeout=60)
-            self.engine._cli(["cp", f"{src}/.", f"{self.name}:{container_path}"], timeout=900)
+            self.engine.run_cli(["cp", f"{src}/.", f"{self.name}:{container_path}"], timeout=900)
         else:
             parent = container_path.rsplit("/", 1)[0] or "/"
             self.exec(["mkdir", "-p", parent], timeout=60)
-            self.engine._cli(["cp", str(src), f"{self.name}:{container_path}"], timeout=900)
+            self.engine.run_cli(["cp", str(src), f"{self.name}:{container_path}"], timeout=900)
 
     # --------------------------------------------------------------- snapshots
     @property
@@ -149,7 +149,7 @@ class RunnerSession:
         args = ["commit"]
         for c in changes:
             args += ["--change", c]
-        self.engine._cli([*args, self.name, tag], timeout=900)
+        self.engine.run_cli([*args, self.name, tag], timeout=900)
         self._stack.append((tag, note))
         image_id = self.engine.image_id(tag)
         assert image_id
@@ -164,9 +164,9 @@ class RunnerSession:
                               "Take a snapshot before trying a change.")
         target, _ = self._stack[-n]
         for tag, _ in reversed(self._stack[len(self._stack) - n + 1:]):
-            self.engine._cli(["rmi", "-f", tag], check=False)
+            self.engine.run_cli(["rmi", "-f", tag], check=False)
         del self._stack[len(self._stack) - n + 1:]
-        self.engine._cli(["rm", "-f", "-v", self.name])
+        self.engine.run_cli(["rm", "-f", "-v", self.name])
         self._started = False
         self._create(target)
 
@@ -176,4 +176,4 @@ class RunnerSession:
             raise EngineError(f"cannot drop {n} snapshot(s): the stack holds {len(self._stack)}")
         for _ in range(n):
             tag, _ = self._stack.pop()
-            self.engine._cli(["rmi", "-f", tag], check=False)
+            self.engine.run_cli(["rmi", "-f", tag], check=False)

@@ -109,7 +109,7 @@ class ImageSource:
             host = self.registry.split("/", 1)[0]
             return [f"https://{host}/v2/", f"http://{host}/v2/"]
         # The engine's default registry and any mirrors its daemon is configured with.
-        r = self.engine._cli(["info", "--format", "{{json .RegistryConfig}} {{json .IndexServerAddress}}"],
+        r = self.engine.run_cli(["info", "--format", "{{json .RegistryConfig}} {{json .IndexServerAddress}}"],
                              check=False, timeout=30)
         urls: list[str] = []
         try:
@@ -194,7 +194,7 @@ class ImageSource:
             return have
         if self.mode != "standins" and self.registry_answers():
             source = self.registry_ref(name)
-            r = self.engine._cli(["pull", "--quiet", source], check=False, timeout=1800)
+            r = self.engine.run_cli(["pull", "--quiet", source], check=False, timeout=1800)
             if r.returncode == 0:
                 if source != ref:
                     self.engine.tag(source, ref)
@@ -225,7 +225,7 @@ class ImageSource:
                                      BOOTSTRAP_HINT)
 
     def _inspect(self, ref: str) -> dict | None:
-        r = self.engine._cli(["image", "inspect", "--format", "{{json .}}", ref], check=False)
+        r = self.engine.run_cli(["image", "inspect", "--format", "{{json .}}", ref], check=False)
         if r.returncode != 0:
             return None
         try:

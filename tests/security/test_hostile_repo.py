@@ -95,7 +95,7 @@ def test_hostile_repository_sees_no_secret_and_every_container_is_hardened(
         # Spy on every command output and build log the engine returns (the trajectory keeps
         # only tails).
         outputs: list[str] = []
-        real_exec, real_build = engine._exec, engine.build
+        real_exec, real_build = engine.exec_in, engine.build
 
         def spy_exec(*a, **k):
             res = real_exec(*a, **k)
@@ -107,7 +107,7 @@ def test_hostile_repository_sees_no_secret_and_every_container_is_hardened(
             outputs.append(res.log)
             return res
 
-        engine._exec = spy_exec
+        engine.exec_in = spy_exec
         engine.build = spy_build
         try:
             with ContainerWatcher(run_id) as watcher:

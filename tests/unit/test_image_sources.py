@@ -33,7 +33,7 @@ class FakeEngine:
         self.remote = dict(remote or {})
         self.calls: list[list[str]] = []
 
-    def _cli(self, args, check=True, timeout=None):
+    def run_cli(self, args, check=True, timeout=None):
         self.calls.append(list(args))
         argv = ["docker", *args]
         if args[:2] == ["image", "inspect"]:
