@@ -355,12 +355,5 @@ def bootstrap(engine: Engine, settings: Settings, pythons: Iterable[str] | None 
     return outcomes
 
 
-def require_standins(engine: Engine, tags: Iterable[str]) -> None:
-    missing = [t for t in tags if not engine.image_exists(t)]
-    if missing:
-        raise ImageUnavailableError(f"images missing on this engine: {', '.join(missing)}",
-                                    "Run `setupbot images bootstrap` (no registry needed).")
-
-
 __all__ = ["available_pythons", "local_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
            "Outcome", "OfferedService", "cache_dir", "ensure_rootfs", "rootfs_tarball"]

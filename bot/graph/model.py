@@ -93,9 +93,6 @@ class DepGraph:
     def of_type(self, type_: str) -> list[Node]:
         return [n for _, n in sorted(self.nodes.items()) if n.type == type_]
 
-    def prerequisites(self, node_id: str) -> list[str]:
-        return sorted(d for s, d, k in self.edges if s == node_id and k == "prerequisite")
-
     def mapped(self, node_id: str) -> list[str]:
         return sorted(d for s, d, k in self.edges if s == node_id and k == "mapping")
 

@@ -88,10 +88,6 @@ def _rule(kind: str, category: str, pattern: str, key: Callable[[re.Match[str]],
     return (kind, category, re.compile(pattern, flags), fn)
 
 
-def _floor_from_spec(m: re.Match[str]) -> str:
-    return m.group(1).strip().strip("'\"")
-
-
 def _module_top(m: re.Match[str]) -> str:
     return m.group(1).split(".")[0]
 

@@ -7,7 +7,6 @@ PR body and the job summary can be rendered and tested without running a setup.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,9 +140,6 @@ class ReportData:
             if key in self.timings:
                 return round(float(self.timings[key]), 1)
         return round(sum(self.timings.values()), 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def verdict_at_least(verdict: str, gate: str) -> bool:
