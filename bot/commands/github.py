@@ -4,7 +4,6 @@ checkout, then publishes the PR, the comment and the job summary as the event al
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 from collections.abc import Callable
@@ -14,7 +13,7 @@ from bot.config import load_settings
 from bot.errors import EXIT_CODES, InputError
 from bot.github.events import exit_code, handle_event, load_event, write_action_outputs
 from bot.github.provider import DryRunProvider, GitHubProvider
-from bot.outputs import REPORT, GeneratedOutputs, fingerprint_files, outputs_from_pipeline, write_outputs
+from bot.outputs import REPORT, GeneratedOutputs, fingerprint_files
 from bot.redact import register_secret
 
 log = logging.getLogger(__name__)
@@ -74,21 +73,18 @@ def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | Non
 
 
 def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
-    """Run the pipeline and turn its records into the output files."""
-    try:
-        pipeline = importlib.import_module("bot.pipeline")
-    except ModuleNotFoundError as exc:
-        raise InputError("this installation has no pipeline (bot.pipeline) to run",
-                         "Install a complete setupbot.") from exc
-    result = pipeline.run_pipeline(repo, settings)
-    if isinstance(result, GeneratedOutputs):
-        return result
-    return outputs_from_pipeline(repo, plan=getattr(result, "plan", None),
-                                 run_record=getattr(result, "run_record", None),
-                                 verification=getattr(result, "verification", None),
-                                 output_dir=settings.output.dir, repository=repository,
-                                 image_size=getattr(result, "image_size", None), settings=settings,
-                                 gate=settings.publish.min_verdict, refused_config=settings.refused)
+    """Run the pipeline. It generates the output files and writes them into the checkout, once
+    (the report path is an action output, so the file must exist locally)."""
+    # imported here: the CLI imports every command module at start, and the pipeline pulls in
+    # the engine, the loop and the knowledge base
+    from bot import pipeline
+
+    result = pipeline.run_pipeline(repo, settings, repository=repository)
+    if result.generated is None:
+        raise InputError("the run produced no plan, so there is nothing to publish: "
+                         + ("; ".join(result.warnings) or "see the log above"),
+                         "Run `setupbot plan` on the checkout to see why no plan was made.")
+    return result.generated
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,9 +112,7 @@ def run(args: argparse.Namespace) -> int:
             repo, settings, base_plan if event.name == "pull_request" else None)
         if reused is not None:
             return reused
-        generated = produce_outputs(repo, settings, event.repository)
-        write_outputs(repo, generated)     # the checkout gets them too: the report path is an output
-        return generated
+        return produce_outputs(repo, settings, event.repository)
 
     # The gate and fail-on come from the trusted chain (defaults, SETUPBOT_* variables, the
     # action's inputs) on pull requests: a pull request's own .github/setupbot.yml must not be
