@@ -1132,7 +1132,7 @@ class SetupLoop:
 
     def _no_python_note(self, sig: Signature) -> str:
         """Pins that need a Python none of the offered images has: say so plainly."""
-        from bot.loop.repair import choose_python
+        from bot.loop.repair import next_python as choose_python
 
         offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
         if sig.kind == "python_pin" and choose_python(sig.key, self.available, "") is None:

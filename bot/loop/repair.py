@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from bot import safefs
 from bot.atoms import Atom, AtomError
+from bot.graph.runtime import series_allows
 from bot.loop.diagnose import Signature, service_for
 
 # Atoms that can be trialled inside a running runner container (snapshot/rollback). The others
@@ -214,9 +215,10 @@ def distributions_for(module: str) -> list[str]:
     return [d for d in dict.fromkeys([distribution_for(module), module]) if d]
 
 
-def choose_python(spec: str, available: Sequence[str], current: str) -> str | None:
+def next_python(spec: str, available: Sequence[str], current: str) -> str | None:
     """The lowest available Python that satisfies ``spec`` (a specifier like '>=3.12' or a bare
-    version like '3.12' meaning "at least"), other than the current one."""
+    version like '3.12' meaning "at least"), other than the current one. A version stands for
+    its minor series, as in the planner's choice (bot.graph.runtime.choose_python)."""
     spec = spec.strip()
     if re.fullmatch(r"\d+\.\d+", spec):
         spec = f">={spec}"
@@ -225,7 +227,7 @@ def choose_python(spec: str, available: Sequence[str], current: str) -> str | No
     except InvalidSpecifier:
         return None
     for v in sorted(available, key=Version):
-        if v != current and sset.contains(Version(v), prereleases=True):
+        if v != current and series_allows(sset, v):
             return v
     return None
 
@@ -353,7 +355,7 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
                                packages=[PYTEST_MARKER_PLUGINS[k]]))
         case "python_pin":
             # a pinned release that installs only on another Python: the offered one that fits
-            chosen = choose_python(k, available_pythons, python)
+            chosen = next_python(k, available_pythons, python)
             if chosen:
                 out.append(one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen))
         case "no_matching_distribution" if "==" in k:
@@ -395,7 +397,7 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
                                  why=f"{why}: rebuild it from source with a compiler"))
         case "python_floor" | "newer_syntax":
             spec = k if sig.kind == "python_floor" else f">{python}"
-            chosen = choose_python(spec, available_pythons, python)
+            chosen = next_python(spec, available_pythons, python)
             if chosen:
                 out.append(one("switch_python", f"needs Python {spec}; {chosen} is available", version=chosen))
         case "missing_header":
