@@ -18,8 +18,10 @@ from typing import Any, cast
 
 import yaml
 
+from bot import safefs, yamlsafe
 from bot.errors import ConfigError, SetupbotError
 from bot.paths import PACKAGE_DIR
+from bot.redact import register_secret
 
 DEFAULTS_FILE = PACKAGE_DIR / "defaults.yml"
 REPO_CONFIG = Path(".github") / "setupbot.yml"
@@ -313,8 +315,6 @@ def read_config_file(path: Path, *, repo: Path | None = None) -> tuple[Any, dict
     """The data of a settings file and its line marks; errors name the file and line. Reading is
     bounded (``_read_config``); the marks come from a second, cheap compose of the same text, which
     ``_read_config`` has already proven small and shallow."""
-    from bot import safefs
-
     data = _read_config(path, repo=repo)
     try:
         raw = safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES) if repo is not None \
@@ -378,8 +378,6 @@ def _read_config(path: Path, *, repo: Path | None = None) -> Any:
     """Parse one configuration file, bounded: size cap, strict UTF-8, no alias bombs, no deep
     nesting (SECURITY.md S16). A repository's file is read through the safe reader, so a
     symlinked setupbot.yml pointing out of the repository is refused."""
-    from bot import safefs, yamlsafe
-
     try:
         if repo is not None:
             raw = safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES)
@@ -409,8 +407,6 @@ def _read_config(path: Path, *, repo: Path | None = None) -> Any:
 def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
     """Why a sibling named by the repository's file is refused, or None: a path must stay
     inside the repository (no absolute path, no '..', no link out), a url must be https."""
-    from bot import safefs
-
     path, url = entry.get("path"), entry.get("url")
     if path:
         text = str(path).replace("\\", "/")
@@ -428,6 +424,7 @@ def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
 def _service_refusal(entry: Mapping[str, Any]) -> str | None:
     """Why a service named by the repository's file is refused: only catalogue services (their
     own images or the known variants of them) start from a repository's word."""
+    # an upward import (config sits below verify) until the catalogue moves down (issue 17 item 1)
     from bot.verify.catalog import KINDS, kind_of, split_image
 
     image = str(entry.get("image") or "").strip()
@@ -549,8 +546,6 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
     settings = Settings(**kwargs, refused=tuple(refused))
     if settings.engine.kind not in ("docker", "podman"):
         raise ConfigError(f"engine.kind must be docker or podman, not {settings.engine.kind!r}")
-    from bot.redact import register_secret
-
     for secret in settings.secrets():   # from a flag or an operator file, too, not only from env
         register_secret(secret)
     return settings

@@ -27,6 +27,7 @@ from bot.compile.compose import (
 )
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
+from bot.incremental import environment_inputs
 from bot.markers import (
     COMPOSE,
     DEVCONTAINER,
@@ -384,8 +385,6 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
 
 
 def _inputs(repo: Path, settings: Any) -> dict[str, Any] | None:
-    from bot.incremental import environment_inputs
-
     try:
         return environment_inputs(repo, settings)
     except (OSError, InputError) as exc:      # no record: the next run simply does the work again

@@ -27,6 +27,7 @@ from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new
 from bot.bench.score import Score, score_dockerfile
 from bot.bench.systems import RUNNERS, SYSTEMS, SystemContext, SystemResult
 from bot.config import Settings
+from bot.engine import Engine
 from bot.errors import EngineError, InputError, SetupbotError
 
 
@@ -146,8 +147,6 @@ def _finish(record: dict, score: Score | None, repo: BenchRepo) -> dict:
 def _new_engine(opts: BenchOptions):
     if opts.engine_factory is not None:
         return opts.engine_factory(opts.settings)
-    from bot.engine import Engine
-
     assert opts.settings is not None, "the real engine is made from the bench settings"
     return Engine.from_settings(opts.settings)
 

@@ -34,6 +34,7 @@ from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError, ImageUnavailableError
 from bot.hostenv import host_env
+from bot.indexes import host_index_config
 from bot.templating import render_template
 
 if TYPE_CHECKING:
@@ -159,8 +160,6 @@ class Engine:
         self.egress: EgressFacts | None = None
         self._egress_net: str | None = None
         self._source: ImageSource | None = None   # made on first use
-        from bot.indexes import host_index_config
-
         # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...) for runner commands
         # and builds; never written into a generated file.
         self.index_env: dict[str, str] = host_index_config(environ).env()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from bot.engine.ca import CA_ENV, CONTAINER_EXTRA
 from bot.engine.results import ExecResult
 from bot.errors import EngineError
+from bot.paths import templates_dir
 
 if TYPE_CHECKING:
     from bot.engine.core import Engine
@@ -70,8 +71,6 @@ class RunnerSession:
 
     def _install_ca(self) -> None:
         from bot.engine.ca import MERGE_SCRIPT
-        from bot.paths import templates_dir
-
         assert self.engine.ca is not None
         script = (templates_dir() / "images" / MERGE_SCRIPT).read_bytes()
         self.engine.put_archive(self.name, {CONTAINER_EXTRA: self.engine.ca.pem, _MERGE_PATH: script})

@@ -11,7 +11,10 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from bot import safefs
+from bot.atoms import Atom
 from bot.evidence import scan_repository
+from bot.evidence.files import MAX_BYTES
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph, install_spec
@@ -213,8 +216,6 @@ def _numpy2_guard(g: DepGraph, pins: dict[str, str], python: str, warnings: list
         return False
     if not old:
         return False
-    from bot.atoms import Atom
-
     why = f"{old[0]}=={pins[old[0]]} is built against NumPy 1 (resolution picked numpy {numpy})"
     g.apply_atom(Atom("pip_constraint", {"constraints": ["numpy<2"]}), [("uv pip compile", None, why)])
     warnings.append(ScanWarning(".", None, f"numpy<2: {why}"))
@@ -233,9 +234,6 @@ def _add_compiler(g: DepGraph, evidence: tuple[str, int | None, str]) -> None:
 def _reuse_lock(repo: Path, ev: Evidence, g: DepGraph, settings: Any, warnings: list[ScanWarning]):
     """The requirements lock setupbot wrote last time, when its inputs hash is the plan's and no
     refresh was asked for; else None (with a warning saying why it was not used)."""
-    from bot import safefs
-    from bot.evidence.files import MAX_BYTES
-
     output = getattr(settings, "output", None)
     out_dir = str(getattr(output, "dir", "") or ".devcontainer").strip("/")
     rel = f"{out_dir}/{LOCK_NAME}"

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot import safefs
 from bot.atoms import Atom, AtomError
 from bot.errors import LLMError
 from bot.redact import Redactor, global_redactor
@@ -406,8 +407,6 @@ def build_messages(context: Mapping[str, Any], feedback: str = "") -> list[dict[
 def _readme(repo: Path) -> str:
     """The head of the README, through the safe reader: a README linked to a host file (a key,
     a token) never reaches the prompt (SECURITY.md S13)."""
-    from bot import safefs
-
     for name in ("README.md", "README.rst", "README.txt", "README"):
         text = safefs.try_read_text(repo, name, max_bytes=README_CAP * 2, head=True)
         if text is not None:

@@ -21,6 +21,9 @@ from packaging.version import Version
 
 from bot import safefs
 from bot.atoms import Atom, AtomError
+from bot.evidence.shellcmd import commands, pip_install
+from bot.evidence.yamlload import load_yaml
+from bot.graph.alternatives import group_of
 from bot.graph.runtime import series_allows
 from bot.loop.diagnose import Signature, service_for
 
@@ -370,8 +373,6 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
                            "install its dependencies and run it from the checkout"))
         case "apt_conflict":
             first, _, second = k.partition("|")
-            from bot.graph.alternatives import group_of
-
             group = group_of(first) or group_of(second) or ()
             # keep the preferred side of a known group; else the one apt named first
             order = [second, first] if group and second in group and first in group and \
@@ -474,9 +475,6 @@ def ci_install_specs(repo: Path) -> list[str]:
     """The distributions the repository's own CI, tox and nox install by name
     (``pip install X Y``, tox ``deps``, nox ``session.install("X")``), in the order found.
     Only requirement specifiers are kept: no options, URLs, paths or shell expansions."""
-    from bot.evidence.shellcmd import commands, pip_install
-    from bot.evidence.yamlload import load_yaml
-
     found: list[str] = []
 
     def keep(spec: str) -> None:

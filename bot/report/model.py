@@ -11,6 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.graph.lock import lock_summary
+from bot.graph.model import DepGraph
+
 VERDICT_TIERS = ("Full", "Mostly", "Partial", "Shallow", "Failed")
 
 
@@ -244,9 +247,6 @@ def _warning_text(w: Any) -> str:
 
 
 def _lock_summary(plan: Any) -> dict[str, Any]:
-    from bot.graph.lock import lock_summary
-    from bot.graph.model import DepGraph
-
     graph = _get(plan, "graph")
     if isinstance(graph, dict):
         try:

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from bot import __version__
 from bot.markers import MARKER_TEXT
 from bot.redact import global_redactor
 from bot.report.model import ReportData
@@ -130,8 +131,6 @@ def run_url(environ: Mapping[str, str] | None = None) -> str:
 
 
 def _version() -> str:
-    from bot import __version__
-
     return __version__
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot import safefs
 from bot.errors import ConfigError, SetupbotError
 from bot.hostenv import host_env
 from bot.verify.services import wait_healthy
@@ -197,8 +198,6 @@ class SiblingManager:
             from bot.config import load_settings
             plan = make_plan(source, load_settings(source), available_pythons(self.engine))
             return plan.dockerfile.text
-        from bot import safefs
-
         try:
             return safefs.read_text(source, spec.dockerfile, max_bytes=1024 * 1024)
         except (OSError, safefs.UnsafePath):
