@@ -236,7 +236,7 @@ def _at(origin: str, marks: Mapping[tuple, int] | None, *path: Any) -> str:
     return f"{origin}:{line}" if line else origin
 
 
-def _merge(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
+def merge_layer(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
            marks: Mapping[tuple, int] | None = None, origins: dict[str, str] | None = None,
            layer_name: str = "") -> None:
     """Merge one layer into ``base`` in place, rejecting unknown keys. ``marks`` ({key path:
@@ -444,19 +444,19 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
     """Keep what the repository's file may set; return it and the refused keys with reasons.
     Refusals are not errors: the run goes on with the operator's values and reports them."""
     if not isinstance(data, Mapping):
-        return data, []   # _merge reports the shape error
+        return data, []   # merge_layer reports the shape error
     kept: dict[str, Any] = {}
     refused: list[tuple[str, str]] = []
     for section, value in data.items():
         if section in REPO_LISTS:
             if not isinstance(value, list):
-                kept[section] = value          # _merge explains the shape
+                kept[section] = value          # merge_layer explains the shape
                 continue
             good = []
             for i, entry in enumerate(value):
                 why = None
                 known = {f.name for f in dataclasses.fields(LIST_ITEMS[section])}
-                if isinstance(entry, Mapping) and not set(entry) - known:   # a typo: _merge suggests
+                if isinstance(entry, Mapping) and not set(entry) - known:   # a typo: merge_layer suggests
                     why = (_sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry))
                 if why:
                     refused.append((f"{section}[{i}]", why))
@@ -471,7 +471,7 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             for key, v in value.items():
                 if key in REPO_KEYS[section] or key not in {f.name for f in dataclasses.fields(
                         cast(Any, _SECTIONS[section].default_factory))}:
-                    part[key] = v                 # unknown keys stay: _merge suggests the right one
+                    part[key] = v                 # unknown keys stay: merge_layer suggests the right one
                 else:
                     refused.append((f"{section}.{key}", "set by the operator only"))
             if section == "target" and isinstance(part.get("env"), Mapping):
@@ -498,7 +498,7 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             why = _OPERATOR_WHY.get(section, "set by the operator only")
             refused += [(f"{section}.{k}", why) for k in keys] or [(section, why)]
         else:
-            kept[section] = value                 # unknown: _merge raises with a suggestion
+            kept[section] = value                 # unknown: merge_layer raises with a suggestion
     for key, why in refused:
         log.warning("%s: refused %s: %s", origin, key, why)
     return kept, refused
@@ -513,29 +513,29 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
     only what describes the repository (``repo_layer``). ``origins``, when given, gets the layer that
     set each value: default, operator or repository file (path), environment (variable), flag."""
     merged: dict[str, Any] = {}
-    _merge(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE),
+    merge_layer(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE),
            origins=origins, layer_name="default")
     environ = os.environ if environ is None else environ
     path = config_file or (Path(environ["SETUPBOT_CONFIG"]) if environ.get("SETUPBOT_CONFIG") else None)
     refused: list[tuple[str, str]] = []
     if path is not None:
         data, marks = read_config_file(Path(path))
-        _merge(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
+        merge_layer(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
     elif repo is not None and ((repo / REPO_CONFIG).is_file() or (repo / REPO_CONFIG).is_symlink()):
         origin = str(repo / REPO_CONFIG)
         data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
         data, refused = repo_layer(data, Path(repo), origin)
-        _merge(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
+        merge_layer(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
     names: dict[str, str] = {}
     for section, values in _env_layer(environ, names).items():
         for key, value in values.items():   # one variable at a time: errors name the variable
             variable = names[f"{section}.{key}"]
-            _merge(merged, {section: {key: value}}, f"environment variable {variable}", origins=origins,
+            merge_layer(merged, {section: {key: value}}, f"environment variable {variable}", origins=origins,
                    layer_name=f"environment ({variable})")
     if overrides:
         cleaned = {s: {k: v for k, v in (vals or {}).items() if v is not None}
                    for s, vals in overrides.items()}
-        _merge(merged, {s: v for s, v in cleaned.items() if v or s in ("services", "siblings")},
+        merge_layer(merged, {s: v for s, v in cleaned.items() if v or s in ("services", "siblings")},
                "command line", origins=origins, layer_name="flag")
     kwargs: dict[str, Any] = {}
     for name, f in _SECTIONS.items():

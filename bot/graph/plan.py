@@ -138,7 +138,7 @@ def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple
     return ["python", "-m", "pytest", "--import-mode=importlib", *folders], [*cmd_ev, *why]
 
 
-def _install_specs(g: DepGraph) -> list[str]:
+def install_specs(g: DepGraph) -> list[str]:
     specs = []
     for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
         if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:
@@ -174,7 +174,7 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
     dropped: list[str] = []
     total = 0.0
     for _ in range(4):
-        res = uv_compile(_install_specs(g), python, timeout=timeout, index_url=index_url,
+        res = uv_compile(install_specs(g), python, timeout=timeout, index_url=index_url,
                          constraints=constraint_specs(g), use_cache=use_cache)
         total += res.seconds
         res.seconds = total
@@ -385,7 +385,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                     n.state = "SATISFIED"
                     n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
             if _numpy2_guard(g, res.pins, choice.version, warnings):
-                again = uv_compile(_install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
+                again = uv_compile(install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
                                    constraints=constraint_specs(g), use_cache=cached)
                 if again.ok:
                     res = again

@@ -624,7 +624,7 @@ class SetupLoop:
         date, source = reference_date(self.repo, self.settings)
         if not date:
             return None
-        from bot.graph.plan import _install_specs
+        from bot.graph.plan import install_specs as _install_specs
 
         t0 = time.monotonic()
         era = resolve_era(_install_specs(self.graph), self.python, date, source)
@@ -1101,7 +1101,7 @@ class SetupLoop:
         target = getattr(self.graph, "target", None)
         sources = [f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})"
                    for e in (getattr(target, "evidence", None) or [])][:3]
-        from bot.loop.repair import _test_dirs
+        from bot.loop.repair import find_test_dirs as _test_dirs
 
         dirs = _test_dirs(self.repo)
         where = (f"test folders present: {', '.join(d + '/' for d in dirs)}" if dirs

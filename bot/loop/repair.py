@@ -310,7 +310,7 @@ def _uses_pytest_django(repo: Path) -> bool:
     return False
 
 
-def _test_dirs(repo: Path) -> list[str]:
+def find_test_dirs(repo: Path) -> list[str]:
     return [d for d in ("tests", "test", "src/tests", "testing")
             if (repo / d).is_dir() and safefs.inside(repo, repo / d)]
 
@@ -456,7 +456,7 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
             if _django_runner(repo):
                 out.append(one("test_command", "a Django project: its tests run under manage.py test",
                                command=["python", "manage.py", "test"]))
-            for d in _test_dirs(repo):
+            for d in find_test_dirs(repo):
                 out.append(one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
     valid = []
     for cand in out:
