@@ -35,8 +35,9 @@ the chosen Python version and regex group N of the signal that matched.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 # Debian package names, pip requirement specifiers, env names: what an atom may carry.
 # Anything else (shell metacharacters, newlines) is refused before it reaches a container.
@@ -63,7 +64,7 @@ class Atom:
         return {"kind": self.kind, **{k: v for k, v in self.args.items()}}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Atom":
+    def from_json(cls, data: Mapping[str, Any]) -> Atom:
         if not isinstance(data, Mapping) or "kind" not in data:
             raise AtomError(f"an atom needs a 'kind': {data!r}")
         atom = cls(str(data["kind"]), {k: v for k, v in data.items() if k != "kind"})
@@ -74,7 +75,7 @@ class Atom:
         return ATOM_KINDS[self.kind].describe(self.args) if self.kind in ATOM_KINDS else self.kind
 
     @property
-    def spec(self) -> "AtomKind":
+    def spec(self) -> AtomKind:
         return ATOM_KINDS[self.kind]
 
     def validate(self) -> None:
@@ -92,7 +93,7 @@ class Atom:
         that change the image or only the evaluation's environment)."""
         return ATOM_KINDS[self.kind].trial(self.args)
 
-    def fill(self, context: Mapping[str, str]) -> "Atom":
+    def fill(self, context: Mapping[str, str]) -> Atom:
         """Replace {python} and {match:N} placeholders from ``context``."""
 
         def sub(v: Any) -> Any:

@@ -11,14 +11,17 @@ import difflib
 import logging
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, cast
 
 import yaml
 
+from bot import safefs, yamlsafe
 from bot.errors import ConfigError, SetupbotError
 from bot.paths import PACKAGE_DIR
+from bot.redact import register_secret
 
 DEFAULTS_FILE = PACKAGE_DIR / "defaults.yml"
 REPO_CONFIG = Path(".github") / "setupbot.yml"
@@ -233,7 +236,7 @@ def _at(origin: str, marks: Mapping[tuple, int] | None, *path: Any) -> str:
     return f"{origin}:{line}" if line else origin
 
 
-def _merge(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
+def merge_layer(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
            marks: Mapping[tuple, int] | None = None, origins: dict[str, str] | None = None,
            layer_name: str = "") -> None:
     """Merge one layer into ``base`` in place, rejecting unknown keys. ``marks`` ({key path:
@@ -270,7 +273,7 @@ def _merge(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
             continue
         if not isinstance(value, Mapping):
             raise ConfigError(f"{_at(origin, marks, section)}: section '{section}' must be a mapping")
-        cls = f.default_factory  # type: ignore[misc]
+        cls = cast(Any, f.default_factory)
         fields = {sf.name: sf for sf in dataclasses.fields(cls)}
         current = base.setdefault(section, {})
         for key, v in value.items():
@@ -312,8 +315,6 @@ def read_config_file(path: Path, *, repo: Path | None = None) -> tuple[Any, dict
     """The data of a settings file and its line marks; errors name the file and line. Reading is
     bounded (``_read_config``); the marks come from a second, cheap compose of the same text, which
     ``_read_config`` has already proven small and shallow."""
-    from bot import safefs
-
     data = _read_config(path, repo=repo)
     try:
         raw = safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES) if repo is not None \
@@ -377,8 +378,6 @@ def _read_config(path: Path, *, repo: Path | None = None) -> Any:
     """Parse one configuration file, bounded: size cap, strict UTF-8, no alias bombs, no deep
     nesting (SECURITY.md S16). A repository's file is read through the safe reader, so a
     symlinked setupbot.yml pointing out of the repository is refused."""
-    from bot import safefs, yamlsafe
-
     try:
         if repo is not None:
             raw = safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES)
@@ -408,8 +407,6 @@ def _read_config(path: Path, *, repo: Path | None = None) -> Any:
 def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
     """Why a sibling named by the repository's file is refused, or None: a path must stay
     inside the repository (no absolute path, no '..', no link out), a url must be https."""
-    from bot import safefs
-
     path, url = entry.get("path"), entry.get("url")
     if path:
         text = str(path).replace("\\", "/")
@@ -427,6 +424,7 @@ def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
 def _service_refusal(entry: Mapping[str, Any]) -> str | None:
     """Why a service named by the repository's file is refused: only catalogue services (their
     own images or the known variants of them) start from a repository's word."""
+    # an upward import (config sits below verify) until the catalogue moves down (issue 17 item 1)
     from bot.verify.catalog import KINDS, kind_of, split_image
 
     image = str(entry.get("image") or "").strip()
@@ -446,19 +444,19 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
     """Keep what the repository's file may set; return it and the refused keys with reasons.
     Refusals are not errors: the run goes on with the operator's values and reports them."""
     if not isinstance(data, Mapping):
-        return data, []   # _merge reports the shape error
+        return data, []   # merge_layer reports the shape error
     kept: dict[str, Any] = {}
     refused: list[tuple[str, str]] = []
     for section, value in data.items():
         if section in REPO_LISTS:
             if not isinstance(value, list):
-                kept[section] = value          # _merge explains the shape
+                kept[section] = value          # merge_layer explains the shape
                 continue
             good = []
             for i, entry in enumerate(value):
                 why = None
                 known = {f.name for f in dataclasses.fields(LIST_ITEMS[section])}
-                if isinstance(entry, Mapping) and not set(entry) - known:   # a typo: _merge suggests
+                if isinstance(entry, Mapping) and not set(entry) - known:   # a typo: merge_layer suggests
                     why = (_sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry))
                 if why:
                     refused.append((f"{section}[{i}]", why))
@@ -472,8 +470,8 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             part = {}
             for key, v in value.items():
                 if key in REPO_KEYS[section] or key not in {f.name for f in dataclasses.fields(
-                        _SECTIONS[section].default_factory)}:  # type: ignore[misc]
-                    part[key] = v                 # unknown keys stay: _merge suggests the right one
+                        cast(Any, _SECTIONS[section].default_factory))}:
+                    part[key] = v                 # unknown keys stay: merge_layer suggests the right one
                 else:
                     refused.append((f"{section}.{key}", "set by the operator only"))
             if section == "target" and isinstance(part.get("env"), Mapping):
@@ -488,7 +486,7 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
                         env[name] = v
                 part["env"] = env
             if section == "output" and "dir" in part:
-                from bot.outputs import check_output_dir
+                from bot.markers import check_output_dir
                 try:
                     check_output_dir(str(part["dir"] or ""))
                 except SetupbotError as exc:
@@ -500,7 +498,7 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             why = _OPERATOR_WHY.get(section, "set by the operator only")
             refused += [(f"{section}.{k}", why) for k in keys] or [(section, why)]
         else:
-            kept[section] = value                 # unknown: _merge raises with a suggestion
+            kept[section] = value                 # unknown: merge_layer raises with a suggestion
     for key, why in refused:
         log.warning("%s: refused %s: %s", origin, key, why)
     return kept, refused
@@ -515,41 +513,39 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
     only what describes the repository (``repo_layer``). ``origins``, when given, gets the layer that
     set each value: default, operator or repository file (path), environment (variable), flag."""
     merged: dict[str, Any] = {}
-    _merge(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE),
+    merge_layer(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE),
            origins=origins, layer_name="default")
     environ = os.environ if environ is None else environ
     path = config_file or (Path(environ["SETUPBOT_CONFIG"]) if environ.get("SETUPBOT_CONFIG") else None)
     refused: list[tuple[str, str]] = []
     if path is not None:
         data, marks = read_config_file(Path(path))
-        _merge(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
+        merge_layer(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
     elif repo is not None and ((repo / REPO_CONFIG).is_file() or (repo / REPO_CONFIG).is_symlink()):
         origin = str(repo / REPO_CONFIG)
         data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
         data, refused = repo_layer(data, Path(repo), origin)
-        _merge(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
+        merge_layer(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
     names: dict[str, str] = {}
     for section, values in _env_layer(environ, names).items():
         for key, value in values.items():   # one variable at a time: errors name the variable
             variable = names[f"{section}.{key}"]
-            _merge(merged, {section: {key: value}}, f"environment variable {variable}", origins=origins,
+            merge_layer(merged, {section: {key: value}}, f"environment variable {variable}", origins=origins,
                    layer_name=f"environment ({variable})")
     if overrides:
         cleaned = {s: {k: v for k, v in (vals or {}).items() if v is not None}
                    for s, vals in overrides.items()}
-        _merge(merged, {s: v for s, v in cleaned.items() if v or s in ("services", "siblings")},
+        merge_layer(merged, {s: v for s, v in cleaned.items() if v or s in ("services", "siblings")},
                "command line", origins=origins, layer_name="flag")
     kwargs: dict[str, Any] = {}
     for name, f in _SECTIONS.items():
         if name in ("services", "siblings"):
             kwargs[name] = tuple(merged.get(name, ()))
         else:
-            kwargs[name] = f.default_factory(**merged.get(name, {}))  # type: ignore[misc]
+            kwargs[name] = cast(Any, f.default_factory)(**merged.get(name, {}))
     settings = Settings(**kwargs, refused=tuple(refused))
     if settings.engine.kind not in ("docker", "podman"):
         raise ConfigError(f"engine.kind must be docker or podman, not {settings.engine.kind!r}")
-    from bot.redact import register_secret
-
     for secret in settings.secrets():   # from a flag or an operator file, too, not only from env
         register_secret(secret)
     return settings

@@ -21,14 +21,16 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import posixpath
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot import __version__, safefs
+from bot.evidence import scan_repository
 from bot.hostenv import host_env
+from bot.markers import DOCKERIGNORE, PLAN, REPORT, check_output_dir, has_marker
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +69,12 @@ def settings_digest(settings: Any) -> str:
 
 
 def _generated(data: bytes) -> bool:
-    from bot.outputs import has_marker
-
     return has_marker(data[:2048].decode("utf-8", errors="replace"))
 
 
 def _read(root: Path, rel: str) -> bytes | None:
     """A repository file through the one safe reader (no link out of the repository on the
     way, size capped), or None."""
-    from bot import safefs
-
     try:
         return safefs.read_bytes(root, rel, max_bytes=8 * 1024 * 1024)
     except (OSError, safefs.UnsafePath):
@@ -85,9 +83,6 @@ def _read(root: Path, rel: str) -> bytes | None:
 
 def environment_inputs(repo: Path, settings: Any = None) -> dict[str, Any]:
     """What the plan reads from ``repo``, hashed: ``{"digest": ..., "files": {path: hash}, ...}``."""
-    from bot import __version__
-    from bot.evidence import scan_repository
-
     root = Path(repo).resolve()
     ev = scan_repository(root)
     files: dict[str, str] = {}
@@ -160,8 +155,6 @@ def parse_recorded(text: str | None, path: str = "") -> Recorded | None:
 
 
 def read_recorded(repo: Path, output_dir: str) -> Recorded | None:
-    from bot.outputs import PLAN, check_output_dir
-
     rel = f"{check_output_dir(output_dir)}/{PLAN}"
     path = Path(repo) / rel
     if path.is_symlink() or not path.is_file():
@@ -181,8 +174,6 @@ class Check:
 
 def check(repo: Path, settings: Any) -> Check:
     """Whether ``repo`` holds a recorded environment whose inputs match the checkout's."""
-    from bot.outputs import DOCKERIGNORE, REPORT, check_output_dir
-
     repo = Path(repo).resolve()
     out = check_output_dir(settings.output.dir)
     inputs = environment_inputs(repo, settings)

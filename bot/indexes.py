@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import configparser
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 # The variables pip and uv read inside containers and builds.
 INDEX_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL")
@@ -64,7 +64,7 @@ def _pip_conf_files(environ: Mapping[str, str]) -> list[Path]:
 
 
 def _from_pip_conf(environ: Mapping[str, str]) -> tuple[str, list[str]]:
-    index, extra = "", []
+    index, extra = "", list[str]()
     for path in _pip_conf_files(environ):
         parser = configparser.RawConfigParser()
         try:

@@ -11,36 +11,41 @@ import difflib
 import hashlib
 import json
 import logging
-import posixpath
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from bot import safefs
-from bot.compile.compose import (app_environment, app_service_name, base_compose, compose_services, context_for,
-                                 render_compose)
+from bot.compile.compose import (
+    app_environment,
+    app_service_name,
+    base_compose,
+    compose_services,
+    context_for,
+    render_compose,
+)
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
+from bot.incremental import environment_inputs
+from bot.markers import (
+    COMPOSE,
+    DEVCONTAINER,
+    DOCKERFILE,
+    DOCKERIGNORE,
+    LOCK,
+    MARKER_TEXT,
+    PLAN,
+    REPORT,
+    check_output_dir,
+    has_marker,
+)
 from bot.report.model import ReportData, default_reproduce, from_pipeline
-from bot.report.render import MARKER_TEXT, render_report
+from bot.report.render import render_report
 
 log = logging.getLogger(__name__)
 
-DOCKERFILE = "Dockerfile"
-DEVCONTAINER = "devcontainer.json"
-COMPOSE = "compose.yaml"
-REPORT = "setup-report.md"
-PLAN = "setupbot-plan.json"
-DOCKERIGNORE = ".dockerignore"
-LOCK = "requirements.lock"   # bot.graph.lock.LOCK_NAME
 DOCKERFILE_MARKER = f"# {MARKER_TEXT}: remove this line to keep your own version"
-# Only the head of a file is searched, so a marker quoted deep in a hand-written file does not
-# hand that file over to setupbot.
-MARKER_SCAN_LINES = 5
-
-
-def has_marker(text: str) -> bool:
-    return any(MARKER_TEXT in line.lower() for line in text.splitlines()[:MARKER_SCAN_LINES])
 
 
 def mark_dockerfile(text: str) -> str:
@@ -118,19 +123,6 @@ def fingerprint_files(files: dict[str, str], exclude: Iterable[str] = ()) -> str
 def unified_diff(path: str, old: str, new: str) -> str:
     return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                         fromfile=f"a/{path}", tofile=f"b/{path}")) or "(no change)\n"
-
-
-def check_output_dir(output_dir: str) -> str:
-    """The output folder comes from settings a repository can write (.github/setupbot.yml): it
-    must stay inside the repository and out of .github/workflows/ (SECURITY.md S6)."""
-    raw = output_dir.strip() or ".devcontainer"
-    out = posixpath.normpath(raw).strip("/")
-    inside = not raw.startswith("/") and "\\" not in raw and out not in ("", ".") and not out.startswith("..")
-    # .git/ and .setupbot/ are not places for the environment either (git metadata, run records)
-    if not inside or (out + "/").lower().startswith((".github/workflows/", ".git/", ".setupbot/")):
-        raise InputError(f"output.dir {output_dir!r} must be a folder inside the repository, "
-                         "outside .github/workflows/", "Use the default .devcontainer or another relative folder.")
-    return out
 
 
 @dataclass
@@ -403,8 +395,6 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
 
 
 def _inputs(repo: Path, settings: Any) -> dict[str, Any] | None:
-    from bot.incremental import environment_inputs
-
     try:
         return environment_inputs(repo, settings)
     except (OSError, InputError) as exc:      # no record: the next run simply does the work again

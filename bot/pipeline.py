@@ -19,9 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot import progress
+from bot import progress, safefs
 from bot.config import Settings
+from bot.ecosystems import devcontainer_for, make_plan, select
+from bot.engine import Engine
 from bot.errors import Interrupted, KnowledgeError, SetupbotError
+from bot.graph import DepGraph
+from bot.graph.plan import Plan
+from bot.knowledge import open_store
+from bot.loop.llm import LLMPlanner
+from bot.loop.orchestrator import run_setup
+from bot.outputs import outputs_from_pipeline, write_outputs
+from bot.redact import global_redactor
+from bot.verify import services as svc
+from bot.verify import siblings as sib
+from bot.verify.run import verify_environment
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +59,6 @@ class PipelineResult:
 
 def _final_plan(first_plan: Any, run_record: Any) -> Any:
     """The plan as the loop left it: its graph carries every kept repair."""
-    from bot.graph import DepGraph
-    from bot.graph.plan import Plan
-
     graph_json = (run_record.plan or {}).get("graph") if run_record is not None else None
     if not graph_json:
         return first_plan
@@ -58,8 +67,6 @@ def _final_plan(first_plan: Any, run_record: Any) -> Any:
 
 
 def open_knowledge(settings: Settings, warnings: list[str]) -> Any:
-    from bot.knowledge import open_store
-
     try:
         return open_store(settings.knowledge)
     except KnowledgeError as exc:
@@ -71,8 +78,6 @@ def open_knowledge(settings: Settings, warnings: list[str]) -> Any:
 def make_llm(settings: Settings) -> Any:
     if not settings.llm.enabled:
         return None
-    from bot.loop.llm import LLMPlanner
-
     return LLMPlanner(settings.llm, secrets=settings.secrets())
 
 
@@ -136,11 +141,6 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
 def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signals: _Signals, *,
                   engine: Any, store: Any, llm: Any, use_knowledge: bool, verify: bool, write: bool,
                   repository: str) -> None:
-    from bot.ecosystems import devcontainer_for, make_plan, select
-    from bot.engine import Engine
-    from bot.loop.orchestrator import run_setup
-    from bot.outputs import outputs_from_pipeline, write_outputs
-
     # The ecosystems come from the registry; a repository none recognises is not planned, built
     # or written to (no Dockerfile, no pull request): NotSupported says what was found.
     selection = select(repo)
@@ -233,10 +233,6 @@ def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
     request carries only what describes the environment."""
     import json
 
-    from bot.redact import global_redactor
-
-    from bot import safefs
-
     redact = global_redactor()
     record = result.run_record
     files = {"run.json": json.dumps({**record.to_json(), "pipeline_warnings": result.warnings},
@@ -262,10 +258,6 @@ def _verify(engine: Any, repo: Path, tag: str, plan: Any, settings: Settings,
             warnings: list[str], test_timeout: int | None = None) -> Any:
     """Prosecutor and judge on the replay image, with the services and sibling repositories
     (the same inputs `setupbot verify` gathers)."""
-    from bot.verify import services as svc
-    from bot.verify import siblings as sib
-    from bot.verify.run import verify_environment
-
     t0 = time.monotonic()
     setting_services, w = svc.specs_from_settings(settings.services)
     warnings += w

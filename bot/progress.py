@@ -19,7 +19,8 @@ import logging
 import sys
 import threading
 import time
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 
 class Reporter:

@@ -7,7 +7,7 @@ import base64
 import logging
 import os
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 MASK = "***"
 # Environment variable names whose values are treated as secrets wherever they come from.
@@ -65,7 +65,7 @@ class Redactor:
         return mask_shapes(text)
 
     @classmethod
-    def from_environment(cls, extra: Iterable[str] = (), environ: dict[str, str] | None = None) -> "Redactor":
+    def from_environment(cls, extra: Iterable[str] = (), environ: dict[str, str] | None = None) -> Redactor:
         env = os.environ if environ is None else environ
         values = [v for k, v in env.items() if SECRET_ENV_NAMES.search(k) and v]
         return cls([*values, *extra])

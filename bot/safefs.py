@@ -22,8 +22,8 @@ import errno
 import os
 import posixpath
 import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from bot.errors import InputError
 

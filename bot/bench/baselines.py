@@ -19,13 +19,14 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 
 from bot.hostenv import host_env
-from bot.paths import templates_dir
+from bot.templating import make_environment
 
 BASE_IMAGE = "python:3.11-slim"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
@@ -53,13 +54,10 @@ def _normalize(name: str) -> str:
 
 
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                             undefined=jinja2.StrictUndefined, autoescape=False)
-    return env.get_template(TEMPLATE)
+    return make_environment(trim_blocks=True, lstrip_blocks=True).get_template(TEMPLATE)
 
 
-def render_baseline(system: str, *, requirement_files: list[str] = (), packages: list[str] = (),
+def render_baseline(system: str, *, requirement_files: Sequence[str] = (), packages: Sequence[str] = (),
                     project_spec: str = "", provenance: str = "", base_image: str = BASE_IMAGE) -> str:
     return _template().render(system=system, base_image=base_image,
                               requirement_files=list(requirement_files), packages=list(packages),
@@ -168,7 +166,8 @@ def _pipreqs_argv(repo: Path, savepath: Path, pypi_server: str) -> list[str]:
 def parse_pipreqs_output(text: str) -> tuple[list[str], list[str]]:
     """Requirement names from pipreqs' file; lines that are not a plain name are dropped
     (they would go to pip as argv, so only well-formed names pass)."""
-    packages, dropped = [], []
+    packages: list[str] = []
+    dropped: list[str] = []
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:

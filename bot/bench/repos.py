@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.hostenv import host_env
 from bot.errors import InputError
+from bot.hostenv import host_env
 
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
@@ -231,7 +231,7 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
                            capture_output=True, text=True, env=host_env(_GIT_ENV))
     result.commit_date = shown.stdout.strip() if shown.returncode == 0 else ""
     blobs = [(mode, oid, path) for mode, kind, oid, path in entries if kind == "blob"]
-    for mode, kind, _oid, path in entries:
+    for _mode, kind, _oid, path in entries:
         if kind == "commit":   # a submodule: its content is another repository
             result.submodules.append(path)
             (dest / path).mkdir(parents=True, exist_ok=True)
@@ -240,19 +240,20 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
     proc = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin and proc.stdout
+    stdin = proc.stdin
     # Feed requests from a thread so a large tree cannot deadlock on full pipes.
     def feed() -> None:
         try:
             for _mode, oid, _path in blobs:
-                proc.stdin.write(oid.encode() + b"\n")
-            proc.stdin.close()
+                stdin.write(oid.encode() + b"\n")
+            stdin.close()
         except BrokenPipeError:
             pass
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     try:
-        for mode, oid, path in blobs:
+        for mode, _oid, path in blobs:
             header = proc.stdout.readline()
             if not header:
                 raise InputError(f"git cat-file stopped early while exporting {sha} from {git_dir}")

@@ -8,7 +8,6 @@ pair is scored (``--keep-images`` keeps them), so a 21-repository run does not f
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import re
 import shutil
@@ -16,10 +15,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from bot import __version__
 from bot.bench import results as results_io
@@ -27,6 +26,8 @@ from bot.bench.determinism import check_determinism
 from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new_scratch, prepare_git_dir
 from bot.bench.score import Score, score_dockerfile
 from bot.bench.systems import RUNNERS, SYSTEMS, SystemContext, SystemResult
+from bot.config import Settings
+from bot.engine import Engine
 from bot.errors import EngineError, InputError, SetupbotError
 
 
@@ -42,7 +43,7 @@ class BenchOptions:
     pipreqs_timeout: int = 300
     force: bool = False
     keep_images: bool = False
-    settings: object = None
+    settings: Settings | None = None
     command: str = ""
     # Builds the engine of one pair from the settings; the real Engine unless a caller (a test)
     # hands in another implementation of the same contract.
@@ -146,8 +147,7 @@ def _finish(record: dict, score: Score | None, repo: BenchRepo) -> dict:
 def _new_engine(opts: BenchOptions):
     if opts.engine_factory is not None:
         return opts.engine_factory(opts.settings)
-    from bot.engine import Engine
-
+    assert opts.settings is not None, "the real engine is made from the bench settings"
     return Engine.from_settings(opts.settings)
 
 

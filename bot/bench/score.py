@@ -5,9 +5,10 @@ through the engine's hardened sessions with timeouts."""
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from bot.junit import read_junit
 
 COLLECT_COMMAND = ["python", "-m", "pytest", "--collect-only", "-q"]
 JUNIT_IN_CONTAINER = "/tmp/setupbot-bench-junit.xml"
@@ -33,15 +34,12 @@ class TestCounts:
 
 def parse_junit_counts(xml_text: str) -> TestCounts | None:
     """Counts per outcome from pytest's JUnit XML; None when it is not readable XML."""
-    if not xml_text or not xml_text.strip():
-        return None
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError:
+    cases = read_junit(xml_text) if xml_text and xml_text.strip() else None
+    if cases is None:
         return None
     counts = TestCounts()
-    for case in root.iter("testcase"):
-        tags = {child.tag for child in case}
+    for case in cases:
+        tags = case.tags
         if "failure" in tags:
             counts.failed += 1
         elif "error" in tags:

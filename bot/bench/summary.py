@@ -4,8 +4,10 @@ EBSR per difficulty. Regenerated from the records alone (``setupbot bench --repo
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bot.bench.determinism import identical_share
 from bot.bench.systems import SYSTEMS
@@ -23,9 +25,9 @@ def _difficulties_in(records: list[dict]) -> list[str]:
     return [d for d in DIFFICULTY_ORDER if d in present] + sorted(present - set(DIFFICULTY_ORDER))
 
 
-def _median(values: list[float]) -> float | None:
-    values = [v for v in values if isinstance(v, (int, float))]
-    return statistics.median(values) if values else None
+def _median(values: Iterable[Any]) -> float | None:
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(numbers) if numbers else None
 
 
 @dataclass
@@ -231,9 +233,10 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
     by_pair = {(r["repo"], r["system"]): r for r in records}
     for name, sha in repos:
         for system in systems:
-            r = by_pair.get((name, system))
-            if r is None:
+            found = by_pair.get((name, system))
+            if found is None:
                 continue
+            r = found
             t = r.get("tests") or {}
             tests = f"{t.get('passed', 0)} / {t.get('failed', 0)} / {t.get('errors', 0)}"
             if r.get("test_timed_out"):
@@ -273,7 +276,7 @@ def render_chart(records: list[dict], path: Path) -> Path:
     width = 0.38
     xs = range(len(systems))
     ebsr = [100 * aggs[s].ebsr_rate for s in systems]
-    share = [100 * (aggs[s].mean_essr if aggs[s].essr_repos else (aggs[s].mean_pass_share or 0.0)) for s in systems]
+    share = [100 * ((aggs[s].mean_essr or 0.0) if aggs[s].essr_repos else (aggs[s].mean_pass_share or 0.0)) for s in systems]
     b1 = left.bar([x - width / 2 for x in xs], ebsr, width, label="EBSR")
     b2 = left.bar([x + width / 2 for x in xs], share, width,
                   label="ESSR" if any(aggs[s].essr_repos for s in systems) else "pass share")
@@ -290,7 +293,7 @@ def render_chart(records: list[dict], path: Path) -> Path:
         values = [100 * ok / n if n else 0.0 for ok, n in cells]
         bars = right.bar([j - 0.4 + width * (i + 0.5) for j in range(len(difficulties))], values, width, label=system)
         # A system with no repository of that difficulty is "n/a", not a zero.
-        right.bar_label(bars, labels=[f"{v:.0f}" if n else "n/a" for v, (_, n) in zip(values, cells)], fontsize=7)
+        right.bar_label(bars, labels=[f"{v:.0f}" if n else "n/a" for v, (_, n) in zip(values, cells, strict=False)], fontsize=7)
     right.set_xticks(range(len(difficulties)),
                      [f"{d} (n={max(n for _, n in by_diff[d].values())})" for d in difficulties])
     right.set_ylim(0, 110)

@@ -11,6 +11,9 @@ from typing import Any
 
 from bot.bench.baselines import Produced, produce_declared, produce_pipreqs
 from bot.bench.score import Score, TestCounts
+from bot.knowledge import open_store
+from bot.loop import run_setup
+from bot.loop.llm import LLMPlanner
 
 SYSTEMS = ("setupbot", "declared", "pipreqs")
 
@@ -96,8 +99,6 @@ def _llm_for(settings: Any) -> Any:
     """The LLM planner when one is configured; None keeps the default deterministic path."""
     if not getattr(getattr(settings, "llm", None), "enabled", False):
         return None
-    from bot.loop.llm import LLMPlanner
-
     return LLMPlanner(settings.llm, secrets=settings.secrets())
 
 
@@ -105,9 +106,6 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
     """The full setup loop; its clean replay of the final Dockerfile is reused when the run
     succeeded (that replay is already a fresh no-cache build at the pinned commit)."""
     import dataclasses
-
-    from bot.knowledge import open_store
-    from bot.loop import run_setup
 
     started = time.monotonic()
     # A fresh seeded store per repository: results do not depend on the order in which the

@@ -57,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------- schema from the dataclasses
 
-def _comments() -> dict[str, str]:
+def setting_comments() -> dict[str, str]:
     """{section.key: comment} from the packaged defaults.yml, the one place the keys are explained."""
     out: dict[str, str] = {}
     section = ""
@@ -109,8 +109,8 @@ def _dataclass_schema(cls: type, prefix: str, comments: dict[str, str]) -> dict[
                 s = {"type": ["array", "string"], "items": {"type": "string"}}
         elif f.default is not dataclasses.MISSING:
             s["default"] = f.default if not isinstance(f.default, tuple) else list(f.default)
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            s["default"] = dict(f.default_factory())  # type: ignore[misc]
+        elif f.default_factory is not dataclasses.MISSING:
+            s["default"] = dict(f.default_factory())
         if comments.get(key):
             s["description"] = comments[key]
         props[f.name] = s
@@ -119,7 +119,7 @@ def _dataclass_schema(cls: type, prefix: str, comments: dict[str, str]) -> dict[
 
 def settings_schema() -> dict[str, Any]:
     """The JSON Schema of a settings file, generated from bot.config's dataclasses."""
-    comments = _comments()
+    comments = setting_comments()
     defaults = yaml.safe_load(cfg.DEFAULTS_FILE.read_text()) or {}
     props: dict[str, Any] = {}
     for f in cfg._SECTIONS.values():
@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
 
             raise InputError(f"{args.file} does not exist", "Pass the path of a settings file.")
         data, marks = cfg.read_config_file(args.file)
-        cfg._merge({}, data, str(args.file), marks=marks)
+        cfg.merge_layer({}, data, str(args.file), marks=marks)
         print(f"{args.file}: valid", file=human(args))
         write_json(args, "config-validate", {"file": str(args.file), "valid": True})
         return 0

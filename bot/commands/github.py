@@ -4,18 +4,16 @@ checkout, then publishes the PR, the comment and the job summary as the event al
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from bot.config import load_settings
-from bot.ecosystems import devcontainer_for
 from bot.errors import EXIT_CODES, InputError, NotSupported
 from bot.github.events import exit_code, handle_event, load_event, write_action_outputs
 from bot.github.provider import DryRunProvider, GitHubProvider
-from bot.outputs import REPORT, GeneratedOutputs, fingerprint_files, outputs_from_pipeline, write_outputs
+from bot.outputs import REPORT, GeneratedOutputs, fingerprint_files
 from bot.redact import register_secret
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | Non
     from bot.report.model import TestCounts, from_pipeline
 
     state = check(repo, settings)
-    if not state.unchanged:
+    if not state.unchanged or state.recorded is None:
         log.info("container work needed: %s", state.reason)
         return None
     if trusted_plan is not None:
@@ -75,22 +73,18 @@ def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | Non
 
 
 def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
-    """Run the pipeline and turn its records into the output files."""
-    try:
-        pipeline = importlib.import_module("bot.pipeline")
-    except ModuleNotFoundError as exc:
-        raise InputError("this installation has no pipeline (bot.pipeline) to run",
-                         "Install a complete setupbot.") from exc
-    result = pipeline.run_pipeline(repo, settings)
-    if isinstance(result, GeneratedOutputs):
-        return result
-    return outputs_from_pipeline(repo, plan=getattr(result, "plan", None),
-                                 run_record=getattr(result, "run_record", None),
-                                 verification=getattr(result, "verification", None),
-                                 output_dir=settings.output.dir, repository=repository,
-                                 image_size=getattr(result, "image_size", None), settings=settings,
-                                 gate=settings.publish.min_verdict, refused_config=settings.refused,
-                                 customise_devcontainer=devcontainer_for)
+    """Run the pipeline. It generates the output files and writes them into the checkout, once
+    (the report path is an action output, so the file must exist locally)."""
+    # imported here: the CLI imports every command module at start, and the pipeline pulls in
+    # the engine, the loop and the knowledge base
+    from bot import pipeline
+
+    result = pipeline.run_pipeline(repo, settings, repository=repository)
+    if result.generated is None:
+        raise InputError("the run produced no plan, so there is nothing to publish: "
+                         + ("; ".join(result.warnings) or "see the log above"),
+                         "Run `setupbot plan` on the checkout to see why no plan was made.")
+    return result.generated
 
 
 def _report_unsupported(error: NotSupported) -> None:
@@ -130,9 +124,7 @@ def run(args: argparse.Namespace) -> int:
             repo, settings, base_plan if event.name == "pull_request" else None)
         if reused is not None:
             return reused
-        generated = produce_outputs(repo, settings, event.repository)
-        write_outputs(repo, generated)     # the checkout gets them too: the report path is an output
-        return generated
+        return produce_outputs(repo, settings, event.repository)
 
     # The gate and fail-on come from the trusted chain (defaults, SETUPBOT_* variables, the
     # action's inputs) on pull requests: a pull request's own .github/setupbot.yml must not be
@@ -150,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"setupbot: pull request #{outcome.publish.number}: {outcome.publish.action}")
     if outcome.comparison is not None:
         print(f"setupbot: {'regression: ' if outcome.comparison.regression else ''}{outcome.comparison.summary}")
-    if args.dry_run:
+    if isinstance(provider, DryRunProvider):
         for action in provider.actions:
             print(f"  would {action}")
     code = exit_code(outcome, fail_on)

@@ -28,8 +28,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bot.engine import Engine
-    from bot.engine import images
+    from bot.engine import Engine, images
 
     overrides = {"engine": {"kind": getattr(args, "engine", None)}}
     settings = load_settings(None, overrides=overrides)
@@ -50,14 +49,14 @@ def run(args: argparse.Namespace) -> int:
                                                  for s in services], "images": []})
         return 0
 
-    services = None
+    wanted: list[str] | None = None
     if args.services is not None:
-        services = [s.strip() for s in args.services.split(",") if s.strip()]
+        wanted = [s.strip() for s in args.services.split(",") if s.strip()]
     from bot import progress
 
     with progress.use(reporter_for(args, "images bootstrap")) as reporter:
         # each line of the bootstrap ("build python:3.13-slim from ...") is where it is now
-        outcomes = images.bootstrap(engine, settings, pythons=args.pythons, services=services, force=args.force,
+        outcomes = images.bootstrap(engine, settings, pythons=args.pythons, services=wanted, force=args.force,
                                     log_line=lambda line: reporter.stage(line))
     failed = [o for o in outcomes if o.action == "failed"]
     for o in failed:

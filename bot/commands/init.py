@@ -49,10 +49,10 @@ def settings_text() -> str:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     from bot import config as cfg
-    from bot.commands.config import _comments
+    from bot.commands.config import setting_comments
 
     defaults = pyyaml.safe_load(cfg.DEFAULTS_FILE.read_text()) or {}
-    notes = _comments()
+    notes = setting_comments()
     doc = CommentedMap()
     for section in SECTIONS:
         value = defaults.get(section)

@@ -23,12 +23,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from bot.config import load_settings
     from bot.ecosystems import make_plan
+    from bot.engine.images import default_pythons
 
     repo: Path = args.path
     if not repo.is_dir():
         raise InputError(f"{repo} is not a directory", "Pass the path of a repository checkout.")
     settings = load_settings(repo)
-    plan = make_plan(repo, settings, available_pythons=args.python, resolve=not args.no_resolve)
+    plan = make_plan(repo, settings, available_pythons=args.python or default_pythons(settings),
+                     resolve=not args.no_resolve)
     out = human(args)
     if not args.quiet:
         out.write(plan.graph.render_text() + "\n\n")

@@ -42,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="one schedule for every repository (default: staggered by repository name)")
     p.add_argument("--only", default=None, metavar="NAMES",
                    help="only repositories in which setupbot detects one of these ecosystems, comma-separated "
-                        "(registered: %s); judged from the files at each repository's root" % ", ".join(REGISTRY))
+                        f"(registered: {', '.join(REGISTRY)}); judged from the files at each repository's root")
     p.add_argument("--only-ecosystem", action="append", default=[], metavar="NAME",
                    help="only repositories whose main language (GitHub's) is of this ecosystem (python; repeatable)")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         where = f" #{r.number}" if r.number else ""
         print(f"{r.repo}: {r.action}{where}{(' ' + r.path) if r.path else ''} [cron {r.cron}]"
               f"{(' - ' + r.detail) if r.detail else ''}", file=out)
-    would = [str(a) for a in provider.actions] if dry_run else []
+    would = [str(a) for a in provider.actions] if isinstance(provider, DryRunProvider) else []
     for action in would:
         print(f"  would {action}", file=out)
     write_json(args, "rollout", {"dry_run": dry_run, "matched": len(repos), "would": would,
@@ -138,4 +138,4 @@ def _table(rows: list[dict], out) -> None:
               f"#{r['open_pr']}" if r["open_pr"] else "-", r["last_run"] or "-") for r in rows]
     widths = [max(len(str(c[i])) for c in [head, *cells]) for i in range(len(head))]
     for row in [head, *cells]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=False)).rstrip(), file=out)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bot.config import load_settings
 from bot.commands._common import add_json_flag, human, meets_gate, reporter_for, write_json
+from bot.config import load_settings
 from bot.errors import BelowGate, BudgetExceeded, InputError, Interrupted, NotSupported, SetupFailed
 
 

@@ -8,14 +8,13 @@ table as every command (README, "Exit codes")."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shlex
 from pathlib import Path
 from typing import Any
 
-from bot.config import load_settings
 from bot.commands._common import add_json_flag, human, meets_gate, write_json
+from bot.config import load_settings
 from bot.errors import BelowGate, InputError, NotSupported
 from bot.verify import services as svc
 from bot.verify import siblings as sib
@@ -126,9 +125,3 @@ def run(args: argparse.Namespace) -> int:
                         f"See {path} for the charges and rulings.")
     return 0
 
-
-def summary_json(record_path: Path) -> dict[str, Any]:
-    """The verdict and counts of a written record (for reports)."""
-    data = json.loads(Path(record_path).read_text())
-    return {"verdict": data.get("verdict", {}).get("tier"), "charges": len(data.get("charges", [])),
-            "upheld": sum(1 for r in data.get("rulings", []) if r.get("decision") == "upheld")}

@@ -3,12 +3,15 @@ from the compiled Dockerfile, plus each service with a health check."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
-from bot.report.render import MARKER_TEXT, environment
+from bot.markers import MARKER_TEXT
+from bot.programs import source
+from bot.templating import environment
 
 COMPOSE_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"
 
@@ -136,11 +139,9 @@ def app_command(forwards: list[str]) -> list[str]:
     verification's own forwarder) in the background."""
     if not forwards:
         return ["sleep", "infinity"]
-    from bot.verify.services import FORWARDER
-
     # $$ is Compose's escape for a literal $
     return ["sh", "-c", 'python -c "$$0" "$$@" >/tmp/setupbot-forwarder.log 2>&1 & exec sleep infinity',
-            FORWARDER.strip() + "\n", *forwards]
+            source("forwarder").strip() + "\n", *forwards]
 
 
 def app_service_name(base_services: Iterable[str] = ()) -> str:

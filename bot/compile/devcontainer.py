@@ -5,14 +5,16 @@ it is written, so a reviewer never receives a file their editor rejects."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import jsonschema
 
 from bot.errors import InputError
+from bot.markers import MARKER_TEXT
 from bot.paths import PACKAGE_DIR
-from bot.report.render import MARKER_TEXT, environment
+from bot.templating import environment
 
 SCHEMA_PATH = PACKAGE_DIR / "report" / "schemas" / "devContainer.base.schema.json"
 DEVCONTAINER_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"

@@ -11,16 +11,16 @@ import io
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 
 from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.lock import LOCK_NODE, locked_names
-from bot.graph.native_lock import native_lock
 from bot.graph.model import DepGraph, Node
-from bot.paths import templates_dir
+from bot.graph.native_lock import native_lock
+from bot.templating import make_environment
 
 WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
@@ -91,11 +91,7 @@ def _shell_wrapped(argv: list[str], head: int | None = None) -> str:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), autoescape=False,
-                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    env.filters["env_quote"] = _env_quote
-    env.filters["shell_wrapped"] = _shell_wrapped
-    return env
+    return make_environment(filters={"env_quote": _env_quote, "shell_wrapped": _shell_wrapped})
 
 
 def _where(nodes: list[Node], limit: int = 3) -> list[str]:
@@ -396,7 +392,7 @@ def verify_dockerfile(text: str, steps: list[dict[str, Any]]) -> None:
     got = [i for i in parser.structure if i["instruction"] != "COMMENT"]
     if len(got) != len(steps):
         raise DockerfileInjection(f"the Dockerfile parses into {len(got)} instructions, the graph gives {len(steps)}")
-    for instruction, step in zip(got, steps):
+    for instruction, step in zip(got, steps, strict=False):
         try:
             parsed = _parsed(instruction)
         except ValueError as exc:
@@ -414,6 +410,6 @@ def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
     text = template.render(steps=steps)
     verify_dockerfile(text, steps)
     module = template.make_module({"steps": steps})
-    lines = [DockerLine(str(module.instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
+    lines = [DockerLine(str(cast(Any, module).instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
              for s in steps]
     return CompiledDockerfile(text, lines)

@@ -12,12 +12,21 @@ and the commands turn that into ``bot.errors.NotSupported`` (no Dockerfile, no p
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from bot.ecosystems.base import (CompileSnippet, Detection, Ecosystem, ImageFamily, TestRunner, basename, depth,
-                                 list_files)
+from bot.ecosystems.base import (
+    CompileSnippet,
+    Detection,
+    Ecosystem,
+    ImageFamily,
+    TestRunner,
+    basename,
+    depth,
+    list_files,
+)
 from bot.ecosystems.python import PythonEcosystem
 from bot.errors import ConfigError, NotSupported
 

@@ -18,9 +18,10 @@ on it). It imports nothing from the pipeline stages, so every layer may import i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:   # types only: the seam sits below the stages it describes
     from bot.graph.model import DepGraph
@@ -232,7 +233,7 @@ def list_files(repo: Path, *, max_depth: int = MAX_DEPTH, limit: int = MAX_FILES
     root = Path(repo)
     out: list[str] = []
     level = [("", root)]
-    for depth in range(max_depth + 1):
+    for _depth in range(max_depth + 1):
         nxt: list[tuple[str, Path]] = []
         for rel, path in level:
             try:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from bot.errors import ConfigError
 from bot.paths import templates_dir

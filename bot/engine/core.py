@@ -19,24 +19,27 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bot.config import Settings
 from bot.engine import dockerfile as dockerfile_facts
 from bot.engine import egress as egress_guard
+from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
 from bot.engine.capture import run_capped
 from bot.engine.egress import EgressFacts
-from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError, ImageUnavailableError
 from bot.hostenv import host_env
-from bot.paths import templates_dir
+from bot.indexes import host_index_config
+from bot.templating import render_template
 
 if TYPE_CHECKING:
     from bot.engine.session import RunnerSession
+    from bot.engine.sources import ImageSource
 
 log = logging.getLogger(__name__)
 
@@ -99,23 +102,23 @@ def new_run_id() -> str:
 class ContainerHandle:
     """A sibling container (a service) started by ``Engine.start_container``."""
 
-    engine: "Engine"
+    engine: Engine
     name: str
 
     def exec(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
              timeout: float | None = 60, workdir: str | None = None) -> ExecResult:
-        return self.engine._exec(self.name, argv, env=env, timeout=timeout, workdir=workdir)
+        return self.engine.exec_in(self.name, argv, env=env, timeout=timeout, workdir=workdir)
 
     def logs(self) -> str:
         # a sibling may be the repository's own image: its log is capped like any output
         return run_capped([self.engine.binary, "logs", self.name], env=host_env(), timeout=120).text
 
     def running(self) -> bool:
-        r = self.engine._cli(["inspect", "-f", "{{.State.Running}}", self.name], check=False)
+        r = self.engine.run_cli(["inspect", "-f", "{{.State.Running}}", self.name], check=False)
         return r.stdout.strip() == "true"
 
     def remove(self) -> None:
-        self.engine._cli(["rm", "-f", "-v", self.name], check=False)
+        self.engine.run_cli(["rm", "-f", "-v", self.name], check=False)
 
 
 def _hardening_flags(kwargs: dict) -> list[str]:
@@ -141,10 +144,11 @@ class Engine:
                  environ: Mapping[str, str] | None = None) -> None:
         self.settings = settings
         self.kind = settings.engine.kind
-        self.binary = shutil.which(self.kind)
-        if not self.binary:
+        binary = shutil.which(self.kind)
+        if not binary:
             raise EngineError(f"the container engine '{self.kind}' is not installed (not on PATH)",
                               f"Install {self.kind}, or choose the other engine with engine.kind.")
+        self.binary: str = binary
         self.run_id = run_id or os.environ.get("SETUPBOT_RUN_ID") or new_run_id()
         self.labels = {LABEL: "1", RUN_LABEL: self.run_id, OWNER_LABEL: owner_token()}
         self.limits = Limits.from_settings(settings.engine)
@@ -155,15 +159,13 @@ class Engine:
         self._internal_networks: set[str] = set()
         self.egress: EgressFacts | None = None
         self._egress_net: str | None = None
-        self._source = None   # bot.engine.sources.ImageSource, made on first use
-        from bot.indexes import host_index_config
-
+        self._source: ImageSource | None = None   # made on first use
         # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...) for runner commands
         # and builds; never written into a generated file.
         self.index_env: dict[str, str] = host_index_config(environ).env()
 
     @classmethod
-    def from_settings(cls, settings: Settings, run_id: str | None = None) -> "Engine":
+    def from_settings(cls, settings: Settings, run_id: str | None = None) -> Engine:
         return cls(settings, run_id)
 
     # ------------------------------------------------------------------ plumbing
@@ -176,7 +178,7 @@ class Engine:
             self._client = DockerClient(client_call=[self.binary], client_type=self.kind)
         return self._client
 
-    def _cli(self, args: Sequence[str], *, check: bool = True, timeout: float | None = 300,
+    def run_cli(self, args: Sequence[str], *, check: bool = True, timeout: float | None = 300,
              input_bytes: bytes | None = None, env: Mapping[str, str] | None = None
              ) -> subprocess.CompletedProcess[str]:
         argv = [self.binary, *args]
@@ -202,7 +204,7 @@ class Engine:
         return f"setupbot-{self.run_id}-{next(self._counter)}-{safe}"
 
     def ping(self) -> None:
-        r = self._cli(["info", "--format", "{{.ServerVersion}}"], check=False, timeout=30)
+        r = self.run_cli(["info", "--format", "{{.ServerVersion}}"], check=False, timeout=30)
         if r.returncode != 0:
             raise EngineError(f"the {self.kind} engine does not answer",
                               "Start the engine (is the daemon running?) and retry.",
@@ -210,14 +212,14 @@ class Engine:
 
     # ------------------------------------------------------------------ images
     def image_exists(self, tag: str) -> bool:
-        return self._cli(["image", "inspect", "--format", "{{.Id}}", tag], check=False).returncode == 0
+        return self.run_cli(["image", "inspect", "--format", "{{.Id}}", tag], check=False).returncode == 0
 
     def image_id(self, tag: str) -> str | None:
-        r = self._cli(["image", "inspect", "--format", "{{.Id}}", tag], check=False)
+        r = self.run_cli(["image", "inspect", "--format", "{{.Id}}", tag], check=False)
         return r.stdout.strip() if r.returncode == 0 else None
 
     def image_labels(self, tag: str) -> dict[str, str]:
-        r = self._cli(["image", "inspect", "--format", "{{json .Config.Labels}}", tag], check=False)
+        r = self.run_cli(["image", "inspect", "--format", "{{json .Config.Labels}}", tag], check=False)
         if r.returncode != 0:
             return {}
         import json
@@ -225,20 +227,20 @@ class Engine:
         return json.loads(r.stdout or "null") or {}
 
     def image_size(self, tag: str) -> int:
-        r = self._cli(["image", "inspect", "--format", "{{.Size}}", tag], check=False)
+        r = self.run_cli(["image", "inspect", "--format", "{{.Size}}", tag], check=False)
         if r.returncode != 0:
             raise ImageUnavailableError(f"image {tag} is not present", "Build it first.")
         return int(r.stdout.strip())
 
     def image_tags(self, repository: str) -> list[str]:
-        r = self._cli(["images", repository, "--format", "{{.Repository}}:{{.Tag}}"], check=False)
+        r = self.run_cli(["images", repository, "--format", "{{.Repository}}:{{.Tag}}"], check=False)
         return [line for line in r.stdout.split() if not line.endswith(":<none>")]
 
     def tag(self, source: str, target: str) -> None:
-        self._cli(["tag", source, target])
+        self.run_cli(["tag", source, target])
 
     def untag(self, tag: str) -> None:
-        self._cli(["rmi", "--no-prune", tag], check=False)
+        self.run_cli(["rmi", "--no-prune", tag], check=False)
 
     def resolve_image(self, image: str):
         """``image`` present under its official name (pulled through the image source when
@@ -277,7 +279,7 @@ class Engine:
         """BuildKit needs the buildx plugin in current CLIs; without it the legacy builder."""
         if self._buildkit is None:
             self._buildkit = (self.kind == "docker"
-                              and self._cli(["buildx", "version"], check=False, timeout=30).returncode == 0)
+                              and self.run_cli(["buildx", "version"], check=False, timeout=30).returncode == 0)
         return self._buildkit
 
     def build(self, context_dir: Path | str, dockerfile_text: str, tag: str, no_cache: bool = False,
@@ -303,7 +305,7 @@ class Engine:
             # Declared in the transient copy only, after each FROM, so pip in RUN steps sees them.
             text = dockerfile_facts.declare_args(text, sorted(self.index_env))
             build_args = dict(self.index_env)
-        result = self._build_raw(context, text, tag, all_labels, no_cache=no_cache,
+        result = self.build_raw(context, text, tag, all_labels, no_cache=no_cache,
                                  timeout=timeout or self.settings.engine.build_timeout,
                                  build_args=build_args)
         result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases,
@@ -313,7 +315,7 @@ class Engine:
             Path(log_path).write_text(result.log)
         return result
 
-    def _build_raw(self, context: Path, text: str, tag: str | Sequence[str], labels: Mapping[str, str],
+    def build_raw(self, context: Path, text: str, tag: str | Sequence[str], labels: Mapping[str, str],
                    *, no_cache: bool = False, timeout: float = 1800,
                    build_args: Mapping[str, str] | None = None) -> BuildResult:
         tags = [tag] if isinstance(tag, str) else list(tag)
@@ -385,7 +387,7 @@ class Engine:
             self.ca.write_context(Path(tmp))
             # shared by every run on this engine: not labelled with this run, so this run's
             # cleanup does not pull it from under the others
-            r = self._build_raw(Path(tmp), text, tag,
+            r = self.build_raw(Path(tmp), text, tag,
                                 {LABEL: "1", SHARED_LABEL: "1", CA_LABEL: self.ca.fingerprint})
         if not r.ok:
             raise EngineError(f"cannot add the CA bundle to {base}",
@@ -423,7 +425,7 @@ class Engine:
         for key, value in (sysctls or {}).items():   # e.g. IPv6 on loopback for the localhost relay
             args += ["--sysctl", f"{key}={value}"]
         args += [image, *(command or [])]
-        r = self._cli(args, check=False)
+        r = self.run_cli(args, check=False)
         if r.returncode != 0:
             raise EngineError(f"cannot create container {name} from {image}: {r.stderr.strip()[-500:]}",
                               "Check the image and the engine; `setupbot clean` removes leftovers.",
@@ -435,7 +437,7 @@ class Engine:
             if egress in ("bridge", "default"):
                 egress = "podman" if self.kind == "podman" else "bridge"
             if egress not in ("none", "host"):
-                self._cli(["network", "connect", egress, name])
+                self.run_cli(["network", "connect", egress, name])
         return name
 
     def egress_network(self) -> str:
@@ -454,15 +456,15 @@ class Engine:
             return mode
         name = self.next_name("egress")
         iface = egress_guard.interface_name(self.run_id)
-        self._cli(["network", "create", "--driver", "bridge", "-o", f"com.docker.network.bridge.name={iface}",
+        self.run_cli(["network", "create", "--driver", "bridge", "-o", f"com.docker.network.bridge.name={iface}",
                    *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")], name])
         try:
             egress_guard.add_rules(self.run_id, iface)
         except OSError as exc:
-            self._cli(["network", "rm", name], check=False)
+            self.run_cli(["network", "rm", name], check=False)
             self.egress = EgressFacts(False, mode, why=str(exc))
             return mode
-        r = self._cli(["network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", name], check=False)
+        r = self.run_cli(["network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}{{end}}", name], check=False)
         self._egress_net = name
         # commands that never clean their run (images bootstrap, verify) still drop the rules
         # and the network when the process ends; after SIGKILL `setupbot clean` does
@@ -477,8 +479,8 @@ class Engine:
     def _release_egress(self) -> None:
         if self._egress_net is None or self.settings.engine.keep_containers:
             return
-        if self._cli(["network", "rm", self._egress_net], check=False).returncode == 0 \
-                or not self._cli(["network", "inspect", self._egress_net], check=False).returncode == 0:
+        if self.run_cli(["network", "rm", self._egress_net], check=False).returncode == 0 \
+                or not self.run_cli(["network", "inspect", self._egress_net], check=False).returncode == 0:
             egress_guard.remove_rules(self.run_id)   # no container of the run can use them now
 
     def sandbox_notes(self) -> list[str]:
@@ -493,7 +495,7 @@ class Engine:
         return notes
 
     def start(self, name: str) -> None:
-        self._cli(["start", name])
+        self.run_cli(["start", name])
 
     def put_archive(self, name: str, files: Mapping[str, bytes], mode: int = 0o644) -> None:
         """Copy files (absolute container paths -> content) in as a tar stream; parent
@@ -509,9 +511,9 @@ class Engine:
                 info.mode = mode
                 info.mtime = int(time.time())
                 tar.addfile(info, io.BytesIO(content))
-        self._cli(["cp", "-", f"{name}:/"], input_bytes=buf.getvalue())
+        self.run_cli(["cp", "-", f"{name}:/"], input_bytes=buf.getvalue())
 
-    def _exec(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+    def exec_in(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
               timeout: float | None = None, workdir: str | None = None,
               on_timeout=None) -> ExecResult:
         """Run ``argv`` in a running container. Only the variables in ``env`` are added to what
@@ -527,17 +529,18 @@ class Engine:
         # a few MiB (SECURITY.md S16). On timeout, kill inside the container (the CLI client
         # dying would leave the process running).
         cap = run_capped(args, env=host_env(), timeout=timeout,
-                         on_timeout=lambda: (on_timeout or self._kill_container_processes)(name))
+                         on_timeout=lambda: (on_timeout or self.kill_container_processes)(name))
         text, timed_out = cap.text, cap.timed_out
         if timed_out:
             text += f"\n[setupbot] killed after the {timeout}s timeout\n"
-        code = cap.returncode if not timed_out else (cap.returncode if cap.returncode not in (0, None) else 137)
+        # a run that timed out, or that ended with no exit status, was killed
+        code = cap.returncode if cap.returncode is not None and not (timed_out and cap.returncode == 0) else 137
         return ExecResult(list(argv), code, text, time.monotonic() - started, timed_out)
 
-    def _kill_container_processes(self, name: str) -> None:
+    def kill_container_processes(self, name: str) -> None:
         """Kill every process the command left, by restarting the container: the engine kills
         the whole cgroup (a fork bomb included) and the filesystem stays as it was."""
-        self._cli(["restart", "-t", "0", name], check=False, timeout=120)
+        self.run_cli(["restart", "-t", "0", name], check=False, timeout=120)
 
     def run_once(self, image: str, argv: Sequence[str], *, timeout: float = 300,
                  env: Mapping[str, str] | None = None, network: str = "none") -> ExecResult:
@@ -547,12 +550,12 @@ class Engine:
                               entrypoint="sleep", command=["2147483647"])
         try:
             self.start(name)
-            return self._exec(name, argv, timeout=timeout)
+            return self.exec_in(name, argv, timeout=timeout)
         finally:
-            self._cli(["rm", "-f", "-v", name], check=False)
+            self.run_cli(["rm", "-f", "-v", name], check=False)
 
     def session(self, image: str, env: Mapping[str, str] | None = None, workdir: str = "/workspace",
-                network: str | None = None, name_hint: str = "runner") -> "RunnerSession":
+                network: str | None = None, name_hint: str = "runner") -> RunnerSession:
         from bot.engine.session import RunnerSession
 
         return RunnerSession(self, image, env=env, workdir=workdir, network=network, name_hint=name_hint)
@@ -580,7 +583,7 @@ class Engine:
         that this run created). It is ``--internal``: nothing on it has a route out (SECURITY.md
         S15); a runner on it also joins the engine's default network for package installs."""
         name = self.next_name(name_hint)
-        self._cli(["network", "create", "--driver", "bridge", "--internal",
+        self.run_cli(["network", "create", "--driver", "bridge", "--internal",
                    *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")], name])
         self._internal_networks.add(name)
         try:
@@ -590,12 +593,12 @@ class Engine:
                 self._remove_network(name)
 
     def _remove_network(self, name: str) -> None:
-        r = self._cli(["network", "inspect", "-f", "{{range $id, $c := .Containers}}{{$c.Name}} {{end}}", name],
+        r = self.run_cli(["network", "inspect", "-f", "{{range $id, $c := .Containers}}{{$c.Name}} {{end}}", name],
                       check=False)
         for container in r.stdout.split():
             if container.startswith(f"setupbot-{self.run_id}-"):
-                self._cli(["rm", "-f", "-v", container], check=False)
-        self._cli(["network", "rm", name], check=False)
+                self.run_cli(["rm", "-f", "-v", container], check=False)
+        self.run_cli(["network", "rm", name], check=False)
 
     # ------------------------------------------------------------------ cleanup
     def runs(self) -> dict[str, set[str]]:
@@ -603,14 +606,14 @@ class Engine:
         found: dict[str, set[str]] = {}
         fmt = f'{{{{.Label "{RUN_LABEL}"}}}} {{{{.Label "{OWNER_LABEL}"}}}}'
         for what in (["ps", "-a"], ["network", "ls"], ["volume", "ls"]):
-            r = self._cli([*what, "--filter", f"label={RUN_LABEL}", "--format", fmt], check=False)
+            r = self.run_cli([*what, "--filter", f"label={RUN_LABEL}", "--format", fmt], check=False)
             for line in r.stdout.splitlines():
                 run, _, owner = line.strip().partition(" ")
                 if run:
                     found.setdefault(run, set()).add(owner.strip())
-        ids = self._cli(["images", "-aq", "--filter", f"label={RUN_LABEL}"], check=False).stdout.split()
+        ids = self.run_cli(["images", "-aq", "--filter", f"label={RUN_LABEL}"], check=False).stdout.split()
         if ids:
-            r = self._cli(["image", "inspect", "--format",
+            r = self.run_cli(["image", "inspect", "--format",
                            f'{{{{index .Config.Labels "{RUN_LABEL}"}}}} {{{{index .Config.Labels "{OWNER_LABEL}"}}}}',
                            *sorted(set(ids))], check=False)
             for line in r.stdout.splitlines():
@@ -639,8 +642,8 @@ class Engine:
     def clean_shared(self) -> int:
         """Remove the shared images (CA derivatives) no container uses (`clean --all`)."""
         removed = 0
-        for image in self._cli(["images", "-q", "--filter", f"label={SHARED_LABEL}"], check=False).stdout.split():
-            if self._cli(["rmi", image], check=False).returncode == 0:
+        for image in self.run_cli(["images", "-q", "--filter", f"label={SHARED_LABEL}"], check=False).stdout.split():
+            if self.run_cli(["rmi", image], check=False).returncode == 0:
                 removed += 1
         return removed
 
@@ -650,26 +653,26 @@ class Engine:
         selector = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
         counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0}
         egress_guard.remove_rules(run_id)
-        ids = self._cli(["ps", "-aq", "--filter", f"label={selector}"]).stdout.split()
+        ids = self.run_cli(["ps", "-aq", "--filter", f"label={selector}"]).stdout.split()
         if ids:
-            self._cli(["rm", "-f", "-v", *ids], check=False)
+            self.run_cli(["rm", "-f", "-v", *ids], check=False)
             counts["containers"] = len(ids)
-        nets = self._cli(["network", "ls", "-q", "--filter", f"label={selector}"]).stdout.split()
+        nets = self.run_cli(["network", "ls", "-q", "--filter", f"label={selector}"]).stdout.split()
         for n in nets:
-            if self._cli(["network", "rm", n], check=False).returncode == 0:
+            if self.run_cli(["network", "rm", n], check=False).returncode == 0:
                 counts["networks"] += 1
-        vols = self._cli(["volume", "ls", "-q", "--filter", f"label={selector}"]).stdout.split()
+        vols = self.run_cli(["volume", "ls", "-q", "--filter", f"label={selector}"]).stdout.split()
         for v in vols:
-            if self._cli(["volume", "rm", "-f", v], check=False).returncode == 0:
+            if self.run_cli(["volume", "rm", "-f", v], check=False).returncode == 0:
                 counts["volumes"] += 1
         # Images: newest first so children go before their parents (snapshots stack up).
-        r = self._cli(["images", "-a", "--filter", f"label={selector}",
+        r = self.run_cli(["images", "-a", "--filter", f"label={selector}",
                        "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"])
         seen: list[str] = []
         for line in r.stdout.splitlines():
             image_id, ref = line.split(" ", 1)
             target = ref if not ref.endswith(":<none>") and not ref.startswith("<none>") else image_id
-            if self._cli(["rmi", "-f", target], check=False).returncode == 0 and image_id not in seen:
+            if self.run_cli(["rmi", "-f", target], check=False).returncode == 0 and image_id not in seen:
                 seen.append(image_id)
         counts["images"] = len(seen)
         return counts
@@ -691,11 +694,3 @@ def _engine_failure(output: str) -> bool:
     markers = ("Cannot connect to the Docker daemon", "error during connect",
                "Is the docker daemon running", "no space left on device")
     return any(m in output for m in markers)
-
-
-def render_template(name: str, **variables) -> str:
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    return env.get_template(name).render(**variables)

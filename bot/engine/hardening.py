@@ -26,7 +26,7 @@ class Limits:
     cpus: float
 
     @classmethod
-    def from_settings(cls, engine: EngineSettings) -> "Limits":
+    def from_settings(cls, engine: EngineSettings) -> Limits:
         return cls(memory=engine.memory, pids=int(engine.pids_limit), cpus=float(engine.cpus))
 
 

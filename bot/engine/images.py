@@ -17,18 +17,19 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from bot.config import Settings
 from bot.engine.ca import CA_ENV, CA_LABEL
-from bot.engine.core import LABEL, Engine, render_template
-from bot.hostenv import host_env
-from bot.engine.recipes import (ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes,
-                                rootfs_tag, service_recipes)
+from bot.engine.core import LABEL, Engine
+from bot.engine.recipes import ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes, rootfs_tag, service_recipes
 from bot.errors import ConfigError, ImageUnavailableError
+from bot.graph.runtime import OFFICIAL_PYTHONS
+from bot.hostenv import host_env
 from bot.paths import templates_dir
+from bot.templating import render_template
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,17 @@ def available_pythons(engine: Engine) -> list[str]:
     from bot.engine.sources import ImageSource
 
     return ImageSource(engine).offered_pythons()
+
+
+def default_pythons(settings: Settings) -> list[str]:
+    """What the engine has (stand-in images) when it answers, else the official list."""
+    try:
+        found = available_pythons(Engine.from_settings(settings))
+        if found:
+            return found
+    except Exception as exc:  # no engine here: plan against the official tags
+        log.debug("engine did not answer for available pythons: %s", exc)
+    return list(OFFICIAL_PYTHONS)
 
 
 def local_pythons(engine: Engine) -> list[str]:
@@ -225,7 +237,7 @@ def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
     started = time.monotonic()
     tarball = rootfs_tarball(settings, suite, log_line)
     log_line(f"import {tarball} as {tag}")
-    engine._cli(["import",
+    engine.run_cli(["import",
                  "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                  "--change", f"LABEL {LABEL}=1 setupbot.rootfs={suite}",
                  "--change", 'CMD ["bash"]', str(tarball), tag], timeout=900)
@@ -283,7 +295,7 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
         else:
             text = (context / "Dockerfile").read_text()
             build_args["BASE"] = recipe.base
-        first = engine._build_raw(context, text, stage, {LABEL: "1"}, build_args=build_args)
+        first = engine.build_raw(context, text, stage, {LABEL: "1"}, build_args=build_args)
         if not first.ok:
             return Outcome(recipe.tag, "failed", time.monotonic() - started, first.log[-3000:])
 
@@ -307,7 +319,7 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
                 engine.ca.write_context(context)
             text = render_template("images/finish.Dockerfile.j2", base=stage, ca=engine.ca is not None,
                                    ca_env=CA_ENV, env=env)
-            final = engine._build_raw(context, text, [recipe.tag, *recipe.aliases], labels)
+            final = engine.build_raw(context, text, [recipe.tag, *recipe.aliases], labels)
         if not final.ok:
             return Outcome(recipe.tag, "failed", time.monotonic() - started, final.log[-3000:])
     finally:
@@ -341,13 +353,6 @@ def bootstrap(engine: Engine, settings: Settings, pythons: Iterable[str] | None 
             failed.add(recipe.tag)
         log_line(f"{outcome.action:7} {outcome.tag} ({outcome.seconds:.0f}s)")
     return outcomes
-
-
-def require_standins(engine: Engine, tags: Iterable[str]) -> None:
-    missing = [t for t in tags if not engine.image_exists(t)]
-    if missing:
-        raise ImageUnavailableError(f"images missing on this engine: {', '.join(missing)}",
-                                    "Run `setupbot images bootstrap` (no registry needed).")
 
 
 __all__ = ["available_pythons", "local_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",

@@ -13,8 +13,9 @@ import hashlib
 import importlib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from bot.paths import templates_dir
 

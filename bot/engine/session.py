@@ -5,12 +5,14 @@ of snapshots for speculative repairs (try a fix; keep it, or roll back to the sn
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bot.engine.ca import CA_ENV, CONTAINER_EXTRA
 from bot.engine.results import ExecResult
 from bot.errors import EngineError
+from bot.paths import templates_dir
 
 if TYPE_CHECKING:
     from bot.engine.core import Engine
@@ -27,7 +29,7 @@ class RunnerSession:
     """``with engine.session(image) as s:`` -- the container exists inside the block only
     (unless ``engine.keep_containers``), and so do its snapshot images."""
 
-    def __init__(self, engine: "Engine", image: str, *, env: Mapping[str, str] | None = None,
+    def __init__(self, engine: Engine, image: str, *, env: Mapping[str, str] | None = None,
                  workdir: str = "/workspace", network: str | None = None,
                  name_hint: str = "runner") -> None:
         self.engine = engine
@@ -44,7 +46,7 @@ class RunnerSession:
         self._started = False
 
     # --------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "RunnerSession":
+    def __enter__(self) -> RunnerSession:
         try:
             self._create(self.image)
             if self._inject_ca:
@@ -69,8 +71,6 @@ class RunnerSession:
 
     def _install_ca(self) -> None:
         from bot.engine.ca import MERGE_SCRIPT
-        from bot.paths import templates_dir
-
         assert self.engine.ca is not None
         script = (templates_dir() / "images" / MERGE_SCRIPT).read_bytes()
         self.engine.put_archive(self.name, {CONTAINER_EXTRA: self.engine.ca.pem, _MERGE_PATH: script})
@@ -85,10 +85,10 @@ class RunnerSession:
                         self.name, len(self._stack))
             return
         try:
-            self.engine._cli(["rm", "-f", "-v", self.name], check=False)
+            self.engine.run_cli(["rm", "-f", "-v", self.name], check=False)
         finally:
             for tag, _ in reversed(self._stack):
-                self.engine._cli(["rmi", "-f", tag], check=False)
+                self.engine.run_cli(["rmi", "-f", tag], check=False)
             self._stack.clear()
             self._started = False
 
@@ -108,12 +108,12 @@ class RunnerSession:
         index_env = getattr(self.engine, "index_env", None) or {}
         if index_env:
             env = {**index_env, **dict(env or {})}
-        return self.engine._exec(self.name, list(argv), env=env, timeout=limit, workdir=workdir)
+        return self.engine.exec_in(self.name, list(argv), env=env, timeout=limit, workdir=workdir)
 
     def kill_processes(self) -> None:
         """Kill everything running in the container (background processes included); the
         filesystem stays."""
-        self.engine._kill_container_processes(self.name)
+        self.engine.kill_container_processes(self.name)
 
     def copy_in(self, host_path: Path | str, container_path: str) -> None:
         """Copy a file, or a directory's contents, into the container."""
@@ -122,11 +122,11 @@ class RunnerSession:
             raise EngineError(f"cannot copy {src} into the runner: it does not exist")
         if src.is_dir():
             self.exec(["mkdir", "-p", container_path], timeout=60)
-            self.engine._cli(["cp", f"{src}/.", f"{self.name}:{container_path}"], timeout=900)
+            self.engine.run_cli(["cp", f"{src}/.", f"{self.name}:{container_path}"], timeout=900)
         else:
             parent = container_path.rsplit("/", 1)[0] or "/"
             self.exec(["mkdir", "-p", parent], timeout=60)
-            self.engine._cli(["cp", str(src), f"{self.name}:{container_path}"], timeout=900)
+            self.engine.run_cli(["cp", str(src), f"{self.name}:{container_path}"], timeout=900)
 
     # --------------------------------------------------------------- snapshots
     @property
@@ -148,7 +148,7 @@ class RunnerSession:
         args = ["commit"]
         for c in changes:
             args += ["--change", c]
-        self.engine._cli([*args, self.name, tag], timeout=900)
+        self.engine.run_cli([*args, self.name, tag], timeout=900)
         self._stack.append((tag, note))
         image_id = self.engine.image_id(tag)
         assert image_id
@@ -163,9 +163,9 @@ class RunnerSession:
                               "Take a snapshot before trying a change.")
         target, _ = self._stack[-n]
         for tag, _ in reversed(self._stack[len(self._stack) - n + 1:]):
-            self.engine._cli(["rmi", "-f", tag], check=False)
+            self.engine.run_cli(["rmi", "-f", tag], check=False)
         del self._stack[len(self._stack) - n + 1:]
-        self.engine._cli(["rm", "-f", "-v", self.name])
+        self.engine.run_cli(["rm", "-f", "-v", self.name])
         self._started = False
         self._create(target)
 
@@ -175,4 +175,4 @@ class RunnerSession:
             raise EngineError(f"cannot drop {n} snapshot(s): the stack holds {len(self._stack)}")
         for _ in range(n):
             tag, _ = self._stack.pop()
-            self.engine._cli(["rmi", "-f", tag], check=False)
+            self.engine.run_cli(["rmi", "-f", tag], check=False)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from bot.errors import ConfigError, ImageUnavailableError
 
@@ -83,7 +83,7 @@ def _official_path(repo: str) -> str:
 
 
 class ImageSource:
-    def __init__(self, engine: "Engine", *, probe_timeout: float = PROBE_TIMEOUT,
+    def __init__(self, engine: Engine, *, probe_timeout: float = PROBE_TIMEOUT,
                  say: Callable[[str], None] | None = None) -> None:
         self.engine = engine
         images = engine.settings.images
@@ -109,7 +109,7 @@ class ImageSource:
             host = self.registry.split("/", 1)[0]
             return [f"https://{host}/v2/", f"http://{host}/v2/"]
         # The engine's default registry and any mirrors its daemon is configured with.
-        r = self.engine._cli(["info", "--format", "{{json .RegistryConfig}} {{json .IndexServerAddress}}"],
+        r = self.engine.run_cli(["info", "--format", "{{json .RegistryConfig}} {{json .IndexServerAddress}}"],
                              check=False, timeout=30)
         urls: list[str] = []
         try:
@@ -194,7 +194,7 @@ class ImageSource:
             return have
         if self.mode != "standins" and self.registry_answers():
             source = self.registry_ref(name)
-            r = self.engine._cli(["pull", "--quiet", source], check=False, timeout=1800)
+            r = self.engine.run_cli(["pull", "--quiet", source], check=False, timeout=1800)
             if r.returncode == 0:
                 if source != ref:
                     self.engine.tag(source, ref)
@@ -225,7 +225,7 @@ class ImageSource:
                                      BOOTSTRAP_HINT)
 
     def _inspect(self, ref: str) -> dict | None:
-        r = self.engine._cli(["image", "inspect", "--format", "{{json .}}", ref], check=False)
+        r = self.engine.run_cli(["image", "inspect", "--format", "{{json .}}", ref], check=False)
         if r.returncode != 0:
             return None
         try:
@@ -252,7 +252,7 @@ def _answers(url: str, timeout: float) -> bool:
             return True
     except urllib.error.HTTPError as exc:
         return exc.code == 401 or bool(exc.headers.get("Docker-Distribution-Api-Version"))
-    except (urllib.error.URLError, OSError, socket.timeout, ValueError):
+    except (TimeoutError, urllib.error.URLError, OSError, ValueError):
         return False
 
 
@@ -268,7 +268,7 @@ def _list_tags(url: str, timeout: float) -> list[str] | None:
     try:
         with _opener(url).open(urllib.request.Request(url), timeout=timeout) as resp:
             data = json.loads(resp.read(1_000_000) or b"{}")
-    except (urllib.error.URLError, OSError, socket.timeout, ValueError):
+    except (TimeoutError, urllib.error.URLError, OSError, ValueError):
         return None
     tags = data.get("tags") if isinstance(data, dict) else None
     return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else None

@@ -7,11 +7,35 @@ import logging
 from pathlib import Path
 
 from bot.errors import InputError
-from bot.evidence import (dockerfile, docs, imports, lockfiles, makefile, pipfile, pyproject, pytest_config,
-                          pyversion, requirements, services, setup_py, tox, workflows, workspace)
+from bot.evidence import (
+    dockerfile,
+    docs,
+    imports,
+    lockfiles,
+    makefile,
+    pipfile,
+    pyproject,
+    pytest_config,
+    pyversion,
+    requirements,
+    services,
+    setup_py,
+    tox,
+    workflows,
+    workspace,
+)
 from bot.evidence.files import RepoFiles
-from bot.evidence.model import (Evidence, ImportUse, LockFile, Project, PythonConstraint, Requirement,
-                                ScanWarning, ServiceRequirement, Source)
+from bot.evidence.model import (
+    Evidence,
+    ImportUse,
+    LockFile,
+    Project,
+    PythonConstraint,
+    Requirement,
+    ScanWarning,
+    ServiceRequirement,
+    Source,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +78,7 @@ def scan_repository(repo: Path | str, output_dir: str | None = None) -> Evidence
             ev.warn(".", None, f"{name} scanner failed on this repository ({type(exc).__name__}: {exc}); skipped")
     # requirement files named by CI, tox, nox or docs that the file-name scan did not pick up
     seen = {r.source.file for r in ev.requirements}
-    for path, src in ev.requirement_files:
+    for path, _src in ev.requirement_files:
         path = path.strip().lstrip("./") if path.startswith("./") else path.strip()
         if path not in seen and files.exists(path):
             group = requirements.classify(path)

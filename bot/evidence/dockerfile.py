@@ -20,7 +20,7 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         if text is None:
             continue
         joined = re.sub(r"\\\n", " ", text)
-        for i, line in enumerate(joined.splitlines(), 1):
+        for _i, line in enumerate(joined.splitlines(), 1):
             m = re.match(r"^\s*FROM\s+(?:--platform=\S+\s+)?(?:docker\.io/)?(?:library/)?python:(3\.\d+)", line, re.I)
             if m:
                 ev.python.append(PythonConstraint("pin", m.group(1), Source(rel, _orig_line(text, line), "existing Dockerfile FROM")))

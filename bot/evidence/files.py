@@ -3,11 +3,11 @@ leave the repository are warnings, never crashes. Nothing here executes reposito
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 from bot import safefs
 from bot.evidence.generated import generated_reason
@@ -151,3 +151,8 @@ def load_toml(files: RepoFiles, rel: str, ev: Evidence, what: str) -> tuple[str,
         m = re.search(r"line (\d+)", str(exc))
         ev.warn(rel, int(m.group(1)) if m else None, f"malformed {what} ({exc}); {rel} ignored")
         return None
+
+
+def as_table(value: Any) -> dict[str, Any]:
+    """Repository input has any shape: a table where a table belongs, else nothing."""
+    return value if isinstance(value, dict) else {}

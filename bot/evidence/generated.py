@@ -32,7 +32,7 @@ HEAD_BYTES = 4096
 
 
 def carries_marker(text: str) -> bool:
-    from bot.outputs import has_marker  # the writer's own test, so reader and writer agree
+    from bot.markers import has_marker  # the writer's own test, so reader and writer agree
 
     return has_marker(text)
 
@@ -61,7 +61,7 @@ def generated_reason(rel: str, text: str | None = None, output_dir: str | None =
     if reason:
         return reason
     if text is None and root is not None and _worth_opening(rel, output_dir):
-        from bot import safefs   # the one reader: a link out of the repository is not opened
+        from bot import safefs  # the one reader: a link out of the repository is not opened
 
         try:
             text = safefs.read_bytes(root, rel, max_bytes=HEAD_BYTES, head=True).decode("utf-8", errors="replace")

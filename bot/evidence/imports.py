@@ -99,15 +99,15 @@ class _Visitor(ast.NodeVisitor):
             self.visit(stmt)
         # a fallback import in the handler (try: import zoneinfo / except ImportError: from
         # backports import zoneinfo) is optional too
-        for stmt in node.handlers:
-            self.visit(stmt)
+        for handler in node.handlers:
+            self.visit(handler)
         if catches:
             self.optional_depth -= 1
         for part in (node.orelse, node.finalbody):
             for stmt in part:
                 self.visit(stmt)
 
-    visit_TryStar = visit_Try
+    visit_TryStar = visit_Try  # type: ignore[assignment]  # same fields as Try
 
     def visit_If(self, node: ast.If) -> None:
         test = ast.unparse(node.test) if hasattr(ast, "unparse") else ""
@@ -123,7 +123,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
         self.func_depth -= 1
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # same fields
 
     def visit_Call(self, node: ast.Call) -> None:
         fn = node.func

@@ -47,10 +47,10 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
             lock.python = py
             ev.python.append(PythonConstraint("requires", py, Source(rel, line_of(text, "python"), f"{kind} lock python")))
         ev.locks.append(lock)
-    text = files.read_text("Pipfile.lock")
-    if text is not None:
+    pipfile_lock = files.read_text("Pipfile.lock")
+    if pipfile_lock is not None:
         try:
-            data = json.loads(text)
+            data = json.loads(pipfile_lock)
         except json.JSONDecodeError as exc:
             ev.warn("Pipfile.lock", exc.lineno, f"malformed JSON: {exc.msg}; ignored")
             return

@@ -101,7 +101,7 @@ class ServiceRequirement:
                 "env": dict(self.env), "evidence": [s.to_json() for s in self.evidence]}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ServiceRequirement":
+    def from_json(cls, d: dict[str, Any]) -> ServiceRequirement:
         return cls(d["name"], d["kind"], d["image"], list(d.get("ports", [])), dict(d.get("env", {})),
                    [Source(*e) for e in d.get("evidence", [])])
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-
 from bot.evidence.files import RepoFiles, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source
 from bot.evidence.yamlload import load_yaml
@@ -59,7 +58,7 @@ def _conda(files: RepoFiles, ev: Evidence, rel: str) -> None:
             continue
         if not isinstance(dep, str):
             continue
-        name = re.split(r"[=<>!\s]", dep.split("::")[-1], 1)[0]
+        name = re.split(r"[=<>!\s]", dep.split("::")[-1], maxsplit=1)[0]
         if name == "python":
             m = re.search(r"3\.\d+", dep)
             if m:

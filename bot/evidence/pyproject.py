@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from bot.evidence import pytest_config
-from bot.evidence.files import RepoFiles, line_of, load_toml
+from bot.evidence.files import RepoFiles, as_table, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, Source
 from bot.evidence.reqparse import poetry_constraint
 
@@ -64,7 +64,7 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
         if isinstance(reqs, list):
             proj.build_requires = [str(r) for r in reqs]
             for r in reqs:
-                low = re.split(r"[<>=!~\[; ]", str(r).lower(), 1)[0].replace("_", "-")
+                low = re.split(r"[<>=!~\[; ]", str(r).lower(), maxsplit=1)[0].replace("_", "-")
                 if low in SCM_BUILD_TOOLS and low != "dunamai":
                     proj.scm_version = src(str(r), f"build requires {r}")
                     proj.scm_tool = SCM_BUILD_TOOLS[low]
@@ -205,8 +205,8 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
     # an application that says it is not a package: Poetry's package-mode = false, uv's
     # package = false. Its tools install the dependencies only (--no-root,
     # --no-install-project), and so does the plan
-    poetry_tool = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
-    uv_tool = tool.get("uv") if isinstance(tool.get("uv"), dict) else {}
+    poetry_tool = as_table(tool.get("poetry"))
+    uv_tool = as_table(tool.get("uv"))
     if poetry_tool.get("package-mode") is False or uv_tool.get("package") is False:
         proj.installable = False
         ev.warn(rel, line_of(text, "package-mode") or line_of(text, "package ="),

@@ -6,7 +6,8 @@ from __future__ import annotations
 import configparser
 import re
 import shlex
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from bot.evidence.files import RepoFiles, line_of
 from bot.evidence.model import Evidence, Source

@@ -61,6 +61,3 @@ def poetry_constraint(text: str) -> str:
             out.append(piece)
     return ",".join(out)
 
-
-def python_spec_from_poetry(text: str) -> str:
-    return poetry_constraint(text)

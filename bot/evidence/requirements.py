@@ -6,10 +6,11 @@ from __future__ import annotations
 import posixpath
 import re
 
+from packaging.utils import canonicalize_name
+
 from bot.evidence.files import RepoFiles
 from bot.evidence.model import MAIN, TEST, Evidence, Requirement, Source
 from bot.evidence.reqparse import parse_spec
-from packaging.utils import canonicalize_name
 
 _MAIN_NAMES = re.compile(r"(^|[-_.])(requirements|base|main|prod|production|common|install|runtime|core|default)([-_.]|$)")
 # whole words only: "grpcio" is not "ci", "litestar" is not "test"
@@ -104,7 +105,7 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
             target = re.sub(r"^(-r|-c|--requirement|--constraint)\s*=?\s*", "", line).strip()
             path = posixpath.normpath(posixpath.join(base, target))
             if is_c:
-                for r in scan_file(files, ev, path, "constraint", done=done, depth=depth + 1, constraint=True):
+                for _ in scan_file(files, ev, path, "constraint", done=done, depth=depth + 1, constraint=True):
                     pass
             else:
                 child_group = group if group != "other" else classify(path)

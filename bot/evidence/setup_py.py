@@ -38,7 +38,7 @@ def _value(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_value(e, names, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_value(k, names, depth + 1): _value(v, names, depth + 1) for k, v in zip(node.keys, node.values) if k is not None}
+        return {_value(k, names, depth + 1): _value(v, names, depth + 1) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -126,7 +126,7 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
                 ev.test_extras.append(("dev", src))
         elif kw.arg == "setup_requires":
             for spec in _specs(val):
-                low = re.split(r"[<>=!~\[; ]", spec.lower(), 1)[0].replace("_", "-")
+                low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
                 if low in SCM_BUILD_TOOLS:
                     proj.scm_version, proj.scm_tool = src, SCM_BUILD_TOOLS[low]
                 if low in ("cython", "pybind11", "cffi", "setuptools-rust"):
@@ -137,9 +137,9 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
             proj.c_extensions = proj.c_extensions or src
         elif kw.arg == "classifiers":
             for c in _specs(val):
-                m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
-                if m:
-                    ev.python.append(PythonConstraint("tested", m.group(1), Source(rel, line_of(text, c), "classifier")))
+                cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+                if cm:
+                    ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
 
 
 def _specs(val: Any) -> list[str]:
@@ -172,9 +172,9 @@ def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
             proj.name_source = proj.name_source or Source(rel, line_of(text, "name"), "metadata.name")
         if parser.has_option("metadata", "classifiers"):
             for c in lines(parser.get("metadata", "classifiers")):
-                m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
-                if m:
-                    ev.python.append(PythonConstraint("tested", m.group(1), Source(rel, line_of(text, c), "classifier")))
+                cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+                if cm:
+                    ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
     if parser.has_section("options"):
         proj.installable = True
         proj.install_source = proj.install_source or Source(rel, line_of(text, "[options]"), "setup.cfg [options]")
@@ -192,7 +192,7 @@ def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
                     ev.add_requirement(spec, group, Source(rel, line_of(text, spec, start), key))
         if parser.has_option("options", "setup_requires"):
             for spec in lines(parser.get("options", "setup_requires")):
-                low = re.split(r"[<>=!~\[; ]", spec.lower(), 1)[0].replace("_", "-")
+                low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
                 if low in SCM_BUILD_TOOLS:
                     proj.scm_version = Source(rel, line_of(text, spec), "setup_requires")
                     proj.scm_tool = SCM_BUILD_TOOLS[low]

@@ -21,7 +21,7 @@ def _tokens(cmd: str) -> list[str]:
 
 def commands(text: str) -> list[str]:
     joined = re.sub(r"\\\n\s*", " ", text)
-    out = []
+    out: list[str] = []
     for line in joined.splitlines():
         line = line.strip()
         if line.startswith("$ "):
@@ -121,7 +121,7 @@ def apt_packages(cmd: str) -> list[str]:
 
 def record_shell(ev: Evidence, text: str, rel: str, line: int | None, detail: str, *, tests: bool = True) -> None:
     """Record test commands, pip extras/files and apt packages found in shell ``text``."""
-    for i, cmd in enumerate(commands(text)):
+    for _i, cmd in enumerate(commands(text)):
         src = Source(rel, line, f"{detail}: {cmd[:80]}")
         argv = test_command(cmd)
         if argv and tests:

@@ -75,7 +75,7 @@ def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
                     spec = m.group(2).strip()
                     if spec.startswith(("-", ".")) or "{" in spec:
                         continue
-                    name = re.split(r"[<>=!~\[; ]", spec, 1)[0].lower()
+                    name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
                     factored[name] = (spec, src(line, f"{section} deps ({m.group(1)})"))
                     continue
                 if line.startswith("-") or line.startswith(".") or "{" in line:
@@ -123,12 +123,12 @@ def _scan_nox(files: RepoFiles, ev: Evidence) -> None:
             continue
         is_session = False
         for dec in fn.decorator_list:
-            call = dec if isinstance(dec, ast.Call) else None
-            target = call.func if call else dec
+            dec_call = dec if isinstance(dec, ast.Call) else None
+            target = dec_call.func if dec_call else dec
             name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
             if name in ("session", "nox_session"):
                 is_session = True
-                for kw in (call.keywords if call else []):
+                for kw in (dec_call.keywords if dec_call else []):
                     if kw.arg in ("python", "py"):
                         try:
                             val = ast.literal_eval(kw.value)

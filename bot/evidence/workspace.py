@@ -22,7 +22,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.files import RepoFiles, as_table, line_of
 from bot.evidence.model import MAIN, TEST, Evidence, Source
 
 MEMBER_DIRS = ("libs", "packages", "lib", "projects", "src/packages")
@@ -47,8 +47,8 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     root = _toml(files, "pyproject.toml")
     data = root[1] if root else {}
     text = root[0] if root else ""
-    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
-    uv = tool.get("uv") if isinstance(tool.get("uv"), dict) else {}
+    tool = as_table(data.get("tool"))
+    uv = as_table(tool.get("uv"))
     candidates: dict[str, Source] = {}
     how = ""
     workspace = uv.get("workspace")
@@ -93,9 +93,6 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     _ci_members(files, ev)
 
 
-def _dict(value: Any) -> dict:
-    """Repository input has any shape: a table where a table belongs, else nothing."""
-    return value if isinstance(value, dict) else {}
 
 
 def _list(value: Any) -> list:
@@ -141,10 +138,10 @@ def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
             if folder and folder not in (".",) and not folder.startswith("..") and not folder.startswith("/"):
                 out[folder] = Source("pyproject.toml", line_of(text, path), detail)
 
-    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
-    poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
+    tool = as_table(data.get("tool"))
+    poetry = as_table(tool.get("poetry"))
     tables = [poetry.get("dependencies"), poetry.get("dev-dependencies")]
-    for group in _dict(poetry.get("group")).values():
+    for group in as_table(poetry.get("group")).values():
         if isinstance(group, dict):
             tables.append(group.get("dependencies"))
     for table in tables:
@@ -152,16 +149,16 @@ def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
             for name, spec in table.items():
                 if isinstance(spec, dict) and "path" in spec:
                     add(spec["path"], f"poetry path dependency {name}")
-    uv = tool.get("uv") if isinstance(tool.get("uv"), dict) else {}
-    sources = uv.get("sources") if isinstance(uv.get("sources"), dict) else {}
+    uv = as_table(tool.get("uv"))
+    sources = as_table(uv.get("sources"))
     for name, spec in sources.items():
         if isinstance(spec, dict) and "path" in spec:
             add(spec["path"], f"tool.uv.sources {name}")
     lines: list[str] = []
-    project = data.get("project") if isinstance(data.get("project"), dict) else {}
-    for value in [project.get("dependencies"), *_dict(project.get("optional-dependencies")).values(),
-                  *_dict(data.get("dependency-groups")).values(),
-                  *_dict(_dict(tool.get("pdm")).get("dev-dependencies")).values()]:
+    project = as_table(data.get("project"))
+    for value in [project.get("dependencies"), *as_table(project.get("optional-dependencies")).values(),
+                  *as_table(data.get("dependency-groups")).values(),
+                  *as_table(as_table(tool.get("pdm")).get("dev-dependencies")).values()]:
         if isinstance(value, list):
             lines += [v for v in value if isinstance(v, str)]
     for line in lines:
@@ -182,8 +179,8 @@ def _member(files: RepoFiles, ev: Evidence, folder: str, found: Source) -> Membe
     if loaded is None:
         return None
     text, data = loaded
-    project = data.get("project") if isinstance(data.get("project"), dict) else {}
-    poetry = _dict(_dict(data.get("tool")).get("poetry"))
+    project = as_table(data.get("project"))
+    poetry = as_table(as_table(data.get("tool")).get("poetry"))
     name = project.get("name") or poetry.get("name")
     if not isinstance(name, str) or not name.strip():
         ev.warn(rel, None, "workspace member without a project name; not installed")
@@ -200,16 +197,16 @@ def _member(files: RepoFiles, ev: Evidence, folder: str, found: Source) -> Membe
 
     for dep in _list(project.get("dependencies")):
         add(dep, MAIN, "project.dependencies")
-    for extra, deps in sorted(_dict(project.get("optional-dependencies")).items()):
+    for extra, deps in sorted(as_table(project.get("optional-dependencies")).items()):
         if str(extra).lower() in ("test", "tests", "testing"):
             member.extras.append(extra)
             for dep in _list(deps):
                 add(dep, TEST, f"optional-dependencies.{extra}")
-    for group, deps in sorted(_dict(data.get("dependency-groups")).items()):
+    for group, deps in sorted(as_table(data.get("dependency-groups")).items()):
         if str(group).lower() in ("test", "tests", "testing", "dev"):
             for dep in _list(deps):
                 add(dep, TEST, f"dependency-groups.{group}")
-    for name_, spec in _dict(poetry.get("dependencies")).items():
+    for name_, spec in as_table(poetry.get("dependencies")).items():
         if name_.lower() == "python":
             continue
         if isinstance(spec, dict) and "path" in spec:
@@ -264,7 +261,7 @@ def _ci_members(files: RepoFiles, ev: Evidence) -> None:
                         break
             for needle in (f"working-directory: {m.path}", f"working-directory: ./{m.path}",
                            f"--package {m.name}", f"--package={m.name}", f"{m.path}/", m.path):
-                line = line_of(text, needle) if m.ci is None else None
-                if line:
-                    m.ci = Source(rel, line, f"CI tests {m.path}")
+                at = line_of(text, needle) if m.ci is None else None
+                if at:
+                    m.ci = Source(rel, at, f"CI tests {m.path}")
                     break

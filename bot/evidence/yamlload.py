@@ -21,10 +21,13 @@ def _float_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
     return loader.construct_scalar(node)
 
 
+def _bool_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool | str:
+    text = loader.construct_scalar(node)
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
 _StringVersionLoader.add_constructor("tag:yaml.org,2002:float", _float_as_text)
-_StringVersionLoader.add_constructor("tag:yaml.org,2002:bool",
-                                     lambda loader, node: {"true": True, "false": False}.get(
-                                         loader.construct_scalar(node).lower(), loader.construct_scalar(node)))
+_StringVersionLoader.add_constructor("tag:yaml.org,2002:bool", _bool_or_text)
 
 
 def load_yaml(ev: Evidence, rel: str, text: str) -> Any:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from bot.config import PublishSettings
 from bot.errors import BelowGate, GitHubError, InputError, Regression, SetupFailed
@@ -25,8 +26,15 @@ from bot.github.publish import PublishResult, operation, publish_environment
 from bot.incremental import changed_inputs, parse_recorded
 from bot.outputs import PLAN, GeneratedOutputs, has_marker
 from bot.report.changes import Comparison, compare_with_base, environment_diff, environment_lines
-from bot.report.render import (COMMENT_MARKER, BodyContext, render_comment, render_job_summary, render_pr_body,
-                               run_url, write_job_summary)
+from bot.report.render import (
+    COMMENT_MARKER,
+    BodyContext,
+    render_comment,
+    render_job_summary,
+    render_pr_body,
+    run_url,
+    write_job_summary,
+)
 
 log = logging.getLogger(__name__)
 SUPPORTED = ("push", "pull_request", "workflow_dispatch", "schedule")
@@ -139,7 +147,7 @@ def _plan_doc(text: str | None) -> dict[str, Any] | None:
     return recorded.data if recorded else None
 
 
-def exit_code(outcome: "Outcome", fail_on: str) -> int:
+def exit_code(outcome: Outcome, fail_on: str) -> int:
     """``publish.fail_on`` / the ``fail-on`` input: never | regression | any-failure. Codes from
     bot.errors: Regression 22, SetupFailed 20, BelowGate 21."""
     if fail_on == "never" or outcome.decision.kind == "skip":

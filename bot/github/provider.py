@@ -16,11 +16,13 @@ Rules enforced here, whatever the caller asks (SECURITY.md S2, S6, R1, R3):
 
 from __future__ import annotations
 
+import functools
 import logging
 import posixpath
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar
 
 import github
 import requests
@@ -301,7 +303,7 @@ class GitHubProvider(Provider):
         elements = []
         for path, text in sorted(files.items()):
             # Blobs and trees are content-addressed, so retrying these POSTs is harmless.
-            blob = self._call(f"create blob {path}", lambda t=text: r.create_git_blob(t, "utf-8"))
+            blob = self._call(f"create blob {path}", functools.partial(r.create_git_blob, text, "utf-8"))
             elements.append(InputGitTreeElement(path=path, mode="100644", type="blob", sha=blob.sha))
         tree = self._call("create tree", lambda: r.create_git_tree(elements, base_tree=parent.tree))
         commit = self._call("create commit", lambda: r.create_git_commit(message, tree, [parent]))
@@ -317,7 +319,7 @@ class GitHubProvider(Provider):
                 return
             if current is not None:
                 ref = self._call("read branch", lambda: r.get_git_ref(f"heads/{branch}"))
-                self._call("move branch", lambda: ref.edit(sha, force=True))
+                self._call("move branch", functools.partial(ref.edit, sha, force=True))
                 return
             try:
                 self._call("create branch", lambda: r.create_git_ref(f"refs/heads/{branch}", sha),

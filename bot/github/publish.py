@@ -9,12 +9,12 @@ would propose change (the fingerprint stored in the PR body and the commit messa
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from bot.errors import GitHubError
 from bot.github.provider import Provider, check_branch, check_paths
-from bot.outputs import has_marker
+from bot.markers import has_marker
 from bot.report.render import HANDBACK_COMMENT_MARKER, handback_ticked, read_fingerprint
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,9 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
     if not files:
         raise GitHubError("nothing to publish: no files were generated")
     render = body if callable(body) else (lambda previous, text=body: text)
-    result = lambda action, pr=None: PublishResult(action, pr.number if pr else None, pr.url if pr else "",
-                                                   branch, fingerprint, sorted(files))
+    def result(action, pr=None):
+        return PublishResult(action, pr.number if pr else None, pr.url if pr else "",
+                                                       branch, fingerprint, sorted(files))
 
     open_pulls = provider.find_pulls(repo, branch, "open")
     on_base = {path: provider.read_file(repo, path, base) for path in sorted(files)}

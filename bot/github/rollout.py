@@ -10,9 +10,9 @@ import io
 import json
 import logging
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import jinja2
 from ruamel.yaml import YAML
@@ -21,7 +21,8 @@ from bot import progress
 from bot.errors import GitHubError, InputError
 from bot.github.provider import Provider
 from bot.github.publish import publish_pull_request
-from bot.report.render import MARKER_TEXT, environment, fingerprint_marker
+from bot.markers import MARKER_TEXT
+from bot.report.render import environment, fingerprint_marker
 
 log = logging.getLogger(__name__)
 WORKFLOW_DIR = ".github/workflows"
@@ -240,8 +241,8 @@ def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, r
 ECOSYSTEMS = {"python": {"python", "jupyter notebook", "cython"}}
 
 
-def select_repos(infos: list, *, ecosystems: list[str] = (), topics: list[str] = (),
-                 exclude: list[str] = (), limit: int | None = None) -> list:
+def select_repos(infos: list, *, ecosystems: Sequence[str] = (), topics: Sequence[str] = (),
+                 exclude: Sequence[str] = (), limit: int | None = None) -> list:
     """Filter an organisation's repositories: never archived or forks; every --topic must be
     present; --only-ecosystem matches the repository's main language; --exclude takes names or
     shell patterns (owner/name or name); --limit keeps the first N, in name order."""

@@ -8,7 +8,7 @@ the alternatives, the preferred one first: the one Debian's own Python packages 
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 APT_ALTERNATIVES: tuple[tuple[str, ...], ...] = (
     ("libcurl4-openssl-dev", "libcurl4-gnutls-dev", "libcurl4-nss-dev"),

@@ -3,7 +3,8 @@ defined in bot.atoms.ATOM_KINDS)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -31,7 +32,7 @@ def _evidence(evidence: Iterable[Any] | str | None, atom: Atom) -> list[tuple[st
         return [("repair", None, atom.describe())]
     if isinstance(evidence, str):
         return [("repair", None, evidence)]
-    out = []
+    out: list[tuple[str, int | None, str]] = []
     for e in evidence:
         if isinstance(e, (list, tuple)):
             out.append((str(e[0]), e[1] if len(e) > 1 else None, str(e[2]) if len(e) > 2 else atom.describe()))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement as PkgReq
+from packaging.requirements import InvalidRequirement
+from packaging.requirements import Requirement as PkgReq
 from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
@@ -63,7 +65,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
 
     # -- the project itself ------------------------------------------------------------------
     test_extras = []
-    for extra, src in ev.test_extras:
+    for extra, _src in ev.test_extras:
         if extra in proj.extras and extra not in test_extras:
             test_extras.append(extra)
     # "dev"-style extras usually bundle docs, linters and release tools: when an extra made for
@@ -141,7 +143,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             elif install and norm_group == MAIN and existing.attrs.get("group") != MAIN:
                 existing.attrs["group"] = MAIN
             continue
-        attrs = {"spec": r.spec, "group": norm_group}
+        attrs: dict[str, Any] = {"spec": r.spec, "group": norm_group}
         if r.via_file and install:
             attrs["via_file"] = r.via_file
             if r.hashed:
@@ -346,12 +348,13 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         seen_kinds.add(key)
         s = g.add(Node(f"service:{key}", "SERVICE", svc.name, "UNKNOWN", action="service",
                        attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)}))
-        for e in svc.evidence:
-            s.add_evidence(*_ev(e))
+        for svc_src in svc.evidence:
+            s.add_evidence(*_ev(svc_src))
         g.edge("target:tests", s.id)
-    for name, (value, src) in sorted(ev.env.items()):
-        n = g.add(Node(f"config:testenv:{name}", "CONFIG", name, "SATISFIED", attrs={"kind": "test-env", "value": value}))
-        n.add_evidence(*_ev(src))
+    for env_name, (value, env_src) in sorted(ev.env.items()):
+        n = g.add(Node(f"config:testenv:{env_name}", "CONFIG", env_name, "SATISFIED",
+                       attrs={"kind": "test-env", "value": value}))
+        n.add_evidence(*_ev(env_src))
         g.edge("target:tests", n.id)
     for n in g.of_type("CONFIG"):
         if n.action == "constraint":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +37,8 @@ def normalise_date(text: str) -> str:
         # a bare date means the end of that day: releases from that day count
         if len(text) <= 10:
             when = when.replace(hour=23, minute=59, second=59)
-        when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def commit_date(repo: Path, timeout: float = 10.0) -> str:

@@ -8,7 +8,7 @@ resolving again, so a new upstream release does not change the image; ``setupbot
 --refresh-lock`` resolves anew (issue 16).
 
 This module is pure: no engine, no network. Freezing an image and fetching hashes live in
-``bot.verify.lock``.
+``bot.loop.lock``.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from bot.evidence.imports import NAMESPACE_ROOTS
 from bot.paths import PACKAGE_DIR
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,6 @@ def repair_distribution(module: str) -> str | None:
 def import_key(full: str) -> str:
     """The name a distribution is looked up by: the top-level module, or for namespace packages
     (google.cloud.storage, backports.zoneinfo, jaraco.functools) the distinguishing prefix."""
-    from bot.evidence.imports import NAMESPACE_ROOTS
-
     parts = full.split(".")
     if parts[0] not in NAMESPACE_ROOTS or len(parts) == 1:
         return parts[0]

@@ -5,8 +5,9 @@ lives here, so a kept repair is a graph change and the Dockerfile follows from t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 NODE_TYPES = ("TARGET", "IMPORT", "PACKAGE", "RUNTIME", "TOOL", "SYSTEMLIB", "SERVICE", "CONFIG")
 STATES = ("MISSING", "SATISFIED", "UNKNOWN")
@@ -40,7 +41,7 @@ class Node:
                 "attrs": _plain(self.attrs)}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Node":
+    def from_json(cls, d: dict[str, Any]) -> Node:
         return cls(d["id"], d["type"], d["name"], d.get("state", "UNKNOWN"),
                    [tuple(e) for e in d.get("evidence", [])], d.get("action"), dict(d.get("attrs", {})))
 
@@ -92,9 +93,6 @@ class DepGraph:
     def of_type(self, type_: str) -> list[Node]:
         return [n for _, n in sorted(self.nodes.items()) if n.type == type_]
 
-    def prerequisites(self, node_id: str) -> list[str]:
-        return sorted(d for s, d, k in self.edges if s == node_id and k == "prerequisite")
-
     def mapped(self, node_id: str) -> list[str]:
         return sorted(d for s, d, k in self.edges if s == node_id and k == "mapping")
 
@@ -135,9 +133,10 @@ class DepGraph:
                 "edges": [list(e) for e in sorted(self.edges)]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | str) -> "DepGraph":
+    def from_json(cls, data: dict[str, Any] | str) -> DepGraph:
         if isinstance(data, str):
             data = json.loads(data)
+        assert isinstance(data, dict), "a graph's JSON form is an object"
         g = cls()
         g.meta = dict(data.get("meta", {}))
         for nd in data.get("nodes", []):

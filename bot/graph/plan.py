@@ -11,14 +11,17 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from bot import safefs
+from bot.atoms import Atom
 from bot.evidence import scan_repository
+from bot.evidence.files import MAX_BYTES
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph, install_spec
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import Registry
-from bot.graph.native_lock import use_native_lock
 from bot.graph.model import DepGraph, Node
+from bot.graph.native_lock import use_native_lock
 from bot.graph.resolve import names_in_error, sdist_only, uv_compile
 from bot.graph.runtime import OFFICIAL_PYTHONS, choose_python
 
@@ -97,23 +100,8 @@ class Plan:
                 "test_command": self.test_command, "collect_command": self.collect_command,
                 "services": [s.to_json() for s in self.services], "env": self.env,
                 "warnings": [w.to_json() for w in self.warnings],
-                "dockerfile": df.text, "dockerfile_lines": [l.to_json() for l in df.lines],
+                "dockerfile": df.text, "dockerfile_lines": [ln.to_json() for ln in df.lines],
                 "graph": self.graph.to_json(), "timings": {k: round(v, 3) for k, v in self.timings.items()}}
-
-
-def default_pythons(settings: Any) -> list[str]:
-    """What the engine has (stand-in images) when it answers, else the official list."""
-    try:
-        from bot.engine import Engine  # type: ignore[attr-defined]
-        from bot.engine.images import available_pythons  # type: ignore[import-not-found]
-
-        engine = Engine.from_settings(settings)
-        found = list(available_pythons(engine))
-        if found:
-            return found
-    except Exception as exc:  # no engine here: plan against the official tags
-        log.debug("engine did not answer for available pythons: %s", exc)
-    return list(OFFICIAL_PYTHONS)
 
 
 def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tuple[str, int | None, str]]]:
@@ -158,7 +146,7 @@ def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple
     return ["python", "-m", "pytest", "--import-mode=importlib", *folders], [*cmd_ev, *why]
 
 
-def _install_specs(g: DepGraph) -> list[str]:
+def install_specs(g: DepGraph) -> list[str]:
     specs = []
     for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
         if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:
@@ -194,7 +182,7 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
     dropped: list[str] = []
     total = 0.0
     for _ in range(4):
-        res = uv_compile(_install_specs(g), python, timeout=timeout, index_url=index_url,
+        res = uv_compile(install_specs(g), python, timeout=timeout, index_url=index_url,
                          constraints=constraint_specs(g), use_cache=use_cache)
         total += res.seconds
         res.seconds = total
@@ -202,7 +190,7 @@ def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: flo
             return res, dropped
         m = _NOT_FOUND.search(res.error) or _BUILD_FAILED.search(res.error)
         node = g.nodes.get(f"package:{canonicalize_name(m.group(1))}") if m else None
-        if node is None or node.action not in ("pip", "repair-pip") or node.attrs.get("group") == "main":
+        if m is None or node is None or node.action not in ("pip", "repair-pip") or node.attrs.get("group") == "main":
             return res, dropped
         why = "is not on the package index" if "not found" in m.group(0) else f"does not build for Python {python}"
         node.action = None
@@ -236,8 +224,6 @@ def _numpy2_guard(g: DepGraph, pins: dict[str, str], python: str, warnings: list
         return False
     if not old:
         return False
-    from bot.atoms import Atom
-
     why = f"{old[0]}=={pins[old[0]]} is built against NumPy 1 (resolution picked numpy {numpy})"
     g.apply_atom(Atom("pip_constraint", {"constraints": ["numpy<2"]}), [("uv pip compile", None, why)])
     warnings.append(ScanWarning(".", None, f"numpy<2: {why}"))
@@ -256,9 +242,6 @@ def _add_compiler(g: DepGraph, evidence: tuple[str, int | None, str]) -> None:
 def _reuse_lock(repo: Path, ev: Evidence, g: DepGraph, settings: Any, warnings: list[ScanWarning]):
     """The requirements lock setupbot wrote last time, when its inputs hash is the plan's and no
     refresh was asked for; else None (with a warning saying why it was not used)."""
-    from bot import safefs
-    from bot.evidence.files import MAX_BYTES
-
     output = getattr(settings, "output", None)
     out_dir = str(getattr(output, "dir", "") or ".devcontainer").strip("/")
     rel = f"{out_dir}/{LOCK_NAME}"
@@ -294,7 +277,9 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     g = build_graph(ev, registry, warnings)
     t_graph = time.monotonic()
     if available_pythons is None:
-        available_pythons = default_pythons(settings)
+        # the planner never asks the engine itself (the graph layer sits below it): a caller that
+        # has an engine passes bot.engine.images.default_pythons(settings)
+        available_pythons = list(OFFICIAL_PYTHONS)
     if not available_pythons:
         from bot.errors import ImageUnavailableError
 
@@ -408,7 +393,7 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                     n.state = "SATISFIED"
                     n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
             if _numpy2_guard(g, res.pins, choice.version, warnings):
-                again = uv_compile(_install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
+                again = uv_compile(install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
                                    constraints=constraint_specs(g), use_cache=cached)
                 if again.ok:
                     res = again
@@ -432,11 +417,11 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
             names = names_in_error(res.error, {n.name for n in g.of_type("PACKAGE")})
             last = res.error.strip().splitlines()[-1] if res.error.strip() else "unknown error"
             warnings.append(ScanWarning(".", None, f"uv could not resolve the dependencies for Python {choice.version}: {last[:300]}"))
-            for name in names:
-                n = g.nodes.get(f"package:{name}")
-                if n is not None:
-                    n.state = "MISSING"
-                    n.add_evidence("uv pip compile", None, "named in the resolution failure")
+            for pkg in names:
+                failed = g.nodes.get(f"package:{pkg}")
+                if failed is not None:
+                    failed.state = "MISSING"
+                    failed.add_evidence("uv pip compile", None, "named in the resolution failure")
     else:
         g.meta["resolution"] = {"ok": None, "skipped": "--no-resolve"}
     for n in g.of_type("PACKAGE"):

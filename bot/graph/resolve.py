@@ -19,6 +19,7 @@ from packaging.requirements import Requirement as PkgReq
 from packaging.utils import canonicalize_name
 
 from bot.hostenv import host_env
+from bot.indexes import host_index_config
 
 
 @dataclass
@@ -153,8 +154,6 @@ def _uv_compile_once(uv: str, requirements: list[str], python: str, timeout: flo
                      exclude_newer: str | None, *, use_cache: bool = True) -> Resolution:
     if not requirements:
         return Resolution(True)
-    from bot.indexes import host_index_config
-
     # the host's index configuration is an input too: another index may offer other releases
     key = resolution_key(requirements, python, index_url=index_url, constraints=constraints,
                          only_binary=only_binary, exclude_newer=exclude_newer,
@@ -211,7 +210,7 @@ def _uv_compile(uv: str, requirements: list[str], python: str, timeout: float, i
     for line in proc.stdout.splitlines():
         m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?==([^\s;]+)", line.strip())
         if m:
-            pins[canonicalize_name(m.group(1))] = m.group(2)
+            pins[str(canonicalize_name(m.group(1)))] = m.group(2)
     return Resolution(True, pins, seconds=elapsed)
 
 

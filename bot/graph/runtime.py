@@ -28,7 +28,7 @@ def _key(v: str) -> Version:
     return Version(v)
 
 
-def _allows(spec: SpecifierSet, version: str) -> bool:
+def series_allows(spec: SpecifierSet, version: str) -> bool:
     # "3.12" stands for the whole minor series (python:3.12-slim carries a late patch release):
     # the series is allowed when its first or a late patch release is.
     return spec.contains(f"{version}.0", prereleases=True) or spec.contains(f"{version}.99", prereleases=True)
@@ -50,7 +50,7 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
             hard.append((SpecifierSet(c.value.replace(" ", "")), c))
         except InvalidSpecifier:
             warnings.append(ScanWarning(c.source.file, c.source.line, f"cannot read Python requirement {c.value!r}; ignored"))
-    ok = [v for v in available if all(_allows(s, v) for s, _ in hard)]
+    ok = [v for v in available if all(series_allows(s, v) for s, _ in hard)]
     if not ok:
         text = ", ".join(f"{c.value} ({c.source.short()})" for _, c in hard)
         warnings.append(ScanWarning(hard[0][1].source.file if hard else ".", hard[0][1].source.line if hard else None,
@@ -69,7 +69,7 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
             warnings.append(ScanWarning(c.source.file, c.source.line,
                                         f"Python {c.value} is pinned but not available or not allowed; ignored"))
     candidates = ok
-    for version, why in ceilings or []:
+    for version, _why in ceilings or []:
         below = [v for v in candidates if _key(v) < _key(version)]
         if below:
             candidates = below

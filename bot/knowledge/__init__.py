@@ -1,4 +1,4 @@
-"""The experience base: units, seed knowledge, stores, retrieval, delayed audit, learning.
+"""The experience base: units, seed knowledge, stores, retrieval, learning.
 
 Contract (docs/architecture.md, "Experience base")::
 

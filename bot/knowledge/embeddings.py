@@ -6,7 +6,8 @@ without it. Vectors are stored with the unit so each unit is embedded once per m
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
@@ -24,7 +25,7 @@ class OpenAIEmbedder:
         self.timeout = timeout
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "OpenAIEmbedder | None":
+    def from_settings(cls, settings: Any) -> OpenAIEmbedder | None:
         k, llm = settings.knowledge, settings.llm
         if not (k.embeddings_model and llm.base_url):
             return None

@@ -14,7 +14,8 @@ import dataclasses
 import hashlib
 import re
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bot.atoms import Atom
 from bot.errors import KnowledgeError
@@ -107,11 +108,12 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
                 tokens.append((s, e, repl_here, None))
                 taken.append((s, e))
     tokens.sort()
-    parts, pos, group_of = [], 0, {}
+    parts: list[str] = []
+    pos, group_of = 0, {}
     n = 0
-    for s, e, rx, value in tokens:
+    for s, e, regex, value in tokens:
         parts.append(re.escape(line[pos:s]))
-        parts.append(rx)
+        parts.append(regex)
         if value is not None:
             n += 1
             group_of[value] = n
@@ -125,7 +127,7 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
         if isinstance(v, str):
             for value, g in group_of.items():
                 if v.lower() == value.lower():
-                    return "{match:%d}" % g
+                    return f"{{match:{g:d}}}"
             return v
         if isinstance(v, (list, tuple)):
             return [template(x) for x in v]
@@ -146,13 +148,13 @@ def learn_unit(store: Store, log_text: str, atoms: Sequence[Atom | Mapping[str, 
     """Add (or merge) a unit from a repair that survived clean replay; return its id. With
     ``quarantine`` a new unit is stored in the "quarantined" category, which retrieval never
     offers, until it is approved."""
-    atoms = [a if isinstance(a, Atom) else Atom.from_json(a) for a in atoms]
-    for a in atoms:
+    checked = [a if isinstance(a, Atom) else Atom.from_json(a) for a in atoms]
+    for a in checked:
         a.validate()
-    if not atoms:
+    if not checked:
         raise KnowledgeError("a learned unit needs at least one atom")
     line = signature_line(log_text)
-    pattern, templated = generalise(line, atoms)
+    pattern, templated = generalise(line, checked)
     prov = {"learned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "signature": line,
             **{k: v for k, v in provenance.items() if isinstance(v, (str, int, float, bool))}}
 
@@ -161,7 +163,7 @@ def learn_unit(store: Store, log_text: str, atoms: Sequence[Atom | Mapping[str, 
     for unit in store.all():
         m = unit.match(line)
         same_pattern = pattern in unit.patterns
-        if (m is not None and _same_fix(fill_atoms(unit, m, {}), atoms)) or (same_pattern and _same_fix(unit.atoms, templated)):
+        if (m is not None and _same_fix(fill_atoms(unit, m, {}), checked)) or (same_pattern and _same_fix(unit.atoms, templated)):
             merged = dataclasses.replace(unit, provenance=tuple(unit.provenance) + (prov,))
             store.add(merged, replace=True)
             store.record(unit.id, "success")

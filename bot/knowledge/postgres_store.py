@@ -10,7 +10,8 @@ the database; otherwise the retriever computes cosine similarity itself.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
@@ -23,10 +24,6 @@ SCHEMA = [
         unit_id TEXT PRIMARY KEY,
         hits BIGINT NOT NULL DEFAULT 0, successes BIGINT NOT NULL DEFAULT 0,
         failures BIGINT NOT NULL DEFAULT 0, offered BIGINT NOT NULL DEFAULT 0)""",
-    """CREATE TABLE IF NOT EXISTS pending (
-        session TEXT NOT NULL, unit_id TEXT NOT NULL, signature TEXT NOT NULL,
-        adopted INTEGER NOT NULL DEFAULT 0, created DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (session, unit_id))""",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL DEFAULT 0, text_value TEXT)",
     "INSERT INTO meta (key, value) VALUES ('generation', 0) ON CONFLICT DO NOTHING",
     "INSERT INTO meta (key, value, text_value) VALUES ('seed', 0, '') ON CONFLICT DO NOTHING",

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
@@ -32,7 +33,7 @@ class LLMReranker:
         self.calls = 0
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "LLMReranker | None":
+    def from_settings(cls, settings: Any) -> LLMReranker | None:
         llm = settings.llm
         if not llm.enabled:
             return None

@@ -13,22 +13,22 @@
    candidates (default 10) go to an optional reranker and ``offer`` (default 3) are returned with
    their atoms filled ({python}, {match:N}).
 
-Delayed audit: what was offered in a session is remembered in the store; at the next retrieval
-(or ``audit``) each adopted offer is judged against the new output — its signal gone: success;
-still there: failure; adopted but unclear: neutral. Offers never adopted are dropped uncounted.
+Outcomes: the loop reports each applied unit's outcome (``record_outcome``) once the clean
+replay has judged it.
 """
 
 from __future__ import annotations
 
-import logging
 import dataclasses
+import logging
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
 
 # The regex parser that `re` itself uses (public as sre_parse before 3.11, deprecated since).
 from re import _constants as sre_constants  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
+from typing import Any
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -239,7 +239,7 @@ class Retriever:
         except Exception as exc:  # an embeddings outage must not stop retrieval
             log.warning("embeddings unavailable, lexical retrieval only: %s", exc)
             return units
-        new = {u.id: v for u, v in zip(missing, vectors)}
+        new = {u.id: v for u, v in zip(missing, vectors, strict=False)}
         self.store.set_embeddings(new)
         return [dataclasses.replace(u, embedding=tuple(new[u.id])) if u.id in new else u for u in units]
 
@@ -248,9 +248,6 @@ class Retriever:
         """The best ``offer`` candidates for a failure output, atoms filled."""
         context = dict(context or {})
         text = (log_text or "")[-LOG_TAIL:]
-        session = context.get("session")
-        if session:
-            self.audit(text, session, applied=context.get("applied", ()))
         candidates = self.candidates(text, context)
         if self.reranker is not None and candidates:
             try:
@@ -262,9 +259,6 @@ class Retriever:
         offered = candidates[: self.offer]
         if offered:
             self.store.mark_offered([c.unit.id for c in offered])
-            if session:
-                for c in offered:
-                    self.store.add_pending(session, c.unit.id, c.matched)
         return offered
 
     def candidates(self, text: str, context: Mapping[str, Any]) -> list[Candidate]:
@@ -324,39 +318,9 @@ class Retriever:
             return [idx.by_id[u] for u, _ in near if u in idx.by_id]
         return [i for i, _ in idx.cosine(vector, limit)]
 
-    # -- delayed audit and outcomes ----------------------------------------------------------
-    def audit(self, new_output: str, session: str, applied: Sequence[str] = ()) -> dict[str, str]:
-        """Judge the previous offers of ``session`` against what happened since. A unit counts as
-        adopted when ``applied`` names it or the loop called ``mark_adopted``. Returns
-        {unit_id: outcome} for the judged ones."""
-        verdicts: dict[str, str] = {}
-        idx = self.index()
-        for unit_id, signature, adopted in self.store.take_pending(session):
-            if not (adopted or unit_id in applied):
-                continue
-            pos = idx.by_id.get(unit_id)
-            if pos is None:
-                continue
-            m = idx.units[pos].match(new_output or "")
-            if not signature:
-                outcome = "neutral"
-            elif m is None:
-                outcome = "success"           # its signal is gone: the fix helped
-            elif m.group(0) == signature:
-                outcome = "failure"           # the same error again: it did not
-            else:
-                outcome = "neutral"           # the same kind of error about something else
-            self.store.record(unit_id, outcome)
-            verdicts[unit_id] = outcome
-        return verdicts
-
-    def mark_adopted(self, session: str, unit_id: str) -> bool:
-        return self.store.mark_adopted(session, unit_id)
-
-    def record_outcome(self, unit_id: str, outcome: str, session: str | None = None) -> Telemetry:
-        """An explicit verdict (e.g. from clean replay); settles that unit's pending offer."""
-        if session:
-            self.store.drop_pending(session, unit_id)
+    # -- outcomes ----------------------------------------------------------------------------
+    def record_outcome(self, unit_id: str, outcome: str) -> Telemetry:
+        """An explicit verdict (from the clean replay)."""
         return self.store.record(unit_id, outcome)
 
 

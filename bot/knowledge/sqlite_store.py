@@ -8,8 +8,9 @@ telemetry at once without losing a count.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bot.errors import KnowledgeError
 from bot.knowledge.store import Store
@@ -20,9 +21,6 @@ CREATE TABLE IF NOT EXISTS telemetry (
     unit_id TEXT PRIMARY KEY,
     hits INTEGER NOT NULL DEFAULT 0, successes INTEGER NOT NULL DEFAULT 0,
     failures INTEGER NOT NULL DEFAULT 0, offered INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS pending (
-    session TEXT NOT NULL, unit_id TEXT NOT NULL, signature TEXT NOT NULL,
-    adopted INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, PRIMARY KEY (session, unit_id));
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL DEFAULT 0, text_value TEXT);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 0);
 INSERT OR IGNORE INTO meta (key, value, text_value) VALUES ('seed', 0, '');

@@ -16,8 +16,9 @@ import json
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from bot.errors import KnowledgeError
 from bot.knowledge.units import Telemetry, Unit, seed_digest, seed_units
@@ -161,27 +162,6 @@ class Store(ABC):
                           f"WHERE unit_id IN ({marks})", list(unit_ids))
         return {r[0]: Telemetry(*r[1:]) for r in rows}
 
-    # -- delayed audit: what was offered and not yet judged ----------------------------------
-    def add_pending(self, session: str, unit_id: str, signature: str) -> None:
-        self._exec(self._sql("INSERT INTO pending (session, unit_id, signature, adopted, created) "
-                             "VALUES (?, ?, ?, 0, ?) ON CONFLICT (session, unit_id) DO UPDATE SET "
-                             "signature = excluded.signature, created = excluded.created"),
-                   (session, unit_id, signature, time.time()))
-
-    def mark_adopted(self, session: str, unit_id: str) -> bool:
-        return bool(self._exec(self._sql("UPDATE pending SET adopted = 1 WHERE session = ? AND unit_id = ? "
-                                         "RETURNING unit_id"), (session, unit_id)))
-
-    def take_pending(self, session: str) -> list[tuple[str, str, bool]]:
-        """Remove and return (unit_id, signature, adopted) for a session: each offer is judged once,
-        even when two processes audit the same session."""
-        rows = self._exec(self._sql("DELETE FROM pending WHERE session = ? RETURNING unit_id, signature, adopted"),
-                          (session,))
-        return [(r[0], r[1], bool(r[2])) for r in rows]
-
-    def drop_pending(self, session: str, unit_id: str) -> None:
-        self._exec(self._sql("DELETE FROM pending WHERE session = ? AND unit_id = ?"), (session, unit_id))
-
     # -- embeddings --------------------------------------------------------------------------
     def set_embeddings(self, vectors: dict[str, Sequence[float]]) -> None:
         self._exec_many([(self._sql("UPDATE units SET embedding = ? WHERE id = ?"), (json.dumps(list(v)), uid))
@@ -232,7 +212,7 @@ class Store(ABC):
     def describe(self) -> str:
         return self.kind
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:

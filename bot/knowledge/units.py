@@ -11,10 +11,11 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import jsonschema
 import yaml
@@ -151,7 +152,7 @@ class Unit:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, validate: bool = True) -> "Unit":
+    def from_json(cls, data: Mapping[str, Any], *, validate: bool = True) -> Unit:
         """Validate and build a unit; raise KnowledgeError with the reason when it is invalid.
         ``validate=False`` is for documents a store already validated on the way in: it skips
         the schema and the pattern compilation (patterns compile on first use), not the atoms."""
@@ -180,7 +181,7 @@ class Unit:
         return cls._build(data, where)
 
     @classmethod
-    def _build(cls, data: Mapping[str, Any], where: str = "") -> "Unit":
+    def _build(cls, data: Mapping[str, Any], where: str = "") -> Unit:
         where = where or f"unit {data.get('id', '?')!r}"
         atoms = []
         for raw in data["atoms"]:

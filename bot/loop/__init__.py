@@ -5,8 +5,8 @@
 """
 
 from bot.loop.diagnose import Signature, diagnose
-from bot.loop.records import RunRecord
 from bot.loop.orchestrator import SetupLoop, run_setup
+from bot.loop.records import RunRecord
 from bot.loop.target import TargetOutcome
 
 __all__ = ["RunRecord", "SetupLoop", "Signature", "TargetOutcome", "diagnose", "run_setup"]

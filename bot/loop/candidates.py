@@ -116,7 +116,7 @@ class CandidatesMixin(LoopBase):
             for a in c.atoms:
                 if a.kind == "pip_install":
                     for spec in a.args["packages"]:
-                        name = canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, 1)[0])
+                        name = canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, maxsplit=1)[0])
                         if name not in own:
                             return True
             return False

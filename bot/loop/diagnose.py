@@ -19,8 +19,8 @@ order in which they first appear, so the first one is the earliest failure in th
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
 
@@ -74,18 +74,18 @@ Rule = tuple[str, str, re.Pattern[str], Callable[[re.Match[str]], str]]
 
 def _rule(kind: str, category: str, pattern: str, key: Callable[[re.Match[str]], str] | int | None = 1,
           flags: int = re.MULTILINE) -> Rule:
+    fn: Callable[[re.Match[str]], str]
     if key is None:
-        fn: Callable[[re.Match[str]], str] = lambda m: ""
+        def fn(m: re.Match[str]) -> str:
+            return ""
     elif isinstance(key, int):
         group = key
-        fn = lambda m: _tail_key(m.group(group) or "")
+
+        def fn(m: re.Match[str]) -> str:
+            return _tail_key(m.group(group) or "")
     else:
         fn = key
     return (kind, category, re.compile(pattern, flags), fn)
-
-
-def _floor_from_spec(m: re.Match[str]) -> str:
-    return m.group(1).strip().strip("'\"")
 
 
 def _module_top(m: re.Match[str]) -> str:

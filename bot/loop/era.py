@@ -61,10 +61,10 @@ class EraMixin(LoopBase):
         date, source = reference_date(self.repo, self.settings)
         if not date:
             return None
-        from bot.graph.plan import _install_specs
+        from bot.graph.plan import install_specs
 
         t0 = time.monotonic()
-        era = resolve_era(_install_specs(self.graph), self.python, date, source)
+        era = resolve_era(install_specs(self.graph), self.python, date, source)
         res = era.resolution
         self.traj.record("era", command=["uv", "pip", "compile", "--exclude-newer", date],
                          duration=time.monotonic() - t0,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+
+from bot.junit import read_junit
 
 
 @dataclass
@@ -31,28 +32,13 @@ class TestResults:
 
 
 def parse_junit(xml_text: str) -> TestResults:
-    """Parse pytest's JUnit XML. Malformed XML gives empty results (the caller reports it)."""
+    """Parse pytest's JUnit XML. Malformed XML gives empty results (the caller reports it). A
+    failure keeps its message and traceback (the diagnosis reads them)."""
     results = TestResults()
-    if not xml_text or not xml_text.strip():
-        return results
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError:
-        return results
-    for case in root.iter("testcase"):
-        cls = case.get("classname", "")
-        name = case.get("name", "")
-        tid = f"{cls}::{name}" if cls else name
-        outcome, message = "passed", ""
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome = "failed" if child.tag == "failure" else "error"
-                message = ((child.get("message") or "") + "\n" + (child.text or "")).strip()
-                break
-            if child.tag == "skipped":
-                outcome = "skipped"
-                message = child.get("message") or ""
-        results.outcomes[tid] = outcome
+    for case in read_junit(xml_text) or []:
+        results.outcomes[case.test_id] = case.outcome
+        message = ((case.message + "\n" + case.text).strip() if case.outcome in ("failed", "error")
+                   else case.message)
         if message:
-            results.messages[tid] = message[-3000:]
+            results.messages[case.test_id] = message[-3000:]
     return results

@@ -29,10 +29,12 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
+from bot import safefs
 from bot.atoms import Atom, AtomError
 from bot.errors import LLMError
 from bot.redact import Redactor, global_redactor
@@ -405,8 +407,6 @@ def build_messages(context: Mapping[str, Any], feedback: str = "") -> list[dict[
 def _readme(repo: Path) -> str:
     """The head of the README, through the safe reader: a README linked to a host file (a key,
     a token) never reaches the prompt (SECURITY.md S13)."""
-    from bot import safefs
-
     for name in ("README.md", "README.rst", "README.txt", "README"):
         text = safefs.try_read_text(repo, name, max_bytes=README_CAP * 2, head=True)
         if text is not None:
@@ -454,7 +454,7 @@ def _candidate_for(action: Action, units: Mapping[str, Any]) -> Any:
     return units[action.unit_id]
 
 
-def _ask(planner: "LLMPlanner", host: PlannerHost, ws: Any, units: Mapping[str, Any], feedback: str,
+def _ask(planner: LLMPlanner, host: PlannerHost, ws: Any, units: Mapping[str, Any], feedback: str,
          secrets: Sequence[str]) -> tuple[Action | None, str, bool]:
     """One turn's proposal: (action, feedback for the next turn, whether to stop)."""
     context = {**host.planner_context(ws),
@@ -480,7 +480,7 @@ def _ask(planner: "LLMPlanner", host: PlannerHost, ws: Any, units: Mapping[str, 
     return action, "", action.action == "finish"
 
 
-def run_planner_turns(planner: "LLMPlanner", host: PlannerHost, ws: Any, max_turns: int = 6) -> tuple[bool, Any]:
+def run_planner_turns(planner: LLMPlanner, host: PlannerHost, ws: Any, max_turns: int = 6) -> tuple[bool, Any]:
     """Ask the planner for actions until one repair is kept, it finishes, or budgets end."""
     try:
         offered = host.offered_units(ws.outcome.log[-20000:])

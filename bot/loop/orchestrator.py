@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from bot import progress
 from bot.errors import Interrupted, LLMError

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -21,6 +22,7 @@ from packaging.version import Version
 from bot import safefs
 from bot.atoms import Atom, AtomError
 from bot.graph.mapping import repair_distribution
+from bot.graph.runtime import series_allows
 from bot.loop.diagnose import Signature, service_for
 
 
@@ -184,9 +186,10 @@ def distributions_for(module: str) -> list[str]:
     return [d for d in dict.fromkeys([distribution_for(module), module]) if d]
 
 
-def choose_python(spec: str, available: Sequence[str], current: str) -> str | None:
+def next_python(spec: str, available: Sequence[str], current: str) -> str | None:
     """The lowest available Python that satisfies ``spec`` (a specifier like '>=3.12' or a bare
-    version like '3.12' meaning "at least"), other than the current one."""
+    version like '3.12' meaning "at least"), other than the current one. A version stands for
+    its minor series, as in the planner's choice (bot.graph.runtime.choose_python)."""
     spec = spec.strip()
     if re.fullmatch(r"\d+\.\d+", spec):
         spec = f">={spec}"
@@ -195,7 +198,7 @@ def choose_python(spec: str, available: Sequence[str], current: str) -> str | No
     except InvalidSpecifier:
         return None
     for v in sorted(available, key=Version):
-        if v != current and sset.contains(Version(v), prereleases=True):
+        if v != current and series_allows(sset, v):
             return v
     return None
 
@@ -275,7 +278,7 @@ def _uses_pytest_django(repo: Path) -> bool:
     return False
 
 
-def _test_dirs(repo: Path) -> list[str]:
+def find_test_dirs(repo: Path) -> list[str]:
     return [d for d in ("tests", "test", "src/tests", "testing")
             if (repo / d).is_dir() and safefs.inside(repo, repo / d)]
 
@@ -356,7 +359,7 @@ def _async_tests(sig: Signature, ctx: RuleContext) -> list[Candidate]:
 @rule("python_pin")
 def _python_for_a_pin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     # a pinned release that installs only on another Python: the offered one that fits
-    chosen = choose_python(sig.key, ctx.available_pythons, ctx.python)
+    chosen = next_python(sig.key, ctx.available_pythons, ctx.python)
     return [_one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen)] if chosen else []
 
 
@@ -414,7 +417,7 @@ def _rebuild_with_the_extension(sig: Signature, ctx: RuleContext) -> list[Candid
 @rule("python_floor", "newer_syntax")
 def _newer_python(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     spec = sig.key if sig.kind == "python_floor" else f">{ctx.python}"
-    chosen = choose_python(spec, ctx.available_pythons, ctx.python)
+    chosen = next_python(spec, ctx.available_pythons, ctx.python)
     return [_one("switch_python", f"needs Python {spec}; {chosen} is available", version=chosen)] if chosen else []
 
 
@@ -502,7 +505,7 @@ def _where_the_tests_are(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     if _django_runner(ctx.repo):
         out.append(_one("test_command", "a Django project: its tests run under manage.py test",
                         command=["python", "manage.py", "test"]))
-    for d in _test_dirs(ctx.repo):
+    for d in find_test_dirs(ctx.repo):
         out.append(_one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
     return out
 
@@ -551,7 +554,7 @@ def _workflow_run_blocks(repo: Path) -> list[str]:
             for item in node:
                 walk(item)
 
-    sink = SimpleNamespace(warn=lambda *a, **k: None)
+    sink: Any = SimpleNamespace(warn=lambda *a, **k: None)
     folder = repo / ".github" / "workflows"
     try:
         names = os.listdir(folder) if safefs.inside(repo, folder) and folder.is_dir() else []
@@ -619,7 +622,7 @@ def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
     out: list[tuple[str, Candidate]] = []
     have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
     ci = [s for s in ci_install_specs(repo)
-          if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, 1)[0]) not in have]
+          if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, maxsplit=1)[0]) not in have]
     if ci:
         out.append(("follow the CI's install commands",
                     Candidate([Atom("pip_install", {"packages": ci})], "rule",

@@ -106,14 +106,14 @@ class ReplayMixin(LoopBase):
         return ws
 
     def lock_replay(self) -> None:
-        """Lock what the clean replay proved (bot.verify.lock, issue 16): the graph then compiles
+        """Lock what the clean replay proved (bot.loop.lock, issue 16): the graph then compiles
         to a Dockerfile that installs the lock, and the replay tag becomes the locked image's,
         which the verification runs on. A lock that does not reproduce the set is not kept."""
         from bot.graph.model import DepGraph
 
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return  # stand-in collaborators (tests) have no image to freeze
-        from bot.verify.lock import lock_environment
+        from bot.loop.lock import lock_environment
 
         t0 = time.monotonic()
         try:
@@ -154,9 +154,9 @@ class ReplayMixin(LoopBase):
         target = getattr(self.graph, "target", None)
         sources = [f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})"
                    for e in (getattr(target, "evidence", None) or [])][:3]
-        from bot.loop.repair import _test_dirs
+        from bot.loop.repair import find_test_dirs
 
-        dirs = _test_dirs(self.repo)
+        dirs = find_test_dirs(self.repo)
         where = (f"test folders present: {', '.join(d + '/' for d in dirs)}" if dirs
                  else "no tests/, test/, src/tests/ or testing/ folder")
         text = f"{head}. Test commands tried: {tried or 'none'}. {where}"
@@ -185,10 +185,10 @@ class ReplayMixin(LoopBase):
 
     def _no_python_note(self, sig: Signature) -> str:
         """Pins that need a Python none of the offered images has: say so plainly."""
-        from bot.loop.repair import choose_python
+        from bot.loop.repair import next_python
 
         offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
-        if sig.kind == "python_pin" and choose_python(sig.key, self.available, "") is None:
+        if sig.kind == "python_pin" and next_python(sig.key, self.available, "") is None:
             return f"; none of the offered Pythons ({offered}) satisfies {sig.key}: an image with such a Python is needed"
         if sig.kind == "no_matching_distribution" and "==" in sig.key:
             return f"; no offered Python ({offered}) installs this pin"
@@ -202,7 +202,7 @@ class ReplayMixin(LoopBase):
             if kept not in self.record.repairs:
                 continue
             try:
-                from bot.knowledge import learn_unit  # type: ignore[attr-defined]
+                from bot.knowledge import learn_unit
 
                 # a shared store holds what the LLM taught in quarantine until a person approves
                 # it (`setupbot knowledge approve ID`): other repositories never run it unseen

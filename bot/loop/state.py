@@ -5,8 +5,9 @@ The graph is the only state a repair changes; ``undo_to`` (trials.py) is the onl
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.loop.diagnose import Signature
@@ -28,13 +29,13 @@ class LoopBase:
     compile: Callable[[Any], Any]
     service_manager: Callable[[Any, str], Any]
     available: list[str]
-    budget: "Budget"
-    record: "RunRecord"
-    traj: "Trajectory"
+    budget: Budget
+    record: RunRecord
+    traj: Trajectory
     n_builds: int
     tried: dict[tuple[str, str], set]
     failed_in_state: dict[frozenset, set]
-    llm_repairs: list["KeptRepair"]
+    llm_repairs: list[KeptRepair]
     tests_tried: dict[str, str]
     stop_reason: str
     _final: bool

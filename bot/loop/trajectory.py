@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot import progress
 from bot.redact import global_redactor
 
 OUTPUT_TAIL = 2000
@@ -91,8 +92,6 @@ class Budget:
 
     def spend_step(self) -> None:
         self.steps += 1
-        from bot import progress
-
         progress.current().step(self.steps, self.max_steps)
 
     def now(self) -> float:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bot import progress
 from bot.errors import SetupbotError

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.report.model import VERDICT_TIERS, verdict_at_least
+from bot.report.model import verdict_at_least
 
 # Node types a reviewer cares about; IMPORT, TARGET and CONFIG are how the plan got there.
 SHOWN_TYPES = {"PACKAGE": "package", "TOOL": "tool", "SYSTEMLIB": "system package"}
@@ -100,6 +100,3 @@ def compare_with_base(base: dict[str, Any] | None, head: dict[str, Any] | None, 
                f"{'passed' if head_replay_ok else 'failed' if head_replay_ok is False else 'not run'}"]
     return Comparison(True, sentence, details, diff)
 
-
-def tier_rank(verdict: str) -> int:
-    return VERDICT_TIERS.index(verdict) if verdict in VERDICT_TIERS else len(VERDICT_TIERS)

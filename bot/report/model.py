@@ -7,9 +7,12 @@ PR body and the job summary can be rendered and tested without running a setup.
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+
+from bot.graph.lock import lock_summary
+from bot.graph.model import DepGraph
 
 VERDICT_TIERS = ("Full", "Mostly", "Partial", "Shallow", "Failed")
 
@@ -141,9 +144,6 @@ class ReportData:
                 return round(float(self.timings[key]), 1)
         return round(sum(self.timings.values()), 1)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def verdict_at_least(verdict: str, gate: str) -> bool:
     if verdict not in VERDICT_TIERS:
@@ -230,7 +230,8 @@ def _test_counts(tests: Any) -> TestCounts:
                           skipped=values.count("skipped"), errors=values.count("error"))
     summary = _get(tests, "summary", tests)
     summary = summary() if callable(summary) else summary
-    n = lambda *keys: int(next((_get(summary, k) for k in keys if _get(summary, k) is not None), 0) or 0)
+    def n(*keys):
+        return int(next((_get(summary, k) for k in keys if _get(summary, k) is not None), 0) or 0)
     return TestCounts(collected=n("collected", "total"), passed=n("passed"), failed=n("failed"),
                       skipped=n("skipped"), errors=n("errors", "error"))
 
@@ -246,9 +247,6 @@ def _warning_text(w: Any) -> str:
 
 
 def _lock_summary(plan: Any) -> dict[str, Any]:
-    from bot.graph.lock import lock_summary
-    from bot.graph.model import DepGraph
-
     graph = _get(plan, "graph")
     if isinstance(graph, dict):
         try:

@@ -7,8 +7,11 @@ end) and ``duration`` how long it took."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
+
+from bot.report.render import environment
 
 LANES = ("plan", "build", "tests", "repair", "replay", "verify")
 LANE_OF = {"plan": "plan", "era": "plan", "build": "build", "trial-build": "build", "start": "build",
@@ -53,8 +56,6 @@ def _ticks(total: float) -> list[int]:
 
 def render_timeline_svg(steps: Iterable[dict[str, Any]], *, width: int = 640, title: str = "stage timeline") -> str:
     """The SVG text (templates/report/_timeline.svg.j2); an empty trajectory gives an empty chart."""
-    from bot.report.render import environment
-
     bars = bars_from_steps(steps)
     lanes = [lane for lane in LANES if any(b.lane == lane for b in bars)] or list(LANES[:1])
     total = max([b.start + b.seconds for b in bars] + [1.0])

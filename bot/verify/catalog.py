@@ -10,8 +10,8 @@ and the substitution is reported (see ``resolve_image``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
 
 
 @dataclass(frozen=True)

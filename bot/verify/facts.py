@@ -9,9 +9,10 @@ import configparser
 import logging
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -49,7 +50,7 @@ class RepoFacts:
                 "guarded_imports": sorted(self.guarded_imports)}
 
     @classmethod
-    def from_repo(cls, repo: Path) -> "RepoFacts":
+    def from_repo(cls, repo: Path) -> RepoFacts:
         facts = cls()
         _read_pyproject(repo, facts)
         _read_setup_cfg(repo, facts)

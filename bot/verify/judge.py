@@ -15,9 +15,10 @@ and upheld otherwise (``reproduced``). Every ruling keeps the commands the judge
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from bot.verify.facts import RepoFacts
 from bot.verify.prosecutor import Charge, Executor, run, tail
@@ -145,7 +146,7 @@ class Judge:
         return handler(charge)
 
     def _ruling(self, charge: Charge, decision: str, rule: str, reason: str,
-                commands: list[Any] = (), **kw: Any) -> Ruling:
+                commands: Sequence[Any] = (), **kw: Any) -> Ruling:
         return Ruling(charge.id, charge.kind, decision, rule, reason, [_record(c) for c in commands], **kw)
 
     def _rerun(self, charge: Charge, timeout: int = 120) -> Any | None:

@@ -4,33 +4,17 @@ raising on import do not exercise the installed code, so their passing proves li
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from bot.programs import source
 from bot.verify.prosecutor import Executor, run, tail
 from bot.verify.results import PASSED, TestResults
 
 MARKER = "setupbot mutation check"
 
-# Prepends a raise to the module's file, found the way the tests would import it (sys.path of
-# the configured interpreter, from the working directory). Prints the path it changed.
-MUTATE = r"""
-import importlib.util, sys
-sys.path.insert(0, "")
-spec = importlib.util.find_spec(sys.argv[1])
-if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-    print("SETUPBOT-MUTATION none"); raise SystemExit(3)
-text = open(spec.origin, encoding="utf-8", errors="replace").read()
-lines = text.splitlines(True)
-# keep a leading `from __future__` block and the docstring valid: insert after them
-cut = 0
-for i, line in enumerate(lines):
-    s = line.strip()
-    if s.startswith("from __future__"):
-        cut = i + 1
-with open(spec.origin, "w", encoding="utf-8") as fh:
-    fh.write("".join(lines[:cut]) + "raise ImportError(%r)\n" % sys.argv[2] + "".join(lines[cut:]))
-print("SETUPBOT-MUTATION " + spec.origin)
-"""
+# Breaks the module on purpose; bot/programs/mutate.py.
+MUTATE = source("mutate")
 
 
 def mutation_check(executor: Executor, module: str, baseline: TestResults,
@@ -39,7 +23,7 @@ def mutation_check(executor: Executor, module: str, baseline: TestResults,
     Returns {ran, module, path, killed, survivors, note}."""
     out: dict[str, Any] = {"ran": False, "module": module, "killed": None, "survivors": []}
     res = run(executor, [python, "-c", MUTATE, module, MARKER], timeout=60)
-    line = next((l for l in res.output.splitlines() if l.startswith("SETUPBOT-MUTATION ")), "")
+    line = next((ln for ln in res.output.splitlines() if ln.startswith("SETUPBOT-MUTATION ")), "")
     path = line[len("SETUPBOT-MUTATION "):].strip()
     if res.exit_code != 0 or not path or path == "none":
         out["note"] = f"could not locate a source file for {module}: {tail(res.output, 4)}"

@@ -20,9 +20,11 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
+from bot.programs import source
 from bot.verify.facts import RepoFacts
 from bot.verify.results import ERROR, FAILED, TestResults
 
@@ -100,64 +102,15 @@ def tail(text: str, lines: int = 12, chars: int = 2000) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
 
 
-# Imports every core distribution's top-level module(s) in the configured interpreter and prints
-# one JSON line. Markers are evaluated with pip's vendored `packaging` when it is there.
-IMPORT_PROBE = r"""
-import importlib, importlib.metadata as md, json, re, sys, traceback
-req = json.loads(sys.argv[1])
-try:
-    from packaging.markers import Marker
-except Exception:
-    try:
-        from pip._vendor.packaging.markers import Marker
-    except Exception:
-        Marker = None
-norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()
-by_dist = {}
-try:
-    for mod, dists in md.packages_distributions().items():
-        for d in dists:
-            by_dist.setdefault(norm(d), set()).add(mod)
-except Exception:
-    pass
-def try_import(mod):
-    try:
-        importlib.import_module(mod)
-        return True, ""
-    except BaseException as e:
-        return False, "".join(traceback.format_exception_only(type(e), e)).strip()[-600:]
-out = []
-for name, marker in req["dists"]:
-    if marker and Marker is not None:
-        try:
-            if not Marker(marker).evaluate():
-                continue
-        except Exception:
-            pass
-    mods = sorted(m for m in by_dist.get(norm(name), ()) if m.isidentifier() and not m.startswith("_"))
-    if not mods:
-        try:
-            md.distribution(name)
-            out.append({"dist": name, "module": None, "ok": True, "error": "installed, no top-level module"})
-        except md.PackageNotFoundError:
-            out.append({"dist": name, "module": None, "ok": False, "error": "distribution %s is not installed" % name})
-        continue
-    primary = [m for m in mods if norm(m) == norm(name) or norm(m) == norm(name).split("-")[-1]]
-    for mod in (primary or mods)[:2]:
-        ok, err = try_import(mod)
-        out.append({"dist": name, "module": mod, "ok": ok, "error": err})
-for mod in req["modules"]:
-    ok, err = try_import(mod)
-    out.append({"dist": None, "module": mod, "ok": ok, "error": err})
-print("SETUPBOT-IMPORTS " + json.dumps(out))
-"""
+# Imports every core distribution's top-level module(s); bot/programs/import_probe.py.
+IMPORT_PROBE = source("import_probe")
 
 
 def check_imports(executor: Executor, facts: RepoFacts, python: str = "python") -> tuple[list[Charge], dict[str, Any]]:
     payload = json.dumps({"dists": [[c.name, c.marker] for c in facts.core], "modules": facts.own_modules})
     argv = [python, "-c", IMPORT_PROBE, payload]
     res = run(executor, argv, timeout=300)
-    line = next((l for l in res.output.splitlines() if l.startswith("SETUPBOT-IMPORTS ")), None)
+    line = next((ln for ln in res.output.splitlines() if ln.startswith("SETUPBOT-IMPORTS ")), None)
     shown = [python, "-c", "<import probe>", payload]
     if line is None:
         return [Charge("import-probe", "import_failed", "(import probe)", tail(res.output), shown, MAJOR,
@@ -200,8 +153,8 @@ def check_pip(executor: Executor, python: str = "python") -> tuple[list[Charge],
         return [], {"clean": True}
     if "No module named pip" in res.output:
         return [], {"clean": None, "note": "pip is not installed in this interpreter"}
-    problems = [l.strip() for l in res.output.splitlines()
-                if " requires " in l or " has requirement " in l or "is not supported" in l]
+    problems = [ln.strip() for ln in res.output.splitlines()
+                if " requires " in ln or " has requirement " in ln or "is not supported" in ln]
     return [Charge("pip-check", "pip_check", "pip check", tail(res.output), argv, MINOR,
                    {"problems": problems})], {"clean": False, "problems": len(problems)}
 

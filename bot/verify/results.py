@@ -3,11 +3,11 @@ services against a run with them (which tests needed which service)."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+from bot.junit import ERROR, FAILED, PASSED, SKIPPED, read_junit
 
 
 @dataclass
@@ -59,7 +59,7 @@ class TestResults:
                 "messages": dict(sorted(self.messages.items()))}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "TestResults":
+    def from_json(cls, data: Mapping[str, Any]) -> TestResults:
         return cls(outcomes=dict(data.get("tests") or {}), messages=dict(data.get("messages") or {}),
                    junit_found=bool(data.get("junit_found", True)), exit_code=data.get("exit_code"),
                    timed_out=bool(data.get("timed_out", False)))
@@ -68,30 +68,21 @@ class TestResults:
 def parse_junit(xml_text: str) -> TestResults:
     """Parse pytest's (or any runner's) JUnit XML. Malformed XML yields junit_found=False."""
     results = TestResults()
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError:
+    cases = read_junit(xml_text)
+    if cases is None:
         results.junit_found = False
         return results
-    for case in root.iter("testcase"):
-        name = case.get("name", "")
-        classname = case.get("classname", "")
-        test_id = f"{classname}::{name}" if classname else name
-        outcome, message = PASSED, ""
-        for child in case:
-            tag = child.tag
-            if tag in ("failure", "error"):
-                outcome = FAILED if tag == "failure" else ERROR
-                message = (child.get("message") or (child.text or "")).strip().splitlines()[:1]
-                message = message[0][:300] if message else ""
-                break
-            if tag == "skipped":
-                outcome, message = SKIPPED, (child.get("message") or "")[:300]
-        if test_id in results.outcomes and results.outcomes[test_id] != PASSED:
+    for case in cases:
+        if case.test_id in results.outcomes and results.outcomes[case.test_id] != PASSED:
             continue  # a test reported twice (teardown error): keep the failure
-        results.outcomes[test_id] = outcome
+        if case.outcome in (FAILED, ERROR):
+            first = (case.message or case.text).strip().splitlines()[:1]
+            message = first[0][:300] if first else ""
+        else:
+            message = case.message[:300]
+        results.outcomes[case.test_id] = case.outcome
         if message:
-            results.messages[test_id] = message
+            results.messages[case.test_id] = message
     return results
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from bot.verify.facts import RepoFacts
 from bot.verify.judge import judge
@@ -105,9 +106,9 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
             for o in started_services.outcomes:
                 if o.note:
                     record.warnings.append(f"service {o.name}: {o.note}")
-            for o in sibling_outcomes:
-                if o.note:
-                    record.warnings.append(f"sibling {o.name}: {o.note}")
+            for so in sibling_outcomes:
+                if so.note:
+                    record.warnings.append(f"sibling {so.name}: {so.note}")
             env = {**base_env, **started_services.env, **sibling_env}
             if forward_localhost:
                 # tests that hard-code localhost:5432 reach the sibling too (CI maps the ports)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from bot.errors import ConfigError, SetupbotError
+from bot.programs import source
 from bot.verify.catalog import KINDS, PORT_TO_KIND, ImageChoice, kind_of, resolve_image
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,7 @@ class ServiceSpec:
     command: tuple[str, ...] = ()
 
     @classmethod
-    def from_any(cls, req: Any) -> "ServiceSpec":
+    def from_any(cls, req: Any) -> ServiceSpec:
         """From a ServiceRequirement, a ServiceSpec, or a mapping (the ``services:`` setting)."""
         if isinstance(req, ServiceSpec):
             return req
@@ -46,7 +48,7 @@ class ServiceSpec:
             (lambda k, d=None: getattr(req, k, d))
         name = str(get("name") or "").strip()
         image = str(get("image") or "").strip()
-        ports = tuple(_port(p) for p in (get("ports") or ()) if _port(p))
+        ports = tuple(p for p in (_port(x) for x in (get("ports") or ())) if p)
         kind = get("kind") or None
         # a kind the catalogue does not know ("other") still lets the image or port decide
         kind = (kind_of(str(kind)) if kind else None) or kind_of(name, image, ports)
@@ -258,7 +260,7 @@ def rewrite_localhost(env: Mapping[str, str], specs: Sequence[ServiceSpec]) -> d
 
     out = {}
     for name, value in env.items():
-        def sub(m: re.Match[str]) -> str:
+        def sub(m: re.Match[str], name: str = name) -> str:
             spec = target(name, m.group(2))
             if spec is None:
                 return m.group(0)
@@ -389,7 +391,7 @@ class ServiceManager:
         self._handles: list[Any] = []
         self.handles_by_name: dict[str, Any] = {}
 
-    def __enter__(self) -> "ServiceManager":
+    def __enter__(self) -> ServiceManager:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -412,7 +414,7 @@ class ServiceManager:
     def start(self, requirements: Iterable[Any], ci_env: Mapping[str, str] | None = None) -> ServicesStarted:
         specs = [ServiceSpec.from_any(r) for r in requirements]
         outcomes = [self._start_one(spec) for spec in specs]
-        healthy = [s for s, o in zip(specs, outcomes) if o.healthy]
+        healthy = [s for s, o in zip(specs, outcomes, strict=False) if o.healthy]
         return ServicesStarted(outcomes, wiring_env(healthy, ci_env))
 
     def _start_one(self, spec: ServiceSpec) -> ServiceOutcome:
@@ -477,43 +479,8 @@ def _logs(handle: Any) -> str:
 
 # --- localhost forwarding ----------------------------------------------------------------------
 
-# A small TCP relay started inside the runner container: CI jobs reach services on localhost
-# (the runner maps the ports), and many test suites hard-code "localhost:5432" where no variable
-# can redirect them. Each argument is LISTEN_PORT:HOST:PORT. Standard library only.
-FORWARDER = r"""
-import asyncio, errno, sys
-async def pipe(r, w):
-    try:
-        while data := await r.read(65536):
-            w.write(data); await w.drain()
-    except Exception:
-        pass
-    finally:
-        w.close()
-def handler(host, port):
-    async def handle(r1, w1):
-        try:
-            r2, w2 = await asyncio.open_connection(host, port)
-        except OSError:
-            w1.close(); return
-        await asyncio.gather(pipe(r1, w2), pipe(r2, w1))
-    return handle
-async def main():
-    servers, busy = [], 0
-    for spec in sys.argv[1:]:
-        listen, host, port = spec.split(":")
-        for address in ("127.0.0.1", "::1"):
-            try:
-                servers.append(await asyncio.start_server(handler(host, int(port)), address, int(listen)))
-            except OSError as exc:
-                busy += exc.errno == errno.EADDRINUSE
-    if not servers:
-        print("setupbot-forwarder ready (already running)" if busy else "setupbot-forwarder failed", flush=True)
-        return
-    print("setupbot-forwarder ready", " ".join(str(s.sockets[0].getsockname()[0]) for s in servers), flush=True)
-    await asyncio.gather(*(s.serve_forever() for s in servers))
-asyncio.run(main())
-"""
+# The localhost relay run in the runner container (bot/programs/forwarder.py).
+FORWARDER = source("forwarder")
 FORWARDER_PATH = "/tmp/setupbot-forwarder.py"
 
 

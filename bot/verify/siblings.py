@@ -22,12 +22,14 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from bot.hostenv import host_env
+from bot import safefs
 from bot.errors import ConfigError, SetupbotError
+from bot.hostenv import host_env
 from bot.verify.services import wait_healthy
 
 log = logging.getLogger(__name__)
@@ -52,7 +54,7 @@ class SiblingSpec:
     health_timeout: int = 60
 
     @classmethod
-    def from_setting(cls, entry: Mapping[str, Any]) -> "SiblingSpec":
+    def from_setting(cls, entry: Mapping[str, Any]) -> SiblingSpec:
         known = {"name", "path", "url", "ref", "dockerfile", "plan", "port", "probe", "env", "wire",
                  "command", "health_timeout"}
         unknown = set(entry) - known
@@ -160,7 +162,7 @@ class SiblingManager:
         self.images: dict[str, str] = {}
         self.handles_by_name: dict[str, Any] = {}
 
-    def __enter__(self) -> "SiblingManager":
+    def __enter__(self) -> SiblingManager:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -196,8 +198,6 @@ class SiblingManager:
             from bot.config import load_settings
             plan = make_plan(source, load_settings(source), available_pythons(self.engine))
             return plan.dockerfile.text
-        from bot import safefs
-
         try:
             return safefs.read_text(source, spec.dockerfile, max_bytes=1024 * 1024)
         except (OSError, safefs.UnsafePath):

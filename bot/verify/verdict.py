@@ -13,11 +13,12 @@ in docs/verdicts.md; keep both in step.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from bot.verify.prosecutor import Charge
 from bot.verify.judge import Ruling
+from bot.verify.prosecutor import Charge
 from bot.verify.results import TestResults
 
 FULL, MOSTLY, PARTIAL, SHALLOW = "Full", "Mostly", "Partial", "Shallow"

@@ -25,8 +25,8 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 

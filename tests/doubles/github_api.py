@@ -18,9 +18,10 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pydantic
@@ -219,7 +220,8 @@ def paginate(items: list[Any], query: dict[str, str], url: str, default: int = 3
     last = max(1, -(-len(items) // per_page))
     chunk = items[(page - 1) * per_page: page * per_page]
     rest = "&".join(f"{k}={v}" for k, v in sorted(query.items()) if k not in ("page", "per_page"))
-    link = lambda n: f"<{url}?{rest + '&' if rest else ''}per_page={per_page}&page={n}>"
+    def link(n):
+        return f"<{url}?{rest + '&' if rest else ''}per_page={per_page}&page={n}>"
     rels = []
     if page < last:
         rels += [f'{link(page + 1)}; rel="next"', f'{link(last)}; rel="last"']
@@ -246,7 +248,7 @@ class GitHubDouble:
                                         daemon=True)
 
     # ---------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "GitHubDouble":
+    def __enter__(self) -> GitHubDouble:
         self._thread.start()
         return self
 
@@ -465,7 +467,7 @@ class GitHubDouble:
                      "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
             "_links": links, "author_association": "NONE", "auto_merge": None, "milestone": None,
             "merged_at": pr["merged_at"], "closed_at": pr.get("closed_at"),
-            "labels": [self._label_json(repo, l) for l in repo.labels.get(n, [])],
+            "labels": [self._label_json(repo, ln) for ln in repo.labels.get(n, [])],
             "created_at": NOW, "updated_at": NOW, "assignees": [], "requested_reviewers": [], "requested_teams": []}
         if full:
             data.update({"merged": pr["merged"], "mergeable": None, "mergeable_state": "unknown", "merged_by": None,
@@ -488,7 +490,7 @@ class GitHubDouble:
                 "events_url": self._u(repo, f"/issues/{n}/events"),
                 "html_url": f"https://github.com/{repo.full_name}/issues/{n}",
                 "comments_url": self._u(repo, f"/issues/{n}/comments"), "user": _user(base=self.base_url),
-                "labels": [self._label_json(repo, l) for l in repo.labels.get(n, [])], "milestone": None,
+                "labels": [self._label_json(repo, ln) for ln in repo.labels.get(n, [])], "milestone": None,
                 "closed_at": pr.get("closed_at"), "author_association": "NONE",
                 "pull_request": {"url": self._u(repo, f"/pulls/{n}"), "html_url": None, "diff_url": None,
                                  "patch_url": None}, "created_at": NOW, "updated_at": NOW}
@@ -679,7 +681,7 @@ class GitHubDouble:
             names = [x if isinstance(x, str) else x["name"] for x in names]
             current = repo.labels.setdefault(n, [])
             current.extend(x for x in names if x not in current)
-            return 200, [self._label_json(repo, l) for l in current]
+            return 200, [self._label_json(repo, ln) for ln in current]
         if (m := re.match(r"^/issues/(\d+)/comments$", rest)):
             n = int(m.group(1))
             if n not in repo.pulls:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any
 
 FINISH = '{"action": "finish", "why": "script exhausted"}'
 
@@ -37,7 +38,7 @@ class ScriptedLLMServer:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def __enter__(self) -> "ScriptedLLMServer":
+    def __enter__(self) -> ScriptedLLMServer:
         self.start()
         return self
 

@@ -36,7 +36,7 @@ class World:
     runner: tuple[int, str] | None = None   # (exit, output) of a non-pytest test command
     skipped: int = 0                  # of the tests, how many pytest reports as skipped
 
-    def unmet(self, state: "State", stage: str) -> str | None:
+    def unmet(self, state: State, stage: str) -> str | None:
         for need in self.needs:
             if need.stage != stage:
                 continue
@@ -52,7 +52,7 @@ class World:
 class State:
     have: set[str] = field(default_factory=set)
 
-    def copy(self) -> "State":
+    def copy(self) -> State:
         return State(set(self.have))
 
 
@@ -98,7 +98,7 @@ class FakeGraph:
         return {"python": self.python, "atoms": copy.deepcopy(self.atoms), "meta": copy.deepcopy(self.meta)}
 
     @classmethod
-    def from_json(cls, data: dict) -> "FakeGraph":
+    def from_json(cls, data: dict) -> FakeGraph:
         return cls(data["python"], data["atoms"], data.get("meta"))
 
 
@@ -171,14 +171,14 @@ def _have_from_dockerfile(text: str) -> State:
 
 
 class FakeSession:
-    def __init__(self, engine: "FakeEngine", image: str, env: dict | None) -> None:
+    def __init__(self, engine: FakeEngine, image: str, env: dict | None) -> None:
         self.engine = engine
         self.state = engine.images[image].copy()
         self.env = dict(env or {})
         self.stack: list[State] = []
         self.execs: list[list[str]] = []
 
-    def __enter__(self) -> "FakeSession":
+    def __enter__(self) -> FakeSession:
         self.engine.sessions_open += 1
         return self
 

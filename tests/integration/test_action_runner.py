@@ -25,9 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
-
 from doubles.github_api import GitHubDouble
 
 ROOT = Path(__file__).resolve().parents[2]

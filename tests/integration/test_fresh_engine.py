@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from doubles.engines import Unavailable, free_port, fresh_engine
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from doubles.github_api import GitHubDouble
 
 from bot.cli import main
-from doubles.github_api import GitHubDouble
 
 ROOT = Path(__file__).parents[2]
 EVENTS = ROOT / "tests" / "fixtures" / "events"

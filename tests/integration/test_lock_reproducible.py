@@ -26,9 +26,9 @@ from bot.graph import make_plan
 from bot.graph.lock import apply_lock, parse_lock
 from bot.graph.mapping import Registry
 from bot.graph.model import Node
-from bot.graph.plan import _install_specs
+from bot.graph.plan import install_specs
 from bot.graph.resolve import uv_compile
-from bot.verify.lock import installed_set, lock_environment
+from bot.loop.lock import installed_set, lock_environment
 
 
 def build_wheel(folder: Path, name: str, version: str) -> Path:
@@ -100,7 +100,7 @@ def test_a_newer_upstream_release_does_not_change_the_locked_image(tmp_path, loc
     g.nodes["tool:pytest"].action = None
     for var, value in (("PIP_INDEX_URL", url), ("PIP_TRUSTED_HOST", "127.0.0.1")):
         g.add(Node(f"config:env:{var}", "CONFIG", var, "SATISFIED", action="env", attrs={"kind": "env", "value": value}))
-    assert uv_compile(_install_specs(g), "3.11", index_url=url).pins == {"tinypkg": "1.0"}
+    assert uv_compile(install_specs(g), "3.11", index_url=url).pins == {"tinypkg": "1.0"}
 
     replay_tag = f"setupbot-loop-{host_engine.run_id}:replay-1"
     built = host_engine.build(repo, compile_dockerfile(g).text, replay_tag, no_cache=True)

@@ -14,7 +14,7 @@ from bot.config import load_settings
 from bot.engine import Engine
 from bot.graph import make_plan
 from bot.graph.mapping import Registry
-from bot.verify.lock import installed_set
+from bot.loop.lock import installed_set
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "native" / "uv-frozen"
 

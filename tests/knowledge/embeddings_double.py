@@ -29,7 +29,7 @@ class EmbeddingsDouble:
         self.requests = 0
         self.bodies: list[dict] = []
 
-    def __enter__(self) -> "EmbeddingsDouble":
+    def __enter__(self) -> EmbeddingsDouble:
         double = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -101,14 +101,6 @@ def test_seeding_is_idempotent_and_keeps_telemetry(store_settings):
     again.close()
 
 
-def test_pending_offers_are_taken_once(empty_store):
-    empty_store.add(make_unit())
-    empty_store.add_pending("run-1", "demo-unit", "frobnicate.h: No such file")
-    assert empty_store.mark_adopted("run-1", "demo-unit")
-    assert empty_store.take_pending("run-1") == [("demo-unit", "frobnicate.h: No such file", True)]
-    assert empty_store.take_pending("run-1") == []
-
-
 def test_export_import_roundtrip(store_settings, tmp_path):
     src = open_store(store_settings, seed=False)
     src.add(make_unit())
@@ -138,26 +130,6 @@ def test_retrieval_tiers_golden_and_cold(empty_store):
     assert [c.unit.id for c in cands] == ["unit-b", "unit-a"]
     assert cands[0].unit.telemetry.tier == GOLDEN and cands[1].unit.telemetry.tier == COLD
     assert cands[0].score > 2 * cands[1].score
-
-
-def test_delayed_audit_judges_previous_offers(empty_store):
-    empty_store.add(make_unit("unit-a", r"frobnicate\.h: No such file"))
-    empty_store.add(make_unit("unit-c", r"No module named '(\w+)'", packages=("libc-dev",)))
-    r = Retriever(empty_store)
-    first = r.retrieve("fatal error: frobnicate.h: No such file or directory", {"session": "run-7"})
-    assert first[0].unit.id == "unit-a"
-    # the loop applied unit-a; the header error is gone, a different error appears
-    r.retrieve("ModuleNotFoundError: No module named 'yaml'", {"session": "run-7", "applied": ["unit-a"]})
-    t = empty_store.get("unit-a").telemetry
-    assert (t.hits, t.successes) == (1, 1)
-    # unit-c was adopted and the same error came back: a failure
-    r.mark_adopted("run-7", "unit-c")
-    verdicts = r.audit("ModuleNotFoundError: No module named 'yaml'", "run-7")
-    assert verdicts == {"unit-c": "failure"}
-    assert empty_store.get("unit-c").telemetry.failures == 1
-    # offers that were never adopted are not counted
-    r.retrieve("fatal error: frobnicate.h: No such file or directory", {"session": "run-8"})
-    assert r.audit("all good", "run-8") == {}
 
 
 def test_learning_then_similar_log_retrieves_learned_unit(seeded_store):

@@ -11,8 +11,8 @@ import json
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 REPOS = Path(__file__).parent.parent / "fixtures" / "repos"
 
@@ -74,7 +74,7 @@ class ContainerWatcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
-    def __enter__(self) -> "ContainerWatcher":
+    def __enter__(self) -> ContainerWatcher:
         self._thread.start()
         return self
 

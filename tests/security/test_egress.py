@@ -14,7 +14,6 @@ import subprocess
 import threading
 
 import pytest
-
 from sec_helpers import docker, leftovers
 
 from bot.engine import egress as egress_guard
@@ -65,7 +64,7 @@ def test_service_network_is_internal_and_the_runner_still_has_a_way_out(docker_a
                                              command=["sleep", "600"])
             # nothing on the service network gets out (the proxy would answer any address)
             for host, port in (("1.1.1.1", 443), ("169.254.169.254", 80)):
-                out = engine._exec(service.name, ["python", "-c", PROBE, host, str(port)]).output
+                out = engine.exec_in(service.name, ["python", "-c", PROBE, host, str(port)]).output
                 assert out.startswith("BLOCKED"), (host, out)
             with engine.session("python:3.11-slim", network=net, name_hint="runner") as runner:
                 nets = json.loads(docker("inspect", runner.name))[0]["NetworkSettings"]["Networks"]
@@ -109,8 +108,8 @@ def test_runners_cannot_reach_link_local_or_the_host_and_the_rules_go_with_the_r
             assert build.ok and "\nLINK-LOCAL-BLOCKED" in build.log.replace("\x1b[0m", "\n"), build.log[-2000:]
         # the control: the same probes from an unguarded container on the default bridge succeed
         control = engine.start_container("python:3.11-slim", "control", command=["sleep", "600"])
-        assert engine._exec(control.name, ["python", "-c", PROBE, "169.254.169.254", "80"]).output.startswith("OPEN")
-        assert engine._exec(control.name, ["python", "-c", PROBE, "172.17.0.1", str(port)]).output.startswith("OPEN")
+        assert engine.exec_in(control.name, ["python", "-c", PROBE, "169.254.169.254", "80"]).output.startswith("OPEN")
+        assert engine.exec_in(control.name, ["python", "-c", PROBE, "172.17.0.1", str(port)]).output.startswith("OPEN")
     finally:
         engine.clean(engine.run_id)
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout

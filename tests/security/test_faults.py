@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from doubles.llm_server import ScriptedLLMServer
 from doubles.loop_world import FakeEngine, Need, World, fake_compile, fake_plan_maker
 from sec_helpers import copy_repo, leftovers

@@ -9,16 +9,28 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.evidence import (lockfiles, makefile, pipfile, pyproject, pytest_config, pyversion, requirements,
-                          services, setup_py, tox, workflows)
+from bot.evidence import (
+    lockfiles,
+    makefile,
+    pipfile,
+    pyproject,
+    pytest_config,
+    pyversion,
+    requirements,
+    services,
+    setup_py,
+    tox,
+    workflows,
+)
 from bot.evidence.files import RepoFiles
 from bot.evidence.model import Evidence
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from doubles.github_api import GitHubDouble
 
 from bot.github.provider import GitHubProvider, RetryPolicy
@@ -28,8 +27,7 @@ TEMPLATES = sorted((ROOT / "templates" / "workflows").glob("*.j2"))
 
 def _steps(doc):
     for job in (doc.get("jobs") or {}).values():
-        for step in job.get("steps") or []:
-            yield step
+        yield from job.get("steps") or []
 
 
 @pytest.mark.parametrize("path", SHIPPED + TEMPLATES, ids=lambda p: p.name)

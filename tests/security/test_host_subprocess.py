@@ -107,7 +107,7 @@ def check_allowed(call) -> str | None:
         if argv[1] in ("create", "run"):
             if "--privileged" in argv:
                 return "a privileged container"
-            for flag, value in zip(argv, argv[1:]):
+            for flag, value in zip(argv, argv[1:], strict=False):
                 if flag in ("--network", "--net", "--pid", "--ipc") and value == "host":
                     return "a host namespace"
                 if flag in ("-v", "--volume", "--mount"):

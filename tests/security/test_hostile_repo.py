@@ -16,9 +16,18 @@ import logging
 import subprocess
 
 import pytest
-
-from sec_helpers import (LLM_KEY_SENTINEL, TOKEN_SENTINEL, ContainerWatcher, assert_build_step_confined,
-                         assert_hardened, assert_no_secret, copy_repo, docker, is_build_step, leftovers)
+from sec_helpers import (
+    LLM_KEY_SENTINEL,
+    TOKEN_SENTINEL,
+    ContainerWatcher,
+    assert_build_step_confined,
+    assert_hardened,
+    assert_no_secret,
+    copy_repo,
+    docker,
+    is_build_step,
+    leftovers,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -86,7 +95,7 @@ def test_hostile_repository_sees_no_secret_and_every_container_is_hardened(
         # Spy on every command output and build log the engine returns (the trajectory keeps
         # only tails).
         outputs: list[str] = []
-        real_exec, real_build = engine._exec, engine.build
+        real_exec, real_build = engine.exec_in, engine.build
 
         def spy_exec(*a, **k):
             res = real_exec(*a, **k)
@@ -98,7 +107,7 @@ def test_hostile_repository_sees_no_secret_and_every_container_is_hardened(
             outputs.append(res.log)
             return res
 
-        engine._exec = spy_exec
+        engine.exec_in = spy_exec
         engine.build = spy_build
         try:
             with ContainerWatcher(run_id) as watcher:
@@ -135,7 +144,8 @@ def test_hostile_repository_sees_no_secret_and_every_container_is_hardened(
     assert record.status == "success", record.remaining
     assert "curl" not in record.dockerfile and "privileged" not in record.dockerfile
     trajectory = record.trajectory.to_jsonl()
-    assert trajectory.count('"outcome": "refused"') == REFUSED or trajectory.count('"refused"') >= REFUSED
+    refused_steps = [s for s in map(json.loads, trajectory.splitlines()) if s["outcome"] == "refused"]
+    assert len(refused_steps) == REFUSED, [s["detail"] for s in refused_steps]
     assert (repo / ".github/workflows/ci.yml").read_text().count("run: make test") == 1
 
     # -- S7: every container the run created, inspected while it lived --------------------------

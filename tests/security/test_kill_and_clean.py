@@ -10,7 +10,6 @@ import subprocess
 import time
 
 import pytest
-
 from sec_helpers import copy_repo, docker, leftovers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]

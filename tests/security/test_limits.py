@@ -17,9 +17,15 @@ import sys
 import time
 
 import pytest
-
-from sec_helpers import (ContainerWatcher, assert_build_step_confined, assert_hardened, copy_repo, docker,
-                         is_build_step, leftovers)
+from sec_helpers import (
+    ContainerWatcher,
+    assert_build_step_confined,
+    assert_hardened,
+    copy_repo,
+    docker,
+    is_build_step,
+    leftovers,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -38,14 +44,14 @@ def test_fork_bomb_memory_hog_disk_filler_and_sleep_forever_are_contained(docker
         "budgets": {"max_steps": 6, "wall_clock": 600}})
     engine = Engine.from_settings(settings)
     outputs: list[str] = []
-    real_exec = engine._exec
+    real_exec = engine.exec_in
 
     def spy_exec(*a, **k):
         res = real_exec(*a, **k)
         outputs.append(res.output)
         return res
 
-    engine._exec = spy_exec
+    engine.exec_in = spy_exec
     started = time.monotonic()
     try:
         with ContainerWatcher(engine.run_id) as watcher:

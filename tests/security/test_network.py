@@ -5,7 +5,6 @@ reach it; the runner on its network can."""
 from __future__ import annotations
 
 import pytest
-
 from sec_helpers import assert_hardened, docker, leftovers
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from doubles.llm_server import ScriptedLLMServer
 from doubles.loop_world import FakeEngine, Need, World, fake_compile, fake_plan_maker
 from sec_helpers import LLM_KEY_SENTINEL, TOKEN_SENTINEL, assert_no_secret
@@ -101,7 +100,7 @@ def test_every_obeyed_injection_is_refused_recorded_and_reported(start, tmp_path
     # refused in code, each with its reason, and the reason went back to the model
     refusals = record.llm_usage["refusals"]
     assert len(refusals) == len(chunk), refusals
-    for (reply, words), refusal in zip(chunk, refusals):
+    for (reply, words), refusal in zip(chunk, refusals, strict=False):
         assert refusal["reason"].startswith("refused") and words in refusal["reason"], (reply, refusal)
     assert record.status == "unresolved" and not record.repairs
     steps = [s for s in record.trajectory.steps if s.action == "llm"]

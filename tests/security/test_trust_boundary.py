@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from sec_helpers import TOKEN_SENTINEL, assert_no_secret
 
 from bot.config import load_settings
 from bot.errors import ConfigError
-from sec_helpers import TOKEN_SENTINEL, assert_no_secret
 
 HOST_LINE = f"oauth_token={TOKEN_SENTINEL}"
 
@@ -310,7 +310,7 @@ def test_safe_writer_refuses_paths_outside_its_places(repo):
 # -- S16: bad configuration fails fast with a clear error --------------------------------------
 
 ALIAS_BOMB = ("a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n"
-              + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")))
+              + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=False)))
 
 
 def test_alias_bomb_config_fails_fast(repo):

@@ -7,8 +7,15 @@ import re
 import sys
 import textwrap
 
-from bot.bench.baselines import (declared_extras, find_requirement_files, is_installable_project,
-                                 parse_pipreqs_output, produce_declared, produce_pipreqs, render_baseline)
+from bot.bench.baselines import (
+    declared_extras,
+    find_requirement_files,
+    is_installable_project,
+    parse_pipreqs_output,
+    produce_declared,
+    produce_pipreqs,
+    render_baseline,
+)
 
 
 def _run_lines(dockerfile: str) -> list[list[str]]:

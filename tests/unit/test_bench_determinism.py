@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from bot.bench import runner as runner_mod
 from bot.bench.baselines import Produced
 from bot.bench.determinism import PackageSets, check_determinism, compare, identical_share, package_sets
 from bot.bench.repos import BenchRepo, ExportResult
 from bot.bench.runner import BenchOptions, Progress, run_pair
-from bot.bench.score import COLLECT_COMMAND, Score, TestCounts
+from bot.bench.score import Score, TestCounts
 from bot.bench.summary import render_summary
 from bot.bench.systems import SystemResult
 from bot.engine.results import BuildResult, ExecResult

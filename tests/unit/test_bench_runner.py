@@ -16,7 +16,7 @@ import pytest
 from bot.bench import results as results_io
 from bot.bench.repos import BenchRepo
 from bot.bench.runner import BenchOptions, run_bench
-from bot.bench.score import (COLLECT_COMMAND, parse_junit_counts, parse_pytest_summary, score_dockerfile)
+from bot.bench.score import COLLECT_COMMAND, parse_junit_counts, parse_pytest_summary, score_dockerfile
 from bot.bench.summary import aggregate, ebsr_by_difficulty, render_summary, write_report
 from bot.bench.systems import replay_score_from_record
 
@@ -49,7 +49,7 @@ class FakeEngine:
     """Builds succeed unless the Dockerfile contains FAIL; collection fails when it contains
     NOCOLLECT; the test run writes JUNIT."""
 
-    instances: list["FakeEngine"] = []
+    instances: list[FakeEngine] = []
 
     def __init__(self, settings=None):
         self.run_id = f"fake{len(FakeEngine.instances)}"

@@ -302,7 +302,7 @@ def test_init_writes_the_workflow_and_a_commented_settings_file_once(tmp_path, c
     assert text.startswith("# yaml-language-server: $schema=")
     assert "# extra environment variables for the tests" in text     # comments from the defaults
     assert set(yaml.safe_load(text)) == {"target", "services", "siblings", "output"}
-    cfg._merge({}, *cfg.read_config_file(settings)[:1], str(settings))   # a valid settings file
+    cfg.merge_layer({}, *cfg.read_config_file(settings)[:1], str(settings))   # a valid settings file
     schema = json.loads((SCHEMAS / "setupbot.schema.json").read_text())
     jsonschema.validate(yaml.safe_load(text), schema)
     # a second run changes nothing, and a file of the user's is left alone

@@ -70,7 +70,7 @@ def test_plugins_and_lock_pins_reach_the_dockerfile():
 
 def test_provenance_lines_and_comments():
     df = plan("plan-ci-services").dockerfile
-    apt = next(l for l in df.lines if "apt-get" in l.text)
+    apt = next(ln for ln in df.lines if "apt-get" in ln.text)
     assert "systemlib:libpq-dev" in apt.node_ids
     assert any(".github/workflows/ci.yml" in c for c in apt.comments)
     assert "# from .github/workflows/ci.yml" in df.text

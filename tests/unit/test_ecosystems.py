@@ -11,17 +11,28 @@ from types import SimpleNamespace
 
 import jsonschema
 import pytest
+from doubles.github_api import GitHubDouble
 
 import bot.ecosystems as ecosystems
 from bot.cli import main
-from bot.ecosystems import (FOREIGN_MARKERS, REGISTRY, Detection, Ecosystem, ImageFamily, TestRunner, make_plan,
-                            parse_only, select, select_files, unsupported_reason)
+from bot.ecosystems import (
+    FOREIGN_MARKERS,
+    REGISTRY,
+    Detection,
+    Ecosystem,
+    ImageFamily,
+    TestRunner,
+    make_plan,
+    parse_only,
+    select,
+    select_files,
+    unsupported_reason,
+)
 from bot.errors import EXIT_CODES, ConfigError, NotSupported
 from bot.github.provider import GitHubProvider, RetryPolicy
 from bot.github.rollout import rollout
 from bot.graph.model import DepGraph, Node
 from bot.graph.plan import Plan
-from doubles.github_api import GitHubDouble
 
 ROOT = Path(__file__).parents[2]
 REPOS = ROOT / "tests" / "fixtures" / "repos"
@@ -329,7 +340,7 @@ def test_a_registered_toy_ecosystem_is_detected_planned_and_filtered_on(toy, tmp
     assert parse_only("toy,python") == ["toy", "python"]
 
     # the pipeline gets its plan through the registry: run_setup's make_plan is the toy's
-    import bot.loop.orchestrator as orchestrator
+    import bot.pipeline as pipeline
     from bot.config import load_settings
     from bot.pipeline import run_pipeline
 
@@ -339,7 +350,7 @@ def test_a_registered_toy_ecosystem_is_detected_planned_and_filtered_on(toy, tmp
         seen["plan"] = make_plan(repo_dir, settings, ["2"])
         return SimpleNamespace(plan={}, replay={}, status="unresolved")
 
-    monkeypatch.setattr(orchestrator, "run_setup", fake_run_setup)
+    monkeypatch.setattr(pipeline, "run_setup", fake_run_setup)
     engine = SimpleNamespace(run_id="toy-run", clean=lambda run_id: None)
     result = run_pipeline(repo, load_settings(repo), engine=engine, use_knowledge=False, verify=False, write=False)
     assert result.ecosystems == ["toy"] and result.plan is seen["plan"]

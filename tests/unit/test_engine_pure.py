@@ -9,10 +9,11 @@ import pytest
 from bot.config import load_settings
 from bot.engine import dockerfile, recipes
 from bot.engine.ca import CA_ENV, resolve_ca_bundle
-from bot.engine.core import new_run_id, render_template
+from bot.engine.core import new_run_id
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.images import _template_extra, select_recipes
 from bot.errors import ConfigError
+from bot.templating import render_template
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUSETUPBOTTEST\n-----END CERTIFICATE-----\n"
 
@@ -41,8 +42,8 @@ def test_replace_bases_touches_only_the_mapped_from_lines():
     assert lines[3] == "FROM --platform=linux/amd64 setupbot/ca-base:def"
     assert lines[5] == "from build as again"
     assert lines[6] == "FROM scratch"
-    assert [l for i, l in enumerate(lines) if i not in (1, 3)] == \
-           [l for i, l in enumerate(MULTI.splitlines()) if i not in (1, 3)]
+    assert [ln for i, ln in enumerate(lines) if i not in (1, 3)] == \
+           [ln for i, ln in enumerate(MULTI.splitlines()) if i not in (1, 3)]
 
 
 def test_replace_bases_without_mapping_is_identity():
@@ -96,7 +97,7 @@ def test_python_stand_in_template_behaves_like_the_official_image():
     assert "rm -f /usr/lib/python3.13/EXTERNALLY-MANAGED" in text
     assert "LANG=C.UTF-8" in text and "rm -rf /var/lib/apt/lists/*" in text
     for tool in ("python", "python3"):
-        assert f"/usr/local/bin/$name" in text and tool in text
+        assert "/usr/local/bin/$name" in text and tool in text
     assert "gcc" not in text and "build-essential" not in text
 
 

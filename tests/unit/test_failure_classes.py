@@ -236,7 +236,6 @@ def test_forwarder_listens_on_both_loopbacks():
 # --- class 4: two distributions providing one import name ---------------------------------------
 
 def test_an_installed_declared_provider_is_preferred_over_the_same_named_distribution(tmp_path):
-    from types import SimpleNamespace
 
     from bot.graph.model import DepGraph, Node
     from bot.graph.plan import Plan

@@ -12,8 +12,8 @@ import pytest
 from bot.evidence import scan_repository
 from bot.evidence.generated import generated_reason
 from bot.graph import make_plan
+from bot.markers import MARKER_TEXT
 from bot.outputs import outputs_from_pipeline, stable_plan_json, write_outputs
-from bot.report.render import MARKER_TEXT
 
 ROOT = Path(__file__).parents[2]
 REPOS = ROOT / "tests" / "fixtures" / "repos"

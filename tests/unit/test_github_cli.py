@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from doubles.github_api import GitHubDouble
 
 import bot.commands.github as github_command
 from bot.cli import main
-from bot.outputs import generate_outputs
+from bot.outputs import generate_outputs, write_outputs
 from bot.report import ReportData
-from doubles.github_api import GitHubDouble
 
 EVENTS = Path(__file__).parents[1] / "fixtures" / "events"
 
@@ -37,8 +37,10 @@ def action_env(double, tmp_path, monkeypatch):
     def produce(repo_dir, settings, repository):
         calls.append(repository)
         report = ReportData(repository=repository, verdict="Full", replay_ok=True)
-        return generate_outputs(report, dockerfile_text="FROM python:3.11-slim\n",
-                                output_dir=settings.output.dir)
+        generated = generate_outputs(report, dockerfile_text="FROM python:3.11-slim\n",
+                                     output_dir=settings.output.dir)
+        write_outputs(repo_dir, generated)     # as the pipeline does
+        return generated
 
     monkeypatch.setattr(github_command, "produce_outputs", produce)
     return repo, tmp_path, calls

@@ -3,11 +3,9 @@ rejects request bodies the published schema rejects."""
 
 from __future__ import annotations
 
-import pydantic
 import pytest
-from githubkit_schemas.latest import models as gh
-
 from doubles.github_api import GitHubDouble, SchemaViolation, validate_body
+from githubkit_schemas.latest import models as gh
 
 
 @pytest.fixture
@@ -118,7 +116,8 @@ def test_auth_like_github_401_for_a_bad_token_403_for_a_write_without_permission
     double.grant("ghs_write", contents="write", pull_requests="write")
     double.grant("ghs_read", contents="read", pull_requests="read")
     double.grant("ghs_status", contents="read", statuses="write")
-    make = lambda token: GitHubProvider(token, double.base_url, policy=RetryPolicy(sleep=lambda s: None))
+    def make(token):
+        return GitHubProvider(token, double.base_url, policy=RetryPolicy(sleep=lambda s: None))
     with pytest.raises(GitHubError, match="401 Bad credentials"):
         make("ghs_wrong").repo_info("o/r")
     reader = make("ghs_read")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from doubles.github_api import GitHubDouble
 
 from bot.errors import InputError
 from bot.github.events import decide, handle_event, load_event, write_action_outputs
@@ -13,7 +13,6 @@ from bot.github.provider import GitHubProvider, RetryPolicy
 from bot.outputs import generate_outputs
 from bot.report import ProofItem, ReportData
 from bot.report.render import COMMENT_MARKER
-from doubles.github_api import GitHubDouble
 
 EVENTS = Path(__file__).parents[1] / "fixtures" / "events"
 REPO = "octo/app"
@@ -147,5 +146,5 @@ def test_action_outputs_cannot_inject_extra_lines(tmp_path):
     out = tmp_path / "o"
     write_action_outputs(Outcome(Decision("publish", "", True), verdict="Full\npr-number=666",
                                  report_path="r.md"), {"GITHUB_OUTPUT": str(out)})
-    assert [l.split("=")[0] for l in out.read_text().splitlines()] == ["verdict", "pr-number", "report-path",
+    assert [ln.split("=")[0] for ln in out.read_text().splitlines()] == ["verdict", "pr-number", "report-path",
                                                                        "pr-url", "pr-operation"]

@@ -16,12 +16,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from doubles.github_api import GitHubDouble
 
 import bot.commands.github as github_command
 from bot.cli import main
-from bot.outputs import outputs_from_pipeline
+from bot.outputs import outputs_from_pipeline, write_outputs
 from bot.report.render import HANDBACK_COMMENT_MARKER, HANDBACK_MARKER
-from doubles.github_api import GitHubDouble
 
 EVENTS = Path(__file__).parents[1] / "fixtures" / "events"
 REPO = "octo/app"
@@ -67,10 +67,12 @@ class Pipeline:
             record["unresolved"] = [{"message": "the build fails at step 3: pip cannot build lxml (no libxml2)",
                                      "category": "build"}]
         verification = {"verdict": {"tier": self.verdict, "reasons": [f"verdict {self.verdict}"]}}
-        return outputs_from_pipeline(repo, plan=fake_plan(repo), run_record=record, verification=verification,
-                                     output_dir=settings.output.dir, repository=repository,
-                                     image_size=100_000_000 + self.runs, settings=settings,
-                                     gate=settings.publish.min_verdict)
+        generated = outputs_from_pipeline(repo, plan=fake_plan(repo), run_record=record, verification=verification,
+                                          output_dir=settings.output.dir, repository=repository,
+                                          image_size=100_000_000 + self.runs, settings=settings,
+                                          gate=settings.publish.min_verdict)
+        write_outputs(repo, generated)     # as the pipeline does
+        return generated
 
 
 def git(repo: Path, *args: str) -> str:

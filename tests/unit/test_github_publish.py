@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from doubles.github_api import GitHubDouble
 
 from bot.errors import GitHubError
 from bot.github.provider import GitHubProvider, RetryPolicy
@@ -12,7 +13,6 @@ from bot.github.publish import publish_environment
 from bot.outputs import generate_outputs
 from bot.report import ReportData
 from bot.report.render import render_pr_body
-from doubles.github_api import GitHubDouble
 
 REPO = "octo/app"
 

@@ -7,13 +7,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
-from bot.atoms import ATOM_KINDS, Atom
+from bot.atoms import ATOM_KINDS, Atom, AtomError
 from bot.evidence.model import PythonConstraint, Source
 from bot.graph import DepGraph, make_plan
 from bot.graph.mapping import Registry, import_table
 from bot.graph.runtime import choose_python
-from packaging.utils import canonicalize_name
 
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
 PYS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
@@ -159,7 +159,7 @@ def test_apply_atom_covers_every_kind():
     assert "-e ." not in text and "ENV PYTHONPATH=/workspace" in text
     assert g.nodes["package:requests"].action is None
     assert not any(line.strip().startswith("requests") for line in text.splitlines())
-    with pytest.raises(Exception):
+    with pytest.raises(AtomError, match="not a Debian package name"):
         g.apply_atom(Atom("apt_install", {"packages": ["x; rm -rf /"]}))
 
 

@@ -33,7 +33,7 @@ class FakeEngine:
         self.remote = dict(remote or {})
         self.calls: list[list[str]] = []
 
-    def _cli(self, args, check=True, timeout=None):
+    def run_cli(self, args, check=True, timeout=None):
         self.calls.append(list(args))
         argv = ["docker", *args]
         if args[:2] == ["image", "inspect"]:
@@ -238,8 +238,8 @@ def test_a_registry_digest_pins_the_generated_from_line_and_reaches_plan_json():
 
 
 def test_report_says_a_stand_in_has_no_digest_and_shows_a_registry_digest():
-    from bot.report.model import from_pipeline
     from bot.report import render_report
+    from bot.report.model import from_pipeline
 
     base = {"python": "3.13", "base_image": "python:3.13-slim", "test_command": ["pytest"]}
     standin = render_report(from_pipeline({**base, "base_image_origin": "standin"}))

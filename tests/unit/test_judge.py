@@ -8,9 +8,18 @@ import sys
 from pathlib import Path
 
 from bot.verify.facts import RepoFacts, guarded_imports
-from bot.verify.judge import (DISMISSED, EXTERNAL_CAUSE, NOT_REPRODUCED, OPTIONAL_DEPENDENCY,
-                              OWN_ASSERTION, REPRODUCED, UPHELD, Judge, classify_failure,
-                              junit_to_nodeid)
+from bot.verify.judge import (
+    DISMISSED,
+    EXTERNAL_CAUSE,
+    NOT_REPRODUCED,
+    OPTIONAL_DEPENDENCY,
+    OWN_ASSERTION,
+    REPRODUCED,
+    UPHELD,
+    Judge,
+    classify_failure,
+    junit_to_nodeid,
+)
 from bot.verify.prosecutor import Charge, LocalExecutor
 
 
@@ -145,7 +154,7 @@ def test_pip_conflict_only_in_optional_distributions_is_dismissed(tmp_path):
     class OnlyThis(LocalExecutor):
         def exec(self, argv, env=None, timeout=600, workdir=None):
             r = super().exec(argv, env, timeout, workdir)
-            r.output = "\n".join(l for l in r.output.splitlines() if "fancyextra" in l)
+            r.output = "\n".join(ln for ln in r.output.splitlines() if "fancyextra" in ln)
             return r
     j = Judge(OnlyThis(tmp_path, env), RepoFacts(optional={"fancyextra"}), python=sys.executable)
     assert j.rule(charge).rule == OPTIONAL_DEPENDENCY

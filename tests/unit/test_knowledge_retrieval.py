@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot.knowledge import OpenAIEmbedder, Retriever, Unit, open_store
 from bot.errors import KnowledgeError
+from bot.knowledge import OpenAIEmbedder, Retriever, Unit, open_store
 
 
 def unit(uid, pattern, pkg, title=""):

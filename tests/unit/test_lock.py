@@ -14,12 +14,20 @@ from bot.compile import compile_dockerfile
 from bot.config import load_settings
 from bot.engine.results import BuildResult, ExecResult
 from bot.graph import make_plan
-from bot.graph.lock import (LOCK_NODE, MARKER_LINE, LockEntry, RequirementsLock, apply_lock, inputs_hash,
-                            lock_summary, parse_lock)
+from bot.graph.lock import (
+    LOCK_NODE,
+    MARKER_LINE,
+    LockEntry,
+    RequirementsLock,
+    apply_lock,
+    inputs_hash,
+    lock_summary,
+    parse_lock,
+)
 from bot.graph.mapping import Registry
 from bot.graph.model import DepGraph
+from bot.loop import lock as vlock
 from bot.outputs import has_marker
-from bot.verify import lock as vlock
 
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
 H1 = "sha256:" + "a" * 64

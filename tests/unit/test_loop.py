@@ -6,17 +6,23 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from doubles.loop_world import (FakeEngine, FakeGraph, FakePlan, FakeRetriever, Need, World, fake_compile,  # noqa: E402
-                                fake_plan_maker)
+from doubles.loop_world import (  # noqa: E402
+    FakeEngine,
+    FakeGraph,
+    FakePlan,
+    FakeRetriever,
+    Need,
+    World,
+    fake_compile,
+    fake_plan_maker,
+)
 
 from bot.config import load_settings  # noqa: E402
-from bot.loop.target import compare, TargetOutcome  # noqa: E402
-from bot.loop.orchestrator import run_setup  # noqa: E402
 from bot.loop.diagnose import Signature  # noqa: E402
+from bot.loop.orchestrator import run_setup  # noqa: E402
+from bot.loop.target import TargetOutcome, compare  # noqa: E402
 
 MISSING_YAML = "E   ModuleNotFoundError: No module named 'yaml'"
 MISSING_JWT = "E   ModuleNotFoundError: No module named 'jwt'"

@@ -13,8 +13,8 @@ from doubles.loop_world import FakeEngine, FakeRetriever, Need, World, fake_comp
 from bot.config import load_settings  # noqa: E402
 from bot.loop.diagnose import Signature  # noqa: E402
 from bot.loop.junit import TestResults  # noqa: E402
-from bot.loop.target import TargetOutcome, ran_count, runs_more_tests  # noqa: E402
 from bot.loop.orchestrator import run_setup  # noqa: E402
+from bot.loop.target import TargetOutcome, ran_count, runs_more_tests  # noqa: E402
 
 NOT_FOUND = "ERROR: file or directory not found: tests\n\nno tests ran in 0.01s"
 

@@ -35,7 +35,8 @@ def test_budget_steps_and_wall_clock():
     # trial commands stop where the reserve for the clean replay begins; the replay's at the end
     assert b.timeout_for_command() == 100 - b.reserve
     assert b.timeout_for_command(final=True) == 100 - b.FINISH_SECONDS
-    b.spend_step(); b.spend_step(); b.spend_step()
+    for _ in range(3):
+        b.spend_step()
     assert "step budget" in b.exhausted()
     b2 = Budget(max_steps=50, wall_clock=100, command_timeout=600, clock=lambda: now[0])
     now[0] = 101.0

@@ -6,8 +6,13 @@ from types import SimpleNamespace
 
 from bot.atoms import Atom
 from bot.loop.diagnose import diagnose
-from bot.loop.repair import (Candidate, choose_python, knowledge_candidates, merge_candidates,
-                             rule_candidates)
+from bot.loop.repair import (
+    Candidate,
+    knowledge_candidates,
+    merge_candidates,
+    next_python,
+    rule_candidates,
+)
 
 
 def rules(output, tmp_path, python="3.11", available=("3.11", "3.13")):
@@ -46,11 +51,13 @@ def test_django_settings_and_test_dirs(tmp_path):
     assert rules("ERROR: file or directory not found: test/", tmp_path) == ["test_command python -m pytest tests"]
 
 
-def test_choose_python():
-    assert choose_python(">=3.12", ["3.11", "3.13"], "3.11") == "3.13"
-    assert choose_python("3.12", ["3.11", "3.13"], "3.11") == "3.13"
-    assert choose_python("<3.12", ["3.11", "3.13"], "3.13") == "3.11"
-    assert choose_python("not a spec", ["3.11"], "3.11") is None
+def test_next_python():
+    assert next_python(">=3.12", ["3.11", "3.13"], "3.11") == "3.13"
+    assert next_python("3.12", ["3.11", "3.13"], "3.11") == "3.13"
+    assert next_python("<3.12", ["3.11", "3.13"], "3.13") == "3.11"
+    assert next_python("not a spec", ["3.11"], "3.11") is None
+    # a version stands for its minor series, as in the planner's choice
+    assert next_python(">=3.12.1", ["3.11", "3.12", "3.13"], "3.11") == "3.12"
 
 
 def test_knowledge_first_and_deduplicated():

@@ -112,9 +112,9 @@ def test_a_requirements_file_with_hashes_is_installed_as_it_is_in_its_own_step(t
 
 
 def test_report_and_replay_lock_step_name_the_native_lock(tmp_path):
+    from bot.loop.lock import lock_environment
     from bot.report.model import from_pipeline
     from bot.report.render import render_report
-    from bot.verify.lock import lock_environment
 
     g = plan(REPOS / "plan-poetry-only").graph
     text = render_report(from_pipeline({"graph": g.to_json()}, None, None, repository="x"))

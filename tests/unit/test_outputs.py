@@ -9,12 +9,10 @@ import pytest
 import yaml
 
 from bot.compile.compose import render_compose
-from bot.compile.devcontainer import (build_devcontainer, parse_devcontainer, render_devcontainer,
-                                      validate_devcontainer)
+from bot.compile.devcontainer import build_devcontainer, parse_devcontainer, render_devcontainer, validate_devcontainer
 from bot.errors import InputError
 from bot.evidence.model import ServiceRequirement
-from bot.outputs import (generate_outputs, has_marker, mark_dockerfile, outputs_from_pipeline,
-                         write_outputs)
+from bot.outputs import generate_outputs, has_marker, mark_dockerfile, outputs_from_pipeline, write_outputs
 from bot.report import ReportData
 
 PG = ServiceRequirement("postgres", "postgres", "postgres:16", [5432], {"POSTGRES_PASSWORD": "postgres"}, [])

@@ -8,11 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from bot.verify.facts import CoreRequirement, RepoFacts
-from bot.verify.prosecutor import (LocalExecutor, check_entry_points, check_imports, check_pip,
-                                   check_test_run, prosecute)
+from bot.verify.prosecutor import LocalExecutor, check_entry_points, check_imports, check_pip, check_test_run, prosecute
 from bot.verify.results import TestResults, parse_junit
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from doubles.github_api import GitHubDouble
 
 from bot.errors import InputError
 from bot.github.provider import GitHubProvider, RetryPolicy
 from bot.github.rollout import read_repo_list, rollout, update_workflow_text
-from doubles.github_api import GitHubDouble
 
 SHA1 = "1" * 40
 SHA2 = "2" * 40

@@ -9,10 +9,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from doubles.github_api import GitHubDouble
 
 from bot.cli import main
 from bot.github.rollout import stagger_cron
-from doubles.github_api import GitHubDouble
 
 SHA = "3" * 40
 SCHEMAS = Path(__file__).parents[2] / "schemas" / "output"

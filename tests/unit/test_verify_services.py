@@ -7,11 +7,21 @@ from __future__ import annotations
 import pytest
 
 from bot.atoms import Atom
-from bot.errors import EngineError
+from bot.errors import ConfigError, EngineError
 from bot.verify.catalog import kind_of, resolve_image, split_image
-from bot.verify.services import (ServiceManager, ServiceSpec, health_argv, merge_specs,
-                                 rewrite_localhost, service_env, specs_from_atoms,
-                                 specs_from_diagnosis, specs_from_settings, wait_healthy, wiring_env)
+from bot.verify.services import (
+    ServiceManager,
+    ServiceSpec,
+    health_argv,
+    merge_specs,
+    rewrite_localhost,
+    service_env,
+    specs_from_atoms,
+    specs_from_diagnosis,
+    specs_from_settings,
+    wait_healthy,
+    wiring_env,
+)
 
 
 @pytest.mark.parametrize("image,kind", [
@@ -77,7 +87,7 @@ def test_spec_from_ci_services_block():
     assert bare.kind == "redis" and bare.port == 6379
     only_kind = ServiceSpec.from_any({"name": "rabbitmq"})
     assert only_kind.image == "rabbitmq:4-management"
-    with pytest.raises(Exception):
+    with pytest.raises(ConfigError, match="needs a name or an image"):
         ServiceSpec.from_any({})
 
 

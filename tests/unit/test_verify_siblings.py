@@ -53,6 +53,7 @@ def test_verify_command_rejects_a_missing_path(tmp_path, capsys):
 
 def test_sibling_from_a_git_url_is_cloned_at_its_ref(tmp_path):
     import subprocess
+
     from bot.verify.siblings import SiblingManager
 
     origin = tmp_path / "origin"

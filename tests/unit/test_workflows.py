@@ -192,7 +192,7 @@ def test_action_run_script_unsets_empty_inputs_and_passes_values_as_data(tmp_pat
     assert lines[:4] == ["github", "--repo", f"repo dir;touch {canary}", "--dry-run"]
     assert f"SETUPBOT_LLM_MODEL=$(touch {canary})" in lines
     assert "SETUPBOT_BUDGETS_MAX_STEPS=12" in lines
-    set_names = {l.split("=")[0] for l in lines[4:]}
+    set_names = {ln.split("=")[0] for ln in lines[4:]}
     assert set_names == {"SETUPBOT_LLM_MODEL", "SETUPBOT_BUDGETS_MAX_STEPS"}   # empty ones unset
     assert not canary.exists()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.evidence import scan_repository
 from bot.graph import make_plan
 from bot.graph.build import PROJECT
-from bot.graph.plan import _install_specs
+from bot.graph.plan import install_specs
 from bot.loop.junit import TestResults
 from bot.loop.records import member_results
 from bot.report.model import from_pipeline
@@ -34,7 +34,7 @@ def test_uv_workspace_plan():
     plan = make_plan(REPOS / "mono-uv-workspace", None, available_pythons=PYTHONS, resolve=False)
     g = plan.graph
     assert PROJECT not in g.nodes
-    specs = _install_specs(g)
+    specs = install_specs(g)
     assert not any(s.startswith(("core-lib", "app-lib")) for s in specs), specs
     assert any(s.startswith("attrs") for s in specs)
     text = plan.dockerfile.text
@@ -53,7 +53,7 @@ def test_libs_monorepo_with_tooling_only_root():
     assert all(m.ci is None for m in ev.members)
     plan = make_plan(REPOS / "mono-libs", None, available_pythons=PYTHONS, resolve=False)
     assert "-e 'libs/alpha[test]' -e 'libs/beta[test]'" in plan.dockerfile.text
-    assert not any(s.startswith("alpha-lib") for s in _install_specs(plan.graph))
+    assert not any(s.startswith("alpha-lib") for s in install_specs(plan.graph))
     assert plan.test_command[-2:] == ["libs/alpha/tests", "libs/beta/tests"]
 
 

@@ -23,17 +23,29 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
-                             parse_sdist_filename, parse_wheel_filename)
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
+from bot.compile import compile_dockerfile as default_compile
+from bot.graph.build import PROJECT
 from bot.graph.lock import LOCK_NAME, PLATFORM, LockEntry, RequirementsLock, apply_lock, inputs_hash, parse_lock
+from bot.graph.mapping import PYPI_URL
 from bot.graph.model import DepGraph
+from bot.graph.native_lock import native_lock
+from bot.graph.resolve import names_in_error, sdist_only, uv_compile
+from bot.markers import has_marker
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +97,7 @@ def parse_dpkg_output(output: str) -> dict[str, str]:
     return debs
 
 
-def installed_set(engine: Any, image: str, debs: list[str] = (), timeout: float = 300) -> InstalledSet:
+def installed_set(engine: Any, image: str, debs: Sequence[str] = (), timeout: float = 300) -> InstalledSet:
     """The Python distributions of ``image`` (and the versions of ``debs``), read in a throwaway
     container with no network."""
     r = engine.run_once(image, ["python", "-c", FREEZE_SCRIPT], timeout=timeout)
@@ -154,8 +166,6 @@ def index_hashes(name: str, version: str, *, index_url: str | None = None, timeo
                  opener: Callable[..., Any] = urllib.request.urlopen) -> list[str]:
     """sha256 of every file of ``name==version`` from the index's listing: the simple API
     (PEP 691 JSON or PEP 503 HTML) of ``index_url``, else the default index's JSON API."""
-    from bot.graph.mapping import PYPI_URL
-
     want = Version(version)
     if index_url:
         url = f"{index_url.rstrip('/')}/{canonicalize_name(name)}/"
@@ -199,8 +209,6 @@ def fetch_hashes(pins: Mapping[str, str], python: str, *, index_url: str | None 
     """Entries for every pin, with hashes where the index gives them. uv first; a pin it will
     not hash without building (no usable wheel) is looked up in the index listing instead.
     Returns (entries, notes)."""
-    from bot.graph.resolve import names_in_error
-
     remaining = dict(pins)
     manual: list[str] = []
     entries: dict[str, LockEntry] = {}
@@ -272,8 +280,6 @@ def lockable_pins(replay: InstalledSet, base: InstalledSet, project: str | None)
 
 
 def _project_name(graph: DepGraph) -> str | None:
-    from bot.graph.build import PROJECT
-
     node = graph.nodes.get(PROJECT)
     if node is None or node.name.startswith("("):
         return None
@@ -286,11 +292,6 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
     """Freeze the replay image, write the lock into ``repo/output_dir``, build the locked
     Dockerfile and check that it installs the same set. On any failure the lock file is put back
     as it was and the outcome says why; the caller keeps the unlocked Dockerfile."""
-    from bot.compile import compile_dockerfile as default_compile
-    from bot.outputs import has_marker
-
-    from bot.graph.native_lock import native_lock
-
     compile_dockerfile = compile_dockerfile or default_compile
     t0 = time.monotonic()
     rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
@@ -371,9 +372,6 @@ def _unneeded_compiler(graph: DepGraph, pins: Mapping[str, str], python: str, in
     """The build-essential node when nothing in the locked image compiles: the project has no
     C extension and every pin has a wheel for this Python (one ``--only-binary`` resolution
     over the exact pins). None otherwise."""
-    from bot.graph.build import PROJECT
-    from bot.graph.resolve import sdist_only
-
     node = graph.nodes.get("systemlib:build-essential")
     project = graph.nodes.get(PROJECT)
     if node is None or node.action != "apt" or (project is not None and project.attrs.get("compiles")):
@@ -383,8 +381,6 @@ def _unneeded_compiler(graph: DepGraph, pins: Mapping[str, str], python: str, in
     if not pins or sdist_only(dict(pins), python, timeout=timeout, index_url=index_url) is not None:
         return None
     # sdist_only answers None also when it could not tell (uv missing): ask for a clean yes
-    from bot.graph.resolve import uv_compile
-
     check = uv_compile([f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout,
                        index_url=index_url, only_binary=True)
     return node if check.ok and not check.skipped else None

@@ -1,0 +1,82 @@
+"""`setupbot run` through the CLI on the real engine (the pipeline, no stand-in): the files it
+writes into the checkout are the environment it proved, each marked, consistent with each other
+and with the plan; a second run with unchanged inputs starts no container and changes nothing.
+One full pipeline run (a few minutes)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+from bot.compile.devcontainer import parse_devcontainer
+from bot.markers import has_marker
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "hello-app"
+OUT = ".devcontainer"
+
+
+def setupbot_run(repo: Path, answer: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", str(answer)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+
+
+@pytest.mark.timeout(1800)
+def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
+    repo = tmp_path / "hello-app"
+    shutil.copytree(EXAMPLE, repo)
+    answer = tmp_path / "answer.json"
+    proc = setupbot_run(repo, answer)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    result = json.loads(answer.read_text())
+    assert (result["status"], result["verdict"], result["exit_code"]) == ("success", "Full", 0), result
+
+    # every file the answer names is in the checkout and carries setupbot's marker
+    written = set(result["written"])
+    assert {f"{OUT}/Dockerfile", f"{OUT}/devcontainer.json", f"{OUT}/setupbot-plan.json",
+            f"{OUT}/setup-report.md", ".dockerignore"} <= written, written
+    files = {rel: (repo / rel).read_text(encoding="utf-8") for rel in written}
+    assert all(has_marker(text) for text in files.values()), [r for r, t in files.items() if not has_marker(t)]
+
+    # the plan JSON records the proof the answer reports, and the environment's inputs
+    plan = json.loads(files[f"{OUT}/setupbot-plan.json"])
+    assert plan["verified"]["verdict"] == "Full" and plan["verified"]["replay_ok"] is True
+    assert plan["verified"]["tests"]["passed"] == 2 and plan["verified"]["tests"]["failed"] == 0
+    assert set(plan["inputs"]["files"]) == {"pyproject.toml", "README.md"}
+    assert set(plan["outputs"]) <= written
+
+    # the Dockerfile builds FROM the planned image and installs the lock it ships with
+    parser = DockerfileParser(fileobj=io.BytesIO(files[f"{OUT}/Dockerfile"].encode()))
+    assert parser.baseimage == plan["plan"]["base_image"]
+    if f"{OUT}/requirements.lock" in written:
+        assert "--require-hashes" in parser.content and "--hash=sha256:" in files[f"{OUT}/requirements.lock"]
+    assert json.loads(parser.cmd) == plan["plan"]["test_command"]
+
+    # the devcontainer builds that Dockerfile from the repository root and runs the same tests
+    devcontainer = parse_devcontainer(files[f"{OUT}/devcontainer.json"])
+    assert devcontainer["build"] == {"context": "..", "dockerfile": "Dockerfile"}
+    assert devcontainer["customizations"]["setupbot"]["testCommand"] == plan["plan"]["test_command"]
+
+    report = files[f"{OUT}/setup-report.md"]
+    assert "Verdict: **Full**" in report and "hello-app" in report
+
+    # the run's records, outside the output folder
+    record = json.loads((repo / ".setupbot" / "run.json").read_text())
+    assert record["status"] == "success" and record["replay"]["ok"] is True
+    assert record["run_id"] == result["run_id"]
+
+    # unchanged inputs: the recorded environment is the answer, and no file changes
+    before = {rel: (repo / rel).read_bytes() for rel in written}
+    again = setupbot_run(repo, tmp_path / "again.json")
+    assert again.returncode == 0, (again.stdout[-3000:], again.stderr[-3000:])
+    assert "environment inputs unchanged" in again.stdout, again.stdout[-2000:]
+    assert {rel: (repo / rel).read_bytes() for rel in written} == before
