@@ -167,3 +167,13 @@ def test_kinds_are_found_from_images_names_ports_and_imports():
         "redis": ["redis"], "mysql": ["mysql.connector"]}
     # the catalogue's data is plain enough to print (what `setupbot images list` and reports show)
     json.dumps({k.kind: [k.image, k.port, list(k.standin_tags)] for k in KINDS.values()})
+
+
+def test_every_seeded_start_service_names_a_catalogue_kind():
+    from bot.paths import PACKAGE_DIR
+
+    named = []
+    for path in sorted((PACKAGE_DIR / "knowledge" / "seed").glob("*.yml")):
+        for unit in yaml.safe_load(path.read_text()) or []:
+            named += [a["service"] for a in unit.get("atoms") or [] if a.get("kind") == "start_service"]
+    assert named and all(catalogue.canonical(s) for s in named), named
