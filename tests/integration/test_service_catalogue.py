@@ -5,14 +5,22 @@ unable to start offline in bounded time and leaves nothing behind (bot/catalogue
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
+import uuid
 
 import pytest
+import yaml
 
 from bot.catalogue import KINDS
+from bot.compile.devcontainer import parse_devcontainer
 from bot.config import load_settings
 from bot.engine import Engine
+from bot.evidence.model import ServiceRequirement
+from bot.graph import make_plan
+from bot.graph.mapping import Registry
+from bot.outputs import outputs_from_pipeline, write_outputs
 from bot.verify.services import ServiceManager
 
 MEMCACHED = KINDS["memcached"].standin.tag if KINDS["memcached"].standin else ""
@@ -73,3 +81,51 @@ def test_mongodb_is_reported_as_unable_to_start_offline(engine):
         assert time.monotonic() - began < 10
         assert out.env == {} or "MONGO_URL" not in out.env
         assert _leftovers(engine.run_id) == []
+
+
+def _compose_cli() -> list[str]:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.fail("neither `docker compose` nor `docker-compose` is installed")
+
+
+def test_generated_compose_brings_memcached_up_healthy_with_the_catalogues_check(tmp_path, engine):
+    """The devcontainer's compose file for a memcached requirement: Compose runs the catalogue's
+    health check in the image and the app container reaches the service by its wired address."""
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_cache.py").write_text("import os\n\ndef test_env():\n    assert os.environ['MEMCACHED_HOST']\n")
+    plan = make_plan(repo, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    source = plan.to_json()
+    source["services"] = [ServiceRequirement("cache", "memcached", MEMCACHED).to_json()]
+    write_outputs(repo, outputs_from_pipeline(repo, plan=source))
+    compose = yaml.safe_load((repo / ".devcontainer" / "compose.yaml").read_text())
+    assert compose["services"]["cache"]["healthcheck"]["test"] == list(KINDS["memcached"].compose_health)
+
+    project = f"setupbot-test-{uuid.uuid4().hex[:8]}"
+    cli = [*_compose_cli(), "-p", project, "-f", ".devcontainer/compose.yaml"]
+    app_service = parse_devcontainer((repo / ".devcontainer" / "devcontainer.json").read_text())["service"]
+    app_image = f"{project}_{app_service}"   # the app's build is not what is tested here
+    subprocess.run(["docker", "tag", "python:3.11-slim", app_image], check=True)
+
+    def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=timeout)
+
+    try:
+        up = run([*cli, "up", "-d", "--no-build"], timeout=600)
+        assert up.returncode == 0, up.stdout + up.stderr
+        deadline, status = time.monotonic() + 120, ""
+        while time.monotonic() < deadline:
+            ids = run([*cli, "ps", "-q", "cache"]).stdout.split()
+            status = run(["docker", "inspect", "-f", "{{.State.Health.Status}}", *ids]).stdout.strip() if ids else ""
+            if status == "healthy":
+                break
+            time.sleep(2)
+        assert status == "healthy", run([*cli, "logs"]).stdout[-2000:]
+        probe = run([*cli, "exec", "-T", app_service, "python", "-c", CLIENT])
+        assert "VALUE greeting 0 5|hello|END|" in probe.stdout, probe.stdout + probe.stderr
+    finally:
+        run([*cli, "down", "-v", "--remove-orphans"])
+        subprocess.run(["docker", "rmi", "-f", app_image], capture_output=True)
