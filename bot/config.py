@@ -424,8 +424,7 @@ def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
 def _service_refusal(entry: Mapping[str, Any]) -> str | None:
     """Why a service named by the repository's file is refused: only catalogue services (their
     own images or the known variants of them) start from a repository's word."""
-    # an upward import (config sits below verify) until the catalogue moves down (issue 17 item 1)
-    from bot.verify.catalog import KINDS, kind_of, split_image
+    from bot.catalogue import KINDS, kind_of, split_image
 
     image = str(entry.get("image") or "").strip()
     try:
@@ -433,7 +432,7 @@ def _service_refusal(entry: Mapping[str, Any]) -> str | None:
     except TypeError:
         ports = []
     kind = kind_of(str(entry.get("kind") or "")) or kind_of(str(entry.get("name") or ""), image, ports)
-    if kind is None:
+    if kind is None or KINDS[kind].wiring is None:
         return "not a service of the catalogue"
     if image and split_image(image)[0] not in KINDS[kind].repositories:
         return f"image {image[:100]!r} is not one of the catalogue's images for {kind}"

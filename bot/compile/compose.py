@@ -9,26 +9,12 @@ from typing import Any
 
 import yaml
 
+from bot.catalogue import KINDS, canonical, split_image
 from bot.markers import MARKER_TEXT
 from bot.programs import source
 from bot.templating import environment
 
 COMPOSE_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"
-
-# Health checks by service kind; each is the check the official image documents.
-HEALTHCHECKS: dict[str, list[str]] = {
-    "postgres": ["CMD-SHELL", "pg_isready -U \"$${POSTGRES_USER:-postgres}\""],
-    "postgresql": ["CMD-SHELL", "pg_isready -U \"$${POSTGRES_USER:-postgres}\""],
-    "redis": ["CMD", "redis-cli", "ping"],
-    "mariadb": ["CMD", "healthcheck.sh", "--connect", "--innodb_initialized"],
-    "mysql": ["CMD", "mysqladmin", "ping", "-h", "127.0.0.1"],
-    "rabbitmq": ["CMD", "rabbitmq-diagnostics", "-q", "ping"],
-    "mongo": ["CMD", "mongosh", "--quiet", "--eval", "db.adminCommand('ping')"],
-    "mongodb": ["CMD", "mongosh", "--quiet", "--eval", "db.adminCommand('ping')"],
-    "memcached": ["CMD-SHELL", "echo stats | nc 127.0.0.1 11211"],
-    "elasticsearch": ["CMD-SHELL", "curl -fs http://127.0.0.1:9200/_cluster/health"],
-}
-
 
 @dataclass
 class ComposeService:
@@ -83,18 +69,18 @@ def _service_key(name: str) -> str:
 def compose_services(services: Iterable[Any], base_names: dict[str, str] | None = None) -> list[ComposeService]:
     """The same service definitions the verification started: the verify layer's catalogue gives
     each service its network alias (the host name the tests were wired to), the container's env
-    and the health probe; the probe table above covers kinds the catalogue has none for.
+    and the health check (the service catalogue's Compose form).
     ``base_names`` (bot.compile.compose.base_compose) maps services the repository's compose file
     defines to their names there."""
-    from bot.verify.services import ServiceSpec, container_env, health_argv
+    from bot.verify.services import ServiceSpec, container_env
 
     base_names = base_names or {}
     out = []
     for s in services:
         spec = ServiceSpec.from_any(s)
-        probes = [p for p in health_argv(spec) if p and p[0] != "bash"]
-        check = getattr(s, "healthcheck", None) or (["CMD", *probes[0]] if probes else None) \
-            or HEALTHCHECKS.get(spec.kind or "") or HEALTHCHECKS.get(spec.image.split(":")[0].split("/")[-1])
+        kind = KINDS.get(spec.kind or "") or KINDS.get(canonical(split_image(spec.image)[0].rsplit("/", 1)[-1]) or "")
+        check = getattr(s, "healthcheck", None) \
+            or (kind.compose_healthcheck(spec.port, container_env(spec)) if kind else None)
         key = _service_key(spec.alias)
         if key in base_names:
             base = _service_key(base_names[key])

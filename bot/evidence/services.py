@@ -1,34 +1,31 @@
-"""Service kinds by image name, and docker-compose files."""
+"""Service kinds by image name (the service catalogue, bot/catalogue.py), client imports, and
+docker-compose files."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from bot.catalogue import kind_of, kinds_for_imports
 from bot.evidence.files import RepoFiles, line_of
-from bot.evidence.model import Evidence, ServiceRequirement, Source
+from bot.evidence.model import Evidence, ImportUse, ServiceRequirement, Source
 from bot.evidence.yamlload import load_yaml
-
-KINDS = (("postgis", "postgres"), ("postgres", "postgres"), ("timescale", "postgres"), ("plv8", "postgres"),
-         ("pgvector", "postgres"), ("citus", "postgres"), ("paradedb", "postgres"),
-         ("redis", "redis"), ("valkey", "redis"), ("keydb", "redis"), ("dragonfly", "redis"),
-         ("mariadb", "mariadb"), ("mysql", "mysql"), ("percona", "mysql"),
-         ("mongo", "mongodb"), ("rabbitmq", "rabbitmq"), ("kafka", "kafka"), ("zookeeper", "zookeeper"),
-         ("elasticsearch", "elasticsearch"), ("opensearch", "opensearch"), ("memcached", "memcached"),
-         ("minio", "minio"), ("localstack", "localstack"), ("cassandra", "cassandra"), ("clickhouse", "clickhouse"),
-         ("nats", "nats"), ("mssql", "mssql"), ("sqlserver", "mssql"), ("etcd", "etcd"), ("selenium", "selenium"),
-         ("azurite", "azurite"), ("vault", "vault"), ("consul", "consul"), ("neo4j", "neo4j"), ("influxdb", "influxdb"))
 
 
 def service_kind(image: str, name: str = "") -> str:
-    repo = image.split("@")[0].rsplit(":", 1)[0].lower() if ":" in image.split("/")[-1] else image.split("@")[0].lower()
-    for needle, kind in KINDS:
-        if needle in repo:
-            return kind
-    for needle, kind in KINDS:
-        if needle in name.lower():
-            return kind
-    return "other"
+    """The catalogue's kind for a CI or compose service (bot/catalogue.py), "other" for an image
+    the catalogue does not know (the application itself, or something setupbot cannot start)."""
+    return kind_of(name=name, image=image) or "other"
+
+
+def service_clients(ev: Evidence) -> dict[str, list[ImportUse]]:
+    """Kinds of service the code talks to, from its client imports (``pymemcache`` -> memcached):
+    a hint the report and the loop can name, never a service started on its own."""
+    out: dict[str, list[ImportUse]] = {}
+    for use in ev.imports:
+        for kind in kinds_for_imports([use.module, use.full or use.module]):
+            out.setdefault(kind, []).append(use)
+    return out
 
 
 COMPOSE_NAMES = ("docker-compose.yml", "docker-compose.yaml", "compose.yml", "compose.yaml",

@@ -10,16 +10,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from bot.atoms import Atom
+from bot.catalogue import KINDS, canonical
 from bot.graph.model import DepGraph, Node
 
-SERVICE_IMAGES = {"postgres": "postgres:16", "postgresql": "postgres:16", "redis": "redis:7", "mysql": "mysql:8",
-                  "mariadb": "mariadb:11", "rabbitmq": "rabbitmq:3", "mongodb": "mongo:7", "mongo": "mongo:7",
-                  "memcached": "memcached:1", "elasticsearch": "elasticsearch:8.13.0", "minio": "minio/minio"}
-SERVICE_PORTS = {"postgres": ["5432"], "redis": ["6379"], "mysql": ["3306"], "mariadb": ["3306"], "rabbitmq": ["5672"],
-                 "mongodb": ["27017"], "memcached": ["11211"], "elasticsearch": ["9200"], "minio": ["9000"]}
-SERVICE_ENV = {"postgres": {"POSTGRES_PASSWORD": "postgres", "POSTGRES_USER": "postgres", "POSTGRES_DB": "postgres"},
-               "mysql": {"MYSQL_ROOT_PASSWORD": "root", "MYSQL_DATABASE": "test"},
-               "mariadb": {"MARIADB_ROOT_PASSWORD": "root", "MARIADB_DATABASE": "test"}}
 SCM_PRETEND_VERSION = "0.1.0"
 
 
@@ -152,13 +145,16 @@ def _set_env(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
 
 
 def _start_service(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
-    kind = a["service"]
-    image = a.get("image") or SERVICE_IMAGES.get(kind, kind)
-    env = dict(SERVICE_ENV.get(kind, {}))
+    # the catalogue's defaults (bot/catalogue.py): "mariadb" and "mysql" are one kind
+    kind = canonical(a["service"]) or a["service"]
+    spec = KINDS.get(kind)
+    image = a.get("image") or (spec.image if spec else kind)
+    env = dict(spec.start_env) if spec else {}
     env.update({str(k): str(v) for k, v in (a.get("env") or {}).items()})
     nid = f"service:{kind}"
+    ports = [str(spec.port)] if spec else []
     n = _node(g, Node(nid, "SERVICE", kind, "SATISFIED", action="service",
-                      attrs={"kind": kind, "image": image, "ports": SERVICE_PORTS.get(kind, []), "env": env}), ev)
+                      attrs={"kind": kind, "image": image, "ports": ports, "env": env}), ev)
     g.edge(g.target.id, nid)
     return [n.id]
 

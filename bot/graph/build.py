@@ -11,6 +11,7 @@ from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
 from bot.evidence.model import MAIN, TEST, Evidence, ScanWarning, Source
+from bot.evidence.services import service_clients
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
 from bot.graph.model import DepGraph, Node
@@ -361,6 +362,11 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             for p in list(g.nodes.values()):
                 if p.action in ("pip", "project", "tool"):
                     g.edge(p.id, n.id)
+    clients = service_clients(ev)
+    if clients:
+        # a hint, never a service started on its own: which kinds the code's client libraries
+        # talk to (bot/catalogue.py), so a refused connection can be read against it
+        target.attrs["service_clients"] = {k: sorted({u.module for u in uses}) for k, uses in sorted(clients.items())}
     target.attrs["removed_stdlib"] = sorted({u.module for u in ev.imports if u.module in REMOVED_STDLIB and not u.optional
                                              and u.module not in local})
     return g

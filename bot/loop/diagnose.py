@@ -22,6 +22,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from bot import catalogue
+
 SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
 
 
@@ -47,17 +49,14 @@ class Signature:
         return f"{self.category}/{self.kind}" + (f" ({self.key})" if self.key else "")
 
 
-# Well-known service ports (a connection refused there means a sibling service is missing).
-SERVICE_PORTS = {
-    "5432": "postgres", "6379": "redis", "3306": "mariadb", "5672": "rabbitmq",
-    "27017": "mongodb", "9200": "elasticsearch", "11211": "memcached", "2181": "zookeeper",
-    "9092": "kafka", "8983": "solr", "4222": "nats", "1433": "mssql",
-}
-_SERVICE_HOSTS = {
-    "postgres": "postgres", "postgresql": "postgres", "db": "postgres", "redis": "redis",
-    "mysql": "mariadb", "mariadb": "mariadb", "rabbitmq": "rabbitmq", "mongo": "mongodb",
-    "mongodb": "mongodb", "elasticsearch": "elasticsearch", "memcached": "memcached",
-}
+# Well-known service ports (a connection refused there means a sibling service is missing) and
+# the host names tests use for services, both from the service catalogue.
+SERVICE_PORTS = {str(port): kind for port, kind in catalogue.PORT_TO_KIND.items()}
+_SERVICE_HOSTS = catalogue.host_words()
+
+
+def _port_of(port: int) -> Callable[[re.Match[str]], str]:
+    return lambda m: str(port)
 
 # typing names that only exist from a given Python (an ImportError for them is a runtime floor).
 TYPING_FLOORS = {"override": "3.12", "TypeAliasType": "3.12", "TypeIs": "3.13",
@@ -225,14 +224,13 @@ RULES: list[Rule] = [
     _rule("connection_refused", "service",
           r"(?:localhost|127\.0\.0\.1|::1)[\"']?(?::|, ?|\s+port\s+)(\d{2,5})\b[^\n]*?Cannot assign requested address",
           _port_service),
-    _rule("connection_refused", "service",
-          r"Can't connect to (?:local )?MySQL server", key=lambda m: "3306"),
-    _rule("connection_refused", "service",
-          r"(?:AMQPConnectionError|pika\.exceptions\.AMQP)", key=lambda m: "5672"),
+    # a client's own refusal message names its service even without a port (catalogue words)
+    *(_rule("connection_refused", "service", "|".join(kind.refusal_patterns), key=_port_of(kind.port))
+      for kind in catalogue.KINDS.values() if kind.refusal_patterns),
     _rule("unknown_service_host", "service",
           r"(?:could not translate host name|Name or service not known|nodename nor servname"
-          r"|Temporary failure in name resolution)[^\n]*?[\"']?\b(postgres|postgresql|db|redis|mysql"
-          r"|mariadb|rabbitmq|mongo|mongodb|elasticsearch|memcached)\b",
+          r"|Temporary failure in name resolution)[^\n]*?[\"']?\b("
+          + "|".join(sorted(_SERVICE_HOSTS, key=len, reverse=True)) + r")\b",
           lambda m: _SERVICE_HOSTS[m.group(1).lower()], flags=re.MULTILINE | re.IGNORECASE),
     # --- missing configuration -------------------------------------------------------------------
     _rule("django_settings", "configuration",

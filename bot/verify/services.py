@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
+from bot import catalogue
+from bot.catalogue import KINDS, PORT_TO_KIND, ImageChoice, kind_of, resolve_image
 from bot.errors import ConfigError, SetupbotError
 from bot.programs import source
-from bot.verify.catalog import KINDS, PORT_TO_KIND, ImageChoice, kind_of, resolve_image
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class ServiceSpec:
             raise ConfigError(f"a service needs a name or an image: {req!r}",
                               "Give each entry of `services:` a `name` and an `image`.")
         if not image and kind:
-            image = KINDS[kind].standins[0]
+            image = KINDS[kind].image
         if not ports and kind:
             ports = (KINDS[kind].port,)
         env = {str(k): "" if v is None else str(v) for k, v in dict(get("env") or {}).items()}
@@ -113,14 +113,11 @@ def specs_from_atoms(atoms: Iterable[Any]) -> list[ServiceSpec]:
     return out
 
 
+_KIND_WORDS = catalogue.refusal_words()
 _REFUSAL = re.compile(r"connection refused|ECONNREFUSED|Error 111|Errno 111|Connect call failed"
-                      r"|could not connect to server|Can't connect to (?:MySQL|MariaDB) server"
-                      r"|AMQPConnectionError|Is the server running", re.IGNORECASE)
+                      r"|could not connect to server|Is the server running|"
+                      + "|".join(p for k in KINDS.values() for p in k.refusal_patterns), re.IGNORECASE)
 _KNOWN_PORT = re.compile(r"(?<!\d)(" + "|".join(str(p) for p in PORT_TO_KIND) + r")(?!\d)")
-_KIND_WORDS = (("postgres", re.compile(r"Is the server running on|psycopg|pg8000|asyncpg", re.I)),
-               ("mysql", re.compile(r"Can't connect to (?:MySQL|MariaDB) server", re.I)),
-               ("rabbitmq", re.compile(r"AMQPConnectionError|amqp", re.I)),
-               ("redis", re.compile(r"redis\.exceptions\.ConnectionError", re.I)))
 
 
 def specs_from_diagnosis(output: str) -> list[ServiceSpec]:
@@ -163,71 +160,16 @@ def merge_specs(*groups: Iterable[ServiceSpec]) -> list[ServiceSpec]:
 def container_env(spec: ServiceSpec) -> dict[str, str]:
     """The service container's own env: the official image's defaults for credentials the
     requirement leaves out, so a CI block with only an image still starts."""
-    env = dict(spec.env)
-    if spec.kind == "postgres":
-        if not env.get("POSTGRES_PASSWORD") and env.get("POSTGRES_HOST_AUTH_METHOD") != "trust":
-            env["POSTGRES_PASSWORD"] = "postgres"
-    elif spec.kind == "mysql":
-        has_root = any(env.get(k) for k in ("MYSQL_ROOT_PASSWORD", "MARIADB_ROOT_PASSWORD",
-                                            "MYSQL_ALLOW_EMPTY_PASSWORD", "MARIADB_ALLOW_EMPTY_ROOT_PASSWORD",
-                                            "MYSQL_RANDOM_ROOT_PASSWORD", "MARIADB_RANDOM_ROOT_PASSWORD"))
-        if not has_root:
-            env["MYSQL_ROOT_PASSWORD"] = "root"
-    return env
+    return catalogue.container_env(spec.kind, spec.env)
 
 
 def service_env(spec: ServiceSpec) -> dict[str, str]:
     """The variables tests commonly read to find this service, pointing at its network alias."""
-    env = container_env(spec)
-    host, port = spec.alias, str(spec.port or "")
-    q = lambda s: quote(s, safe="")  # noqa: E731
-    if spec.kind == "postgres":
-        user = env.get("POSTGRES_USER") or "postgres"
-        pw = env.get("POSTGRES_PASSWORD", "")
-        db = env.get("POSTGRES_DB") or user
-        cred = q(user) + (":" + q(pw) if pw else "")
-        return {"PGHOST": host, "PGPORT": port, "PGUSER": user, "PGPASSWORD": pw, "PGDATABASE": db,
-                "POSTGRES_HOST": host, "POSTGRES_PORT": port, "POSTGRES_USER": user,
-                "POSTGRES_PASSWORD": pw, "POSTGRES_DB": db,
-                "DATABASE_URL": f"postgresql://{cred}@{host}:{port}/{q(db)}"}
-    if spec.kind == "redis":
-        return {"REDIS_HOST": host, "REDIS_PORT": port, "REDIS_URL": f"redis://{host}:{port}/0"}
-    if spec.kind == "mysql":
-        user = env.get("MYSQL_USER") or env.get("MARIADB_USER") or "root"
-        if user == "root":
-            pw = env.get("MYSQL_ROOT_PASSWORD") or env.get("MARIADB_ROOT_PASSWORD") or ""
-        else:
-            pw = env.get("MYSQL_PASSWORD") or env.get("MARIADB_PASSWORD") or ""
-        db = env.get("MYSQL_DATABASE") or env.get("MARIADB_DATABASE") or ""
-        cred = q(user) + (":" + q(pw) if pw else "")
-        return {"MYSQL_HOST": host, "MYSQL_PORT": port, "MYSQL_USER": user, "MYSQL_PASSWORD": pw,
-                "MYSQL_DATABASE": db, "MYSQL_URL": f"mysql://{cred}@{host}:{port}/{q(db)}"}
-    if spec.kind == "rabbitmq":
-        user = env.get("RABBITMQ_DEFAULT_USER") or "guest"
-        pw = env.get("RABBITMQ_DEFAULT_PASS") or "guest"
-        url = f"amqp://{q(user)}:{q(pw)}@{host}:{port}/"
-        return {"RABBITMQ_HOST": host, "RABBITMQ_PORT": port, "RABBITMQ_URL": url, "AMQP_URL": url,
-                "CELERY_BROKER_URL": url, "BROKER_URL": url}
-    if spec.kind == "mongodb":
-        url = f"mongodb://{host}:{port}/"
-        return {"MONGO_HOST": host, "MONGO_PORT": port, "MONGO_URL": url, "MONGODB_URL": url,
-                "MONGO_URI": url, "MONGODB_URI": url}
-    if spec.kind == "memcached":
-        return {"MEMCACHED_HOST": host, "MEMCACHED_PORT": port, "MEMCACHED_URL": f"{host}:{port}",
-                "MEMCACHE_SERVERS": f"{host}:{port}"}
-    return {f"{_envname(spec.alias)}_HOST": host, f"{_envname(spec.alias)}_PORT": port} if port else {}
-
-
-def _envname(alias: str) -> str:
-    return re.sub(r"[^A-Z0-9]", "_", alias.upper())
+    return catalogue.wiring_env(spec.kind, spec.alias, str(spec.port or ""), spec.env)
 
 
 _LOCAL = re.compile(r"(?<![\w.-])(localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?::(\d{2,5}))?(?![\w-])")
-_PREFIX_KIND = (("PG", "postgres"), ("POSTGRES", "postgres"), ("DATABASE", "postgres"),
-                ("DB_", None), ("REDIS", "redis"), ("CACHE", "redis"), ("MYSQL", "mysql"),
-                ("MARIADB", "mysql"), ("RABBIT", "rabbitmq"), ("AMQP", "rabbitmq"),
-                ("BROKER", "rabbitmq"), ("CELERY_BROKER", "rabbitmq"), ("CELERY_RESULT", "redis"),
-                ("MONGO", "mongodb"), ("MEMCACHE", "memcached"))
+_PREFIX_KIND = catalogue.prefix_kinds()
 
 
 def rewrite_localhost(env: Mapping[str, str], specs: Sequence[ServiceSpec]) -> dict[str, str]:
@@ -286,25 +228,13 @@ def wiring_env(specs: Sequence[ServiceSpec], ci_env: Mapping[str, str] | None = 
 
 def health_argv(spec: ServiceSpec) -> list[list[str]]:
     """Commands run inside the service container; the first that exits 0 means healthy. Each
-    stand-in ships the official tool for this; the TCP probe is the fallback for other images."""
+    stand-in ships the official tool for this (bot/catalogue.py); the TCP probe is the fallback
+    for other images."""
     env = container_env(spec)
+    if spec.kind in KINDS:
+        return KINDS[spec.kind].health_argv(spec.port, env)
     port = str(spec.port or "")
-    tcp = ["bash", "-c", 'exec 3<>"/dev/tcp/127.0.0.1/$1"', "probe", port]
-    if spec.kind == "postgres":
-        user = env.get("POSTGRES_USER") or "postgres"
-        # -h 127.0.0.1: the TCP listener is what the tests use, not the socket
-        return [["pg_isready", "-q", "-h", "127.0.0.1", "-p", port, "-U", user]]
-    if spec.kind == "redis":
-        return [["redis-cli", "-h", "127.0.0.1", "-p", port, "ping"]]
-    if spec.kind == "mysql":
-        # `mysqladmin ping` exits 0 whenever the server answers, even with access denied
-        return [["mariadb-admin", "ping", "-h", "127.0.0.1", "-P", port, "--connect-timeout=2"],
-                ["mysqladmin", "ping", "-h", "127.0.0.1", "-P", port, "--connect-timeout=2"]]
-    if spec.kind == "rabbitmq":
-        # the AMQP listener opens last in RabbitMQ's boot, so accepting on it means ready; a
-        # TCP probe also avoids starting an Erlang VM (and matching its cookie) every second
-        return [tcp]
-    return [tcp] if port else []
+    return [[part.format(port=port) for part in catalogue.TCP_PROBE]] if port else []
 
 
 def _exec_ok(result: Any) -> tuple[bool, str]:

@@ -195,8 +195,8 @@ def test_a_missing_top_level_module_is_still_an_install(tmp_path):
     ("memcached:1.6", "memcached"), ("bitnami/mongodb:6.0", "mongodb"), ("docker.io/library/postgres:16", "postgres"),
 ])
 def test_catalogue_knows_every_common_service_image(image, kind):
+    from bot.catalogue import kind_of
     from bot.evidence.services import service_kind
-    from bot.verify.catalog import kind_of
     from bot.verify.services import ServiceSpec
 
     assert kind_of(image=image) == kind
@@ -205,7 +205,7 @@ def test_catalogue_knows_every_common_service_image(image, kind):
 
 
 def test_a_service_without_a_stand_in_is_named_in_the_report():
-    from bot.verify.catalog import resolve_image
+    from bot.catalogue import resolve_image
 
     choice = resolve_image("mongodb", "mongo:7", lambda tag: False)
     assert choice.image is None and "mongo" in choice.note and "stand-in" in choice.note

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bot.atoms import Atom
+from bot.catalogue import kind_of, resolve_image, split_image
 from bot.errors import ConfigError, EngineError
-from bot.verify.catalog import kind_of, resolve_image, split_image
 from bot.verify.services import (
     ServiceManager,
     ServiceSpec,
@@ -28,7 +28,7 @@ from bot.verify.services import (
     ("postgres:16", "postgres"), ("pgvector/pgvector:pg16", "postgres"), ("postgis/postgis:15-3.4", "postgres"),
     ("docker.io/library/redis:7-alpine", "redis"), ("bitnami/redis:latest", "redis"),
     ("mysql:5.7", "mysql"), ("mariadb:10.6", "mysql"), ("rabbitmq:3-management", "rabbitmq"),
-    ("ghcr.io/foo/my-postgres:1", "postgres"), ("mongo:6", "mongodb"), ("elasticsearch:8.1.0", None),
+    ("ghcr.io/foo/my-postgres:1", "postgres"), ("mongo:6", "mongodb"), ("elasticsearch:8.1.0", "elasticsearch"), ("ghcr.io/acme/webapp:1", None),
 ])
 def test_kind_from_image(image, kind):
     assert kind_of(image=image) == kind
@@ -39,7 +39,9 @@ def test_kind_from_name_and_port():
     assert kind_of(name="redis-cache") == "redis"
     assert kind_of(name="postgresql") == "postgres"
     assert kind_of(name="queue", ports=[5672]) == "rabbitmq"
-    assert kind_of(name="thing", ports=[9200]) is None
+    assert kind_of(name="thing", ports=[8080]) is None
+    # the port diagnosis reads as Elasticsearch (a kind with no stand-in: it cannot start offline)
+    assert kind_of(name="thing", ports=[9200]) == "elasticsearch"
 
 
 def test_split_image():

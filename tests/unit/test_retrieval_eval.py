@@ -1,0 +1,52 @@
+"""The retrieval figures on real bench logs (bot/bench/retrieval_eval.py): what is harvested,
+how precision@1 and recall@3 count, and that every harvested log in the repository is labelled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.bench.retrieval_eval import ROOT, harvest, score, seed_retriever
+
+
+def _write(results: Path, rows: list[dict]) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "setupbot.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_harvest_takes_the_failing_part_of_failed_runs_once(tmp_path):
+    _write(tmp_path, [
+        {"repo": "a/b", "system": "setupbot", "status": "build-failed", "build_log_tail": "E: boom", "collect_tail": "x"},
+        {"repo": "a/b", "system": "setupbot", "status": "collect-failed", "collect_tail": "No module named 'q'"},
+        {"repo": "c/d", "system": "setupbot", "status": "collect-failed", "collect_tail": "No module named 'q'"},
+        {"repo": "e/f", "system": "setupbot", "status": "ok", "collect_tail": "fine", "test_tail": "1 failed"},
+    ])
+    logs = harvest(tmp_path)
+    assert [(lg.case, lg.text) for lg in logs] == [("a/b|setupbot|build_log_tail", "E: boom"),
+                                                ("a/b|setupbot|collect_tail", "No module named 'q'")]
+
+
+def test_precision_counts_offering_nothing_as_right_when_no_unit_holds_the_fix():
+    from bot.bench.retrieval_eval import RealLog
+
+    logs = [RealLog("1", "one"), RealLog("2", "two"), RealLog("3", "three"), RealLog("4", "four")]
+    labels = {"1": {"units": ["u1"]}, "2": {"units": ["u2", "u2b"]}, "3": {"units": []}}
+    answers = {"one": ["u1", "x"], "two": ["x", "y", "u2b"], "three": [], "four": ["u4"]}
+    s = score(logs, labels, answers.__getitem__)
+    assert (s.cases, s.with_unit, s.hits1, s.hits3) == (3, 2, 2, 2)
+    assert s.unlabelled == ["4"] and [m[0] for m in s.misses] == ["2"]
+    assert round(s.precision_at_1, 3) == 0.667 and s.recall_at_3 == 1.0 and s.precision_at_1_with_unit == 0.5
+
+
+def test_every_harvested_bench_log_is_labelled_with_known_units(tmp_path):
+    logs = harvest(ROOT / "bench" / "results")
+    labels = json.loads((ROOT / "bench" / "retrieval-labels.json").read_text())["cases"]
+    assert logs and all(lg.case in labels for lg in logs)
+    retrieve = seed_retriever(tmp_path)
+    from bot.knowledge import seed_units
+
+    known = {u.id for u in seed_units()}
+    assert all(u in known for label in labels.values() for u in label["units"])
+    # the seed store answers a real log: the setuptools-scm failure of a real build
+    scm = next(lg for lg in logs if "setuptools-scm was unable to detect version" in lg.text)
+    assert retrieve(scm.text)[:3] and "install-setuptools-scm" in retrieve(scm.text)[:3]
