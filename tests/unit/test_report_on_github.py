@@ -98,8 +98,8 @@ def huge_run():
                     "attribution": {"needed": {f"svc{i}": [f"tests/test_{j}.py::test_x" for j in range(500)]
                                                for i in range(300)}}}
     data = from_pipeline(plan, run, verification, repository="octo/huge")
-    data.pending_changes = {f".devcontainer/file{i}": "".join(f"+line {j}\n" for j in range(20000))
-                            for i in range(60)}
+    data.pending_changes = {f".devcontainer/file{i}": "".join(f"+line {j}\n" for j in range(3000))
+                            for i in range(20)}
     data.timeline = TIMELINE_FILE
     return data
 
