@@ -42,6 +42,7 @@ from bot.markers import (
 )
 from bot.report.model import ReportData, default_reproduce, from_pipeline
 from bot.report.render import render_report
+from bot.report.timeline import TIMELINE_FILE, render_timeline_svg
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,10 @@ class GeneratedOutputs:
     report_path: str
     kept: dict[str, str] = field(default_factory=dict)   # hand-written path -> diff not applied
     note: str = ""                        # e.g. "environment inputs unchanged since <sha>"
+    # files that describe this run rather than the environment (the stage timeline): they go with
+    # the environment, but a change in them alone is no change (not in the fingerprint, no drift,
+    # no pull request of their own)
+    volatile: list[str] = field(default_factory=list)
 
 
 ExistingReader = Callable[[str], "str | None"]
@@ -145,13 +150,15 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
                      post_create: list[str] | None = None, lock_text: str = "",
                      existing: ExistingReader | None = None,
                      inputs: dict[str, Any] | None = None,
-                     customise_devcontainer: CustomiseDevcontainer | None = None) -> GeneratedOutputs:
+                     customise_devcontainer: CustomiseDevcontainer | None = None,
+                     timeline_steps: Iterable[dict[str, Any]] = ()) -> GeneratedOutputs:
     """Render every output file. ``existing(path)`` returns the current content at a
     repository-relative path (a checkout or the base branch through the API) or None.
     ``customise_devcontainer(config, plan_json)`` adds to the devcontainer.json dict (the
     ecosystems' editor extensions; the caller passes ``bot.ecosystems.devcontainer_for``).
     ``inputs`` (``bot.incremental.environment_inputs``) goes into the plan JSON, so the next run
-    can tell whether anything the plan read has changed."""
+    can tell whether anything the plan read has changed. ``timeline_steps`` (the trajectory,
+    ``Step.to_json()`` dicts) become the stage timeline SVG next to the report."""
     out = check_output_dir(output_dir)
     services = list(services)
     name = project or report.repository or "setupbot environment"
@@ -195,6 +202,22 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
         else:
             files[plan_path] = text
 
+    volatile: list[str] = []
+    report.timeline = ""
+    steps = list(timeline_steps)
+    if steps:
+        # the timeline's durations change on every run, so it stays out of the plan's output hashes
+        # and out of the fingerprint; the report links it only when setupbot writes it
+        svg_path = f"{out}/{TIMELINE_FILE}"
+        svg = render_timeline_svg(steps, title=f"stage timeline: {name}")
+        current = existing(svg_path) if existing else None
+        if current is not None and not has_marker(current):
+            kept[svg_path] = unified_diff(svg_path, current, svg)
+        else:
+            files[svg_path] = svg
+            volatile.append(svg_path)
+            report.timeline = TIMELINE_FILE
+
     report_path = f"{out}/{REPORT}"
     report.output_dir = out
     report.reproduce = default_reproduce(out, report.test_command, services=bool(services))
@@ -208,7 +231,7 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     else:
         files[report_path] = report_text
     return GeneratedOutputs(files=files, report=report, report_path=report_path, kept=kept,
-                            fingerprint=fingerprint_files(files))
+                            fingerprint=fingerprint_files(files, exclude=volatile), volatile=volatile)
 
 
 def _sha(text: str) -> str:
@@ -391,7 +414,18 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
                             post_create=_field(source, "post_create_command"),
                             lock_text=_field(run_record, "lock_text", "") or "",
                             existing=existing or disk_reader(repo), inputs=_inputs(repo, settings),
-                            customise_devcontainer=customise_devcontainer)
+                            customise_devcontainer=customise_devcontainer,
+                            timeline_steps=trajectory_steps(run_record))
+
+
+def trajectory_steps(run_record: Any) -> list[dict[str, Any]]:
+    """The run's trajectory as ``Step.to_json()`` dicts: from a ``RunRecord`` (its ``Trajectory``)
+    or a record already in JSON form (a list of step dicts); none without a run record."""
+    trajectory = _field(run_record, "trajectory")
+    steps = getattr(trajectory, "steps", trajectory)
+    if not isinstance(steps, (list, tuple)):
+        return []
+    return [s.to_json() if hasattr(s, "to_json") else s for s in steps if hasattr(s, "to_json") or isinstance(s, dict)]
 
 
 def _inputs(repo: Path, settings: Any) -> dict[str, Any] | None:

@@ -189,7 +189,8 @@ def handle_event(event: Event, provider: Provider, produce: Callable[[], Generat
         base = event.ref.removeprefix("refs/heads/") if on_branch else event.default_branch
         wanted = decision.kind == "publish"
         if decision.kind == "drift":
-            outcome.drift = [p for p, text in generated.files.items() if p != generated.report_path
+            outcome.drift = [p for p, text in generated.files.items()
+                             if p != generated.report_path and p not in getattr(generated, "volatile", ())
                              and _differs(provider.read_file(event.repository, p, base), text)]
             notes.append(("drift: " + ", ".join(outcome.drift)) if outcome.drift
                          else "no drift: the merged environment matches")
@@ -204,7 +205,8 @@ def handle_event(event: Event, provider: Provider, produce: Callable[[], Generat
                 provider, event.repository, base=base, files=generated.files,
                 fingerprint=generated.fingerprint, title=title_for(report, base),
                 body=_body(provider, event.repository, base, generated, url), labels=labels,
-                draft=not report.proven_ok, commit_message=_commit_message(report))
+                draft=not report.proven_ok, commit_message=_commit_message(report),
+                volatile=getattr(generated, "volatile", ()))
             outcome.publish = result
             outcome.pr_number = result.number
             outcome.pr_url = result.url

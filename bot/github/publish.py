@@ -9,7 +9,7 @@ would propose change (the fingerprint stored in the PR body and the commit messa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bot.errors import GitHubError
@@ -47,7 +47,8 @@ def _commit_fingerprint(message: str) -> str | None:
 def publish_environment(provider: Provider, repo: str, *, base: str, files: dict[str, str],
                         fingerprint: str, title: str, body: str | Callable[[str], str],
                         labels: list[str] | tuple[str, ...] = (), draft: bool = False,
-                        commit_message: str = "Add a development environment") -> PublishResult:
+                        commit_message: str = "Add a development environment",
+                        volatile: Iterable[str] = ()) -> PublishResult:
     """Create, refresh or close the bot's PR against ``base`` with ``files`` (repository-relative),
     the way a maintainer expects (SECURITY.md R3, R6, S6; the etiquette of Renovate and
     create-pull-request):
@@ -59,6 +60,9 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
       to hand the branch back (tick the box in the PR body, or delete the branch);
     - an update is committed on top of the branch; it is rebased onto ``base`` only when ``base``
       changed one of the files since the branch forked (a conflict).
+
+    ``volatile`` paths (the stage timeline) describe the run, not the environment: they travel
+    with an update, but a difference in them alone is no reason for one.
 
     Never touches ``.github/workflows/`` and makes no write call when nothing changed."""
     branch = bot_branch(provider.branch_prefix, base)
@@ -80,7 +84,8 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
     if theirs:
         log.info("%s holds its own %s (no setupbot marker): left out of the pull request", base, ", ".join(theirs))
         files = {p: t for p, t in files.items() if p not in theirs}
-    if all(on_base[path] == text for path, text in files.items()):
+    run_only = set(volatile)
+    if all(on_base[path] == text for path, text in files.items() if path not in run_only):
         if open_pulls:
             pr = open_pulls[0]
             provider.add_comment(repo, pr.number, f"`{base}` already has the environment this pull request "

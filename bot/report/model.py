@@ -110,6 +110,8 @@ class ReportData:
     pending_changes: dict[str, str] = field(default_factory=dict)  # hand-written file -> diff
     gate: str = "Mostly"                                       # publish.min_verdict
     lock: dict[str, Any] = field(default_factory=dict)         # bot.graph.lock.lock_summary
+    # the stage timeline SVG next to the report (a file name in ``output_dir``), when one was written
+    timeline: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICT_TIERS:

@@ -6,6 +6,7 @@ filters that keep repository-controlled strings from breaking the Markdown aroun
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -31,6 +32,11 @@ HANDBACK_MARKER = "<!-- setupbot:handback -->"
 HANDBACK_COMMENT_MARKER = "<!-- setupbot:handback-comment -->"
 HANDBACK_TICKED_RE = re.compile(r"^\s*[-*]\s*\[[xX]\][^\n]*" + re.escape(HANDBACK_MARKER), re.M)
 FINGERPRINT_RE = re.compile(r"<!-- setupbot:fingerprint=([0-9a-f]{16,64}) -->")
+# The stage timeline image in the committed report. neutralise() turns every Markdown image into
+# a link (a repository must not make a reviewer's browser load anything); this one is setupbot's
+# own file next to the report, so it goes in after that pass, by a name setupbot chose.
+TIMELINE_PLACEHOLDER = "<!-- setupbot:timeline -->"
+TIMELINE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\.svg")
 TRUNCATION_NOTE = "\n\n…(shortened to fit GitHub's limit; the full report is in the pull request's files)\n"
 
 
@@ -59,11 +65,23 @@ def _nofence(value: object) -> str:
     return str(value if value is not None else "").replace("```", "ʼʼʼ")
 
 
+def _clip(value: object, width: int) -> str:
+    """At most ``width`` characters, ending in "…" when cut. Applied before the escaping filters,
+    so an escape is never cut in half."""
+    text = str(value if value is not None else "")
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _yamlstr(value: object) -> str:
+    """A YAML scalar that stays data whatever it holds (a JSON string is valid YAML)."""
+    return json.dumps(str(value))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """One shared environment: templates are parsed once per process."""
     return make_environment(filters={
-        "inline": _inline, "cell": _cell, "code": _code, "codecell": _codecell, "nofence": _nofence,
+        "clip": _clip, "yamlstr": _yamlstr, "inline": _inline, "cell": _cell, "code": _code, "codecell": _codecell, "nofence": _nofence,
         "filesize": lambda n: jinja2.filters.do_filesizeformat(n, binary=True)})
 
 
@@ -79,7 +97,15 @@ def _render(name: str, **context: object) -> str:
 
 
 def render_report(report: ReportData) -> str:
-    return _render("report/setup-report.md.j2", r=report, marker=REPORT_MARKER)
+    text = _render("report/setup-report.md.j2", r=report, marker=REPORT_MARKER,
+                   timeline_placeholder=TIMELINE_PLACEHOLDER)
+    image = ""
+    if report.timeline and TIMELINE_NAME_RE.fullmatch(report.timeline):
+        # a relative link: GitHub shows the file next to the report (not an inline <svg>, which it strips)
+        image = f"![The stage timeline of the run: where the time went]({report.timeline})"
+    if not image:
+        return text.replace(TIMELINE_PLACEHOLDER + "\n\n", "", 1).replace(TIMELINE_PLACEHOLDER, "", 1)
+    return text.replace(TIMELINE_PLACEHOLDER, image, 1)
 
 
 def fingerprint_marker(fingerprint: str) -> str:

@@ -18,11 +18,14 @@ EVENTS = Path(__file__).parents[1] / "fixtures" / "events"
 REPO = "octo/app"
 
 
-def produce(dockerfile: str = "FROM python:3.11-slim\n"):
+def produce(dockerfile: str = "FROM python:3.11-slim\n", build_seconds: float | None = None):
+    steps = [] if build_seconds is None else [{"action": "build", "duration": build_seconds,
+                                               "at": 100.0 + build_seconds, "outcome": "ok"}]
+
     def run():
         report = ReportData(repository=REPO, verdict="Mostly", replay_ok=True,
                             proven=[ProofItem("clean replay", True, "built from scratch")])
-        return generate_outputs(report, dockerfile_text=dockerfile)
+        return generate_outputs(report, dockerfile_text=dockerfile, timeline_steps=steps)
     return run
 
 
@@ -129,6 +132,19 @@ def test_schedule_drift_check(double, provider, env):
     third = handle_event(ev, provider, produce("FROM python:3.13-slim\n"), environ=env)
     assert third.drift == [".devcontainer/Dockerfile"]
     assert third.publish.action == "created"
+
+
+def test_a_run_whose_timeline_alone_differs_is_no_drift(double, provider, env):
+    ev = event("schedule", "schedule.json", env)
+    first = handle_event(ev, provider, produce(build_seconds=10.0), environ=env)
+    assert ".devcontainer/setup-timeline.svg" in double.repos[REPO].files_at("setupbot/main")
+    files = double.repos[REPO].files_at("setupbot/main")
+    double.push(REPO, "main", {p: b.decode() for p, b in files.items()})
+    double.close_pull(REPO, first.pr_number, merged=True)
+    writes = len(double.write_calls())
+    second = handle_event(ev, provider, produce(build_seconds=25.0), environ=env)
+    assert second.drift == [] and second.publish is None
+    assert len(double.write_calls()) == writes
 
 
 def test_bad_payload_is_a_clear_error(tmp_path):

@@ -253,3 +253,36 @@ def test_rate_limit_wait_reads_both_kinds_of_limit():
     assert rate_limit_wait(429, {}, lambda: 0) == 60
     assert rate_limit_wait(403, {"x-ratelimit-remaining": "10"}, lambda: 0) is None   # a permission 403
     assert rate_limit_wait(502, {"retry-after": "1"}, lambda: 0) is None
+
+
+def test_a_new_stage_timeline_alone_is_no_reason_for_a_pull_request(double, provider):
+    """The timeline SVG changes with every run; it travels with the environment but never makes
+    an update, or a pull request, of its own (issue 20, item 7)."""
+    def with_timeline(seconds: float):
+        report = ReportData(repository=REPO, verdict="Full", replay_ok=True, test_command=["python", "-m", "pytest"])
+        return generate_outputs(report, dockerfile_text="FROM python:3.11-slim\n", plan_json={"nodes": []},
+                                timeline_steps=[{"action": "build", "duration": seconds, "at": 100.0 + seconds,
+                                                 "outcome": "ok"}])
+
+    first = with_timeline(10.0)
+    svg = ".devcontainer/setup-timeline.svg"
+    assert publish(provider, first).action == "created"
+    assert double.repos[REPO].files_at("setupbot/main")[svg].decode() == first.files[svg]
+    before = len(double.write_calls())
+    slower = with_timeline(20.0)
+    assert slower.files[svg] != first.files[svg]
+    assert publish_environment(provider, REPO, base="main", files=slower.files, fingerprint=slower.fingerprint,
+                               title="Add a proven development environment",
+                               body=render_pr_body(slower.report, slower.fingerprint),
+                               volatile=slower.volatile).action == "unchanged"
+    assert len(double.write_calls()) == before
+    # once merged, a later run whose only difference is its timeline proposes nothing
+    double.push(REPO, "main", first.files)
+    later = with_timeline(30.0)
+    result = publish_environment(provider, REPO, base="main", files=later.files, fingerprint=later.fingerprint,
+                                 title="Add a proven development environment",
+                                 body=render_pr_body(later.report, later.fingerprint), volatile=later.volatile)
+    assert result.action == "closed"            # main already has the environment: the open PR is closed
+    # without the volatile list the same files would have counted as a change
+    assert publish_environment(provider, REPO, base="main", files=later.files, fingerprint=later.fingerprint,
+                               title="t", body="b").action != "none"
