@@ -12,6 +12,8 @@ The exit codes are one table shared by every command (``EXIT_CODES``; the README
   20   unresolved: no replayed success
   21   below the gate: replayed, but the verdict is under publish.min_verdict (or no test ran)
   22   regression: the change breaks the environment the base branch had (github, fail-on)
+  23   not supported: no registered ecosystem recognises the repository ("not supported yet:
+       found package.json, go.mod"); nothing was planned, written or published
   130  interrupted (SIGINT / SIGTERM); outputs written so far are kept
 """
 
@@ -131,6 +133,18 @@ class Regression(SetupbotError):
     exit_code = 22
 
 
+class NotSupported(SetupbotError):
+    """No registered ecosystem (bot.ecosystems.REGISTRY) recognises the repository. Not a
+    failure of the run: nothing was planned, no Dockerfile written, no pull request opened.
+    ``markers`` are the other ecosystems' manifests found (``package.json``, ``go.mod``)."""
+
+    exit_code = 23
+
+    def __init__(self, what: str, fix: str = "", *, markers: list[str] | None = None) -> None:
+        super().__init__(what, fix)
+        self.markers = list(markers or [])
+
+
 class Interrupted(SetupbotError):
     """SIGINT or SIGTERM: the run stopped, wrote what it had and cleaned up."""
 
@@ -152,5 +166,6 @@ EXIT_CODES: dict[int, str] = {
     SetupFailed.exit_code: "unresolved: no replayed success",
     BelowGate.exit_code: "below the verdict gate (or no test ran)",
     Regression.exit_code: "regression against the base branch's environment",
+    NotSupported.exit_code: "not supported: no registered ecosystem recognises the repository",
     Interrupted.exit_code: "interrupted",
 }
