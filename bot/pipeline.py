@@ -38,6 +38,7 @@ class PipelineResult:
     records: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     interrupted: str = ""               # the signal that stopped the run, if one did
+    ecosystems: list[str] = field(default_factory=list)   # detected, the plan's lead first
 
     @property
     def succeeded(self) -> bool:
@@ -135,11 +136,17 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
 def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signals: _Signals, *,
                   engine: Any, store: Any, llm: Any, use_knowledge: bool, verify: bool, write: bool,
                   repository: str) -> None:
+    from bot.ecosystems import make_plan, select
     from bot.engine import Engine
-    from bot.graph import make_plan
     from bot.loop.orchestrator import run_setup
     from bot.outputs import outputs_from_pipeline, write_outputs
 
+    # The ecosystems come from the registry; a repository none recognises is not planned, built
+    # or written to (no Dockerfile, no pull request): NotSupported says what was found.
+    selection = select(repo)
+    if not selection.supported:
+        raise selection.error()
+    result.ecosystems = selection.names
     result.warnings += [f"refused in .github/setupbot.yml: {key}: {why}" for key, why in settings.refused]
     started = time.monotonic()
     deadline = started + float(settings.budgets.wall_clock)
@@ -158,7 +165,7 @@ def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signal
     captured: dict[str, Any] = {}
 
     def plan_once(*args: Any, **kwargs: Any) -> Any:
-        captured["plan"] = make_plan(*args, **kwargs)
+        captured["plan"] = make_plan(*args, selection=selection, **kwargs)
         return captured["plan"]
 
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from bot.config import load_settings
-from bot.errors import EXIT_CODES, InputError
+from bot.errors import EXIT_CODES, InputError, NotSupported
 from bot.github.events import exit_code, handle_event, load_event, write_action_outputs
 from bot.github.provider import DryRunProvider, GitHubProvider
 from bot.outputs import REPORT, GeneratedOutputs, fingerprint_files, outputs_from_pipeline, write_outputs
@@ -91,6 +91,18 @@ def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
                                  gate=settings.publish.min_verdict, refused_config=settings.refused)
 
 
+def _report_unsupported(error: NotSupported) -> None:
+    """A repository no registered ecosystem recognises got no plan, no files and no pull request
+    (the pipeline refused it before any container or GitHub write): the action's outputs and
+    the job summary say why."""
+    from bot.github.events import Decision, Outcome
+    from bot.report.render import write_job_summary
+
+    write_action_outputs(Outcome(Decision("skip", error.what, may_write=False)))
+    write_job_summary(f"## setupbot\n\n{error.what}\n\nNo Dockerfile was written and no pull request opened.\n")
+    print(f"setupbot: skip: {error.what}")
+
+
 def run(args: argparse.Namespace) -> int:
     repo = Path(args.repo).resolve()
     overrides = {"output": {"dir": args.output_dir}} if args.output_dir else None
@@ -125,7 +137,11 @@ def run(args: argparse.Namespace) -> int:
     # able to lower the bar it is judged by.
     gate = trusted_publish = load_settings(None).publish if event.name == "pull_request" else settings.publish
     fail_on = args.fail_on or trusted_publish.fail_on
-    outcome = handle_event(event, provider, produce, labels=tuple(settings.github.labels), publish=gate)
+    try:
+        outcome = handle_event(event, provider, produce, labels=tuple(settings.github.labels), publish=gate)
+    except NotSupported as exc:
+        _report_unsupported(exc)
+        raise
     write_action_outputs(outcome)
     print(f"setupbot: {outcome.decision.kind}: {outcome.decision.reason}")
     if outcome.publish:

@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bot.config import load_settings
-    from bot.graph import make_plan
+    from bot.ecosystems import make_plan
 
     repo: Path = args.path
     if not repo.is_dir():

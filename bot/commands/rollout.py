@@ -1,13 +1,14 @@
 """`setupbot rollout`: add (or re-pin) the setupbot workflow in many repositories, one PR each.
 
-  setupbot rollout --org ORG --ref SHA [--only-ecosystem python] [--topic T] [--exclude PATTERN]
+  setupbot rollout --org ORG --ref SHA [--only python,rust] [--topic T] [--exclude PATTERN]
                    [--limit N] [--dry-run | --yes]
   setupbot rollout status --org ORG      one table: caller present, last verdict, open PR, last run
 
 When more repositories match than --confirm-over (default 5), the rollout is a dry run unless
 --yes confirms it. Each repository gets its own weekly schedule: the cron minute and hour come
 from a stable hash of its name, so the drift checks of an organisation do not all start at once
-(--cron sets one schedule for all)."""
+(--cron sets one schedule for all). A repository whose root shows only the manifests of
+ecosystems setupbot does not support (package.json, go.mod, ...) is skipped with that reason."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from pathlib import Path
 
 from bot.commands._common import add_json_flag, human, reporter_for, write_json
 from bot.config import load_settings
+from bot.ecosystems import REGISTRY, parse_only
 from bot.errors import InputError
 from bot.github.provider import DryRunProvider, GitHubProvider, RepoInfo
-from bot.github.rollout import SHA_RE, read_repo_list, repo_status, rollout, select_repos
+from bot.github.rollout import SHA_RE, read_repo_list, remote_ecosystems, repo_status, rollout, select_repos
 from bot.redact import register_secret
 
 CONFIRM_OVER = 5
@@ -38,8 +40,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="owner/name that hosts setupbot's reusable workflow (default: %(default)s)")
     p.add_argument("--cron", default=None,
                    help="one schedule for every repository (default: staggered by repository name)")
+    p.add_argument("--only", default=None, metavar="NAMES",
+                   help="only repositories in which setupbot detects one of these ecosystems, comma-separated "
+                        "(registered: %s); judged from the files at each repository's root" % ", ".join(REGISTRY))
     p.add_argument("--only-ecosystem", action="append", default=[], metavar="NAME",
-                   help="only repositories whose main language is of this ecosystem (python; repeatable)")
+                   help="only repositories whose main language (GitHub's) is of this ecosystem (python; repeatable)")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
                    help="only repositories with this topic (repeatable: all must be present)")
     p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
@@ -63,8 +68,16 @@ def _targets(args: argparse.Namespace, provider) -> list[str]:
         names = read_repo_list(args.repos)
         needs_meta = bool(args.only_ecosystem or args.topic)
         infos = [provider.repo_info(n) if needs_meta else RepoInfo(n, "") for n in names]
-    return [i.full_name for i in select_repos(infos, ecosystems=args.only_ecosystem, topics=args.topic,
-                                              exclude=args.exclude, limit=args.limit)]
+    only = parse_only(args.only)
+    chosen = select_repos(infos, ecosystems=args.only_ecosystem, topics=args.topic, exclude=args.exclude,
+                          limit=None if only else args.limit)
+    if only:
+        # the detected ecosystems, not GitHub's language guess: a Python package with a large
+        # JavaScript frontend is still a Python repository
+        chosen = [i for i in chosen
+                  if set(remote_ecosystems(provider, i.full_name, i.default_branch or None).names) & set(only)]
+        chosen = chosen[:args.limit] if args.limit is not None else chosen
+    return [i.full_name for i in chosen]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no GitHub token", "Set GITHUB_TOKEN (with workflow scope) or github.token.")
     if args.limit is not None and args.limit < 1:
         raise InputError("--limit must be at least 1", "Leave --limit out to take every matching repository.")
+    parse_only(args.only)   # an unknown ecosystem name is a configuration error before any call
     register_secret(token)
     real = GitHubProvider(token, settings.github.api_url, branch_prefix=settings.github.branch_prefix)
     out = human(args)

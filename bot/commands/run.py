@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.config import load_settings
 from bot.commands._common import add_json_flag, human, meets_gate, reporter_for, write_json
-from bot.errors import BelowGate, BudgetExceeded, InputError, Interrupted, SetupFailed
+from bot.errors import BelowGate, BudgetExceeded, InputError, Interrupted, NotSupported, SetupFailed
 
 
 def add_parser(sub) -> None:
@@ -83,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
     from bot.pipeline import run_pipeline
 
     with progress.use(reporter_for(args, f"run {repo.name}")):
-        result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge,
-                              verify=not args.no_verify)
+        try:
+            result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge,
+                                  verify=not args.no_verify)
+        except NotSupported as exc:
+            return _not_supported(args, repo, settings, exc)
     code, why, tier = outcome(result, settings.publish.min_verdict, not args.no_verify)
     out = human(args)
     record = result.run_record
@@ -122,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         "replay": {"ok": bool((record.replay or {}).get("ok")), "tests": (record.replay or {}).get("tests") or {}},
         "repairs": [{"repair": r.candidate.describe(), "source": r.candidate.source} for r in record.repairs],
         "remaining": record.remaining or "", "warnings": [str(w) for w in result.warnings],
-        "written": written, "records": [str(p.relative_to(repo)) for p in result.records]})
+        "written": written, "records": [str(p.relative_to(repo)) for p in result.records],
+        "ecosystems": list(getattr(result, "ecosystems", []))})
     if code == Interrupted.exit_code:
         raise Interrupted(f"{repo.name}: stopped before the end",
                           "The outputs and records of the state reached so far were written; run "
@@ -170,3 +174,14 @@ def _unchanged(args: argparse.Namespace, repo: Path, settings, state, note: str)
         raise BelowGate(f"{repo.name}: the recorded verdict {tier} is below {settings.publish.min_verdict}",
                         "Change an input or pass --force to try again.")
     return 0
+
+
+def _not_supported(args: argparse.Namespace, repo: Path, settings, exc: NotSupported) -> int:
+    """No registered ecosystem recognises the repository: nothing was planned, built or
+    written. The JSON document says so (status not_supported, exit code 23), then the error."""
+    write_json(args, "run", {
+        "repo": str(repo), "run_id": "", "status": "not_supported", "degraded": False, "verdict": None,
+        "gate": {"min_verdict": settings.publish.min_verdict, "met": False}, "exit_code": exc.exit_code,
+        "why": exc.what, "replay": {"ok": False, "tests": {}}, "repairs": [], "remaining": "", "warnings": [],
+        "written": [], "records": [], "ecosystems": [], "foreign_markers": list(exc.markers)})
+    raise exc

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.config import load_settings
 from bot.commands._common import add_json_flag, human, meets_gate, write_json
-from bot.errors import BelowGate, InputError
+from bot.errors import BelowGate, InputError, NotSupported
 from bot.verify import services as svc
 from bot.verify import siblings as sib
 
@@ -48,12 +48,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _plan_inputs(repo: Path, settings: Any, engine: Any) -> tuple[list[Any], dict[str, str], list[str] | None, list[str]]:
     """Services, CI env and test command from the plan, when bot.graph can make one."""
     try:
+        from bot.ecosystems import make_plan
         from bot.engine.images import available_pythons
-        from bot.graph import make_plan
     except ImportError as exc:
         return [], {}, None, [f"no plan ({exc}); services only from settings and --service"]
     try:
         plan = make_plan(repo, settings, available_pythons(engine), resolve=False)
+    except NotSupported as exc:
+        return [], {}, None, [f"no plan ({exc.what}); services only from settings and --service"]
     except TypeError:
         plan = make_plan(repo, settings, available_pythons(engine))
     warnings = [str(w) for w in getattr(plan, "warnings", [])]

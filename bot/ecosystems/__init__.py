@@ -134,7 +134,12 @@ def foreign_markers(files: Iterable[str], registry: Mapping[str, Ecosystem] | No
     patterns = [p for p in FOREIGN_MARKERS if p not in claimed]
     found = [f for f in files if depth(f) <= FOREIGN_DEPTH and matches(basename(f), patterns)
              and not matches(basename(f), claimed)]
-    return sorted(found, key=lambda f: (depth(f), f))
+    order = list(FOREIGN_MARKERS)
+
+    def rank(f: str) -> tuple[int, int, str]:
+        return (depth(f), next(i for i, p in enumerate(order) if fnmatch.fnmatchcase(basename(f), p)), f)
+
+    return sorted(found, key=rank)
 
 
 def detect_all(repo: Path | str, registry: Mapping[str, Ecosystem] | None = None) -> list[Detection]:
@@ -187,15 +192,20 @@ def _selection(root: Path, detections: list[Detection], files: list[str],
     return Selection(root, detections, foreign, dropped, registry)
 
 
-def make_plan(repo: Path | str, settings: Any = None, *, selection: Selection | None = None,
-              **options: Any) -> Any:
+def make_plan(repo: Path | str, settings: Any = None, available_versions: Sequence[str] | None = None, *,
+              selection: Selection | None = None, **options: Any) -> Any:
     """The plan of ``repo`` through the registry: the lead ecosystem makes it, every other
     detected ecosystem joins it (``extend_plan``), and ``graph.meta["ecosystems"]`` names them.
-    A repository no registered ecosystem recognises raises ``NotSupported`` (nothing planned)."""
+    ``available_versions``: the runtime versions the engine offers for the lead's image family
+    (the loop passes them positionally, as it did to ``bot.graph.make_plan``); None lets the
+    lead ask (``available_versions(settings)``). A repository no registered ecosystem
+    recognises raises ``NotSupported``: nothing is planned."""
     selection = selection if selection is not None else select(repo)
     lead = selection.lead
     if lead is None:
         raise selection.error()
+    if available_versions is not None:
+        options["available_versions"] = list(available_versions)
     plan = lead.make_plan(Path(repo), settings, **options)
     for eco in selection.joining:
         eco.extend_plan(plan, settings)

@@ -181,9 +181,11 @@ class Ecosystem(Protocol):
 
     def make_plan(self, repo: Path, settings: Any = None, **options: Any) -> Plan:
         """The whole plan when this ecosystem leads: scan -> graph -> runtime -> resolution
-        -> target. ``options`` are the ecosystem's planning knobs, passed through from the CLI
-        and the loop (for Python: ``available_pythons``, ``resolve``, ``registry``,
-        ``resolve_timeout``, ``index_url``); an ecosystem ignores knobs it does not know."""
+        -> target. ``options`` are planning knobs passed through from the CLI and the loop:
+        ``available_versions`` (the runtime versions the engine offers; None: ask
+        ``available_versions(settings)``) for every ecosystem, and the ecosystem's own (for
+        Python: ``available_pythons``, ``resolve``, ``registry``, ``resolve_timeout``,
+        ``index_url``); an ecosystem ignores knobs it does not know."""
         ...
 
     def extend_plan(self, plan: Plan, settings: Any = None) -> None:

@@ -17,6 +17,7 @@ import jinja2
 from ruamel.yaml import YAML
 
 from bot import progress
+from bot.ecosystems import Selection, select_files
 from bot.errors import GitHubError, InputError
 from bot.github.provider import Provider
 from bot.github.publish import publish_pull_request
@@ -157,9 +158,23 @@ def plan_repository(provider: Provider, repo: str, *, setupbot_repository: str, 
     return ({} if current == text else {path: text}), base, False
 
 
+def remote_ecosystems(provider: Provider, repo: str, ref: str | None = None) -> Selection:
+    """The ecosystems of a repository seen through the API: the file names at its root on
+    ``ref`` (default: its default branch), judged by the registry (bot.ecosystems). The root
+    listing is all one call can see, so a repository whose root names nothing is unknown,
+    not foreign."""
+    ref = ref or provider.repo_info(repo).default_branch
+    return select_files(repo, provider.list_dir(repo, "", ref))
+
+
 def rollout_repository(provider: Provider, repo: str, *, setupbot_repository: str, ref: str,
                        cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> RolloutResult:
     cron = cron or stagger_cron(repo)
+    # A repository of an ecosystem setupbot does not support would get a workflow whose every
+    # run ends "not supported": no pull request for it (issue 17).
+    found = remote_ecosystems(provider, repo)
+    if not found.supported and found.foreign:
+        return RolloutResult(repo, "skipped", detail=found.not_supported_message(), cron=cron)
     files, base, edited = plan_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
                                           cron=cron)
     if not files:

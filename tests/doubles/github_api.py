@@ -164,7 +164,7 @@ RESPONSE_MODELS: list[tuple[str, str, Any]] = [
     ("GET", r"/git/trees/[0-9a-f]{40}$", gh.GitTree),
     ("POST", r"/git/commits$", gh.GitCommit),
     ("GET", r"/git/commits/[0-9a-f]{40}$", gh.GitCommit),
-    ("GET", r"/contents/.+$", pydantic.TypeAdapter(gh.ContentFile | list[gh.ContentDirectoryItems])),
+    ("GET", r"/contents/.*$", pydantic.TypeAdapter(gh.ContentFile | list[gh.ContentDirectoryItems])),
     ("GET", r"/pulls$", _list_of(gh.PullRequestSimple)),
     ("POST", r"/pulls$", gh.PullRequest),
     ("GET", r"/pulls/\d+$", gh.PullRequest),
@@ -606,12 +606,13 @@ class GitHubDouble:
             return 201, self._commit_json(repo, sha)
         if (m := re.match(r"^/git/commits/([0-9a-f]{40})$", rest)) and method == "GET":
             return (200, self._commit_json(repo, m.group(1))) if m.group(1) in repo.commits else (404, {"message": "Not Found"})
-        if (m := re.match(r"^/contents/(.+)$", rest)) and method == "GET":
+        if (m := re.match(r"^/contents/(.*)$", rest)) and method == "GET":
             path = unquote(m.group(1))
             files = repo.files_at(q.get("ref", repo.default_branch))
             if path not in files:
-                children = sorted({p for p in files if p.startswith(path.rstrip("/") + "/")
-                                   and "/" not in p[len(path.rstrip("/")) + 1:]})
+                # "" is the root folder (GET /contents/): its direct children
+                prefix = path.rstrip("/") + "/" if path.strip("/") else ""
+                children = sorted({p for p in files if p.startswith(prefix) and "/" not in p[len(prefix):]})
                 if not children:
                     return 404, {"message": "Not Found"}
                 return 200, [{"type": "file", "name": p.split("/")[-1], "path": p, "sha": _sha("blob", files[p]),

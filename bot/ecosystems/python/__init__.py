@@ -123,6 +123,8 @@ class PythonEcosystem:
         from bot.graph.plan import make_plan
 
         known = ("available_pythons", "resolve", "registry", "resolve_timeout", "index_url")
+        if options.get("available_versions") is not None and options.get("available_pythons") is None:
+            options["available_pythons"] = options["available_versions"]
         return make_plan(repo, settings, **{k: v for k, v in options.items() if k in known})
 
     def extend_plan(self, plan: Any, settings: Any = None) -> None:
