@@ -87,7 +87,10 @@ def prove(engine, repo: Path | str, available: Sequence[str] | None = None, *, t
     if not build.ok:
         return Proof(plan, False, build.log, signatures=diagnose(build.log), seconds=time.monotonic() - started)
     # no network for the tests: every crate came in the fetch layer
-    run = engine.run_once(tag, plan.test_command, timeout=timeout, network="none")
+    # One stream: cargo announces each test binary on stderr and the binary reports on stdout;
+    # two streams interleave at random and a test would be filed under the wrong binary.
+    argv = ["sh", "-c", 'exec "$@" 2>&1', "sh", *plan.test_command]
+    run = engine.run_once(tag, argv, timeout=timeout, network="none")
     results = parse_results(run.output, exit_code=run.exit_code)
     results.timed_out = run.timed_out
     sigs = diagnose(run.output) if run.exit_code != 0 else []
