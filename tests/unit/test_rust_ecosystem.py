@@ -75,3 +75,33 @@ def test_plain_python_project_gets_nothing(tmp_path):
     extend_python_plan(plan)
     assert not plan.graph.of_type("SYSTEMLIB")
     assert plan.warnings and "does not use it" in plan.warnings[0].message
+
+
+def test_images_bootstrap_builds_an_ecosystems_standins_through_its_recipes():
+    """`setupbot images bootstrap --ecosystem rust=1.85` asks the Rust ecosystem, which builds on
+    the Debian stand-in; an engine without it gets a failed outcome naming the fix."""
+    from argparse import Namespace
+
+    from bot.commands.images import _ecosystem_images
+    from bot.config import load_settings
+    from bot.ecosystems.rust.images import image_recipes
+
+    class NoImages:
+        def image_exists(self, tag):
+            return False
+
+    class Reporter:
+        def stage(self, line):
+            pass
+
+    args = Namespace(ecosystem=["rust=1.85"], force=False)
+    [outcome] = _ecosystem_images(NoImages(), load_settings(None), args, Reporter())
+    assert (outcome.tag, outcome.action) == ("rust:1.85-slim", "failed")
+    assert "debian:trixie-slim" in outcome.detail and "images bootstrap" in outcome.detail
+    recipes = {r.tag: r for r in image_recipes(("bookworm", "trixie"))}
+    assert recipes["rust:1.96-slim"].variables["rustc_package"] == "rustc-web"
+    assert recipes["rust:1.85-slim"].base == "debian:trixie-slim"
+    from bot.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no Rust stand-in recipe for 1.70"):
+        _ecosystem_images(NoImages(), load_settings(None), Namespace(ecosystem=["rust=1.70"], force=False), Reporter())

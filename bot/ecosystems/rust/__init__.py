@@ -77,6 +77,15 @@ class RustEcosystem:
             return list(OFFICIAL_RUST)
         return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
 
+    def bootstrap_images(self, engine: Any, settings: Any, versions: Sequence[str] | None = None, *,
+                         force: bool = False, log_line: Any = None) -> list[Any]:
+        """Build the rust:X.Y-slim stand-ins from Debian's toolchains (``setupbot images
+        bootstrap --ecosystem rust``); the Debian stand-ins must be there first."""
+        from bot.ecosystems.rust import images
+
+        kwargs = {"log_line": log_line} if log_line else {}
+        return images.bootstrap(engine, settings, versions, force=force, **kwargs)
+
     def choose_version(self, evidence: Any, available: Sequence[str]) -> Any:
         from bot.ecosystems.rust.toolchain import choose_toolchain
 
