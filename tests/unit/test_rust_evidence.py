@@ -55,7 +55,8 @@ pkg-config = "0.3"
                                   "pkg-config": "build"}
     assert ev.msrv()[0] == "1.70"
     assert ev.editions() == ["2021"]
-    assert ev.packages() == ["libssl-dev", "pkg-config", "libpq-dev"]
+    assert ev.packages() == ["libssl-dev", "pkg-config"]          # pq-sys is optional and off by default
+    assert [n for n, _ in ev.feature_gated] == ["pq-sys"]
     assert all(p.certain for p in ev.system_packages)
     assert ev.feature_needs() == {"demo/postgres": ["libpq-dev"]}
     assert ev.lockfile is None
@@ -220,3 +221,32 @@ def test_oversized_lock_is_refused_not_read(tmp_path):
     ev = scan_repository(tmp_path)
     assert ev.lockfile is None
     assert any(w.file == "Cargo.lock" and "larger than" in w.message for w in ev.warnings)
+
+
+def test_optional_sys_dependencies_count_only_when_a_default_feature_or_ci_enables_them(tmp_path):
+    write(tmp_path, {
+        "Cargo.toml": """
+[package]
+name = "x"
+version = "0.1.0"
+
+[features]
+default = ["tls"]
+tls = ["dep:openssl-sys"]
+postgres = ["pq-sys"]
+weak = ["libz-sys?/static"]
+
+[dependencies]
+openssl-sys = { version = "0.9", optional = true }
+pq-sys = { version = "0.6", optional = true }
+libz-sys = { version = "1", optional = true }
+""",
+    })
+    ev = scan_repository(tmp_path)
+    assert ev.packages() == ["libssl-dev", "pkg-config"]
+    assert sorted(n for n, _ in ev.feature_gated) == ["libz-sys", "pq-sys"]
+    (tmp_path / ".github/workflows").mkdir(parents=True)
+    (tmp_path / ".github/workflows/ci.yml").write_text(
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: cargo test --all-features\n")
+    ev = scan_repository(tmp_path)
+    assert {"libssl-dev", "libpq-dev", "zlib1g-dev"} <= set(ev.packages()) and not ev.feature_gated

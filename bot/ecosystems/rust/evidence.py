@@ -44,6 +44,33 @@ class Crate:
     build_script: str | None = None  # repository-relative build.rs when the crate has one
     lib_path: str | None = None      # explicit [lib] path
     has_bins: bool = False           # declares [[bin]] targets
+    optional: dict[str, str] = field(default_factory=dict)       # optional dependency key -> package name
+
+    def default_enabled(self) -> set[str]:
+        """Optional dependency keys that the ``default`` feature switches on (transitively);
+        ``x?/feat`` (a weak feature) switches nothing on."""
+        enabled: set[str] = set()
+        seen: set[str] = set()
+        stack = ["default"]
+        while stack:
+            feature = stack.pop()
+            if feature in seen:
+                continue
+            seen.add(feature)
+            for item in self.features.get(feature, []):
+                if item.startswith("dep:"):
+                    enabled.add(item[4:])
+                elif "/" in item:
+                    head = item.split("/", 1)[0]
+                    if not head.endswith("?") and head in self.optional:
+                        enabled.add(head)
+                    if head in self.features:
+                        stack.append(head)
+                elif item in self.features:
+                    stack.append(item)
+                elif item in self.optional:
+                    enabled.add(item)
+        return enabled
 
     @property
     def virtual(self) -> bool:
@@ -78,6 +105,7 @@ class RustEvidence:
     ci_toolchains: list[tuple[str, Source]] = field(default_factory=list)
     system_packages: list[SystemPackage] = field(default_factory=list)
     unknown_sys: list[tuple[str, Source]] = field(default_factory=list)
+    feature_gated: list[tuple[str, Source]] = field(default_factory=list)   # optional, off by default
     cargo_config: str | None = None                  # .cargo/config.toml, copied with the manifests
     vendored: bool = False                           # .cargo/config replaces crates.io by a directory
     services: list[ServiceRequirement] = field(default_factory=list)
@@ -230,6 +258,8 @@ def _read_crate(files: RepoFiles, ev: Evidence, folder: str, inherited: dict, ws
             spec = _resolve_workspace_dep(spec, ws_deps.get(key))
             name = _string(spec.get("package")) if isinstance(spec, dict) and spec.get("package") else str(key)
             crate.dependencies.setdefault(name, kind)
+            if isinstance(spec, dict) and spec.get("optional") is True:
+                crate.optional[str(key)] = name
             path = _string(spec.get("path")) if isinstance(spec, dict) else None
             if path:
                 target = _join(folder, path)
@@ -399,10 +429,24 @@ def _scan_step(rust: RustEvidence, rel: str, text: str, step: dict) -> None:
 
 # ---------------------------------------------------------------------- system needs
 def _system_needs(rust: RustEvidence) -> None:
+    """Packages for the -sys crates and build helpers the build will meet. An optional
+    dependency counts when the default features switch it on, or when CI tests with
+    ``--all-features``; otherwise it is listed in ``feature_gated`` and not installed."""
+    all_features = any("--all-features" in argv for argv, _ in rust.ci_commands)
     direct: dict[str, Source] = {}
+    gated: dict[str, Source] = {}
     for c in rust.crates:
+        on = c.default_enabled()
+        off = {pkg for key, pkg in c.optional.items() if key not in on}
         for name in c.dependencies:
-            direct.setdefault(name, Source(c.manifest, None, f"dependency of {c.name or c.folder or 'the workspace'}"))
+            source = Source(c.manifest, None, f"dependency of {c.name or c.folder or 'the workspace'}")
+            if name in off and not all_features:
+                gated.setdefault(name, source)
+            else:
+                direct.setdefault(name, source)
+    for name, source in gated.items():
+        if name not in direct and sysdeps.known(name) is not None:
+            rust.feature_gated.append((name, source))
     locked = {n: Source(rust.lockfile or "Cargo.lock", None, "Cargo.lock") for n in rust.lock_packages}
     bundled_protoc = any(n in sysdeps.PROTOC_BUNDLED for n in [*direct, *locked])
     for name, source in [*direct.items(), *((n, s) for n, s in locked.items() if n not in direct)]:
