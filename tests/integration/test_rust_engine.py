@@ -129,3 +129,37 @@ def test_msrv_above_every_image_is_reported_and_the_old_toolchain_diagnosed(engi
     build = engine.build(REPOS / "rust-msrv", text, f"setupbot/rust-proof:{engine.run_id}-old".lower())
     assert not build.ok
     assert [s.key for s in diagnose(build.log) if s.kind == "rust_floor"] == ["1.88"]
+
+
+@pytest.mark.extended
+def test_maturin_project_python_tests_import_the_compiled_module(engine, tmp_path):
+    """The whole Python setup loop on a maturin project: the registry lets Python lead and Rust
+    join (rustc and cargo in the plan, with the reason), and the clean replay's pytest imports
+    the extension that cargo compiled. Long: pyo3 builds in release mode (5-10 min here)."""
+    import shutil
+
+    from bot.config import load_settings
+    from bot.ecosystems import make_plan, select
+    from bot.engine.images import available_pythons
+    from bot.knowledge import open_store
+    from bot.loop import run_setup
+
+    if "3.13" not in available_pythons(engine):
+        unavailable("python:3.13-slim is missing: run `setupbot images bootstrap` first (CI does)")
+    repo = tmp_path / "rust-maturin"
+    shutil.copytree(REPOS / "rust-maturin", repo)
+    selection = select(repo)
+    assert selection.names == ["python", "rust"]
+    settings = load_settings(repo, environ={}, overrides={"knowledge": {"path": str(tmp_path / "xp.sqlite")},
+                                                          "budgets": {"wall_clock": 2400}})
+
+    def plan(repo_, settings_, available):
+        return make_plan(repo_, settings_, selection=selection, available_pythons=list(available))
+
+    record = run_setup(repo, settings, engine, open_store(settings.knowledge), make_plan=plan)
+    steps = [(s.action, s.outcome, " ".join(s.command)) for s in record.trajectory.steps]
+    assert record.status == "success", (record.remaining, steps)
+    assert record.replay["ok"]
+    assert "rustc" in record.dockerfile and "cargo" in record.dockerfile
+    assert not record.repairs, [r.candidate.describe() for r in record.repairs]   # the plan had Rust already
+    assert record.tests.count("passed") == 1

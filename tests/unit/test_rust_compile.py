@@ -83,3 +83,15 @@ def test_a_member_name_with_a_newline_cannot_add_an_instruction(tmp_path):
 def test_compile_is_deterministic():
     plan = make_plan(REPOS / "rust-workspace", ["1.85"])
     assert compile_dockerfile(plan.graph).text == plan.dockerfile
+
+
+def test_declared_targets_are_stubbed_for_the_fetch(tmp_path):
+    # dtolnay/itoa declares [[bench]] name = "bench" with no path: cargo looks for
+    # benches/bench.rs and refuses the manifest when it is missing
+    (tmp_path / "Cargo.toml").write_text('[package]\nname="x"\nversion="0.1.0"\n[[bench]]\nname = "bench"\n'
+                                         'harness = false\n[[bin]]\nname="tool"\npath="tools/tool.rs"\n'
+                                         '[[test]]\nname="../../escape"\n')
+    plan = make_plan(tmp_path, ["1.85"])
+    assert "touch src/lib.rs tools/tool.rs benches/bench.rs" in plan.dockerfile
+    assert "escape" not in plan.dockerfile
+    assert "rm -f src/lib.rs tools/tool.rs benches/bench.rs" in plan.dockerfile

@@ -45,6 +45,7 @@ class Crate:
     lib_path: str | None = None      # explicit [lib] path
     has_bins: bool = False           # declares [[bin]] targets
     optional: dict[str, str] = field(default_factory=dict)       # optional dependency key -> package name
+    declared_targets: list[str] = field(default_factory=list)    # crate-relative files of [[bin]]/[[test]]/...
 
     def default_enabled(self) -> set[str]:
         """Optional dependency keys that the ``default`` feature switches on (transitively);
@@ -253,6 +254,7 @@ def _read_crate(files: RepoFiles, ev: Evidence, folder: str, inherited: dict, ws
     lib = _table(data.get("lib"))
     crate.lib_path = _string(lib.get("path"))
     crate.has_bins = bool(data.get("bin"))
+    crate.declared_targets = _declared_targets(data)
     for kind, deps in _dependency_tables(data):
         for key, spec in deps.items():
             spec = _resolve_workspace_dep(spec, ws_deps.get(key))
@@ -266,6 +268,28 @@ def _read_crate(files: RepoFiles, ev: Evidence, folder: str, inherited: dict, ws
                 if target is not None:
                     queue.append(target)
     return crate
+
+
+# Where cargo looks for a declared target without a path (the Cargo book, "Target auto-discovery").
+_TARGET_DIRS = {"bin": "src/bin", "test": "tests", "bench": "benches", "example": "examples"}
+
+
+def _declared_targets(data: dict) -> list[str]:
+    """The files of the ``[[bin]]``, ``[[test]]``, ``[[bench]]`` and ``[[example]]`` targets a
+    manifest declares: cargo refuses to load a manifest whose declared target has no file, so
+    the fetch layer stubs them like the library."""
+    out: list[str] = []
+    for kind, folder in _TARGET_DIRS.items():
+        entries = data.get(kind)
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
+            path = _string(entry.get("path"))
+            name = _string(entry.get("name"))
+            rel = path or (f"{folder}/{name}.rs" if name and re.fullmatch(r"[\w.-]{1,64}", name) else None)
+            if rel and _join("", rel) is not None and len(out) < 64:
+                out.append(_join("", rel) or rel)
+    return out
 
 
 def _dependency_tables(data: dict) -> list[tuple[str, dict]]:

@@ -62,15 +62,17 @@ def build_command(ev: RustEvidence) -> list[str]:
 
 
 def stub_targets(ev: RustEvidence) -> list[str]:
-    """One empty source file per crate so that cargo can load the workspace from the manifests
-    alone (the fetch layer runs before the source is copied): the declared ``[lib] path`` or
-    ``src/lib.rs``."""
-    out = []
+    """Empty source files so that cargo can load the workspace from the manifests alone (the
+    fetch layer runs before the source is copied): each crate's ``[lib] path`` or
+    ``src/lib.rs``, and every declared bin/test/bench/example file."""
+    out: list[str] = []
     for c in ev.crates:
         if c.virtual:
             continue
-        rel = c.lib_path or "src/lib.rs"
-        out.append(f"{c.folder}/{rel}" if c.folder else rel)
+        for rel in [c.lib_path or "src/lib.rs", *c.declared_targets]:
+            path = f"{c.folder}/{rel}" if c.folder else rel
+            if path not in out:
+                out.append(path)
     return out
 
 
