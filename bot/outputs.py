@@ -144,6 +144,7 @@ class GeneratedOutputs:
 
 
 ExistingReader = Callable[[str], "str | None"]
+CustomiseDevcontainer = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any = None,
@@ -151,9 +152,12 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
                      output_dir: str = ".devcontainer", project: str = "",
                      post_create: list[str] | None = None, lock_text: str = "",
                      existing: ExistingReader | None = None,
-                     inputs: dict[str, Any] | None = None) -> GeneratedOutputs:
+                     inputs: dict[str, Any] | None = None,
+                     customise_devcontainer: CustomiseDevcontainer | None = None) -> GeneratedOutputs:
     """Render every output file. ``existing(path)`` returns the current content at a
     repository-relative path (a checkout or the base branch through the API) or None.
+    ``customise_devcontainer(config, plan_json)`` adds to the devcontainer.json dict (the
+    ecosystems' editor extensions; the caller passes ``bot.ecosystems.devcontainer_for``).
     ``inputs`` (``bot.incremental.environment_inputs``) goes into the plan JSON, so the next run
     can tell whether anything the plan read has changed."""
     out = check_output_dir(output_dir)
@@ -166,11 +170,15 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
     if base_file and not base_services:
         base_file, base_names = None, {}
     app_name = app_service_name(base_services)
-    env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(build_devcontainer(
+    devcontainer = build_devcontainer(
         name=name, test_command=report.test_command or ["python", "-m", "pytest"],
         services=[c.name for c in compose_services(services, base_names)],   # the compose keys, exactly
         env=None if services else app_env, post_create=post_create, context=context_for(out),
-        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [], app_service=app_name))
+        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [], app_service=app_name)
+    if customise_devcontainer is not None:
+        # the plan's ecosystems add their editor extensions (bot.ecosystems.devcontainer_for)
+        devcontainer = customise_devcontainer(devcontainer, plan_json)
+    env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(devcontainer)
     if services:
         env_files[f"{out}/{COMPOSE}"] = render_compose(services=services, app_env=app_env, output_dir=out,
                                                        base_names=base_names, app_name=app_name)
@@ -357,7 +365,8 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
                           output_dir: str = ".devcontainer", repository: str = "",
                           image_size: int | None = None,
                           existing: ExistingReader | None = None, settings: Any = None,
-                          gate: str = "", refused_config: Iterable[tuple[str, str]] = ()) -> GeneratedOutputs:
+                          gate: str = "", refused_config: Iterable[tuple[str, str]] = (),
+                          customise_devcontainer: CustomiseDevcontainer | None = None) -> GeneratedOutputs:
     """Adapter from the pipeline's records to the files. ``plan`` is a ``bot.graph.Plan``; without
     it the plan JSON kept in the run record is used. The Dockerfile is the run record's final one
     (repairs included) when there is a run record, else the plan's compiled one."""
@@ -389,7 +398,8 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
                             project=repository or repo.name,
                             post_create=_field(source, "post_create_command"),
                             lock_text=_field(run_record, "lock_text", "") or "",
-                            existing=existing or disk_reader(repo), inputs=_inputs(repo, settings))
+                            existing=existing or disk_reader(repo), inputs=_inputs(repo, settings),
+                            customise_devcontainer=customise_devcontainer)
 
 
 def _inputs(repo: Path, settings: Any) -> dict[str, Any] | None:

@@ -136,7 +136,7 @@ def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: A
 def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signals: _Signals, *,
                   engine: Any, store: Any, llm: Any, use_knowledge: bool, verify: bool, write: bool,
                   repository: str) -> None:
-    from bot.ecosystems import make_plan, select
+    from bot.ecosystems import devcontainer_for, make_plan, select
     from bot.engine import Engine
     from bot.loop.orchestrator import run_setup
     from bot.outputs import outputs_from_pipeline, write_outputs
@@ -206,7 +206,7 @@ def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signal
             repo, plan=result.plan, run_record=result.run_record, verification=result.verification,
             output_dir=settings.output.dir, repository=repository or repo.name,
             image_size=result.image_size, settings=settings, gate=settings.publish.min_verdict,
-            refused_config=settings.refused)
+            refused_config=settings.refused, customise_devcontainer=devcontainer_for)
         result.written = write_outputs(repo, result.generated)
     if write and result.run_record is not None:
         result.records = write_run_records(repo, result)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from bot.config import load_settings
+from bot.ecosystems import devcontainer_for
 from bot.errors import EXIT_CODES, InputError, NotSupported
 from bot.github.events import exit_code, handle_event, load_event, write_action_outputs
 from bot.github.provider import DryRunProvider, GitHubProvider
@@ -88,7 +89,8 @@ def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
                                  verification=getattr(result, "verification", None),
                                  output_dir=settings.output.dir, repository=repository,
                                  image_size=getattr(result, "image_size", None), settings=settings,
-                                 gate=settings.publish.min_verdict, refused_config=settings.refused)
+                                 gate=settings.publish.min_verdict, refused_config=settings.refused,
+                                 customise_devcontainer=devcontainer_for)
 
 
 def _report_unsupported(error: NotSupported) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from bot.commands._common import add_json_flag, human, reporter_for, write_json
 from bot.config import load_settings
-from bot.ecosystems import REGISTRY, parse_only
+from bot.ecosystems import REGISTRY, parse_only, select_files, unsupported_reason
 from bot.errors import InputError
 from bot.github.provider import DryRunProvider, GitHubProvider, RepoInfo
-from bot.github.rollout import SHA_RE, read_repo_list, remote_ecosystems, repo_status, rollout, select_repos
+from bot.github.rollout import SHA_RE, read_repo_list, repo_status, rollout, root_files, select_repos
 from bot.redact import register_secret
 
 CONFIRM_OVER = 5
@@ -75,7 +75,8 @@ def _targets(args: argparse.Namespace, provider) -> list[str]:
         # the detected ecosystems, not GitHub's language guess: a Python package with a large
         # JavaScript frontend is still a Python repository
         chosen = [i for i in chosen
-                  if set(remote_ecosystems(provider, i.full_name, i.default_branch or None).names) & set(only)]
+                  if set(select_files(i.full_name, root_files(provider, i.full_name, i.default_branch or None)).names)
+                  & set(only)]
         chosen = chosen[:args.limit] if args.limit is not None else chosen
     return [i.full_name for i in chosen]
 
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     with progress.use(reporter_for(args, "rollout")) as reporter:
         reporter.stage("dry run" if dry_run else "open pull requests", f"{len(repos)} repositories")
         results = rollout(provider, repos, setupbot_repository=args.setupbot_repository, ref=args.ref,
-                          cron=args.cron, labels=tuple(settings.github.labels))
+                          cron=args.cron, labels=tuple(settings.github.labels), unsupported=unsupported_reason)
     for r in results:
         where = f" #{r.number}" if r.number else ""
         print(f"{r.repo}: {r.action}{where}{(' ' + r.path) if r.path else ''} [cron {r.cron}]"

@@ -215,13 +215,37 @@ def make_plan(repo: Path | str, settings: Any = None, available_versions: Sequen
     return plan
 
 
-def get(name: str, registry: Mapping[str, Ecosystem] | None = None) -> Ecosystem:
+def unsupported_reason(repo: str, root_files: Sequence[str]) -> str:
+    """Why ``setupbot rollout`` skips a repository seen by its root file names: "not supported
+    yet: found ..." when they show only foreign manifests; "" otherwise. A root that names
+    nothing at all is unknown, not foreign (the listing is partial): such a repository goes
+    ahead, and its first run answers."""
+    found = select_files(repo, root_files)
+    return found.not_supported_message() if not found.supported and found.foreign else ""
+
+
+def plan_ecosystems(plan_json: Any) -> list[str]:
+    """The ecosystems a plan (``Plan.to_json()`` or its graph's JSON) was made by, lead first;
+    [] for a plan recorded before the registry named them."""
+    data = plan_json if isinstance(plan_json, dict) else {}
+    graph = data.get("graph") if isinstance(data.get("graph"), dict) else data
+    names = (graph.get("meta") or {}).get("ecosystems") if isinstance(graph, dict) else None
+    return [str(n) for n in names] if isinstance(names, list) else []
+
+
+def devcontainer_for(config: dict[str, Any], plan_json: Any = None, names: Iterable[str] | None = None,
+                     registry: Mapping[str, Ecosystem] | None = None) -> dict[str, Any]:
+    """The devcontainer.json dict with the extensions and settings of each ecosystem of the
+    plan (``names``, default: the plan JSON's ``plan_ecosystems``) added through
+    ``Ecosystem.devcontainer``; names no longer registered are left out. The shape of
+    ``bot.outputs``' ``customise_devcontainer`` hook."""
     registry = REGISTRY if registry is None else registry
-    try:
-        return registry[name]
-    except KeyError:
-        raise ConfigError(f"unknown ecosystem {name!r}",
-                          f"Registered ecosystems: {', '.join(registry)}.") from None
+    names = plan_ecosystems(plan_json) if names is None else names
+    for name in names:
+        eco = registry.get(name)
+        if eco is not None:
+            config = eco.devcontainer(config, plan_json)
+    return config
 
 
 def parse_only(text: str | Iterable[str] | None, registry: Mapping[str, Ecosystem] | None = None) -> list[str]:
@@ -240,5 +264,6 @@ def parse_only(text: str | Iterable[str] | None, registry: Mapping[str, Ecosyste
 
 
 __all__ = ["FOREIGN_MARKERS", "MIN_CONFIDENCE", "REGISTRY", "CompileSnippet", "Detection", "Ecosystem",
-           "ImageFamily", "Selection", "TestRunner", "detect_all", "detect_files", "foreign_markers", "get", "list_files",
-           "make_plan", "parse_only", "select", "select_files"]
+           "ImageFamily", "Selection", "TestRunner", "detect_all", "detect_files", "devcontainer_for",
+           "foreign_markers", "list_files", "make_plan", "parse_only", "plan_ecosystems", "select",
+           "select_files", "unsupported_reason"]

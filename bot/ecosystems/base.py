@@ -217,9 +217,10 @@ class Ecosystem(Protocol):
         ecosystems."""
         ...
 
-    def devcontainer(self, config: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    def devcontainer(self, config: dict[str, Any], plan: Any) -> dict[str, Any]:
         """Devcontainer extensions: the devcontainer.json dict with this ecosystem's editor
-        extensions and settings added (returns a new dict; the input is not changed)."""
+        extensions and settings added (returns a new dict; the input is not changed). ``plan``
+        is the plan's JSON (``Plan.to_json()``) when the outputs are written, may be None."""
         ...
 
 

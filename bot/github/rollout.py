@@ -12,12 +12,12 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 from ruamel.yaml import YAML
 
 from bot import progress
-from bot.ecosystems import Selection, select_files
 from bot.errors import GitHubError, InputError
 from bot.github.provider import Provider
 from bot.github.publish import publish_pull_request
@@ -158,23 +158,27 @@ def plan_repository(provider: Provider, repo: str, *, setupbot_repository: str, 
     return ({} if current == text else {path: text}), base, False
 
 
-def remote_ecosystems(provider: Provider, repo: str, ref: str | None = None) -> Selection:
-    """The ecosystems of a repository seen through the API: the file names at its root on
-    ``ref`` (default: its default branch), judged by the registry (bot.ecosystems). The root
-    listing is all one call can see, so a repository whose root names nothing is unknown,
-    not foreign."""
+def root_files(provider: Provider, repo: str, ref: str | None = None) -> list[str]:
+    """The file names at the root of ``repo`` on ``ref`` (default: its default branch): all one
+    API call sees of a repository, and what ecosystem detection judges it by."""
     ref = ref or provider.repo_info(repo).default_branch
-    return select_files(repo, provider.list_dir(repo, "", ref))
+    return provider.list_dir(repo, "", ref)
+
+
+# Given a repository's root file names: why it gets no workflow ("" when it does). The command
+# passes the ecosystem registry's judgement (bot.ecosystems sits above this layer).
+Unsupported = Callable[[str, list[str]], str]
 
 
 def rollout_repository(provider: Provider, repo: str, *, setupbot_repository: str, ref: str,
-                       cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> RolloutResult:
+                       cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",),
+                       unsupported: Unsupported | None = None) -> RolloutResult:
     cron = cron or stagger_cron(repo)
     # A repository of an ecosystem setupbot does not support would get a workflow whose every
     # run ends "not supported": no pull request for it (issue 17).
-    found = remote_ecosystems(provider, repo)
-    if not found.supported and found.foreign:
-        return RolloutResult(repo, "skipped", detail=found.not_supported_message(), cron=cron)
+    reason = unsupported(repo, root_files(provider, repo)) if unsupported is not None else ""
+    if reason:
+        return RolloutResult(repo, "skipped", detail=reason, cron=cron)
     files, base, edited = plan_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
                                           cron=cron)
     if not files:
@@ -209,8 +213,10 @@ def read_repo_list(path: Path) -> list[str]:
 
 
 def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, ref: str,
-            cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",)) -> list[RolloutResult]:
-    """One pull request per repository. ``cron=None``: each repository's own staggered schedule."""
+            cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",),
+            unsupported: Unsupported | None = None) -> list[RolloutResult]:
+    """One pull request per repository. ``cron=None``: each repository's own staggered schedule.
+    ``unsupported(repo, root_files)`` names why a repository is skipped ("" to go ahead)."""
     if not SHA_RE.match(ref):
         raise InputError(f"--ref must be a full 40-character commit SHA, not {ref!r}",
                          "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.")
@@ -222,7 +228,7 @@ def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, r
         progress.current().trial(repo)
         try:
             results.append(rollout_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
-                                              cron=cron, labels=labels))
+                                              cron=cron, labels=labels, unsupported=unsupported))
         except (GitHubError, InputError, jinja2.TemplateError) as exc:
             # One repository's failure does not stop the others.
             results.append(RolloutResult(repo, "failed", detail=getattr(exc, "what", str(exc)),

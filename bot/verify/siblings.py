@@ -189,17 +189,12 @@ class SiblingManager:
     def dockerfile_text(self, spec: SiblingSpec, source: Path) -> str:
         if spec.plan:
             try:
-                from bot.ecosystems import make_plan
                 from bot.engine.images import available_pythons
+                from bot.graph import make_plan
             except ImportError as exc:
                 raise ConfigError(f"siblings.{spec.name}: planning a sibling needs bot.graph ({exc})") from exc
             from bot.config import load_settings
-            from bot.errors import NotSupported
-            try:
-                plan = make_plan(source, load_settings(source), available_pythons(self.engine))
-            except NotSupported as exc:
-                raise ConfigError(f"siblings.{spec.name}: {exc.what}",
-                                  "Give the sibling its own Dockerfile and set plan: false.") from exc
+            plan = make_plan(source, load_settings(source), available_pythons(self.engine))
             return plan.dockerfile.text
         from bot import safefs
 

@@ -107,9 +107,15 @@ class PythonEcosystem:
             graph.meta.setdefault(key, value)
 
     def available_versions(self, settings: Any) -> list[str]:
-        from bot.graph.plan import default_pythons
+        from bot.engine import Engine
+        from bot.engine.images import available_pythons
+        from bot.errors import SetupbotError
 
-        return default_pythons(settings)
+        try:
+            found = list(available_pythons(Engine.from_settings(settings)))
+        except (SetupbotError, OSError):   # no engine here: plan against the official tags
+            found = []
+        return found or list(self.image_family.versions)
 
     def choose_version(self, evidence: Any, available: Sequence[str]) -> Any:
         from bot.evidence.imports import REMOVED_STDLIB
