@@ -77,13 +77,15 @@ def run(args: argparse.Namespace) -> int:
 def _ecosystem_images(engine, settings, args: argparse.Namespace, reporter) -> list:
     """Stand-ins an ecosystem builds with the same machinery (``bootstrap_images`` on the
     ecosystem: its recipes on top of the Debian stand-ins built above)."""
-    from bot.ecosystems import get
+    from bot.ecosystems import REGISTRY
     from bot.errors import ConfigError
 
     outcomes: list = []
     for spec in getattr(args, "ecosystem", None) or []:
         name, _, versions = spec.partition("=")
-        eco = get(name.strip())
+        eco = REGISTRY.get(name.strip())
+        if eco is None:
+            raise ConfigError(f"unknown ecosystem {name!r}", f"Registered ecosystems: {', '.join(REGISTRY)}.")
         build = getattr(eco, "bootstrap_images", None)
         if build is None:
             raise ConfigError(f"the {name} ecosystem has no stand-in images to build")

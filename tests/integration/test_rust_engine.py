@@ -154,7 +154,7 @@ def test_maturin_project_python_tests_import_the_compiled_module(engine, tmp_pat
                                                           "budgets": {"wall_clock": 2400}})
 
     def plan(repo_, settings_, available):
-        return make_plan(repo_, settings_, selection=selection, available_pythons=list(available))
+        return make_plan(repo_, settings_, list(available), selection=selection)
 
     record = run_setup(repo, settings, engine, open_store(settings.knowledge), make_plan=plan)
     steps = [(s.action, s.outcome, " ".join(s.command)) for s in record.trajectory.steps]

@@ -97,7 +97,8 @@ class RustEcosystem:
         handing this plan to a loop that expects a Python runtime."""
         from bot.ecosystems.rust.prove import make_plan
 
-        available = options.get("available_rust") or (self.available_versions(settings) if settings else OFFICIAL_RUST)
+        available = (options.get("available_rust") or options.get("available_versions")
+                     or (self.available_versions(settings) if settings else OFFICIAL_RUST))
         plan = make_plan(repo, list(available))
         if options.get("for_setup_loop", True):
             from bot.errors import NotSupported
@@ -137,6 +138,7 @@ class RustEcosystem:
         return diagnose(output)
 
     def devcontainer(self, config: dict[str, Any], plan: Any) -> dict[str, Any]:
+        """rust-analyzer, for a Rust-led plan and for a Python plan that builds Rust alike."""
         out = dict(config)
         custom = dict(out.get("customizations") or {})
         vscode = dict(custom.get("vscode") or {})
