@@ -19,6 +19,9 @@ def add_parser(sub) -> None:
                    help="Python version to build (repeatable; default: all known)")
     b.add_argument("--services", default=None, metavar="NAMES",
                    help="comma-separated services to build (default: all known; '' for none)")
+    b.add_argument("--ecosystem", action="append", default=[], metavar="NAME[=X.Y,...]",
+                   help="also build the stand-ins a registered ecosystem offers, after the others "
+                        "(repeatable; e.g. rust or rust=1.85)")
     b.add_argument("--force", action="store_true", help="rebuild even when the recipe hash matches")
     b.add_argument("--engine", choices=["docker", "podman"], help="container engine (engine.kind)")
     add_json_flag(b, "the outcome of each image (schema setupbot.images/1)")
@@ -58,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         # each line of the bootstrap ("build python:3.13-slim from ...") is where it is now
         outcomes = images.bootstrap(engine, settings, pythons=args.pythons, services=wanted, force=args.force,
                                     log_line=lambda line: reporter.stage(line))
+        outcomes += _ecosystem_images(engine, settings, args, reporter)
     failed = [o for o in outcomes if o.action == "failed"]
     for o in failed:
         print(f"\nfailed: {o.tag}\n{o.detail}", file=sys.stderr)
@@ -67,3 +71,23 @@ def run(args: argparse.Namespace) -> int:
     write_json(args, "images", {"action": "bootstrap", "pythons": [], "services": [],
                                 "images": [{"tag": o.tag, "action": o.action} for o in outcomes]})
     return ImageUnavailableError.exit_code if failed else 0
+
+
+def _ecosystem_images(engine, settings, args: argparse.Namespace, reporter) -> list:
+    """Stand-ins an ecosystem builds with the same machinery (``bootstrap_images`` on the
+    ecosystem: its recipes on top of the Debian stand-ins built above)."""
+    from bot.ecosystems import REGISTRY
+    from bot.errors import ConfigError
+
+    outcomes: list = []
+    for spec in getattr(args, "ecosystem", None) or []:
+        name, _, versions = spec.partition("=")
+        eco = REGISTRY.get(name.strip())
+        if eco is None:
+            raise ConfigError(f"unknown ecosystem {name!r}", f"Registered ecosystems: {', '.join(REGISTRY)}.")
+        build = getattr(eco, "bootstrap_images", None)
+        if build is None:
+            raise ConfigError(f"the {name} ecosystem has no stand-in images to build")
+        wanted = [v.strip() for v in versions.split(",") if v.strip()] or None
+        outcomes += build(engine, settings, wanted, force=args.force, log_line=lambda line: reporter.stage(line))
+    return outcomes

@@ -28,11 +28,13 @@ from bot.ecosystems.base import (
     list_files,
 )
 from bot.ecosystems.python import PythonEcosystem
+from bot.ecosystems.rust import RustEcosystem
 from bot.errors import ConfigError, NotSupported
 
 # name -> the ecosystem. Order breaks ties between equally confident detections.
 REGISTRY: dict[str, Ecosystem] = {
     "python": PythonEcosystem(),
+    "rust": RustEcosystem(),
 }
 
 # A detection under this confidence (loose source files only) does not count when another

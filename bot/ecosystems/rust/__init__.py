@@ -1,0 +1,148 @@
+"""Rust crates and workspaces behind the ecosystem seam (issue #18; the contract is
+``bot.ecosystems.base.Ecosystem``).
+
+The modules, stage by stage: ``evidence`` (Cargo manifests, lock, toolchain, -sys crates, CI),
+``toolchain`` (the rust:<ver>-slim choice), ``graph`` (DepGraph nodes), ``compile`` (Dockerfile
+steps through the one template), ``results`` (libtest / nextest output), ``diagnose`` (the Rust
+failure classes), ``images`` (the image family and the Debian stand-ins), ``prove`` (plan, build
+and test on the engine), ``pyrust`` (Python packages that build Rust).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from bot.ecosystems.base import CompileSnippet, Detection, ImageFamily, TestRunner, basename, depth, list_files
+from bot.ecosystems.rust.images import OFFICIAL_RUST
+
+
+class RustEcosystem:
+    """Rust: cargo fetch --locked into an official ``rust:X.Y-slim`` image, ``cargo build
+    --tests``, tests run by ``cargo test`` (or nextest) with libtest's text output parsed."""
+
+    name = "rust"
+    title = "Rust"
+    markers: tuple[str, ...] = ("Cargo.toml", "Cargo.lock", "rust-toolchain.toml", "rust-toolchain")
+    image_family = ImageFamily(
+        "rust", "rust:{version}-slim", OFFICIAL_RUST,
+        "rust-version (MSRV), the newest edition and the Cargo.lock format must hold; then a numbered "
+        "rust-toolchain channel; then the newest version offered")
+    test_runner = TestRunner(("cargo", "test", "--no-fail-fast"), ("cargo", "test", "--", "--list"), "libtest")
+    devcontainer_extensions: tuple[str, ...] = ("rust-lang.rust-analyzer",)
+
+    # -- detection ------------------------------------------------------------------------------
+    def detect(self, repo: Path) -> Detection | None:
+        return self.detect_files(list_files(repo))
+
+    def detect_files(self, files: Sequence[str]) -> Detection | None:
+        manifests = [f for f in files if basename(f) == "Cargo.toml"]
+        root = [f for f in manifests if depth(f) == 0]
+        if root:
+            extra = [f for f in files if depth(f) == 0 and basename(f) in self.markers and f != "Cargo.toml"]
+            return Detection(self.name, tuple(sorted(root + extra)), 1.0, "Cargo.toml at the root")
+        if manifests:
+            found = sorted(manifests)
+            return Detection(self.name, tuple(found[:20]), 0.6, f"{found[0]} (no Cargo.toml at the root)")
+        return None
+
+    # -- evidence and graph --------------------------------------------------------------------
+    def scan(self, repo: Path, output_dir: str | None = None) -> Any:
+        from bot.ecosystems.rust.evidence import scan_repository
+
+        return scan_repository(repo, output_dir)
+
+    def contribute(self, evidence: Any, graph: Any, warnings: list[Any]) -> None:
+        from bot.ecosystems.rust.graph import contribute
+        from bot.ecosystems.rust.toolchain import choose_toolchain
+
+        choice = choose_toolchain(evidence, self.image_family.versions)
+        contribute(evidence, choice, graph)
+        warnings.extend(evidence.warnings)
+
+    def available_versions(self, settings: Any) -> list[str]:
+        """The rust:X.Y-slim images on this engine, and the official tags when a registry answers;
+        the official list when no engine answers."""
+        from bot.ecosystems.rust.images import local_versions
+        from bot.engine import Engine
+        from bot.engine.sources import ImageSource
+        from bot.errors import SetupbotError
+
+        try:
+            engine = Engine.from_settings(settings)
+            found = set(local_versions(engine.image_tags("rust")))
+            if settings.images.source != "standins" and ImageSource(engine).registry_answers():
+                found.update(OFFICIAL_RUST)
+        except (SetupbotError, OSError):
+            return list(OFFICIAL_RUST)
+        return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+    def bootstrap_images(self, engine: Any, settings: Any, versions: Sequence[str] | None = None, *,
+                         force: bool = False, log_line: Any = None) -> list[Any]:
+        """Build the rust:X.Y-slim stand-ins from Debian's toolchains (``setupbot images
+        bootstrap --ecosystem rust``); the Debian stand-ins must be there first."""
+        from bot.ecosystems.rust import images
+
+        kwargs = {"log_line": log_line} if log_line else {}
+        return images.bootstrap(engine, settings, versions, force=force, **kwargs)
+
+    def choose_version(self, evidence: Any, available: Sequence[str]) -> Any:
+        from bot.ecosystems.rust.toolchain import choose_toolchain
+
+        return choose_toolchain(evidence, available)
+
+    def make_plan(self, repo: Path, settings: Any = None, **options: Any) -> Any:
+        """The Rust plan (``bot.ecosystems.rust.prove.RustPlan``). The shared setup loop drives
+        Python plans only so far: the pipeline says so for a Rust-led repository instead of
+        handing this plan to a loop that expects a Python runtime."""
+        from bot.ecosystems.rust.prove import make_plan
+
+        available = (options.get("available_rust") or options.get("available_versions")
+                     or (self.available_versions(settings) if settings else OFFICIAL_RUST))
+        plan = make_plan(repo, list(available))
+        if options.get("for_setup_loop", True):
+            from bot.errors import NotSupported
+
+            raise NotSupported(
+                f"{Path(repo).name}: a Rust repository (Cargo.toml at the root); the setup loop does not "
+                "drive Rust plans yet",
+                "Nothing was written and no pull request opened. The Rust plan is made, built and tested by "
+                "bot.ecosystems.rust.prove (issue #18) until the loop takes non-Python runtimes.",
+                markers=["Cargo.toml"])
+        return plan
+
+    def extend_plan(self, plan: Any, settings: Any = None) -> None:
+        from bot.ecosystems.rust.pyrust import extend_python_plan
+
+        extend_python_plan(plan)
+
+    # -- compile, target, results, diagnosis ------------------------------------------------------
+    def compile_snippets(self, graph: Any) -> list[CompileSnippet]:
+        from bot.ecosystems.rust.compile import compile_snippets
+
+        return compile_snippets(graph)
+
+    def test_command(self, evidence: Any, graph: Any) -> tuple[list[str], list[tuple[str, int | None, str]]]:
+        from bot.ecosystems.rust.graph import test_command
+
+        return test_command(evidence)
+
+    def parse_results(self, text: str) -> Any:
+        from bot.ecosystems.rust.results import parse_results
+
+        return parse_results(text)
+
+    def diagnose(self, output: str) -> list[Any]:
+        from bot.ecosystems.rust.diagnose import diagnose
+
+        return diagnose(output)
+
+    def devcontainer(self, config: dict[str, Any], plan: Any) -> dict[str, Any]:
+        """rust-analyzer, for a Rust-led plan and for a Python plan that builds Rust alike."""
+        out = dict(config)
+        custom = dict(out.get("customizations") or {})
+        vscode = dict(custom.get("vscode") or {})
+        vscode["extensions"] = list(dict.fromkeys([*vscode.get("extensions", []), *self.devcontainer_extensions]))
+        custom["vscode"] = vscode
+        out["customizations"] = custom
+        return out

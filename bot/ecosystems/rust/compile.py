@@ -1,0 +1,134 @@
+"""Rust nodes of the DepGraph -> Dockerfile steps, rendered by the one Dockerfile template
+(templates/Dockerfile.j2, through bot.compile.dockerfile's environment, its value checks and its
+parse-back check: SECURITY.md S14 holds for Rust as it does for Python).
+
+The layers, cheapest to invalidate last:
+  FROM rust:<ver>-slim                     runtime:rust
+  RUN apt-get install <-dev packages>      systemlib:* (from -sys crates and build helpers)
+  WORKDIR /workspace
+  COPY Cargo.toml, Cargo.lock, member manifests
+  RUN <stub sources> && cargo fetch --locked && <remove stubs>   crates.io, once per lock change
+  COPY . .
+  RUN cargo build --tests --locked         compiled once in the image; the test run only links
+  CMD cargo test --locked                  (or cargo nextest run)
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from bot.compile.dockerfile import CompiledDockerfile, DockerLine, Glob, _environment, _validate_steps, verify_dockerfile
+from bot.ecosystems.base import CompileSnippet
+from bot.ecosystems.rust.graph import LOCK, MANIFESTS, NEXTEST, RUNTIME, TARGET
+from bot.graph.model import DepGraph, Node
+
+WORKDIR = "/workspace"
+ENV = [("CARGO_TERM_COLOR", "never"), ("CARGO_INCREMENTAL", "0"), ("CARGO_NET_RETRY", "5")]
+
+
+def _where(nodes: list[Node], limit: int = 2) -> list[str]:
+    out = []
+    for n in nodes:
+        for f, line, detail in n.evidence[:limit]:
+            out.append(f"{n.name}: {f}{':' + str(line) if line else ''}" + (f" ({detail})" if detail else ""))
+    return out[:limit * 2]
+
+
+def _manifest_copies(files: list[str], lock: str | None, cargo_config: str | None) -> list[dict[str, Any]]:
+    """One COPY per folder: the root's manifest, lock and cargo config together, then each
+    member's Cargo.toml into its own folder."""
+    root = ["Cargo.toml"] + ([lock] if lock else [])
+    steps = [{"op": "COPY", "src": root, "dest": "./", "nodes": [], "comments": ["the manifests alone first: "
+                                                                                  "crates.io is fetched once per lock change"]}]
+    if cargo_config:
+        steps.append({"op": "COPY", "src": [cargo_config], "dest": posixpath.dirname(cargo_config) + "/",
+                      "nodes": [], "comments": []})
+    for rel in files:
+        if rel != "Cargo.toml":
+            steps.append({"op": "COPY", "src": [rel], "dest": posixpath.dirname(rel) + "/", "nodes": [], "comments": []})
+    return steps
+
+
+def _fetch_commands(stubs: list[str], locked: bool) -> list[list[str]]:
+    folders = sorted({posixpath.dirname(s) for s in stubs if posixpath.dirname(s)})
+    cmds: list[list[str]] = []
+    if folders:
+        cmds.append(["mkdir", "-p", *folders])
+    if stubs:
+        cmds.append(["touch", *stubs])
+    cmds.append(["cargo", "fetch", *(["--locked"] if locked else [])])
+    if stubs:
+        cmds.append(["rm", "-f", *stubs])
+    return cmds
+
+
+def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
+    rt = graph.nodes[RUNTIME]
+    steps: list[dict[str, Any]] = [{"op": "FROM", "image": rt.attrs["base_image"], "nodes": [rt],
+                                    "comments": [f"Rust {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}"]}]
+    steps.append({"op": "ENV", "pairs": list(ENV), "nodes": [], "comments": []})
+    apts = sorted((n for n in graph.of_type("SYSTEMLIB") if n.action == "apt"), key=lambda n: n.name)
+    if apts:
+        steps.append({"op": "RUN", "head": 4, "nodes": apts,
+                      "comments": ["system packages the build scripts look for"] +
+                                  sorted({n.attrs["why"] for n in apts if n.attrs.get("why")})[:4],
+                      "commands": [["apt-get", "update"],
+                                   ["apt-get", "install", "-y", "--no-install-recommends", *[n.name for n in apts]],
+                                   ["rm", "-rf", Glob("/var/lib/apt/lists/*")]]})
+    nextest = graph.nodes.get(NEXTEST)
+    if nextest is not None:
+        steps.append({"op": "RUN", "head": None, "nodes": [nextest], "comments": ["the test runner CI uses"] + _where([nextest]),
+                      "commands": [["cargo", "install", "--locked", nextest.attrs["spec"]]]})
+    steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
+    m = graph.nodes[MANIFESTS]
+    locked = LOCK in graph.nodes
+    steps += _manifest_copies(list(m.attrs["files"]), m.attrs.get("lock"), m.attrs.get("cargo_config"))
+    steps[-1]["nodes"] = [m]
+    steps.append({"op": "RUN", "head": None, "nodes": [m],
+                  "comments": ["crates.io dependencies" + (" exactly as Cargo.lock pins them" if locked else
+                                                           " (no Cargo.lock: resolved now, not reproducible)")],
+                  "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked)})
+    steps.append({"op": "COPY", "src": ["."], "dest": ".", "nodes": [], "comments": ["the source"]})
+    tgt = graph.nodes[TARGET]
+    steps.append({"op": "RUN", "head": None, "nodes": [tgt], "comments": ["compile the crates and their tests"],
+                  "commands": [list(tgt.attrs["build_command"])]})
+    for n in (x for x in graph.topological() if x.action == "run"):
+        steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])],
+                      "comments": _where([n])})
+    steps.append({"op": "CMD", "argv": list(tgt.attrs["command"]), "nodes": [tgt], "comments": ["the tests"]})
+    return steps
+
+
+def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
+    env = _environment()
+    template = env.get_template("Dockerfile.j2")
+    steps = plan_steps(graph)
+    _validate_steps(steps)
+    text = template.render(steps=steps)
+    verify_dockerfile(text, steps)
+    module = template.make_module({"steps": steps})
+    lines = [DockerLine(str(module.instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
+             for s in steps]
+    return CompiledDockerfile(text, lines)
+
+
+_LAYER = {"FROM": "base", "ENV": "env", "WORKDIR": "source", "CMD": "target"}
+
+
+def compile_snippets(graph: DepGraph) -> list[CompileSnippet]:
+    out = []
+    after_source = False
+    for step in plan_steps(graph):
+        op = step["op"]
+        if op == "COPY":
+            layer = "source" if step["src"] == ["."] else "manifests"
+            after_source = after_source or layer == "source"
+        elif op == "RUN":
+            first = step["commands"][0][:1]
+            layer = ("project" if after_source else "system" if first == ["apt-get"] else
+                     "tools" if first == ["cargo"] and step["commands"][0][1:2] == ["install"] else "dependencies")
+        else:
+            layer = _LAYER[op]
+        out.append(CompileSnippet(layer, step))
+    return out

@@ -1,0 +1,107 @@
+"""Rust behind the ecosystem seam: detection, the Protocol, the registry, the plan that the
+setup loop cannot drive yet, and a maturin project's Python plan getting a Rust toolchain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.ecosystems import REGISTRY, parse_only, select, select_files
+from bot.ecosystems.base import Ecosystem
+from bot.ecosystems.rust import RustEcosystem
+from bot.ecosystems.rust.pyrust import extend_python_plan, rust_builder
+from bot.errors import NotSupported
+from bot.evidence.model import ScanWarning
+from bot.graph.model import DepGraph, Node
+
+REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
+
+
+def test_rust_satisfies_the_protocol_and_is_registered():
+    assert isinstance(REGISTRY["rust"], Ecosystem)
+    assert parse_only("python,rust") == ["python", "rust"]
+
+
+def test_detection_from_files_and_checkouts():
+    rust = RustEcosystem()
+    assert rust.detect_files(["Cargo.toml", "Cargo.lock", "src/lib.rs"]).confidence == 1.0
+    assert rust.detect_files(["bindings/rust/Cargo.toml", "setup.py"]).confidence == 0.6
+    assert rust.detect_files(["package.json"]) is None
+    assert select(REPOS / "rust-workspace").names == ["rust"]
+    mixed = select(REPOS / "rust-maturin")
+    assert mixed.names == ["python", "rust"] and mixed.lead.name == "python"   # Python leads, Rust joins
+    assert select_files("x", ["Cargo.toml", "go.mod"]).foreign == ["go.mod"]
+
+
+def test_a_rust_led_run_says_plainly_the_loop_does_not_drive_it_yet():
+    rust = RustEcosystem()
+    with pytest.raises(NotSupported) as err:
+        rust.make_plan(REPOS / "rust-crate", None, available_rust=["1.85"])
+    assert "Rust" in str(err.value.what)
+    plan = rust.make_plan(REPOS / "rust-crate", None, available_rust=["1.85"], for_setup_loop=False)
+    assert plan.choice.image == "rust:1.85-slim" and "cargo fetch --locked" in plan.dockerfile
+
+
+def test_devcontainer_gets_rust_analyzer():
+    out = RustEcosystem().devcontainer({"customizations": {"vscode": {"extensions": ["a"]}}}, None)
+    assert out["customizations"]["vscode"]["extensions"] == ["a", "rust-lang.rust-analyzer"]
+
+
+class _Plan:
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.graph = DepGraph()
+        self.graph.add(Node("package:@project", "PACKAGE", "@project", "SATISFIED", action="project"))
+        self.warnings: list[ScanWarning] = []
+
+
+def test_maturin_project_gets_rustc_and_cargo_with_the_reason():
+    assert rust_builder(REPOS / "rust-maturin")[0] == "maturin"
+    plan = _Plan(REPOS / "rust-maturin")
+    extend_python_plan(plan)
+    for name in ("rustc", "cargo"):
+        node = plan.graph.nodes[f"systemlib:{name}"]
+        assert node.action == "apt" and "maturin" in node.attrs["why"]
+        assert ("package:@project", node.id, "prerequisite") in plan.graph.edges
+    assert "systemlib:python3-dev" not in plan.graph.nodes       # the Python image has the headers
+    assert plan.graph.meta["rust_toolchain"]["builder"] == "maturin"
+
+
+def test_plain_python_project_gets_nothing(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires=["hatchling"]\nbuild-backend="hatchling.build"\n')
+    (tmp_path / "Cargo.toml").write_text('[package]\nname="x"\nversion="0.1.0"\n')
+    plan = _Plan(tmp_path)
+    extend_python_plan(plan)
+    assert not plan.graph.of_type("SYSTEMLIB")
+    assert plan.warnings and "does not use it" in plan.warnings[0].message
+
+
+def test_images_bootstrap_builds_an_ecosystems_standins_through_its_recipes():
+    """`setupbot images bootstrap --ecosystem rust=1.85` asks the Rust ecosystem, which builds on
+    the Debian stand-in; an engine without it gets a failed outcome naming the fix."""
+    from argparse import Namespace
+
+    from bot.commands.images import _ecosystem_images
+    from bot.config import load_settings
+    from bot.ecosystems.rust.images import image_recipes
+
+    class NoImages:
+        def image_exists(self, tag):
+            return False
+
+    class Reporter:
+        def stage(self, line):
+            pass
+
+    args = Namespace(ecosystem=["rust=1.85"], force=False)
+    [outcome] = _ecosystem_images(NoImages(), load_settings(None), args, Reporter())
+    assert (outcome.tag, outcome.action) == ("rust:1.85-slim", "failed")
+    assert "debian:trixie-slim" in outcome.detail and "images bootstrap" in outcome.detail
+    recipes = {r.tag: r for r in image_recipes(("bookworm", "trixie"))}
+    assert recipes["rust:1.96-slim"].variables["rustc_package"] == "rustc-web"
+    assert recipes["rust:1.85-slim"].base == "debian:trixie-slim"
+    from bot.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no Rust stand-in recipe for 1.70"):
+        _ecosystem_images(NoImages(), load_settings(None), Namespace(ecosystem=["rust=1.70"], force=False), Reporter())
