@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 
 

@@ -10,8 +10,9 @@ and test on the engine), ``pyrust`` (Python packages that build Rust).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bot.ecosystems.base import CompileSnippet, Detection, ImageFamily, TestRunner, basename, depth, list_files
 from bot.ecosystems.rust.images import OFFICIAL_RUST

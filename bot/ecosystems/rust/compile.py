@@ -18,7 +18,14 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from bot.compile.dockerfile import CompiledDockerfile, DockerLine, Glob, _environment, _validate_steps, verify_dockerfile
+from bot.compile.dockerfile import (
+    CompiledDockerfile,
+    DockerLine,
+    Glob,
+    _environment,
+    _validate_steps,
+    verify_dockerfile,
+)
 from bot.ecosystems.base import CompileSnippet
 from bot.ecosystems.rust.graph import LOCK, MANIFESTS, NEXTEST, RUNTIME, TARGET
 from bot.graph.model import DepGraph, Node
@@ -108,7 +115,8 @@ def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
     text = template.render(steps=steps)
     verify_dockerfile(text, steps)
     module = template.make_module({"steps": steps})
-    lines = [DockerLine(str(module.instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
+    instruction = module.instruction  # type: ignore[attr-defined]  # a macro of the template
+    lines = [DockerLine(str(instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
              for s in steps]
     return CompiledDockerfile(text, lines)
 

@@ -12,7 +12,7 @@ version needed), ``stale_lock`` (Cargo.lock out of date with --locked), ``sys_bu
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from bot.ecosystems.rust.sysdeps import SYSTEM_CRATES
 from bot.loop.diagnose import SERVICE_PORTS, Signature

@@ -258,7 +258,7 @@ def _read_crate(files: RepoFiles, ev: Evidence, folder: str, inherited: dict, ws
     for kind, deps in _dependency_tables(data):
         for key, spec in deps.items():
             spec = _resolve_workspace_dep(spec, ws_deps.get(key))
-            name = _string(spec.get("package")) if isinstance(spec, dict) and spec.get("package") else str(key)
+            name = (_string(spec.get("package")) if isinstance(spec, dict) else None) or str(key)
             crate.dependencies.setdefault(name, kind)
             if isinstance(spec, dict) and spec.get("optional") is True:
                 crate.optional[str(key)] = name
@@ -429,7 +429,7 @@ def _scan_step(rust: RustEvidence, rel: str, text: str, step: dict) -> None:
     uses = str(step.get("uses") or "")
     m = _TOOLCHAIN_ACTION.match(uses)
     if m:
-        with_ = step.get("with") if isinstance(step.get("with"), dict) else {}
+        with_: Any = step.get("with") if isinstance(step.get("with"), dict) else {}
         channel = str(with_.get("toolchain") or (m.group("ref") or ""))
         if re.fullmatch(r"(?:stable|beta|nightly[\w.\-]*|1\.\d+(?:\.\d+)?)", channel):
             rust.ci_toolchains.append((channel, Source(rel, line_of(text, uses), "CI toolchain")))

@@ -123,8 +123,8 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
         seen.add(key)
         s = graph.add(Node(f"service:{key}", "SERVICE", svc.name, "UNKNOWN", action="service",
                            attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)}))
-        for e in svc.evidence:
-            s.add_evidence(*_ev(e))
+        for src in svc.evidence:
+            s.add_evidence(*_ev(src))
         graph.edge(TARGET, s.id)
     graph.meta.setdefault("ecosystems", [])
     if "rust" not in graph.meta["ecosystems"]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from bot.engine.recipes import ImageRecipe
 

@@ -9,9 +9,9 @@ until then this is what ``RustEcosystem.make_plan`` and the engine tests use.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from bot.ecosystems.rust import images
 from bot.ecosystems.rust.compile import compile_dockerfile

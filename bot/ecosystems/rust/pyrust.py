@@ -35,8 +35,8 @@ def rust_builder(repo: Path | str) -> tuple[str, str, int | None] | None:
     if loaded is None:
         return None
     text, data = loaded
-    build = data.get("build-system") if isinstance(data.get("build-system"), dict) else {}
-    requires = build.get("requires") if isinstance(build.get("requires"), list) else []
+    build: Any = data.get("build-system") if isinstance(data.get("build-system"), dict) else {}
+    requires: Any = build.get("requires") if isinstance(build.get("requires"), list) else []
     for req in requires:
         name = re.split(r"[<>=!~\[; ]", str(req).strip().lower(), maxsplit=1)[0].replace("_", "-")
         if name in RUST_BUILDERS:

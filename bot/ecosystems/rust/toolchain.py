@@ -11,8 +11,8 @@ When nothing offered meets the floor, the choice says so plainly and names what 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from bot.ecosystems.rust.evidence import EDITION_FLOOR, LOCK_FLOOR, RustEvidence, version_key
 
