@@ -60,3 +60,15 @@ def _no_engine_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest
 @pytest.fixture
 def repos_dir() -> Path:
     return REPOS
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    # Under pytest-xdist (`-n N --dist loadgroup`) every `serial` test goes to one worker, so two
+    # of them never overlap. CI goes further and runs them after the parallel tier, alone
+    # (.ci/run): a worker group keeps them apart from each other, not from the other workers.
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("serial") is not None:
+            item.add_marker(pytest.mark.xdist_group("serial"))

@@ -43,6 +43,7 @@ def _leftovers(run_id: str) -> dict[str, list[str]]:
             "images": ids("images", "-aq", "--filter", label)}
 
 
+@pytest.mark.serial
 def test_clean_after_sigkill_leaves_nothing_of_the_run(docker_available):
     run_id = new_run_id()
     env = {**os.environ, "SETUPBOT_RUN_ID": run_id}
@@ -110,6 +111,7 @@ def test_sibling_on_a_private_network_is_reachable_by_alias(docker_available):
         engine.clean(engine.run_id)
 
 
+@pytest.mark.serial
 def test_clean_without_a_run_id_leaves_runs_whose_owner_is_alive(docker_available):
     """S10/clean: `setupbot clean` removes only finished runs; --all removes every run."""
     from bot.engine.core import OWNER_LABEL, owner_token

@@ -62,6 +62,7 @@ def test_rollback_of_two_frames(engine):
     assert not any(engine.image_exists(t) for t in tags)
 
 
+@pytest.mark.serial
 def test_command_over_its_timeout_is_killed_and_reported(engine):
     with engine.session(IMAGE) as s:
         started = time.monotonic()
@@ -75,6 +76,7 @@ def test_command_over_its_timeout_is_killed_and_reported(engine):
         assert s.exec(["echo", "still here"]).output.strip() == "still here"
 
 
+@pytest.mark.serial
 def test_fork_bomb_stops_at_the_pids_limit(engine):
     with engine.session(IMAGE) as s:
         container_id = _inspect(s.name)["Id"]
@@ -91,6 +93,7 @@ def test_fork_bomb_stops_at_the_pids_limit(engine):
     assert subprocess.run(["docker", "info"], capture_output=True).returncode == 0
 
 
+@pytest.mark.serial
 def test_pids_limit_is_enforced_by_the_kernel(engine):
     with engine.session(IMAGE) as s:
         # start far more processes than allowed: forks fail, nothing hangs
@@ -164,6 +167,7 @@ def test_keep_containers_debug_switch(docker_available):
     assert subprocess.run(["docker", "inspect", name], capture_output=True).returncode != 0
 
 
+@pytest.mark.serial
 def test_allocation_over_the_memory_limit_fails(engine):
     with engine.session(IMAGE) as s:
         res = s.exec(["python", "-c", "b = bytearray(1536 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('ALLOCATED')"],

@@ -12,7 +12,8 @@ from bot.engine import Engine
 from bot.engine.images import available_pythons, bootstrap, build_standin
 from bot.engine.recipes import ImageRecipe
 
-pytestmark = pytest.mark.slow
+# serial: they build and retag the stand-ins every other test starts from
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 @pytest.fixture
@@ -22,6 +23,7 @@ def engine(docker_available):
     e.clean(e.run_id)
 
 
+@pytest.mark.timeout(2000)   # the bootstrap's own bound is 1800 s
 def test_bootstrap_provides_the_python_stand_ins(engine):
     r = subprocess.run(["setupbot", "images", "bootstrap", "--python", "3.11", "--python", "3.13",
                         "--services", ""], capture_output=True, text=True, timeout=1800)

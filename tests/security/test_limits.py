@@ -21,7 +21,7 @@ import pytest
 from sec_helpers import (ContainerWatcher, assert_build_step_confined, assert_hardened, copy_repo, docker,
                          is_build_step, leftovers)
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(900)]
 
 PIDS, MEMORY_MB, TIMEOUT = 96, 256, 60
 
