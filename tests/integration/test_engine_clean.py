@@ -111,7 +111,6 @@ def test_sibling_on_a_private_network_is_reachable_by_alias(docker_available):
         engine.clean(engine.run_id)
 
 
-@pytest.mark.serial
 def test_clean_without_a_run_id_leaves_runs_whose_owner_is_alive(docker_available):
     """S10/clean: `setupbot clean` removes only finished runs; --all removes every run."""
     from bot.engine.core import OWNER_LABEL, owner_token
