@@ -50,6 +50,9 @@ class ImagesSettings:
     suites: tuple[str, ...] = ("bookworm", "trixie")
     mirror: str = ""          # "" = debootstrap's own default mirror
     cache_dir: str = ""
+    # Also keep each built image as a `docker save` archive under cache_dir, named by its recipe
+    # hash, so an engine whose store is empty loads it instead of building it again.
+    archives: bool = False
     # Where base images come from: the local store first, then (auto/registry) a registry, then
     # (auto/standins) the offline stand-ins of `setupbot images bootstrap`.
     source: str = "auto"

@@ -60,3 +60,38 @@ def _no_engine_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest
 @pytest.fixture
 def repos_dir() -> Path:
     return REPOS
+
+
+@pytest.hookimpl(trylast=True)   # after xdist's own pass over the groups
+def pytest_collection_modifyitems(config, items):
+    """Every `serial` test joins the xdist group "serial": under `-n N --dist loadgroup` they all
+    go to one worker, so two of them never overlap. (CI goes further and runs them after the
+    parallel tier, alone: .ci/run. A group keeps them apart from each other, not from the tests
+    of the other workers.)
+
+    `--dist loadgroup` schedules by an "@group" suffix each worker adds to the node ids. Up to
+    pytest-xdist 3.8 it writes ``item._nodeid``, which pytest 9 no longer reads (the id lives
+    in ``item._id``), so the suffix was lost and every group silently ignored: it is added
+    here, where this pytest reads it, once."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("serial") is not None:
+            item.add_marker(pytest.mark.xdist_group("serial"))
+    if not getattr(config.option, "loadgroup", False):   # set on the workers of --dist loadgroup
+        return
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if not groups:
+            continue
+        nodeid = item.nodeid.split("@", 1)[0] if "@" in item.nodeid.rpartition("]")[2] else item.nodeid
+        wanted = f"{nodeid}@{'_'.join(groups)}"
+        if item.nodeid == wanted:
+            continue
+        try:
+            from _pytest.nodes import coerce_node_id   # pytest >= 9
+        except ImportError:
+            item._nodeid = wanted
+        else:
+            item._id = coerce_node_id(wanted)

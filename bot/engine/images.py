@@ -4,11 +4,20 @@ No registry may be reachable, so the images generated Dockerfiles name (``python
 ``debian:bookworm-slim``, service images) are built locally: debootstrap a Debian suite, import
 it as ``setupbot/rootfs:<suite>``, then build each stand-in from its recipe (bot.engine.recipes).
 A stand-in is labelled with its recipe hash and reused while the hash matches.
+
+Everything is keyed by what shapes it, so a warm engine's bootstrap builds nothing and an empty
+one reuses what a cache directory kept (``images.cache_dir``, which CI can carry between runs):
+the debootstrap tarball is named by the rootfs recipe hash (suite, variant, mirror, what is
+pruned); with ``images.archives`` each imported rootfs and built stand-in is also kept as a
+``docker save`` archive named by its hash and loaded into an empty store instead of being
+rebuilt. A load keeps the image ID, so the stand-ins built on a loaded base keep their hashes.
 """
 
 from __future__ import annotations
 
 import graphlib
+import hashlib
+import json
 import logging
 import os
 import re
@@ -35,6 +44,9 @@ log = logging.getLogger(__name__)
 
 STANDIN_LABEL = "setupbot.standin"
 RECIPE_LABEL = "setupbot.recipe"
+ROOTFS_KEY_LABEL = "setupbot.rootfs.key"
+# Bump when the way a rootfs tarball is made changes, so every cached tarball is remade.
+ROOTFS_FORMAT = "1"
 DEBOOTSTRAP = "/usr/sbin/debootstrap"
 DEBOOTSTRAP_SCRIPTS = "/usr/share/debootstrap/scripts"
 
@@ -172,10 +184,18 @@ def select_recipes(settings: Settings, pythons: Iterable[str] | None = None,
 
 
 # ---------------------------------------------------------------------- rootfs
+def rootfs_key(settings: Settings, suite: str) -> str:
+    """The rootfs recipe hash: changes with anything that shapes the debootstrap tree."""
+    payload = {"format": ROOTFS_FORMAT, "suite": suite, "variant": "minbase", "mirror": settings.images.mirror,
+               "prune": list(_PRUNE), "keep": _KEEP.pattern}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], None] = log.info) -> Path:
-    """The cached debootstrap tree of ``suite`` as a tarball (made once, ~30 s per suite)."""
+    """The cached debootstrap tree of ``suite`` as a tarball named by its recipe hash (made
+    once, ~30 s per suite); tarballs of the suite's earlier recipes are removed."""
     cache = cache_dir(settings)
-    tarball = cache / f"{suite}.tar"
+    tarball = cache / f"{suite}-{rootfs_key(settings, suite)}.tar"
     if tarball.is_file() and tarball.stat().st_size > 0:
         return tarball
     if not os.path.exists(DEBOOTSTRAP):
@@ -194,10 +214,13 @@ def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], Non
                                         "Check that the Debian mirror (images.mirror) is reachable and "
                                         "that this runs as root.", argv=argv, exit_code=r.returncode, stderr=out)
         _prune(tree)
-        partial = cache / f"{suite}.tar.partial"
+        partial = cache / f"{tarball.name}.partial"
         with tarfile.open(partial, "w") as tar:
             tar.add(str(tree), arcname=".")
         partial.rename(tarball)
+    for stale in [cache / f"{suite}.tar", *cache.glob(f"{suite}-*.tar")]:
+        if stale != tarball and re.fullmatch(rf"{re.escape(suite)}(-[0-9a-f]{{16}})?\.tar", stale.name):
+            stale.unlink(missing_ok=True)
     return tarball
 
 
@@ -231,17 +254,67 @@ def _prune(tree: Path) -> None:
 
 def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
                   log_line: Callable[[str], None] = log.info) -> Outcome:
+    """``setupbot/rootfs:<suite>`` present and made from the current rootfs recipe (an image
+    imported before images carried the recipe hash counts as current)."""
     tag = rootfs_tag(suite)
-    if engine.image_exists(tag):
+    key = rootfs_key(settings, suite)
+    if engine.image_id(tag) is not None and engine.image_labels(tag).get(ROOTFS_KEY_LABEL, key) == key:
         return Outcome(tag, "reused", 0.0)
     started = time.monotonic()
+    archive = image_archive(settings, tag, key)
+    if load_archive(engine, settings, archive, [tag], lambda: engine.image_labels(tag).get(ROOTFS_KEY_LABEL) == key,
+                    log_line):
+        return Outcome(tag, "reused", time.monotonic() - started, f"loaded from {archive}")
     tarball = rootfs_tarball(settings, suite, log_line)
     log_line(f"import {tarball} as {tag}")
     engine.run_cli(["import",
                  "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                 "--change", f"LABEL {LABEL}=1 setupbot.rootfs={suite}",
+                 "--change", f"LABEL {LABEL}=1 setupbot.rootfs={suite} {ROOTFS_KEY_LABEL}={key}",
                  "--change", 'CMD ["bash"]', str(tarball), tag], timeout=900)
+    save_archive(engine, settings, archive, [tag], log_line)
     return Outcome(tag, "built", time.monotonic() - started)
+
+
+# ---------------------------------------------------------------------- image archives
+def image_archive(settings: Settings, tag: str, key: str) -> Path:
+    """Where ``images.archives`` keeps ``tag`` as made by the recipe whose hash is ``key``."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", tag)
+    return cache_dir(settings) / "images" / f"{slug}@{key}.tar"
+
+
+def load_archive(engine: Engine, settings: Settings, archive: Path, tags: list[str],
+                 current: Callable[[], bool], log_line: Callable[[str], None] = log.info) -> bool:
+    """Load a kept archive into the engine; True when it is there and gives the image its
+    recipe expects (``current``). A damaged archive is removed and the image is built instead."""
+    if not settings.images.archives or not archive.is_file():
+        return False
+    log_line(f"load {', '.join(tags)} from {archive}")
+    r = engine._cli(["load", "--input", str(archive)], check=False, timeout=900)
+    if r.returncode == 0 and all(engine.image_id(t) is not None for t in tags) and current():
+        return True
+    log_line(f"the archive {archive} did not give the expected image; building instead")
+    archive.unlink(missing_ok=True)
+    return False
+
+
+def save_archive(engine: Engine, settings: Settings, archive: Path, tags: list[str],
+                 log_line: Callable[[str], None] = log.info) -> None:
+    """Keep the freshly made image (all its tags) under its recipe hash, replacing the
+    archives of the same image's earlier recipes. Best effort: a failure is logged."""
+    if not settings.images.archives:
+        return
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(archive.name + ".partial")
+    r = engine._cli(["save", "--output", str(partial), *tags], check=False, timeout=900)
+    if r.returncode != 0:
+        partial.unlink(missing_ok=True)
+        log_line(f"could not keep {tags[0]} as an archive: {r.stderr.strip()[-300:]}")
+        return
+    partial.rename(archive)
+    stem = archive.name.split("@", 1)[0]
+    for stale in archive.parent.glob(f"{stem}@*.tar"):
+        if stale != archive:
+            stale.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------- stand-ins
@@ -274,6 +347,10 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
             if engine.image_id(alias) != engine.image_id(recipe.tag):
                 engine.tag(recipe.tag, alias)
         return Outcome(recipe.tag, "reused", time.monotonic() - started)
+    archive = image_archive(settings, recipe.tag, digest)
+    if not force and load_archive(engine, settings, archive, [recipe.tag, *recipe.aliases],
+                                  lambda: standin_current(engine, recipe, digest), log_line):
+        return Outcome(recipe.tag, "reused", time.monotonic() - started, f"loaded from {archive}")
 
     log_line(f"build {recipe.tag} from {recipe.base}")
     stage = f"setupbot/standin-build:{digest}"
@@ -324,6 +401,7 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
             return Outcome(recipe.tag, "failed", time.monotonic() - started, final.log[-3000:])
     finally:
         engine.untag(stage)
+    save_archive(engine, settings, archive, [recipe.tag, *recipe.aliases], log_line)
     return Outcome(recipe.tag, "built", time.monotonic() - started)
 
 
@@ -356,4 +434,5 @@ def bootstrap(engine: Engine, settings: Settings, pythons: Iterable[str] | None 
 
 
 __all__ = ["available_pythons", "local_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
-           "Outcome", "OfferedService", "cache_dir", "ensure_rootfs", "rootfs_tarball"]
+           "Outcome", "OfferedService", "cache_dir", "ensure_rootfs", "rootfs_key", "rootfs_tarball",
+           "image_archive", "load_archive", "save_archive"]

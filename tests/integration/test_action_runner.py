@@ -28,6 +28,9 @@ from pathlib import Path
 import yaml
 from doubles.github_api import GitHubDouble
 
+# A second Docker daemon each: one worker runs them one after the other (and the action run and
+# the Dev Containers client share the session's `runner_world` there).
+pytestmark = pytest.mark.xdist_group("second-dockerd")
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "tests" / "fixtures" / "events"
 HELLO = ROOT / "examples" / "hello-app"
@@ -101,6 +104,7 @@ def run_composite(action_dir: Path, with_inputs: dict[str, str], env: dict[str, 
     return {name: expand(spec["value"], inputs, steps) for name, spec in action["outputs"].items()}
 
 
+@pytest.mark.timeout(2700)   # the action's own bound is 2400 s
 def test_the_action_on_a_fresh_runner_opens_one_pr_from_registry_images(runner_world, tmp_path):
     registry, digests, engine_env = runner_world
     engine_shell = {**os.environ, **engine_env}

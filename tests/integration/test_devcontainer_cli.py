@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# A second Docker daemon each: one worker runs them one after the other (and the action run and
+# the Dev Containers client share the session's `runner_world` there).
+pytestmark = pytest.mark.xdist_group("second-dockerd")
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = {
     "hello-app": ROOT / "examples" / "hello-app",
@@ -60,6 +63,7 @@ def write_outputs_for(fixture: Path, workdir: Path) -> Path:
     return repo
 
 
+@pytest.mark.timeout(1800)   # `devcontainer up`'s own bound is 1500 s
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
     repo = write_outputs_for(FIXTURES[name], tmp_path)

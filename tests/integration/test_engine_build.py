@@ -41,7 +41,7 @@ def test_build_from_a_base_without_the_ca_gets_a_transient_derivative(engine, tm
     assert engine.ca is not None
     base = "setupbot/rootfs:bookworm"  # imported rootfs: no CA of its own
     text = (f"FROM {base}\n"
-            "RUN apt-get update && apt-get install -y --no-install-recommends python3-venv python3-pip\n"
+            "RUN apt-get update && apt-get install -y --no-install-recommends python3-venv\n"
             "RUN python3 -m venv /v && /v/bin/pip install six && /v/bin/python -c 'import six'\n")
     (tmp_path / "Dockerfile").write_text(text)
     r = engine.build(tmp_path, text, f"setupbot-test/ca:{engine.run_id}", no_cache=True)

@@ -43,6 +43,7 @@ def _leftovers(run_id: str) -> dict[str, list[str]]:
             "images": ids("images", "-aq", "--filter", label)}
 
 
+@pytest.mark.serial
 def test_clean_after_sigkill_leaves_nothing_of_the_run(docker_available):
     run_id = new_run_id()
     env = {**os.environ, "SETUPBOT_RUN_ID": run_id}

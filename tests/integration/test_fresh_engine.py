@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from doubles.engines import Unavailable, free_port, fresh_engine
 
+# A second Docker daemon each: one worker runs them one after the other (and the action run and
+# the Dev Containers client share the session's `runner_world` there).
+pytestmark = pytest.mark.xdist_group("second-dockerd")
 ROOT = Path(__file__).resolve().parents[2]
 
 

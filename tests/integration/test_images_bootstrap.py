@@ -12,7 +12,8 @@ from bot.engine import Engine
 from bot.engine.images import available_pythons, bootstrap, build_standin
 from bot.engine.recipes import ImageRecipe
 
-pytestmark = pytest.mark.slow
+# serial: they build and retag the stand-ins every other test starts from
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 @pytest.fixture
@@ -22,6 +23,7 @@ def engine(docker_available):
     e.clean(e.run_id)
 
 
+@pytest.mark.timeout(2000)   # the bootstrap's own bound is 1800 s
 def test_bootstrap_provides_the_python_stand_ins(engine):
     r = subprocess.run(["setupbot", "images", "bootstrap", "--python", "3.11", "--python", "3.13",
                         "--services", ""], capture_output=True, text=True, timeout=1800)
@@ -76,17 +78,63 @@ def test_recipe_registry_reuses_on_matching_hash_and_rebuilds_on_change(engine):
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 
 
+def test_an_empty_store_loads_the_kept_archive_instead_of_building(engine, tmp_path):
+    """images.archives: a built stand-in is kept under its recipe hash; once the engine has lost
+    it, the next bootstrap loads the archive (same image, same recipe label) and builds
+    nothing; a changed recipe builds again and replaces the archive."""
+    from bot.engine.images import image_archive
+
+    settings = load_settings(None, overrides={"images": {"cache_dir": str(tmp_path), "archives": True}})
+    tag = f"setupbot-test/archived:{engine.run_id}"
+    recipe = ImageRecipe(tag=tag, template="images/finish.Dockerfile.j2", base="debian:trixie-slim",
+                         kind="service", name="archived", aliases=(f"{tag}-alias",),
+                         variables={"ca": False, "ca_env": {}, "env": {"PROBE_VALUE": "one"}},
+                         probe=("sh", "-c", "echo $PROBE_VALUE"), version_env="SEEN_BY_PROBE")
+    try:
+        first = build_standin(engine, settings, recipe)
+        assert first.action == "built", first.detail
+        built_id = engine.image_id(tag)
+        digest = engine.image_labels(tag)["setupbot.recipe"]
+        archive = image_archive(settings, tag, digest)
+        assert archive.is_file() and archive.stat().st_size > 0
+        assert sorted(p.name for p in archive.parent.iterdir()) == [archive.name]
+
+        subprocess.run(["docker", "rmi", "-f", tag, f"{tag}-alias"], capture_output=True, check=True)
+        assert engine.image_id(tag) is None
+        loaded = build_standin(engine, settings, recipe)
+        assert loaded.action == "reused" and loaded.detail == f"loaded from {archive}", loaded
+        assert engine.image_id(tag) == built_id and engine.image_id(f"{tag}-alias") == built_id
+        assert engine.run_once(tag, ["sh", "-c", "echo $SEEN_BY_PROBE"]).output.strip() == "one"
+
+        # without images.archives nothing is loaded: the same loss means a build
+        subprocess.run(["docker", "rmi", "-f", tag, f"{tag}-alias"], capture_output=True, check=True)
+        plain = load_settings(None, overrides={"images": {"cache_dir": str(tmp_path)}})
+        assert build_standin(engine, plain, recipe).action == "built"
+
+        changed = ImageRecipe(**{**recipe.__dict__, "variables": {**recipe.variables, "env": {"PROBE_VALUE": "two"}}})
+        rebuilt = build_standin(engine, settings, changed)
+        assert rebuilt.action == "built"
+        new_archive = image_archive(settings, tag, engine.image_labels(tag)["setupbot.recipe"])
+        assert new_archive != archive
+        assert sorted(p.name for p in archive.parent.iterdir()) == [new_archive.name]   # the old one is gone
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag, f"{tag}-alias"], capture_output=True)
+
+
 def test_rootfs_tarball_from_debootstrap_is_slim(docker_available, tmp_path):
     import os
     import tarfile
 
     if os.geteuid() != 0 or not os.path.exists("/usr/sbin/debootstrap"):
         pytest.skip("debootstrap needs root and the debootstrap package (CI installs it)")
-    from bot.engine.images import rootfs_tarball
+    from bot.engine.images import rootfs_key, rootfs_tarball
 
     settings = load_settings(None, overrides={"images": {"cache_dir": str(tmp_path)}})
+    (tmp_path / "bookworm.tar").write_bytes(b"a tarball from before tarballs were named by their recipe")
+    (tmp_path / "trixie.tar").write_bytes(b"another suite's")
     tarball = rootfs_tarball(settings, "bookworm")
-    assert tarball == tmp_path / "bookworm.tar"
+    assert tarball == tmp_path / f"bookworm-{rootfs_key(settings, 'bookworm')}.tar"
+    assert sorted(p.name for p in tmp_path.glob("*.tar")) == [tarball.name, "trixie.tar"]
     with tarfile.open(tarball) as tar:
         names = tar.getnames()
     assert "./usr/bin/apt-get" in names and "./etc/debian_version" in names

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from bot.config import load_settings
 from bot.engine import Engine
@@ -69,6 +70,7 @@ def _validate(doc: dict) -> None:
     jsonschema.validate(doc, json.loads((ROOT / "schemas" / "output" / "run.schema.json").read_text()))
 
 
+@pytest.mark.timeout(1300)   # the run's own bound is 1200 s
 def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
     repo = tmp_path / "broken"
     (repo / "tests").mkdir(parents=True)
@@ -86,6 +88,7 @@ def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
     assert _count(run_id) == NOTHING
 
 
+@pytest.mark.timeout(1300)   # the run's own bound is 1200 s
 def test_a_run_below_the_gate_exits_21_and_leaves_nothing(docker_available, tmp_path):
     repo = tmp_path / "shallow"
     shutil.copytree(FIXTURES / "verify-shallow", repo)

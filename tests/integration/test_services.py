@@ -31,6 +31,10 @@ def _have(tag: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0
 
 
+# one worker builds the module's clients image once
+pytestmark = pytest.mark.xdist_group("services")
+
+
 @pytest.fixture(scope="module")
 def engine(docker_available):
     missing = [t for t in ("python:3.11-slim", *SERVICE_IMAGES) if not _have(t)]
@@ -99,6 +103,7 @@ def test_services_fixture_passes_with_siblings_and_fails_without(engine, clients
     assert data["verdict"]["tier"] == "Full", data["verdict"]
 
 
+@pytest.mark.serial   # times the health bound
 def test_service_that_never_becomes_healthy_is_bounded_and_removed(engine):
     # the container runs, but the server never comes up (its command is replaced by a sleep)
     with engine.network() as net:

@@ -9,6 +9,8 @@ import pytest
 
 from bot.verify.run import verify_environment
 
+# one worker builds the module's pytest image once (conftest's module-scoped fixtures)
+pytestmark = pytest.mark.xdist_group("verify_tiers")
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 
 

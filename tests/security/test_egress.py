@@ -52,6 +52,7 @@ def host_listener():
 
 
 @pytest.mark.docker
+@pytest.mark.serial   # host firewall rules
 def test_service_network_is_internal_and_the_runner_still_has_a_way_out(docker_available):
     from bot.config import load_settings
     from bot.engine import Engine
@@ -76,6 +77,7 @@ def test_service_network_is_internal_and_the_runner_still_has_a_way_out(docker_a
 
 
 @pytest.mark.docker
+@pytest.mark.serial   # host firewall rules
 def test_runners_cannot_reach_link_local_or_the_host_and_the_rules_go_with_the_run(docker_available, host_listener):
     from bot.config import load_settings
     from bot.engine import Engine

@@ -12,7 +12,7 @@ import time
 import pytest
 from sec_helpers import copy_repo, docker, leftovers
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(600)]
 
 
 def test_sigkill_mid_run_then_clean_leaves_nothing(docker_available, tmp_path):

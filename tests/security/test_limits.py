@@ -27,7 +27,7 @@ from sec_helpers import (
     leftovers,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(900)]
 
 PIDS, MEMORY_MB, TIMEOUT = 96, 256, 60
 

@@ -36,6 +36,8 @@ print(json.dumps({"rss_before_kib": before, "rss_peak_kib": after, "kept": len(r
 
 
 @pytest.mark.docker
+@pytest.mark.serial   # measures the bot's peak RSS
+@pytest.mark.timeout(1000)   # the run's own bound is 900 s
 def test_two_hundred_megabytes_of_output_keep_the_bot_rss_bounded(docker_available, tmp_path):
     proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True,
                           timeout=900, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
