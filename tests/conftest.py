@@ -90,7 +90,7 @@ def pytest_collection_modifyitems(config, items):
         if item.nodeid == wanted:
             continue
         try:
-            from _pytest.nodes import coerce_node_id   # pytest >= 9
+            from _pytest.nodes import coerce_node_id  # pytest >= 9
         except ImportError:
             item._nodeid = wanted
         else:

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from doubles.github_api import GitHubDouble
 

@@ -31,6 +31,12 @@ def test_ruff_finds_nothing():
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 
 
+def test_ruff_format_changes_nothing():
+    res = subprocess.run([_tool("ruff"), "format", "--check", "--no-cache", "bot", "tests"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+
+
 def test_mypy_finds_nothing():
     # [tool.mypy] in pyproject.toml names what is checked; about 30 s on a cold cache
     res = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
