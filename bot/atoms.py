@@ -117,6 +117,7 @@ class Atom:
 # what bot.compile renders from that graph change). tests/unit/test_atom_kinds.py holds every
 # kind to all of it.
 
+
 def _str_list(kind: str, args: Mapping[str, Any], key: str) -> list[str]:
     v = args[key]
     if not isinstance(v, (list, tuple)) or not v or not all(isinstance(x, str) for x in v):
@@ -140,6 +141,7 @@ def _check_specs(key: str) -> Callable[[str, Mapping[str, Any]], None]:
             if not _PIP_SPEC.match(p) or "{" in p.replace("{python}", "").replace("{match:", ""):
                 if not _MATCH_REF.match(p):
                     raise AtomError(f"{kind}: {p!r} is not a requirement specifier")
+
     return check
 
 
@@ -201,60 +203,149 @@ class AtomKind:
     # trialled in the running runner container (snapshot/rollback); else by a rebuild
     in_container: bool
     trial: Callable[[Mapping[str, Any]], list[list[str]]]
-    graph: str          # the DepGraph change (bot.graph.apply.APPLY[name] makes it)
-    compiles: str       # what the outputs render from it ("Dockerfile: ..." / "not in the Dockerfile: ...")
+    graph: str  # the DepGraph change (bot.graph.apply.APPLY[name] makes it)
+    compiles: str  # what the outputs render from it ("Dockerfile: ..." / "not in the Dockerfile: ...")
 
     @property
     def in_dockerfile(self) -> bool:
         return self.compiles.startswith("Dockerfile")
 
 
-ATOM_KINDS: dict[str, AtomKind] = {k.name: k for k in [
-    AtomKind("apt_install", ("packages",), _check_apt, lambda a: f"apt_install {' '.join(a['packages'])}", True,
-             lambda a: [["apt-get", "update", "-qq"],
-                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *a["packages"]]],
-             "SYSTEMLIB node per package, action apt, before every pip install",
-             "Dockerfile: the apt-get install step"),
-    AtomKind("pip_install", ("packages",), _check_specs("packages"),
-             lambda a: f"pip_install {' '.join(a['packages'])}", True, lambda a: [[*_PIP, *a["packages"]]],
-             "PACKAGE node per specifier, action repair-pip (a declared one keeps action pip, new spec)",
-             "Dockerfile: the pip install of repairs"),
-    AtomKind("pip_constraint", ("constraints",), _check_specs("constraints"),
-             lambda a: f"pip_constraint {' '.join(a['constraints'])}", True, lambda a: [[*_PIP, *a["constraints"]]],
-             "CONFIG node per pin, action constraint",
-             "Dockerfile: the constraints file and PIP_CONSTRAINT"),
-    AtomKind("switch_python", ("version",), _check_python, _describe_plain("switch_python"), False, _no_trial,
-             "RUNTIME node: version and python:X.Y-slim base image",
-             "Dockerfile: FROM"),
-    AtomKind("set_env", ("name", "value"), _check_env, lambda a: f"set_env {a['name']}={a['value']}", True,
-             _no_trial,   # the trial passes it to the evaluation's environment
-             "CONFIG node, action env, a prerequisite of the target and the project",
-             "Dockerfile: ENV (and the devcontainer's environment)"),
-    AtomKind("start_service", ("service",), _check_service, _describe_plain("start_service"), False, _no_trial,
-             "SERVICE node with image, ports and env, a prerequisite of the target",
-             "not in the Dockerfile: compose.yaml and the devcontainer's runServices"),
-    AtomKind("use_tool", ("tool",), _check_tool, _describe_plain("use_tool"), False, _no_trial,
-             "the project node's install_with",
-             "Dockerfile: the project install step runs that tool"),
-    AtomKind("run", ("command",), _check_command, lambda a: f"run {' '.join(a['command'])}", True,
-             lambda a: [list(a["command"])],
-             "CONFIG node, action run, after the tools and before the project",
-             "Dockerfile: a RUN step"),
-    AtomKind("install_extras", ("extras",), _check_specs("extras"), _describe_plain("install_extras"), False,
-             _no_trial, "the project node's extras",
-             "Dockerfile: the project install step names the extras"),
-    AtomKind("test_command", ("command",), _check_command, lambda a: f"test_command {' '.join(a['command'])}",
-             True, _no_trial,   # the trial evaluates with it
-             "TARGET node: command (marked command_from_repair: it wins over the configured one)",
-             "Dockerfile: CMD (and the report's test command)"),
-    AtomKind("git_init", (), _check_none, _describe_plain("git_init"), False, _no_trial,
-             "set_env SETUPTOOLS_SCM_PRETEND_VERSION (a CONFIG env node)",
-             "Dockerfile: ENV SETUPTOOLS_SCM_PRETEND_VERSION"),
-    AtomKind("install_deps_only", (), _check_none, _describe_plain("install_deps_only"), False, _no_trial,
-             "the project node's deps_only",
-             "Dockerfile: the project's dependencies are installed, not the project"),
-    AtomKind("drop_package", ("manager", "packages"), _check_drop,
-             lambda a: f"drop_package {a['manager']} {' '.join(a['packages'])}", False, _no_trial,
-             "the named node loses its action (attrs.dropped = repair)",
-             "Dockerfile: the package is no longer installed"),
-]}
+ATOM_KINDS: dict[str, AtomKind] = {
+    k.name: k
+    for k in [
+        AtomKind(
+            "apt_install",
+            ("packages",),
+            _check_apt,
+            lambda a: f"apt_install {' '.join(a['packages'])}",
+            True,
+            lambda a: [
+                ["apt-get", "update", "-qq"],
+                ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *a["packages"]],
+            ],
+            "SYSTEMLIB node per package, action apt, before every pip install",
+            "Dockerfile: the apt-get install step",
+        ),
+        AtomKind(
+            "pip_install",
+            ("packages",),
+            _check_specs("packages"),
+            lambda a: f"pip_install {' '.join(a['packages'])}",
+            True,
+            lambda a: [[*_PIP, *a["packages"]]],
+            "PACKAGE node per specifier, action repair-pip (a declared one keeps action pip, new spec)",
+            "Dockerfile: the pip install of repairs",
+        ),
+        AtomKind(
+            "pip_constraint",
+            ("constraints",),
+            _check_specs("constraints"),
+            lambda a: f"pip_constraint {' '.join(a['constraints'])}",
+            True,
+            lambda a: [[*_PIP, *a["constraints"]]],
+            "CONFIG node per pin, action constraint",
+            "Dockerfile: the constraints file and PIP_CONSTRAINT",
+        ),
+        AtomKind(
+            "switch_python",
+            ("version",),
+            _check_python,
+            _describe_plain("switch_python"),
+            False,
+            _no_trial,
+            "RUNTIME node: version and python:X.Y-slim base image",
+            "Dockerfile: FROM",
+        ),
+        AtomKind(
+            "set_env",
+            ("name", "value"),
+            _check_env,
+            lambda a: f"set_env {a['name']}={a['value']}",
+            True,
+            _no_trial,  # the trial passes it to the evaluation's environment
+            "CONFIG node, action env, a prerequisite of the target and the project",
+            "Dockerfile: ENV (and the devcontainer's environment)",
+        ),
+        AtomKind(
+            "start_service",
+            ("service",),
+            _check_service,
+            _describe_plain("start_service"),
+            False,
+            _no_trial,
+            "SERVICE node with image, ports and env, a prerequisite of the target",
+            "not in the Dockerfile: compose.yaml and the devcontainer's runServices",
+        ),
+        AtomKind(
+            "use_tool",
+            ("tool",),
+            _check_tool,
+            _describe_plain("use_tool"),
+            False,
+            _no_trial,
+            "the project node's install_with",
+            "Dockerfile: the project install step runs that tool",
+        ),
+        AtomKind(
+            "run",
+            ("command",),
+            _check_command,
+            lambda a: f"run {' '.join(a['command'])}",
+            True,
+            lambda a: [list(a["command"])],
+            "CONFIG node, action run, after the tools and before the project",
+            "Dockerfile: a RUN step",
+        ),
+        AtomKind(
+            "install_extras",
+            ("extras",),
+            _check_specs("extras"),
+            _describe_plain("install_extras"),
+            False,
+            _no_trial,
+            "the project node's extras",
+            "Dockerfile: the project install step names the extras",
+        ),
+        AtomKind(
+            "test_command",
+            ("command",),
+            _check_command,
+            lambda a: f"test_command {' '.join(a['command'])}",
+            True,
+            _no_trial,  # the trial evaluates with it
+            "TARGET node: command (marked command_from_repair: it wins over the configured one)",
+            "Dockerfile: CMD (and the report's test command)",
+        ),
+        AtomKind(
+            "git_init",
+            (),
+            _check_none,
+            _describe_plain("git_init"),
+            False,
+            _no_trial,
+            "set_env SETUPTOOLS_SCM_PRETEND_VERSION (a CONFIG env node)",
+            "Dockerfile: ENV SETUPTOOLS_SCM_PRETEND_VERSION",
+        ),
+        AtomKind(
+            "install_deps_only",
+            (),
+            _check_none,
+            _describe_plain("install_deps_only"),
+            False,
+            _no_trial,
+            "the project node's deps_only",
+            "Dockerfile: the project's dependencies are installed, not the project",
+        ),
+        AtomKind(
+            "drop_package",
+            ("manager", "packages"),
+            _check_drop,
+            lambda a: f"drop_package {a['manager']} {' '.join(a['packages'])}",
+            False,
+            _no_trial,
+            "the named node loses its action (attrs.dropped = repair)",
+            "Dockerfile: the package is no longer installed",
+        ),
+    ]
+}

@@ -34,9 +34,9 @@ def split_image(image: str) -> tuple[str, str]:
     image = image.strip().split("@", 1)[0]
     for prefix in ("docker.io/library/", "docker.io/", "library/", "index.docker.io/"):
         if image.startswith(prefix):
-            image = image[len(prefix):]
+            image = image[len(prefix) :]
     if image.count("/") >= 2 and "." in image.split("/", 1)[0]:
-        image = image.split("/", 1)[1]   # ghcr.io/org/name -> org/name
+        image = image.split("/", 1)[1]  # ghcr.io/org/name -> org/name
     repo, sep, tag = image.rpartition(":")
     if not sep or "/" in tag:
         return image, "latest"
@@ -49,11 +49,11 @@ class StandIn:
     template directory (templates/images/services/<template>/) holds a Dockerfile.j2, which
     installs ``packages``, and an entrypoint.sh that reads the official image's variables."""
 
-    template: str                     # directory name under templates/images/services/
-    packages: tuple[str, ...]         # Debian packages installed on debian:<suite>-slim
-    tag: str                          # the official tag of the version Debian ships
-    aliases: tuple[str, ...] = ()     # further official tags that are true of the same image
-    probe: tuple[str, ...] = ()       # argv that must exit 0 in the built image
+    template: str  # directory name under templates/images/services/
+    packages: tuple[str, ...]  # Debian packages installed on debian:<suite>-slim
+    tag: str  # the official tag of the version Debian ships
+    aliases: tuple[str, ...] = ()  # further official tags that are true of the same image
+    probe: tuple[str, ...] = ()  # argv that must exit 0 in the built image
 
     @property
     def version(self) -> str:
@@ -136,6 +136,7 @@ class ServiceKind:
 
 # --- wiring: the variables tests read, per kind -------------------------------------------------
 
+
 def _q(s: str) -> str:
     return quote(s, safe="")
 
@@ -145,10 +146,19 @@ def _postgres_wiring(host: str, port: str, env: Mapping[str, str]) -> dict[str, 
     pw = env.get("POSTGRES_PASSWORD", "")
     db = env.get("POSTGRES_DB") or user
     cred = _q(user) + (":" + _q(pw) if pw else "")
-    return {"PGHOST": host, "PGPORT": port, "PGUSER": user, "PGPASSWORD": pw, "PGDATABASE": db,
-            "POSTGRES_HOST": host, "POSTGRES_PORT": port, "POSTGRES_USER": user,
-            "POSTGRES_PASSWORD": pw, "POSTGRES_DB": db,
-            "DATABASE_URL": f"postgresql://{cred}@{host}:{port}/{_q(db)}"}
+    return {
+        "PGHOST": host,
+        "PGPORT": port,
+        "PGUSER": user,
+        "PGPASSWORD": pw,
+        "PGDATABASE": db,
+        "POSTGRES_HOST": host,
+        "POSTGRES_PORT": port,
+        "POSTGRES_USER": user,
+        "POSTGRES_PASSWORD": pw,
+        "POSTGRES_DB": db,
+        "DATABASE_URL": f"postgresql://{cred}@{host}:{port}/{_q(db)}",
+    }
 
 
 def _redis_wiring(host: str, port: str, env: Mapping[str, str]) -> dict[str, str]:
@@ -163,54 +173,104 @@ def _mysql_wiring(host: str, port: str, env: Mapping[str, str]) -> dict[str, str
         pw = env.get("MYSQL_PASSWORD") or env.get("MARIADB_PASSWORD") or ""
     db = env.get("MYSQL_DATABASE") or env.get("MARIADB_DATABASE") or ""
     cred = _q(user) + (":" + _q(pw) if pw else "")
-    return {"MYSQL_HOST": host, "MYSQL_PORT": port, "MYSQL_USER": user, "MYSQL_PASSWORD": pw,
-            "MYSQL_DATABASE": db, "MYSQL_URL": f"mysql://{cred}@{host}:{port}/{_q(db)}"}
+    return {
+        "MYSQL_HOST": host,
+        "MYSQL_PORT": port,
+        "MYSQL_USER": user,
+        "MYSQL_PASSWORD": pw,
+        "MYSQL_DATABASE": db,
+        "MYSQL_URL": f"mysql://{cred}@{host}:{port}/{_q(db)}",
+    }
 
 
 def _rabbitmq_wiring(host: str, port: str, env: Mapping[str, str]) -> dict[str, str]:
     user = env.get("RABBITMQ_DEFAULT_USER") or "guest"
     pw = env.get("RABBITMQ_DEFAULT_PASS") or "guest"
     url = f"amqp://{_q(user)}:{_q(pw)}@{host}:{port}/"
-    return {"RABBITMQ_HOST": host, "RABBITMQ_PORT": port, "RABBITMQ_URL": url, "AMQP_URL": url,
-            "CELERY_BROKER_URL": url, "BROKER_URL": url}
+    return {
+        "RABBITMQ_HOST": host,
+        "RABBITMQ_PORT": port,
+        "RABBITMQ_URL": url,
+        "AMQP_URL": url,
+        "CELERY_BROKER_URL": url,
+        "BROKER_URL": url,
+    }
 
 
 def _mongodb_wiring(host: str, port: str, env: Mapping[str, str]) -> dict[str, str]:
     url = f"mongodb://{host}:{port}/"
-    return {"MONGO_HOST": host, "MONGO_PORT": port, "MONGO_URL": url, "MONGODB_URL": url,
-            "MONGO_URI": url, "MONGODB_URI": url}
+    return {
+        "MONGO_HOST": host,
+        "MONGO_PORT": port,
+        "MONGO_URL": url,
+        "MONGODB_URL": url,
+        "MONGO_URI": url,
+        "MONGODB_URI": url,
+    }
 
 
 def _memcached_wiring(host: str, port: str, env: Mapping[str, str]) -> dict[str, str]:
-    return {"MEMCACHED_HOST": host, "MEMCACHED_PORT": port, "MEMCACHED_URL": f"{host}:{port}",
-            "MEMCACHE_SERVERS": f"{host}:{port}"}
+    return {
+        "MEMCACHED_HOST": host,
+        "MEMCACHED_PORT": port,
+        "MEMCACHED_URL": f"{host}:{port}",
+        "MEMCACHE_SERVERS": f"{host}:{port}",
+    }
 
 
 # the bash TCP probe: accepting on the port means up (images without a client tool)
 TCP_PROBE = ("bash", "-c", 'exec 3<>"/dev/tcp/127.0.0.1/$1"', "probe", "{port}")
 
-_NO_DEBIAN = ("setupbot has no stand-in recipe for {what}; only an engine that already has the official "
-              "image starts it")
+_NO_DEBIAN = "setupbot has no stand-in recipe for {what}; only an engine that already has the official image starts it"
 
 
-def _known(kind: str, port: int, image: str, *aliases: str, claims_port: bool = True,
-           repositories: tuple[str, ...] = (), compose_health: tuple[str, ...] = ()) -> ServiceKind:
+def _known(
+    kind: str,
+    port: int,
+    image: str,
+    *aliases: str,
+    claims_port: bool = True,
+    repositories: tuple[str, ...] = (),
+    compose_health: tuple[str, ...] = (),
+) -> ServiceKind:
     """A kind setupbot recognises (so a CI or compose file's service is not mistaken for the
     application) but has no wiring or stand-in for."""
-    return ServiceKind(kind, port, image, repositories=repositories or (split_image(image)[0],),
-                       aliases=aliases, claims_port=claims_port, compose_health=compose_health,
-                       health=(TCP_PROBE,), offline_note=_NO_DEBIAN.format(what=kind))
+    return ServiceKind(
+        kind,
+        port,
+        image,
+        repositories=repositories or (split_image(image)[0],),
+        aliases=aliases,
+        claims_port=claims_port,
+        compose_health=compose_health,
+        health=(TCP_PROBE,),
+        offline_note=_NO_DEBIAN.format(what=kind),
+    )
 
 
 _ENTRIES: tuple[ServiceKind, ...] = (
     ServiceKind(
-        "postgres", 5432, "postgres:17",
-        repositories=("postgres", "pgvector/pgvector", "postgis/postgis", "timescale/timescaledb",
-                      "ankane/pgvector", "bitnami/postgresql", "circleci/postgres", "cimg/postgres",
-                      "supabase/postgres", "sibedge/postgres-plv8", "postgis/postgis-ci", "kartoza/postgis",
-                      "pgvector/pgvector-ci", "paradedb/paradedb", "citusdata/citus"),
-        aliases=("postgresql", "pg", "pgvector", "postgis", "timescaledb", "timescale", "plv8", "citus",
-                 "paradedb"),
+        "postgres",
+        5432,
+        "postgres:17",
+        repositories=(
+            "postgres",
+            "pgvector/pgvector",
+            "postgis/postgis",
+            "timescale/timescaledb",
+            "ankane/pgvector",
+            "bitnami/postgresql",
+            "circleci/postgres",
+            "cimg/postgres",
+            "supabase/postgres",
+            "sibedge/postgres-plv8",
+            "postgis/postgis-ci",
+            "kartoza/postgis",
+            "pgvector/pgvector-ci",
+            "paradedb/paradedb",
+            "citusdata/citus",
+        ),
+        aliases=("postgresql", "pg", "pgvector", "postgis", "timescaledb", "timescale", "plv8", "citus", "paradedb"),
         host_names=("db",),
         default_env={"POSTGRES_PASSWORD": "postgres"},
         credential_keys=("POSTGRES_PASSWORD",),
@@ -222,14 +282,31 @@ _ENTRIES: tuple[ServiceKind, ...] = (
         refusal_patterns=(r"Is the server running on", r"could not connect to server"),
         client_imports=("psycopg", "psycopg2", "pg8000", "asyncpg"),
         env_prefixes=("PG", "POSTGRES", "DATABASE"),
-        standin=StandIn("postgres", ("postgresql-17", "postgresql-17-pgvector"), "postgres:17",
-                        ("postgres:latest", "pgvector/pgvector:pg17"),
-                        ("sh", "-c", "postgres --version && test -f /usr/share/postgresql/17/extension/vector.control"))),
+        standin=StandIn(
+            "postgres",
+            ("postgresql-17", "postgresql-17-pgvector"),
+            "postgres:17",
+            ("postgres:latest", "pgvector/pgvector:pg17"),
+            ("sh", "-c", "postgres --version && test -f /usr/share/postgresql/17/extension/vector.control"),
+        ),
+    ),
     ServiceKind(
-        "redis", 6379, "redis:8",
-        repositories=("redis", "bitnami/redis", "redis/redis-stack", "redis/redis-stack-server",
-                      "circleci/redis", "cimg/redis", "valkey/valkey", "bitnami/valkey", "eqalpha/keydb",
-                      "docker.dragonflydb.io/dragonflydb/dragonfly", "dragonflydb/dragonfly"),
+        "redis",
+        6379,
+        "redis:8",
+        repositories=(
+            "redis",
+            "bitnami/redis",
+            "redis/redis-stack",
+            "redis/redis-stack-server",
+            "circleci/redis",
+            "cimg/redis",
+            "valkey/valkey",
+            "bitnami/valkey",
+            "eqalpha/keydb",
+            "docker.dragonflydb.io/dragonflydb/dragonfly",
+            "dragonflydb/dragonfly",
+        ),
         aliases=("valkey", "keydb", "dragonfly"),
         wiring=_redis_wiring,
         health=(("redis-cli", "-h", "127.0.0.1", "-p", "{port}", "ping"),),
@@ -237,35 +314,67 @@ _ENTRIES: tuple[ServiceKind, ...] = (
         refusal_patterns=(r"redis\.exceptions\.ConnectionError", r"Could not connect to Redis"),
         client_imports=("redis", "aioredis", "valkey"),
         env_prefixes=("REDIS", "CACHE", "CELERY_RESULT"),
-        standin=StandIn("redis", ("redis-server", "redis-tools"), "redis:8", ("redis:latest",),
-                        ("sh", "-c", "redis-server --version && redis-cli --version"))),
+        standin=StandIn(
+            "redis",
+            ("redis-server", "redis-tools"),
+            "redis:8",
+            ("redis:latest",),
+            ("sh", "-c", "redis-server --version && redis-cli --version"),
+        ),
+    ),
     # One kind for the MySQL protocol. Debian ships MariaDB, not MySQL, so the image setupbot
     # proves and writes is mariadb:11; a repository's mysql:* image is kept where it names one
     # and served offline by MariaDB, a substitution the report states.
     ServiceKind(
-        "mysql", 3306, "mariadb:11",
-        repositories=("mysql", "mariadb", "bitnami/mysql", "bitnami/mariadb", "percona",
-                      "percona/percona-server", "circleci/mysql", "cimg/mysql", "mysql/mysql-server",
-                      "container-registry.oracle.com/mysql/community-server", "mariadb/server"),
+        "mysql",
+        3306,
+        "mariadb:11",
+        repositories=(
+            "mysql",
+            "mariadb",
+            "bitnami/mysql",
+            "bitnami/mariadb",
+            "percona",
+            "percona/percona-server",
+            "circleci/mysql",
+            "cimg/mysql",
+            "mysql/mysql-server",
+            "container-registry.oracle.com/mysql/community-server",
+            "mariadb/server",
+        ),
         aliases=("mariadb", "percona"),
         default_env={"MYSQL_ROOT_PASSWORD": "root"},
-        credential_keys=("MYSQL_ROOT_PASSWORD", "MARIADB_ROOT_PASSWORD", "MYSQL_ALLOW_EMPTY_PASSWORD",
-                         "MARIADB_ALLOW_EMPTY_ROOT_PASSWORD", "MYSQL_RANDOM_ROOT_PASSWORD",
-                         "MARIADB_RANDOM_ROOT_PASSWORD"),
+        credential_keys=(
+            "MYSQL_ROOT_PASSWORD",
+            "MARIADB_ROOT_PASSWORD",
+            "MYSQL_ALLOW_EMPTY_PASSWORD",
+            "MARIADB_ALLOW_EMPTY_ROOT_PASSWORD",
+            "MYSQL_RANDOM_ROOT_PASSWORD",
+            "MARIADB_RANDOM_ROOT_PASSWORD",
+        ),
         start_env={"MYSQL_ROOT_PASSWORD": "root", "MYSQL_DATABASE": "test"},
         wiring=_mysql_wiring,
         # `mysqladmin ping` exits 0 whenever the server answers, even with access denied
-        health=(("mariadb-admin", "ping", "-h", "127.0.0.1", "-P", "{port}", "--connect-timeout=2"),
-                ("mysqladmin", "ping", "-h", "127.0.0.1", "-P", "{port}", "--connect-timeout=2")),
+        health=(
+            ("mariadb-admin", "ping", "-h", "127.0.0.1", "-P", "{port}", "--connect-timeout=2"),
+            ("mysqladmin", "ping", "-h", "127.0.0.1", "-P", "{port}", "--connect-timeout=2"),
+        ),
         health_timeout=90,
         refusal_patterns=(r"Can't connect to (?:local )?(?:MySQL|MariaDB) server",),
         client_imports=("MySQLdb", "pymysql", "mysql.connector", "aiomysql", "mariadb"),
         env_prefixes=("MYSQL", "MARIADB"),
-        standin=StandIn("mariadb", ("mariadb-server", "mariadb-client"), "mariadb:11",
-                        ("mariadb:11.8", "mariadb:latest"),
-                        ("sh", "-c", "mariadbd --version && mariadb-admin --version"))),
+        standin=StandIn(
+            "mariadb",
+            ("mariadb-server", "mariadb-client"),
+            "mariadb:11",
+            ("mariadb:11.8", "mariadb:latest"),
+            ("sh", "-c", "mariadbd --version && mariadb-admin --version"),
+        ),
+    ),
     ServiceKind(
-        "rabbitmq", 5672, "rabbitmq:4-management",
+        "rabbitmq",
+        5672,
+        "rabbitmq:4-management",
         repositories=("rabbitmq", "bitnami/rabbitmq", "circleci/rabbitmq"),
         aliases=("rabbit", "amqp"),
         extra_ports=(15672,),
@@ -279,13 +388,26 @@ _ENTRIES: tuple[ServiceKind, ...] = (
         client_imports=("pika", "aio_pika", "amqp", "aiormq"),
         env_prefixes=("RABBIT", "AMQP", "BROKER", "CELERY_BROKER"),
         # the management plugin is enabled, so the -management tags are true too
-        standin=StandIn("rabbitmq", ("rabbitmq-server",), "rabbitmq:4-management",
-                        ("rabbitmq:4", "rabbitmq:management", "rabbitmq:latest"),
-                        ("sh", "-c", "test -x /usr/sbin/rabbitmq-server && ls /usr/lib/rabbitmq/lib/"))),
+        standin=StandIn(
+            "rabbitmq",
+            ("rabbitmq-server",),
+            "rabbitmq:4-management",
+            ("rabbitmq:4", "rabbitmq:management", "rabbitmq:latest"),
+            ("sh", "-c", "test -x /usr/sbin/rabbitmq-server && ls /usr/lib/rabbitmq/lib/"),
+        ),
+    ),
     ServiceKind(
-        "mongodb", 27017, "mongo:8",
-        repositories=("mongo", "mongodb/mongodb-community-server", "bitnami/mongodb", "circleci/mongo",
-                      "cimg/mongo", "mongodb/mongodb-enterprise-server"),
+        "mongodb",
+        27017,
+        "mongo:8",
+        repositories=(
+            "mongo",
+            "mongodb/mongodb-community-server",
+            "bitnami/mongodb",
+            "circleci/mongo",
+            "cimg/mongo",
+            "mongodb/mongodb-enterprise-server",
+        ),
         aliases=("mongo",),
         wiring=_mongodb_wiring,
         health=(TCP_PROBE,),
@@ -295,24 +417,39 @@ _ENTRIES: tuple[ServiceKind, ...] = (
         env_prefixes=("MONGO",),
         # MongoDB left Debian after its licence change (SSPL); bookworm and trixie have no package
         offline_note="MongoDB is not packaged by Debian (bookworm, trixie), so `setupbot images bootstrap` "
-                     "has no stand-in for it; only an engine that already has the official mongo image starts it"),
+        "has no stand-in for it; only an engine that already has the official mongo image starts it",
+    ),
     ServiceKind(
-        "memcached", 11211, "memcached:1.6",
+        "memcached",
+        11211,
+        "memcached:1.6",
         repositories=("memcached", "bitnami/memcached", "circleci/memcached"),
         aliases=("memcache",),
         wiring=_memcached_wiring,
         health=(TCP_PROBE,),
         # the official image (Debian) has bash but no nc; its alpine variant has busybox nc
-        compose_health=("CMD-SHELL", "bash -c 'exec 3<>/dev/tcp/127.0.0.1/11211' 2>/dev/null"
-                                     " || echo stats | nc 127.0.0.1 11211"),
+        compose_health=(
+            "CMD-SHELL",
+            "bash -c 'exec 3<>/dev/tcp/127.0.0.1/11211' 2>/dev/null || echo stats | nc 127.0.0.1 11211",
+        ),
         health_timeout=30,
         refusal_patterns=(r"pymemcache\.exceptions\.MemcacheUnexpectedCloseError", r"pylibmc\.ConnectionError"),
         client_imports=("pymemcache", "pylibmc", "memcache", "aiomcache"),
         env_prefixes=("MEMCACHE",),
-        standin=StandIn("memcached", ("memcached",), "memcached:1.6", ("memcached:1", "memcached:latest"),
-                        ("sh", "-c", "memcached --version"))),
-    _known("elasticsearch", 9200, "elasticsearch:8.13.0",
-           compose_health=("CMD-SHELL", "curl -fs http://127.0.0.1:9200/_cluster/health")),
+        standin=StandIn(
+            "memcached",
+            ("memcached",),
+            "memcached:1.6",
+            ("memcached:1", "memcached:latest"),
+            ("sh", "-c", "memcached --version"),
+        ),
+    ),
+    _known(
+        "elasticsearch",
+        9200,
+        "elasticsearch:8.13.0",
+        compose_health=("CMD-SHELL", "curl -fs http://127.0.0.1:9200/_cluster/health"),
+    ),
     _known("opensearch", 9200, "opensearchproject/opensearch:2", claims_port=False),
     _known("zookeeper", 2181, "zookeeper:3.9"),
     _known("kafka", 9092, "apache/kafka:3.7.0"),
@@ -436,14 +573,13 @@ def refusal_words() -> list[tuple[str, re.Pattern[str]]]:
 
 def host_words() -> dict[str, str]:
     """Host names (a kind's name and aliases) -> kind, for "could not translate host name"."""
-    return {w: k.kind for k in _ENTRIES for w in (*k.words(), *k.host_names)
-            if re.fullmatch(r"[a-z][a-z0-9_-]*", w)}
+    return {w: k.kind for k in _ENTRIES for w in (*k.words(), *k.host_names) if re.fullmatch(r"[a-z][a-z0-9_-]*", w)}
 
 
 @dataclass(frozen=True)
 class ImageChoice:
     requested: str
-    image: str | None           # the tag to start, None when nothing can serve it
+    image: str | None  # the tag to start, None when nothing can serve it
     substituted: bool
     note: str
 
@@ -462,9 +598,13 @@ def resolve_image(kind: str | None, requested: str, exists: Callable[[str], bool
     if requested and ":" not in requested.rsplit("/", 1)[-1] and exists(requested + ":latest"):
         return ImageChoice(requested, requested + ":latest", False, "")
     if kind is None or kind not in KINDS:
-        return ImageChoice(requested, None, False,
-                           f"{requested or 'this service'}: no stand-in image for this kind of service "
-                           "and nothing can be pulled; add it to the service catalogue (bot/catalogue.py)")
+        return ImageChoice(
+            requested,
+            None,
+            False,
+            f"{requested or 'this service'}: no stand-in image for this kind of service "
+            "and nothing can be pulled; add it to the service catalogue (bot/catalogue.py)",
+        )
     spec = KINDS[kind]
     repo, tag = split_image(requested) if requested else (split_image(spec.image)[0], "latest")
     same_major: list[str] = []
@@ -488,14 +628,34 @@ def resolve_image(kind: str | None, requested: str, exists: Callable[[str], bool
                 why += " (MariaDB, which speaks the MySQL protocol)"
             return ImageChoice(requested, cand, True, why)
     if not spec.starts_offline:
-        return ImageChoice(requested, None, False,
-                           f"{requested or kind}: cannot start offline: {spec.offline_note}")
-    return ImageChoice(requested, None, False,
-                       f"{requested or kind}: no {kind} stand-in image is present; "
-                       f"run `setupbot images bootstrap --services {spec.standin.template}`"
-                       if spec.standin else "")
+        return ImageChoice(requested, None, False, f"{requested or kind}: cannot start offline: {spec.offline_note}")
+    return ImageChoice(
+        requested,
+        None,
+        False,
+        f"{requested or kind}: no {kind} stand-in image is present; "
+        f"run `setupbot images bootstrap --services {spec.standin.template}`"
+        if spec.standin
+        else "",
+    )
 
 
-__all__ = ["KINDS", "ALIASES", "PORT_TO_KIND", "STANDIN_SUITE", "ServiceKind", "StandIn", "ImageChoice",
-           "canonical", "split_image", "kind_of", "kinds_for_imports", "container_env", "wiring_env",
-           "prefix_kinds", "refusal_words", "host_words", "resolve_image"]
+__all__ = [
+    "KINDS",
+    "ALIASES",
+    "PORT_TO_KIND",
+    "STANDIN_SUITE",
+    "ServiceKind",
+    "StandIn",
+    "ImageChoice",
+    "canonical",
+    "split_image",
+    "kind_of",
+    "kinds_for_imports",
+    "container_env",
+    "wiring_env",
+    "prefix_kinds",
+    "refusal_words",
+    "host_words",
+    "resolve_image",
+]

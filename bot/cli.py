@@ -25,13 +25,13 @@ from bot import __version__
 from bot.errors import Interrupted, SetupbotError
 from bot.redact import Redactor, global_redactor, setup_logging
 
-COMMANDS = ["run", "plan", "verify", "config", "init", "images", "knowledge", "bench", "github", "rollout",
-            "clean"]
+COMMANDS = ["run", "plan", "verify", "config", "init", "images", "knowledge", "bench", "github", "rollout", "clean"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="setupbot", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="setupbot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"setupbot {__version__}")
     _add_global_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -59,12 +59,26 @@ def _add_global_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     before its name."""
     d = {} if top else {"default": argparse.SUPPRESS}
     volume = p.add_mutually_exclusive_group()
-    volume.add_argument("-q", "--quiet", action="store_true", help="no progress display, warnings and results only",
-                        **({"default": False} if top else d))
-    volume.add_argument("-v", "--verbose", action="store_true", help="progress with every detail line",
-                        **({"default": False} if top else d))
-    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs",
-                   **({"default": bool(os.environ.get("SETUPBOT_DEBUG"))} if top else d))
+    volume.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress display, warnings and results only",
+        **({"default": False} if top else d),
+    )
+    volume.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="progress with every detail line",
+        **({"default": False} if top else d),
+    )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show tracebacks and debug logs",
+        **({"default": bool(os.environ.get("SETUPBOT_DEBUG"))} if top else d),
+    )
 
 
 def _all_subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -105,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
-        print("setupbot: interrupted; run `setupbot clean --run-id ID` to remove what this run left",
-              file=sys.stderr)
+        print("setupbot: interrupted; run `setupbot clean --run-id ID` to remove what this run left", file=sys.stderr)
         return Interrupted.exit_code
     except Exception:  # noqa: BLE001 - a bug: show it, redacted, with the internal-error exit code
         print(global_redactor()(traceback.format_exc()), file=sys.stderr)
@@ -131,7 +144,7 @@ def _terminate_like_interrupt():
     def raise_interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, raise_interrupt)   # the previous handler, restored after
+    return signal.signal(signal.SIGTERM, raise_interrupt)  # the previous handler, restored after
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ class CASettings:
 @dataclass(frozen=True)
 class ImagesSettings:
     suites: tuple[str, ...] = ("bookworm", "trixie")
-    mirror: str = ""          # "" = debootstrap's own default mirror
+    mirror: str = ""  # "" = debootstrap's own default mirror
     cache_dir: str = ""
     # Also keep each built image as a `docker save` archive under cache_dir, named by its recipe
     # hash, so an engine whose store is empty loads it instead of building it again.
@@ -126,6 +126,7 @@ class GitHubSettings:
 @dataclass(frozen=True)
 class ServiceItem:
     """One entry of ``services:``: a service the tests need (bot/verify/services.py reads it)."""
+
     name: str = ""
     image: str = ""
     kind: str = ""
@@ -137,6 +138,7 @@ class ServiceItem:
 @dataclass(frozen=True)
 class SiblingItem:
     """One entry of ``siblings:``: a sibling repository (bot/verify/siblings.py reads it)."""
+
     name: str = ""
     path: str = ""
     url: str = ""
@@ -180,7 +182,7 @@ class Settings:
         """The secret values in force, for the redactor."""
         from urllib.parse import urlsplit
 
-        try:   # the password inside the shared store's URL (postgresql://user:password@host/db)
+        try:  # the password inside the shared store's URL (postgresql://user:password@host/db)
             store_password = urlsplit(self.knowledge.url).password or ""
         except ValueError:
             store_password = ""
@@ -228,8 +230,9 @@ def _coerce(value: Any, target_type: Any, where: str) -> Any:
                 raise ValueError(value)
             return dict(value)
     except (TypeError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{where}: cannot use {value!r} as {t}",
-                          "Fix the value in the file or variable named above.") from exc
+        raise ConfigError(
+            f"{where}: cannot use {value!r} as {t}", "Fix the value in the file or variable named above."
+        ) from exc
     return value
 
 
@@ -239,9 +242,15 @@ def _at(origin: str, marks: Mapping[tuple, int] | None, *path: Any) -> str:
     return f"{origin}:{line}" if line else origin
 
 
-def merge_layer(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
-           marks: Mapping[tuple, int] | None = None, origins: dict[str, str] | None = None,
-           layer_name: str = "") -> None:
+def merge_layer(
+    base: dict[str, Any],
+    layer: Mapping[str, Any],
+    origin: str,
+    *,
+    marks: Mapping[tuple, int] | None = None,
+    origins: dict[str, str] | None = None,
+    layer_name: str = "",
+) -> None:
     """Merge one layer into ``base`` in place, rejecting unknown keys. ``marks`` ({key path:
     line}) puts the user's line into errors; ``origins`` records which layer set each key."""
     hint = "`setupbot config schema` lists the sections and keys."
@@ -249,8 +258,10 @@ def merge_layer(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
         raise ConfigError(f"{origin}: the top level must be a mapping of sections", hint)
     for section, value in layer.items():
         if section not in _SECTIONS:
-            raise ConfigError(f"{_at(origin, marks, section)}: unknown section '{section}'."
-                              f"{_suggest(str(section), list(_SECTIONS))}", hint)
+            raise ConfigError(
+                f"{_at(origin, marks, section)}: unknown section '{section}'.{_suggest(str(section), list(_SECTIONS))}",
+                hint,
+            )
         f = _SECTIONS[section]
         if section in LIST_ITEMS:
             if value is None:
@@ -265,9 +276,12 @@ def merge_layer(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
                         raise ConfigError(
                             f"{_at(origin, marks, section, i, key)}: unknown key '{key}' in {section}[{i}]."
                             f"{_suggest(str(key), known)}",
-                            f"Known keys of a {section} entry: {', '.join(known)}.")
-                    if v is not None:   # checked only: the readers take the values as written
-                        _coerce(v, item_fields[key].type, f"{_at(origin, marks, section, i, key)}: {section}[{i}].{key}")
+                            f"Known keys of a {section} entry: {', '.join(known)}.",
+                        )
+                    if v is not None:  # checked only: the readers take the values as written
+                        _coerce(
+                            v, item_fields[key].type, f"{_at(origin, marks, section, i, key)}: {section}[{i}].{key}"
+                        )
             base[section] = tuple(dict(v) for v in value)
             if origins is not None:
                 origins[section] = layer_name or origin
@@ -284,7 +298,8 @@ def merge_layer(base: dict[str, Any], layer: Mapping[str, Any], origin: str, *,
                 raise ConfigError(
                     f"{_at(origin, marks, section, key)}: unknown key '{section}.{key}'."
                     f"{_suggest(str(key), list(fields))}",
-                    f"Known keys in '{section}': {', '.join(fields)}.")
+                    f"Known keys in '{section}': {', '.join(fields)}.",
+                )
             current[key] = _coerce(v, fields[key].type, f"{_at(origin, marks, section, key)}: {section}.{key}")
             if origins is not None:
                 origins[f"{section}.{key}"] = layer_name or origin
@@ -320,8 +335,11 @@ def read_config_file(path: Path, *, repo: Path | None = None) -> tuple[Any, dict
     ``_read_config`` has already proven small and shallow."""
     data = _read_config(path, repo=repo)
     try:
-        raw = safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES) if repo is not None \
+        raw = (
+            safefs.read_bytes(repo, REPO_CONFIG.as_posix(), max_bytes=MAX_CONFIG_BYTES)
+            if repo is not None
             else Path(path).read_bytes()
+        )
         marks = line_marks(raw.decode("utf-8-sig"))
     except (OSError, UnicodeDecodeError, safefs.UnsafePath):
         marks = {}
@@ -338,10 +356,10 @@ def _env_layer(environ: Mapping[str, str], names: dict[str, str] | None = None) 
     for name, value in environ.items():
         if not name.startswith("SETUPBOT_") or name in reserved:
             continue
-        rest = name[len("SETUPBOT_"):].lower()
+        rest = name[len("SETUPBOT_") :].lower()
         for section in sorted(_SECTIONS, key=len, reverse=True):
             if rest.startswith(section + "_") and section not in LIST_ITEMS:
-                key = rest[len(section) + 1:]
+                key = rest[len(section) + 1 :]
                 layer.setdefault(section, {})[key] = value
                 if names is not None:
                     names[f"{section}.{key}"] = name
@@ -352,7 +370,10 @@ def _env_layer(environ: Mapping[str, str], names: dict[str, str] | None = None) 
                 # not read, but a likely typo of a section deserves a word
                 logging.getLogger(__name__).warning(
                     "environment: %s is not read (no section '%s'; did you mean SETUPBOT_%s_...?)",
-                    name, rest.split("_")[0], close[0].upper())
+                    name,
+                    rest.split("_")[0],
+                    close[0].upper(),
+                )
     return layer
 
 
@@ -387,13 +408,14 @@ def _read_config(path: Path, *, repo: Path | None = None) -> Any:
         else:
             raw = Path(path).read_bytes()
             if len(raw) > MAX_CONFIG_BYTES:
-                raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES // 1024} KiB",
-                                  "A setupbot configuration is a few lines; check the file.")
+                raise ConfigError(
+                    f"{path} is larger than {MAX_CONFIG_BYTES // 1024} KiB",
+                    "A setupbot configuration is a few lines; check the file.",
+                )
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}: line {line} is not valid UTF-8",
-                          "Save the file as UTF-8.") from None
+        raise ConfigError(f"{path}: line {line} is not valid UTF-8", "Save the file as UTF-8.") from None
     except safefs.UnsafePath as exc:
         raise ConfigError(f"cannot read {path}: {exc.what}", "Make it a plain file inside the repository.") from None
     except OSError as exc:
@@ -446,20 +468,20 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
     """Keep what the repository's file may set; return it and the refused keys with reasons.
     Refusals are not errors: the run goes on with the operator's values and reports them."""
     if not isinstance(data, Mapping):
-        return data, []   # merge_layer reports the shape error
+        return data, []  # merge_layer reports the shape error
     kept: dict[str, Any] = {}
     refused: list[tuple[str, str]] = []
     for section, value in data.items():
         if section in REPO_LISTS:
             if not isinstance(value, list):
-                kept[section] = value          # merge_layer explains the shape
+                kept[section] = value  # merge_layer explains the shape
                 continue
             good = []
             for i, entry in enumerate(value):
                 why = None
                 known = {f.name for f in dataclasses.fields(LIST_ITEMS[section])}
-                if isinstance(entry, Mapping) and not set(entry) - known:   # a typo: merge_layer suggests
-                    why = (_sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry))
+                if isinstance(entry, Mapping) and not set(entry) - known:  # a typo: merge_layer suggests
+                    why = _sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry)
                 if why:
                     refused.append((f"{section}[{i}]", why))
                 else:
@@ -471,9 +493,10 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
                 continue
             part = {}
             for key, v in value.items():
-                if key in REPO_KEYS[section] or key not in {f.name for f in dataclasses.fields(
-                        cast(Any, _SECTIONS[section].default_factory))}:
-                    part[key] = v                 # unknown keys stay: merge_layer suggests the right one
+                if key in REPO_KEYS[section] or key not in {
+                    f.name for f in dataclasses.fields(cast(Any, _SECTIONS[section].default_factory))
+                }:
+                    part[key] = v  # unknown keys stay: merge_layer suggests the right one
                 else:
                     refused.append((f"{section}.{key}", "set by the operator only"))
             if section == "target" and isinstance(part.get("env"), Mapping):
@@ -482,13 +505,16 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
                     text = "" if v is None else str(v)
                     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", str(name)):
                         refused.append((f"target.env.{str(name)[:40]}", "not a variable name"))
-                    elif isinstance(v, (list, dict)) or any(ord(c) < 32 and c != "\t" for c in text) or len(text) > 4096:
+                    elif (
+                        isinstance(v, (list, dict)) or any(ord(c) < 32 and c != "\t" for c in text) or len(text) > 4096
+                    ):
                         refused.append((f"target.env.{name}", "the value must be one line of text"))
                     else:
                         env[name] = v
                 part["env"] = env
             if section == "output" and "dir" in part:
                 from bot.markers import check_output_dir
+
                 try:
                     check_output_dir(str(part["dir"] or ""))
                 except SetupbotError as exc:
@@ -500,23 +526,33 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             why = _OPERATOR_WHY.get(section, "set by the operator only")
             refused += [(f"{section}.{k}", why) for k in keys] or [(section, why)]
         else:
-            kept[section] = value                 # unknown: merge_layer raises with a suggestion
+            kept[section] = value  # unknown: merge_layer raises with a suggestion
     for key, why in refused:
         log.warning("%s: refused %s: %s", origin, key, why)
     return kept, refused
 
 
-def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | None = None,
-                  environ: Mapping[str, str] | None = None,
-                  config_file: Path | None = None, origins: dict[str, str] | None = None) -> Settings:
+def load_settings(
+    repo: Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+    origins: dict[str, str] | None = None,
+) -> Settings:
     """Resolve the settings chain. ``overrides`` is a {section: {key: value}} mapping from the
     CLI or action inputs (values of None are ignored). ``config_file`` and SETUPBOT_CONFIG name
     an operator's file (every key allowed); the repository's own .github/setupbot.yml may set
     only what describes the repository (``repo_layer``). ``origins``, when given, gets the layer that
     set each value: default, operator or repository file (path), environment (variable), flag."""
     merged: dict[str, Any] = {}
-    merge_layer(merged, yaml.safe_load(DEFAULTS_FILE.read_text()) or {}, str(DEFAULTS_FILE),
-           origins=origins, layer_name="default")
+    merge_layer(
+        merged,
+        yaml.safe_load(DEFAULTS_FILE.read_text()) or {},
+        str(DEFAULTS_FILE),
+        origins=origins,
+        layer_name="default",
+    )
     environ = os.environ if environ is None else environ
     path = config_file or (Path(environ["SETUPBOT_CONFIG"]) if environ.get("SETUPBOT_CONFIG") else None)
     refused: list[tuple[str, str]] = []
@@ -530,15 +566,24 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
         merge_layer(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
     names: dict[str, str] = {}
     for section, values in _env_layer(environ, names).items():
-        for key, value in values.items():   # one variable at a time: errors name the variable
+        for key, value in values.items():  # one variable at a time: errors name the variable
             variable = names[f"{section}.{key}"]
-            merge_layer(merged, {section: {key: value}}, f"environment variable {variable}", origins=origins,
-                   layer_name=f"environment ({variable})")
+            merge_layer(
+                merged,
+                {section: {key: value}},
+                f"environment variable {variable}",
+                origins=origins,
+                layer_name=f"environment ({variable})",
+            )
     if overrides:
-        cleaned = {s: {k: v for k, v in (vals or {}).items() if v is not None}
-                   for s, vals in overrides.items()}
-        merge_layer(merged, {s: v for s, v in cleaned.items() if v or s in ("services", "siblings")},
-               "command line", origins=origins, layer_name="flag")
+        cleaned = {s: {k: v for k, v in (vals or {}).items() if v is not None} for s, vals in overrides.items()}
+        merge_layer(
+            merged,
+            {s: v for s, v in cleaned.items() if v or s in ("services", "siblings")},
+            "command line",
+            origins=origins,
+            layer_name="flag",
+        )
     kwargs: dict[str, Any] = {}
     for name, f in _SECTIONS.items():
         if name in ("services", "siblings"):
@@ -548,6 +593,6 @@ def load_settings(repo: Path | None = None, *, overrides: Mapping[str, Any] | No
     settings = Settings(**kwargs, refused=tuple(refused))
     if settings.engine.kind not in ("docker", "podman"):
         raise ConfigError(f"engine.kind must be docker or podman, not {settings.engine.kind!r}")
-    for secret in settings.secrets():   # from a flag or an operator file, too, not only from env
+    for secret in settings.secrets():  # from a flag or an operator file, too, not only from env
         register_secret(secret)
     return settings

@@ -57,8 +57,16 @@ class EngineError(SetupbotError):
 
     exit_code = 4
 
-    def __init__(self, what: str, fix: str = "", *, argv: list[str] | None = None,
-                 exit_code: int | None = None, stdout: str = "", stderr: str = "") -> None:
+    def __init__(
+        self,
+        what: str,
+        fix: str = "",
+        *,
+        argv: list[str] | None = None,
+        exit_code: int | None = None,
+        stdout: str = "",
+        stderr: str = "",
+    ) -> None:
         super().__init__(what, fix)
         self.argv = list(argv or [])
         self.returncode = exit_code

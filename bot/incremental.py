@@ -91,17 +91,23 @@ def environment_inputs(repo: Path, settings: Any = None) -> dict[str, Any]:
         if rel.startswith(".setupbot/") or path.is_symlink() or not path.is_file():
             continue
         if rel.endswith(".py") and rel.rsplit("/", 1)[-1] not in MANIFEST_PY:
-            continue              # source code counts through its imports, below
+            continue  # source code counts through its imports, below
         data = _read(root, rel)
         if data is None:
             continue
         if _generated(data):
-            continue              # setupbot's own outputs are results, not inputs
+            continue  # setupbot's own outputs are results, not inputs
         files[rel] = _digest(data)
-    imports = sorted({f"{i.module}{'?' if i.optional else ''}{' (tests)' if i.in_tests else ''}"
-                      for i in ev.imports} | {f"local {m}" for m in ev.local_modules})
-    parts = {"files": files, "imports": _digest(json.dumps(imports).encode()),
-             "settings": settings_digest(settings), "setupbot": __version__}
+    imports = sorted(
+        {f"{i.module}{'?' if i.optional else ''}{' (tests)' if i.in_tests else ''}" for i in ev.imports}
+        | {f"local {m}" for m in ev.local_modules}
+    )
+    parts = {
+        "files": files,
+        "imports": _digest(json.dumps(imports).encode()),
+        "settings": settings_digest(settings),
+        "setupbot": __version__,
+    }
     digest = _digest(json.dumps(parts, sort_keys=True).encode())
     return {"digest": digest, **parts}
 
@@ -115,8 +121,11 @@ def changed_inputs(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]
     out += [f"{p} added" for p in sorted(set(nf) - set(of))]
     out += [f"{p} removed" for p in sorted(set(of) - set(nf))]
     out += [f"{p} changed" for p in sorted(set(of) & set(nf)) if of[p] != nf[p]]
-    for key, what in (("imports", "the imports in the source"), ("settings", "setupbot settings"),
-                      ("setupbot", "the setupbot version")):
+    for key, what in (
+        ("imports", "the imports in the source"),
+        ("settings", "setupbot settings"),
+        ("setupbot", "the setupbot version"),
+    ):
         if old.get(key) != new.get(key):
             out.append(f"{what} changed")
     return out
@@ -183,8 +192,7 @@ def check(repo: Path, settings: Any) -> Check:
     if recorded is None:
         return Check(False, "no recorded plan", None, inputs)
     if recorded.inputs.get("digest") != inputs["digest"]:
-        return Check(False, "inputs changed: " + ", ".join(changed_inputs(recorded.inputs, inputs)),
-                     recorded, inputs)
+        return Check(False, "inputs changed: " + ", ".join(changed_inputs(recorded.inputs, inputs)), recorded, inputs)
     for rel, digest in recorded.outputs.items():
         # the record is repository text: its paths must name files in the output folder
         # (or the one file setupbot writes at the root: the build context's .dockerignore)
@@ -204,8 +212,20 @@ def check(repo: Path, settings: Any) -> Check:
 def last_commit(repo: Path, rel: str) -> str:
     """The commit that last changed ``rel`` (short), or "" outside git. Run with the repository's
     hooks and fsmonitor switched off: only git's own reading of its object store is used."""
-    argv = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-C", str(repo),
-            "log", "-1", "--format=%h", "--", rel]
+    argv = [
+        "git",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-C",
+        str(repo),
+        "log",
+        "-1",
+        "--format=%h",
+        "--",
+        rel,
+    ]
     env = {k: v for k, v in host_env().items() if not k.startswith("GIT_")}
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     try:

@@ -23,8 +23,8 @@ INDEX_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_I
 
 @dataclass(frozen=True)
 class IndexConfig:
-    index_url: str = ""                         # replaces the default index
-    extra_index_urls: tuple[str, ...] = ()      # searched as well
+    index_url: str = ""  # replaces the default index
+    extra_index_urls: tuple[str, ...] = ()  # searched as well
 
     def __bool__(self) -> bool:
         return bool(self.index_url or self.extra_index_urls)
@@ -71,7 +71,7 @@ def _from_pip_conf(environ: Mapping[str, str]) -> tuple[str, list[str]]:
             if not parser.read(path):
                 continue
         except (configparser.Error, OSError, UnicodeDecodeError):
-            continue   # pip would refuse it too; resolution goes on with the rest
+            continue  # pip would refuse it too; resolution goes on with the rest
         for section in ("global", "install"):
             if parser.has_option(section, "index-url"):
                 index = parser.get(section, "index-url").strip()

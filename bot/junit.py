@@ -15,11 +15,11 @@ PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 
 @dataclass(frozen=True)
 class JUnitCase:
-    test_id: str             # classname::name (name alone without a class)
-    outcome: str             # passed / failed / error / skipped
-    message: str = ""        # the failure's or skip's message attribute
-    text: str = ""           # the failure's body (the traceback)
-    tags: frozenset[str] = frozenset()   # the child elements the case has
+    test_id: str  # classname::name (name alone without a class)
+    outcome: str  # passed / failed / error / skipped
+    message: str = ""  # the failure's or skip's message attribute
+    text: str = ""  # the failure's body (the traceback)
+    tags: frozenset[str] = frozenset()  # the child elements the case has
 
 
 def read_junit(xml_text: str) -> list[JUnitCase] | None:
@@ -40,6 +40,13 @@ def read_junit(xml_text: str) -> list[JUnitCase] | None:
                 break
             if child.tag == "skipped":
                 outcome, message = SKIPPED, child.get("message") or ""
-        cases.append(JUnitCase(f"{classname}::{name}" if classname else name, outcome, message, text,
-                               frozenset(child.tag for child in case)))
+        cases.append(
+            JUnitCase(
+                f"{classname}::{name}" if classname else name,
+                outcome,
+                message,
+                text,
+                frozenset(child.tag for child in case),
+            )
+        )
     return cases

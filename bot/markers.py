@@ -23,7 +23,7 @@ COMPOSE = "compose.yaml"
 REPORT = "setup-report.md"
 PLAN = "setupbot-plan.json"
 DOCKERIGNORE = ".dockerignore"
-LOCK = "requirements.lock"   # bot.graph.lock.LOCK_NAME
+LOCK = "requirements.lock"  # bot.graph.lock.LOCK_NAME
 
 
 def has_marker(text: str) -> bool:
@@ -38,6 +38,8 @@ def check_output_dir(output_dir: str) -> str:
     inside = not raw.startswith("/") and "\\" not in raw and out not in ("", ".") and not out.startswith("..")
     # .git/ and .setupbot/ are not places for the environment either (git metadata, run records)
     if not inside or (out + "/").lower().startswith((".github/workflows/", ".git/", ".setupbot/")):
-        raise InputError(f"output.dir {output_dir!r} must be a folder inside the repository, "
-                         "outside .github/workflows/", "Use the default .devcontainer or another relative folder.")
+        raise InputError(
+            f"output.dir {output_dir!r} must be a folder inside the repository, outside .github/workflows/",
+            "Use the default .devcontainer or another relative folder.",
+        )
     return out

@@ -64,12 +64,31 @@ def mark_dockerfile(text: str) -> str:
 
 # What the build context must never carry into an image (issue 15): git metadata (actions/checkout
 # leaves the token in .git/config), env files, private keys, setupbot's own run records.
-DOCKERIGNORE_PATTERNS = (".git", "**/.git", ".env", ".env.*", "**/.env", "**/.env.*", "*.pem", "**/*.pem",
-                         "*.key", "**/*.key", "id_rsa*", "**/id_rsa*", "id_ed25519*", "**/id_ed25519*",
-                         ".setupbot", ".netrc", "**/.netrc",
-                         # committed templates of env files hold documentation, not credentials, and
-                         # test setups copy them (`cp .env.example .env`)
-                         "!.env.example", "!.env.sample", "!.env.template", "!.env.dist")
+DOCKERIGNORE_PATTERNS = (
+    ".git",
+    "**/.git",
+    ".env",
+    ".env.*",
+    "**/.env",
+    "**/.env.*",
+    "*.pem",
+    "**/*.pem",
+    "*.key",
+    "**/*.key",
+    "id_rsa*",
+    "**/id_rsa*",
+    "id_ed25519*",
+    "**/id_ed25519*",
+    ".setupbot",
+    ".netrc",
+    "**/.netrc",
+    # committed templates of env files hold documentation, not credentials, and
+    # test setups copy them (`cp .env.example .env`)
+    "!.env.example",
+    "!.env.sample",
+    "!.env.template",
+    "!.env.dist",
+)
 
 
 def render_dockerignore(copied: Iterable[str] = ()) -> str:
@@ -78,14 +97,20 @@ def render_dockerignore(copied: Iterable[str] = ()) -> str:
     ``!`` exception, so the compiled Dockerfile still builds with it."""
     import fnmatch
 
-    lines = [f"# {MARKER_TEXT}: remove this line to keep your own version",
-             "# Keeps credentials and local state out of the build context.", *DOCKERIGNORE_PATTERNS]
+    lines = [
+        f"# {MARKER_TEXT}: remove this line to keep your own version",
+        "# Keeps credentials and local state out of the build context.",
+        *DOCKERIGNORE_PATTERNS,
+    ]
     for src in sorted(set(copied)):
         clean = src.strip("/")
         if clean in ("", ".") or any(c in clean for c in "*?[!\n"):
             continue
-        if any(fnmatch.fnmatch(clean, pat.replace("**/", "*")) or fnmatch.fnmatch(clean.rsplit("/", 1)[-1], pat)
-               for pat in DOCKERIGNORE_PATTERNS if not pat.startswith("!")):
+        if any(
+            fnmatch.fnmatch(clean, pat.replace("**/", "*")) or fnmatch.fnmatch(clean.rsplit("/", 1)[-1], pat)
+            for pat in DOCKERIGNORE_PATTERNS
+            if not pat.startswith("!")
+        ):
             lines.append(f"!{clean}")
     return "\n".join(lines) + "\n"
 
@@ -122,18 +147,24 @@ def fingerprint_files(files: dict[str, str], exclude: Iterable[str] = ()) -> str
 
 
 def unified_diff(path: str, old: str, new: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}")) or "(no change)\n"
+    return (
+        "".join(
+            difflib.unified_diff(
+                old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=f"a/{path}", tofile=f"b/{path}"
+            )
+        )
+        or "(no change)\n"
+    )
 
 
 @dataclass
 class GeneratedOutputs:
-    files: dict[str, str]                 # repository-relative path -> content (marked files only)
+    files: dict[str, str]  # repository-relative path -> content (marked files only)
     report: ReportData
     fingerprint: str
     report_path: str
-    kept: dict[str, str] = field(default_factory=dict)   # hand-written path -> diff not applied
-    note: str = ""                        # e.g. "environment inputs unchanged since <sha>"
+    kept: dict[str, str] = field(default_factory=dict)  # hand-written path -> diff not applied
+    note: str = ""  # e.g. "environment inputs unchanged since <sha>"
     # files that describe this run rather than the environment (the stage timeline): they go with
     # the environment, but a change in them alone is no change (not in the fingerprint, no drift,
     # no pull request of their own)
@@ -144,14 +175,22 @@ ExistingReader = Callable[[str], "str | None"]
 CustomiseDevcontainer = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any = None,
-                     services: Iterable[Any] = (), app_env: dict[str, str] | None = None,
-                     output_dir: str = ".devcontainer", project: str = "",
-                     post_create: list[str] | None = None, lock_text: str = "",
-                     existing: ExistingReader | None = None,
-                     inputs: dict[str, Any] | None = None,
-                     customise_devcontainer: CustomiseDevcontainer | None = None,
-                     timeline_steps: Iterable[dict[str, Any]] = ()) -> GeneratedOutputs:
+def generate_outputs(
+    report: ReportData,
+    *,
+    dockerfile_text: str,
+    plan_json: Any = None,
+    services: Iterable[Any] = (),
+    app_env: dict[str, str] | None = None,
+    output_dir: str = ".devcontainer",
+    project: str = "",
+    post_create: list[str] | None = None,
+    lock_text: str = "",
+    existing: ExistingReader | None = None,
+    inputs: dict[str, Any] | None = None,
+    customise_devcontainer: CustomiseDevcontainer | None = None,
+    timeline_steps: Iterable[dict[str, Any]] = (),
+) -> GeneratedOutputs:
     """Render every output file. ``existing(path)`` returns the current content at a
     repository-relative path (a checkout or the base branch through the API) or None.
     ``customise_devcontainer(config, plan_json)`` adds to the devcontainer.json dict (the
@@ -170,17 +209,23 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
         base_file, base_names = None, {}
     app_name = app_service_name(base_services)
     devcontainer = build_devcontainer(
-        name=name, test_command=report.test_command or ["python", "-m", "pytest"],
-        services=[c.name for c in compose_services(services, base_names)],   # the compose keys, exactly
-        env=None if services else app_env, post_create=post_create, context=context_for(out),
-        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [], app_service=app_name)
+        name=name,
+        test_command=report.test_command or ["python", "-m", "pytest"],
+        services=[c.name for c in compose_services(services, base_names)],  # the compose keys, exactly
+        env=None if services else app_env,
+        post_create=post_create,
+        context=context_for(out),
+        compose_files=[f"{context_for(out)}/{base_file}"] if base_file else [],
+        app_service=app_name,
+    )
     if customise_devcontainer is not None:
         # the plan's ecosystems add their editor extensions (bot.ecosystems.devcontainer_for)
         devcontainer = customise_devcontainer(devcontainer, plan_json)
     env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(devcontainer)
     if services:
-        env_files[f"{out}/{COMPOSE}"] = render_compose(services=services, app_env=app_env, output_dir=out,
-                                                       base_names=base_names, app_name=app_name)
+        env_files[f"{out}/{COMPOSE}"] = render_compose(
+            services=services, app_env=app_env, output_dir=out, base_names=base_names, app_name=app_name
+        )
     if lock_text:
         env_files[f"{out}/{LOCK}"] = lock_text
     env_files[DOCKERIGNORE] = render_dockerignore(copied_sources(dockerfile_text))
@@ -194,8 +239,7 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
         files[path] = text
     if plan_json is not None:
         plan_path = f"{out}/{PLAN}"
-        text = render_plan_json(plan_json, report, inputs=inputs,
-                                outputs={p: _sha(t) for p, t in files.items()})
+        text = render_plan_json(plan_json, report, inputs=inputs, outputs={p: _sha(t) for p, t in files.items()})
         current = existing(plan_path) if existing else None
         if current is not None and not has_marker(current):
             kept[plan_path] = unified_diff(plan_path, current, text)
@@ -230,27 +274,43 @@ def generate_outputs(report: ReportData, *, dockerfile_text: str, plan_json: Any
         report.files.remove(report_path)
     else:
         files[report_path] = report_text
-    return GeneratedOutputs(files=files, report=report, report_path=report_path, kept=kept,
-                            fingerprint=fingerprint_files(files, exclude=volatile), volatile=volatile)
+    return GeneratedOutputs(
+        files=files,
+        report=report,
+        report_path=report_path,
+        kept=kept,
+        fingerprint=fingerprint_files(files, exclude=volatile),
+        volatile=volatile,
+    )
 
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def render_plan_json(plan_json: Any, report: ReportData, *, inputs: dict[str, Any] | None = None,
-                     outputs: dict[str, str] | None = None) -> str:
+def render_plan_json(
+    plan_json: Any, report: ReportData, *, inputs: dict[str, Any] | None = None, outputs: dict[str, str] | None = None
+) -> str:
     """The committed plan: the plan itself, what it read (``inputs``), what was verified (the
     base branch's record a pull request is compared with) and the hash of each environment file.
     No timings, dates or run ids: the same inputs give the same bytes."""
-    data: dict[str, Any] = {"_setupbot": f"{MARKER_TEXT}; the plan behind this environment",
-                            "plan": scrub_volatile(plan_json)}
+    data: dict[str, Any] = {
+        "_setupbot": f"{MARKER_TEXT}; the plan behind this environment",
+        "plan": scrub_volatile(plan_json),
+    }
     if inputs is not None:
         data["inputs"] = inputs
-    data["verified"] = {"verdict": report.verdict, "replay_ok": report.replay_ok,
-                        "tests": {"collected": report.tests.collected, "passed": report.tests.passed,
-                                  "failed": report.tests.failed, "skipped": report.tests.skipped,
-                                  "errors": report.tests.errors}}
+    data["verified"] = {
+        "verdict": report.verdict,
+        "replay_ok": report.replay_ok,
+        "tests": {
+            "collected": report.tests.collected,
+            "passed": report.tests.passed,
+            "failed": report.tests.failed,
+            "skipped": report.tests.skipped,
+            "errors": report.tests.errors,
+        },
+    }
     if outputs:
         data["outputs"] = dict(sorted(outputs.items()))
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
@@ -277,7 +337,7 @@ def disk_reader(repo: Path) -> ExistingReader:
     root = repo.resolve()
 
     def read(path: str) -> str | None:
-        target = (root / path)
+        target = root / path
         # A symlink in the output folder is never followed: reported as a hand-written file.
         if target.is_symlink() or not target.resolve().is_relative_to(root):
             return SYMLINK_PLACEHOLDER
@@ -339,8 +399,12 @@ def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
             log.warning("outputs: %s", exc.what)
             continue
         result.written.append(path)
-    log.info("outputs: %d written, %d unchanged, %d hand-written kept",
-             len(result.written), len(result.unchanged), len(result.kept))
+    log.info(
+        "outputs: %d written, %d unchanged, %d hand-written kept",
+        len(result.written),
+        len(result.unchanged),
+        len(result.kept),
+    )
     return result
 
 
@@ -376,17 +440,27 @@ def _field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = None, verification: Any = None,
-                          output_dir: str = ".devcontainer", repository: str = "",
-                          image_size: int | None = None,
-                          existing: ExistingReader | None = None, settings: Any = None,
-                          gate: str = "", refused_config: Iterable[tuple[str, str]] = (),
-                          customise_devcontainer: CustomiseDevcontainer | None = None) -> GeneratedOutputs:
+def outputs_from_pipeline(
+    repo: Path,
+    *,
+    plan: Any = None,
+    run_record: Any = None,
+    verification: Any = None,
+    output_dir: str = ".devcontainer",
+    repository: str = "",
+    image_size: int | None = None,
+    existing: ExistingReader | None = None,
+    settings: Any = None,
+    gate: str = "",
+    refused_config: Iterable[tuple[str, str]] = (),
+    customise_devcontainer: CustomiseDevcontainer | None = None,
+) -> GeneratedOutputs:
     """Adapter from the pipeline's records to the files. ``plan`` is a ``bot.graph.Plan``; without
     it the plan JSON kept in the run record is used. The Dockerfile is the run record's final one
     (repairs included) when there is a run record, else the plan's compiled one."""
-    report = from_pipeline(plan, run_record, verification, repository=repository,
-                           output_dir=output_dir, image_size=image_size)
+    report = from_pipeline(
+        plan, run_record, verification, repository=repository, output_dir=output_dir, image_size=image_size
+    )
     report.refused_config = [f"{key}: {why}" for key, why in refused_config]
     if gate:
         report.gate = gate
@@ -408,14 +482,21 @@ def outputs_from_pipeline(repo: Path, *, plan: Any = None, run_record: Any = Non
     app_env = {str(k): str(v) for k, v in dict(_field(source, "env", {}) or {}).items()}
     if services:
         app_env = app_environment(services, app_env)
-    return generate_outputs(report, dockerfile_text=dockerfile_text, plan_json=stable_plan_json(source),
-                            services=services, app_env=app_env, output_dir=output_dir,
-                            project=repository or repo.name,
-                            post_create=_field(source, "post_create_command"),
-                            lock_text=_field(run_record, "lock_text", "") or "",
-                            existing=existing or disk_reader(repo), inputs=_inputs(repo, settings),
-                            customise_devcontainer=customise_devcontainer,
-                            timeline_steps=trajectory_steps(run_record))
+    return generate_outputs(
+        report,
+        dockerfile_text=dockerfile_text,
+        plan_json=stable_plan_json(source),
+        services=services,
+        app_env=app_env,
+        output_dir=output_dir,
+        project=repository or repo.name,
+        post_create=_field(source, "post_create_command"),
+        lock_text=_field(run_record, "lock_text", "") or "",
+        existing=existing or disk_reader(repo),
+        inputs=_inputs(repo, settings),
+        customise_devcontainer=customise_devcontainer,
+        timeline_steps=trajectory_steps(run_record),
+    )
 
 
 def trajectory_steps(run_record: Any) -> list[dict[str, Any]]:
@@ -431,6 +512,6 @@ def trajectory_steps(run_record: Any) -> list[dict[str, Any]]:
 def _inputs(repo: Path, settings: Any) -> dict[str, Any] | None:
     try:
         return environment_inputs(repo, settings)
-    except (OSError, InputError) as exc:      # no record: the next run simply does the work again
+    except (OSError, InputError) as exc:  # no record: the next run simply does the work again
         log.warning("inputs not recorded: %s", exc)
         return None

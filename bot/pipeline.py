@@ -49,8 +49,8 @@ class PipelineResult:
     written: Any = None
     records: list[Path] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    interrupted: str = ""               # the signal that stopped the run, if one did
-    ecosystems: list[str] = field(default_factory=list)   # detected, the plan's lead first
+    interrupted: str = ""  # the signal that stopped the run, if one did
+    ecosystems: list[str] = field(default_factory=list)  # detected, the plan's lead first
 
     @property
     def succeeded(self) -> bool:
@@ -62,8 +62,12 @@ def _final_plan(first_plan: Any, run_record: Any) -> Any:
     graph_json = (run_record.plan or {}).get("graph") if run_record is not None else None
     if not graph_json:
         return first_plan
-    return Plan(repo=first_plan.repo, graph=DepGraph.from_json(graph_json),
-                warnings=list(first_plan.warnings), timings=dict(first_plan.timings))
+    return Plan(
+        repo=first_plan.repo,
+        graph=DepGraph.from_json(graph_json),
+        warnings=list(first_plan.warnings),
+        timings=dict(first_plan.timings),
+    )
 
 
 def open_knowledge(settings: Settings, warnings: list[str]) -> Any:
@@ -123,24 +127,55 @@ class _Signals:
                 signal.signal(sig, old)
 
 
-def run_pipeline(repo: Path, settings: Settings, *, engine: Any = None, store: Any = None,
-                 llm: Any = None, use_knowledge: bool = True, verify: bool = True,
-                 write: bool = True, repository: str = "") -> PipelineResult:
+def run_pipeline(
+    repo: Path,
+    settings: Settings,
+    *,
+    engine: Any = None,
+    store: Any = None,
+    llm: Any = None,
+    use_knowledge: bool = True,
+    verify: bool = True,
+    write: bool = True,
+    repository: str = "",
+) -> PipelineResult:
     """The whole run. Outputs and records are written whatever happens: success, budget
     exhausted, or SIGTERM/SIGINT (``result.interrupted`` then names the signal)."""
     repo = Path(repo).resolve()
     result = PipelineResult(repo=repo)
     signals = _Signals()
     with signals.installed():
-        _run_pipeline(repo, settings, result, signals, engine=engine, store=store, llm=llm,
-                      use_knowledge=use_knowledge, verify=verify, write=write, repository=repository)
+        _run_pipeline(
+            repo,
+            settings,
+            result,
+            signals,
+            engine=engine,
+            store=store,
+            llm=llm,
+            use_knowledge=use_knowledge,
+            verify=verify,
+            write=write,
+            repository=repository,
+        )
     result.interrupted = signals.received
     return result
 
 
-def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signals: _Signals, *,
-                  engine: Any, store: Any, llm: Any, use_knowledge: bool, verify: bool, write: bool,
-                  repository: str) -> None:
+def _run_pipeline(
+    repo: Path,
+    settings: Settings,
+    result: PipelineResult,
+    signals: _Signals,
+    *,
+    engine: Any,
+    store: Any,
+    llm: Any,
+    use_knowledge: bool,
+    verify: bool,
+    write: bool,
+    repository: str,
+) -> None:
     # The ecosystems come from the registry; a repository none recognises is not planned, built
     # or written to (no Dockerfile, no pull request): NotSupported says what was found.
     selection = select(repo)
@@ -175,19 +210,27 @@ def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signal
         result.run_record = record
         result.plan = _final_plan(captured["plan"], record) if "plan" in captured else None
         tag = (record.replay or {}).get("tag")
-        if verify and record.replay.get("ok") and tag and result.plan is not None \
-                and record.status not in ("interrupted", "over_budget"):
+        if (
+            verify
+            and record.replay.get("ok")
+            and tag
+            and result.plan is not None
+            and record.status not in ("interrupted", "over_budget")
+        ):
             result.image_size = engine.image_size(tag)
             timeout = _verification_timeout(record, settings, deadline - time.monotonic())
             if timeout is None:
-                result.warnings.append(f"verification skipped: {deadline - time.monotonic():.0f}s of the "
-                                       f"{settings.budgets.wall_clock}s budget left, too little for the "
-                                       "prosecutor and judge")
+                result.warnings.append(
+                    f"verification skipped: {deadline - time.monotonic():.0f}s of the "
+                    f"{settings.budgets.wall_clock}s budget left, too little for the "
+                    "prosecutor and judge"
+                )
             else:
                 progress.current().stage("verify")
                 try:
-                    result.verification = _verify(engine, repo, tag, result.plan, settings, result.warnings,
-                                                  test_timeout=timeout)
+                    result.verification = _verify(
+                        engine, repo, tag, result.plan, settings, result.warnings, test_timeout=timeout
+                    )
                 except Interrupted as exc:
                     result.warnings.append(f"verification did not complete: {exc.what}")
     except Interrupted as exc:
@@ -203,10 +246,18 @@ def _run_pipeline(repo: Path, settings: Settings, result: PipelineResult, signal
     if write and plan_known:
         progress.current().stage("write")
         result.generated = outputs_from_pipeline(
-            repo, plan=result.plan, run_record=result.run_record, verification=result.verification,
-            output_dir=settings.output.dir, repository=repository or repo.name,
-            image_size=result.image_size, settings=settings, gate=settings.publish.min_verdict,
-            refused_config=settings.refused, customise_devcontainer=devcontainer_for)
+            repo,
+            plan=result.plan,
+            run_record=result.run_record,
+            verification=result.verification,
+            output_dir=settings.output.dir,
+            repository=repository or repo.name,
+            image_size=result.image_size,
+            settings=settings,
+            gate=settings.publish.min_verdict,
+            refused_config=settings.refused,
+            customise_devcontainer=devcontainer_for,
+        )
         result.written = write_outputs(repo, result.generated)
     if write and result.run_record is not None:
         result.records = write_run_records(repo, result)
@@ -235,9 +286,10 @@ def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
 
     redact = global_redactor()
     record = result.run_record
-    files = {"run.json": json.dumps({**record.to_json(), "pipeline_warnings": result.warnings},
-                                    indent=2, default=str),
-             "trajectory.jsonl": record.trajectory.to_jsonl()}
+    files = {
+        "run.json": json.dumps({**record.to_json(), "pipeline_warnings": result.warnings}, indent=2, default=str),
+        "trajectory.jsonl": record.trajectory.to_jsonl(),
+    }
     if result.verification is not None:
         files["verification.json"] = json.dumps(result.verification.to_json(), indent=2, default=str)
     written = []
@@ -245,17 +297,29 @@ def write_run_records(repo: Path, result: PipelineResult) -> list[Path]:
         # the one safe writer: a committed `.setupbot/run.json -> <host file>` or a symlinked
         # .setupbot/ is refused, never written through (SECURITY.md S13)
         try:
-            written.append(safefs.write_text(repo, f"{RECORDS_DIR}/{name}",
-                                             redact(text if text.endswith("\n") or not text else text + "\n"),
-                                             allowed=[RECORDS_DIR]))
+            written.append(
+                safefs.write_text(
+                    repo,
+                    f"{RECORDS_DIR}/{name}",
+                    redact(text if text.endswith("\n") or not text else text + "\n"),
+                    allowed=[RECORDS_DIR],
+                )
+            )
         except safefs.UnsafePath as exc:
             result.warnings.append(f"run record not written: {exc.what}")
             log.warning("run record not written: %s", exc.what)
     return written
 
 
-def _verify(engine: Any, repo: Path, tag: str, plan: Any, settings: Settings,
-            warnings: list[str], test_timeout: int | None = None) -> Any:
+def _verify(
+    engine: Any,
+    repo: Path,
+    tag: str,
+    plan: Any,
+    settings: Settings,
+    warnings: list[str],
+    test_timeout: int | None = None,
+) -> Any:
     """Prosecutor and judge on the replay image, with the services and sibling repositories
     (the same inputs `setupbot verify` gathers)."""
     t0 = time.monotonic()
@@ -268,9 +332,16 @@ def _verify(engine: Any, repo: Path, tag: str, plan: Any, settings: Settings,
     env = {**plan.env, **dict(settings.target.env)}
     try:
         record = verify_environment(
-            engine, repo, tag, services=services, ci_env=env, siblings=siblings,
-            test_command=command, test_timeout=test_timeout or settings.engine.command_timeout,
-            warnings=[str(w) for w in plan.warnings])
+            engine,
+            repo,
+            tag,
+            services=services,
+            ci_env=env,
+            siblings=siblings,
+            test_command=command,
+            test_timeout=test_timeout or settings.engine.command_timeout,
+            warnings=[str(w) for w in plan.warnings],
+        )
     except SetupbotError as exc:
         warnings.append(f"verification did not complete: {exc.what}")
         return None

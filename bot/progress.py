@@ -70,8 +70,9 @@ class _State:
 class LineReporter(Reporter):
     """One timestamped line per change, for logs. Repeated identical states are not repeated."""
 
-    def __init__(self, title: str, stream: IO[str], *, verbose: bool = False, clock=time.monotonic,
-                 wall=time.time) -> None:
+    def __init__(
+        self, title: str, stream: IO[str], *, verbose: bool = False, clock=time.monotonic, wall=time.time
+    ) -> None:
         self.state = _State(title, clock)
         self.stream = stream
         self.verbose = verbose
@@ -120,8 +121,14 @@ class LiveReporter(Reporter):
         self.verbose = verbose
         self._text = Text
         self.console = Console(file=stream, force_terminal=True)
-        self.live = Live(get_renderable=self._render, console=self.console, refresh_per_second=4,
-                         transient=False, redirect_stdout=False, redirect_stderr=False)
+        self.live = Live(
+            get_renderable=self._render,
+            console=self.console,
+            refresh_per_second=4,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self.live.start()
         # Log records on the same terminal would tear the live line: they print above it instead.
         self._rerouted = []
@@ -187,8 +194,7 @@ def current() -> Reporter:
     return _current
 
 
-def make_reporter(title: str, *, quiet: bool = False, verbose: bool = False,
-                  stream: IO[str] | None = None) -> Reporter:
+def make_reporter(title: str, *, quiet: bool = False, verbose: bool = False, stream: IO[str] | None = None) -> Reporter:
     stream = stream or sys.stderr
     if quiet:
         return Reporter()

@@ -18,7 +18,8 @@ SECRET_ENV_NAMES = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRI
 TOKEN_SHAPES = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,255}"
     r"|github_pat_[A-Za-z0-9_]{20,255}"
-    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})")
+    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})"
+)
 # Credentials inside URLs: scheme://user:password@host keeps the user, masks the password;
 # scheme://token@host (no password) masks the token when it is longer than a user name.
 URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s/:@'\"]*):([^\s/@'\"]+)@")

@@ -82,8 +82,9 @@ def _open_dirs(root_fd: int, parts: Iterable[str], *, create: bool) -> int:
                 nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafePath(f"{part!r} on the way is a symlink or not a folder; "
-                                     "setupbot does not follow it") from exc
+                    raise UnsafePath(
+                        f"{part!r} on the way is a symlink or not a folder; setupbot does not follow it"
+                    ) from exc
                 raise
             os.close(fd)
             fd = nfd
@@ -100,8 +101,8 @@ def read_bytes(root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: b
     base = _root(root)
     _clean_rel(rel)
     try:
-        target = (base / rel).resolve(strict=True)     # FileNotFoundError when absent
-    except RuntimeError:                                # a symlink loop
+        target = (base / rel).resolve(strict=True)  # FileNotFoundError when absent
+    except RuntimeError:  # a symlink loop
         raise UnsafePath(f"{rel} is a symlink loop; not read") from None
     try:
         parts = list(target.relative_to(base).parts)
@@ -116,8 +117,9 @@ def read_bytes(root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: b
         os.close(root_fd)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
-                     dir_fd=dir_fd)
+        fd = os.open(
+            parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=dir_fd
+        )
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(f"{rel} changed into a symlink while being read; not read") from exc
@@ -138,13 +140,15 @@ def read_bytes(root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: b
     return data
 
 
-def read_text(root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: bool = False,
-              errors: str = "replace") -> str:
+def read_text(
+    root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: bool = False, errors: str = "replace"
+) -> str:
     return read_bytes(root, rel, max_bytes=max_bytes, head=head).decode("utf-8", errors)
 
 
-def try_read_text(root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: bool = False,
-                  warnings: list[str] | None = None) -> str | None:
+def try_read_text(
+    root: Path | str, rel: str, *, max_bytes: int = MAX_READ, head: bool = False, warnings: list[str] | None = None
+) -> str | None:
     """``read_text``, or None when the file is absent or refused (the refusal goes to
     ``warnings`` when given). For the readers that treat a file as optional evidence."""
     try:
@@ -212,8 +216,12 @@ def write_text(root: Path | str, rel: str, text: str, *, allowed: Iterable[str],
             # a new file renamed over the old name: a hard link to a host file keeps its content
             # (the name is replaced, the linked inode is never opened), and no reader sees half a file
             tmp = f".{parts[-1]}.setupbot-{os.urandom(4).hex()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                         0o644, dir_fd=dir_fd)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                0o644,
+                dir_fd=dir_fd,
+            )
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:
                     fh.write(text)
@@ -229,8 +237,9 @@ def write_text(root: Path | str, rel: str, text: str, *, allowed: Iterable[str],
     return base.joinpath(*parts)
 
 
-def walk(root: Path | str, *, skip_dirs: Iterable[str] = (), max_depth: int = MAX_DEPTH,
-         warnings: list[str] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
+def walk(
+    root: Path | str, *, skip_dirs: Iterable[str] = (), max_depth: int = MAX_DEPTH, warnings: list[str] | None = None
+) -> Iterator[tuple[str, list[str], list[str]]]:
     """Like ``os.walk`` top-down (callers may prune ``dirnames`` in place), relative to ``root``
     and sorted, but with an explicit stack instead of recursion, never following links to
     folders, and stopping at ``max_depth``. Symlinks (to files or folders) appear in filenames;

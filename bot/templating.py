@@ -25,13 +25,19 @@ def yamlstr(value: object) -> str:
 BASE_FILTERS: dict[str, Callable[..., Any]] = {"yamlstr": yamlstr}
 
 
-def make_environment(*, filters: Mapping[str, Callable[..., Any]] | None = None, trim_blocks: bool = False,
-                     lstrip_blocks: bool = False) -> jinja2.Environment:
+def make_environment(
+    *, filters: Mapping[str, Callable[..., Any]] | None = None, trim_blocks: bool = False, lstrip_blocks: bool = False
+) -> jinja2.Environment:
     # autoescape is off: none of the outputs is HTML; each template escapes for its own format
     # through filters (yamlstr, tojson, env_quote, the report's Markdown filters).
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             autoescape=False, trim_blocks=trim_blocks, lstrip_blocks=lstrip_blocks)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=trim_blocks,
+        lstrip_blocks=lstrip_blocks,
+    )
     env.filters.update(BASE_FILTERS)
     env.filters.update(filters or {})
     return env

@@ -63,8 +63,7 @@ class BoundedLoader(yaml.SafeLoader):
             self._keep = getattr(self, "_keep", [])
             self._keep.append(node)
         if self._weight[id(node)] > self.max_nodes:
-            raise YAMLLimitError(f"more than {self.max_nodes} values once its aliases are expanded "
-                                 "(an alias bomb?)")
+            raise YAMLLimitError(f"more than {self.max_nodes} values once its aliases are expanded (an alias bomb?)")
         return node
 
 
@@ -73,5 +72,5 @@ def safe_load(text: str | bytes, loader: type[BoundedLoader] = BoundedLoader) ->
     limit)."""
     try:
         return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
-    except RecursionError as exc:   # a parser path the depth check does not cover
+    except RecursionError as exc:  # a parser path the depth check does not cover
         raise YAMLLimitError("nested too deeply") from exc

@@ -20,8 +20,9 @@ REPOS = FIXTURES / "repos"
 def _is_integration(request: pytest.FixtureRequest) -> bool:
     # tests/integration is auto-marked; elsewhere (tests/security) a test that needs the engine
     # says so with an explicit @pytest.mark.docker.
-    return ("integration" in Path(str(request.node.fspath)).parts
-            or request.node.get_closest_marker("docker") is not None)
+    return (
+        "integration" in Path(str(request.node.fspath)).parts or request.node.get_closest_marker("docker") is not None
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -31,8 +32,9 @@ def _no_engine_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest
         return
 
     def refuse(*a, **k):
-        raise RuntimeError("unit tests must not use the container engine; move this test to "
-                           "tests/integration and mark it `docker`")
+        raise RuntimeError(
+            "unit tests must not use the container engine; move this test to tests/integration and mark it `docker`"
+        )
 
     import python_on_whales
 
@@ -62,7 +64,7 @@ def repos_dir() -> Path:
     return REPOS
 
 
-@pytest.hookimpl(trylast=True)   # after xdist's own pass over the groups
+@pytest.hookimpl(trylast=True)  # after xdist's own pass over the groups
 def pytest_collection_modifyitems(config, items):
     """Every `serial` test joins the xdist group "serial": under `-n N --dist loadgroup` they all
     go to one worker, so two of them never overlap. (CI goes further and runs them after the
@@ -78,11 +80,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("serial") is not None:
             item.add_marker(pytest.mark.xdist_group("serial"))
-    if not getattr(config.option, "loadgroup", False):   # set on the workers of --dist loadgroup
+    if not getattr(config.option, "loadgroup", False):  # set on the workers of --dist loadgroup
         return
     for item in items:
-        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                         for m in item.iter_markers("xdist_group")})
+        groups = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        )
         if not groups:
             continue
         nodeid = item.nodeid.split("@", 1)[0] if "@" in item.nodeid.rpartition("]")[2] else item.nodeid

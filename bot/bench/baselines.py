@@ -57,14 +57,27 @@ def _template() -> jinja2.Template:
     return make_environment(trim_blocks=True, lstrip_blocks=True).get_template(TEMPLATE)
 
 
-def render_baseline(system: str, *, requirement_files: Sequence[str] = (), packages: Sequence[str] = (),
-                    project_spec: str = "", provenance: str = "", base_image: str = BASE_IMAGE) -> str:
-    return _template().render(system=system, base_image=base_image,
-                              requirement_files=list(requirement_files), packages=list(packages),
-                              project_spec=project_spec, provenance=provenance)
+def render_baseline(
+    system: str,
+    *,
+    requirement_files: Sequence[str] = (),
+    packages: Sequence[str] = (),
+    project_spec: str = "",
+    provenance: str = "",
+    base_image: str = BASE_IMAGE,
+) -> str:
+    return _template().render(
+        system=system,
+        base_image=base_image,
+        requirement_files=list(requirement_files),
+        packages=list(packages),
+        project_spec=project_spec,
+        provenance=provenance,
+    )
 
 
 # --- declared --------------------------------------------------------------------------------
+
 
 def find_requirement_files(repo: Path) -> list[str]:
     """requirements*.txt at the top level and *.txt in requirements/ (sorted, posix paths)."""
@@ -86,8 +99,9 @@ def _setup_py_extras(text: str) -> set[str]:
         value = None
         if isinstance(node, ast.keyword) and node.arg == "extras_require":
             value = node.value
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and "extra" in t.id.lower()
-                                                  for t in node.targets):
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and "extra" in t.id.lower() for t in node.targets
+        ):
             value = node.value
         if isinstance(value, ast.Dict):
             names |= {k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
@@ -134,7 +148,7 @@ def is_installable_project(repo: Path) -> bool:
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8", errors="replace"))
     except tomllib.TOMLDecodeError:
-        return True   # a person would still try `pip install -e .`; the build will tell
+        return True  # a person would still try `pip install -e .`; the build will tell
     tool = data.get("tool") or {}
     return bool(data.get("build-system") or data.get("project") or tool.get("poetry") or tool.get("flit"))
 
@@ -147,20 +161,43 @@ def produce_declared(repo: Path) -> Produced:
     project_spec = ""
     if is_installable_project(repo):
         project_spec = f".[{','.join(chosen)}]" if chosen else "."
-    text = render_baseline("declared", requirement_files=requirement_files, project_spec=project_spec,
-                           provenance="Requirements files and the project's test extras.")
-    return Produced("declared", text, time.monotonic() - started,
-                    details={"requirement_files": requirement_files, "extras": chosen,
-                             "project_install": bool(project_spec), "warnings": warnings})
+    text = render_baseline(
+        "declared",
+        requirement_files=requirement_files,
+        project_spec=project_spec,
+        provenance="Requirements files and the project's test extras.",
+    )
+    return Produced(
+        "declared",
+        text,
+        time.monotonic() - started,
+        details={
+            "requirement_files": requirement_files,
+            "extras": chosen,
+            "project_install": bool(project_spec),
+            "warnings": warnings,
+        },
+    )
 
 
 # --- pipreqs ---------------------------------------------------------------------------------
 
+
 def _pipreqs_argv(repo: Path, savepath: Path, pypi_server: str) -> list[str]:
     exe = shutil.which("pipreqs")
     head = [exe] if exe else [sys.executable, "-m", "pipreqs.pipreqs"]
-    return [*head, "--pypi-server", pypi_server, "--mode", "no-pin", "--no-follow-links",
-            "--force", "--savepath", str(savepath), str(repo)]
+    return [
+        *head,
+        "--pypi-server",
+        pypi_server,
+        "--mode",
+        "no-pin",
+        "--no-follow-links",
+        "--force",
+        "--savepath",
+        str(savepath),
+        str(repo),
+    ]
 
 
 def parse_pipreqs_output(text: str) -> tuple[list[str], list[str]]:
@@ -177,8 +214,9 @@ def parse_pipreqs_output(text: str) -> tuple[list[str], list[str]]:
     return sorted(dict.fromkeys(packages), key=str.lower), dropped
 
 
-def produce_pipreqs(repo: Path, scratch: Path, timeout: int = 300,
-                    pypi_server: str = "https://pypi.org/pypi/") -> Produced:
+def produce_pipreqs(
+    repo: Path, scratch: Path, timeout: int = 300, pypi_server: str = "https://pypi.org/pypi/"
+) -> Produced:
     started = time.monotonic()
     savepath = scratch / "requirements.pipreqs.txt"
     env = host_env()
@@ -187,21 +225,23 @@ def produce_pipreqs(repo: Path, scratch: Path, timeout: int = 300,
         env["REQUESTS_CA_BUNDLE"] = env["SSL_CERT_FILE"]
     argv = _pipreqs_argv(repo, savepath, pypi_server)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
-                              cwd=str(scratch))
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(scratch))
     except subprocess.TimeoutExpired:
-        return Produced("pipreqs", seconds=time.monotonic() - started, ok=False,
-                        reason=f"pipreqs did not finish within {timeout}s")
+        return Produced(
+            "pipreqs", seconds=time.monotonic() - started, ok=False, reason=f"pipreqs did not finish within {timeout}s"
+        )
     except OSError as exc:
-        return Produced("pipreqs", seconds=time.monotonic() - started, ok=False,
-                        reason=f"pipreqs could not start: {exc}")
+        return Produced(
+            "pipreqs", seconds=time.monotonic() - started, ok=False, reason=f"pipreqs could not start: {exc}"
+        )
     seconds = time.monotonic() - started
     if proc.returncode != 0 or not savepath.is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return Produced("pipreqs", seconds=seconds, ok=False,
-                        reason=f"pipreqs exited {proc.returncode}: {' | '.join(tail)[-400:]}")
+        return Produced(
+            "pipreqs", seconds=seconds, ok=False, reason=f"pipreqs exited {proc.returncode}: {' | '.join(tail)[-400:]}"
+        )
     packages, dropped = parse_pipreqs_output(savepath.read_text(errors="replace"))
-    text = render_baseline("pipreqs", packages=packages,
-                           provenance="Requirements inferred from imports by pipreqs (no pins).")
-    return Produced("pipreqs", text, seconds,
-                    details={"packages": packages, "dropped": dropped})
+    text = render_baseline(
+        "pipreqs", packages=packages, provenance="Requirements inferred from imports by pipreqs (no pins)."
+    )
+    return Produced("pipreqs", text, seconds, details={"packages": packages, "dropped": dropped})

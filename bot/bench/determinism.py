@@ -27,8 +27,13 @@ class PackageSets:
 
 def _lines(output: str) -> list[str]:
     # pip's own notices ("[notice] A new release of pip...") are not part of the set
-    return sorted({ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith("[")
-                   and not ln.lower().startswith(("warning", "debug"))})
+    return sorted(
+        {
+            ln.strip()
+            for ln in output.splitlines()
+            if ln.strip() and not ln.startswith("[") and not ln.lower().startswith(("warning", "debug"))
+        }
+    )
 
 
 def package_sets(engine: Any, image: str, timeout: float = 300) -> PackageSets:
@@ -48,9 +53,13 @@ def compare(first: PackageSets, second: PackageSets) -> dict[str, Any]:
         return {"identical": None, "error": first.error or second.error}
     pip_diff = sorted(set(first.pip) ^ set(second.pip))
     dpkg_diff = sorted(set(first.dpkg) ^ set(second.dpkg))
-    return {"identical": not pip_diff and not dpkg_diff, "pip_count": len(first.pip), "dpkg_count": len(first.dpkg),
-            "pip_differs": [f"{'-' if x in first.pip else '+'}{x}" for x in pip_diff][:20],
-            "dpkg_differs": [f"{'-' if x in first.dpkg else '+'}{x}" for x in dpkg_diff][:20]}
+    return {
+        "identical": not pip_diff and not dpkg_diff,
+        "pip_count": len(first.pip),
+        "dpkg_count": len(first.dpkg),
+        "pip_differs": [f"{'-' if x in first.pip else '+'}{x}" for x in pip_diff][:20],
+        "dpkg_differs": [f"{'-' if x in first.dpkg else '+'}{x}" for x in dpkg_diff][:20],
+    }
 
 
 def check_determinism(engine: Any, context: Path, dockerfile_text: str, first_image: str, tag: str) -> dict[str, Any]:
@@ -60,8 +69,11 @@ def check_determinism(engine: Any, context: Path, dockerfile_text: str, first_im
     first = package_sets(engine, first_image)
     build = engine.build(context, dockerfile_text, tag, no_cache=True)
     if not build.ok:
-        return {"identical": False, "error": "the second build failed: "
-                + " ".join(build.log.strip().splitlines()[-2:])[-300:], "seconds": round(time.monotonic() - started, 1)}
+        return {
+            "identical": False,
+            "error": "the second build failed: " + " ".join(build.log.strip().splitlines()[-2:])[-300:],
+            "seconds": round(time.monotonic() - started, 1),
+        }
     result = compare(first, package_sets(engine, tag))
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
@@ -69,7 +81,11 @@ def check_determinism(engine: Any, context: Path, dockerfile_text: str, first_im
 
 def identical_share(records: list[dict], system: str = "setupbot") -> tuple[int, int]:
     """(identical, checked) over the records of ``system`` that have a determinism result."""
-    checked = [r["determinism"] for r in records
-               if r.get("system") == system and isinstance(r.get("determinism"), dict)
-               and r["determinism"].get("identical") is not None]
+    checked = [
+        r["determinism"]
+        for r in records
+        if r.get("system") == system
+        and isinstance(r.get("determinism"), dict)
+        and r["determinism"].get("identical") is not None
+    ]
     return sum(1 for d in checked if d["identical"]), len(checked)

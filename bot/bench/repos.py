@@ -37,12 +37,12 @@ _GIT_ENV = {"GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
 
 @dataclass(frozen=True)
 class BenchRepo:
-    name: str                 # owner/name (or a name derived from the URL)
+    name: str  # owner/name (or a name derived from the URL)
     sha: str
     difficulty: str = ""
-    gold: int | None = None   # certified test count, when known
+    gold: int | None = None  # certified test count, when known
     note: str = ""
-    source: str = ""          # a git URL or path given instead of owner/name
+    source: str = ""  # a git URL or path given instead of owner/name
     line: int = 0
 
     @property
@@ -107,8 +107,17 @@ def parse_repo_list(text: str, origin: str = "<repos>") -> ParsedList:
             parsed.warnings.append(f"{origin}:{number}: {name}@{sha[:10]} listed twice; the repeat is skipped")
             continue
         seen.add((name.lower(), sha.lower()))
-        parsed.repos.append(BenchRepo(name=name, sha=sha.lower(), difficulty=difficulty, gold=gold,
-                                      note="\t".join(notes), source=source, line=number))
+        parsed.repos.append(
+            BenchRepo(
+                name=name,
+                sha=sha.lower(),
+                difficulty=difficulty,
+                gold=gold,
+                note="\t".join(notes),
+                source=source,
+                line=number,
+            )
+        )
     return parsed
 
 
@@ -116,12 +125,15 @@ def read_repo_list(path: Path) -> ParsedList:
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise InputError(f"cannot read the repository list {path}: {exc.strerror or exc}",
-                         "Pass --repos with a TSV file of 'owner/name<TAB>sha' lines.") from exc
+        raise InputError(
+            f"cannot read the repository list {path}: {exc.strerror or exc}",
+            "Pass --repos with a TSV file of 'owner/name<TAB>sha' lines.",
+        ) from exc
     return parse_repo_list(text, origin=str(path))
 
 
 # --- locating a git directory -------------------------------------------------------------
+
 
 def _is_git_dir(path: Path) -> bool:
     return (path / "objects").is_dir() and (path / "HEAD").exists()
@@ -155,10 +167,13 @@ def find_git_dir(repo: BenchRepo, git_root: Path | None) -> Path | None:
     return None
 
 
-def _git(git_dir: Path, *args: str, input_bytes: bytes | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+def _git(
+    git_dir: Path, *args: str, input_bytes: bytes | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
     env = host_env(_GIT_ENV)
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], input=input_bytes, capture_output=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args], input=input_bytes, capture_output=True, env=env, timeout=timeout
+    )
 
 
 def clone_bare(url: str, into: Path, timeout: int = 900) -> Path:
@@ -170,12 +185,15 @@ def clone_bare(url: str, into: Path, timeout: int = 900) -> Path:
     except subprocess.TimeoutExpired as exc:
         raise InputError(f"git clone of {url} took more than {timeout}s") from exc
     if proc.returncode != 0:
-        raise InputError(f"cannot clone {url}: {proc.stderr.decode(errors='replace').strip()[-500:]}",
-                         "Check the URL, or fetch the repository and pass --git-root.")
+        raise InputError(
+            f"cannot clone {url}: {proc.stderr.decode(errors='replace').strip()[-500:]}",
+            "Check the URL, or fetch the repository and pass --git-root.",
+        )
     return into
 
 
 # --- exporting a tree ------------------------------------------------------------------------
+
 
 @dataclass
 class ExportResult:
@@ -183,15 +201,21 @@ class ExportResult:
     files: int = 0
     symlinks: int = 0
     submodules: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)      # blobs absent from the snapshot
-    unsafe: list[str] = field(default_factory=list)       # paths that would leave the root
+    missing: list[str] = field(default_factory=list)  # blobs absent from the snapshot
+    unsafe: list[str] = field(default_factory=list)  # paths that would leave the root
     seconds: float = 0.0
-    commit_date: str = ""                                  # committer date of the sha (ISO 8601)
+    commit_date: str = ""  # committer date of the sha (ISO 8601)
 
     def to_json(self) -> dict:
-        return {"files": self.files, "symlinks": self.symlinks, "submodules": self.submodules,
-                "missing_blobs": self.missing, "unsafe_paths": self.unsafe,
-                "commit_date": self.commit_date, "seconds": round(self.seconds, 2)}
+        return {
+            "files": self.files,
+            "symlinks": self.symlinks,
+            "submodules": self.submodules,
+            "missing_blobs": self.missing,
+            "unsafe_paths": self.unsafe,
+            "commit_date": self.commit_date,
+            "seconds": round(self.seconds, 2),
+        }
 
 
 def _within(root: Path, target: Path) -> bool:
@@ -203,9 +227,10 @@ def _within(root: Path, target: Path) -> bool:
 def _ls_tree(git_dir: Path, sha: str) -> list[tuple[str, str, str, str]]:
     proc = _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", sha)
     if proc.returncode != 0:
-        raise InputError(f"commit {sha} is not readable in {git_dir}: "
-                         f"{proc.stderr.decode(errors='replace').strip()[-300:]}",
-                         "Fetch a snapshot that contains the pinned commit, or fix the sha in the list.")
+        raise InputError(
+            f"commit {sha} is not readable in {git_dir}: {proc.stderr.decode(errors='replace').strip()[-300:]}",
+            "Fetch a snapshot that contains the pinned commit, or fix the sha in the list.",
+        )
     entries = []
     for record in proc.stdout.split(b"\0"):
         if not record:
@@ -227,20 +252,30 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
     result = ExportResult(root=dest)
     entries = _ls_tree(git_dir, sha)
     # the export has no .git: the commit date travels beside it (the loop's era repairs use it)
-    shown = subprocess.run(["git", f"--git-dir={git_dir}", "show", "-s", "--format=%cI", sha],
-                           capture_output=True, text=True, env=host_env(_GIT_ENV))
+    shown = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "show", "-s", "--format=%cI", sha],
+        capture_output=True,
+        text=True,
+        env=host_env(_GIT_ENV),
+    )
     result.commit_date = shown.stdout.strip() if shown.returncode == 0 else ""
     blobs = [(mode, oid, path) for mode, kind, oid, path in entries if kind == "blob"]
     for _mode, kind, _oid, path in entries:
-        if kind == "commit":   # a submodule: its content is another repository
+        if kind == "commit":  # a submodule: its content is another repository
             result.submodules.append(path)
             (dest / path).mkdir(parents=True, exist_ok=True)
 
     env = host_env(_GIT_ENV)
-    proc = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        ["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     assert proc.stdin and proc.stdout
     stdin = proc.stdin
+
     # Feed requests from a thread so a large tree cannot deadlock on full pipes.
     def feed() -> None:
         try:
@@ -263,7 +298,7 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
                 continue
             size = int(parts[2])
             data = proc.stdout.read(size)
-            proc.stdout.read(1)   # the newline after the content
+            proc.stdout.read(1)  # the newline after the content
             target = dest / path
             # A parent that is a symlink (git allows "a" -> "/etc" next to nothing under "a", but a
             # crafted tree could try) must not carry a write outside the export.
@@ -299,9 +334,10 @@ def prepare_git_dir(repo: BenchRepo, git_root: Path | None, scratch: Path) -> Pa
     if repo.source and _URL.match(repo.source):
         return clone_bare(repo.source, scratch / "clone.git")
     where = f" under {git_root}" if git_root else ""
-    raise InputError(f"no git directory for {repo.name}{where}",
-                     f"Fetch it so that {git_root or '<git-root>'}/{repo.slug}/repo exists, "
-                     "or give a git URL in the first column.")
+    raise InputError(
+        f"no git directory for {repo.name}{where}",
+        f"Fetch it so that {git_root or '<git-root>'}/{repo.slug}/repo exists, or give a git URL in the first column.",
+    )
 
 
 def copy_tree(src: Path, dest: Path) -> Path:

@@ -36,7 +36,7 @@ FAILURE_FIELDS = {"build-failed": "build_log_tail", "collect-failed": "collect_t
 
 @dataclass(frozen=True)
 class RealLog:
-    case: str          # "<owner/name>|<system>|<field>"
+    case: str  # "<owner/name>|<system>|<field>"
     text: str
 
     @property
@@ -85,8 +85,7 @@ def harvest(results: Path) -> list[RealLog]:
     return out
 
 
-def score(logs: Iterable[RealLog], labels: dict[str, Any],
-          retrieve: Callable[[str], Sequence[str]]) -> Scores:
+def score(logs: Iterable[RealLog], labels: dict[str, Any], retrieve: Callable[[str], Sequence[str]]) -> Scores:
     """``retrieve(text)`` gives unit ids best first; ``labels[case]["units"]`` the right ones."""
     s = Scores()
     for log in logs:
@@ -130,16 +129,27 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="setupbot-retrieval-eval-") as tmp:
         s = score(logs, labels, seed_retriever(Path(tmp)))
     if args.json:
-        print(json.dumps({"logs": len(logs), "labelled": s.cases, "with_unit": s.with_unit,
-                          "precision_at_1": round(s.precision_at_1, 3),
-                          "precision_at_1_with_unit": round(s.precision_at_1_with_unit, 3),
-                          "recall_at_3": round(s.recall_at_3, 3),
-                          "unlabelled": s.unlabelled,
-                          "misses": [{"case": c, "right": r, "got": g} for c, r, g in s.misses]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "logs": len(logs),
+                    "labelled": s.cases,
+                    "with_unit": s.with_unit,
+                    "precision_at_1": round(s.precision_at_1, 3),
+                    "precision_at_1_with_unit": round(s.precision_at_1_with_unit, 3),
+                    "recall_at_3": round(s.recall_at_3, 3),
+                    "unlabelled": s.unlabelled,
+                    "misses": [{"case": c, "right": r, "got": g} for c, r, g in s.misses],
+                },
+                indent=1,
+            )
+        )
         return 0
     print(f"real failure logs:  {len(logs)} harvested from {args.results}")
-    print(f"labelled:           {s.cases} ({s.with_unit} whose fix a seed unit holds, "
-          f"{s.cases - s.with_unit} whose fix none holds)")
+    print(
+        f"labelled:           {s.cases} ({s.with_unit} whose fix a seed unit holds, "
+        f"{s.cases - s.with_unit} whose fix none holds)"
+    )
     print(f"precision@1:        {s.precision_at_1:.3f}  ({s.hits1}/{s.cases}; target >= 0.90)")
     print(f"  where a unit holds the fix: {s.precision_at_1_with_unit:.3f}  ({s.hits1_with_unit}/{s.with_unit})")
     print(f"recall@3:           {s.recall_at_3:.3f}  ({s.hits3}/{s.with_unit})")

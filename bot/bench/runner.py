@@ -60,7 +60,7 @@ class Progress:
         self.done = 0
         self.started = time.monotonic()
         self.stream = stream or sys.stderr
-        self._lock = threading.Lock()   # --jobs > 1: lines from several workers
+        self._lock = threading.Lock()  # --jobs > 1: lines from several workers
 
     def _clock(self) -> str:
         s = int(time.monotonic() - self.started)
@@ -68,15 +68,22 @@ class Progress:
 
     def step(self, repo: str, system: str, message: str) -> None:
         with self._lock:
-            print(f"[{self.done}/{self.total} · {self._clock()}] {repo} · {system} · {message}",
-                  file=self.stream, flush=True)
+            print(
+                f"[{self.done}/{self.total} · {self._clock()}] {repo} · {system} · {message}",
+                file=self.stream,
+                flush=True,
+            )
 
     def finish_pair(self, repo: str, system: str, record: dict) -> None:
         with self._lock:
             self.done += 1
         verdict = "EBSR ✓" if record.get("ebsr") else "EBSR ✗"
         tests = record.get("tests") or {}
-        detail = f"{tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed" if record.get("ebsr") else record.get("reason", "")
+        detail = (
+            f"{tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed"
+            if record.get("ebsr")
+            else record.get("reason", "")
+        )
         self.step(repo, system, f"{verdict} {detail} ({record.get('total_seconds', 0):.0f}s)")
 
 
@@ -103,10 +110,20 @@ def setupbot_commit() -> str:
 
         here = Path(__file__).resolve().parent
         try:
-            proc = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-                                  capture_output=True, text=True, timeout=10, env=host_env())
-            dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", ":/bot", ":/templates"],
-                                   capture_output=True, text=True, timeout=10, env=host_env())
+            proc = subprocess.run(
+                ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                env=host_env(),
+            )
+            dirty = subprocess.run(
+                ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", ":/bot", ":/templates"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                env=host_env(),
+            )
             commit = proc.stdout.strip() if proc.returncode == 0 else ""
             _COMMIT.append(commit + ("+dirty" if commit and dirty.stdout.strip() else ""))
         except (OSError, subprocess.TimeoutExpired):
@@ -115,22 +132,45 @@ def setupbot_commit() -> str:
 
 
 def _base_record(repo: BenchRepo, system: str) -> dict:
-    return {"repo": repo.name, "sha": repo.sha, "system": system, "difficulty": repo.difficulty,
-            "gold": repo.gold, "setupbot_version": __version__, "setupbot_commit": setupbot_commit(), "ebsr": False,
-            "tests": {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "total": 0},
-            "essr": 0.0 if repo.gold else None, "pass_share": None, "tokens": 0,
-            "steps": None, "repairs": None}
+    return {
+        "repo": repo.name,
+        "sha": repo.sha,
+        "system": system,
+        "difficulty": repo.difficulty,
+        "gold": repo.gold,
+        "setupbot_version": __version__,
+        "setupbot_commit": setupbot_commit(),
+        "ebsr": False,
+        "tests": {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "total": 0},
+        "essr": 0.0 if repo.gold else None,
+        "pass_share": None,
+        "tokens": 0,
+        "steps": None,
+        "repairs": None,
+    }
 
 
 def _finish(record: dict, score: Score | None, repo: BenchRepo) -> dict:
     if score is not None:
-        record.update({"ebsr": score.ebsr, "built": score.built, "build_seconds": score.build_seconds,
-                       "image_bytes": score.image_bytes, "collect_exit": score.collect_exit,
-                       "collect_seconds": score.collect_seconds, "collected": score.collected,
-                       "tests": score.tests.to_json(), "test_exit": score.test_exit,
-                       "test_seconds": score.test_seconds, "test_timed_out": score.test_timed_out,
-                       "counts_from": score.counts_from, "build_log_tail": score.build_log_tail,
-                       "collect_tail": score.collect_tail, "test_tail": score.test_tail})
+        record.update(
+            {
+                "ebsr": score.ebsr,
+                "built": score.built,
+                "build_seconds": score.build_seconds,
+                "image_bytes": score.image_bytes,
+                "collect_exit": score.collect_exit,
+                "collect_seconds": score.collect_seconds,
+                "collected": score.collected,
+                "tests": score.tests.to_json(),
+                "test_exit": score.test_exit,
+                "test_seconds": score.test_seconds,
+                "test_timed_out": score.test_timed_out,
+                "counts_from": score.counts_from,
+                "build_log_tail": score.build_log_tail,
+                "collect_tail": score.collect_tail,
+                "test_tail": score.test_tail,
+            }
+        )
         if score.reason and not record.get("reason"):
             record["reason"] = score.reason
         t = score.tests
@@ -139,8 +179,7 @@ def _finish(record: dict, score: Score | None, repo: BenchRepo) -> dict:
         if repo.gold:
             record["essr"] = round(min(t.passed / repo.gold, 1.0), 4)
         if record.get("status") in (None, "ok"):
-            record["status"] = ("ok" if score.ebsr else
-                                "build-failed" if not score.built else "collect-failed")
+            record["status"] = "ok" if score.ebsr else "build-failed" if not score.built else "collect-failed"
     return record
 
 
@@ -151,8 +190,9 @@ def _new_engine(opts: BenchOptions):
     return Engine.from_settings(opts.settings)
 
 
-def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult, opts: BenchOptions,
-             progress: Progress) -> dict:
+def run_pair(
+    repo: BenchRepo, system: str, pristine: Path, export: ExportResult, opts: BenchOptions, progress: Progress
+) -> dict:
     """Produce and score one system on one repository. Never raises: failures are records."""
     record = _base_record(repo, system)
     record["export"] = export.to_json()
@@ -166,17 +206,32 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
         settings = opts.settings
         if export.commit_date and settings is not None and not settings.target.as_of:
             # the tree is exported without .git: the pinned commit's date is the era reference
-            settings = dataclasses.replace(settings, target=dataclasses.replace(settings.target, as_of=export.commit_date))
-        ctx = SystemContext(repo_dir=repo_dir, scratch=scratch, engine=engine, settings=settings,
-                            test_timeout=opts.test_timeout, pipreqs_timeout=opts.pipreqs_timeout)
+            settings = dataclasses.replace(
+                settings, target=dataclasses.replace(settings.target, as_of=export.commit_date)
+            )
+        ctx = SystemContext(
+            repo_dir=repo_dir,
+            scratch=scratch,
+            engine=engine,
+            settings=settings,
+            test_timeout=opts.test_timeout,
+            pipreqs_timeout=opts.pipreqs_timeout,
+        )
         progress.step(repo.name, system, "producing a Dockerfile")
         result: SystemResult = RUNNERS[system](ctx)
         produced = result.produced
-        record.update({"produce_seconds": round(produced.seconds, 2), "mode": result.mode,
-                       "steps": result.steps, "repairs": result.repairs, "tokens": result.tokens,
-                       "details": produced.details})
+        record.update(
+            {
+                "produce_seconds": round(produced.seconds, 2),
+                "mode": result.mode,
+                "steps": result.steps,
+                "repairs": result.repairs,
+                "tokens": result.tokens,
+                "details": produced.details,
+            }
+        )
         if system == "setupbot" and settings is not None:
-            record["budget_seconds"] = settings.budgets.wall_clock   # for the overshoot in the summary
+            record["budget_seconds"] = settings.budgets.wall_clock  # for the overshoot in the summary
         artifacts = _artifact_dir(opts.out, repo, system)
         artifacts.mkdir(parents=True, exist_ok=True)
         if not produced.ok or not produced.dockerfile:
@@ -184,8 +239,9 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
             return record
         (artifacts / "Dockerfile").write_text(produced.dockerfile)
         record["dockerfile_sha256"] = hashlib.sha256(produced.dockerfile.encode()).hexdigest()
-        record["dockerfile_lines"] = sum(1 for ln in produced.dockerfile.splitlines()
-                                         if ln.strip() and not ln.lstrip().startswith("#"))
+        record["dockerfile_lines"] = sum(
+            1 for ln in produced.dockerfile.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+        )
         context = pristine
         if produced.files:
             # the Dockerfile installs files setupbot writes next to it (the lock): the scored
@@ -206,16 +262,25 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
             # not reach the scored build.
             tag = image_tag(repo, system, engine.run_id)
             first_image = tag
-            score = score_dockerfile(engine, context, produced.dockerfile, tag,
-                                     collect_timeout=opts.collect_timeout, test_timeout=opts.test_timeout,
-                                     junit_dest=artifacts / "junit.xml", build_log=scratch / "build.log")
+            score = score_dockerfile(
+                engine,
+                context,
+                produced.dockerfile,
+                tag,
+                collect_timeout=opts.collect_timeout,
+                test_timeout=opts.test_timeout,
+                junit_dest=artifacts / "junit.xml",
+                build_log=scratch / "build.log",
+            )
             if not score.built and (scratch / "build.log").is_file():
                 (artifacts / "build.log.txt").write_text(
-                    "\n".join((scratch / "build.log").read_text(errors="replace").splitlines()[-400:]))
+                    "\n".join((scratch / "build.log").read_text(errors="replace").splitlines()[-400:])
+                )
         if opts.determinism and system == "setupbot" and score.built and first_image:
             progress.step(repo.name, system, "determinism: second no-cache build")
-            record["determinism"] = check_determinism(engine, context, produced.dockerfile, first_image,
-                                                      image_tag(repo, system, engine.run_id) + "-again")
+            record["determinism"] = check_determinism(
+                engine, context, produced.dockerfile, first_image, image_tag(repo, system, engine.run_id) + "-again"
+            )
         record["status"] = "ok"
         return _finish(record, score, repo)
     except EngineError as exc:
@@ -224,9 +289,14 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
     except SetupbotError as exc:
         record.update({"status": "system-error", "reason": exc.render()[-1500:]})
         return record
-    except Exception as exc:   # noqa: BLE001 - one broken pair must not stop the benchmark
-        record.update({"status": "system-error", "reason": f"{exc.__class__.__name__}: {exc}"[-1500:],
-                       "traceback": traceback.format_exc()[-3000:]})
+    except Exception as exc:  # noqa: BLE001 - one broken pair must not stop the benchmark
+        record.update(
+            {
+                "status": "system-error",
+                "reason": f"{exc.__class__.__name__}: {exc}"[-1500:],
+                "traceback": traceback.format_exc()[-3000:],
+            }
+        )
         return record
     finally:
         record["total_seconds"] = round(time.monotonic() - started, 2)
@@ -234,7 +304,7 @@ def run_pair(repo: BenchRepo, system: str, pristine: Path, export: ExportResult,
         if engine is not None and not opts.keep_images:
             try:
                 record["cleaned"] = engine.clean(engine.run_id)
-            except Exception as exc:   # noqa: BLE001 - report, keep going
+            except Exception as exc:  # noqa: BLE001 - report, keep going
                 record["cleanup_error"] = str(exc)[-300:]
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -248,8 +318,12 @@ def run_repo(repo: BenchRepo, systems: list[str], opts: BenchOptions, progress: 
             git_dir = prepare_git_dir(repo, opts.git_root, scratch)
             export = export_tree(git_dir, repo.sha, scratch / "tree")
             if export.missing:
-                progress.step(repo.name, "-", f"{len(export.missing)} blob(s) absent from the snapshot, skipped: "
-                              + ", ".join(export.missing[:5]))
+                progress.step(
+                    repo.name,
+                    "-",
+                    f"{len(export.missing)} blob(s) absent from the snapshot, skipped: "
+                    + ", ".join(export.missing[:5]),
+                )
         except (InputError, OSError) as exc:
             reason = exc.render() if isinstance(exc, SetupbotError) else str(exc)
             for system in systems:
@@ -284,13 +358,23 @@ def run_bench(opts: BenchOptions, progress_stream=None) -> list[dict]:
     total = sum(len(t) for _, t in work)
     progress = Progress(total, progress_stream)
     if skipped:
-        print(f"setupbot bench: {skipped} pair(s) already in {opts.out}, skipped (--force reruns them)",
-              file=progress.stream, flush=True)
+        print(
+            f"setupbot bench: {skipped} pair(s) already in {opts.out}, skipped (--force reruns them)",
+            file=progress.stream,
+            flush=True,
+        )
     meta = results_io.read_meta(opts.out)
     commands = [c for c in meta.get("commands", []) if c != opts.command] + ([opts.command] if opts.command else [])
-    results_io.write_meta(opts.out, {**meta, "commands": commands,
-                                     "last_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                     "systems": list(opts.systems), "test_timeout": opts.test_timeout})
+    results_io.write_meta(
+        opts.out,
+        {
+            **meta,
+            "commands": commands,
+            "last_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "systems": list(opts.systems),
+            "test_timeout": opts.test_timeout,
+        },
+    )
     records: list[dict] = []
     if opts.jobs <= 1:
         for repo, todo in work:
@@ -300,4 +384,3 @@ def run_bench(opts: BenchOptions, progress_stream=None) -> list[dict]:
             for batch in pool.map(lambda item: run_repo(item[0], item[1], opts, progress), work):
                 records += batch
     return records
-

@@ -17,7 +17,7 @@ TEST_COMMAND = ["python", "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml
 
 @dataclass
 class TestCounts:
-    __test__ = False   # not a pytest class
+    __test__ = False  # not a pytest class
 
     passed: int = 0
     failed: int = 0
@@ -92,7 +92,7 @@ class Score:
     test_exit: int | None = None
     test_seconds: float | None = None
     test_timed_out: bool = False
-    counts_from: str = ""          # junit | summary-line | ""
+    counts_from: str = ""  # junit | summary-line | ""
     reason: str = ""
     build_log_tail: str = ""
     collect_tail: str = ""
@@ -137,8 +137,10 @@ def collect_cause(output: str) -> str:
     return ""
 
 
-_PACK_FILE = ("import base64, gzip, sys; "
-              "sys.stdout.write(base64.b64encode(gzip.compress(open(sys.argv[1], 'rb').read())).decode())")
+_PACK_FILE = (
+    "import base64, gzip, sys; "
+    "sys.stdout.write(base64.b64encode(gzip.compress(open(sys.argv[1], 'rb').read())).decode())"
+)
 
 
 def _read_file_from_session(session, path: str) -> str:
@@ -159,8 +161,17 @@ def _read_file_from_session(session, path: str) -> str:
     return res.output if res.exit_code == 0 else ""
 
 
-def run_tests_in_image(engine, image: str, score: Score, *, collect_timeout: int, test_timeout: int,
-                       junit_dest: Path | None, env: dict | None = None, workdir: str | None = None) -> Score:
+def run_tests_in_image(
+    engine,
+    image: str,
+    score: Score,
+    *,
+    collect_timeout: int,
+    test_timeout: int,
+    junit_dest: Path | None,
+    env: dict | None = None,
+    workdir: str | None = None,
+) -> Score:
     """Collect (EBSR) and, when collection succeeds, run the tests; fills ``score``."""
     session_kwargs = {"env": env or None, "name_hint": "bench"}
     if workdir:
@@ -173,8 +184,9 @@ def run_tests_in_image(engine, image: str, score: Score, *, collect_timeout: int
         score.collected = _collected_count(collect.output)
         score.ebsr = collect.exit_code == 0 and not collect.timed_out
         if not score.ebsr:
-            score.reason = ("test collection timed out" if collect.timed_out
-                            else f"test collection exited {collect.exit_code}")
+            score.reason = (
+                "test collection timed out" if collect.timed_out else f"test collection exited {collect.exit_code}"
+            )
             cause = collect_cause(collect.output)
             if cause:
                 score.reason += f": {cause}"
@@ -200,9 +212,17 @@ def run_tests_in_image(engine, image: str, score: Score, *, collect_timeout: int
     return score
 
 
-def score_dockerfile(engine, context: Path, dockerfile_text: str, tag: str, *, collect_timeout: int = 600,
-                     test_timeout: int = 900, junit_dest: Path | None = None,
-                     build_log: Path | None = None) -> Score:
+def score_dockerfile(
+    engine,
+    context: Path,
+    dockerfile_text: str,
+    tag: str,
+    *,
+    collect_timeout: int = 600,
+    test_timeout: int = 900,
+    junit_dest: Path | None = None,
+    build_log: Path | None = None,
+) -> Score:
     """Build ``dockerfile_text`` with no cache over ``context`` and score the image."""
     score = Score()
     result = engine.build(context, dockerfile_text, tag, no_cache=True, log_path=build_log)
@@ -214,14 +234,17 @@ def score_dockerfile(engine, context: Path, dockerfile_text: str, tag: str, *, c
         return score
     try:
         score.image_bytes = int(engine.image_size(tag))
-    except Exception:   # noqa: BLE001 - a size we cannot read is missing, not fatal
+    except Exception:  # noqa: BLE001 - a size we cannot read is missing, not fatal
         score.image_bytes = None
-    return run_tests_in_image(engine, tag, score, collect_timeout=collect_timeout,
-                              test_timeout=test_timeout, junit_dest=junit_dest)
+    return run_tests_in_image(
+        engine, tag, score, collect_timeout=collect_timeout, test_timeout=test_timeout, junit_dest=junit_dest
+    )
 
 
-_CAUSE = re.compile(r"^\s*(E\s+)?(ERROR: (?!Could not build wheels)|[A-Za-z_][\w.]*(Error|Exception|NotFound)\b:|"
-                    r"fatal error: |Package '.*' has no installation candidate|E: Unable to locate package)")
+_CAUSE = re.compile(
+    r"^\s*(E\s+)?(ERROR: (?!Could not build wheels)|[A-Za-z_][\w.]*(Error|Exception|NotFound)\b:|"
+    r"fatal error: |Package '.*' has no installation candidate|E: Unable to locate package)"
+)
 _FAILED_STEP = re.compile(r"(returned a non-zero code|did not complete successfully|exit code: \d+)")
 
 

@@ -57,17 +57,23 @@ def aggregate(records: list[dict]) -> list[SystemAggregate]:
         rs = [r for r in records if r["system"] == system]
         shares = [r.get("pass_share") or 0.0 for r in rs]
         essrs = [r["essr"] for r in rs if r.get("essr") is not None]
-        rows.append(SystemAggregate(
-            system=system, repos=len(rs), ebsr=sum(1 for r in rs if r.get("ebsr")),
-            mean_pass_share=statistics.fmean(shares) if shares else None,
-            mean_essr=statistics.fmean(essrs) if essrs else None, essr_repos=len(essrs),
-            median_produce=_median([r.get("produce_seconds") for r in rs]),
-            median_build=_median([r.get("build_seconds") for r in rs]),
-            median_image=_median([r.get("image_bytes") for r in rs]),
-            tokens=sum(int(r.get("tokens") or 0) for r in rs),
-            median_steps=_median([r.get("steps") for r in rs]),
-            repairs=sum(int(r.get("repairs") or 0) for r in rs),
-            replay_reused=sum(1 for r in rs if r.get("replay_reused"))))
+        rows.append(
+            SystemAggregate(
+                system=system,
+                repos=len(rs),
+                ebsr=sum(1 for r in rs if r.get("ebsr")),
+                mean_pass_share=statistics.fmean(shares) if shares else None,
+                mean_essr=statistics.fmean(essrs) if essrs else None,
+                essr_repos=len(essrs),
+                median_produce=_median([r.get("produce_seconds") for r in rs]),
+                median_build=_median([r.get("build_seconds") for r in rs]),
+                median_image=_median([r.get("image_bytes") for r in rs]),
+                tokens=sum(int(r.get("tokens") or 0) for r in rs),
+                median_steps=_median([r.get("steps") for r in rs]),
+                repairs=sum(int(r.get("repairs") or 0) for r in rs),
+                replay_reused=sum(1 for r in rs if r.get("replay_reused")),
+            )
+        )
     return rows
 
 
@@ -85,9 +91,11 @@ def ebsr_by_difficulty(records: list[dict]) -> dict[str, dict[str, tuple[int, in
 def overshoot(records: list[dict]) -> tuple[float, str, float, float] | None:
     """The setupbot run that went furthest past its wall-clock budget: (share over the budget,
     repository, seconds, budget); negative when every run ended early. None without budgets."""
-    runs = [(r["produce_seconds"] / r["budget_seconds"] - 1, r["repo"], r["produce_seconds"], r["budget_seconds"])
-            for r in records if r.get("system") == "setupbot" and r.get("budget_seconds")
-            and r.get("produce_seconds") is not None]
+    runs = [
+        (r["produce_seconds"] / r["budget_seconds"] - 1, r["repo"], r["produce_seconds"], r["budget_seconds"])
+        for r in records
+        if r.get("system") == "setupbot" and r.get("budget_seconds") and r.get("produce_seconds") is not None
+    ]
     return max(runs) if runs else None
 
 
@@ -132,8 +140,13 @@ def _determinism_cell(r: dict) -> str:
     return "identical" if d["identical"] else "differs"
 
 
-def render_summary(records: list[dict], *, commands: list[str] | None = None, chart_name: str = "chart.png",
-                   notes: list[str] | None = None) -> str:
+def render_summary(
+    records: list[dict],
+    *,
+    commands: list[str] | None = None,
+    chart_name: str = "chart.png",
+    notes: list[str] | None = None,
+) -> str:
     systems = _systems_in(records)
     repos = sorted({(r["repo"], r.get("sha", "")) for r in records}, key=lambda x: x[0].lower())
     lines = ["# setupbot benchmark", ""]
@@ -145,29 +158,37 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
         lines += commands
         lines.append("```")
         lines.append("")
-    lines.append(f"{len(repos)} repositories × {len(systems)} systems ({', '.join(systems)}). "
-                 "Every Dockerfile is scored in a fresh build with no cache, the repository at the "
-                 "pinned commit as context (no `.git`). EBSR: `python -m pytest --collect-only -q` exits 0 "
-                 "in the built image. Tests: JUnit counts of `python -m pytest -p no:cacheprovider`. "
-                 "Pass share: passed / (passed + failed + errors); ESSR: passed / gold count, where the "
-                 "list gives one.")
+    lines.append(
+        f"{len(repos)} repositories × {len(systems)} systems ({', '.join(systems)}). "
+        "Every Dockerfile is scored in a fresh build with no cache, the repository at the "
+        "pinned commit as context (no `.git`). EBSR: `python -m pytest --collect-only -q` exits 0 "
+        "in the built image. Tests: JUnit counts of `python -m pytest -p no:cacheprovider`. "
+        "Pass share: passed / (passed + failed + errors); ESSR: passed / gold count, where the "
+        "list gives one."
+    )
     lines.append("")
     reused = sum(1 for r in records if r.get("replay_reused"))
     if "setupbot" in systems:
-        lines.append(f"setupbot: {reused} of {sum(1 for r in records if r['system'] == 'setupbot')} scores "
-                     "come from the clean replay inside `run_setup` (already a fresh no-cache build of the "
-                     "final Dockerfile at the pinned commit), reused instead of building twice; the others "
-                     "were built by the benchmark.")
+        lines.append(
+            f"setupbot: {reused} of {sum(1 for r in records if r['system'] == 'setupbot')} scores "
+            "come from the clean replay inside `run_setup` (already a fresh no-cache build of the "
+            "final Dockerfile at the pinned commit), reused instead of building twice; the others "
+            "were built by the benchmark."
+        )
         lines.append("")
-    lines += ["Systems:", "",
-              "- `setupbot`: the setup loop (`run_setup`), deterministic unless an LLM is configured; a fresh "
-              "seeded experience store per repository. Its produce time is the whole run (plan, builds, "
-              "repairs and the clean replay).",
-              "- `declared`: a fixed template on `python:3.11-slim` installing every top-level "
-              "`requirements*.txt` and `requirements/*.txt`, then `pip install -e .[test,tests,testing,dev]` "
-              "(the extras the project declares), then pytest.",
-              "- `pipreqs`: the same template with the requirements `pipreqs --mode no-pin` infers from "
-              "the imports (the project itself is not installed), then pytest.", ""]
+    lines += [
+        "Systems:",
+        "",
+        "- `setupbot`: the setup loop (`run_setup`), deterministic unless an LLM is configured; a fresh "
+        "seeded experience store per repository. Its produce time is the whole run (plan, builds, "
+        "repairs and the clean replay).",
+        "- `declared`: a fixed template on `python:3.11-slim` installing every top-level "
+        "`requirements*.txt` and `requirements/*.txt`, then `pip install -e .[test,tests,testing,dev]` "
+        "(the extras the project declares), then pytest.",
+        "- `pipreqs`: the same template with the requirements `pipreqs --mode no-pin` infers from "
+        "the imports (the project itself is not installed), then pytest.",
+        "",
+    ]
     for note in notes or []:
         lines.append(note)
         lines.append("")
@@ -176,60 +197,83 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
         if r["system"] == "setupbot":
             commits.setdefault(r.get("setupbot_commit") or "", []).append(r["repo"].split("/")[-1])
     if len(commits) > 1 or "" in commits and len(commits) == 1 and records:
-        parts = [f"`{c}`: {', '.join(sorted(names))}" if c else
-                 f"not recorded (runs before commit tracking): {', '.join(sorted(names))}"
-                 for c, names in sorted(commits.items(), key=lambda kv: (kv[0] == "", kv[0]))]
+        parts = [
+            f"`{c}`: {', '.join(sorted(names))}"
+            if c
+            else f"not recorded (runs before commit tracking): {', '.join(sorted(names))}"
+            for c, names in sorted(commits.items(), key=lambda kv: (kv[0] == "", kv[0]))
+        ]
         lines.append("setupbot code per result (resumed runs): " + "; ".join(parts) + ".")
         lines.append("")
     lines.append(f"![EBSR and pass share by system and difficulty]({chart_name})")
     lines.append("")
 
-    lines += ["## Per system", "",
-              "| system | repos | EBSR | mean pass share | mean ESSR (gold) | median produce | median build | "
-              "median image | tokens | median steps | repairs |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Per system",
+        "",
+        "| system | repos | EBSR | mean pass share | mean ESSR (gold) | median produce | median build | "
+        "median image | tokens | median steps | repairs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for a in aggregate(records):
         essr = f"{_pct(a.mean_essr)} (n={a.essr_repos})" if a.essr_repos else "–"
         steps = "–" if a.median_steps is None else f"{a.median_steps:g}"
-        lines.append(f"| {a.system} | {a.repos} | {a.ebsr}/{a.repos} ({_pct(a.ebsr_rate)}) | "
-                     f"{_pct(a.mean_pass_share)} | {essr} | {_secs(a.median_produce)} | {_secs(a.median_build)} | "
-                     f"{_size(a.median_image)} | {a.tokens} | {steps} | {a.repairs} |")
+        lines.append(
+            f"| {a.system} | {a.repos} | {a.ebsr}/{a.repos} ({_pct(a.ebsr_rate)}) | "
+            f"{_pct(a.mean_pass_share)} | {essr} | {_secs(a.median_produce)} | {_secs(a.median_build)} | "
+            f"{_size(a.median_image)} | {a.tokens} | {steps} | {a.repairs} |"
+        )
     lines.append("")
 
     setupbot = next((a for a in aggregate(records) if a.system == "setupbot"), None)
     if setupbot is not None:
         # The round's targets (issue: setupbot EBSR >= 85% deterministic, 0 tokens, median image <= 1 GB).
-        checks = [(f"EBSR {_pct(setupbot.ebsr_rate)} ≥ 85%", setupbot.ebsr_rate >= 0.85),
-                  (f"tokens {setupbot.tokens} = 0", setupbot.tokens == 0),
-                  (f"median image {_size(setupbot.median_image)} ≤ 1 GB",
-                   setupbot.median_image is not None and setupbot.median_image <= 1e9)]
+        checks = [
+            (f"EBSR {_pct(setupbot.ebsr_rate)} ≥ 85%", setupbot.ebsr_rate >= 0.85),
+            (f"tokens {setupbot.tokens} = 0", setupbot.tokens == 0),
+            (
+                f"median image {_size(setupbot.median_image)} ≤ 1 GB",
+                setupbot.median_image is not None and setupbot.median_image <= 1e9,
+            ),
+        ]
         lines.append("Targets for setupbot: " + "; ".join(f"{text} {'✓' if ok else '✗'}" for text, ok in checks) + ".")
         lines.append("")
         over = overshoot(records)
         if over is not None:
             share, repo, seconds, budget = over
-            lines.append(f"Budget: the largest overshoot of a setupbot run over budgets.wall_clock is "
-                         f"{share * 100:+.1f} % ({repo}: {seconds:.0f}s of {budget:.0f}s; target ≤ 5 %) "
-                         f"{'✓' if share <= 0.05 else '✗'}.")
+            lines.append(
+                f"Budget: the largest overshoot of a setupbot run over budgets.wall_clock is "
+                f"{share * 100:+.1f} % ({repo}: {seconds:.0f}s of {budget:.0f}s; target ≤ 5 %) "
+                f"{'✓' if share <= 0.05 else '✗'}."
+            )
         same, checked = identical_share(records)
         if checked:
             # issue 16: the final Dockerfile built twice with no cache gives the same package sets
-            lines.append(f"Determinism: {same}/{checked} repositories ({_pct(same / checked)}) give identical "
-                         "`pip freeze --all` and `dpkg-query -W` in two no-cache builds of the final Dockerfile "
-                         f"(target ≥ 95% {'✓' if same / checked >= 0.95 else '✗'}).")
+            lines.append(
+                f"Determinism: {same}/{checked} repositories ({_pct(same / checked)}) give identical "
+                "`pip freeze --all` and `dpkg-query -W` in two no-cache builds of the final Dockerfile "
+                f"(target ≥ 95% {'✓' if same / checked >= 0.95 else '✗'})."
+            )
             lines.append("")
 
-    lines += ["## EBSR per difficulty", "", "| difficulty | " + " | ".join(systems) + " |",
-              "|---|" + "---|" * len(systems)]
+    lines += [
+        "## EBSR per difficulty",
+        "",
+        "| difficulty | " + " | ".join(systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
     for difficulty, row in ebsr_by_difficulty(records).items():
         cells = [f"{ok}/{n} ({_pct(ok / n if n else None)})" if n else "–" for ok, n in (row[s] for s in systems)]
         lines.append(f"| {difficulty} | " + " | ".join(cells) + " |")
     lines.append("")
 
-    lines += ["## Per repository", "",
-              "| repository | difficulty | system | EBSR | passed / failed / errors | ESSR | produce | build | "
-              "image | lock | determinism | status |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Per repository",
+        "",
+        "| repository | difficulty | system | EBSR | passed / failed / errors | ESSR | produce | build | "
+        "image | lock | determinism | status |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     by_pair = {(r["repo"], r["system"]): r for r in records}
     for name, sha in repos:
         for system in systems:
@@ -244,16 +288,25 @@ def render_summary(records: list[dict], *, commands: list[str] | None = None, ch
             status = r.get("status", "")
             if status != "ok" and r.get("reason"):
                 status += ": " + r["reason"].splitlines()[0][:120]
-            lines.append(f"| {_cell(name)}@{sha[:8]} | {r.get('difficulty') or '–'} | {system} | "
-                         f"{'✓' if r.get('ebsr') else '✗'} | {tests} | {_pct(r.get('essr'))} | "
-                         f"{_secs(r.get('produce_seconds'))} | {_secs(r.get('build_seconds'))} | "
-                         f"{_size(r.get('image_bytes'))} | {_lock_cell(r)} | {_determinism_cell(r)} | {_cell(status)} |")
+            lines.append(
+                f"| {_cell(name)}@{sha[:8]} | {r.get('difficulty') or '–'} | {system} | "
+                f"{'✓' if r.get('ebsr') else '✗'} | {tests} | {_pct(r.get('essr'))} | "
+                f"{_secs(r.get('produce_seconds'))} | {_secs(r.get('build_seconds'))} | "
+                f"{_size(r.get('image_bytes'))} | {_lock_cell(r)} | {_determinism_cell(r)} | {_cell(status)} |"
+            )
     lines.append("")
-    missing = [(r["repo"], r["export"]["missing_blobs"]) for r in records
-               if r["system"] == systems[0] and (r.get("export") or {}).get("missing_blobs")]
+    missing = [
+        (r["repo"], r["export"]["missing_blobs"])
+        for r in records
+        if r["system"] == systems[0] and (r.get("export") or {}).get("missing_blobs")
+    ]
     if missing:
-        lines += ["## Files absent from the snapshots", "",
-                  "Blobs of 4 MiB or more are not in the stored snapshots; the export skipped them:", ""]
+        lines += [
+            "## Files absent from the snapshots",
+            "",
+            "Blobs of 4 MiB or more are not in the stored snapshots; the export skipped them:",
+            "",
+        ]
         for name, paths in missing:
             lines.append(f"- {name}: {len(paths)} file(s): " + ", ".join(f"`{p}`" for p in paths[:6]))
         lines.append("")
@@ -276,10 +329,16 @@ def render_chart(records: list[dict], path: Path) -> Path:
     width = 0.38
     xs = range(len(systems))
     ebsr = [100 * aggs[s].ebsr_rate for s in systems]
-    share = [100 * ((aggs[s].mean_essr or 0.0) if aggs[s].essr_repos else (aggs[s].mean_pass_share or 0.0)) for s in systems]
+    share = [
+        100 * ((aggs[s].mean_essr or 0.0) if aggs[s].essr_repos else (aggs[s].mean_pass_share or 0.0)) for s in systems
+    ]
     b1 = left.bar([x - width / 2 for x in xs], ebsr, width, label="EBSR")
-    b2 = left.bar([x + width / 2 for x in xs], share, width,
-                  label="ESSR" if any(aggs[s].essr_repos for s in systems) else "pass share")
+    b2 = left.bar(
+        [x + width / 2 for x in xs],
+        share,
+        width,
+        label="ESSR" if any(aggs[s].essr_repos for s in systems) else "pass share",
+    )
     left.bar_label(b1, fmt="%.0f", fontsize=8)
     left.bar_label(b2, fmt="%.0f", fontsize=8)
     left.set_xticks(list(xs), systems)
@@ -293,9 +352,12 @@ def render_chart(records: list[dict], path: Path) -> Path:
         values = [100 * ok / n if n else 0.0 for ok, n in cells]
         bars = right.bar([j - 0.4 + width * (i + 0.5) for j in range(len(difficulties))], values, width, label=system)
         # A system with no repository of that difficulty is "n/a", not a zero.
-        right.bar_label(bars, labels=[f"{v:.0f}" if n else "n/a" for v, (_, n) in zip(values, cells, strict=False)], fontsize=7)
-    right.set_xticks(range(len(difficulties)),
-                     [f"{d} (n={max(n for _, n in by_diff[d].values())})" for d in difficulties])
+        right.bar_label(
+            bars, labels=[f"{v:.0f}" if n else "n/a" for v, (_, n) in zip(values, cells, strict=False)], fontsize=7
+        )
+    right.set_xticks(
+        range(len(difficulties)), [f"{d} (n={max(n for _, n in by_diff[d].values())})" for d in difficulties]
+    )
     right.set_ylim(0, 110)
     right.set_title("EBSR by difficulty")
     right.legend(loc="upper right", fontsize=8)
@@ -306,8 +368,14 @@ def render_chart(records: list[dict], path: Path) -> Path:
     return path
 
 
-def write_report(records: list[dict], summary_path: Path, chart_path: Path, *, commands: list[str] | None = None,
-                 notes: list[str] | None = None) -> tuple[Path, Path | None]:
+def write_report(
+    records: list[dict],
+    summary_path: Path,
+    chart_path: Path,
+    *,
+    commands: list[str] | None = None,
+    notes: list[str] | None = None,
+) -> tuple[Path, Path | None]:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     chart: Path | None = None
     if records:

@@ -20,10 +20,10 @@ SYSTEMS = ("setupbot", "declared", "pipreqs")
 
 @dataclass
 class SystemContext:
-    repo_dir: Path            # the system's private copy of the exported tree
-    scratch: Path             # a private scratch directory
-    engine: Any               # bot.engine.Engine for this pair (labelled with its run id)
-    settings: Any             # bot.config.Settings
+    repo_dir: Path  # the system's private copy of the exported tree
+    scratch: Path  # a private scratch directory
+    engine: Any  # bot.engine.Engine for this pair (labelled with its run id)
+    settings: Any  # bot.config.Settings
     test_timeout: int = 900
     pipreqs_timeout: int = 300
 
@@ -31,7 +31,7 @@ class SystemContext:
 @dataclass
 class SystemResult:
     produced: Produced
-    replay: Score | None = None          # a score measured by the system's own clean replay
+    replay: Score | None = None  # a score measured by the system's own clean replay
     steps: int | None = None
     repairs: int | None = None
     tokens: int = 0
@@ -44,17 +44,22 @@ def run_declared(ctx: SystemContext) -> SystemResult:
 
 
 def run_pipreqs(ctx: SystemContext) -> SystemResult:
-    return SystemResult(produce_pipreqs(ctx.repo_dir, ctx.scratch, timeout=ctx.pipreqs_timeout),
-                        steps=0, repairs=0, mode="template")
+    return SystemResult(
+        produce_pipreqs(ctx.repo_dir, ctx.scratch, timeout=ctx.pipreqs_timeout), steps=0, repairs=0, mode="template"
+    )
 
 
 # --- setupbot ----------------------------------------------------------------------------------
 
+
 def _counts_from_summary(summary: dict) -> TestCounts:
     """TestCounts from the loop's ``TestResults.summary()`` (passed/failed/error/skipped)."""
-    return TestCounts(passed=int(summary.get("passed") or 0), failed=int(summary.get("failed") or 0),
-                      errors=int(summary.get("error") or summary.get("errors") or 0),
-                      skipped=int(summary.get("skipped") or 0))
+    return TestCounts(
+        passed=int(summary.get("passed") or 0),
+        failed=int(summary.get("failed") or 0),
+        errors=int(summary.get("error") or summary.get("errors") or 0),
+        skipped=int(summary.get("skipped") or 0),
+    )
 
 
 def _replay_build_seconds(record: Any) -> float | None:
@@ -88,7 +93,7 @@ def replay_score_from_record(record: Any, engine: Any = None) -> Score | None:
     if tag and engine is not None:
         try:
             score.image_bytes = int(engine.image_size(tag))
-        except Exception:   # noqa: BLE001 - image already gone: size unknown
+        except Exception:  # noqa: BLE001 - image already gone: size unknown
             score.image_bytes = None
     if not score.ebsr:
         score.reason = f"replay: test collection exited {score.collect_exit}"
@@ -121,21 +126,35 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
             close()
     seconds = time.monotonic() - started
     text = record.dockerfile or ""
-    produced = Produced("setupbot", text, seconds, ok=bool(text),
-                        reason="" if text else f"the setup loop produced no Dockerfile ({record.status})",
-                        details={"loop_status": record.status, "remaining": (record.remaining or "")[:1000],
-                                 "unresolved": record.unresolved[:5], "timings": record.timings,
-                                 "warnings": [str(w)[:300] for w in record.warnings[:20]],
-                                 "degraded": record.degraded})
+    produced = Produced(
+        "setupbot",
+        text,
+        seconds,
+        ok=bool(text),
+        reason="" if text else f"the setup loop produced no Dockerfile ({record.status})",
+        details={
+            "loop_status": record.status,
+            "remaining": (record.remaining or "")[:1000],
+            "unresolved": record.unresolved[:5],
+            "timings": record.timings,
+            "warnings": [str(w)[:300] for w in record.warnings[:20]],
+            "degraded": record.degraded,
+        },
+    )
     lock = (record.replay or {}).get("lock") or {}
     if record.lock_text and lock.get("file"):
         produced.files[lock["file"]] = record.lock_text
     produced.details["lock"] = {k: lock.get(k) for k in ("status", "count", "hashed", "reason")} if lock else None
     usage = record.llm_usage or {}
-    return SystemResult(produced, replay=replay_score_from_record(record, ctx.engine),
-                        steps=len(record.trajectory), repairs=len(record.repairs),
-                        tokens=int(usage.get("tokens") or 0), mode="llm" if llm is not None else "deterministic",
-                        extra={"image": (record.replay or {}).get("tag") if record.status == "success" else None})
+    return SystemResult(
+        produced,
+        replay=replay_score_from_record(record, ctx.engine),
+        steps=len(record.trajectory),
+        repairs=len(record.repairs),
+        tokens=int(usage.get("tokens") or 0),
+        mode="llm" if llm is not None else "deterministic",
+        extra={"image": (record.replay or {}).get("tag") if record.status == "success" else None},
+    )
 
 
 RUNNERS = {"setupbot": run_setupbot, "declared": run_declared, "pipreqs": run_pipreqs}

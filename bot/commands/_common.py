@@ -23,8 +23,15 @@ SCHEMA_VERSION = 1
 
 
 def add_json_flag(p: argparse.ArgumentParser, what: str = "the result") -> None:
-    p.add_argument("--json", dest="json", nargs="?", const="-", default=None, metavar="FILE",
-                   help=f"write {what} as JSON to FILE; '-' or no FILE: stdout")
+    p.add_argument(
+        "--json",
+        dest="json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help=f"write {what} as JSON to FILE; '-' or no FILE: stdout",
+    )
 
 
 def human(args: argparse.Namespace) -> IO[str]:
@@ -56,8 +63,10 @@ def write_json(args: argparse.Namespace, command: str, payload: dict[str, Any]) 
 def meets_gate(tier: str | None, min_verdict: str) -> bool:
     """True when ``tier`` is at or above ``min_verdict`` (publish.min_verdict)."""
     if min_verdict not in VERDICT_ORDER[:4]:
-        raise ConfigError(f"publish.min_verdict must be one of Full, Mostly, Partial, Shallow, not {min_verdict!r}",
-                          "Fix publish.min_verdict (`setupbot config show` says which layer set it).")
+        raise ConfigError(
+            f"publish.min_verdict must be one of Full, Mostly, Partial, Shallow, not {min_verdict!r}",
+            "Fix publish.min_verdict (`setupbot config show` says which layer set it).",
+        )
     if tier not in VERDICT_ORDER:
         return False
     return VERDICT_ORDER.index(tier) <= VERDICT_ORDER.index(min_verdict)
@@ -67,5 +76,4 @@ def reporter_for(args: argparse.Namespace, title: str):
     """The progress reporter of a long command, honouring --quiet/--verbose."""
     from bot import progress
 
-    return progress.make_reporter(title, quiet=getattr(args, "quiet", False),
-                                  verbose=getattr(args, "verbose", False))
+    return progress.make_reporter(title, quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False))

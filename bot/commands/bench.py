@@ -15,25 +15,50 @@ DEFAULT_OUT = Path("bench/results")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("bench", help="benchmark setupbot against baselines on pinned repositories",
-                       description=__doc__)
-    p.add_argument("--repos", type=Path, help="TSV: owner/name<TAB>sha[<TAB>difficulty<TAB>note]; "
-                   "an integer column is the gold test count")
-    p.add_argument("--systems", default="setupbot,declared,pipreqs",
-                   help="comma-separated systems to run (default: %(default)s)")
+    p = sub.add_parser("bench", help="benchmark setupbot against baselines on pinned repositories", description=__doc__)
+    p.add_argument(
+        "--repos",
+        type=Path,
+        help="TSV: owner/name<TAB>sha[<TAB>difficulty<TAB>note]; an integer column is the gold test count",
+    )
+    p.add_argument(
+        "--systems", default="setupbot,declared,pipreqs", help="comma-separated systems to run (default: %(default)s)"
+    )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory of the JSON lines (default: %(default)s)")
-    p.add_argument("--git-root", type=Path, default=Path("/work/.mirror"),
-                   help="where <owner>+<name>/repo git directories live (default: %(default)s)")
-    p.add_argument("--only", action="append", default=[], metavar="OWNER/NAME",
-                   help="run only this repository (repeatable; case-insensitive)")
+    p.add_argument(
+        "--git-root",
+        type=Path,
+        default=Path("/work/.mirror"),
+        help="where <owner>+<name>/repo git directories live (default: %(default)s)",
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="OWNER/NAME",
+        help="run only this repository (repeatable; case-insensitive)",
+    )
     p.add_argument("--jobs", type=int, default=1, help="repositories benchmarked at once (default: 1)")
-    p.add_argument("--timeout-per-repo", type=int, default=900, metavar="S",
-                   help="seconds for one test run in a built image (default: %(default)s)")
-    p.add_argument("--collect-timeout", type=int, default=600, metavar="S",
-                   help="seconds for `pytest --collect-only` (default: %(default)s)")
+    p.add_argument(
+        "--timeout-per-repo",
+        type=int,
+        default=900,
+        metavar="S",
+        help="seconds for one test run in a built image (default: %(default)s)",
+    )
+    p.add_argument(
+        "--collect-timeout",
+        type=int,
+        default=600,
+        metavar="S",
+        help="seconds for `pytest --collect-only` (default: %(default)s)",
+    )
     p.add_argument("--force", action="store_true", help="rerun pairs already in the results")
-    p.add_argument("--determinism", action="store_true",
-                   help="build setupbot's Dockerfile a second time with no cache and compare pip freeze and dpkg-query")
+    p.add_argument(
+        "--determinism",
+        action="store_true",
+        help="build setupbot's Dockerfile a second time with no cache and compare pip freeze and dpkg-query",
+    )
     p.add_argument("--keep-images", action="store_true", help="keep built images and containers")
     p.add_argument("--report-only", action="store_true", help="only regenerate SUMMARY.md and the chart")
     p.add_argument("--summary", type=Path, help="summary path (default: <out>/../SUMMARY.md)")
@@ -54,19 +79,44 @@ def _report(args, records_filter=None) -> int:
     meta = results_io.read_meta(args.out)
     # "notes" in run.json: what a reader must know about how the results were put together
     write_report(records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None)
-    print(f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {chart}" if records else ""),
-          file=human(args))
-    write_json(args, "bench", {"summary": str(summary), "chart": str(chart) if records else None,
-                               "records": [{"repo": r.get("repo"), "sha": r.get("sha"), "system": r.get("system"),
-                                            "ebsr": bool(r.get("ebsr")), "tests": r.get("tests") or {}}
-                                           for r in records]})
+    print(
+        f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {chart}" if records else ""), file=human(args)
+    )
+    write_json(
+        args,
+        "bench",
+        {
+            "summary": str(summary),
+            "chart": str(chart) if records else None,
+            "records": [
+                {
+                    "repo": r.get("repo"),
+                    "sha": r.get("sha"),
+                    "system": r.get("system"),
+                    "ebsr": bool(r.get("ebsr")),
+                    "tests": r.get("tests") or {},
+                }
+                for r in records
+            ],
+        },
+    )
     return 0
 
 
 def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces this run, written at the top of the summary."""
-    argv = ["setupbot", "bench", "--repos", str(args.repos), "--systems", args.systems, "--out", str(args.out),
-            "--git-root", str(args.git_root)]
+    argv = [
+        "setupbot",
+        "bench",
+        "--repos",
+        str(args.repos),
+        "--systems",
+        args.systems,
+        "--out",
+        str(args.out),
+        "--git-root",
+        str(args.git_root),
+    ]
     for name in args.only:
         argv += ["--only", name]
     if args.jobs != 1:
@@ -114,10 +164,20 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(None)
     command = command_line(args)
-    opts = BenchOptions(repos=repos, systems=systems, out=args.out, git_root=args.git_root,
-                        jobs=max(1, args.jobs), test_timeout=args.timeout_per_repo,
-                        collect_timeout=args.collect_timeout, force=args.force, keep_images=args.keep_images,
-                        settings=settings, command=command, determinism=args.determinism)
+    opts = BenchOptions(
+        repos=repos,
+        systems=systems,
+        out=args.out,
+        git_root=args.git_root,
+        jobs=max(1, args.jobs),
+        test_timeout=args.timeout_per_repo,
+        collect_timeout=args.collect_timeout,
+        force=args.force,
+        keep_images=args.keep_images,
+        settings=settings,
+        command=command,
+        determinism=args.determinism,
+    )
     from bot import progress
 
     with progress.use(reporter_for(args, "bench")) as reporter:

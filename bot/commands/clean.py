@@ -17,8 +17,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("clean", help="remove containers, networks, volumes and images left by finished runs")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--run-id", default=None, help="only this run (even when it is still going)")
-    scope.add_argument("--all", action="store_true",
-                       help="every run, live ones included, and the shared CA images no container uses")
+    scope.add_argument(
+        "--all", action="store_true", help="every run, live ones included, and the shared CA images no container uses"
+    )
     p.add_argument("--engine", choices=["docker", "podman"], help="container engine (engine.kind)")
     add_json_flag(p, "what was removed (schema setupbot.clean/1)")
     p.set_defaults(func=run)
@@ -49,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     counts, kept = engine.clean_finished()
     print("removed (finished runs): " + _line(counts), file=out)
     if kept:
-        print(f"left alone: {len(kept)} run(s) whose owner is still running, on another host or unknown "
-              f"({', '.join(kept[:5])}{' ...' if len(kept) > 5 else ''}); --all removes them too", file=out)
+        print(
+            f"left alone: {len(kept)} run(s) whose owner is still running, on another host or unknown "
+            f"({', '.join(kept[:5])}{' ...' if len(kept) > 5 else ''}); --all removes them too",
+            file=out,
+        )
     write_json(args, "clean", {"run_id": None, "removed": dict(counts), "left_alone": list(kept)})
     return 0

@@ -1,11 +1,11 @@
 """`setupbot config show|schema|validate`: the settings you can discover.
 
-  show [PATH]       the effective settings for the repository at PATH (default .), each with the
-                    layer that set it: default, repository file, environment, flag
-  schema            the JSON Schema of .github/setupbot.yml, generated from the settings
-                    dataclasses (committed as schemas/setupbot.schema.json); point an editor at it
-                    with a first line `# yaml-language-server: $schema=<url of that file>`
-  validate FILE     check a settings file; errors name the file and line
+show [PATH]       the effective settings for the repository at PATH (default .), each with the
+                  layer that set it: default, repository file, environment, flag
+schema            the JSON Schema of .github/setupbot.yml, generated from the settings
+                  dataclasses (committed as schemas/setupbot.schema.json); point an editor at it
+                  with a first line `# yaml-language-server: $schema=<url of that file>`
+validate FILE     check a settings file; errors name the file and line
 """
 
 from __future__ import annotations
@@ -32,20 +32,30 @@ ENUMS: dict[str, list[str]] = {
     "images.source": ["auto", "registry", "standins"],
     "publish.min_verdict": ["Full", "Mostly", "Partial", "Shallow"],
     "publish.fail_on": ["never", "regression", "any-failure"],
-    "siblings.probe": [],          # free text (tcp | none | http:/path): no enum
+    "siblings.probe": [],  # free text (tcp | none | http:/path): no enum
 }
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="show the effective settings, print their JSON Schema, validate a file",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "config",
+        help="show the effective settings, print their JSON Schema, validate a file",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     cs = p.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     show = cs.add_parser("show", help="the effective settings and the layer that set each")
     show.add_argument("path", type=Path, nargs="?", default=Path("."), help="the repository (default: .)")
-    show.add_argument("--config", type=Path, default=None, metavar="FILE",
-                      help="a settings file instead of PATH/.github/setupbot.yml")
-    show.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                      help="a value as a command-line flag would give it (repeatable)")
+    show.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="a settings file instead of PATH/.github/setupbot.yml"
+    )
+    show.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="a value as a command-line flag would give it (repeatable)",
+    )
     add_json_flag(show, "the settings (schema setupbot.config/1)")
     schema = cs.add_parser("schema", help="print the JSON Schema of .github/setupbot.yml")
     schema.add_argument("-o", "--output", type=Path, default=None, help="write it to this file instead of stdout")
@@ -56,6 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------- schema from the dataclasses
+
 
 def setting_comments() -> dict[str, str]:
     """{section.key: comment} from the packaged defaults.yml, the one place the keys are explained."""
@@ -103,9 +114,9 @@ def _dataclass_schema(cls: type, prefix: str, comments: dict[str, str]) -> dict[
         if ENUMS.get(key):
             s = {"type": "string", "enum": ENUMS[key]}
         if cls in cfg.LIST_ITEMS.values():
-            if f.name == "ports":      # 5432, "5432:5432", "5432/tcp"
+            if f.name == "ports":  # 5432, "5432:5432", "5432/tcp"
                 s = {"type": "array", "items": {"type": ["integer", "string"]}}
-            if f.name == "command":    # a list, or one string split on spaces
+            if f.name == "command":  # a list, or one string split on spaces
                 s = {"type": ["array", "string"], "items": {"type": "string"}}
         elif f.default is not dataclasses.MISSING:
             s["default"] = f.default if not isinstance(f.default, tuple) else list(f.default)
@@ -130,7 +141,7 @@ def settings_schema() -> dict[str, Any]:
         else:
             section = _dataclass_schema(f.default_factory, f.name, comments)  # type: ignore[arg-type]
             for key, value in (defaults.get(f.name) or {}).items():
-                section["properties"][key]["default"] = value   # the packaged defaults, not the code's
+                section["properties"][key]["default"] = value  # the packaged defaults, not the code's
             section["type"] = ["object", "null"]
             props[f.name] = section
         if comments.get(f.name):
@@ -140,10 +151,15 @@ def settings_schema() -> dict[str, Any]:
             # may not set these, and setupbot refuses them there (SECURITY.md S11)
             note = "Operator only: refused in a repository's .github/setupbot.yml."
             props[f.name]["description"] = f"{props[f.name].get('description', '')} {note}".strip()
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
-            "title": "setupbot settings (.github/setupbot.yml)",
-            "description": "Packaged defaults -> this file -> SETUPBOT_<SECTION>_<KEY> variables -> flags.",
-            "type": "object", "properties": props, "additionalProperties": False}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "setupbot settings (.github/setupbot.yml)",
+        "description": "Packaged defaults -> this file -> SETUPBOT_<SECTION>_<KEY> variables -> flags.",
+        "type": "object",
+        "properties": props,
+        "additionalProperties": False,
+    }
 
 
 def schema_text() -> str:
@@ -151,6 +167,7 @@ def schema_text() -> str:
 
 
 # ---------------------------------------------------------------- show / validate
+
 
 def _flatten(settings: cfg.Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}

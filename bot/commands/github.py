@@ -21,22 +21,34 @@ log = logging.getLogger(__name__)
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("github", help="act on a GitHub event (what the action runs)")
-    p.add_argument("--event-name", default=os.environ.get("GITHUB_EVENT_NAME", ""),
-                   help="push | pull_request | workflow_dispatch | schedule (default: $GITHUB_EVENT_NAME)")
-    p.add_argument("--event-path", default=os.environ.get("GITHUB_EVENT_PATH", ""),
-                   help="the event payload JSON (default: $GITHUB_EVENT_PATH)")
+    p.add_argument(
+        "--event-name",
+        default=os.environ.get("GITHUB_EVENT_NAME", ""),
+        help="push | pull_request | workflow_dispatch | schedule (default: $GITHUB_EVENT_NAME)",
+    )
+    p.add_argument(
+        "--event-path",
+        default=os.environ.get("GITHUB_EVENT_PATH", ""),
+        help="the event payload JSON (default: $GITHUB_EVENT_PATH)",
+    )
     p.add_argument("--repo", default=".", help="the checked-out repository (default: .)")
     p.add_argument("--output-dir", default=None, help="output folder (default: settings output.dir)")
     p.add_argument("--dry-run", action="store_true", help="read from GitHub but write nothing; print the plan")
-    p.add_argument("--fail-on", choices=("never", "regression", "any-failure"), default=None,
-                   help="exit non-zero on: never | regression (default) | any-failure (publish.fail_on)")
-    p.add_argument("--force", action="store_true",
-                   help="redo the container work even when no input of the environment changed")
+    p.add_argument(
+        "--fail-on",
+        choices=("never", "regression", "any-failure"),
+        default=None,
+        help="exit non-zero on: never | regression (default) | any-failure (publish.fail_on)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="redo the container work even when no input of the environment changed"
+    )
     p.set_defaults(func=run)
 
 
-def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | None] | None = None
-                   ) -> GeneratedOutputs | None:
+def reuse_recorded(
+    repo: Path, settings, trusted_plan: Callable[[str], str | None] | None = None
+) -> GeneratedOutputs | None:
     """When nothing the plan reads has changed since the environment recorded in the checkout,
     the recorded files are the answer: no container is started and no image is pulled or built.
 
@@ -62,14 +74,20 @@ def reuse_recorded(repo: Path, settings, trusted_plan: Callable[[str], str | Non
     report.verdict = str(verified.get("verdict") or "Shallow")
     report.replay_ok = verified.get("replay_ok")
     report.tier_reason = "recorded: the environment's inputs have not changed since it was verified"
-    report.tests = TestCounts(**{k: int(v) for k, v in (verified.get("tests") or {}).items()
-                                 if k in TestCounts.__dataclass_fields__})
+    report.tests = TestCounts(
+        **{k: int(v) for k, v in (verified.get("tests") or {}).items() if k in TestCounts.__dataclass_fields__}
+    )
     files = {}
     for rel in [*state.recorded.outputs, state.recorded.path, f"{out}/{REPORT}"]:
         files[rel] = (repo / rel).read_text(encoding="utf-8")
     report.files = list(files)
-    return GeneratedOutputs(files=files, report=report, fingerprint=fingerprint_files(files),
-                            report_path=f"{out}/{REPORT}", note=unchanged_note(state))
+    return GeneratedOutputs(
+        files=files,
+        report=report,
+        fingerprint=fingerprint_files(files),
+        report_path=f"{out}/{REPORT}",
+        note=unchanged_note(state),
+    )
 
 
 def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
@@ -81,9 +99,11 @@ def produce_outputs(repo: Path, settings, repository: str) -> GeneratedOutputs:
 
     result = pipeline.run_pipeline(repo, settings, repository=repository)
     if result.generated is None:
-        raise InputError("the run produced no plan, so there is nothing to publish: "
-                         + ("; ".join(result.warnings) or "see the log above"),
-                         "Run `setupbot plan` on the checkout to see why no plan was made.")
+        raise InputError(
+            "the run produced no plan, so there is nothing to publish: "
+            + ("; ".join(result.warnings) or "see the log above"),
+            "Run `setupbot plan` on the checkout to see why no plan was made.",
+        )
     return result.generated
 
 
@@ -112,16 +132,18 @@ def run(args: argparse.Namespace) -> int:
     trusted = load_settings(None).github
     token = trusted.token or os.environ.get("GITHUB_TOKEN", "")
     register_secret(token)
-    real = GitHubProvider(token, os.environ.get("GITHUB_API_URL") or trusted.api_url,
-                          branch_prefix=trusted.branch_prefix)
+    real = GitHubProvider(
+        token, os.environ.get("GITHUB_API_URL") or trusted.api_url, branch_prefix=trusted.branch_prefix
+    )
     provider = DryRunProvider(inner=real, branch_prefix=trusted.branch_prefix) if args.dry_run else real
 
     def base_plan(path: str) -> str | None:
         return provider.read_file(event.repository, path, event.base or event.default_branch or "main")
 
     def produce() -> GeneratedOutputs:
-        reused = None if args.force else reuse_recorded(
-            repo, settings, base_plan if event.name == "pull_request" else None)
+        reused = (
+            None if args.force else reuse_recorded(repo, settings, base_plan if event.name == "pull_request" else None)
+        )
         if reused is not None:
             return reused
         return produce_outputs(repo, settings, event.repository)

@@ -13,15 +13,32 @@ from bot.errors import ImageUnavailableError
 def add_parser(sub) -> None:
     p = sub.add_parser("images", help="build offline stand-in base/service images; list what this engine offers")
     isub = p.add_subparsers(dest="images_command", required=True, metavar="ACTION")
-    b = isub.add_parser("bootstrap", help="debootstrap Debian suites and build python/debian/service stand-ins "
-                                          "(works with no registry; images already current are reused)")
-    b.add_argument("--python", action="append", dest="pythons", metavar="X.Y",
-                   help="Python version to build (repeatable; default: all known)")
-    b.add_argument("--services", default=None, metavar="NAMES",
-                   help="comma-separated services to build (default: all known; '' for none)")
-    b.add_argument("--ecosystem", action="append", default=[], metavar="NAME[=X.Y,...]",
-                   help="also build the stand-ins a registered ecosystem offers, after the others "
-                        "(repeatable; e.g. rust or rust=1.85)")
+    b = isub.add_parser(
+        "bootstrap",
+        help="debootstrap Debian suites and build python/debian/service stand-ins "
+        "(works with no registry; images already current are reused)",
+    )
+    b.add_argument(
+        "--python",
+        action="append",
+        dest="pythons",
+        metavar="X.Y",
+        help="Python version to build (repeatable; default: all known)",
+    )
+    b.add_argument(
+        "--services",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated services to build (default: all known; '' for none)",
+    )
+    b.add_argument(
+        "--ecosystem",
+        action="append",
+        default=[],
+        metavar="NAME[=X.Y,...]",
+        help="also build the stand-ins a registered ecosystem offers, after the others "
+        "(repeatable; e.g. rust or rust=1.85)",
+    )
     b.add_argument("--force", action="store_true", help="rebuild even when the recipe hash matches")
     b.add_argument("--engine", choices=["docker", "podman"], help="container engine (engine.kind)")
     add_json_flag(b, "the outcome of each image (schema setupbot.images/1)")
@@ -47,9 +64,16 @@ def run(args: argparse.Namespace) -> int:
                 print(f"service: {s.name} {s.version} {s.image}".rstrip(), file=out)
         else:
             print("service: (none)", file=out)
-        write_json(args, "images", {"action": "list", "pythons": list(pythons),
-                                    "services": [{"name": s.name, "version": str(s.version), "image": s.image}
-                                                 for s in services], "images": []})
+        write_json(
+            args,
+            "images",
+            {
+                "action": "list",
+                "pythons": list(pythons),
+                "services": [{"name": s.name, "version": str(s.version), "image": s.image} for s in services],
+                "images": [],
+            },
+        )
         return 0
 
     wanted: list[str] | None = None
@@ -59,8 +83,14 @@ def run(args: argparse.Namespace) -> int:
 
     with progress.use(reporter_for(args, "images bootstrap")) as reporter:
         # each line of the bootstrap ("build python:3.13-slim from ...") is where it is now
-        outcomes = images.bootstrap(engine, settings, pythons=args.pythons, services=wanted, force=args.force,
-                                    log_line=lambda line: reporter.stage(line))
+        outcomes = images.bootstrap(
+            engine,
+            settings,
+            pythons=args.pythons,
+            services=wanted,
+            force=args.force,
+            log_line=lambda line: reporter.stage(line),
+        )
         outcomes += _ecosystem_images(engine, settings, args, reporter)
     failed = [o for o in outcomes if o.action == "failed"]
     for o in failed:
@@ -68,8 +98,16 @@ def run(args: argparse.Namespace) -> int:
     built = sum(o.action == "built" for o in outcomes)
     reused = sum(o.action == "reused" for o in outcomes)
     print(f"images: {built} built, {reused} reused, {len(failed)} failed", file=human(args))
-    write_json(args, "images", {"action": "bootstrap", "pythons": [], "services": [],
-                                "images": [{"tag": o.tag, "action": o.action} for o in outcomes]})
+    write_json(
+        args,
+        "images",
+        {
+            "action": "bootstrap",
+            "pythons": [],
+            "services": [],
+            "images": [{"tag": o.tag, "action": o.action} for o in outcomes],
+        },
+    )
     return ImageUnavailableError.exit_code if failed else 0
 
 

@@ -23,10 +23,16 @@ SECTIONS = ("target", "services", "siblings", "output")
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init", help="write the setupbot workflow and a commented .github/setupbot.yml")
     p.add_argument("path", type=Path, nargs="?", default=Path("."), help="the repository (default: .)")
-    p.add_argument("--ref", default="main",
-                   help="the setupbot commit the workflow pins; a full SHA is safest (default: %(default)s)")
-    p.add_argument("--setupbot-repository", default="setupbot/setupbot",
-                   help="owner/name that hosts setupbot's reusable workflow (default: %(default)s)")
+    p.add_argument(
+        "--ref",
+        default="main",
+        help="the setupbot commit the workflow pins; a full SHA is safest (default: %(default)s)",
+    )
+    p.add_argument(
+        "--setupbot-repository",
+        default="setupbot/setupbot",
+        help="owner/name that hosts setupbot's reusable workflow (default: %(default)s)",
+    )
     p.add_argument("--branch", default=None, help="the default branch (default: the checkout's current branch)")
     add_json_flag(p, "the files written (schema setupbot.init/1)")
     p.set_defaults(func=run)
@@ -72,7 +78,8 @@ def settings_text() -> str:
         "setupbot settings for this repository. Every value below is the packaged default:\n"
         "change what you need, delete the rest. `setupbot config show` prints the effective\n"
         "settings and where each comes from; `setupbot config validate .github/setupbot.yml` checks\n"
-        "this file.")
+        "this file."
+    )
     y = YAML()
     y.indent(mapping=2, sequence=4, offset=2)
     y.width = 4096
@@ -88,9 +95,12 @@ def run(args: argparse.Namespace) -> int:
     if not repo.is_dir():
         raise InputError(f"{args.path} is not a directory", "Pass the path of a repository checkout.")
     files = {
-        CALLER_PATH: lambda: render_caller(default_branch=args.branch or _current_branch(repo),
-                                           setupbot_repository=args.setupbot_repository, ref=args.ref,
-                                           cron=stagger_cron(repo.name)),
+        CALLER_PATH: lambda: render_caller(
+            default_branch=args.branch or _current_branch(repo),
+            setupbot_repository=args.setupbot_repository,
+            ref=args.ref,
+            cron=stagger_cron(repo.name),
+        ),
         ".github/setupbot.yml": settings_text,
     }
     out = human(args)
@@ -112,7 +122,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"created {rel}", file=out)
         report.append({"path": rel, "action": "created"})
     if not re.fullmatch(r"[0-9a-f]{40}", args.ref):
-        print(f"note: the workflow follows {args.ref!r}; pin a full commit SHA (--ref) so a moved branch or "
-              "tag cannot change what runs", file=out)
+        print(
+            f"note: the workflow follows {args.ref!r}; pin a full commit SHA (--ref) so a moved branch or "
+            "tag cannot change what runs",
+            file=out,
+        )
     write_json(args, "init", {"path": str(repo), "files": report})
     return 0

@@ -14,10 +14,12 @@ from bot.errors import InputError, KnowledgeError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("knowledge", help="inspect and curate the experience base",
-                       description=__doc__)
-    p.add_argument("--store", metavar="PATH_OR_URL",
-                   help="SQLite file or postgresql:// URL (default: knowledge.url / knowledge.path)")
+    p = sub.add_parser("knowledge", help="inspect and curate the experience base", description=__doc__)
+    p.add_argument(
+        "--store",
+        metavar="PATH_OR_URL",
+        help="SQLite file or postgresql:// URL (default: knowledge.url / knowledge.path)",
+    )
     ks = p.add_subparsers(dest="knowledge_command", required=True, metavar="ACTION")
     ls = ks.add_parser("list", help="list units")
     ls.add_argument("--category", help="only this category")
@@ -99,10 +101,12 @@ def run(args: argparse.Namespace) -> int:
                 if args.category and u.category != args.category:
                     continue
                 t = u.telemetry
-                units.append({"id": u.id, "category": u.category, "title": u.title, "tier": t.tier_name,
-                              **t.to_json()})
-                print(f"{u.id:45} {u.category:8} {t.tier_name:6} hits={t.hits} ok={t.successes} "
-                      f"fail={t.failures}  {u.title}", file=out)
+                units.append({"id": u.id, "category": u.category, "title": u.title, "tier": t.tier_name, **t.to_json()})
+                print(
+                    f"{u.id:45} {u.category:8} {t.tier_name:6} hits={t.hits} ok={t.successes} "
+                    f"fail={t.failures}  {u.title}",
+                    file=out,
+                )
             write_json(args, "knowledge-list", {"store": store.describe(), "units": units})
             return 0
         if cmd == "show":
@@ -127,10 +131,14 @@ def run(args: argparse.Namespace) -> int:
         if cmd == "approve":
             unit = store.get(args.unit_id)
             if unit is None:
-                raise KnowledgeError(f"no unit {args.unit_id!r}", "See `setupbot knowledge list --category quarantined`.")
+                raise KnowledgeError(
+                    f"no unit {args.unit_id!r}", "See `setupbot knowledge list --category quarantined`."
+                )
             if not store.approve(args.unit_id):
-                raise KnowledgeError(f"unit {args.unit_id!r} is not quarantined (category {unit.category})",
-                                     "Only units learned from an LLM in a shared store wait for approval.")
+                raise KnowledgeError(
+                    f"unit {args.unit_id!r} is not quarantined (category {unit.category})",
+                    "Only units learned from an LLM in a shared store wait for approval.",
+                )
             print(f"approved {args.unit_id}: retrieval offers it from now on")
             return 0
         if cmd == "stats":
@@ -142,8 +150,11 @@ def run(args: argparse.Namespace) -> int:
             if str(args.log) != "-" and not args.log.is_file():
                 raise InputError(f"{args.log} does not exist", "Pass the file holding the failing output.")
             text = sys.stdin.read() if str(args.log) == "-" else args.log.read_text(errors="replace")
-            context = {k: v for k, v in (("python", args.python), ("suite", args.suite),
-                                         ("tool", args.tool), ("os", "debian")) if v}
+            context = {
+                k: v
+                for k, v in (("python", args.python), ("suite", args.suite), ("tool", args.tool), ("os", "debian"))
+                if v
+            }
             cands = Retriever(store, settings).retrieve(text, context)
             if not cands:
                 print("no matching experience")

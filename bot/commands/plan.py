@@ -15,8 +15,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", type=Path, help="the repository checkout")
     add_json_flag(p, "the plan (schema setupbot.plan/1)")
     p.add_argument("--no-resolve", action="store_true", help="skip the uv resolution check")
-    p.add_argument("--python", action="append", default=None, metavar="X.Y",
-                   help="a Python version the images offer (repeatable); default: ask the engine, else 3.9-3.13")
+    p.add_argument(
+        "--python",
+        action="append",
+        default=None,
+        metavar="X.Y",
+        help="a Python version the images offer (repeatable); default: ask the engine, else 3.9-3.13",
+    )
     p.set_defaults(func=run)
 
 
@@ -29,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
     if not repo.is_dir():
         raise InputError(f"{repo} is not a directory", "Pass the path of a repository checkout.")
     settings = load_settings(repo)
-    plan = make_plan(repo, settings, available_pythons=args.python or default_pythons(settings),
-                     resolve=not args.no_resolve)
+    plan = make_plan(
+        repo, settings, available_pythons=args.python or default_pythons(settings), resolve=not args.no_resolve
+    )
     out = human(args)
     if not args.quiet:
         out.write(plan.graph.render_text() + "\n\n")
@@ -42,9 +48,11 @@ def run(args: argparse.Namespace) -> int:
     for key, why in settings.refused:
         out.write(f"warning: refused in .github/setupbot.yml: {key}: {why}\n")
     offered = ", ".join(plan.graph.meta.get("available_pythons", []))
-    out.write(f"python {plan.python} ({plan.base_image}, offered: {offered}); tests: {' '.join(plan.test_command)}; "
-              f"services: {', '.join(s.name for s in plan.services) or 'none'}; "
-              f"planned in {plan.timings['total']:.2f}s\n")
+    out.write(
+        f"python {plan.python} ({plan.base_image}, offered: {offered}); tests: {' '.join(plan.test_command)}; "
+        f"services: {', '.join(s.name for s in plan.services) or 'none'}; "
+        f"planned in {plan.timings['total']:.2f}s\n"
+    )
     if write_json(args, "plan", plan.to_json()) is not None and args.json != "-":
         out.write(f"plan written to {args.json}\n")
     return 0

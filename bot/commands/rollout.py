@@ -29,31 +29,63 @@ CONFIRM_OVER = 5
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rollout", help="open one PR per repository adding the setupbot workflow; `rollout status`",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "rollout",
+        help="open one PR per repository adding the setupbot workflow; `rollout status`",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("action", nargs="?", choices=["status"], help="status: one table of the repositories")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--repos", type=Path, help="file with one owner/name per line (# comments)")
     which.add_argument("--org", help="the non-archived, non-fork repositories of this organisation")
     p.add_argument("--ref", help="full commit SHA of setupbot the workflow pins (required to roll out)")
-    p.add_argument("--setupbot-repository", default="setupbot/setupbot",
-                   help="owner/name that hosts setupbot's reusable workflow (default: %(default)s)")
-    p.add_argument("--cron", default=None,
-                   help="one schedule for every repository (default: staggered by repository name)")
-    p.add_argument("--only", default=None, metavar="NAMES",
-                   help="only repositories in which setupbot detects one of these ecosystems, comma-separated "
-                        f"(registered: {', '.join(REGISTRY)}); judged from the files at each repository's root")
-    p.add_argument("--only-ecosystem", action="append", default=[], metavar="NAME",
-                   help="only repositories whose main language (GitHub's) is of this ecosystem (python; repeatable)")
-    p.add_argument("--topic", action="append", default=[], metavar="TOPIC",
-                   help="only repositories with this topic (repeatable: all must be present)")
-    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
-                   help="leave out owner/name or name, shell patterns allowed (repeatable)")
+    p.add_argument(
+        "--setupbot-repository",
+        default="setupbot/setupbot",
+        help="owner/name that hosts setupbot's reusable workflow (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cron", default=None, help="one schedule for every repository (default: staggered by repository name)"
+    )
+    p.add_argument(
+        "--only",
+        default=None,
+        metavar="NAMES",
+        help="only repositories in which setupbot detects one of these ecosystems, comma-separated "
+        f"(registered: {', '.join(REGISTRY)}); judged from the files at each repository's root",
+    )
+    p.add_argument(
+        "--only-ecosystem",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only repositories whose main language (GitHub's) is of this ecosystem (python; repeatable)",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="only repositories with this topic (repeatable: all must be present)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="leave out owner/name or name, shell patterns allowed (repeatable)",
+    )
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N repositories (in name order)")
     p.add_argument("--dry-run", action="store_true", help="read, plan and print; write nothing")
     p.add_argument("--yes", action="store_true", help="confirm a rollout to more than --confirm-over repositories")
-    p.add_argument("--confirm-over", type=int, default=CONFIRM_OVER, metavar="N",
-                   help="above N matching repositories a rollout needs --yes (default: %(default)s)")
+    p.add_argument(
+        "--confirm-over",
+        type=int,
+        default=CONFIRM_OVER,
+        metavar="N",
+        help="above N matching repositories a rollout needs --yes (default: %(default)s)",
+    )
     add_json_flag(p, "what was (or would be) done (schema setupbot.rollout/1; status: setupbot.rollout-status/1)")
     p.set_defaults(func=run)
 
@@ -69,15 +101,23 @@ def _targets(args: argparse.Namespace, provider) -> list[str]:
         needs_meta = bool(args.only_ecosystem or args.topic)
         infos = [provider.repo_info(n) if needs_meta else RepoInfo(n, "") for n in names]
     only = parse_only(args.only)
-    chosen = select_repos(infos, ecosystems=args.only_ecosystem, topics=args.topic, exclude=args.exclude,
-                          limit=None if only else args.limit)
+    chosen = select_repos(
+        infos,
+        ecosystems=args.only_ecosystem,
+        topics=args.topic,
+        exclude=args.exclude,
+        limit=None if only else args.limit,
+    )
     if only:
         # the detected ecosystems, not GitHub's language guess: a Python package with a large
         # JavaScript frontend is still a Python repository
-        chosen = [i for i in chosen
-                  if set(select_files(i.full_name, root_files(provider, i.full_name, i.default_branch or None)).names)
-                  & set(only)]
-        chosen = chosen[:args.limit] if args.limit is not None else chosen
+        chosen = [
+            i
+            for i in chosen
+            if set(select_files(i.full_name, root_files(provider, i.full_name, i.default_branch or None)).names)
+            & set(only)
+        ]
+        chosen = chosen[: args.limit] if args.limit is not None else chosen
     return [i.full_name for i in chosen]
 
 
@@ -91,42 +131,76 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no GitHub token", "Set GITHUB_TOKEN (with workflow scope) or github.token.")
     if args.limit is not None and args.limit < 1:
         raise InputError("--limit must be at least 1", "Leave --limit out to take every matching repository.")
-    parse_only(args.only)   # an unknown ecosystem name is a configuration error before any call
+    parse_only(args.only)  # an unknown ecosystem name is a configuration error before any call
     register_secret(token)
     real = GitHubProvider(token, settings.github.api_url, branch_prefix=settings.github.branch_prefix)
     out = human(args)
     repos = _targets(args, real)
     if status:
-        rows = [repo_status(real, r, setupbot_repository=args.setupbot_repository,
-                            output_dir=settings.output.dir) for r in repos]
+        rows = [
+            repo_status(real, r, setupbot_repository=args.setupbot_repository, output_dir=settings.output.dir)
+            for r in repos
+        ]
         _table(rows, out)
         write_json(args, "rollout-status", {"repos": rows})
         return 0
     if not SHA_RE.match(args.ref):
-        raise InputError(f"--ref must be a full 40-character commit SHA, not {args.ref!r}",
-                         "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.")
+        raise InputError(
+            f"--ref must be a full 40-character commit SHA, not {args.ref!r}",
+            "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.",
+        )
     dry_run = args.dry_run
     if not dry_run and len(repos) > args.confirm_over and not args.yes:
         dry_run = True
-        print(f"setupbot rollout: {len(repos)} repositories match (more than {args.confirm_over}): dry run. "
-              "Check the plan below, then rerun with --yes to open the pull requests.", file=sys.stderr)
+        print(
+            f"setupbot rollout: {len(repos)} repositories match (more than {args.confirm_over}): dry run. "
+            "Check the plan below, then rerun with --yes to open the pull requests.",
+            file=sys.stderr,
+        )
     provider = DryRunProvider(inner=real, branch_prefix=settings.github.branch_prefix) if dry_run else real
     from bot import progress
 
     with progress.use(reporter_for(args, "rollout")) as reporter:
         reporter.stage("dry run" if dry_run else "open pull requests", f"{len(repos)} repositories")
-        results = rollout(provider, repos, setupbot_repository=args.setupbot_repository, ref=args.ref,
-                          cron=args.cron, labels=tuple(settings.github.labels), unsupported=unsupported_reason)
+        results = rollout(
+            provider,
+            repos,
+            setupbot_repository=args.setupbot_repository,
+            ref=args.ref,
+            cron=args.cron,
+            labels=tuple(settings.github.labels),
+            unsupported=unsupported_reason,
+        )
     for r in results:
         where = f" #{r.number}" if r.number else ""
-        print(f"{r.repo}: {r.action}{where}{(' ' + r.path) if r.path else ''} [cron {r.cron}]"
-              f"{(' - ' + r.detail) if r.detail else ''}", file=out)
+        print(
+            f"{r.repo}: {r.action}{where}{(' ' + r.path) if r.path else ''} [cron {r.cron}]"
+            f"{(' - ' + r.detail) if r.detail else ''}",
+            file=out,
+        )
     would = [str(a) for a in provider.actions] if isinstance(provider, DryRunProvider) else []
     for action in would:
         print(f"  would {action}", file=out)
-    write_json(args, "rollout", {"dry_run": dry_run, "matched": len(repos), "would": would,
-                                 "repos": [{"repo": r.repo, "action": r.action, "path": r.path, "number": r.number,
-                                            "detail": r.detail, "cron": r.cron} for r in results]})
+    write_json(
+        args,
+        "rollout",
+        {
+            "dry_run": dry_run,
+            "matched": len(repos),
+            "would": would,
+            "repos": [
+                {
+                    "repo": r.repo,
+                    "action": r.action,
+                    "path": r.path,
+                    "number": r.number,
+                    "detail": r.detail,
+                    "cron": r.cron,
+                }
+                for r in results
+            ],
+        },
+    )
     from bot.errors import GitHubError
 
     return GitHubError.exit_code if any(r.action == "failed" for r in results) else 0
@@ -134,8 +208,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _table(rows: list[dict], out) -> None:
     head = ("repository", "caller", "last verdict", "open PR", "last run")
-    cells = [(r["repo"], r["caller"] or "-", r["last_verdict"] or "-",
-              f"#{r['open_pr']}" if r["open_pr"] else "-", r["last_run"] or "-") for r in rows]
+    cells = [
+        (
+            r["repo"],
+            r["caller"] or "-",
+            r["last_verdict"] or "-",
+            f"#{r['open_pr']}" if r["open_pr"] else "-",
+            r["last_run"] or "-",
+        )
+        for r in rows
+    ]
     widths = [max(len(str(c[i])) for c in [head, *cells]) for i in range(len(head))]
     for row in [head, *cells]:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=False)).rstrip(), file=out)

@@ -21,11 +21,17 @@ def add_parser(sub) -> None:
     p.add_argument("--output-dir", help="where to write the outputs, relative to PATH (output.dir)")
     p.add_argument("--keep", action="store_true", help="keep runner containers for debugging (engine.keep_containers)")
     p.add_argument("--no-knowledge", action="store_true", help="do not use the experience base (rules only)")
-    p.add_argument("--refresh-lock", action="store_true",
-                   help="resolve the dependencies anew instead of installing from requirements.lock (output.refresh_lock)")
+    p.add_argument(
+        "--refresh-lock",
+        action="store_true",
+        help="resolve the dependencies anew instead of installing from requirements.lock (output.refresh_lock)",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip the prosecutor and judge after the clean replay")
-    p.add_argument("--force", action="store_true",
-                   help="redo the work even when no input of the environment changed since the recorded plan")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="redo the work even when no input of the environment changed since the recorded plan",
+    )
     add_json_flag(p, "the run's outcome (schema setupbot.run/1)")
     p.set_defaults(func=run)
 
@@ -71,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         "engine": {"keep_containers": True if args.keep else None},
     }
     settings = load_settings(repo, overrides=overrides)
-    meets_gate("Full", settings.publish.min_verdict)   # a bad gate is a config error before the run
+    meets_gate("Full", settings.publish.min_verdict)  # a bad gate is a config error before the run
     if not args.force:
         from bot.incremental import check, unchanged_note
 
@@ -84,24 +90,28 @@ def run(args: argparse.Namespace) -> int:
 
     with progress.use(reporter_for(args, f"run {repo.name}")):
         try:
-            result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge,
-                                  verify=not args.no_verify)
+            result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge, verify=not args.no_verify)
         except NotSupported as exc:
             return _not_supported(args, repo, settings, exc)
     code, why, tier = outcome(result, settings.publish.min_verdict, not args.no_verify)
     out = human(args)
     record = result.run_record
-    if record is None:   # stopped before the loop had a record: nothing was written
+    if record is None:  # stopped before the loop had a record: nothing was written
         if code == Interrupted.exit_code:
             raise Interrupted(f"{repo.name}: stopped before the run began")
         raise SetupFailed(f"{repo.name}: the run ended without a record", "Rerun with --debug to see why.")
-    print(f"setupbot: {record.status}" + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""),
-          file=out)
+    print(
+        f"setupbot: {record.status}"
+        + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""),
+        file=out,
+    )
     for r in record.repairs:
         print(f"  kept: {r.candidate.describe()}  [{r.candidate.source}]", file=out)
     if record.replay:
-        print(f"  clean replay: {'passed' if record.replay.get('ok') else 'failed'}; tests: {record.replay.get('tests')}",
-              file=out)
+        print(
+            f"  clean replay: {'passed' if record.replay.get('ok') else 'failed'}; tests: {record.replay.get('tests')}",
+            file=out,
+        )
     if result.verification is not None:
         verdict = result.verification.verdict
         print(f"  verdict: {verdict.get('tier')} ({'; '.join(verdict.get('reasons', []))})", file=out)
@@ -118,35 +128,57 @@ def run(args: argparse.Namespace) -> int:
             print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change", file=out)
     for path in result.records:
         print(f"  record {path.relative_to(repo)}", file=out)
-    write_json(args, "run", {
-        "repo": str(repo), "run_id": record.run_id, "status": record.status, "degraded": record.degraded,
-        "verdict": tier, "gate": {"min_verdict": settings.publish.min_verdict, "met": code == 0},
-        "exit_code": code, "why": why,
-        "replay": {"ok": bool((record.replay or {}).get("ok")), "tests": (record.replay or {}).get("tests") or {}},
-        "repairs": [{"repair": r.candidate.describe(), "source": r.candidate.source} for r in record.repairs],
-        "remaining": record.remaining or "", "warnings": [str(w) for w in result.warnings],
-        "written": written, "records": [str(p.relative_to(repo)) for p in result.records],
-        "ecosystems": list(getattr(result, "ecosystems", []))})
+    write_json(
+        args,
+        "run",
+        {
+            "repo": str(repo),
+            "run_id": record.run_id,
+            "status": record.status,
+            "degraded": record.degraded,
+            "verdict": tier,
+            "gate": {"min_verdict": settings.publish.min_verdict, "met": code == 0},
+            "exit_code": code,
+            "why": why,
+            "replay": {"ok": bool((record.replay or {}).get("ok")), "tests": (record.replay or {}).get("tests") or {}},
+            "repairs": [{"repair": r.candidate.describe(), "source": r.candidate.source} for r in record.repairs],
+            "remaining": record.remaining or "",
+            "warnings": [str(w) for w in result.warnings],
+            "written": written,
+            "records": [str(p.relative_to(repo)) for p in result.records],
+            "ecosystems": list(getattr(result, "ecosystems", [])),
+        },
+    )
     if code == Interrupted.exit_code:
-        raise Interrupted(f"{repo.name}: stopped before the end",
-                          "The outputs and records of the state reached so far were written; run "
-                          f"`setupbot clean --run-id {record.run_id}` if containers remain.")
+        raise Interrupted(
+            f"{repo.name}: stopped before the end",
+            "The outputs and records of the state reached so far were written; run "
+            f"`setupbot clean --run-id {record.run_id}` if containers remain.",
+        )
     if code == BudgetExceeded.exit_code:
-        raise BudgetExceeded(f"budget exhausted for {repo.name}: {record.remaining}",
-                             "The best state found was written; raise budgets.wall_clock or "
-                             "budgets.max_steps to let the run go further.")
+        raise BudgetExceeded(
+            f"budget exhausted for {repo.name}: {record.remaining}",
+            "The best state found was written; raise budgets.wall_clock or "
+            "budgets.max_steps to let the run go further.",
+        )
     if code == SetupFailed.exit_code:
-        raise SetupFailed(f"no replayed success for {repo.name} ({record.status})",
-                          record.remaining or "See .setupbot/trajectory.jsonl for what was tried.")
+        raise SetupFailed(
+            f"no replayed success for {repo.name} ({record.status})",
+            record.remaining or "See .setupbot/trajectory.jsonl for what was tried.",
+        )
     if code == BelowGate.exit_code and record.status == "no_tests":
         # the image replayed, but an environment that runs no test is not proven: say what was
         # tried to find tests (issue 21)
-        raise BelowGate(f"no test ran for {repo.name}: {record.remaining}",
-                        "See the setup report and .setupbot/trajectory.jsonl for what was tried.")
+        raise BelowGate(
+            f"no test ran for {repo.name}: {record.remaining}",
+            "See the setup report and .setupbot/trajectory.jsonl for what was tried.",
+        )
     if code == BelowGate.exit_code:
-        raise BelowGate(f"{repo.name}: {why}",
-                        "The files are written; the report says what the verdict rests on. Lower "
-                        "publish.min_verdict to accept this verdict.")
+        raise BelowGate(
+            f"{repo.name}: {why}",
+            "The files are written; the report says what the verdict rests on. Lower "
+            "publish.min_verdict to accept this verdict.",
+        )
     return 0
 
 
@@ -162,26 +194,61 @@ def _unchanged(args: argparse.Namespace, repo: Path, settings, state, note: str)
     out = human(args)
     print(f"setupbot: {why}", file=out)
     print(f"  verdict: {tier or '?'} (recorded in {state.recorded.path})", file=out)
-    write_json(args, "run", {
-        "repo": str(repo), "run_id": "", "status": "unchanged", "degraded": False, "verdict": tier,
-        "gate": {"min_verdict": settings.publish.min_verdict, "met": met}, "exit_code": code, "why": why,
-        "replay": {"ok": replayed, "tests": verified.get("tests") or {}}, "repairs": [], "remaining": "",
-        "warnings": [], "written": [], "records": []})
+    write_json(
+        args,
+        "run",
+        {
+            "repo": str(repo),
+            "run_id": "",
+            "status": "unchanged",
+            "degraded": False,
+            "verdict": tier,
+            "gate": {"min_verdict": settings.publish.min_verdict, "met": met},
+            "exit_code": code,
+            "why": why,
+            "replay": {"ok": replayed, "tests": verified.get("tests") or {}},
+            "repairs": [],
+            "remaining": "",
+            "warnings": [],
+            "written": [],
+            "records": [],
+        },
+    )
     if code == SetupFailed.exit_code:
-        raise SetupFailed(f"the recorded environment of {repo.name} did not replay",
-                          "Change an input or pass --force to try again.")
+        raise SetupFailed(
+            f"the recorded environment of {repo.name} did not replay", "Change an input or pass --force to try again."
+        )
     if code == BelowGate.exit_code:
-        raise BelowGate(f"{repo.name}: the recorded verdict {tier} is below {settings.publish.min_verdict}",
-                        "Change an input or pass --force to try again.")
+        raise BelowGate(
+            f"{repo.name}: the recorded verdict {tier} is below {settings.publish.min_verdict}",
+            "Change an input or pass --force to try again.",
+        )
     return 0
 
 
 def _not_supported(args: argparse.Namespace, repo: Path, settings, exc: NotSupported) -> int:
     """No registered ecosystem recognises the repository: nothing was planned, built or
     written. The JSON document says so (status not_supported, exit code 23), then the error."""
-    write_json(args, "run", {
-        "repo": str(repo), "run_id": "", "status": "not_supported", "degraded": False, "verdict": None,
-        "gate": {"min_verdict": settings.publish.min_verdict, "met": False}, "exit_code": exc.exit_code,
-        "why": exc.what, "replay": {"ok": False, "tests": {}}, "repairs": [], "remaining": "", "warnings": [],
-        "written": [], "records": [], "ecosystems": [], "foreign_markers": list(exc.markers)})
+    write_json(
+        args,
+        "run",
+        {
+            "repo": str(repo),
+            "run_id": "",
+            "status": "not_supported",
+            "degraded": False,
+            "verdict": None,
+            "gate": {"min_verdict": settings.publish.min_verdict, "met": False},
+            "exit_code": exc.exit_code,
+            "why": exc.what,
+            "replay": {"ok": False, "tests": {}},
+            "repairs": [],
+            "remaining": "",
+            "warnings": [],
+            "written": [],
+            "records": [],
+            "ecosystems": [],
+            "foreign_markers": list(exc.markers),
+        },
+    )
     raise exc

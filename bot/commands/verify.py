@@ -23,28 +23,50 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="verify a built environment image (prosecutor and judge)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "verify",
+        help="verify a built environment image (prosecutor and judge)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("path", type=Path, help="the repository")
     p.add_argument("--image", required=True, help="the built environment image (tag)")
-    p.add_argument("--record", type=Path, default=None,
-                   help="where to write the verification record (default: PATH/.setupbot/verification.json)")
-    p.add_argument("--service", action="append", default=[], metavar="NAME[=IMAGE]",
-                   help="a sibling service to start, in addition to the plan and settings (repeatable)")
+    p.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        help="where to write the verification record (default: PATH/.setupbot/verification.json)",
+    )
+    p.add_argument(
+        "--service",
+        action="append",
+        default=[],
+        metavar="NAME[=IMAGE]",
+        help="a sibling service to start, in addition to the plan and settings (repeatable)",
+    )
     p.add_argument("--no-plan", action="store_true", help="do not plan: services only from settings and --service")
     p.add_argument("--test-command", default=None, help="the test command (default: the plan's, or python -m pytest)")
     p.add_argument("--mutation", action="store_true", help="also run the mutation check")
-    p.add_argument("--copy-repo", action="store_true",
-                   help="copy the repository into each container (for images that do not contain it)")
+    p.add_argument(
+        "--copy-repo",
+        action="store_true",
+        help="copy the repository into each container (for images that do not contain it)",
+    )
     p.add_argument("--workdir", default="/workspace", help="the repository's directory in the image")
-    p.add_argument("--interpreter", default="python", metavar="COMMAND",
-                   help="the configured interpreter in the image (default: python)")
+    p.add_argument(
+        "--interpreter",
+        default="python",
+        metavar="COMMAND",
+        help="the configured interpreter in the image (default: python)",
+    )
     add_json_flag(p, "the verdict and its record (schema setupbot.verify/1)")
     p.add_argument("--test-timeout", type=int, default=None, help="seconds for one test run")
     p.set_defaults(func=run)
 
 
-def _plan_inputs(repo: Path, settings: Any, engine: Any) -> tuple[list[Any], dict[str, str], list[str] | None, list[str]]:
+def _plan_inputs(
+    repo: Path, settings: Any, engine: Any
+) -> tuple[list[Any], dict[str, str], list[str] | None, list[str]]:
     """Services, CI env and test command from the plan, when bot.graph can make one."""
     try:
         from bot.ecosystems import make_plan
@@ -93,10 +115,20 @@ def run(args: argparse.Namespace) -> int:
         command = list(settings.target.test_command)
 
     record = verify_environment(
-        engine, repo, args.image, services=services, ci_env=ci_env, siblings=siblings,
-        test_command=command, python=args.interpreter, mutation=args.mutation, copy_repo=args.copy_repo,
-        workdir=args.workdir, test_timeout=args.test_timeout or settings.engine.command_timeout,
-        warnings=warnings)
+        engine,
+        repo,
+        args.image,
+        services=services,
+        ci_env=ci_env,
+        siblings=siblings,
+        test_command=command,
+        python=args.interpreter,
+        mutation=args.mutation,
+        copy_repo=args.copy_repo,
+        workdir=args.workdir,
+        test_timeout=args.test_timeout or settings.engine.command_timeout,
+        warnings=warnings,
+    )
     if args.record:
         path = record.write(args.record)
     else:
@@ -108,20 +140,33 @@ def run(args: argparse.Namespace) -> int:
         print(f"  - {reason}", file=out)
     for o in record.services:
         state = "healthy" if o["healthy"] else "NOT healthy"
-        print(f"service {o['name']}: {o.get('image') or o['requested_image']} {state}"
-              + (f" ({o['note']})" if o.get("note") else ""), file=out)
+        print(
+            f"service {o['name']}: {o.get('image') or o['requested_image']} {state}"
+            + (f" ({o['note']})" if o.get("note") else ""),
+            file=out,
+        )
     if record.attribution:
         for name, tests in record.attribution.get("needed", {}).items():
             print(f"{len(tests)} tests needed {name}", file=out)
     print(f"record: {path}", file=out)
     tier = verdict.get("tier")
     met = meets_gate(tier, settings.publish.min_verdict)
-    write_json(args, "verify", {"repo": str(repo), "image": args.image, "verdict": tier,
-                                "reasons": list(verdict.get("reasons", [])),
-                                "gate": {"min_verdict": settings.publish.min_verdict, "met": met},
-                                "exit_code": 0 if met else BelowGate.exit_code, "record": str(path)})
+    write_json(
+        args,
+        "verify",
+        {
+            "repo": str(repo),
+            "image": args.image,
+            "verdict": tier,
+            "reasons": list(verdict.get("reasons", [])),
+            "gate": {"min_verdict": settings.publish.min_verdict, "met": met},
+            "exit_code": 0 if met else BelowGate.exit_code,
+            "record": str(path),
+        },
+    )
     if not met:
-        raise BelowGate(f"verification verdict {tier} is below publish.min_verdict {settings.publish.min_verdict}",
-                        f"See {path} for the charges and rulings.")
+        raise BelowGate(
+            f"verification verdict {tier} is below publish.min_verdict {settings.publish.min_verdict}",
+            f"See {path} for the charges and rulings.",
+        )
     return 0
-

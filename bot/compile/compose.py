@@ -16,6 +16,7 @@ from bot.templating import environment
 
 COMPOSE_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"
 
+
 @dataclass
 class ComposeService:
     name: str
@@ -55,7 +56,7 @@ def base_compose(services: Iterable[Any]) -> tuple[str | None, dict[str, str]]:
         for file, detail in _evidence_of(s):
             if file in BASE_COMPOSE_FILES and detail.startswith("compose service ") and chosen in (None, file):
                 chosen = file
-                names[_service_key(ServiceSpec.from_any(s).alias)] = detail[len("compose service "):].strip()
+                names[_service_key(ServiceSpec.from_any(s).alias)] = detail[len("compose service ") :].strip()
                 break
     return chosen, names
 
@@ -79,13 +80,22 @@ def compose_services(services: Iterable[Any], base_names: dict[str, str] | None 
     for s in services:
         spec = ServiceSpec.from_any(s)
         kind = KINDS.get(spec.kind or "") or KINDS.get(canonical(split_image(spec.image)[0].rsplit("/", 1)[-1]) or "")
-        check = getattr(s, "healthcheck", None) \
-            or (kind.compose_healthcheck(spec.port, container_env(spec)) if kind else None)
+        check = getattr(s, "healthcheck", None) or (
+            kind.compose_healthcheck(spec.port, container_env(spec)) if kind else None
+        )
         key = _service_key(spec.alias)
         if key in base_names:
             base = _service_key(base_names[key])
-            out.append(ComposeService(base, spec.image, {}, list(check) if check else None, base_name=base,
-                                      aliases=[key] if key != base else []))
+            out.append(
+                ComposeService(
+                    base,
+                    spec.image,
+                    {},
+                    list(check) if check else None,
+                    base_name=base,
+                    aliases=[key] if key != base else [],
+                )
+            )
             continue
         out.append(ComposeService(key, spec.image, dict(container_env(spec)), list(check) if check else None))
     return out
@@ -126,28 +136,47 @@ def app_command(forwards: list[str]) -> list[str]:
     if not forwards:
         return ["sleep", "infinity"]
     # $$ is Compose's escape for a literal $
-    return ["sh", "-c", 'python -c "$$0" "$$@" >/tmp/setupbot-forwarder.log 2>&1 & exec sleep infinity',
-            source("forwarder").strip() + "\n", *forwards]
+    return [
+        "sh",
+        "-c",
+        'python -c "$$0" "$$@" >/tmp/setupbot-forwarder.log 2>&1 & exec sleep infinity',
+        source("forwarder").strip() + "\n",
+        *forwards,
+    ]
 
 
 def app_service_name(base_services: Iterable[str] = ()) -> str:
-    """"app", unless the repository's own compose file already has a service of that name."""
+    """ "app", unless the repository's own compose file already has a service of that name."""
     return "devcontainer" if "app" in set(base_services) else "app"
 
 
-def render_compose(*, services: Iterable[Any], app_env: dict[str, str] | None = None,
-                   output_dir: str = ".devcontainer", base_names: dict[str, str] | None = None,
-                   app_name: str = "app") -> str:
+def render_compose(
+    *,
+    services: Iterable[Any],
+    app_env: dict[str, str] | None = None,
+    output_dir: str = ".devcontainer",
+    base_names: dict[str, str] | None = None,
+    app_name: str = "app",
+) -> str:
     env = environment()
     services = list(services)
     forwards = localhost_forwards(services)
-    text = env.get_template("compose.yaml.j2").render(
-        marker=COMPOSE_MARKER, services=compose_services(services, base_names), app_name=app_name,
-        command=app_command(forwards), loopback_v6=bool(forwards),
-        app_env={str(k): str(v) for k, v in (app_env or {}).items()},
-        output_dir=output_dir.strip("/"),
-        # with the repository's compose file listed first, Compose resolves every relative path
-        # from that file's folder, the repository root
-        context="." if base_names else context_for(output_dir)).rstrip("\n") + "\n"
+    text = (
+        env.get_template("compose.yaml.j2")
+        .render(
+            marker=COMPOSE_MARKER,
+            services=compose_services(services, base_names),
+            app_name=app_name,
+            command=app_command(forwards),
+            loopback_v6=bool(forwards),
+            app_env={str(k): str(v) for k, v in (app_env or {}).items()},
+            output_dir=output_dir.strip("/"),
+            # with the repository's compose file listed first, Compose resolves every relative path
+            # from that file's folder, the repository root
+            context="." if base_names else context_for(output_dir),
+        )
+        .rstrip("\n")
+        + "\n"
+    )
     yaml.safe_load(text)  # a template bug must fail here, not in the reviewer's editor
     return text

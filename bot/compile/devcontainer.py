@@ -27,11 +27,19 @@ REMOTE_USER = "dev"
 INTERPRETER = "/usr/local/bin/python"
 
 
-def build_devcontainer(*, name: str, test_command: Sequence[str], services: Iterable[Any] = (),
-                       env: dict[str, str] | None = None, post_create: Sequence[str] | None = None,
-                       forward_ports: Iterable[int] = (), context: str = "..",
-                       compose_files: Sequence[str] = (), app_service: str = "app",
-                       remote_user: str | None = REMOTE_USER) -> dict[str, Any]:
+def build_devcontainer(
+    *,
+    name: str,
+    test_command: Sequence[str],
+    services: Iterable[Any] = (),
+    env: dict[str, str] | None = None,
+    post_create: Sequence[str] | None = None,
+    forward_ports: Iterable[int] = (),
+    context: str = "..",
+    compose_files: Sequence[str] = (),
+    app_service: str = "app",
+    remote_user: str | None = REMOTE_USER,
+) -> dict[str, Any]:
     """The devcontainer.json as a dict. ``services`` non-empty switches to the compose form;
     ``compose_files`` are the repository's own compose files that setupbot's compose.yaml
     extends (listed first, so its definitions stay the base). ``post_create`` only when the
@@ -40,19 +48,23 @@ def build_devcontainer(*, name: str, test_command: Sequence[str], services: Iter
     service_names = [str(getattr(s, "name", s)) for s in services]
     config: dict[str, Any] = {"name": name}
     if service_names:
-        config.update({
-            "dockerComposeFile": [*compose_files, "compose.yaml"] if compose_files else "compose.yaml",
-            "service": app_service,
-            "runServices": [app_service, *service_names],
-            "workspaceFolder": WORKSPACE,
-            "shutdownAction": "stopCompose",
-        })
+        config.update(
+            {
+                "dockerComposeFile": [*compose_files, "compose.yaml"] if compose_files else "compose.yaml",
+                "service": app_service,
+                "runServices": [app_service, *service_names],
+                "workspaceFolder": WORKSPACE,
+                "shutdownAction": "stopCompose",
+            }
+        )
     else:
-        config.update({
-            "build": {"dockerfile": "Dockerfile", "context": context},
-            "workspaceFolder": WORKSPACE,
-            "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",
-        })
+        config.update(
+            {
+                "build": {"dockerfile": "Dockerfile", "context": context},
+                "workspaceFolder": WORKSPACE,
+                "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",
+            }
+        )
     if env:
         config["containerEnv"] = dict(env)
     ports = sorted(set(int(p) for p in forward_ports))
@@ -64,10 +76,14 @@ def build_devcontainer(*, name: str, test_command: Sequence[str], services: Iter
         config["remoteUser"] = remote_user
         config["updateRemoteUserUID"] = True
     config["customizations"] = {
-        "vscode": {"extensions": ["ms-python.python"],
-                   # the user is created without a login shell choice (useradd's default is sh)
-                   "settings": {"python.defaultInterpreterPath": INTERPRETER,
-                                "terminal.integrated.defaultProfile.linux": "bash"}},
+        "vscode": {
+            "extensions": ["ms-python.python"],
+            # the user is created without a login shell choice (useradd's default is sh)
+            "settings": {
+                "python.defaultInterpreterPath": INTERPRETER,
+                "terminal.integrated.defaultProfile.linux": "bash",
+            },
+        },
         "setupbot": {"testCommand": list(test_command)},
     }
     return config
@@ -84,8 +100,10 @@ def validate_devcontainer(config: dict[str, Any]) -> None:
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
-        raise InputError(f"generated devcontainer.json does not match the schema at {where}: "
-                         f"{errors[0].message}", "This is a setupbot bug; please report it with the plan JSON.")
+        raise InputError(
+            f"generated devcontainer.json does not match the schema at {where}: {errors[0].message}",
+            "This is a setupbot bug; please report it with the plan JSON.",
+        )
 
 
 def parse_devcontainer(text: str) -> dict[str, Any]:
@@ -97,5 +115,10 @@ def parse_devcontainer(text: str) -> dict[str, Any]:
 
 def render_devcontainer(config: dict[str, Any]) -> str:
     validate_devcontainer(config)
-    return environment().get_template("devcontainer.json.j2").render(
-        config=config, marker=DEVCONTAINER_MARKER).rstrip("\n") + "\n"
+    return (
+        environment()
+        .get_template("devcontainer.json.j2")
+        .render(config=config, marker=DEVCONTAINER_MARKER)
+        .rstrip("\n")
+        + "\n"
+    )

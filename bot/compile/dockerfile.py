@@ -34,10 +34,16 @@ UV_SYNC = ["env", "UV_PROJECT_ENVIRONMENT=/usr/local", "uv", "sync", "--frozen",
 # a native lock with no project to install alongside it (or pipenv, which has no project mode)
 NATIVE_AFTER_SOURCE = {
     "pipenv": [[*PIP, "pipenv"], ["pipenv", "install", "--system", "--deploy", "--dev"]],
-    "poetry": [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
-               ["poetry", "install", "--no-interaction", "--no-root"]],
-    "pdm": [[*PIP, "pdm"], ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
-            [*PIP, "-r", "/tmp/requirements.txt"]],
+    "poetry": [
+        [*PIP, "poetry"],
+        ["poetry", "config", "virtualenvs.create", "false"],
+        ["poetry", "install", "--no-interaction", "--no-root"],
+    ],
+    "pdm": [
+        [*PIP, "pdm"],
+        ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
+        [*PIP, "-r", "/tmp/requirements.txt"],
+    ],
 }
 
 
@@ -45,8 +51,10 @@ class DockerfileInjection(InputError):
     """A value from the repository would change the Dockerfile's instructions."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(f"refusing to write the Dockerfile: {message}",
-                         "A file name or value in the repository holds a character that cannot go into a Dockerfile.")
+        super().__init__(
+            f"refusing to write the Dockerfile: {message}",
+            "A file name or value in the repository holds a character that cannot go into a Dockerfile.",
+        )
 
 
 @dataclass(frozen=True)
@@ -150,13 +158,25 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     base = rt.attrs.get("base_image", "python:3.12-slim")
     if rt.attrs.get("base_digest") and "@" not in base:
-        base = f"{base}@{rt.attrs['base_digest']}"   # pulled from a registry: pinned
-    steps.append({"op": "FROM", "image": base, "nodes": [rt],
-                  "comments": [f"Python {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}".strip()] + _where([rt])})
+        base = f"{base}@{rt.attrs['base_digest']}"  # pulled from a registry: pinned
+    steps.append(
+        {
+            "op": "FROM",
+            "image": base,
+            "nodes": [rt],
+            "comments": [f"Python {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}".strip()] + _where([rt]),
+        }
+    )
     envs = by_action.get("env", [])
     if envs:
-        steps.append({"op": "ENV", "pairs": [(n.name, n.attrs.get("value", "")) for n in envs], "nodes": envs,
-                      "comments": [n.attrs["why"] for n in envs if n.attrs.get("why")][:2] + _where(envs)})
+        steps.append(
+            {
+                "op": "ENV",
+                "pairs": [(n.name, n.attrs.get("value", "")) for n in envs],
+                "nodes": envs,
+                "comments": [n.attrs["why"] for n in envs if n.attrs.get("why")][:2] + _where(envs),
+            }
+        )
     cons = by_action.get("constraint", [])
     from bot.graph.plan import constraint_specs
 
@@ -166,27 +186,55 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     if cons and specs and not locked_names(graph):
         lock = graph.nodes.get("config:lock")
         why = f"pins from {lock.name}" if lock is not None and lock.action == "constraint" else "pins"
-        reasons = sorted({e[2] for n in cons if n.attrs.get("kind") != "lock" for e in n.evidence if e[0] == "uv pip compile"})
-        steps.append({"op": "RUN", "head": 4, "nodes": cons, "comments": [why + ", applied to every pip install"] + reasons[:2] + _where(cons),
-                      "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints", *specs]]})
+        reasons = sorted(
+            {e[2] for n in cons if n.attrs.get("kind") != "lock" for e in n.evidence if e[0] == "uv pip compile"}
+        )
+        steps.append(
+            {
+                "op": "RUN",
+                "head": 4,
+                "nodes": cons,
+                "comments": [why + ", applied to every pip install"] + reasons[:2] + _where(cons),
+                "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints", *specs]],
+            }
+        )
         steps.append({"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []})
     apts = sorted(by_action.get("apt", []), key=lambda n: n.name)
     if apts:
         pinned_apt = any(n.attrs.get("version") for n in apts)
-        steps.append({"op": "RUN", "head": 4, "nodes": apts,
-                      "comments": ["system packages" + (", at the versions the clean replay had" if pinned_apt else "")]
-                      + _where(apts),
-                      "commands": [["apt-get", "update"],
-                                   ["apt-get", "install", "-y", "--no-install-recommends",
-                                    *[f"{n.name}={n.attrs['version']}" if n.attrs.get("version") else n.name
-                                      for n in apts]],
-                                   ["rm", "-rf", Glob("/var/lib/apt/lists/*")]]})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": 4,
+                "nodes": apts,
+                "comments": ["system packages" + (", at the versions the clean replay had" if pinned_apt else "")]
+                + _where(apts),
+                "commands": [
+                    ["apt-get", "update"],
+                    [
+                        "apt-get",
+                        "install",
+                        "-y",
+                        "--no-install-recommends",
+                        *[f"{n.name}={n.attrs['version']}" if n.attrs.get("version") else n.name for n in apts],
+                    ],
+                    ["rm", "-rf", Glob("/var/lib/apt/lists/*")],
+                ],
+            }
+        )
     users = by_action.get("user", [])
     if users:
         # created, not switched to: setupbot's runner and the tests keep running as root, the
         # editor attaches as this user (devcontainer.json remoteUser, updateRemoteUserUID)
-        steps.append({"op": "RUN", "head": None, "nodes": users, "comments": ["the development container's user"],
-                      "commands": [["useradd", "--create-home", n.name] for n in users]})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": users,
+                "comments": ["the development container's user"],
+                "commands": [["useradd", "--create-home", n.name] for n in users],
+            }
+        )
     steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
     locked = locked_names(graph)
     lock_node = graph.nodes.get(LOCK_NODE)
@@ -201,16 +249,26 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             # uv installs a large set much faster than pip (45 distributions: 121 s against
             # 191 s, fetching uv included); it runs from a throwaway folder, so it is not part of
             # the image or its package set
-            commands = [[*PIP, "--target", "/tmp/uv", "uv"],
-                        ["/tmp/uv/bin/uv", "pip", "install", "--system", "--no-cache", *flags, "--no-deps", "-r", LOCK_PATH],
-                        ["rm", "-rf", "/tmp/uv"]]
+            commands = [
+                [*PIP, "--target", "/tmp/uv", "uv"],
+                ["/tmp/uv/bin/uv", "pip", "install", "--system", "--no-cache", *flags, "--no-deps", "-r", LOCK_PATH],
+                ["rm", "-rf", "/tmp/uv"],
+            ]
         else:
             commands = [[*PIP, *flags, "--no-deps", "-r", LOCK_PATH]]
-        steps.append({"op": "RUN", "head": None, "nodes": [lock_node],
-                      "commands": commands,
-                      "comments": [f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
-                                   f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
-                                   "refresh with: setupbot run --refresh-lock"]})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": [lock_node],
+                "commands": commands,
+                "comments": [
+                    f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
+                    f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
+                    "refresh with: setupbot run --refresh-lock"
+                ],
+            }
+        )
     native = native_lock(graph)
     # what the repository's own lock installs is not installed a second time
     covered = set(native.attrs.get("covers", [])) if native is not None else set()
@@ -220,51 +278,109 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     spoiled = {n.attrs.get("via_file") for n in graph.nodes.values() if n.attrs.get("dropped")}
     # so is a file whose name holds a control character (it could not be written into COPY); with
     # a proven lock every dependency comes from the lock instead
-    via = [] if locked else sorted({n.attrs["via_file"] for n in pips if n.attrs.get("via_file")
-                                    and n.attrs["via_file"] not in spoiled and not _has_control(n.attrs["via_file"])})
+    via = (
+        []
+        if locked
+        else sorted(
+            {
+                n.attrs["via_file"]
+                for n in pips
+                if n.attrs.get("via_file")
+                and n.attrs["via_file"] not in spoiled
+                and not _has_control(n.attrs["via_file"])
+            }
+        )
+    )
     if via:
         via_nodes = [n for n in pips if n.attrs.get("via_file") in via]
         for f in via:
-            steps.append({"op": "COPY", "src": [f], "dest": f if "/" in f else "./", "nodes": [n for n in via_nodes if n.attrs["via_file"] == f],
-                          "comments": []})
+            steps.append(
+                {
+                    "op": "COPY",
+                    "src": [f],
+                    "dest": f if "/" in f else "./",
+                    "nodes": [n for n in via_nodes if n.attrs["via_file"] == f],
+                    "comments": [],
+                }
+            )
         # a file that pins with --hash is installed as it is, alone: pip checks the hashes of
         # everything in one invocation once any requirement has one
         hashed = [f for f in via if any(n.attrs.get("via_hashed") for n in via_nodes if n.attrs["via_file"] == f)]
         plain = [f for f in via if f not in hashed]
-        for group_files, comment in ((plain, "dependencies from the repository's requirement files"),
-                                     *[([f], f"dependencies pinned with hashes by {f}, as they are") for f in hashed]):
+        for group_files, comment in (
+            (plain, "dependencies from the repository's requirement files"),
+            *[([f], f"dependencies pinned with hashes by {f}, as they are") for f in hashed],
+        ):
             if not group_files:
                 continue
             cmd = list(PIP)
             for f in group_files:
                 cmd += ["-r", f]
-            steps.append({"op": "RUN", "head": len(PIP), "nodes": [n for n in via_nodes if n.attrs["via_file"] in group_files],
-                          "commands": [cmd], "comments": [comment]})
+            steps.append(
+                {
+                    "op": "RUN",
+                    "head": len(PIP),
+                    "nodes": [n for n in via_nodes if n.attrs["via_file"] in group_files],
+                    "commands": [cmd],
+                    "comments": [comment],
+                }
+            )
     rest = [n for n in pips if n.attrs.get("via_file") not in via]
     for group, label in (("main", "dependencies"), ("test", "test dependencies")):
         nodes = sorted([n for n in rest if (n.attrs.get("group") == "main") == (group == "main")], key=lambda n: n.name)
         if nodes:
-            steps.append({"op": "RUN", "head": len(PIP), "nodes": nodes,
-                          "commands": [[*PIP, *sorted({_spec(n) for n in nodes})]],
-                          "comments": [label + "".join(sorted({f" (pinned by {n.attrs['lock']})" for n in nodes if n.attrs.get("lock")}))]
-                          + _where(nodes)})
+            steps.append(
+                {
+                    "op": "RUN",
+                    "head": len(PIP),
+                    "nodes": nodes,
+                    "commands": [[*PIP, *sorted({_spec(n) for n in nodes})]],
+                    "comments": [
+                        label
+                        + "".join(sorted({f" (pinned by {n.attrs['lock']})" for n in nodes if n.attrs.get("lock")}))
+                    ]
+                    + _where(nodes),
+                }
+            )
     repairs = sorted((n for n in by_action.get("repair-pip", []) if n.name not in locked), key=lambda n: n.name)
     if repairs:
-        steps.append({"op": "RUN", "head": len(PIP), "nodes": repairs, "commands": [[*PIP, *[_spec(n) for n in repairs]]],
-                      "comments": ["added by repairs"]})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": len(PIP),
+                "nodes": repairs,
+                "commands": [[*PIP, *[_spec(n) for n in repairs]]],
+                "comments": ["added by repairs"],
+            }
+        )
     if native is not None and native.attrs.get("tool") == "uv":
         # the lock's dependencies before the source, so the layer survives source edits
-        steps.append({"op": "COPY", "src": ["pyproject.toml", native.name], "dest": "./", "nodes": [native], "comments": []})
-        steps.append({"op": "RUN", "head": None, "nodes": [native],
-                      "commands": [[*PIP, "uv"], [*UV_SYNC, "--no-install-project", *_uv_extras(graph)]],
-                      "comments": [f"dependencies from {native.name}, as locked"] + _where([native])})
+        steps.append(
+            {"op": "COPY", "src": ["pyproject.toml", native.name], "dest": "./", "nodes": [native], "comments": []}
+        )
+        steps.append(
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": [native],
+                "commands": [[*PIP, "uv"], [*UV_SYNC, "--no-install-project", *_uv_extras(graph)]],
+                "comments": [f"dependencies from {native.name}, as locked"] + _where([native]),
+            }
+        )
     steps.append({"op": "COPY", "src": ["."], "dest": WORKDIR, "nodes": [], "comments": ["the source"]})
     projects = by_action.get("project", [])
     if native is not None and (native.attrs.get("tool") == "pipenv" or not projects):
         cmds = NATIVE_AFTER_SOURCE.get(native.attrs.get("tool"), [])
         if cmds:
-            steps.append({"op": "RUN", "head": None, "nodes": [native], "commands": [list(c) for c in cmds],
-                          "comments": [f"dependencies from {native.name}, as locked"] + _where([native])})
+            steps.append(
+                {
+                    "op": "RUN",
+                    "head": None,
+                    "nodes": [native],
+                    "commands": [list(c) for c in cmds],
+                    "comments": [f"dependencies from {native.name}, as locked"] + _where([native]),
+                }
+            )
     members = sorted((n for n in projects if n.attrs.get("member")), key=lambda n: n.attrs.get("order", 0))
     if members:
         # one pip call for every member: a member's dependency on another is met by the other's
@@ -273,8 +389,15 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         for n in members:
             extras = n.attrs.get("extras") or []
             cmd += ["-e", n.attrs["path"] + (f"[{','.join(extras)}]" if extras else "")]
-        steps.append({"op": "RUN", "head": None, "nodes": members, "commands": [cmd],
-                      "comments": ["the workspace members, editable, in dependency order"] + _where(members)})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": members,
+                "commands": [cmd],
+                "comments": ["the workspace members, editable, in dependency order"] + _where(members),
+            }
+        )
     for n in projects:
         if n.attrs.get("member"):
             continue
@@ -284,46 +407,94 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         if n.attrs.get("deps_only"):
             # an application, not an installable package: its dependencies are installed above
             # (Poetry's --no-root, uv's --no-install-project); it runs from the checkout
-            steps.append({"op": "ENV", "pairs": [("PYTHONPATH", WORKDIR)], "nodes": [n],
-                          "comments": ["the project is not an installable package: run from the checkout"] + _where([n])})
+            steps.append(
+                {
+                    "op": "ENV",
+                    "pairs": [("PYTHONPATH", WORKDIR)],
+                    "nodes": [n],
+                    "comments": ["the project is not an installable package: run from the checkout"] + _where([n]),
+                }
+            )
             if tool == "poetry" and not locked:
-                steps.append({"op": "RUN", "head": None, "nodes": [n], "comments": [],
-                              "commands": [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
-                                           ["poetry", "install", "--no-interaction", "--no-root"]]})
+                steps.append(
+                    {
+                        "op": "RUN",
+                        "head": None,
+                        "nodes": [n],
+                        "comments": [],
+                        "commands": [
+                            [*PIP, "poetry"],
+                            ["poetry", "config", "virtualenvs.create", "false"],
+                            ["poetry", "install", "--no-interaction", "--no-root"],
+                        ],
+                    }
+                )
             continue
         if locked:
             # every dependency is in the lock: only the project itself is left to install
-            cmds = {"poetry": [["poetry", "config", "virtualenvs.create", "false"],
-                               ["poetry", "install", "--no-interaction", "--only-root"]],
-                    "uv": [["uv", "pip", "install", "--system", "--no-deps", "-e", target]]
-                    }.get(tool, [[*PIP, "--no-deps", "-e", target]])
+            cmds = {
+                "poetry": [
+                    ["poetry", "config", "virtualenvs.create", "false"],
+                    ["poetry", "install", "--no-interaction", "--only-root"],
+                ],
+                "uv": [["uv", "pip", "install", "--system", "--no-deps", "-e", target]],
+            }.get(tool, [[*PIP, "--no-deps", "-e", target]])
             if tool in ("poetry", "uv") and tool not in locked:
                 cmds = [[*PIP, "--no-deps", "-e", target]]
         elif native is not None and tool == "uv":
             cmds = [[*UV_SYNC, *_uv_extras(graph)]]
         elif tool == "poetry":
-            cmds = [[*PIP, "poetry"], ["poetry", "config", "virtualenvs.create", "false"],
-                    ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])]]
+            cmds = [
+                [*PIP, "poetry"],
+                ["poetry", "config", "virtualenvs.create", "false"],
+                ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])],
+            ]
         elif tool == "pdm":
-            cmds = [[*PIP, "pdm"], ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
-                    [*PIP, "-r", "/tmp/requirements.txt"], [*PIP, "-e", target]]
+            cmds = [
+                [*PIP, "pdm"],
+                ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
+                [*PIP, "-r", "/tmp/requirements.txt"],
+                [*PIP, "-e", target],
+            ]
         elif tool == "uv":
             cmds = [[*PIP, "uv"], ["uv", "pip", "install", "--system", "-e", target]]
         else:
             cmds = [[*PIP, "-e", target]]
-        steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": cmds,
-                      "comments": ["the project with its test extras" if extras else "the project"] + _where([n])})
-    tools = sorted((n for n in by_action.get("tool", []) if _dist_name(n) not in locked | covered),
-                   key=lambda n: n.name)
+        steps.append(
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": [n],
+                "commands": cmds,
+                "comments": ["the project with its test extras" if extras else "the project"] + _where([n]),
+            }
+        )
+    tools = sorted(
+        (n for n in by_action.get("tool", []) if _dist_name(n) not in locked | covered), key=lambda n: n.name
+    )
     if tools:
-        steps.append({"op": "RUN", "head": len(PIP), "nodes": tools, "commands": [[*PIP, *[_spec(n) for n in tools]]],
-                      "comments": ["test tools (the project's own pins above take precedence)"] + _where(tools)})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": len(PIP),
+                "nodes": tools,
+                "commands": [[*PIP, *[_spec(n) for n in tools]]],
+                "comments": ["test tools (the project's own pins above take precedence)"] + _where(tools),
+            }
+        )
     for n in by_action.get("run", []):
-        steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])],
-                      "comments": _where([n])})
+        steps.append(
+            {"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])], "comments": _where([n])}
+        )
     tgt = graph.target
-    steps.append({"op": "CMD", "argv": list(tgt.attrs.get("command") or ["python", "-m", "pytest"]), "nodes": [tgt],
-                  "comments": ["the tests"]})
+    steps.append(
+        {
+            "op": "CMD",
+            "argv": list(tgt.attrs.get("command") or ["python", "-m", "pytest"]),
+            "nodes": [tgt],
+            "comments": ["the tests"],
+        }
+    )
     return steps
 
 
@@ -348,8 +519,9 @@ def _validate_steps(steps: list[dict[str, Any]]) -> None:
             if key in s:
                 _check_value(s[key], f"{s['op']} {key}")
         # comments are text from the repository's files: flatten, never reject
-        s["comments"] = [" ".join("".join(c if not _has_control(c) else " " for c in str(t)).split())
-                         for t in s["comments"]]
+        s["comments"] = [
+            " ".join("".join(c if not _has_control(c) else " " for c in str(t)).split()) for t in s["comments"]
+        ]
 
 
 def _expected(step: dict[str, Any]) -> tuple[str, Any]:
@@ -398,8 +570,10 @@ def verify_dockerfile(text: str, steps: list[dict[str, Any]]) -> None:
         except ValueError as exc:
             raise DockerfileInjection(f"line {instruction['startline'] + 1}: {exc}") from exc
         if parsed != _expected(step):
-            raise DockerfileInjection(f"line {instruction['startline'] + 1}: {instruction['content'].strip()[:200]!r} "
-                                      f"is not the {step['op']} the graph gives")
+            raise DockerfileInjection(
+                f"line {instruction['startline'] + 1}: {instruction['content'].strip()[:200]!r} "
+                f"is not the {step['op']} the graph gives"
+            )
 
 
 def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
@@ -410,6 +584,10 @@ def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
     text = template.render(steps=steps)
     verify_dockerfile(text, steps)
     module = template.make_module({"steps": steps})
-    lines = [DockerLine(str(cast(Any, module).instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
-             for s in steps]
+    lines = [
+        DockerLine(
+            str(cast(Any, module).instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"])
+        )
+        for s in steps
+    ]
     return CompiledDockerfile(text, lines)

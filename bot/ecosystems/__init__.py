@@ -87,7 +87,7 @@ class Selection:
 
     repo: Path
     detections: list[Detection] = field(default_factory=list)
-    foreign: list[str] = field(default_factory=list)        # repository-relative marker paths
+    foreign: list[str] = field(default_factory=list)  # repository-relative marker paths
     dropped: list[Detection] = field(default_factory=list)  # under MIN_CONFIDENCE next to a foreign manifest
     registry: Mapping[str, Ecosystem] = field(default_factory=lambda: REGISTRY)
 
@@ -117,24 +117,33 @@ class Selection:
         return out
 
     def not_supported_message(self) -> str:
-        """"not supported yet: found package.json, go.mod" (or that nothing was recognised)."""
+        """ "not supported yet: found package.json, go.mod" (or that nothing was recognised)."""
         if self.foreign:
             shown = self.foreign[:8]
             more = f" and {len(self.foreign) - len(shown)} more" if len(self.foreign) > len(shown) else ""
-            return (f"not supported yet: found {', '.join(shown)}{more} "
-                    f"({', '.join(self.foreign_names())}); setupbot supports {', '.join(self.registry)}")
-        return (f"not supported yet: no marker of a supported ecosystem ({', '.join(self.registry)}) "
-                "and no known manifest of another")
+            return (
+                f"not supported yet: found {', '.join(shown)}{more} "
+                f"({', '.join(self.foreign_names())}); setupbot supports {', '.join(self.registry)}"
+            )
+        return (
+            f"not supported yet: no marker of a supported ecosystem ({', '.join(self.registry)}) "
+            "and no known manifest of another"
+        )
 
     def error(self) -> NotSupported:
-        return NotSupported(f"{self.repo.name}: {self.not_supported_message()}",
-                            "No Dockerfile was written and no pull request opened. setupbot plans only "
-                            "repositories of a supported ecosystem (`setupbot rollout --only` filters on them).",
-                            markers=list(self.foreign))
+        return NotSupported(
+            f"{self.repo.name}: {self.not_supported_message()}",
+            "No Dockerfile was written and no pull request opened. setupbot plans only "
+            "repositories of a supported ecosystem (`setupbot rollout --only` filters on them).",
+            markers=list(self.foreign),
+        )
 
     def to_json(self) -> dict[str, object]:
-        return {"ecosystems": [d.to_json() for d in self.detections], "foreign_markers": list(self.foreign),
-                "supported": self.supported}
+        return {
+            "ecosystems": [d.to_json() for d in self.detections],
+            "foreign_markers": list(self.foreign),
+            "supported": self.supported,
+        }
 
 
 def foreign_markers(files: Iterable[str], registry: Mapping[str, Ecosystem] | None = None) -> list[str]:
@@ -143,8 +152,11 @@ def foreign_markers(files: Iterable[str], registry: Mapping[str, Ecosystem] | No
     registry = REGISTRY if registry is None else registry
     claimed = [p for eco in registry.values() for p in eco.markers]
     patterns = [p for p in FOREIGN_MARKERS if p not in claimed]
-    found = [f for f in files if depth(f) <= FOREIGN_DEPTH and matches(basename(f), patterns)
-             and not matches(basename(f), claimed)]
+    found = [
+        f
+        for f in files
+        if depth(f) <= FOREIGN_DEPTH and matches(basename(f), patterns) and not matches(basename(f), claimed)
+    ]
     order = list(FOREIGN_MARKERS)
 
     def rank(f: str) -> tuple[int, int, str]:
@@ -193,8 +205,9 @@ def select_files(name: str, files: Sequence[str], registry: Mapping[str, Ecosyst
     return _selection(Path(name), detect_files(files, registry), list(files), registry)
 
 
-def _selection(root: Path, detections: list[Detection], files: list[str],
-               registry: Mapping[str, Ecosystem]) -> Selection:
+def _selection(
+    root: Path, detections: list[Detection], files: list[str], registry: Mapping[str, Ecosystem]
+) -> Selection:
     foreign = foreign_markers(files, registry)
     dropped: list[Detection] = []
     if any(depth(f) == 0 for f in foreign):
@@ -203,8 +216,14 @@ def _selection(root: Path, detections: list[Detection], files: list[str],
     return Selection(root, detections, foreign, dropped, registry)
 
 
-def make_plan(repo: Path | str, settings: Any = None, available_versions: Sequence[str] | None = None, *,
-              selection: Selection | None = None, **options: Any) -> Any:
+def make_plan(
+    repo: Path | str,
+    settings: Any = None,
+    available_versions: Sequence[str] | None = None,
+    *,
+    selection: Selection | None = None,
+    **options: Any,
+) -> Any:
     """The plan of ``repo`` through the registry: the lead ecosystem makes it, every other
     detected ecosystem joins it (``extend_plan``), and ``graph.meta["ecosystems"]`` names them.
     ``available_versions``: the runtime versions the engine offers for the lead's image family
@@ -242,8 +261,12 @@ def plan_ecosystems(plan_json: Any) -> list[str]:
     return [str(n) for n in names] if isinstance(names, list) else []
 
 
-def devcontainer_for(config: dict[str, Any], plan_json: Any = None, names: Iterable[str] | None = None,
-                     registry: Mapping[str, Ecosystem] | None = None) -> dict[str, Any]:
+def devcontainer_for(
+    config: dict[str, Any],
+    plan_json: Any = None,
+    names: Iterable[str] | None = None,
+    registry: Mapping[str, Ecosystem] | None = None,
+) -> dict[str, Any]:
     """The devcontainer.json dict with the extensions and settings of each ecosystem of the
     plan (``names``, default: the plan JSON's ``plan_ecosystems``) added through
     ``Ecosystem.devcontainer``; names no longer registered are left out. The shape of
@@ -267,12 +290,32 @@ def parse_only(text: str | Iterable[str] | None, registry: Mapping[str, Ecosyste
     names = [p.strip().lower() for p in parts if p.strip()]
     unknown = [n for n in names if n not in registry]
     if unknown:
-        raise ConfigError(f"--only: unknown ecosystem{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
-                          f"Registered ecosystems: {', '.join(registry)}.")
+        raise ConfigError(
+            f"--only: unknown ecosystem{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
+            f"Registered ecosystems: {', '.join(registry)}.",
+        )
     return list(dict.fromkeys(names))
 
 
-__all__ = ["FOREIGN_MARKERS", "MIN_CONFIDENCE", "REGISTRY", "CompileSnippet", "Detection", "Ecosystem",
-           "ImageFamily", "Selection", "TestRunner", "detect_all", "detect_files", "devcontainer_for",
-           "foreign_markers", "list_files", "make_plan", "parse_only", "plan_ecosystems", "select",
-           "select_files", "unsupported_reason"]
+__all__ = [
+    "FOREIGN_MARKERS",
+    "MIN_CONFIDENCE",
+    "REGISTRY",
+    "CompileSnippet",
+    "Detection",
+    "Ecosystem",
+    "ImageFamily",
+    "Selection",
+    "TestRunner",
+    "detect_all",
+    "detect_files",
+    "devcontainer_for",
+    "foreign_markers",
+    "list_files",
+    "make_plan",
+    "parse_only",
+    "plan_ecosystems",
+    "select",
+    "select_files",
+    "unsupported_reason",
+]

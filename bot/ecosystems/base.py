@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:   # types only: the seam sits below the stages it describes
+if TYPE_CHECKING:  # types only: the seam sits below the stages it describes
     from bot.graph.model import DepGraph
     from bot.graph.plan import Plan
     from bot.loop.diagnose import Signature
@@ -32,10 +32,36 @@ if TYPE_CHECKING:   # types only: the seam sits below the stages it describes
 
 # Folders never looked into when detecting: dependencies, caches and virtualenvs hold other
 # projects' manifests (a node_modules/ full of package.json says nothing about the repository).
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".env", "env", "build", "dist",
-                       "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache", ".eggs", "site-packages",
-                       ".ruff_cache", ".idea", ".vscode", "htmlcov", ".direnv", "target", "vendor",
-                       ".devcontainer", ".setupbot"})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        ".env",
+        "env",
+        "build",
+        "dist",
+        "node_modules",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".eggs",
+        "site-packages",
+        ".ruff_cache",
+        ".idea",
+        ".vscode",
+        "htmlcov",
+        ".direnv",
+        "target",
+        "vendor",
+        ".devcontainer",
+        ".setupbot",
+    }
+)
 # How deep and how wide detection looks: manifests of a workspace's members sit one or two
 # levels down; a repository with more files than this is judged on the ones seen first.
 MAX_DEPTH = 3
@@ -61,8 +87,12 @@ class Detection:
     reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"ecosystem": self.ecosystem, "markers": list(self.markers),
-                "confidence": round(self.confidence, 2), "reason": self.reason}
+        return {
+            "ecosystem": self.ecosystem,
+            "markers": list(self.markers),
+            "confidence": round(self.confidence, 2),
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -95,7 +125,7 @@ class TestRunner:
     the container ("" for a text format parsed from the output).
     """
 
-    __test__ = False   # not a pytest class
+    __test__ = False  # not a pytest class
 
     command: tuple[str, ...]
     collect_command: tuple[str, ...]
@@ -225,8 +255,9 @@ class Ecosystem(Protocol):
         ...
 
 
-def list_files(repo: Path, *, max_depth: int = MAX_DEPTH, limit: int = MAX_FILES,
-               skip: Callable[[str], bool] | None = None) -> list[str]:
+def list_files(
+    repo: Path, *, max_depth: int = MAX_DEPTH, limit: int = MAX_FILES, skip: Callable[[str], bool] | None = None
+) -> list[str]:
     """Repository-relative file names (posix), breadth by depth: the root's files first.
     Symlinks are listed by name and never followed (SECURITY.md S13); dependency and cache
     folders (``SKIP_DIRS``) and hidden folders are not entered. Nothing is read."""

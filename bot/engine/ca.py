@@ -68,9 +68,13 @@ def _load(path: Path, origin: str) -> CABundle:
     try:
         pem = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"{origin}: cannot read the CA bundle {path}: {exc.strerror}",
-                          "Point ca.file at a readable PEM file, or set ca.file to \"\" to disable.") from exc
+        raise ConfigError(
+            f"{origin}: cannot read the CA bundle {path}: {exc.strerror}",
+            'Point ca.file at a readable PEM file, or set ca.file to "" to disable.',
+        ) from exc
     if b"-----BEGIN CERTIFICATE-----" not in pem:
-        raise ConfigError(f"{origin}: {path} holds no PEM certificate",
-                          "Point ca.file at a PEM bundle, or set ca.file to \"\" to disable.")
+        raise ConfigError(
+            f"{origin}: {path} holds no PEM certificate",
+            'Point ca.file at a PEM bundle, or set ca.file to "" to disable.',
+        )
     return CABundle(path=path, pem=pem)

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-HEAD_BYTES = 1 << 20      # the start of the output: what was run, the first error
-TAIL_BYTES = 4 << 20      # the end: the summary and the last error
+HEAD_BYTES = 1 << 20  # the start of the output: what was run, the first error
+TAIL_BYTES = 4 << 20  # the end: the summary and the last error
 _READ = 1 << 16
 
 
@@ -53,9 +53,11 @@ class HeadTail:
         if extra > 0:
             tail = tail[extra:]
         elided = self.elided + max(extra, 0)
-        return (bytes(self.head).decode(errors="replace")
-                + f"\n[setupbot] ... {elided} bytes of output elided ...\n"
-                + tail.decode(errors="replace"))
+        return (
+            bytes(self.head).decode(errors="replace")
+            + f"\n[setupbot] ... {elided} bytes of output elided ...\n"
+            + tail.decode(errors="replace")
+        )
 
 
 @dataclass
@@ -66,15 +68,22 @@ class Captured:
     total_bytes: int
 
 
-def run_capped(argv: Sequence[str], *, env: Mapping[str, str], timeout: float | None = None,
-               on_timeout: Callable[[], None] | None = None, head: int = HEAD_BYTES,
-               tail: int = TAIL_BYTES) -> Captured:
+def run_capped(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout: float | None = None,
+    on_timeout: Callable[[], None] | None = None,
+    head: int = HEAD_BYTES,
+    tail: int = TAIL_BYTES,
+) -> Captured:
     """Run ``argv`` with stdout and stderr merged into a HeadTail buffer. On timeout
     ``on_timeout`` runs first (for example killing inside a container), then the process is
     killed if it has not ended within 30 s."""
     buf = HeadTail(head, tail)
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, env=dict(env))
+    proc = subprocess.Popen(
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env)
+    )
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
 

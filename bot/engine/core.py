@@ -86,7 +86,7 @@ def owner_alive(token: str) -> bool | None:
         return None
     host, boot, pid, start = parts
     if host != socket.gethostname() or boot != _boot_id():
-        return None if host != socket.gethostname() else False   # same host, rebooted: gone
+        return None if host != socket.gethostname() else False  # same host, rebooted: gone
     try:
         return _start_time(int(pid)) == start
     except ValueError:
@@ -105,8 +105,13 @@ class ContainerHandle:
     engine: Engine
     name: str
 
-    def exec(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
-             timeout: float | None = 60, workdir: str | None = None) -> ExecResult:
+    def exec(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = 60,
+        workdir: str | None = None,
+    ) -> ExecResult:
         return self.engine.exec_in(self.name, argv, env=env, timeout=timeout, workdir=workdir)
 
     def logs(self) -> str:
@@ -132,22 +137,31 @@ def _hardening_flags(kwargs: dict) -> list[str]:
         out += ["--cap-add", cap]
     for opt in kwargs.get("security_options", []):
         out += ["--security-opt", opt]
-    out += ["--pids-limit", str(kwargs["pids_limit"]), "--memory", str(kwargs["memory"]),
-            "--memory-swap", str(kwargs["memory_swap"]), "--cpus", str(kwargs["cpus"])]
+    out += [
+        "--pids-limit",
+        str(kwargs["pids_limit"]),
+        "--memory",
+        str(kwargs["memory"]),
+        "--memory-swap",
+        str(kwargs["memory_swap"]),
+        "--cpus",
+        str(kwargs["cpus"]),
+    ]
     if kwargs.get("init"):
         out.append("--init")
     return out
 
 
 class Engine:
-    def __init__(self, settings: Settings, run_id: str | None = None,
-                 environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, settings: Settings, run_id: str | None = None, environ: Mapping[str, str] | None = None) -> None:
         self.settings = settings
         self.kind = settings.engine.kind
         binary = shutil.which(self.kind)
         if not binary:
-            raise EngineError(f"the container engine '{self.kind}' is not installed (not on PATH)",
-                              f"Install {self.kind}, or choose the other engine with engine.kind.")
+            raise EngineError(
+                f"the container engine '{self.kind}' is not installed (not on PATH)",
+                f"Install {self.kind}, or choose the other engine with engine.kind.",
+            )
         self.binary: str = binary
         self.run_id = run_id or os.environ.get("SETUPBOT_RUN_ID") or new_run_id()
         self.labels = {LABEL: "1", RUN_LABEL: self.run_id, OWNER_LABEL: owner_token()}
@@ -159,7 +173,7 @@ class Engine:
         self._internal_networks: set[str] = set()
         self.egress: EgressFacts | None = None
         self._egress_net: str | None = None
-        self._source: ImageSource | None = None   # made on first use
+        self._source: ImageSource | None = None  # made on first use
         # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...) for runner commands
         # and builds; never written into a generated file.
         self.index_env: dict[str, str] = host_index_config(environ).env()
@@ -178,25 +192,40 @@ class Engine:
             self._client = DockerClient(client_call=[self.binary], client_type=self.kind)
         return self._client
 
-    def run_cli(self, args: Sequence[str], *, check: bool = True, timeout: float | None = 300,
-             input_bytes: bytes | None = None, env: Mapping[str, str] | None = None
-             ) -> subprocess.CompletedProcess[str]:
+    def run_cli(
+        self,
+        args: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float | None = 300,
+        input_bytes: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         argv = [self.binary, *args]
         try:
-            r = subprocess.run(argv, input=input_bytes, capture_output=True, timeout=timeout,
-                               env=host_env(env))
+            r = subprocess.run(argv, input=input_bytes, capture_output=True, timeout=timeout, env=host_env(env))
         except subprocess.TimeoutExpired as exc:
-            raise EngineError(f"the engine did not answer within {timeout}s",
-                              "Check that the engine is healthy (`docker info`).", argv=argv) from exc
+            raise EngineError(
+                f"the engine did not answer within {timeout}s",
+                "Check that the engine is healthy (`docker info`).",
+                argv=argv,
+            ) from exc
         except OSError as exc:
-            raise EngineError(f"cannot run {self.kind}: {exc}", f"Check the {self.kind} installation.",
-                              argv=argv) from exc
-        out = subprocess.CompletedProcess(argv, r.returncode, r.stdout.decode(errors="replace"),
-                                          r.stderr.decode(errors="replace"))
+            raise EngineError(
+                f"cannot run {self.kind}: {exc}", f"Check the {self.kind} installation.", argv=argv
+            ) from exc
+        out = subprocess.CompletedProcess(
+            argv, r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+        )
         if check and r.returncode != 0:
-            raise EngineError(f"`{self.kind} {args[0]}` failed",
-                              "Read the engine's message below; `setupbot clean` removes leftovers.",
-                              argv=argv, exit_code=r.returncode, stdout=out.stdout, stderr=out.stderr)
+            raise EngineError(
+                f"`{self.kind} {args[0]}` failed",
+                "Read the engine's message below; `setupbot clean` removes leftovers.",
+                argv=argv,
+                exit_code=r.returncode,
+                stdout=out.stdout,
+                stderr=out.stderr,
+            )
         return out
 
     def next_name(self, hint: str = "runner") -> str:
@@ -206,9 +235,13 @@ class Engine:
     def ping(self) -> None:
         r = self.run_cli(["info", "--format", "{{.ServerVersion}}"], check=False, timeout=30)
         if r.returncode != 0:
-            raise EngineError(f"the {self.kind} engine does not answer",
-                              "Start the engine (is the daemon running?) and retry.",
-                              argv=r.args, exit_code=r.returncode, stderr=r.stderr)
+            raise EngineError(
+                f"the {self.kind} engine does not answer",
+                "Start the engine (is the daemon running?) and retry.",
+                argv=r.args,
+                exit_code=r.returncode,
+                stderr=r.stderr,
+            )
 
     # ------------------------------------------------------------------ images
     def image_exists(self, tag: str) -> bool:
@@ -278,13 +311,22 @@ class Engine:
     def buildkit_available(self) -> bool:
         """BuildKit needs the buildx plugin in current CLIs; without it the legacy builder."""
         if self._buildkit is None:
-            self._buildkit = (self.kind == "docker"
-                              and self.run_cli(["buildx", "version"], check=False, timeout=30).returncode == 0)
+            self._buildkit = (
+                self.kind == "docker" and self.run_cli(["buildx", "version"], check=False, timeout=30).returncode == 0
+            )
         return self._buildkit
 
-    def build(self, context_dir: Path | str, dockerfile_text: str, tag: str, no_cache: bool = False,
-              log_path: Path | str | None = None, labels: Mapping[str, str] | None = None,
-              ca: bool = True, timeout: float | None = None) -> BuildResult:
+    def build(
+        self,
+        context_dir: Path | str,
+        dockerfile_text: str,
+        tag: str,
+        no_cache: bool = False,
+        log_path: Path | str | None = None,
+        labels: Mapping[str, str] | None = None,
+        ca: bool = True,
+        timeout: float | None = None,
+    ) -> BuildResult:
         """Build ``dockerfile_text`` with ``context_dir``. The Dockerfile is written to a temporary
         file outside the context; with a CA configured, FROM lines whose image does not carry it
         are pointed at a transient derivative that does -- in that temporary copy only."""
@@ -305,19 +347,39 @@ class Engine:
             # Declared in the transient copy only, after each FROM, so pip in RUN steps sees them.
             text = dockerfile_facts.declare_args(text, sorted(self.index_env))
             build_args = dict(self.index_env)
-        result = self.build_raw(context, text, tag, all_labels, no_cache=no_cache,
-                                 timeout=timeout or self.settings.engine.build_timeout,
-                                 build_args=build_args)
-        result = BuildResult(result.ok, result.tag, result.log, result.seconds, ca_bases,
-                             BUILDKIT_LIMITS_NOTE if self.kind == "docker" and self.buildkit_available() else "")
+        result = self.build_raw(
+            context,
+            text,
+            tag,
+            all_labels,
+            no_cache=no_cache,
+            timeout=timeout or self.settings.engine.build_timeout,
+            build_args=build_args,
+        )
+        result = BuildResult(
+            result.ok,
+            result.tag,
+            result.log,
+            result.seconds,
+            ca_bases,
+            BUILDKIT_LIMITS_NOTE if self.kind == "docker" and self.buildkit_available() else "",
+        )
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
             Path(log_path).write_text(result.log)
         return result
 
-    def build_raw(self, context: Path, text: str, tag: str | Sequence[str], labels: Mapping[str, str],
-                   *, no_cache: bool = False, timeout: float = 1800,
-                   build_args: Mapping[str, str] | None = None) -> BuildResult:
+    def build_raw(
+        self,
+        context: Path,
+        text: str,
+        tag: str | Sequence[str],
+        labels: Mapping[str, str],
+        *,
+        no_cache: bool = False,
+        timeout: float = 1800,
+        build_args: Mapping[str, str] | None = None,
+    ) -> BuildResult:
         tags = [tag] if isinstance(tag, str) else list(tag)
         with tempfile.TemporaryDirectory(prefix="setupbot-build-") as tmp:
             dockerfile = Path(tmp) / "Dockerfile"
@@ -327,16 +389,27 @@ class Engine:
             if self.settings.engine.network_mode not in ("bridge", "default"):
                 args += ["--network", self.settings.engine.network_mode]
             buildkit = self.kind == "docker" and self.buildkit_available()
-            if not buildkit and self.settings.engine.network_mode in ("bridge", "default") \
-                    and self.egress_network() not in ("bridge", "default"):
+            if (
+                not buildkit
+                and self.settings.engine.network_mode in ("bridge", "default")
+                and self.egress_network() not in ("bridge", "default")
+            ):
                 # the classic builder runs RUN steps on a user-defined network: the same rules
                 args += ["--network", self.egress_network()]
             if not buildkit:
                 # RUN steps execute repository code (setup.py during pip install): the classic
                 # builder's containers get the runner's memory and CPU limits (SECURITY.md S7).
                 # BuildKit takes no per-build limits on the command line.
-                args += ["--memory", self.limits.memory, "--memory-swap", self.limits.memory,
-                         "--cpu-period", "100000", "--cpu-quota", str(int(self.limits.cpus * 100000))]
+                args += [
+                    "--memory",
+                    self.limits.memory,
+                    "--memory-swap",
+                    self.limits.memory,
+                    "--cpu-period",
+                    "100000",
+                    "--cpu-quota",
+                    str(int(self.limits.cpus * 100000)),
+                ]
                 # The classic builder keeps the container of a failed RUN step unless told
                 # otherwise: a failed build must leave nothing behind.
                 args.append("--force-rm")
@@ -362,15 +435,24 @@ class Engine:
             except OSError as exc:
                 raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
             if cap.timed_out:
-                return BuildResult(False, tags[0], cap.text + f"\n[setupbot] build timed out after {timeout}s\n",
-                                   time.monotonic() - started)
+                return BuildResult(
+                    False,
+                    tags[0],
+                    cap.text + f"\n[setupbot] build timed out after {timeout}s\n",
+                    time.monotonic() - started,
+                )
             seconds = time.monotonic() - started
             out = cap.text
             if buildkit:
                 out = plain_buildkit_log(out)
             if cap.returncode != 0 and _engine_failure(out):
-                raise EngineError("the engine failed during an image build", "Check that the engine is healthy.",
-                                  argv=argv, exit_code=cap.returncode, stderr=out)
+                raise EngineError(
+                    "the engine failed during an image build",
+                    "Check that the engine is healthy.",
+                    argv=argv,
+                    exit_code=cap.returncode,
+                    stderr=out,
+                )
             return BuildResult(cap.returncode == 0, tags[0], out, seconds)
 
     def ca_derivative(self, base: str) -> str:
@@ -387,20 +469,31 @@ class Engine:
             self.ca.write_context(Path(tmp))
             # shared by every run on this engine: not labelled with this run, so this run's
             # cleanup does not pull it from under the others
-            r = self.build_raw(Path(tmp), text, tag,
-                                {LABEL: "1", SHARED_LABEL: "1", CA_LABEL: self.ca.fingerprint})
+            r = self.build_raw(Path(tmp), text, tag, {LABEL: "1", SHARED_LABEL: "1", CA_LABEL: self.ca.fingerprint})
         if not r.ok:
-            raise EngineError(f"cannot add the CA bundle to {base}",
-                              "Check the base image, or set ca.file to \"\" to build without it.",
-                              stderr=r.log)
+            raise EngineError(
+                f"cannot add the CA bundle to {base}",
+                'Check the base image, or set ca.file to "" to build without it.',
+                stderr=r.log,
+            )
         return tag
 
     # ------------------------------------------------------------------ containers
-    def create_container(self, image: str, *, name: str, env: Mapping[str, str] | None = None,
-                         workdir: str | None = None, network: str | None = None,
-                         aliases: Sequence[str] = (), command: Sequence[str] | None = None,
-                         entrypoint: str | None = None, labels: Mapping[str, str] | None = None,
-                         cap_add: Sequence[str] = (), sysctls: Mapping[str, str] | None = None) -> str:
+    def create_container(
+        self,
+        image: str,
+        *,
+        name: str,
+        env: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        network: str | None = None,
+        aliases: Sequence[str] = (),
+        command: Sequence[str] | None = None,
+        entrypoint: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        cap_add: Sequence[str] = (),
+        sysctls: Mapping[str, str] | None = None,
+    ) -> str:
         if not self.image_exists(image):
             # Pulls go through the image source (registry or mirror when one answers, else a
             # clear error naming the bootstrap); the engine itself never pulls (pull="never").
@@ -411,7 +504,7 @@ class Engine:
         # The engine's CLI directly (not a client library that hands it the bot's whole
         # environment): every host subprocess gets the allow-listed environment (SECURITY.md S12).
         args = ["create", "--name", name, "--pull", "never", "--network", net]
-        for alias in (aliases if network else ()):
+        for alias in aliases if network else ():
             args += ["--network-alias", alias]
         for k, v in (env or {}).items():
             args += ["--env", f"{k}={v}"]
@@ -422,14 +515,18 @@ class Engine:
         if entrypoint is not None:
             args += ["--entrypoint", entrypoint]
         args += _hardening_flags(kwargs)
-        for key, value in (sysctls or {}).items():   # e.g. IPv6 on loopback for the localhost relay
+        for key, value in (sysctls or {}).items():  # e.g. IPv6 on loopback for the localhost relay
             args += ["--sysctl", f"{key}={value}"]
         args += [image, *(command or [])]
         r = self.run_cli(args, check=False)
         if r.returncode != 0:
-            raise EngineError(f"cannot create container {name} from {image}: {r.stderr.strip()[-500:]}",
-                              "Check the image and the engine; `setupbot clean` removes leftovers.",
-                              argv=r.args, exit_code=r.returncode, stderr=r.stderr)
+            raise EngineError(
+                f"cannot create container {name} from {image}: {r.stderr.strip()[-500:]}",
+                "Check the image and the engine; `setupbot clean` removes leftovers.",
+                argv=r.args,
+                exit_code=r.returncode,
+                stderr=r.stderr,
+            )
         if network in self._internal_networks and runner:
             # the service network has no route out; the runner installs packages, so it also
             # joins the egress network (whose rules apply to it)
@@ -456,8 +553,18 @@ class Engine:
             return mode
         name = self.next_name("egress")
         iface = egress_guard.interface_name(self.run_id)
-        self.run_cli(["network", "create", "--driver", "bridge", "-o", f"com.docker.network.bridge.name={iface}",
-                   *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")], name])
+        self.run_cli(
+            [
+                "network",
+                "create",
+                "--driver",
+                "bridge",
+                "-o",
+                f"com.docker.network.bridge.name={iface}",
+                *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")],
+                name,
+            ]
+        )
         try:
             egress_guard.add_rules(self.run_id, iface)
         except OSError as exc:
@@ -471,17 +578,25 @@ class Engine:
         import atexit
 
         atexit.register(self._release_egress)
-        self.egress = EgressFacts(True, name, blocked=[f"{egress_guard.LINK_LOCAL} (link-local, cloud metadata)",
-                                                       f"the host (gateway {r.stdout.strip() or '?'} and its other addresses)"],
-                                  open=["the LAN and the internet (the package registries)"])
+        self.egress = EgressFacts(
+            True,
+            name,
+            blocked=[
+                f"{egress_guard.LINK_LOCAL} (link-local, cloud metadata)",
+                f"the host (gateway {r.stdout.strip() or '?'} and its other addresses)",
+            ],
+            open=["the LAN and the internet (the package registries)"],
+        )
         return name
 
     def _release_egress(self) -> None:
         if self._egress_net is None or self.settings.engine.keep_containers:
             return
-        if self.run_cli(["network", "rm", self._egress_net], check=False).returncode == 0 \
-                or not self.run_cli(["network", "inspect", self._egress_net], check=False).returncode == 0:
-            egress_guard.remove_rules(self.run_id)   # no container of the run can use them now
+        if (
+            self.run_cli(["network", "rm", self._egress_net], check=False).returncode == 0
+            or not self.run_cli(["network", "inspect", self._egress_net], check=False).returncode == 0
+        ):
+            egress_guard.remove_rules(self.run_id)  # no container of the run can use them now
 
     def sandbox_notes(self) -> list[str]:
         """What the report must say about protections that do not hold for this run."""
@@ -489,9 +604,11 @@ class Engine:
         if self.egress is not None and not self.egress.guarded:
             notes.append(self.egress.report_line())
         if self._buildkit:
-            notes.append("image builds ran under BuildKit, which takes no memory, CPU or pids limit on the "
-                         "command line: the build's RUN steps (repository code such as setup.py) were bounded "
-                         "only by the build timeout")
+            notes.append(
+                "image builds ran under BuildKit, which takes no memory, CPU or pids limit on the "
+                "command line: the build's RUN steps (repository code such as setup.py) were bounded "
+                "only by the build timeout"
+            )
         return notes
 
     def start(self, name: str) -> None:
@@ -513,9 +630,16 @@ class Engine:
                 tar.addfile(info, io.BytesIO(content))
         self.run_cli(["cp", "-", f"{name}:/"], input_bytes=buf.getvalue())
 
-    def exec_in(self, name: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              timeout: float | None = None, workdir: str | None = None,
-              on_timeout=None) -> ExecResult:
+    def exec_in(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        on_timeout=None,
+    ) -> ExecResult:
         """Run ``argv`` in a running container. Only the variables in ``env`` are added to what
         the container already has; the bot's own environment never reaches it."""
         args = [self.binary, "exec"]
@@ -528,8 +652,12 @@ class Engine:
         # Streamed into a capped head-and-tail buffer: a test printing gigabytes costs the bot
         # a few MiB (SECURITY.md S16). On timeout, kill inside the container (the CLI client
         # dying would leave the process running).
-        cap = run_capped(args, env=host_env(), timeout=timeout,
-                         on_timeout=lambda: (on_timeout or self.kill_container_processes)(name))
+        cap = run_capped(
+            args,
+            env=host_env(),
+            timeout=timeout,
+            on_timeout=lambda: (on_timeout or self.kill_container_processes)(name),
+        )
         text, timed_out = cap.text, cap.timed_out
         if timed_out:
             text += f"\n[setupbot] killed after the {timeout}s timeout\n"
@@ -542,32 +670,51 @@ class Engine:
         the whole cgroup (a fork bomb included) and the filesystem stays as it was."""
         self.run_cli(["restart", "-t", "0", name], check=False, timeout=120)
 
-    def run_once(self, image: str, argv: Sequence[str], *, timeout: float = 300,
-                 env: Mapping[str, str] | None = None, network: str = "none") -> ExecResult:
+    def run_once(
+        self,
+        image: str,
+        argv: Sequence[str],
+        *,
+        timeout: float = 300,
+        env: Mapping[str, str] | None = None,
+        network: str = "none",
+    ) -> ExecResult:
         """A throwaway hardened container running one command (used for image probes)."""
         name = self.next_name("probe")
-        self.create_container(image, name=name, env=env, network=network,
-                              entrypoint="sleep", command=["2147483647"])
+        self.create_container(image, name=name, env=env, network=network, entrypoint="sleep", command=["2147483647"])
         try:
             self.start(name)
             return self.exec_in(name, argv, timeout=timeout)
         finally:
             self.run_cli(["rm", "-f", "-v", name], check=False)
 
-    def session(self, image: str, env: Mapping[str, str] | None = None, workdir: str = "/workspace",
-                network: str | None = None, name_hint: str = "runner") -> RunnerSession:
+    def session(
+        self,
+        image: str,
+        env: Mapping[str, str] | None = None,
+        workdir: str = "/workspace",
+        network: str | None = None,
+        name_hint: str = "runner",
+    ) -> RunnerSession:
         from bot.engine.session import RunnerSession
 
         return RunnerSession(self, image, env=env, workdir=workdir, network=network, name_hint=name_hint)
 
-    def start_container(self, image: str, name_hint: str, network: str | None = None,
-                        env: Mapping[str, str] | None = None, aliases: Sequence[str] = (),
-                        command: Sequence[str] | None = None,
-                        cap_add: Sequence[str] = ()) -> ContainerHandle:
+    def start_container(
+        self,
+        image: str,
+        name_hint: str,
+        network: str | None = None,
+        env: Mapping[str, str] | None = None,
+        aliases: Sequence[str] = (),
+        command: Sequence[str] | None = None,
+        cap_add: Sequence[str] = (),
+    ) -> ContainerHandle:
         """A sibling container (a service), hardened like the runner, labelled with the run."""
         name = self.next_name(name_hint)
-        self.create_container(image, name=name, env=env, network=network, aliases=aliases,
-                              command=command, cap_add=cap_add)
+        self.create_container(
+            image, name=name, env=env, network=network, aliases=aliases, command=command, cap_add=cap_add
+        )
         handle = ContainerHandle(self, name)
         try:
             self.start(name)
@@ -583,8 +730,17 @@ class Engine:
         that this run created). It is ``--internal``: nothing on it has a route out (SECURITY.md
         S15); a runner on it also joins the engine's default network for package installs."""
         name = self.next_name(name_hint)
-        self.run_cli(["network", "create", "--driver", "bridge", "--internal",
-                   *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")], name])
+        self.run_cli(
+            [
+                "network",
+                "create",
+                "--driver",
+                "bridge",
+                "--internal",
+                *[a for k, v in self.labels.items() for a in ("--label", f"{k}={v}")],
+                name,
+            ]
+        )
         self._internal_networks.add(name)
         try:
             yield name
@@ -593,8 +749,9 @@ class Engine:
                 self._remove_network(name)
 
     def _remove_network(self, name: str) -> None:
-        r = self.run_cli(["network", "inspect", "-f", "{{range $id, $c := .Containers}}{{$c.Name}} {{end}}", name],
-                      check=False)
+        r = self.run_cli(
+            ["network", "inspect", "-f", "{{range $id, $c := .Containers}}{{$c.Name}} {{end}}", name], check=False
+        )
         for container in r.stdout.split():
             if container.startswith(f"setupbot-{self.run_id}-"):
                 self.run_cli(["rm", "-f", "-v", container], check=False)
@@ -613,9 +770,16 @@ class Engine:
                     found.setdefault(run, set()).add(owner.strip())
         ids = self.run_cli(["images", "-aq", "--filter", f"label={RUN_LABEL}"], check=False).stdout.split()
         if ids:
-            r = self.run_cli(["image", "inspect", "--format",
-                           f'{{{{index .Config.Labels "{RUN_LABEL}"}}}} {{{{index .Config.Labels "{OWNER_LABEL}"}}}}',
-                           *sorted(set(ids))], check=False)
+            r = self.run_cli(
+                [
+                    "image",
+                    "inspect",
+                    "--format",
+                    f'{{{{index .Config.Labels "{RUN_LABEL}"}}}} {{{{index .Config.Labels "{OWNER_LABEL}"}}}}',
+                    *sorted(set(ids)),
+                ],
+                check=False,
+            )
             for line in r.stdout.splitlines():
                 run, _, owner = line.strip().partition(" ")
                 if run:
@@ -666,8 +830,9 @@ class Engine:
             if self.run_cli(["volume", "rm", "-f", v], check=False).returncode == 0:
                 counts["volumes"] += 1
         # Images: newest first so children go before their parents (snapshots stack up).
-        r = self.run_cli(["images", "-a", "--filter", f"label={selector}",
-                       "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"])
+        r = self.run_cli(
+            ["images", "-a", "--filter", f"label={selector}", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"]
+        )
         seen: list[str] = []
         for line in r.stdout.splitlines():
             image_id, ref = line.split(" ", 1)
@@ -678,8 +843,10 @@ class Engine:
         return counts
 
 
-BUILDKIT_LIMITS_NOTE = ("image builds ran under BuildKit, which takes no per-build limits: engine.memory and "
-                        "engine.cpus held for the runner containers, not for the RUN steps of image builds")
+BUILDKIT_LIMITS_NOTE = (
+    "image builds ran under BuildKit, which takes no per-build limits: engine.memory and "
+    "engine.cpus held for the runner containers, not for the RUN steps of image builds"
+)
 _BUILDKIT_LINE = re.compile(r"^#\d+ (?:\d+\.\d+ )?")
 
 
@@ -691,6 +858,10 @@ def plain_buildkit_log(text: str) -> str:
 
 def _engine_failure(output: str) -> bool:
     """A build that failed because the engine broke, not because of the Dockerfile."""
-    markers = ("Cannot connect to the Docker daemon", "error during connect",
-               "Is the docker daemon running", "no space left on device")
+    markers = (
+        "Cannot connect to the Docker daemon",
+        "error during connect",
+        "Is the docker daemon running",
+        "no space left on device",
+    )
     return any(m in output for m in markers)

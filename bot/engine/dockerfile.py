@@ -13,8 +13,8 @@ _AS = re.compile(r"\s+AS\s+(?P<name>\S+)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class FromLine:
-    index: int       # line number (0-based) in the Dockerfile
-    image: str       # with global ARG defaults substituted
+    index: int  # line number (0-based) in the Dockerfile
+    image: str  # with global ARG defaults substituted
     stage_ref: bool  # names an earlier build stage, not an image
 
 
@@ -65,7 +65,7 @@ def replace_bases(text: str, mapping: dict[str, str]) -> str:
             continue
         m = _FROM.match(lines[f.index].rstrip("\r\n"))
         assert m is not None
-        ending = lines[f.index][len(lines[f.index].rstrip("\r\n")):]
+        ending = lines[f.index][len(lines[f.index].rstrip("\r\n")) :]
         lines[f.index] = f"{m.group('indent')}FROM{m.group('flags')} {mapping[f.image]}{m.group('rest')}{ending}"
     return "".join(lines)
 
@@ -75,7 +75,7 @@ def declare_args(text: str, names: list[str]) -> str:
     given on the command line reach the RUN steps of every stage without being written here."""
     lines = text.splitlines(keepends=True)
     for f in reversed(from_lines(text)):
-        ending = lines[f.index][len(lines[f.index].rstrip("\r\n")):] or "\n"
+        ending = lines[f.index][len(lines[f.index].rstrip("\r\n")) :] or "\n"
         if not lines[f.index].endswith(("\n", "\r")):
             lines[f.index] += ending
         lines.insert(f.index + 1, "".join(f"ARG {n}{ending}" for n in names))

@@ -43,12 +43,17 @@ class EgressFacts:
     why: str = ""
 
     def to_json(self) -> dict:
-        return {"guarded": self.guarded, "network": self.network, "blocked": self.blocked,
-                "open": self.open, "why": self.why}
+        return {
+            "guarded": self.guarded,
+            "network": self.network,
+            "blocked": self.blocked,
+            "open": self.open,
+            "why": self.why,
+        }
 
     def report_line(self) -> str:
         if self.guarded:
-            return (f"egress: runners cannot reach {', '.join(self.blocked)}; still open: {', '.join(self.open)}")
+            return f"egress: runners cannot reach {', '.join(self.blocked)}; still open: {', '.join(self.open)}"
         return f"egress is open: runners can reach link-local addresses (cloud metadata), the host and the LAN ({self.why})"
 
 
@@ -62,8 +67,7 @@ def interface_name(run_id: str) -> str:
 
 
 def _iptables(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["iptables", "-w", "10", *args], capture_output=True, text=True, timeout=30,
-                          env=host_env())
+    return subprocess.run(["iptables", "-w", "10", *args], capture_output=True, text=True, timeout=30, env=host_env())
 
 
 def why_not(kind: str) -> str:
@@ -82,8 +86,10 @@ def why_not(kind: str) -> str:
 
 def add_rules(run_id: str, interface: str) -> None:
     tag = comment(run_id)
-    for chain, rule in (("DOCKER-USER", ["-i", interface, "-d", LINK_LOCAL, "-j", "DROP"]),
-                        ("INPUT", ["-i", interface, "-j", "DROP"])):
+    for chain, rule in (
+        ("DOCKER-USER", ["-i", interface, "-d", LINK_LOCAL, "-j", "DROP"]),
+        ("INPUT", ["-i", interface, "-j", "DROP"]),
+    ):
         r = _iptables("-I", chain, "1", *rule, "-m", "comment", "--comment", tag)
         if r.returncode != 0:
             remove_rules(run_id)

@@ -59,21 +59,29 @@ def DEFAULT_DEBIAN_MIRROR() -> str:
     except OSError:
         m = None
     if m is None:
-        raise ImageUnavailableError("cannot tell debootstrap's default mirror",
-                                    "Set images.mirror to a Debian mirror.")
+        raise ImageUnavailableError("cannot tell debootstrap's default mirror", "Set images.mirror to a Debian mirror.")
     return m.group(1)
+
 
 # Left out of the rootfs tarball, as the official slim images do (docs, man pages, locales,
 # downloaded .debs, apt lists).
-_PRUNE = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
-          "usr/share/info", "usr/share/locale", "usr/share/groff", "usr/share/lintian")
+_PRUNE = (
+    "var/cache/apt/archives",
+    "var/lib/apt/lists",
+    "usr/share/doc",
+    "usr/share/man",
+    "usr/share/info",
+    "usr/share/locale",
+    "usr/share/groff",
+    "usr/share/lintian",
+)
 _KEEP = re.compile(r"^usr/share/doc/[^/]+/copyright$|^usr/share/locale/locale\.alias$")
 
 
 @dataclass(frozen=True)
 class Outcome:
     tag: str
-    action: str      # "reused" | "built" | "failed"
+    action: str  # "reused" | "built" | "failed"
     seconds: float
     detail: str = ""
 
@@ -133,8 +141,9 @@ def available_services(engine: Engine) -> list[OfferedService]:
 
 
 # ---------------------------------------------------------------------- selection
-def select_recipes(settings: Settings, pythons: Iterable[str] | None = None,
-                   services: Iterable[str] | None = None) -> list[ImageRecipe]:
+def select_recipes(
+    settings: Settings, pythons: Iterable[str] | None = None, services: Iterable[str] | None = None
+) -> list[ImageRecipe]:
     """The recipes to build, with everything they build FROM, in dependency order.
     ``None`` means all; unknown names are a ConfigError with the known ones."""
     suites = tuple(settings.images.suites)
@@ -146,16 +155,19 @@ def select_recipes(settings: Settings, pythons: Iterable[str] | None = None,
             services_known.setdefault(r.name, []).append(r)
 
     wanted: list[ImageRecipe] = [r for r in registry.values() if r.kind == "debian"]
-    for version in (pythons_known if pythons is None else pythons):
+    for version in pythons_known if pythons is None else pythons:
         if version not in pythons_known:
-            raise ConfigError(f"no stand-in recipe for Python {version}",
-                              f"Choose among: {', '.join(sorted(pythons_known)) or 'none'} "
-                              f"(images.suites: {', '.join(suites)}).")
+            raise ConfigError(
+                f"no stand-in recipe for Python {version}",
+                f"Choose among: {', '.join(sorted(pythons_known)) or 'none'} (images.suites: {', '.join(suites)}).",
+            )
         wanted.append(pythons_known[version])
-    for name in (services_known if services is None else services):
+    for name in services_known if services is None else services:
         if name not in services_known:
-            raise ConfigError(f"no stand-in recipe for the service {name!r}",
-                              f"Choose among: {', '.join(sorted(services_known)) or 'none yet'}.")
+            raise ConfigError(
+                f"no stand-in recipe for the service {name!r}",
+                f"Choose among: {', '.join(sorted(services_known)) or 'none yet'}.",
+            )
         wanted.extend(services_known[name])
 
     closure: dict[str, ImageRecipe] = {}
@@ -186,8 +198,14 @@ def select_recipes(settings: Settings, pythons: Iterable[str] | None = None,
 # ---------------------------------------------------------------------- rootfs
 def rootfs_key(settings: Settings, suite: str) -> str:
     """The rootfs recipe hash: changes with anything that shapes the debootstrap tree."""
-    payload = {"format": ROOTFS_FORMAT, "suite": suite, "variant": "minbase", "mirror": settings.images.mirror,
-               "prune": list(_PRUNE), "keep": _KEEP.pattern}
+    payload = {
+        "format": ROOTFS_FORMAT,
+        "suite": suite,
+        "variant": "minbase",
+        "mirror": settings.images.mirror,
+        "prune": list(_PRUNE),
+        "keep": _KEEP.pattern,
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -201,18 +219,24 @@ def rootfs_tarball(settings: Settings, suite: str, log_line: Callable[[str], Non
     if not os.path.exists(DEBOOTSTRAP):
         raise ImageUnavailableError(
             f"{suite}: no cached rootfs at {tarball} and debootstrap is not installed",
-            "Install it (`apt-get install debootstrap`, as root), or copy a rootfs tarball there.")
+            "Install it (`apt-get install debootstrap`, as root), or copy a rootfs tarball there.",
+        )
     with tempfile.TemporaryDirectory(prefix=f"debootstrap-{suite}-", dir=cache) as tmp:
         tree = Path(tmp) / "root"
         argv = [DEBOOTSTRAP, "--variant=minbase", suite, str(tree), *_mirror_args(settings, suite)]
         log_line(f"debootstrap {suite} from {settings.images.mirror or 'its default mirror'}")
-        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                           env=host_env())
+        r = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=host_env()
+        )
         if r.returncode != 0:
             out = r.stdout.decode(errors="replace")
-            raise ImageUnavailableError(f"debootstrap of {suite} failed",
-                                        "Check that the Debian mirror (images.mirror) is reachable and "
-                                        "that this runs as root.", argv=argv, exit_code=r.returncode, stderr=out)
+            raise ImageUnavailableError(
+                f"debootstrap of {suite} failed",
+                "Check that the Debian mirror (images.mirror) is reachable and that this runs as root.",
+                argv=argv,
+                exit_code=r.returncode,
+                stderr=out,
+            )
         _prune(tree)
         partial = cache / f"{tarball.name}.partial"
         with tarfile.open(partial, "w") as tar:
@@ -252,8 +276,9 @@ def _prune(tree: Path) -> None:
                 path.unlink()
 
 
-def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
-                  log_line: Callable[[str], None] = log.info) -> Outcome:
+def ensure_rootfs(
+    engine: Engine, settings: Settings, suite: str, log_line: Callable[[str], None] = log.info
+) -> Outcome:
     """``setupbot/rootfs:<suite>`` present and made from the current rootfs recipe (an image
     imported before images carried the recipe hash counts as current)."""
     tag = rootfs_tag(suite)
@@ -262,15 +287,26 @@ def ensure_rootfs(engine: Engine, settings: Settings, suite: str,
         return Outcome(tag, "reused", 0.0)
     started = time.monotonic()
     archive = image_archive(settings, tag, key)
-    if load_archive(engine, settings, archive, [tag], lambda: engine.image_labels(tag).get(ROOTFS_KEY_LABEL) == key,
-                    log_line):
+    if load_archive(
+        engine, settings, archive, [tag], lambda: engine.image_labels(tag).get(ROOTFS_KEY_LABEL) == key, log_line
+    ):
         return Outcome(tag, "reused", time.monotonic() - started, f"loaded from {archive}")
     tarball = rootfs_tarball(settings, suite, log_line)
     log_line(f"import {tarball} as {tag}")
-    engine.run_cli(["import",
-                 "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                 "--change", f"LABEL {LABEL}=1 setupbot.rootfs={suite} {ROOTFS_KEY_LABEL}={key}",
-                 "--change", 'CMD ["bash"]', str(tarball), tag], timeout=900)
+    engine.run_cli(
+        [
+            "import",
+            "--change",
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "--change",
+            f"LABEL {LABEL}=1 setupbot.rootfs={suite} {ROOTFS_KEY_LABEL}={key}",
+            "--change",
+            'CMD ["bash"]',
+            str(tarball),
+            tag,
+        ],
+        timeout=900,
+    )
     save_archive(engine, settings, archive, [tag], log_line)
     return Outcome(tag, "built", time.monotonic() - started)
 
@@ -282,14 +318,20 @@ def image_archive(settings: Settings, tag: str, key: str) -> Path:
     return cache_dir(settings) / "images" / f"{slug}@{key}.tar"
 
 
-def load_archive(engine: Engine, settings: Settings, archive: Path, tags: list[str],
-                 current: Callable[[], bool], log_line: Callable[[str], None] = log.info) -> bool:
+def load_archive(
+    engine: Engine,
+    settings: Settings,
+    archive: Path,
+    tags: list[str],
+    current: Callable[[], bool],
+    log_line: Callable[[str], None] = log.info,
+) -> bool:
     """Load a kept archive into the engine; True when it is there and gives the image its
     recipe expects (``current``). A damaged archive is removed and the image is built instead."""
     if not settings.images.archives or not archive.is_file():
         return False
     log_line(f"load {', '.join(tags)} from {archive}")
-    r = engine._cli(["load", "--input", str(archive)], check=False, timeout=900)
+    r = engine.run_cli(["load", "--input", str(archive)], check=False, timeout=900)
     if r.returncode == 0 and all(engine.image_id(t) is not None for t in tags) and current():
         return True
     log_line(f"the archive {archive} did not give the expected image; building instead")
@@ -297,15 +339,16 @@ def load_archive(engine: Engine, settings: Settings, archive: Path, tags: list[s
     return False
 
 
-def save_archive(engine: Engine, settings: Settings, archive: Path, tags: list[str],
-                 log_line: Callable[[str], None] = log.info) -> None:
+def save_archive(
+    engine: Engine, settings: Settings, archive: Path, tags: list[str], log_line: Callable[[str], None] = log.info
+) -> None:
     """Keep the freshly made image (all its tags) under its recipe hash, replacing the
     archives of the same image's earlier recipes. Best effort: a failure is logged."""
     if not settings.images.archives:
         return
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
-    r = engine._cli(["save", "--output", str(partial), *tags], check=False, timeout=900)
+    r = engine.run_cli(["save", "--output", str(partial), *tags], check=False, timeout=900)
     if r.returncode != 0:
         partial.unlink(missing_ok=True)
         log_line(f"could not keep {tags[0]} as an archive: {r.stderr.strip()[-300:]}")
@@ -320,7 +363,7 @@ def save_archive(engine: Engine, settings: Settings, archive: Path, tags: list[s
 # ---------------------------------------------------------------------- stand-ins
 def _template_extra(settings: Settings) -> dict[str, str]:
     mirror = settings.images.mirror.rstrip("/")
-    if not mirror:   # the template keeps the mirror debootstrap chose
+    if not mirror:  # the template keeps the mirror debootstrap chose
         return {"mirror": "", "security_mirror": ""}
     security = re.sub(r"/debian$", "/debian-security", mirror) if mirror.endswith("/debian") else mirror + "-security"
     return {"mirror": mirror, "security_mirror": security}
@@ -331,14 +374,21 @@ def standin_current(engine: Engine, recipe: ImageRecipe, recipe_hash: str) -> bo
     return labels.get(STANDIN_LABEL) == "1" and labels.get(RECIPE_LABEL) == recipe_hash
 
 
-def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, force: bool = False,
-                  log_line: Callable[[str], None] = log.info) -> Outcome:
+def build_standin(
+    engine: Engine,
+    settings: Settings,
+    recipe: ImageRecipe,
+    *,
+    force: bool = False,
+    log_line: Callable[[str], None] = log.info,
+) -> Outcome:
     started = time.monotonic()
     base_id = engine.image_id(recipe.base)
     if base_id is None:
-        raise ImageUnavailableError(f"{recipe.tag}: its base image {recipe.base} is not present",
-                                    "Bootstrap the base first (it is chosen automatically by "
-                                    "`setupbot images bootstrap`).")
+        raise ImageUnavailableError(
+            f"{recipe.tag}: its base image {recipe.base} is not present",
+            "Bootstrap the base first (it is chosen automatically by `setupbot images bootstrap`).",
+        )
     extra = _template_extra(settings)
     fingerprint = engine.ca.fingerprint if engine.ca else ""
     digest = recipe.recipe_hash(base_id, fingerprint, extra)
@@ -348,8 +398,14 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
                 engine.tag(recipe.tag, alias)
         return Outcome(recipe.tag, "reused", time.monotonic() - started)
     archive = image_archive(settings, recipe.tag, digest)
-    if not force and load_archive(engine, settings, archive, [recipe.tag, *recipe.aliases],
-                                  lambda: standin_current(engine, recipe, digest), log_line):
+    if not force and load_archive(
+        engine,
+        settings,
+        archive,
+        [recipe.tag, *recipe.aliases],
+        lambda: standin_current(engine, recipe, digest),
+        log_line,
+    ):
         return Outcome(recipe.tag, "reused", time.monotonic() - started, f"loaded from {archive}")
 
     log_line(f"build {recipe.tag} from {recipe.base}")
@@ -381,8 +437,12 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
         if recipe.probe:
             probe = engine.run_once(stage, list(recipe.probe), timeout=300)
             if not probe.ok:
-                return Outcome(recipe.tag, "failed", time.monotonic() - started,
-                               f"probe {list(recipe.probe)} failed:\n{probe.output[-3000:]}")
+                return Outcome(
+                    recipe.tag,
+                    "failed",
+                    time.monotonic() - started,
+                    f"probe {list(recipe.probe)} failed:\n{probe.output[-3000:]}",
+                )
             if recipe.version_env:
                 lines = [line.strip() for line in probe.output.splitlines() if line.strip()]
                 env[recipe.version_env] = lines[-1] if lines else ""
@@ -394,8 +454,9 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
             context = Path(tmp)
             if engine.ca:
                 engine.ca.write_context(context)
-            text = render_template("images/finish.Dockerfile.j2", base=stage, ca=engine.ca is not None,
-                                   ca_env=CA_ENV, env=env)
+            text = render_template(
+                "images/finish.Dockerfile.j2", base=stage, ca=engine.ca is not None, ca_env=CA_ENV, env=env
+            )
             final = engine.build_raw(context, text, [recipe.tag, *recipe.aliases], labels)
         if not final.ok:
             return Outcome(recipe.tag, "failed", time.monotonic() - started, final.log[-3000:])
@@ -405,9 +466,15 @@ def build_standin(engine: Engine, settings: Settings, recipe: ImageRecipe, *, fo
     return Outcome(recipe.tag, "built", time.monotonic() - started)
 
 
-def bootstrap(engine: Engine, settings: Settings, pythons: Iterable[str] | None = None,
-              services: Iterable[str] | None = None, *, force: bool = False,
-              log_line: Callable[[str], None] = log.info) -> list[Outcome]:
+def bootstrap(
+    engine: Engine,
+    settings: Settings,
+    pythons: Iterable[str] | None = None,
+    services: Iterable[str] | None = None,
+    *,
+    force: bool = False,
+    log_line: Callable[[str], None] = log.info,
+) -> list[Outcome]:
     """Make the chosen stand-ins present (all when ``None``): rootfs, Debian, Python, services.
     A failure of one image is reported and the others go on; a failed base skips its users."""
     engine.ping()
@@ -433,6 +500,20 @@ def bootstrap(engine: Engine, settings: Settings, pythons: Iterable[str] | None 
     return outcomes
 
 
-__all__ = ["available_pythons", "local_pythons", "available_services", "bootstrap", "select_recipes", "core_recipes",
-           "Outcome", "OfferedService", "cache_dir", "ensure_rootfs", "rootfs_key", "rootfs_tarball",
-           "image_archive", "load_archive", "save_archive"]
+__all__ = [
+    "available_pythons",
+    "local_pythons",
+    "available_services",
+    "bootstrap",
+    "select_recipes",
+    "core_recipes",
+    "Outcome",
+    "OfferedService",
+    "cache_dir",
+    "ensure_rootfs",
+    "rootfs_key",
+    "rootfs_tarball",
+    "image_archive",
+    "load_archive",
+    "save_archive",
+]

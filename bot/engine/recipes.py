@@ -34,21 +34,21 @@ SUITE_NUMBER = {"bookworm": "12", "trixie": "13"}
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    tag: str                                   # official name, e.g. "python:3.13-slim"
-    template: str                              # Jinja Dockerfile under templates/ ("" = context's Dockerfile)
-    base: str                                  # FROM: "setupbot/rootfs:<suite>" or another recipe's tag
-    kind: str = "service"                      # "debian" | "python" | "service"
-    name: str = ""                             # "3.13" for python, "postgres" for a service
-    version: str = ""                          # service version ("16"), informational
-    variables: Mapping[str, Any] = field(default_factory=dict)   # passed to the template
-    files: Mapping[str, str] = field(default_factory=dict)       # context file -> template path
-    probe: tuple[str, ...] = ()                # argv that must exit 0 in the built image
-    version_env: str = ""                      # ENV set to the probe's last output line
-    env: Mapping[str, str] = field(default_factory=dict)         # ENV added in the last layer
-    aliases: tuple[str, ...] = ()              # further tags for the same image
-    ports: tuple[int, ...] = ()                # services: ports it listens on
-    context: str = ""                          # directory under templates/ copied as the build
-                                               # context; its plain Dockerfile gets BASE as a build arg
+    tag: str  # official name, e.g. "python:3.13-slim"
+    template: str  # Jinja Dockerfile under templates/ ("" = context's Dockerfile)
+    base: str  # FROM: "setupbot/rootfs:<suite>" or another recipe's tag
+    kind: str = "service"  # "debian" | "python" | "service"
+    name: str = ""  # "3.13" for python, "postgres" for a service
+    version: str = ""  # service version ("16"), informational
+    variables: Mapping[str, Any] = field(default_factory=dict)  # passed to the template
+    files: Mapping[str, str] = field(default_factory=dict)  # context file -> template path
+    probe: tuple[str, ...] = ()  # argv that must exit 0 in the built image
+    version_env: str = ""  # ENV set to the probe's last output line
+    env: Mapping[str, str] = field(default_factory=dict)  # ENV added in the last layer
+    aliases: tuple[str, ...] = ()  # further tags for the same image
+    ports: tuple[int, ...] = ()  # services: ports it listens on
+    context: str = ""  # directory under templates/ copied as the build
+    # context; its plain Dockerfile gets BASE as a build arg
 
     def template_variables(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return {"base": self.base, **dict(self.variables), **dict(extra or {})}
@@ -61,9 +61,13 @@ class ImageRecipe:
             "format": RECIPE_FORMAT,
             "tag": self.tag,
             "template": (root / self.template).read_text() if self.template else "",
-            "context": {p.relative_to(root / self.context).as_posix(): p.read_text(errors="replace")
-                        for p in sorted((root / self.context).rglob("*")) if p.is_file()}
-            if self.context else {},
+            "context": {
+                p.relative_to(root / self.context).as_posix(): p.read_text(errors="replace")
+                for p in sorted((root / self.context).rglob("*"))
+                if p.is_file()
+            }
+            if self.context
+            else {},
             "finish": (root / "images" / "finish.Dockerfile.j2").read_text(),
             "files": {k: (root / v).read_text() for k, v in sorted(self.files.items())},
             "variables": self.template_variables(extra),
@@ -83,8 +87,12 @@ def rootfs_tag(suite: str) -> str:
 
 def debian_recipe(suite: str) -> ImageRecipe:
     return ImageRecipe(
-        tag=f"debian:{suite}-slim", template="images/debian.Dockerfile.j2", base=rootfs_tag(suite),
-        kind="debian", name=suite, variables={"suite": suite},
+        tag=f"debian:{suite}-slim",
+        template="images/debian.Dockerfile.j2",
+        base=rootfs_tag(suite),
+        kind="debian",
+        name=suite,
+        variables={"suite": suite},
         probe=("sh", "-c", "apt-get --version >/dev/null && cat /etc/debian_version"),
         aliases=((f"debian:{SUITE_NUMBER[suite]}-slim",) if suite in SUITE_NUMBER else ()),
     )
@@ -101,9 +109,14 @@ def python_recipe(version: str, suite: str) -> ImageRecipe:
         "python -c 'import platform; print(platform.python_version())'"
     )
     return ImageRecipe(
-        tag=f"python:{version}-slim", template="images/python.Dockerfile.j2", base=f"debian:{suite}-slim",
-        kind="python", name=version, variables={"python": version, "suite": suite},
-        probe=("sh", "-c", probe_script), version_env="PYTHON_VERSION",
+        tag=f"python:{version}-slim",
+        template="images/python.Dockerfile.j2",
+        base=f"debian:{suite}-slim",
+        kind="python",
+        name=version,
+        variables={"python": version, "suite": suite},
+        probe=("sh", "-c", probe_script),
+        version_env="PYTHON_VERSION",
         aliases=(f"python:{version}-slim-{suite}",),
     )
 
@@ -141,9 +154,18 @@ def _service_recipe_from_mapping(name: str, entry: Mapping[str, Any]) -> ImageRe
     tags = list(entry["tags"])
     first = tags[0]
     version = first.split(":", 1)[1] if ":" in first else ""
-    return ImageRecipe(tag=first, template="", base=entry["base"], kind="service", name=name,
-                       version=version, context=entry["context"], aliases=tuple(tags[1:]),
-                       ports=tuple(entry.get("ports", ())), probe=tuple(entry.get("probe", ())))
+    return ImageRecipe(
+        tag=first,
+        template="",
+        base=entry["base"],
+        kind="service",
+        name=name,
+        version=version,
+        context=entry["context"],
+        aliases=tuple(tags[1:]),
+        ports=tuple(entry.get("ports", ())),
+        probe=tuple(entry.get("probe", ())),
+    )
 
 
 def all_recipes(suites: tuple[str, ...] = ("bookworm", "trixie")) -> list[ImageRecipe]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 class ExecResult:
     argv: list[str]
     exit_code: int
-    output: str          # stdout and stderr interleaved
+    output: str  # stdout and stderr interleaved
     duration: float
     timed_out: bool = False
 

@@ -22,13 +22,20 @@ SERVICE_BASE = f"debian:{STANDIN_SUITE}-slim"
 def standin_recipe(standin: StandIn, ports: tuple[int, ...]) -> ImageRecipe:
     name = standin.template
     return ImageRecipe(
-        tag=standin.tag, template=f"images/services/{name}/Dockerfile.j2", base=SERVICE_BASE, kind="service",
-        name=name, version=standin.version, files={"entrypoint.sh": f"images/services/{name}/entrypoint.sh"},
+        tag=standin.tag,
+        template=f"images/services/{name}/Dockerfile.j2",
+        base=SERVICE_BASE,
+        kind="service",
+        name=name,
+        version=standin.version,
+        files={"entrypoint.sh": f"images/services/{name}/entrypoint.sh"},
         variables={"packages": list(standin.packages)},
-        probe=standin.probe, aliases=standin.aliases, ports=ports)
+        probe=standin.probe,
+        aliases=standin.aliases,
+        ports=ports,
+    )
 
 
 SERVICE_RECIPES: list[ImageRecipe] = [
-    standin_recipe(kind.standin, (kind.port, *kind.extra_ports))
-    for kind in KINDS.values() if kind.standin is not None
+    standin_recipe(kind.standin, (kind.port, *kind.extra_ports)) for kind in KINDS.values() if kind.standin is not None
 ]

@@ -29,9 +29,16 @@ class RunnerSession:
     """``with engine.session(image) as s:`` -- the container exists inside the block only
     (unless ``engine.keep_containers``), and so do its snapshot images."""
 
-    def __init__(self, engine: Engine, image: str, *, env: Mapping[str, str] | None = None,
-                 workdir: str = "/workspace", network: str | None = None,
-                 name_hint: str = "runner") -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        image: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        workdir: str = "/workspace",
+        network: str | None = None,
+        name_hint: str = "runner",
+    ) -> None:
         self.engine = engine
         self.image = image
         self.workdir = workdir
@@ -41,7 +48,7 @@ class RunnerSession:
         # The container's environment: what the image sets, what the caller names, and the CA
         # variables. Nothing is taken from the bot's own environment.
         self.env = {**(CA_ENV if self._inject_ca else {}), **dict(env or {})}
-        self._stack: list[tuple[str, str]] = []   # (image tag, note), oldest first
+        self._stack: list[tuple[str, str]] = []  # (image tag, note), oldest first
         self._snapshots_made = 0
         self._started = False
 
@@ -63,14 +70,23 @@ class RunnerSession:
         # on a private network the engine disables IPv6 even on loopback: tests that reach a
         # service at [::1] fail with "Cannot assign requested address" unless ::1 exists
         sysctls = {"net.ipv6.conf.lo.disable_ipv6": "0"} if self.network else None
-        self.engine.create_container(image, name=self.name, env=self.env, workdir=self.workdir,
-                                     network=self.network, entrypoint=KEEPER[0], command=KEEPER[1:],
-                                     labels={"setupbot.role": "runner"}, sysctls=sysctls)
+        self.engine.create_container(
+            image,
+            name=self.name,
+            env=self.env,
+            workdir=self.workdir,
+            network=self.network,
+            entrypoint=KEEPER[0],
+            command=KEEPER[1:],
+            labels={"setupbot.role": "runner"},
+            sysctls=sysctls,
+        )
         self.engine.start(self.name)
         self._started = True
 
     def _install_ca(self) -> None:
         from bot.engine.ca import MERGE_SCRIPT
+
         assert self.engine.ca is not None
         script = (templates_dir() / "images" / MERGE_SCRIPT).read_bytes()
         self.engine.put_archive(self.name, {CONTAINER_EXTRA: self.engine.ca.pem, _MERGE_PATH: script})
@@ -81,8 +97,7 @@ class RunnerSession:
 
     def close(self) -> None:
         if self.engine.settings.engine.keep_containers:
-            log.warning("keeping container %s and %d snapshot(s) (engine.keep_containers)",
-                        self.name, len(self._stack))
+            log.warning("keeping container %s and %d snapshot(s) (engine.keep_containers)", self.name, len(self._stack))
             return
         try:
             self.engine.run_cli(["rm", "-f", "-v", self.name], check=False)
@@ -93,8 +108,13 @@ class RunnerSession:
             self._started = False
 
     # --------------------------------------------------------------- commands
-    def exec(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
-             timeout: float | None = None, workdir: str | None = None) -> ExecResult:
+    def exec(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        workdir: str | None = None,
+    ) -> ExecResult:
         """Run ``argv`` (a list, never a shell string). Over ``timeout`` seconds (default
         engine.command_timeout) every process in the container is killed and the result says
         ``timed_out``."""
@@ -140,11 +160,13 @@ class RunnerSession:
     def snapshot(self, note: str = "") -> str:
         """Commit the container's filesystem and push it; returns the image id."""
         self._snapshots_made += 1
-        suffix = self.name[len(f"setupbot-{self.engine.run_id}-"):]
+        suffix = self.name[len(f"setupbot-{self.engine.run_id}-") :]
         tag = f"setupbot/snapshot:{self.engine.run_id}-{suffix}-{self._snapshots_made}"
         owner = self.engine.labels.get("setupbot.owner", "")
-        changes = [f"LABEL setupbot=1 setupbot.run={self.engine.run_id} setupbot.snapshot=1"
-                   + (f" setupbot.owner={owner}" if owner else "")]
+        changes = [
+            f"LABEL setupbot=1 setupbot.run={self.engine.run_id} setupbot.snapshot=1"
+            + (f" setupbot.owner={owner}" if owner else "")
+        ]
         args = ["commit"]
         for c in changes:
             args += ["--change", c]
@@ -159,12 +181,14 @@ class RunnerSession:
         mounts, environment, working directory and network. The frames above it are dropped;
         it stays on top, so the next try can roll back to it again."""
         if n < 1 or n > len(self._stack):
-            raise EngineError(f"cannot roll back {n} snapshot(s): the stack holds {len(self._stack)}",
-                              "Take a snapshot before trying a change.")
+            raise EngineError(
+                f"cannot roll back {n} snapshot(s): the stack holds {len(self._stack)}",
+                "Take a snapshot before trying a change.",
+            )
         target, _ = self._stack[-n]
-        for tag, _ in reversed(self._stack[len(self._stack) - n + 1:]):
+        for tag, _ in reversed(self._stack[len(self._stack) - n + 1 :]):
             self.engine.run_cli(["rmi", "-f", tag], check=False)
-        del self._stack[len(self._stack) - n + 1:]
+        del self._stack[len(self._stack) - n + 1 :]
         self.engine.run_cli(["rm", "-f", "-v", self.name])
         self._started = False
         self._create(target)

@@ -36,8 +36,10 @@ SOURCES = ("auto", "registry", "standins")
 # The Python tags the official image publishes and that are supported upstream.
 REGISTRY_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
 PROBE_TIMEOUT = 3.0
-BOOTSTRAP_HINT = ("Run `setupbot images bootstrap` to build offline stand-ins, or point "
-                  "images.registry at a registry or pull-through cache that answers.")
+BOOTSTRAP_HINT = (
+    "Run `setupbot images bootstrap` to build offline stand-ins, or point "
+    "images.registry at a registry or pull-through cache that answers."
+)
 
 # One probe per registry per process: the answer does not change within a run, and the
 # "no registry answers" notice is said once.
@@ -47,9 +49,9 @@ _SAID: set[str] = set()
 
 @dataclass(frozen=True)
 class ResolvedImage:
-    name: str        # the official name a Dockerfile uses, e.g. "python:3.13-slim"
-    origin: str      # "local" | "registry" | "standin"
-    digest: str      # "sha256:..." for registry images, "" for stand-ins and local builds
+    name: str  # the official name a Dockerfile uses, e.g. "python:3.13-slim"
+    origin: str  # "local" | "registry" | "standin"
+    digest: str  # "sha256:..." for registry images, "" for stand-ins and local builds
 
     @property
     def pinned(self) -> str:
@@ -83,8 +85,9 @@ def _official_path(repo: str) -> str:
 
 
 class ImageSource:
-    def __init__(self, engine: Engine, *, probe_timeout: float = PROBE_TIMEOUT,
-                 say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, probe_timeout: float = PROBE_TIMEOUT, say: Callable[[str], None] | None = None
+    ) -> None:
         self.engine = engine
         images = engine.settings.images
         self.mode = images.source
@@ -100,7 +103,7 @@ class ImageSource:
         if not self.registry:
             return name
         ref, repo, digest = split_reference(name)
-        tag = ref[len(repo):]
+        tag = ref[len(repo) :]
         out = f"{self.registry}/{_official_path(repo)}{tag}"
         return f"{out}@{digest}" if digest else out
 
@@ -109,8 +112,9 @@ class ImageSource:
             host = self.registry.split("/", 1)[0]
             return [f"https://{host}/v2/", f"http://{host}/v2/"]
         # The engine's default registry and any mirrors its daemon is configured with.
-        r = self.engine.run_cli(["info", "--format", "{{json .RegistryConfig}} {{json .IndexServerAddress}}"],
-                             check=False, timeout=30)
+        r = self.engine.run_cli(
+            ["info", "--format", "{{json .RegistryConfig}} {{json .IndexServerAddress}}"], check=False, timeout=30
+        )
         urls: list[str] = []
         try:
             config_json, index_json = r.stdout.strip().rsplit(" ", 1)
@@ -134,8 +138,7 @@ class ImageSource:
         if not _PROBED[key] and self.mode == "auto" and key not in _SAID:
             _SAID.add(key)
             who = f"the registry {self.registry} does not answer" if self.registry else "no image registry answers"
-            self.say(f"{who} (probed for {self.probe_timeout:.0f}s): using offline stand-ins "
-                     "(images.source: auto)")
+            self.say(f"{who} (probed for {self.probe_timeout:.0f}s): using offline stand-ins (images.source: auto)")
         return _PROBED[key]
 
     # ------------------------------------------------------------------ what is offered
@@ -165,8 +168,10 @@ class ImageSource:
         for scheme in ("https", "http"):
             tags = _list_tags(f"{scheme}://{host}/v2/{path}/tags/list", self.probe_timeout)
             if tags is not None:
-                return sorted({m.group(1) for t in tags if (m := re.fullmatch(r"(\d+\.\d+)-slim", t))},
-                              key=lambda v: tuple(int(p) for p in v.split(".")))
+                return sorted(
+                    {m.group(1) for t in tags if (m := re.fullmatch(r"(\d+\.\d+)-slim", t))},
+                    key=lambda v: tuple(int(p) for p in v.split(".")),
+                )
         return list(REGISTRY_PYTHONS)
 
     # ------------------------------------------------------------------ one image
@@ -206,23 +211,27 @@ class ImageSource:
                     raise ImageUnavailableError(
                         f"cannot pull {source}: {detail[0]}",
                         "Check images.registry and that the registry holds the image, or set "
-                        "images.source: auto to fall back to offline stand-ins.")
+                        "images.source: auto to fall back to offline stand-ins.",
+                    )
                 self.say(f"cannot pull {source} ({detail[0]}); looking for an offline stand-in")
-                raise ImageUnavailableError(f"image {ref} is not in the local store, the registry could not "
-                                            f"give it ({detail[0]}) and no offline stand-in is built",
-                                            BOOTSTRAP_HINT)
+                raise ImageUnavailableError(
+                    f"image {ref} is not in the local store, the registry could not "
+                    f"give it ({detail[0]}) and no offline stand-in is built",
+                    BOOTSTRAP_HINT,
+                )
         raise self._unavailable(f"image {ref} is not in the local store")
 
     def _unavailable(self, what: str) -> ImageUnavailableError:
         if self.mode == "registry":
             where = self.registry or "the engine's default registry"
-            return ImageUnavailableError(f"{what} and {where} does not answer",
-                                         "Check the network or images.registry, or set images.source: auto "
-                                         "and run `setupbot images bootstrap` for offline stand-ins.")
+            return ImageUnavailableError(
+                f"{what} and {where} does not answer",
+                "Check the network or images.registry, or set images.source: auto "
+                "and run `setupbot images bootstrap` for offline stand-ins.",
+            )
         if self.mode == "standins":
             return ImageUnavailableError(f"{what} (images.source: standins)", BOOTSTRAP_HINT)
-        return ImageUnavailableError(f"{what}, no registry answers and no offline stand-in is built",
-                                     BOOTSTRAP_HINT)
+        return ImageUnavailableError(f"{what}, no registry answers and no offline stand-in is built", BOOTSTRAP_HINT)
 
     def _inspect(self, ref: str) -> dict | None:
         r = self.engine.run_cli(["image", "inspect", "--format", "{{json .}}", ref], check=False)

@@ -82,7 +82,9 @@ def scan_repository(repo: Path | str, output_dir: str | None = None) -> Evidence
         path = path.strip().lstrip("./") if path.startswith("./") else path.strip()
         if path not in seen and files.exists(path):
             group = requirements.classify(path)
-            requirements.scan_file(files, ev, path, "test" if group == "other" and "doc" not in path else group, via_ok=True)
+            requirements.scan_file(
+                files, ev, path, "test" if group == "other" and "doc" not in path else group, via_ok=True
+            )
             seen.add(path)
     _note_what_is_missing(files, ev)
     return ev
@@ -97,12 +99,30 @@ def _note_what_is_missing(files: RepoFiles, ev: Evidence) -> None:
     names = files.all_files()
     base = [n.rsplit("/", 1)[-1] for n in names]
     if not any(b in MANIFESTS or (b.startswith("requirements") and b.endswith((".txt", ".in"))) for b in base):
-        ev.warn(".", None, "no dependency manifest (pyproject.toml, setup.py, setup.cfg, requirements*.txt, "
-                           "Pipfile, environment.yml); the packages come from the source imports only")
+        ev.warn(
+            ".",
+            None,
+            "no dependency manifest (pyproject.toml, setup.py, setup.cfg, requirements*.txt, "
+            "Pipfile, environment.yml); the packages come from the source imports only",
+        )
     if not ev.test_commands and not any(n.endswith(".py") and imports.in_tests(n) for n in names):
-        ev.warn(".", None, "no tests found (no test_*.py, *_test.py or tests/ folder); the run can only "
-                           "show that the project installs and imports")
+        ev.warn(
+            ".",
+            None,
+            "no tests found (no test_*.py, *_test.py or tests/ folder); the run can only "
+            "show that the project installs and imports",
+        )
 
 
-__all__ = ["Evidence", "ImportUse", "LockFile", "Project", "PythonConstraint", "Requirement", "ScanWarning",
-           "ServiceRequirement", "Source", "scan_repository"]
+__all__ = [
+    "Evidence",
+    "ImportUse",
+    "LockFile",
+    "Project",
+    "PythonConstraint",
+    "Requirement",
+    "ScanWarning",
+    "ServiceRequirement",
+    "Source",
+    "scan_repository",
+]

@@ -23,7 +23,9 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         for _i, line in enumerate(joined.splitlines(), 1):
             m = re.match(r"^\s*FROM\s+(?:--platform=\S+\s+)?(?:docker\.io/)?(?:library/)?python:(3\.\d+)", line, re.I)
             if m:
-                ev.python.append(PythonConstraint("pin", m.group(1), Source(rel, _orig_line(text, line), "existing Dockerfile FROM")))
+                ev.python.append(
+                    PythonConstraint("pin", m.group(1), Source(rel, _orig_line(text, line), "existing Dockerfile FROM"))
+                )
             m = re.match(r"^\s*RUN\s+(.*)$", line, re.I)
             if m:
                 for cmd in shellcmd.commands(m.group(1)):

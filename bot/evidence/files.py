@@ -14,9 +14,30 @@ from bot.evidence.generated import generated_reason
 from bot.evidence.model import Evidence
 
 MAX_BYTES = 2 * 1024 * 1024
-SKIP_DIRS = {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "env", ".env", "build", "dist",
-             "node_modules", "__pycache__", ".mypy_cache", ".pytest_cache", ".eggs", "site-packages",
-             ".ruff_cache", ".idea", ".vscode", "htmlcov", ".direnv"}
+SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    ".tox",
+    ".nox",
+    ".venv",
+    "venv",
+    "env",
+    ".env",
+    "build",
+    "dist",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".eggs",
+    "site-packages",
+    ".ruff_cache",
+    ".idea",
+    ".vscode",
+    "htmlcov",
+    ".direnv",
+}
 MAX_WALK_FILES = 20000
 
 
@@ -105,7 +126,7 @@ class RepoFiles:
                     self.ev.warn(rel, None, "symlink points outside the repository; skipped")
                     continue
                 if p.is_symlink() and p.is_dir():
-                    continue   # a linked folder is not walked into (os.walk's followlinks=False)
+                    continue  # a linked folder is not walked into (os.walk's followlinks=False)
                 if self._skip_generated(rel):
                     continue
                 out.append(rel)

@@ -52,8 +52,7 @@ def path_reason(rel: str) -> str:
     return ""
 
 
-def generated_reason(rel: str, text: str | None = None, output_dir: str | None = None,
-                     root: Path | None = None) -> str:
+def generated_reason(rel: str, text: str | None = None, output_dir: str | None = None, root: Path | None = None) -> str:
     """Why ``rel`` is one of setupbot's outputs, or "" when it is the repository's own. ``text``
     is its content when the caller has read it; otherwise, for the names setupbot writes in
     the output folder and for the caller workflow, the head of the file under ``root`` is read."""

@@ -13,13 +13,61 @@ import sys
 from bot.evidence.files import RepoFiles
 from bot.evidence.model import Evidence, ImportUse, Source
 
-SKIP_TOP = {"docs", "doc", "examples", "example", "benchmarks", "benchmark", "bench", "asv_bench",
-            "tools", "scripts", "script", "contrib", "sandbox", "notebooks", "website", "site",
-            "vendor", "_vendor", "third_party", "thirdparty", "extern", "external", "demo", "demos",
-            "migrations", "tutorials", "tutorial", "misc", "dev", "ci", ".github", "release", "utils"}
+SKIP_TOP = {
+    "docs",
+    "doc",
+    "examples",
+    "example",
+    "benchmarks",
+    "benchmark",
+    "bench",
+    "asv_bench",
+    "tools",
+    "scripts",
+    "script",
+    "contrib",
+    "sandbox",
+    "notebooks",
+    "website",
+    "site",
+    "vendor",
+    "_vendor",
+    "third_party",
+    "thirdparty",
+    "extern",
+    "external",
+    "demo",
+    "demos",
+    "migrations",
+    "tutorials",
+    "tutorial",
+    "misc",
+    "dev",
+    "ci",
+    ".github",
+    "release",
+    "utils",
+}
 # top-level names shared by many distributions: the distribution follows from the submodule
-NAMESPACE_ROOTS = {"backports", "google", "zope", "jaraco", "ruamel", "azure", "sphinxcontrib", "flufl", "zc",
-                   "plone", "oslo", "mpl_toolkits", "paste", "repoze", "pyobjc", "opentelemetry", "ckan"}
+NAMESPACE_ROOTS = {
+    "backports",
+    "google",
+    "zope",
+    "jaraco",
+    "ruamel",
+    "azure",
+    "sphinxcontrib",
+    "flufl",
+    "zc",
+    "plone",
+    "oslo",
+    "mpl_toolkits",
+    "paste",
+    "repoze",
+    "pyobjc",
+    "opentelemetry",
+    "ckan",
+}
 # fixture trees and test data are inputs to the tests, not code the tests import
 DATA_DIRS = {"fixtures", "testdata", "test_data", "data", "resources", "snapshots", "cassettes", "golden"}
 MAX_PY_FILES = 4000
@@ -30,8 +78,12 @@ _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseExcept
 def in_tests(rel: str) -> bool:
     parts = rel.split("/")
     name = parts[-1]
-    return (any(p in ("tests", "test", "testing", "unittests", "unit_tests", "integration_tests") for p in parts[:-1])
-            or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
+    return (
+        any(p in ("tests", "test", "testing", "unittests", "unit_tests", "integration_tests") for p in parts[:-1])
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
 
 
 def local_modules(files: RepoFiles, py_files: list[str]) -> set[str]:
@@ -69,8 +121,16 @@ class _Visitor(ast.NodeVisitor):
     def _add(self, module: str, line: int) -> None:
         top = module.split(".")[0]
         if top and top != "__future__":
-            self.out.append(ImportUse(top, Source(self.rel, line, module), optional=self.optional_depth > 0,
-                                      in_tests=self.tests, lazy=self.func_depth > 0, full=module))
+            self.out.append(
+                ImportUse(
+                    top,
+                    Source(self.rel, line, module),
+                    optional=self.optional_depth > 0,
+                    in_tests=self.tests,
+                    lazy=self.func_depth > 0,
+                    full=module,
+                )
+            )
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -91,7 +151,12 @@ class _Visitor(ast.NodeVisitor):
             if h.type is None:
                 catches = True
             for n in ast.walk(h.type) if h.type is not None else []:
-                if isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS or isinstance(n, ast.Attribute) and n.attr in _IMPORT_ERRORS:
+                if (
+                    isinstance(n, ast.Name)
+                    and n.id in _IMPORT_ERRORS
+                    or isinstance(n, ast.Attribute)
+                    and n.attr in _IMPORT_ERRORS
+                ):
                     catches = True
         if catches:
             self.optional_depth += 1
@@ -111,7 +176,13 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         test = ast.unparse(node.test) if hasattr(ast, "unparse") else ""
-        guarded = "TYPE_CHECKING" in test or "sys.version_info" in test or "sys.platform" in test or "platform.system" in test or "os.name" in test
+        guarded = (
+            "TYPE_CHECKING" in test
+            or "sys.version_info" in test
+            or "sys.platform" in test
+            or "platform.system" in test
+            or "os.name" in test
+        )
         if guarded:
             self.optional_depth += 1
         self.generic_visit(node)
@@ -128,17 +199,30 @@ class _Visitor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         fn = node.func
         name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-        if name in ("importorskip",) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            self.out.append(ImportUse(node.args[0].value.split(".")[0], Source(self.rel, node.lineno, "importorskip"),
-                                      optional=True, in_tests=self.tests, lazy=True))
+        if (
+            name in ("importorskip",)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            self.out.append(
+                ImportUse(
+                    node.args[0].value.split(".")[0],
+                    Source(self.rel, node.lineno, "importorskip"),
+                    optional=True,
+                    in_tests=self.tests,
+                    lazy=True,
+                )
+            )
         self.generic_visit(node)
 
 
 def scan(files: RepoFiles, ev: Evidence) -> None:
     py_files = [f for f in files.all_files() if f.endswith(".py")]
     ev.local_modules |= local_modules(files, py_files)
-    scanned = [f for f in py_files if f.split("/")[0] not in SKIP_TOP
-               and not any(p in DATA_DIRS for p in f.split("/")[:-1])]
+    scanned = [
+        f for f in py_files if f.split("/")[0] not in SKIP_TOP and not any(p in DATA_DIRS for p in f.split("/")[:-1])
+    ]
     if len(scanned) > MAX_PY_FILES:
         ev.warn(".", None, f"{len(scanned)} Python files; imports read from the first {MAX_PY_FILES}")
         scanned = scanned[:MAX_PY_FILES]
@@ -162,15 +246,31 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
 STDLIB = frozenset(sys.stdlib_module_names) | {"__main__", "_typeshed", "typing_extensions_stub"}
 # modules removed from the standard library: (first version without it, replacement distribution)
 REMOVED_STDLIB = {
-    "asyncore": ("3.12", "pyasyncore"), "asynchat": ("3.12", "pyasynchat"), "smtpd": ("3.12", "aiosmtpd"),
-    "distutils": ("3.12", "setuptools"), "imp": ("3.12", None),
-    "aifc": ("3.13", "standard-aifc"), "audioop": ("3.13", "audioop-lts"), "cgi": ("3.13", "legacy-cgi"),
-    "cgitb": ("3.13", "legacy-cgi"), "chunk": ("3.13", "standard-chunk"), "crypt": ("3.13", "crypt-r"),
-    "imghdr": ("3.13", "standard-imghdr"), "mailcap": ("3.13", "standard-mailcap"), "msilib": ("3.13", None),
-    "nis": ("3.13", None), "nntplib": ("3.13", "standard-nntplib"), "ossaudiodev": ("3.13", None),
-    "pipes": ("3.13", "standard-pipes"), "sndhdr": ("3.13", "standard-sndhdr"), "spwd": ("3.13", None),
-    "sunau": ("3.13", "standard-sunau"), "telnetlib": ("3.13", "standard-telnetlib"), "uu": ("3.13", "standard-uu"),
-    "xdrlib": ("3.13", "standard-xdrlib"), "lib2to3": ("3.13", None),
+    "asyncore": ("3.12", "pyasyncore"),
+    "asynchat": ("3.12", "pyasynchat"),
+    "smtpd": ("3.12", "aiosmtpd"),
+    "distutils": ("3.12", "setuptools"),
+    "imp": ("3.12", None),
+    "aifc": ("3.13", "standard-aifc"),
+    "audioop": ("3.13", "audioop-lts"),
+    "cgi": ("3.13", "legacy-cgi"),
+    "cgitb": ("3.13", "legacy-cgi"),
+    "chunk": ("3.13", "standard-chunk"),
+    "crypt": ("3.13", "crypt-r"),
+    "imghdr": ("3.13", "standard-imghdr"),
+    "mailcap": ("3.13", "standard-mailcap"),
+    "msilib": ("3.13", None),
+    "nis": ("3.13", None),
+    "nntplib": ("3.13", "standard-nntplib"),
+    "ossaudiodev": ("3.13", None),
+    "pipes": ("3.13", "standard-pipes"),
+    "sndhdr": ("3.13", "standard-sndhdr"),
+    "spwd": ("3.13", None),
+    "sunau": ("3.13", "standard-sunau"),
+    "telnetlib": ("3.13", "standard-telnetlib"),
+    "uu": ("3.13", "standard-uu"),
+    "xdrlib": ("3.13", "standard-xdrlib"),
+    "lib2to3": ("3.13", None),
 }
 
 

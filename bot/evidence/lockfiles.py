@@ -45,7 +45,9 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
                 py = targets[0].get("requires_python")
         if isinstance(py, str) and py.strip():
             lock.python = py
-            ev.python.append(PythonConstraint("requires", py, Source(rel, line_of(text, "python"), f"{kind} lock python")))
+            ev.python.append(
+                PythonConstraint("requires", py, Source(rel, line_of(text, "python"), f"{kind} lock python"))
+            )
         ev.locks.append(lock)
     pipfile_lock = files.read_text("Pipfile.lock")
     if pipfile_lock is not None:

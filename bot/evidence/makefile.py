@@ -21,7 +21,11 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         for i, line in enumerate(text.splitlines(), 1):
             if line and not line[0].isspace():
                 m = _RECIPE.match(line)
-                current = m.group(1) if m and re.match(r"^(test|tests|test-.*|check|unit|unittest|pytest)$", m.group(1)) else None
+                current = (
+                    m.group(1)
+                    if m and re.match(r"^(test|tests|test-.*|check|unit|unittest|pytest)$", m.group(1))
+                    else None
+                )
                 continue
             if current and line.strip() and not line.strip().startswith("#"):
                 body = line.strip().lstrip("@-+")

@@ -47,14 +47,14 @@ MAIN, TEST = "main", "test"
 
 @dataclass
 class Requirement:
-    spec: str                 # PEP 508 text as written (hashes and options removed)
-    name: str                 # canonical distribution name
-    group: str                # main | test | extra:<name> | group:<name> | build | docs | other | conda
+    spec: str  # PEP 508 text as written (hashes and options removed)
+    name: str  # canonical distribution name
+    group: str  # main | test | extra:<name> | group:<name> | build | docs | other | conda
     source: Source
     optional: bool = False
-    via_file: str | None = None   # a clean requirements file that can be installed with -r
-    local: bool = False           # a path or "." line: the project itself or a sibling path
-    hashed: bool = False          # its file pins with --hash: installed as it is, in its own step
+    via_file: str | None = None  # a clean requirements file that can be installed with -r
+    local: bool = False  # a path or "." line: the project itself or a sibling path
+    hashed: bool = False  # its file pins with --hash: installed as it is, in its own step
 
     @property
     def installed(self) -> bool:
@@ -79,53 +79,65 @@ class PythonConstraint:
 
 @dataclass
 class ImportUse:
-    module: str               # top-level module name
+    module: str  # top-level module name
     source: Source
-    optional: bool = False    # under try/except ImportError, TYPE_CHECKING or importorskip
+    optional: bool = False  # under try/except ImportError, TYPE_CHECKING or importorskip
     in_tests: bool = False
-    lazy: bool = False        # inside a function body
-    full: str = ""            # the dotted name as written (for namespace packages)
+    lazy: bool = False  # inside a function body
+    full: str = ""  # the dotted name as written (for namespace packages)
 
 
 @dataclass
 class ServiceRequirement:
     name: str
-    kind: str                 # postgres | redis | mysql | mariadb | mongodb | rabbitmq | ... | other
+    kind: str  # postgres | redis | mysql | mariadb | mongodb | rabbitmq | ... | other
     image: str
     ports: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     evidence: list[Source] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "image": self.image, "ports": list(self.ports),
-                "env": dict(self.env), "evidence": [s.to_json() for s in self.evidence]}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "image": self.image,
+            "ports": list(self.ports),
+            "env": dict(self.env),
+            "evidence": [s.to_json() for s in self.evidence],
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ServiceRequirement:
-        return cls(d["name"], d["kind"], d["image"], list(d.get("ports", [])), dict(d.get("env", {})),
-                   [Source(*e) for e in d.get("evidence", [])])
+        return cls(
+            d["name"],
+            d["kind"],
+            d["image"],
+            list(d.get("ports", [])),
+            dict(d.get("env", {})),
+            [Source(*e) for e in d.get("evidence", [])],
+        )
 
 
 @dataclass
 class Project:
     name: str | None = None
     name_source: Source | None = None
-    installable: bool = False         # pyproject with a build system, setup.py or setup.cfg
+    installable: bool = False  # pyproject with a build system, setup.py or setup.cfg
     install_source: Source | None = None
     build_backend: str | None = None
     build_requires: list[str] = field(default_factory=list)
     scm_version: Source | None = None  # setuptools-scm, hatch-vcs, versioningit, ...
     scm_tool: str | None = None
     c_extensions: Source | None = None
-    manager: str | None = None         # poetry | pdm | uv | hatch | flit | setuptools | pipenv | conda
+    manager: str | None = None  # poetry | pdm | uv | hatch | flit | setuptools | pipenv | conda
     extras: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
 class LockFile:
-    kind: str                 # poetry | pdm | uv | pipenv
+    kind: str  # poetry | pdm | uv | pipenv
     file: str
-    pins: dict[str, str] = field(default_factory=dict)     # canonical name -> version
+    pins: dict[str, str] = field(default_factory=dict)  # canonical name -> version
     python: str | None = None
     # every locked version of each name (a lock may hold several, one per Python/platform)
     versions: dict[str, list[str]] = field(default_factory=dict)
@@ -136,7 +148,7 @@ class Evidence:
     repo: Path
     warnings: list[ScanWarning] = field(default_factory=list)
     requirements: list[Requirement] = field(default_factory=list)
-    constraints: list[Requirement] = field(default_factory=list)   # -c files
+    constraints: list[Requirement] = field(default_factory=list)  # -c files
     python: list[PythonConstraint] = field(default_factory=list)
     imports: list[ImportUse] = field(default_factory=list)
     local_modules: set[str] = field(default_factory=set)

@@ -11,8 +11,15 @@ from bot.evidence.yamlload import load_yaml
 
 def scan(files: RepoFiles, ev: Evidence) -> None:
     _pipfile(files, ev)
-    for rel in ("environment.yml", "environment.yaml", "conda.yml", "conda.yaml", "ci/environment.yml",
-                "environment-dev.yml", "environment_dev.yml"):
+    for rel in (
+        "environment.yml",
+        "environment.yaml",
+        "conda.yml",
+        "conda.yaml",
+        "ci/environment.yml",
+        "environment-dev.yml",
+        "environment_dev.yml",
+    ):
         _conda(files, ev, rel)
 
 
@@ -27,15 +34,22 @@ def _pipfile(files: RepoFiles, ev: Evidence) -> None:
         table = data.get(section) or {}
         start = line_of(text, f"[{section}]") or 1
         for name, value in table.items() if isinstance(table, dict) else []:
-            version = value if isinstance(value, str) else (value.get("version", "*") if isinstance(value, dict) else "*")
+            version = (
+                value if isinstance(value, str) else (value.get("version", "*") if isinstance(value, dict) else "*")
+            )
             if isinstance(value, dict) and ("path" in value or "editable" in value and "git" not in value):
                 continue
             spec = name + ("" if version in ("*", "") else (version if version[0] in "<>=!~" else f"=={version}"))
             ev.add_requirement(spec, group, Source(rel, line_of(text, name, start), f"Pipfile [{section}]"))
     py = (data.get("requires") or {}).get("python_version")
     if isinstance(py, str) and re.match(r"^3\.\d+", py):
-        ev.python.append(PythonConstraint("pin", ".".join(py.split(".")[:2]),
-                                          Source(rel, line_of(text, "python_version"), "Pipfile python_version")))
+        ev.python.append(
+            PythonConstraint(
+                "pin",
+                ".".join(py.split(".")[:2]),
+                Source(rel, line_of(text, "python_version"), "Pipfile python_version"),
+            )
+        )
 
 
 def _conda(files: RepoFiles, ev: Evidence, rel: str) -> None:
@@ -68,4 +82,6 @@ def _conda(files: RepoFiles, ev: Evidence, rel: str) -> None:
             continue
         spec = re.sub(r"(?<![=<>!])=(?!=)", "==", dep.split("::")[-1].replace(" ", ""))
         spec = re.sub(r"==([0-9.]+)\*$", r"==\1*", spec)
-        ev.add_requirement(spec if not spec.endswith(".*") else spec, "conda", Source(rel, line_of(text, dep), "conda dependency"))
+        ev.add_requirement(
+            spec if not spec.endswith(".*") else spec, "conda", Source(rel, line_of(text, dep), "conda dependency")
+        )

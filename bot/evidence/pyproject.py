@@ -11,14 +11,35 @@ from bot.evidence.files import RepoFiles, as_table, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, Source
 from bot.evidence.reqparse import poetry_constraint
 
-SCM_BUILD_TOOLS = {"setuptools-scm": "setuptools-scm", "setuptools_scm": "setuptools-scm",
-                   "hatch-vcs": "hatch-vcs", "versioningit": "versioningit", "flit-scm": "flit-scm",
-                   "setuptools-git-versioning": "setuptools-git-versioning",
-                   "poetry-dynamic-versioning": "poetry-dynamic-versioning", "dunamai": "dunamai",
-                   "pbr": "pbr", "setuptools-git-version": "setuptools-git-version", "vcversioner": "vcversioner"}
-COMPILE_BUILD_TOOLS = ("cython", "pybind11", "scikit-build", "scikit-build-core", "meson-python",
-                       "cffi", "maturin", "setuptools-rust", "nanobind", "numpy", "extension-helpers",
-                       "cmake", "ninja", "mypyc")
+SCM_BUILD_TOOLS = {
+    "setuptools-scm": "setuptools-scm",
+    "setuptools_scm": "setuptools-scm",
+    "hatch-vcs": "hatch-vcs",
+    "versioningit": "versioningit",
+    "flit-scm": "flit-scm",
+    "setuptools-git-versioning": "setuptools-git-versioning",
+    "poetry-dynamic-versioning": "poetry-dynamic-versioning",
+    "dunamai": "dunamai",
+    "pbr": "pbr",
+    "setuptools-git-version": "setuptools-git-version",
+    "vcversioner": "vcversioner",
+}
+COMPILE_BUILD_TOOLS = (
+    "cython",
+    "pybind11",
+    "scikit-build",
+    "scikit-build-core",
+    "meson-python",
+    "cffi",
+    "maturin",
+    "setuptools-rust",
+    "nanobind",
+    "numpy",
+    "extension-helpers",
+    "cmake",
+    "ninja",
+    "mypyc",
+)
 _TEST_WORDS = re.compile(r"(^|[-_.])(test|tests|testing|pytest|dev|develop|development|ci|check)([-_.]|$)")
 
 
@@ -71,8 +92,15 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
                 if low in COMPILE_BUILD_TOOLS and low not in ("numpy", "cmake", "ninja"):
                     proj.c_extensions = proj.c_extensions or src(str(r), f"build requires {r}")
         backend = proj.build_backend
-        for m, name in (("poetry", "poetry"), ("pdm", "pdm"), ("hatch", "hatch"), ("flit", "flit"),
-                        ("setuptools", "setuptools"), ("maturin", "maturin"), ("mesonpy", "meson")):
+        for m, name in (
+            ("poetry", "poetry"),
+            ("pdm", "pdm"),
+            ("hatch", "hatch"),
+            ("flit", "flit"),
+            ("setuptools", "setuptools"),
+            ("maturin", "maturin"),
+            ("mesonpy", "meson"),
+        ):
             if m in backend:
                 proj.manager = proj.manager or name
                 break
@@ -91,7 +119,9 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
             ev.python.append(PythonConstraint("requires", rp, src("requires-python", "requires-python")))
         deps = project.get("dependencies") or []
         if not isinstance(deps, list):
-            ev.warn(rel, src("dependencies").line, "project.dependencies must be a list of requirement strings; ignored")
+            ev.warn(
+                rel, src("dependencies").line, "project.dependencies must be a list of requirement strings; ignored"
+            )
             deps = []
         for dep in deps:
             add(dep, MAIN, "project.dependencies")
@@ -101,7 +131,11 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
                 proj.extras[extra] = [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
                 for dep in deps or []:
                     add(dep, f"extra:{extra}", f"optional-dependencies.{extra}", optional=True)
-                if is_test_group(extra) and extra.lower() not in ("dev",) or extra.lower() in ("test", "tests", "testing"):
+                if (
+                    is_test_group(extra)
+                    and extra.lower() not in ("dev",)
+                    or extra.lower() in ("test", "tests", "testing")
+                ):
                     ev.test_extras.append((extra, src(f"{extra}", f"test extra {extra}")))
             # "dev" counts as a test extra only when nothing more specific exists
             if not any(is_test_group(e) and e.lower() != "dev" for e in opt) and "dev" in opt:
@@ -125,11 +159,11 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
     if "setuptools_scm" in tool or "setuptools-scm" in tool:
         proj.scm_version = proj.scm_version or src("setuptools_scm", "tool.setuptools_scm")
         proj.scm_tool = proj.scm_tool or "setuptools-scm"
-    hatch_version = ((tool.get("hatch") or {}).get("version") or {})
+    hatch_version = (tool.get("hatch") or {}).get("version") or {}
     if isinstance(hatch_version, dict) and hatch_version.get("source") == "vcs":
         proj.scm_version = proj.scm_version or src("source", "tool.hatch.version source=vcs")
         proj.scm_tool = proj.scm_tool or "hatch-vcs"
-    pdm_version = ((tool.get("pdm") or {}).get("version") or {})
+    pdm_version = (tool.get("pdm") or {}).get("version") or {}
     if isinstance(pdm_version, dict) and pdm_version.get("source") == "scm":
         proj.scm_version = proj.scm_version or src("scm", "tool.pdm.version source=scm")
         proj.scm_tool = proj.scm_tool or "pdm-scm"
@@ -138,7 +172,7 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
         proj.scm_version = proj.scm_version or src("poetry-dynamic-versioning", "poetry-dynamic-versioning")
         proj.scm_tool = "poetry-dynamic-versioning"
 
-    setuptools_dyn = ((tool.get("setuptools") or {}).get("dynamic") or {})
+    setuptools_dyn = (tool.get("setuptools") or {}).get("dynamic") or {}
     if isinstance(setuptools_dyn, dict):
         from bot.evidence import requirements as reqmod
 
@@ -174,10 +208,12 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
         for d in tool["uv"].get("dev-dependencies") or []:
             add(d, TEST, "tool.uv.dev-dependencies")
     if isinstance(tool.get("hatch"), dict):
-        envs = (tool["hatch"].get("envs") or {})
+        envs = tool["hatch"].get("envs") or {}
         if isinstance(envs, dict):
             for env_name, env in sorted(envs.items()):
-                if not isinstance(env, dict) or not (env_name == "default" or is_test_group(env_name) or env_name in ("hatch-test",)):
+                if not isinstance(env, dict) or not (
+                    env_name == "default" or is_test_group(env_name) or env_name in ("hatch-test",)
+                ):
                     continue
                 for d in env.get("dependencies") or []:
                     add(d, TEST, f"tool.hatch.envs.{env_name}.dependencies")
@@ -209,8 +245,11 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
     uv_tool = as_table(tool.get("uv"))
     if poetry_tool.get("package-mode") is False or uv_tool.get("package") is False:
         proj.installable = False
-        ev.warn(rel, line_of(text, "package-mode") or line_of(text, "package ="),
-                "the project is not a package (package-mode/package = false): dependencies only, run from the checkout")
+        ev.warn(
+            rel,
+            line_of(text, "package-mode") or line_of(text, "package ="),
+            "the project is not a package (package-mode/package = false): dependencies only, run from the checkout",
+        )
     pytest_opts = (tool.get("pytest") or {}).get("ini_options")
     if isinstance(pytest_opts, dict):
         pytest_config.record(ev, rel, pytest_opts, text)
@@ -295,8 +334,12 @@ def _poetry(ev: Evidence, poetry: dict[str, Any], rel: str, text: str) -> None:
                 if isinstance(value.get("python"), str):
                     py = poetry_constraint(value["python"])
                     if py:
-                        markers.append(" and ".join(f'python_version {op} "{v}"' for op, v in
-                                                    re.findall(r"(>=|<=|==|!=|<|>)\s*([0-9.]+)", py)))
+                        markers.append(
+                            " and ".join(
+                                f'python_version {op} "{v}"'
+                                for op, v in re.findall(r"(>=|<=|==|!=|<|>)\s*([0-9.]+)", py)
+                            )
+                        )
                 if isinstance(value.get("markers"), str):
                     markers.append(value["markers"])
             elif isinstance(value, list):
@@ -318,15 +361,24 @@ def _poetry(ev: Evidence, poetry: dict[str, Any], rel: str, text: str) -> None:
                     if name in members or name.lower() in [str(x).lower() for x in members]:
                         req.group = f"extra:{extra}"
 
-    deps_table(poetry.get("dependencies"), MAIN, "tool.poetry.dependencies",
-               line_of(text, "[tool.poetry.dependencies]"))
-    deps_table(poetry.get("dev-dependencies"), TEST, "tool.poetry.dev-dependencies",
-               line_of(text, "[tool.poetry.dev-dependencies]"))
+    deps_table(
+        poetry.get("dependencies"), MAIN, "tool.poetry.dependencies", line_of(text, "[tool.poetry.dependencies]")
+    )
+    deps_table(
+        poetry.get("dev-dependencies"),
+        TEST,
+        "tool.poetry.dev-dependencies",
+        line_of(text, "[tool.poetry.dev-dependencies]"),
+    )
     for gname, g in sorted((poetry.get("group") or {}).items()):
         if isinstance(g, dict):
             group = TEST if is_test_group(gname) else f"group:{gname}"
-            deps_table(g.get("dependencies"), group, f"tool.poetry.group.{gname}.dependencies",
-                       line_of(text, f"[tool.poetry.group.{gname}.dependencies]"))
+            deps_table(
+                g.get("dependencies"),
+                group,
+                f"tool.poetry.group.{gname}.dependencies",
+                line_of(text, f"[tool.poetry.group.{gname}.dependencies]"),
+            )
     for extra, members in sorted((poetry.get("extras") or {}).items()):
         proj.extras[extra] = [str(m) for m in members] if isinstance(members, list) else []
         if is_test_group(extra):

@@ -14,45 +14,94 @@ from bot.evidence.model import Evidence, Source
 
 # addopts flag -> distribution that provides it
 FLAG_PLUGINS = {
-    "--cov": "pytest-cov", "--cov-report": "pytest-cov", "--cov-config": "pytest-cov",
-    "--no-cov": "pytest-cov", "--cov-fail-under": "pytest-cov", "--cov-branch": "pytest-cov",
-    "-n": "pytest-xdist", "--numprocesses": "pytest-xdist", "--dist": "pytest-xdist",
-    "--timeout": "pytest-timeout", "--reruns": "pytest-rerunfailures",
-    "--benchmark-skip": "pytest-benchmark", "--benchmark-disable": "pytest-benchmark",
-    "--benchmark-only": "pytest-benchmark", "--html": "pytest-html",
-    "--randomly-seed": "pytest-randomly", "-p randomly": "pytest-randomly",
-    "--mypy": "pytest-mypy", "--flake8": "pytest-flake8", "--ruff": "pytest-ruff",
-    "--black": "pytest-black", "--isort": "pytest-isort", "--mpl": "pytest-mpl",
-    "--mpl-baseline-path": "pytest-mpl", "--ds": "pytest-django", "--reuse-db": "pytest-django",
-    "--nomigrations": "pytest-django", "--no-migrations": "pytest-django",
-    "--doctest-plus": "pytest-doctestplus", "--remote-data": "pytest-remotedata",
-    "--asyncio-mode": "pytest-asyncio", "--snapshot-update": "syrupy",
-    "--hypothesis-show-statistics": "hypothesis", "--hypothesis-profile": "hypothesis",
-    "--checkdocs": "pytest-checkdocs", "--enabler": "pytest-enabler",
-    "--memray": "pytest-memray", "--codeblocks": "pytest-codeblocks",
-    "--forked": "pytest-forked", "--boxed": "pytest-xdist", "--looponfail": "pytest-xdist",
-    "--instafail": "pytest-instafail", "--sugar": "pytest-sugar", "--durations-min": "",
-    "--junit-xml": "", "--strict-markers": "", "--doctest-modules": "",
-    "--typeguard-packages": "typeguard", "--beartype-packages": "beartype",
-    "--pylint": "pytest-pylint", "--pycodestyle": "pytest-pycodestyle", "--cram": "pytest-cram",
-    "--env": "pytest-env", "--freeze-uuids": "pytest-freezer", "--vcr-record": "pytest-recording",
-    "--record-mode": "pytest-recording", "--block-network": "pytest-recording",
-    "--disable-socket": "pytest-socket", "--allow-hosts": "pytest-socket",
-    "--httpx-mock": "pytest-httpx", "--celery": "pytest-celery",
+    "--cov": "pytest-cov",
+    "--cov-report": "pytest-cov",
+    "--cov-config": "pytest-cov",
+    "--no-cov": "pytest-cov",
+    "--cov-fail-under": "pytest-cov",
+    "--cov-branch": "pytest-cov",
+    "-n": "pytest-xdist",
+    "--numprocesses": "pytest-xdist",
+    "--dist": "pytest-xdist",
+    "--timeout": "pytest-timeout",
+    "--reruns": "pytest-rerunfailures",
+    "--benchmark-skip": "pytest-benchmark",
+    "--benchmark-disable": "pytest-benchmark",
+    "--benchmark-only": "pytest-benchmark",
+    "--html": "pytest-html",
+    "--randomly-seed": "pytest-randomly",
+    "-p randomly": "pytest-randomly",
+    "--mypy": "pytest-mypy",
+    "--flake8": "pytest-flake8",
+    "--ruff": "pytest-ruff",
+    "--black": "pytest-black",
+    "--isort": "pytest-isort",
+    "--mpl": "pytest-mpl",
+    "--mpl-baseline-path": "pytest-mpl",
+    "--ds": "pytest-django",
+    "--reuse-db": "pytest-django",
+    "--nomigrations": "pytest-django",
+    "--no-migrations": "pytest-django",
+    "--doctest-plus": "pytest-doctestplus",
+    "--remote-data": "pytest-remotedata",
+    "--asyncio-mode": "pytest-asyncio",
+    "--snapshot-update": "syrupy",
+    "--hypothesis-show-statistics": "hypothesis",
+    "--hypothesis-profile": "hypothesis",
+    "--checkdocs": "pytest-checkdocs",
+    "--enabler": "pytest-enabler",
+    "--memray": "pytest-memray",
+    "--codeblocks": "pytest-codeblocks",
+    "--forked": "pytest-forked",
+    "--boxed": "pytest-xdist",
+    "--looponfail": "pytest-xdist",
+    "--instafail": "pytest-instafail",
+    "--sugar": "pytest-sugar",
+    "--durations-min": "",
+    "--junit-xml": "",
+    "--strict-markers": "",
+    "--doctest-modules": "",
+    "--typeguard-packages": "typeguard",
+    "--beartype-packages": "beartype",
+    "--pylint": "pytest-pylint",
+    "--pycodestyle": "pytest-pycodestyle",
+    "--cram": "pytest-cram",
+    "--env": "pytest-env",
+    "--freeze-uuids": "pytest-freezer",
+    "--vcr-record": "pytest-recording",
+    "--record-mode": "pytest-recording",
+    "--block-network": "pytest-recording",
+    "--disable-socket": "pytest-socket",
+    "--allow-hosts": "pytest-socket",
+    "--httpx-mock": "pytest-httpx",
+    "--celery": "pytest-celery",
 }
 # ini keys -> distribution
 INI_PLUGINS = {
-    "asyncio_mode": "pytest-asyncio", "asyncio_default_fixture_loop_scope": "pytest-asyncio",
-    "timeout": "pytest-timeout", "timeout_method": "pytest-timeout",
-    "DJANGO_SETTINGS_MODULE": "pytest-django", "django_find_project": "pytest-django",
-    "env": "pytest-env", "mock_use_standalone_module": "pytest-mock",
-    "flake8-max-line-length": "pytest-flake8", "mpl-baseline-path": "pytest-mpl",
-    "doctest_plus": "pytest-doctestplus", "doctest_rst": "pytest-doctestplus",
-    "qt_api": "pytest-qt", "trio_mode": "pytest-trio", "anyio_mode": "anyio",
-    "bdd_features_base_dir": "pytest-bdd", "console_output_style": "",
-    "postgresql_host": "pytest-postgresql", "mypy_ini_file": "pytest-mypy",
-    "benchmark_min_rounds": "pytest-benchmark", "reruns": "pytest-rerunfailures",
-    "faulthandler_timeout": "", "xfail_strict": "", "testpaths": "",
+    "asyncio_mode": "pytest-asyncio",
+    "asyncio_default_fixture_loop_scope": "pytest-asyncio",
+    "timeout": "pytest-timeout",
+    "timeout_method": "pytest-timeout",
+    "DJANGO_SETTINGS_MODULE": "pytest-django",
+    "django_find_project": "pytest-django",
+    "env": "pytest-env",
+    "mock_use_standalone_module": "pytest-mock",
+    "flake8-max-line-length": "pytest-flake8",
+    "mpl-baseline-path": "pytest-mpl",
+    "doctest_plus": "pytest-doctestplus",
+    "doctest_rst": "pytest-doctestplus",
+    "qt_api": "pytest-qt",
+    "trio_mode": "pytest-trio",
+    "anyio_mode": "anyio",
+    "bdd_features_base_dir": "pytest-bdd",
+    "console_output_style": "",
+    "postgresql_host": "pytest-postgresql",
+    "mypy_ini_file": "pytest-mypy",
+    "benchmark_min_rounds": "pytest-benchmark",
+    "reruns": "pytest-rerunfailures",
+    "faulthandler_timeout": "",
+    "xfail_strict": "",
+    "testpaths": "",
 }
 
 
@@ -93,10 +142,21 @@ def record(ev: Evidence, file: str, options: Mapping[str, Any], text: str) -> No
 def _plugin_module_dist(module: str) -> str:
     if module.startswith("no:"):
         return ""
-    known = {"xdist": "pytest-xdist", "pytest_cov": "pytest-cov", "randomly": "pytest-randomly",
-             "pytest_asyncio": "pytest-asyncio", "anyio": "anyio", "pytester": "", "doctest": "",
-             "pytest_mock": "pytest-mock", "pytest_timeout": "pytest-timeout", "trio": "pytest-trio",
-             "pytest_django": "pytest-django", "hypothesis": "hypothesis", "syrupy": "syrupy"}
+    known = {
+        "xdist": "pytest-xdist",
+        "pytest_cov": "pytest-cov",
+        "randomly": "pytest-randomly",
+        "pytest_asyncio": "pytest-asyncio",
+        "anyio": "anyio",
+        "pytester": "",
+        "doctest": "",
+        "pytest_mock": "pytest-mock",
+        "pytest_timeout": "pytest-timeout",
+        "trio": "pytest-trio",
+        "pytest_django": "pytest-django",
+        "hypothesis": "hypothesis",
+        "syrupy": "syrupy",
+    }
     if module in known:
         return known[module]
     if module.startswith("pytest_"):
@@ -105,8 +165,12 @@ def _plugin_module_dist(module: str) -> str:
 
 
 def scan_ini(files: RepoFiles, ev: Evidence) -> None:
-    for rel, section in (("pytest.ini", "pytest"), (".pytest.ini", "pytest"), ("tox.ini", "pytest"),
-                         ("setup.cfg", "tool:pytest")):
+    for rel, section in (
+        ("pytest.ini", "pytest"),
+        (".pytest.ini", "pytest"),
+        ("tox.ini", "pytest"),
+        ("setup.cfg", "tool:pytest"),
+    ):
         text = files.read_text(rel)
         if text is None:
             continue
@@ -115,7 +179,11 @@ def scan_ini(files: RepoFiles, ev: Evidence) -> None:
             parser.read_string(text, source=rel)
         except configparser.Error as exc:
             if rel in ("pytest.ini", ".pytest.ini"):
-                ev.warn(rel, getattr(exc, "lineno", None), f"cannot parse: {exc.message if hasattr(exc, 'message') else exc}")
+                ev.warn(
+                    rel,
+                    getattr(exc, "lineno", None),
+                    f"cannot parse: {exc.message if hasattr(exc, 'message') else exc}",
+                )
             continue  # tox.ini / setup.cfg report their own parse errors
         if parser.has_section(section):
             record(ev, rel, dict(parser.items(section)), text)

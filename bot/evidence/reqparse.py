@@ -60,4 +60,3 @@ def poetry_constraint(text: str) -> str:
         else:
             out.append(piece)
     return ",".join(out)
-

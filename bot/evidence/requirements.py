@@ -12,10 +12,14 @@ from bot.evidence.files import RepoFiles
 from bot.evidence.model import MAIN, TEST, Evidence, Requirement, Source
 from bot.evidence.reqparse import parse_spec
 
-_MAIN_NAMES = re.compile(r"(^|[-_.])(requirements|base|main|prod|production|common|install|runtime|core|default)([-_.]|$)")
+_MAIN_NAMES = re.compile(
+    r"(^|[-_.])(requirements|base|main|prod|production|common|install|runtime|core|default)([-_.]|$)"
+)
 # whole words only: "grpcio" is not "ci", "litestar" is not "test"
 _TEST_NAMES = re.compile(r"(^|[-_.])(tests?|testing|dev|develop|development|ci|check|pytest|unit)([-_.]|$)")
-_SKIP_NAMES = re.compile(r"(^|[-_.])(docs?|lint|typing|types|mypy|release|bench|benchmarks?|style|format|pre-commit|build|publish|deploy|notebooks?|examples?)([-_.]|$)")
+_SKIP_NAMES = re.compile(
+    r"(^|[-_.])(docs?|lint|typing|types|mypy|release|bench|benchmarks?|style|format|pre-commit|build|publish|deploy|notebooks?|examples?)([-_.]|$)"
+)
 
 
 def classify(rel: str) -> str:
@@ -63,8 +67,17 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         scan_file(files, ev, rel, group, via_ok=True, done=done)
 
 
-def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: bool = False,
-              done: set[str] | None = None, depth: int = 0, constraint: bool = False) -> list[Requirement]:
+def scan_file(
+    files: RepoFiles,
+    ev: Evidence,
+    rel: str,
+    group: str,
+    *,
+    via_ok: bool = False,
+    done: set[str] | None = None,
+    depth: int = 0,
+    constraint: bool = False,
+) -> list[Requirement]:
     """Parse one requirements file (and what it includes). ``via_ok`` lets the compiled Dockerfile
     install the file with ``-r`` when every line is a plain requirement."""
     done = done if done is not None else set()
@@ -128,8 +141,19 @@ def scan_file(files: RepoFiles, ev: Evidence, rel: str, group: str, *, via_ok: b
             continue
         if line.startswith("-"):
             opt = line.split()[0]
-            if opt in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host",
-                       "--pre", "--prefer-binary", "--no-binary", "--only-binary", "--use-feature"):
+            if opt in (
+                "-i",
+                "--index-url",
+                "--extra-index-url",
+                "-f",
+                "--find-links",
+                "--trusted-host",
+                "--pre",
+                "--prefer-binary",
+                "--no-binary",
+                "--only-binary",
+                "--use-feature",
+            ):
                 ev.warn(rel, lineno, f"pip option {opt} ignored (the default index is used)")
                 clean = False
                 continue

@@ -28,9 +28,17 @@ def service_clients(ev: Evidence) -> dict[str, list[ImportUse]]:
     return out
 
 
-COMPOSE_NAMES = ("docker-compose.yml", "docker-compose.yaml", "compose.yml", "compose.yaml",
-                 "docker-compose.test.yml", "docker-compose.tests.yml", "docker-compose.ci.yml",
-                 "docker-compose.dev.yml", "docker-compose.override.yml")
+COMPOSE_NAMES = (
+    "docker-compose.yml",
+    "docker-compose.yaml",
+    "compose.yml",
+    "compose.yaml",
+    "docker-compose.test.yml",
+    "docker-compose.tests.yml",
+    "docker-compose.ci.yml",
+    "docker-compose.dev.yml",
+    "docker-compose.override.yml",
+)
 
 
 def scan_compose(files: RepoFiles, ev: Evidence) -> None:
@@ -38,7 +46,16 @@ def scan_compose(files: RepoFiles, ev: Evidence) -> None:
         parts = rel.split("/")
         if len(parts) > 2 or parts[-1] not in COMPOSE_NAMES:
             continue
-        if len(parts) == 2 and parts[0] not in ("docker", "tests", "test", "ci", ".ci", "dev", ".devcontainer", "deploy"):
+        if len(parts) == 2 and parts[0] not in (
+            "docker",
+            "tests",
+            "test",
+            "ci",
+            ".ci",
+            "dev",
+            ".devcontainer",
+            "deploy",
+        ):
             continue
         text = files.read_text(rel)
         if text is None:
@@ -66,8 +83,11 @@ def scan_compose(files: RepoFiles, ev: Evidence) -> None:
                     if s.kind == kind:
                         s.evidence.append(Source(rel, line_of(text, image), f"compose service {name}"))
                 continue
-            ev.services.append(ServiceRequirement(str(name), kind, image, ports, env,
-                                                  [Source(rel, line_of(text, image), f"compose service {name}")]))
+            ev.services.append(
+                ServiceRequirement(
+                    str(name), kind, image, ports, env, [Source(rel, line_of(text, image), f"compose service {name}")]
+                )
+            )
 
 
 def _compose_env(env: Any) -> dict[str, str]:

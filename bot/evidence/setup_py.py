@@ -38,7 +38,11 @@ def _value(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_value(e, names, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_value(k, names, depth + 1): _value(v, names, depth + 1) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
+        return {
+            _value(k, names, depth + 1): _value(v, names, depth + 1)
+            for k, v in zip(node.keys, node.values, strict=False)
+            if k is not None
+        }
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -117,10 +121,17 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
                 extra_name = str(extra).split(":")[0]
                 proj.extras[extra_name] = list(_specs(specs))
                 for spec in _specs(specs):
-                    ev.add_requirement(spec, f"extra:{extra_name}",
-                                       Source(rel, line_of(text, spec) or src.line, f"extras_require[{extra_name}]"),
-                                       optional=True)
-                if is_test_group(extra_name) and extra_name.lower() != "dev" or extra_name.lower() in ("test", "tests", "testing"):
+                    ev.add_requirement(
+                        spec,
+                        f"extra:{extra_name}",
+                        Source(rel, line_of(text, spec) or src.line, f"extras_require[{extra_name}]"),
+                        optional=True,
+                    )
+                if (
+                    is_test_group(extra_name)
+                    and extra_name.lower() != "dev"
+                    or extra_name.lower() in ("test", "tests", "testing")
+                ):
                     ev.test_extras.append((extra_name, src))
             if "dev" in val and not any(is_test_group(str(e)) and str(e) != "dev" for e in val):
                 ev.test_extras.append(("dev", src))
@@ -139,7 +150,9 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
             for c in _specs(val):
                 cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
                 if cm:
-                    ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
+                    ev.python.append(
+                        PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier"))
+                    )
 
 
 def _specs(val: Any) -> list[str]:
@@ -174,13 +187,20 @@ def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
             for c in lines(parser.get("metadata", "classifiers")):
                 cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
                 if cm:
-                    ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
+                    ev.python.append(
+                        PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier"))
+                    )
     if parser.has_section("options"):
         proj.installable = True
         proj.install_source = proj.install_source or Source(rel, line_of(text, "[options]"), "setup.cfg [options]")
         if parser.has_option("options", "python_requires"):
-            ev.python.append(PythonConstraint("requires", parser.get("options", "python_requires").strip(),
-                                              Source(rel, line_of(text, "python_requires"), "python_requires")))
+            ev.python.append(
+                PythonConstraint(
+                    "requires",
+                    parser.get("options", "python_requires").strip(),
+                    Source(rel, line_of(text, "python_requires"), "python_requires"),
+                )
+            )
         for key, group in (("install_requires", MAIN), ("tests_require", TEST)):
             if parser.has_option("options", key):
                 start = line_of(text, key) or 1
@@ -201,10 +221,15 @@ def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
         for extra, value in parser.items("options.extras_require"):
             proj.extras[extra] = lines(value)
             for spec in lines(value):
-                ev.add_requirement(spec, f"extra:{extra}", Source(rel, line_of(text, spec, start), f"extras_require.{extra}"),
-                                   optional=True)
+                ev.add_requirement(
+                    spec,
+                    f"extra:{extra}",
+                    Source(rel, line_of(text, spec, start), f"extras_require.{extra}"),
+                    optional=True,
+                )
             if is_test_group(extra) and extra != "dev" or extra in ("test", "tests", "testing"):
                 ev.test_extras.append((extra, Source(rel, line_of(text, extra, start), f"test extra {extra}")))
         if parser.has_option("options.extras_require", "dev") and not any(
-                is_test_group(e) and e != "dev" for e, _ in parser.items("options.extras_require")):
+            is_test_group(e) and e != "dev" for e, _ in parser.items("options.extras_require")
+        ):
             ev.test_extras.append(("dev", Source(rel, line_of(text, "dev", start), "extra dev")))

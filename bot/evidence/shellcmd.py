@@ -33,7 +33,20 @@ def commands(text: str) -> list[str]:
 def test_command(cmd: str) -> list[str] | None:
     """The argv of a test run in ``cmd`` (pytest, unittest, nose, tox, nox...), else None."""
     toks = [t for t in _tokens(cmd) if not re.match(r"^[A-Z_][A-Z0-9_]*=", t)]
-    while toks and toks[0] in ("sudo", "time", "xvfb-run", "poetry", "pdm", "uv", "hatch", "pipenv", "run", "-a", "exec", "env"):
+    while toks and toks[0] in (
+        "sudo",
+        "time",
+        "xvfb-run",
+        "poetry",
+        "pdm",
+        "uv",
+        "hatch",
+        "pipenv",
+        "run",
+        "-a",
+        "exec",
+        "env",
+    ):
         toks = toks[1:]
     if not toks:
         return None
@@ -54,9 +67,13 @@ def test_command(cmd: str) -> list[str] | None:
         else:
             script = [t for t in toks[2:] if not t.startswith("-")]
             if script and script[0].endswith(".py") and re.search(r"test", script[0]):
-                return ["python", *toks[toks.index(script[0]):]]
-    if toks[0].startswith("python") and len(toks) >= 2 and toks[1] in ("setup.py", "runtests.py", "run_tests.py", "manage.py") and (
-            len(toks) > 2 and toks[2] == "test" or toks[1] in ("runtests.py", "run_tests.py")):
+                return ["python", *toks[toks.index(script[0]) :]]
+    if (
+        toks[0].startswith("python")
+        and len(toks) >= 2
+        and toks[1] in ("setup.py", "runtests.py", "run_tests.py", "manage.py")
+        and (len(toks) > 2 and toks[2] == "test" or toks[1] in ("runtests.py", "run_tests.py"))
+    ):
         return toks
     if toks[0] in ("nosetests", "nose2", "trial"):
         return toks
@@ -68,7 +85,7 @@ def pip_install(cmd: str) -> dict[str, list[str]] | None:
     toks = _tokens(cmd)
     for i in range(len(toks) - 1):
         if toks[i] in ("pip", "pip3") or toks[i].endswith("/pip") or (toks[i] == "-m" and toks[i + 1] == "pip"):
-            rest = toks[i + 1:] if toks[i] != "-m" else toks[i + 2:]
+            rest = toks[i + 1 :] if toks[i] != "-m" else toks[i + 2 :]
             if rest and rest[0] == "install":
                 return _install_args(rest[1:])
     if len(toks) > 2 and toks[0] == "uv" and toks[1] == "pip" and toks[2] == "install":
@@ -111,7 +128,7 @@ def apt_packages(cmd: str) -> list[str]:
     if len(toks) < 3 or toks[0] not in ("apt-get", "apt") or "install" not in toks:
         return []
     pkgs = []
-    for t in toks[toks.index("install") + 1:]:
+    for t in toks[toks.index("install") + 1 :]:
         if t.startswith("-") or "$" in t or "{" in t:
             continue
         if re.match(r"^[a-z0-9][a-z0-9+.\-]+(=[\w.:~+-]+)?$", t):

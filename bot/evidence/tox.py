@@ -18,7 +18,7 @@ def _expand_braces(text: str) -> list[str]:
         return [text]
     out = []
     for alt in m.group(1).split(","):
-        out += _expand_braces(text[: m.start()] + alt.strip() + text[m.end():])
+        out += _expand_braces(text[: m.start()] + alt.strip() + text[m.end() :])
     return out
 
 
@@ -56,8 +56,11 @@ def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
                 m = re.match(r"^py3(\d+)$", factor)
                 if m:
                     ev.python.append(PythonConstraint("tested", f"3.{m.group(1)}", src("envlist", f"tox env {env}")))
-    sections = [s for s in parser.sections() if s == "testenv" or s.startswith("testenv:") and
-                re.search(r"test|py|unit|cov", s[8:])]
+    sections = [
+        s
+        for s in parser.sections()
+        if s == "testenv" or s.startswith("testenv:") and re.search(r"test|py|unit|cov", s[8:])
+    ]
     factored: dict[str, tuple[str, Source]] = {}
     plain: set[str] = set()
     for section in sections:
@@ -128,15 +131,19 @@ def _scan_nox(files: RepoFiles, ev: Evidence) -> None:
             name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
             if name in ("session", "nox_session"):
                 is_session = True
-                for kw in (dec_call.keywords if dec_call else []):
+                for kw in dec_call.keywords if dec_call else []:
                     if kw.arg in ("python", "py"):
                         try:
                             val = ast.literal_eval(kw.value)
                         except (ValueError, SyntaxError):
                             continue
-                        for v in ([val] if isinstance(val, str) else val if isinstance(val, list) else []):
+                        for v in [val] if isinstance(val, str) else val if isinstance(val, list) else []:
                             if isinstance(v, str) and re.match(r"^3\.\d+$", v):
-                                ev.python.append(PythonConstraint("tested", v, Source(rel, kw.value.lineno, f"nox session {fn.name}")))
+                                ev.python.append(
+                                    PythonConstraint(
+                                        "tested", v, Source(rel, kw.value.lineno, f"nox session {fn.name}")
+                                    )
+                                )
         if not is_session or not re.search(r"test|unit|cov|pytest", fn.name):
             continue
         for call in ast.walk(fn):

@@ -75,7 +75,9 @@ def scan_text(ev: Evidence, rel: str, text: str) -> None:
                         if key in inc:
                             matrix_py += _versions(inc[key])
         for v in matrix_py:
-            ev.python.append(PythonConstraint("tested", v, Source(rel, line_of(text, v, job_line or 1), f"CI matrix {job_name}")))
+            ev.python.append(
+                PythonConstraint("tested", v, Source(rel, line_of(text, v, job_line or 1), f"CI matrix {job_name}"))
+            )
         for k, v in _literal_env(job.get("env")).items():
             ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), f"job {job_name} env")))
         services = job.get("services")
@@ -88,12 +90,21 @@ def scan_text(ev: Evidence, rel: str, text: str) -> None:
             uses = str(step.get("uses") or "")
             if uses.startswith("actions/setup-python") and isinstance(step.get("with"), dict):
                 for v in _versions(step["with"].get("python-version")):
-                    ev.python.append(PythonConstraint("tested", v, Source(rel, line_of(text, "python-version", job_line or 1), "setup-python")))
+                    ev.python.append(
+                        PythonConstraint(
+                            "tested", v, Source(rel, line_of(text, "python-version", job_line or 1), "setup-python")
+                        )
+                    )
             run = step.get("run")
             if isinstance(run, str):
                 run_line = line_of(text, run.splitlines()[0][:60], job_line or 1) if run.strip() else None
                 shellcmd.record_shell(ev, _EXPR.sub("", run), rel, run_line, f"workflow {job_name}", tests=True)
-            if isinstance(step.get("env"), dict) and test_job and isinstance(run, str) and shellcmd.test_command(run.strip().splitlines()[-1] if run.strip() else ""):
+            if (
+                isinstance(step.get("env"), dict)
+                and test_job
+                and isinstance(run, str)
+                and shellcmd.test_command(run.strip().splitlines()[-1] if run.strip() else "")
+            ):
                 for k, v in _literal_env(step["env"]).items():
                     ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), "test step env")))
 
@@ -110,5 +121,13 @@ def _service(ev: Evidence, rel: str, text: str, name: str, svc: Any, job_line: i
         return
     ports = [str(p) for p in (svc.get("ports") or []) if not _EXPR.search(str(p))]
     line = line_of(text, image, job_line or 1)
-    ev.services.append(ServiceRequirement(name, service_kind(image, name), image, ports, _literal_env(svc.get("env")),
-                                          [Source(rel, line, f"CI service {name}")]))
+    ev.services.append(
+        ServiceRequirement(
+            name,
+            service_kind(image, name),
+            image,
+            ports,
+            _literal_env(svc.get("env")),
+            [Source(rel, line, f"CI service {name}")],
+        )
+    )

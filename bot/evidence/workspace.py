@@ -30,17 +30,23 @@ MEMBER_DIRS = ("libs", "packages", "lib", "projects", "src/packages")
 
 @dataclass
 class Member:
-    path: str                          # folder, relative to the root
-    name: str                          # canonical distribution name
+    path: str  # folder, relative to the root
+    name: str  # canonical distribution name
     source: Source
-    requires: list[str] = field(default_factory=list)     # other members it depends on
-    extras: list[str] = field(default_factory=list)       # its test extras
-    tests: str | None = None           # its test folder, relative to the root
-    ci: Source | None = None           # where CI tests it, if a workflow names it
+    requires: list[str] = field(default_factory=list)  # other members it depends on
+    extras: list[str] = field(default_factory=list)  # its test extras
+    tests: str | None = None  # its test folder, relative to the root
+    ci: Source | None = None  # where CI tests it, if a workflow names it
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "name": self.name, "requires": self.requires, "extras": self.extras,
-                "tests": self.tests, "ci": self.ci.to_json() if self.ci else None}
+        return {
+            "path": self.path,
+            "name": self.name,
+            "requires": self.requires,
+            "extras": self.extras,
+            "tests": self.tests,
+            "ci": self.ci.to_json() if self.ci else None,
+        }
 
 
 def scan(files: RepoFiles, ev: Evidence) -> None:
@@ -65,7 +71,8 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         candidates.setdefault(folder, src)
         how = how or "path dependencies"
     buildable = isinstance(data.get("build-system"), dict) or (
-        isinstance(data.get("project"), dict) and not isinstance(workspace, dict) and uv.get("package") is not False)
+        isinstance(data.get("project"), dict) and not isinstance(workspace, dict) and uv.get("package") is not False
+    )
     if not candidates and not buildable:
         for top in MEMBER_DIRS:
             for folder in _glob_dirs(files, f"{top}/*"):
@@ -91,8 +98,6 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         # the root only holds workspace or tooling configuration: not a package to install
         ev.project.installable = False
     _ci_members(files, ev)
-
-
 
 
 def _list(value: Any) -> list:
@@ -156,9 +161,12 @@ def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
             add(spec["path"], f"tool.uv.sources {name}")
     lines: list[str] = []
     project = as_table(data.get("project"))
-    for value in [project.get("dependencies"), *as_table(project.get("optional-dependencies")).values(),
-                  *as_table(data.get("dependency-groups")).values(),
-                  *as_table(as_table(tool.get("pdm")).get("dev-dependencies")).values()]:
+    for value in [
+        project.get("dependencies"),
+        *as_table(project.get("optional-dependencies")).values(),
+        *as_table(data.get("dependency-groups")).values(),
+        *as_table(as_table(tool.get("pdm")).get("dev-dependencies")).values(),
+    ]:
         if isinstance(value, list):
             lines += [v for v in value if isinstance(v, str)]
     for line in lines:
@@ -167,7 +175,7 @@ def _path_dependencies(data: dict, text: str) -> dict[str, Source]:
         if m and not re.match(r"^[a-z+]+://", m.group(2)):
             add(m.group(2), f"path dependency {m.group(1)}")
             continue
-        m = _BARE_FILE.match(line)      # PDM's "-e file:///${PROJECT_ROOT}/packages/x#egg=x"
+        m = _BARE_FILE.match(line)  # PDM's "-e file:///${PROJECT_ROOT}/packages/x#egg=x"
         if m:
             add(m.group(1), "editable path dependency")
     return out
@@ -259,8 +267,14 @@ def _ci_members(files: RepoFiles, ev: Evidence) -> None:
                     if re.search(rf"(?<![\w-]){re.escape(m.name)}(?![\w-])", line):
                         m.ci = Source(rel, i, f"CI matrix tests {m.name}")
                         break
-            for needle in (f"working-directory: {m.path}", f"working-directory: ./{m.path}",
-                           f"--package {m.name}", f"--package={m.name}", f"{m.path}/", m.path):
+            for needle in (
+                f"working-directory: {m.path}",
+                f"working-directory: ./{m.path}",
+                f"--package {m.name}",
+                f"--package={m.name}",
+                f"{m.path}/",
+                m.path,
+            ):
                 at = line_of(text, needle) if m.ci is None else None
                 if at:
                     m.ci = Source(rel, at, f"CI tests {m.path}")

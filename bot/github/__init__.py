@@ -5,5 +5,15 @@ from bot.github.provider import DryRunProvider, GitHubProvider, Provider, RetryP
 from bot.github.publish import PublishResult, publish_environment
 from bot.github.rollout import rollout
 
-__all__ = ["DryRunProvider", "Event", "GitHubProvider", "Provider", "PublishResult", "RetryPolicy",
-           "handle_event", "load_event", "publish_environment", "rollout"]
+__all__ = [
+    "DryRunProvider",
+    "Event",
+    "GitHubProvider",
+    "Provider",
+    "PublishResult",
+    "RetryPolicy",
+    "handle_event",
+    "load_event",
+    "publish_environment",
+    "rollout",
+]

@@ -46,8 +46,8 @@ class Event:
     repository: str
     default_branch: str
     ref: str = ""
-    base: str = ""                 # the branch the environment PR targets / the PR's base
-    head: str = ""                 # a pull request's head branch
+    base: str = ""  # the branch the environment PR targets / the PR's base
+    head: str = ""  # a pull request's head branch
     pr_number: int | None = None
     is_fork: bool = False
     sha: str = ""
@@ -55,7 +55,7 @@ class Event:
 
 @dataclass
 class Decision:
-    kind: str          # publish | verify | summary | drift | skip
+    kind: str  # publish | verify | summary | drift | skip
     reason: str
     may_write: bool
 
@@ -81,19 +81,28 @@ def load_event(name: str, path: str | Path | None, environ: Mapping[str, str] | 
         try:
             payload = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read the event payload {path}: {exc}",
-                             "Pass --event-path $GITHUB_EVENT_PATH from a workflow run.") from exc
+            raise InputError(
+                f"cannot read the event payload {path}: {exc}",
+                "Pass --event-path $GITHUB_EVENT_PATH from a workflow run.",
+            ) from exc
     if not isinstance(payload, dict):
         raise InputError(f"the event payload {path} is not a JSON object")
     repo = payload.get("repository") or {}
     full_name = repo.get("full_name") or env.get("GITHUB_REPOSITORY", "")
     if not full_name or "/" not in full_name:
-        raise InputError("cannot tell which repository this event is for",
-                         "Run inside GitHub Actions or set GITHUB_REPOSITORY=owner/name.")
+        raise InputError(
+            "cannot tell which repository this event is for",
+            "Run inside GitHub Actions or set GITHUB_REPOSITORY=owner/name.",
+        )
     default_branch = repo.get("default_branch") or repo.get("master_branch") or ""
     ref = payload.get("ref") or env.get("GITHUB_REF", "")
-    event = Event(name=name, repository=full_name, default_branch=default_branch, ref=ref,
-                  sha=str(payload.get("after") or env.get("GITHUB_SHA", "")))
+    event = Event(
+        name=name,
+        repository=full_name,
+        default_branch=default_branch,
+        ref=ref,
+        sha=str(payload.get("after") or env.get("GITHUB_SHA", "")),
+    )
     if name == "pull_request":
         pr = payload.get("pull_request") or {}
         head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
@@ -159,9 +168,15 @@ def exit_code(outcome: Outcome, fail_on: str) -> int:
     return 0
 
 
-def handle_event(event: Event, provider: Provider, produce: Callable[[], GeneratedOutputs], *,
-                 labels: tuple[str, ...] = ("setupbot",), environ: Mapping[str, str] | None = None,
-                 publish: PublishSettings | None = None) -> Outcome:
+def handle_event(
+    event: Event,
+    provider: Provider,
+    produce: Callable[[], GeneratedOutputs],
+    *,
+    labels: tuple[str, ...] = ("setupbot",),
+    environ: Mapping[str, str] | None = None,
+    publish: PublishSettings | None = None,
+) -> Outcome:
     """Run what the event asks. ``produce`` runs the pipeline (or returns prepared outputs)."""
     env = dict(os.environ if environ is None else environ)
     gate = publish or PublishSettings()
@@ -171,7 +186,7 @@ def handle_event(event: Event, provider: Provider, produce: Callable[[], Generat
         log.info("nothing to do: %s", decision.reason)
         return outcome
     if not decision.may_write:
-        provider.read_only = True   # belt and braces: the provider refuses writes too
+        provider.read_only = True  # belt and braces: the provider refuses writes too
     if not event.default_branch and decision.kind in ("publish", "drift"):
         event.default_branch = provider.repo_info(event.repository).default_branch
     generated = produce()
@@ -189,73 +204,103 @@ def handle_event(event: Event, provider: Provider, produce: Callable[[], Generat
         base = event.ref.removeprefix("refs/heads/") if on_branch else event.default_branch
         wanted = decision.kind == "publish"
         if decision.kind == "drift":
-            outcome.drift = [p for p, text in generated.files.items()
-                             if p != generated.report_path and p not in getattr(generated, "volatile", ())
-                             and _differs(provider.read_file(event.repository, p, base), text)]
-            notes.append(("drift: " + ", ".join(outcome.drift)) if outcome.drift
-                         else "no drift: the merged environment matches")
+            outcome.drift = [
+                p
+                for p, text in generated.files.items()
+                if p != generated.report_path
+                and p not in getattr(generated, "volatile", ())
+                and _differs(provider.read_file(event.repository, p, base), text)
+            ]
+            notes.append(
+                ("drift: " + ", ".join(outcome.drift)) if outcome.drift else "no drift: the merged environment matches"
+            )
             wanted = bool(outcome.drift)
         if wanted and not report.proven_ok and not gate.draft_below_gate:
-            notes.append(f"verdict {report.verdict}{'' if report.replay_ok else ' without a passing clean replay'}"
-                         f" is below the {gate.min_verdict} gate: no pull request "
-                         "(publish.draft_below_gate opens a draft instead)")
+            notes.append(
+                f"verdict {report.verdict}{'' if report.replay_ok else ' without a passing clean replay'}"
+                f" is below the {gate.min_verdict} gate: no pull request "
+                "(publish.draft_below_gate opens a draft instead)"
+            )
             wanted = False
         if wanted:
             result = publish_environment(
-                provider, event.repository, base=base, files=generated.files,
-                fingerprint=generated.fingerprint, title=title_for(report, base),
-                body=_body(provider, event.repository, base, generated, url), labels=labels,
-                draft=not report.proven_ok, commit_message=_commit_message(report),
-                volatile=getattr(generated, "volatile", ()))
+                provider,
+                event.repository,
+                base=base,
+                files=generated.files,
+                fingerprint=generated.fingerprint,
+                title=title_for(report, base),
+                body=_body(provider, event.repository, base, generated, url),
+                labels=labels,
+                draft=not report.proven_ok,
+                commit_message=_commit_message(report),
+                volatile=getattr(generated, "volatile", ()),
+            )
             outcome.publish = result
             outcome.pr_number = result.number
             outcome.pr_url = result.url
             notes.append(_publish_note(result, base))
     elif decision.kind in ("verify", "summary"):
-        base_text = provider.read_file(event.repository, _plan_path(generated), event.base or event.default_branch
-                                       or "main")
+        base_text = provider.read_file(
+            event.repository, _plan_path(generated), event.base or event.default_branch or "main"
+        )
         head_text = generated.files.get(_plan_path(generated))
         failure = next((p.claim + (f" — {p.reason}" if p.reason else "") for p in report.unproven_items), "")
-        outcome.comparison = compare_with_base(_plan_doc(base_text), _plan_doc(head_text),
-                                               head_verdict=report.verdict, head_replay_ok=report.replay_ok,
-                                               gate=gate.min_verdict, base_branch=event.base or "main",
-                                               failure=failure)
+        outcome.comparison = compare_with_base(
+            _plan_doc(base_text),
+            _plan_doc(head_text),
+            head_verdict=report.verdict,
+            head_replay_ok=report.replay_ok,
+            gate=gate.min_verdict,
+            base_branch=event.base or "main",
+            failure=failure,
+        )
         if decision.kind == "summary":
             notes.append("pull request from a fork: read-only token, so setupbot wrote this summary only")
         elif event.sha:
             failing = exit_code(outcome, gate.fail_on) != 0 or outcome.comparison.regression
-            description = (outcome.comparison.summary if outcome.comparison.regression
-                           else f"verdict {report.verdict}; {outcome.comparison.summary}")
+            description = (
+                outcome.comparison.summary
+                if outcome.comparison.regression
+                else f"verdict {report.verdict}; {outcome.comparison.summary}"
+            )
             try:
-                provider.set_status(event.repository, event.sha, "failure" if failing else "success",
-                                    description, target_url=url)
+                provider.set_status(
+                    event.repository, event.sha, "failure" if failing else "success", description, target_url=url
+                )
             except GitHubError as exc:
                 notes.append(f"no commit status set: {exc.what} (the verify job needs statuses: write)")
                 log.warning(notes[-1])
         if decision.kind == "verify" and event.pr_number:
             try:
-                provider.upsert_comment(event.repository, int(event.pr_number), COMMENT_MARKER,
-                                        render_comment(report, outcome.comparison, event.base))
+                provider.upsert_comment(
+                    event.repository,
+                    int(event.pr_number),
+                    COMMENT_MARKER,
+                    render_comment(report, outcome.comparison, event.base),
+                )
             except GitHubError as exc:
                 # The verify job's token has statuses: write, not pull-requests: write: the commit
                 # status and the job summary carry the result.
                 notes.append(f"no comment posted: {exc.what}")
                 log.info(notes[-1])
 
-    outcome.summary = render_job_summary(report, event=event.name, note="; ".join(notes),
-                                         comparison=outcome.comparison, base=event.base, url=url)
+    outcome.summary = render_job_summary(
+        report, event=event.name, note="; ".join(notes), comparison=outcome.comparison, base=event.base, url=url
+    )
     write_job_summary(outcome.summary, env)
     return outcome
 
 
 def _publish_note(result: PublishResult, base: str) -> str:
-    return {"none": f"{base} already has this environment: no pull request",
-            "declined": f"pull request #{result.number} was closed without merging and the inputs have not "
-                        "changed since: not proposed again",
-            "held": f"pull request #{result.number}: someone else committed on {result.branch}; setupbot "
-                    "leaves it alone until it is handed back",
-            "closed": f"pull request #{result.number} closed: {base} already has its environment",
-            }.get(result.action, f"pull request #{result.number}: {result.action}")
+    return {
+        "none": f"{base} already has this environment: no pull request",
+        "declined": f"pull request #{result.number} was closed without merging and the inputs have not "
+        "changed since: not proposed again",
+        "held": f"pull request #{result.number}: someone else committed on {result.branch}; setupbot "
+        "leaves it alone until it is handed back",
+        "closed": f"pull request #{result.number} closed: {base} already has its environment",
+    }.get(result.action, f"pull request #{result.number}: {result.action}")
 
 
 def _body(provider: Provider, repo: str, base: str, generated: GeneratedOutputs, url: str) -> Callable[[str], str]:
@@ -269,10 +314,15 @@ def _body(provider: Provider, repo: str, base: str, generated: GeneratedOutputs,
     new_inputs = (new or {}).get("inputs") or {}
 
     def render(previous: str) -> str:
-        ctx = BodyContext(changes=environment_diff(old, new) if old else environment_lines(new) and
-                          [f"+ {line}" for line in environment_lines(new)],
-                          inputs_changed=changed_inputs((old or {}).get("inputs"), new_inputs) if old and new_inputs else [],
-                          previous=previous, first=old is None, run_url=url)
+        ctx = BodyContext(
+            changes=environment_diff(old, new)
+            if old
+            else environment_lines(new) and [f"+ {line}" for line in environment_lines(new)],
+            inputs_changed=changed_inputs((old or {}).get("inputs"), new_inputs) if old and new_inputs else [],
+            previous=previous,
+            first=old is None,
+            run_url=url,
+        )
         return render_pr_body(generated.report, generated.fingerprint, ctx)
 
     return render
@@ -282,7 +332,7 @@ def _differs(current: str | None, proposed: str) -> bool:
     if current is None:
         return True
     if not has_marker(current):
-        return False        # hand-written: setupbot reports, never replaces
+        return False  # hand-written: setupbot reports, never replaces
     return current != proposed
 
 
@@ -292,9 +342,13 @@ def write_action_outputs(outcome: Outcome, environ: Mapping[str, str] | None = N
     target = env.get("GITHUB_OUTPUT")
     if not target:
         return
-    values = {"verdict": outcome.verdict, "pr-number": "" if outcome.pr_number is None else str(outcome.pr_number),
-              "report-path": outcome.report_path, "pr-url": outcome.pr_url,
-              "pr-operation": operation(outcome.publish)}
+    values = {
+        "verdict": outcome.verdict,
+        "pr-number": "" if outcome.pr_number is None else str(outcome.pr_number),
+        "report-path": outcome.report_path,
+        "pr-url": outcome.pr_url,
+        "pr-operation": operation(outcome.publish),
+    }
     with open(target, "a", encoding="utf-8") as fh:
         for key, value in values.items():
-            fh.write(f"{key}={' '.join(str(value).split())}\n")   # one line each: no output injection
+            fh.write(f"{key}={' '.join(str(value).split())}\n")  # one line each: no output injection

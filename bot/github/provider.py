@@ -40,7 +40,7 @@ class RetryPolicy:
     max_attempts: int = 5
     base_delay: float = 1.0
     max_delay: float = 60.0
-    max_wait: float = 900.0          # longest rate-limit wait accepted before giving up
+    max_wait: float = 900.0  # longest rate-limit wait accepted before giving up
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
 
@@ -63,7 +63,7 @@ class RepoInfo:
     default_branch: str
     archived: bool = False
     fork: bool = False
-    topics: tuple[str, ...] = ()      # for `rollout --topic` / `--only-ecosystem`
+    topics: tuple[str, ...] = ()  # for `rollout --topic` / `--only-ecosystem`
     language: str = ""
 
 
@@ -72,12 +72,12 @@ def rate_limit_wait(status: int, headers: dict[str, str], clock: Callable[[], fl
     h = {k.lower(): v for k, v in (headers or {}).items()}
     if status not in (403, 429):
         return None
-    if "retry-after" in h:                       # secondary limit
+    if "retry-after" in h:  # secondary limit
         try:
             return max(0.0, float(h["retry-after"]))
         except ValueError:
             return 60.0
-    if h.get("x-ratelimit-remaining") == "0":    # primary limit
+    if h.get("x-ratelimit-remaining") == "0":  # primary limit
         try:
             return max(0.0, float(h.get("x-ratelimit-reset", "0")) - clock()) + 1.0
         except ValueError:
@@ -89,8 +89,10 @@ def rate_limit_wait(status: int, headers: dict[str, str], clock: Callable[[], fl
 
 def check_branch(branch: str, prefix: str) -> None:
     if not prefix or not branch.startswith(prefix) or len(branch) == len(prefix):
-        raise GitHubError(f"refusing to write branch {branch!r}: it does not carry the bot prefix {prefix!r}",
-                          "setupbot only moves branches it owns.")
+        raise GitHubError(
+            f"refusing to write branch {branch!r}: it does not carry the bot prefix {prefix!r}",
+            "setupbot only moves branches it owns.",
+        )
     if ".." in branch or branch.endswith((".lock", "/")) or any(c in branch for c in " ~^:?*[\\\x00"):
         raise GitHubError(f"refusing branch name {branch!r}: not a valid git ref name")
 
@@ -101,8 +103,10 @@ def check_paths(paths: Iterable[str], allow_workflows: bool) -> None:
         if path.startswith("/") or norm.startswith("..") or ".." in path.split("/"):
             raise GitHubError(f"refusing path {path!r}: it leaves the repository")
         if not allow_workflows and (norm + "/").lower().startswith(WORKFLOWS_DIR):
-            raise GitHubError(f"refusing to touch {path}: the environment pull request never edits workflows",
-                              "Use `setupbot rollout` to add or edit the setupbot workflow.")
+            raise GitHubError(
+                f"refusing to touch {path}: the environment pull request never edits workflows",
+                "Use `setupbot rollout` to add or edit the setupbot workflow.",
+            )
 
 
 class Provider:
@@ -111,49 +115,107 @@ class Provider:
     branch_prefix = "setupbot/"
     read_only = False
 
-    def repo_info(self, repo: str) -> RepoInfo: raise NotImplementedError
-    def branch_sha(self, repo: str, branch: str) -> str | None: raise NotImplementedError
-    def read_file(self, repo: str, path: str, ref: str) -> str | None: raise NotImplementedError
-    def commit_message(self, repo: str, sha: str) -> str: raise NotImplementedError
-    def find_pulls(self, repo: str, head_branch: str, state: str = "open") -> list[PullInfo]: raise NotImplementedError
-    def list_org_repos(self, org: str) -> list[RepoInfo]: raise NotImplementedError
-    def list_dir(self, repo: str, path: str, ref: str) -> list[str]: raise NotImplementedError
-    def last_workflow_run(self, repo: str, workflow_path: str) -> dict[str, str] | None: return None
-    def find_comment(self, repo: str, number: int, marker: str) -> int | None: raise NotImplementedError
-    def commit_parents(self, repo: str, sha: str) -> list[str]: raise NotImplementedError
+    def repo_info(self, repo: str) -> RepoInfo:
+        raise NotImplementedError
+
+    def branch_sha(self, repo: str, branch: str) -> str | None:
+        raise NotImplementedError
+
+    def read_file(self, repo: str, path: str, ref: str) -> str | None:
+        raise NotImplementedError
+
+    def commit_message(self, repo: str, sha: str) -> str:
+        raise NotImplementedError
+
+    def find_pulls(self, repo: str, head_branch: str, state: str = "open") -> list[PullInfo]:
+        raise NotImplementedError
+
+    def list_org_repos(self, org: str) -> list[RepoInfo]:
+        raise NotImplementedError
+
+    def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
+        raise NotImplementedError
+
+    def last_workflow_run(self, repo: str, workflow_path: str) -> dict[str, str] | None:
+        return None
+
+    def find_comment(self, repo: str, number: int, marker: str) -> int | None:
+        raise NotImplementedError
+
+    def commit_parents(self, repo: str, sha: str) -> list[str]:
+        raise NotImplementedError
+
     # writes
-    def commit_files(self, repo: str, parent_sha: str, files: dict[str, str], message: str, *,
-                     allow_workflows: bool = False) -> str: raise NotImplementedError
-    def set_branch(self, repo: str, branch: str, sha: str) -> None: raise NotImplementedError
-    def create_pull(self, repo: str, base: str, head: str, title: str, body: str, *,
-                    draft: bool = False) -> PullInfo: raise NotImplementedError
-    def update_pull(self, repo: str, number: int, title: str, body: str) -> None: raise NotImplementedError
-    def close_pull(self, repo: str, number: int) -> None: raise NotImplementedError
-    def add_labels(self, repo: str, number: int, labels: list[str]) -> None: raise NotImplementedError
-    def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> int: raise NotImplementedError
-    def add_comment(self, repo: str, number: int, body: str) -> int: raise NotImplementedError
-    def set_status(self, repo: str, sha: str, state: str, description: str, *, context: str = "setupbot",
-                   target_url: str = "") -> None: raise NotImplementedError
+    def commit_files(
+        self, repo: str, parent_sha: str, files: dict[str, str], message: str, *, allow_workflows: bool = False
+    ) -> str:
+        raise NotImplementedError
+
+    def set_branch(self, repo: str, branch: str, sha: str) -> None:
+        raise NotImplementedError
+
+    def create_pull(self, repo: str, base: str, head: str, title: str, body: str, *, draft: bool = False) -> PullInfo:
+        raise NotImplementedError
+
+    def update_pull(self, repo: str, number: int, title: str, body: str) -> None:
+        raise NotImplementedError
+
+    def close_pull(self, repo: str, number: int) -> None:
+        raise NotImplementedError
+
+    def add_labels(self, repo: str, number: int, labels: list[str]) -> None:
+        raise NotImplementedError
+
+    def upsert_comment(self, repo: str, number: int, marker: str, body: str) -> int:
+        raise NotImplementedError
+
+    def add_comment(self, repo: str, number: int, body: str) -> int:
+        raise NotImplementedError
+
+    def set_status(
+        self, repo: str, sha: str, state: str, description: str, *, context: str = "setupbot", target_url: str = ""
+    ) -> None:
+        raise NotImplementedError
 
 
 def _pull_info(pr: Any) -> PullInfo:
-    return PullInfo(number=pr.number, state=pr.state, merged=bool(pr.merged_at or getattr(pr, "merged", False)),
-                    head=pr.head.ref, base=pr.base.ref, title=pr.title or "", body=pr.body or "",
-                    url=pr.html_url or "")
+    return PullInfo(
+        number=pr.number,
+        state=pr.state,
+        merged=bool(pr.merged_at or getattr(pr, "merged", False)),
+        head=pr.head.ref,
+        base=pr.base.ref,
+        title=pr.title or "",
+        body=pr.body or "",
+        url=pr.html_url or "",
+    )
 
 
 class GitHubProvider(Provider):
-    def __init__(self, token: str, api_url: str = "https://api.github.com", *,
-                 policy: RetryPolicy | None = None, read_only: bool = False,
-                 branch_prefix: str = "setupbot/", timeout: int = 30) -> None:
+    def __init__(
+        self,
+        token: str,
+        api_url: str = "https://api.github.com",
+        *,
+        policy: RetryPolicy | None = None,
+        read_only: bool = False,
+        branch_prefix: str = "setupbot/",
+        timeout: int = 30,
+    ) -> None:
         self.policy = policy or RetryPolicy()
         self.read_only = read_only
         self.branch_prefix = branch_prefix
         # PyGithub's own retry and throttling sleep with time.sleep; ours are bounded and
         # injectable, so theirs are switched off.
-        self._gh = github.Github(auth=Auth.Token(token) if token else None, base_url=api_url.rstrip("/"),
-                                 timeout=timeout, retry=None, seconds_between_requests=None,
-                                 seconds_between_writes=None, user_agent="setupbot")
+        self._gh = github.Github(
+            auth=Auth.Token(token) if token else None,
+            base_url=api_url.rstrip("/"),
+            timeout=timeout,
+            retry=None,
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+            user_agent="setupbot",
+        )
         self._repos: dict[str, Any] = {}
         self.write_count = 0
 
@@ -169,8 +231,9 @@ class GitHubProvider(Provider):
                 wait = rate_limit_wait(exc.status, headers, policy.clock)
                 if wait is not None:
                     if wait > policy.max_wait:
-                        raise GitHubError(f"{what}: rate limited for {wait:.0f}s more",
-                                          "Run again after the limit resets.") from exc
+                        raise GitHubError(
+                            f"{what}: rate limited for {wait:.0f}s more", "Run again after the limit resets."
+                        ) from exc
                     if attempt < policy.max_attempts:
                         log.info("%s: rate limited, waiting %.1fs", what, wait)
                         policy.sleep(wait)
@@ -181,15 +244,18 @@ class GitHubProvider(Provider):
                     delay *= 2
                     continue
                 message = exc.data.get("message", "") if isinstance(exc.data, dict) else str(exc.data)
-                raise GitHubError(f"{what}: GitHub answered {exc.status} {message}".strip(),
-                                  "Check the token's permissions and the repository name.") from exc
+                raise GitHubError(
+                    f"{what}: GitHub answered {exc.status} {message}".strip(),
+                    "Check the token's permissions and the repository name.",
+                ) from exc
             except requests.RequestException as exc:
                 if idempotent and attempt < policy.max_attempts:
                     policy.sleep(min(delay, policy.max_delay))
                     delay *= 2
                     continue
-                raise GitHubError(f"{what}: cannot reach GitHub ({exc.__class__.__name__})",
-                                  "Check github.api_url and the network.") from exc
+                raise GitHubError(
+                    f"{what}: cannot reach GitHub ({exc.__class__.__name__})", "Check github.api_url and the network."
+                ) from exc
         raise GitHubError(f"{what}: gave up after {policy.max_attempts} attempts")
 
     def _write(self, what: str) -> None:
@@ -212,8 +278,9 @@ class GitHubProvider(Provider):
     def repo_info(self, repo: str) -> RepoInfo:
         r = self._call(f"read repository {repo}", lambda: self._gh.get_repo(repo))
         self._repos[repo] = r
-        return RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork),
-                        tuple(r.topics or ()), r.language or "")
+        return RepoInfo(
+            r.full_name, r.default_branch, bool(r.archived), bool(r.fork), tuple(r.topics or ()), r.language or ""
+        )
 
     def branch_sha(self, repo: str, branch: str) -> str | None:
         try:
@@ -232,7 +299,7 @@ class GitHubProvider(Provider):
             if self._absent(exc):
                 return None
             raise
-        if isinstance(content, list):      # a directory
+        if isinstance(content, list):  # a directory
             return None
         return content.decoded_content.decode("utf-8", errors="replace")
 
@@ -243,22 +310,39 @@ class GitHubProvider(Provider):
     def find_pulls(self, repo: str, head_branch: str, state: str = "open") -> list[PullInfo]:
         owner = repo.split("/")[0]
         r = self._repo(repo)
-        return self._call("list pull requests", lambda: [
-            _pull_info(p) for p in r.get_pulls(state=state, head=f"{owner}:{head_branch}")
-            if p.head.ref == head_branch])
+        return self._call(
+            "list pull requests",
+            lambda: [
+                _pull_info(p)
+                for p in r.get_pulls(state=state, head=f"{owner}:{head_branch}")
+                if p.head.ref == head_branch
+            ],
+        )
 
     def list_org_repos(self, org: str) -> list[RepoInfo]:
-        return self._call(f"list repositories of {org}", lambda: [
-            RepoInfo(r.full_name, r.default_branch, bool(r.archived), bool(r.fork),
-                     tuple(r.topics or ()), r.language or "")
-            for r in self._gh.get_organization(org).get_repos()])
+        return self._call(
+            f"list repositories of {org}",
+            lambda: [
+                RepoInfo(
+                    r.full_name,
+                    r.default_branch,
+                    bool(r.archived),
+                    bool(r.fork),
+                    tuple(r.topics or ()),
+                    r.language or "",
+                )
+                for r in self._gh.get_organization(org).get_repos()
+            ],
+        )
 
     def last_workflow_run(self, repo: str, workflow_path: str) -> dict[str, str] | None:
         """The newest run of one workflow file: {created_at, status, conclusion, url}; None without one."""
         r = self._repo(repo)
         try:
-            runs = self._call(f"list runs of {workflow_path}",
-                              lambda: list(r.get_workflow(workflow_path.rsplit("/", 1)[-1]).get_runs()[:1]))
+            runs = self._call(
+                f"list runs of {workflow_path}",
+                lambda: list(r.get_workflow(workflow_path.rsplit("/", 1)[-1]).get_runs()[:1]),
+            )
         except GitHubError as exc:
             if self._absent(exc):
                 return None
@@ -267,8 +351,12 @@ class GitHubProvider(Provider):
             return None
         run = runs[0]
         created = run.created_at.strftime("%Y-%m-%dT%H:%M:%SZ") if run.created_at else ""
-        return {"created_at": created, "status": run.status or "",
-                "conclusion": run.conclusion or "", "url": run.html_url or ""}
+        return {
+            "created_at": created,
+            "status": run.status or "",
+            "conclusion": run.conclusion or "",
+            "url": run.html_url or "",
+        }
 
     def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
         r = self._repo(repo)
@@ -285,17 +373,26 @@ class GitHubProvider(Provider):
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         r = self._repo(repo)
         # Only a bot's comment counts: anyone can paste the marker into a comment of their own.
-        return self._call("list comments", lambda: next(
-            (c.id for c in r.get_issue(number).get_comments()
-             if marker in (c.body or "") and c.user is not None and c.user.type == "Bot"), None))
+        return self._call(
+            "list comments",
+            lambda: next(
+                (
+                    c.id
+                    for c in r.get_issue(number).get_comments()
+                    if marker in (c.body or "") and c.user is not None and c.user.type == "Bot"
+                ),
+                None,
+            ),
+        )
 
     def commit_parents(self, repo: str, sha: str) -> list[str]:
         r = self._repo(repo)
         return self._call("read commit", lambda: [p.sha for p in r.get_git_commit(sha).parents])
 
     # ---------------------------------------------------------------- writes
-    def commit_files(self, repo: str, parent_sha: str, files: dict[str, str], message: str, *,
-                     allow_workflows: bool = False) -> str:
+    def commit_files(
+        self, repo: str, parent_sha: str, files: dict[str, str], message: str, *, allow_workflows: bool = False
+    ) -> str:
         check_paths(files, allow_workflows)
         self._write("create commit")
         r = self._repo(repo)
@@ -322,22 +419,21 @@ class GitHubProvider(Provider):
                 self._call("move branch", functools.partial(ref.edit, sha, force=True))
                 return
             try:
-                self._call("create branch", lambda: r.create_git_ref(f"refs/heads/{branch}", sha),
-                           idempotent=False)
+                self._call("create branch", lambda: r.create_git_ref(f"refs/heads/{branch}", sha), idempotent=False)
                 return
             except GitHubError as exc:
                 # 422 "Reference already exists", a 5xx or a timeout: the create may have landed
                 # (or raced another run); look again before deciding.
                 cause = exc.__cause__
                 transient = isinstance(cause, requests.RequestException) or (
-                    isinstance(cause, GithubException) and (cause.status == 422 or cause.status >= 500))
+                    isinstance(cause, GithubException) and (cause.status == 422 or cause.status >= 500)
+                )
                 if not transient:
                     raise
                 self.policy.sleep(self.policy.base_delay)
         raise GitHubError(f"could not point {branch} at {sha[:12]}", "Run again; the next run reconciles.")
 
-    def create_pull(self, repo: str, base: str, head: str, title: str, body: str, *,
-                    draft: bool = False) -> PullInfo:
+    def create_pull(self, repo: str, base: str, head: str, title: str, body: str, *, draft: bool = False) -> PullInfo:
         check_branch(head, self.branch_prefix)
         self._write("create pull request")
         r = self._repo(repo)
@@ -345,10 +441,13 @@ class GitHubProvider(Provider):
         last: GitHubError | None = None
         for _ in range(attempts):
             try:
-                pr = self._call("create pull request",
-                                lambda: r.create_pull(base=base, head=head, title=title, body=body,
-                                                      maintainer_can_modify=False, draft=draft),
-                                idempotent=False)
+                pr = self._call(
+                    "create pull request",
+                    lambda: r.create_pull(
+                        base=base, head=head, title=title, body=body, maintainer_can_modify=False, draft=draft
+                    ),
+                    idempotent=False,
+                )
                 return _pull_info(pr)
             except GitHubError as exc:
                 last = exc
@@ -376,7 +475,7 @@ class GitHubProvider(Provider):
         self._write("close pull request")
         r = self._repo(repo)
         pr = self._call("read pull request", lambda: r.get_pull(number))
-        check_branch(pr.head.ref, self.branch_prefix)     # only the bot's own pull requests
+        check_branch(pr.head.ref, self.branch_prefix)  # only the bot's own pull requests
         self._call("close pull request", lambda: pr.edit(state="closed"))
 
     def add_comment(self, repo: str, number: int, body: str) -> int:
@@ -384,8 +483,9 @@ class GitHubProvider(Provider):
         r = self._repo(repo)
         return self._call("create comment", lambda: r.get_issue(number).create_comment(body), idempotent=False).id
 
-    def set_status(self, repo: str, sha: str, state: str, description: str, *, context: str = "setupbot",
-                   target_url: str = "") -> None:
+    def set_status(
+        self, repo: str, sha: str, state: str, description: str, *, context: str = "setupbot", target_url: str = ""
+    ) -> None:
         """A commit status: needs only ``statuses: write``, unlike a check run or a comment."""
         if state not in ("error", "failure", "pending", "success"):
             raise GitHubError(f"unknown commit status state {state!r}")
@@ -395,8 +495,10 @@ class GitHubProvider(Provider):
             payload["target_url"] = target_url
         # Through the requester: PyGithub's Commit.create_status needs a GET of the commit first,
         # which a token with only statuses: write may not be allowed to make on a private repository.
-        self._call("set commit status", lambda: self._gh.requester.requestJsonAndCheck(
-            "POST", f"/repos/{repo}/statuses/{sha}", input=payload))
+        self._call(
+            "set commit status",
+            lambda: self._gh.requester.requestJsonAndCheck("POST", f"/repos/{repo}/statuses/{sha}", input=payload),
+        )
 
     def add_labels(self, repo: str, number: int, labels: list[str]) -> None:
         if not labels:

@@ -40,15 +40,24 @@ def bot_branch(prefix: str, base: str) -> str:
 def _commit_fingerprint(message: str) -> str | None:
     for line in message.splitlines():
         if line.startswith(FINGERPRINT_TRAILER):
-            return line[len(FINGERPRINT_TRAILER):].strip()
+            return line[len(FINGERPRINT_TRAILER) :].strip()
     return None
 
 
-def publish_environment(provider: Provider, repo: str, *, base: str, files: dict[str, str],
-                        fingerprint: str, title: str, body: str | Callable[[str], str],
-                        labels: list[str] | tuple[str, ...] = (), draft: bool = False,
-                        commit_message: str = "Add a development environment",
-                        volatile: Iterable[str] = ()) -> PublishResult:
+def publish_environment(
+    provider: Provider,
+    repo: str,
+    *,
+    base: str,
+    files: dict[str, str],
+    fingerprint: str,
+    title: str,
+    body: str | Callable[[str], str],
+    labels: list[str] | tuple[str, ...] = (),
+    draft: bool = False,
+    commit_message: str = "Add a development environment",
+    volatile: Iterable[str] = (),
+) -> PublishResult:
     """Create, refresh or close the bot's PR against ``base`` with ``files`` (repository-relative),
     the way a maintainer expects (SECURITY.md R3, R6, S6; the etiquette of Renovate and
     create-pull-request):
@@ -71,9 +80,11 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
     if not files:
         raise GitHubError("nothing to publish: no files were generated")
     render = body if callable(body) else (lambda previous, text=body: text)
+
     def result(action, pr=None):
-        return PublishResult(action, pr.number if pr else None, pr.url if pr else "",
-                                                       branch, fingerprint, sorted(files))
+        return PublishResult(
+            action, pr.number if pr else None, pr.url if pr else "", branch, fingerprint, sorted(files)
+        )
 
     open_pulls = provider.find_pulls(repo, branch, "open")
     on_base = {path: provider.read_file(repo, path, base) for path in sorted(files)}
@@ -88,8 +99,12 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
     if all(on_base[path] == text for path, text in files.items() if path not in run_only):
         if open_pulls:
             pr = open_pulls[0]
-            provider.add_comment(repo, pr.number, f"`{base}` already has the environment this pull request "
-                                                  "proposed, so setupbot closes it. Nothing else to do.")
+            provider.add_comment(
+                repo,
+                pr.number,
+                f"`{base}` already has the environment this pull request "
+                "proposed, so setupbot closes it. Nothing else to do.",
+            )
             provider.close_pull(repo, pr.number)
             log.info("%s already has the files; closed #%d", base, pr.number)
             return result("closed", pr)
@@ -113,8 +128,9 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
             return result("unchanged", pr)
         if head_fp != fingerprint:
             parent = _parent(provider, repo, base, branch_sha if head_fp is not None else None, files)
-            commit = provider.commit_files(repo, parent, files,
-                                           f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n")
+            commit = provider.commit_files(
+                repo, parent, files, f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
+            )
             provider.set_branch(repo, branch, commit)
         provider.update_pull(repo, pr.number, title, render(""))
         return result("updated", pr)
@@ -123,35 +139,43 @@ def publish_environment(provider: Provider, repo: str, *, base: str, files: dict
     closed = [p for p in provider.find_pulls(repo, branch, "closed") if not p.merged]
     if closed:
         last = closed[0]
-        handed_back = branch_sha is None and provider.find_comment(repo, last.number, HANDBACK_COMMENT_MARKER) is not None
+        handed_back = (
+            branch_sha is None and provider.find_comment(repo, last.number, HANDBACK_COMMENT_MARKER) is not None
+        )
         if read_fingerprint(last.body) == fingerprint and not handed_back:
-            log.info("pull request #%d was closed without merging and nothing changed since; not reopening",
-                     last.number)
+            log.info(
+                "pull request #%d was closed without merging and nothing changed since; not reopening", last.number
+            )
             return result("declined", last)
         if not handed_back:
-            previous = (f"An earlier proposal, #{last.number}, was closed without merging. The environment's "
-                        "inputs have changed since, so setupbot proposes again; close this one to decline it too.")
+            previous = (
+                f"An earlier proposal, #{last.number}, was closed without merging. The environment's "
+                "inputs have changed since, so setupbot proposes again; close this one to decline it too."
+            )
     if head_fp != fingerprint:
         base_sha = provider.branch_sha(repo, base)
         if base_sha is None:
             raise GitHubError(f"base branch {base!r} does not exist in {repo}")
-        commit = provider.commit_files(repo, base_sha, files,
-                                       f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n")
+        commit = provider.commit_files(
+            repo, base_sha, files, f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
+        )
         provider.set_branch(repo, branch, commit)
     pr = provider.create_pull(repo, base, branch, title, render(previous), draft=draft)
     if labels:
         try:
             provider.add_labels(repo, pr.number, list(labels))
-        except GitHubError as exc:   # labels are a convenience; the PR stands without them
+        except GitHubError as exc:  # labels are a convenience; the PR stands without them
             log.warning("could not label #%d: %s", pr.number, exc.what)
     return result("created", pr)
 
 
-HANDBACK_COMMENT = (f"{HANDBACK_COMMENT_MARKER}\nSomeone other than setupbot committed to this branch, so "
-                    "setupbot has stopped updating it: your commits stay as they are.\n\n"
-                    "To hand the branch back to setupbot (it will replace the commits that are not its "
-                    "own), tick **Let setupbot update this branch again** in the pull request description, "
-                    "or delete the branch. Until then setupbot leaves this pull request alone.")
+HANDBACK_COMMENT = (
+    f"{HANDBACK_COMMENT_MARKER}\nSomeone other than setupbot committed to this branch, so "
+    "setupbot has stopped updating it: your commits stay as they are.\n\n"
+    "To hand the branch back to setupbot (it will replace the commits that are not its "
+    "own), tick **Let setupbot update this branch again** in the pull request description, "
+    "or delete the branch. Until then setupbot leaves this pull request alone."
+)
 
 
 def _parent(provider: Provider, repo: str, base: str, branch_sha: str | None, files: dict[str, str]) -> str:
@@ -181,17 +205,30 @@ def operation(result: PublishResult | None) -> str:
     return result.action if result.action in ("created", "updated", "closed") else "none"
 
 
-def publish_pull_request(provider: Provider, repo: str, *, base: str, branch: str, files: dict[str, str],
-                         fingerprint: str, title: str, body: str, labels: list[str] | tuple[str, ...] = (),
-                         commit_message: str, allow_workflows: bool = False) -> PublishResult:
+def publish_pull_request(
+    provider: Provider,
+    repo: str,
+    *,
+    base: str,
+    branch: str,
+    files: dict[str, str],
+    fingerprint: str,
+    title: str,
+    body: str,
+    labels: list[str] | tuple[str, ...] = (),
+    commit_message: str,
+    allow_workflows: bool = False,
+) -> PublishResult:
     """The one-PR-per-branch mechanics shared by the environment PR and the rollout PR."""
     check_branch(branch, provider.branch_prefix)
     check_paths(files, allow_workflows=allow_workflows)
     if not files:
         raise GitHubError("nothing to publish: no files were generated")
     if read_fingerprint(body) != fingerprint:
-        raise GitHubError("the PR body does not carry the fingerprint of the files it describes",
-                          "Render the body with render_pr_body(report, fingerprint).")
+        raise GitHubError(
+            "the PR body does not carry the fingerprint of the files it describes",
+            "Render the body with render_pr_body(report, fingerprint).",
+        )
 
     open_pulls = provider.find_pulls(repo, branch, "open")
     branch_sha = provider.branch_sha(repo, branch)
@@ -205,10 +242,12 @@ def publish_pull_request(provider: Provider, repo: str, *, base: str, branch: st
     else:
         closed = [p for p in provider.find_pulls(repo, branch, "closed") if not p.merged]
         if closed and read_fingerprint(closed[0].body) == fingerprint:
-            log.info("pull request #%d was closed without merging and nothing changed since; "
-                     "not reopening", closed[0].number)
-            return PublishResult("closed-unchanged", closed[0].number, closed[0].url, branch, fingerprint,
-                                 sorted(files))
+            log.info(
+                "pull request #%d was closed without merging and nothing changed since; not reopening", closed[0].number
+            )
+            return PublishResult(
+                "closed-unchanged", closed[0].number, closed[0].url, branch, fingerprint, sorted(files)
+            )
 
     if branch_fp != fingerprint:
         base_sha = provider.branch_sha(repo, base)
@@ -227,6 +266,6 @@ def publish_pull_request(provider: Provider, repo: str, *, base: str, branch: st
     if labels:
         try:
             provider.add_labels(repo, pr.number, list(labels))
-        except GitHubError as exc:   # labels are a convenience; the PR stands without them
+        except GitHubError as exc:  # labels are a convenience; the PR stands without them
             log.warning("could not label #%d: %s", pr.number, exc.what)
     return PublishResult("created", pr.number, pr.url, branch, fingerprint, sorted(files))

@@ -43,7 +43,7 @@ def stagger_cron(repo: str, *, weekday: str = "1") -> str:
 @dataclass
 class RolloutResult:
     repo: str
-    action: str            # created | updated | unchanged | closed-unchanged | skipped | failed
+    action: str  # created | updated | unchanged | closed-unchanged | skipped | failed
     path: str = ""
     number: int | None = None
     detail: str = ""
@@ -51,7 +51,7 @@ class RolloutResult:
 
 
 def _yaml() -> YAML:
-    y = YAML()           # round-trip mode: comments, key order, quotes and flow style are kept
+    y = YAML()  # round-trip mode: comments, key order, quotes and flow style are kept
     y.preserve_quotes = True
     y.width = 4096
     y.indent(mapping=2, sequence=4, offset=2)
@@ -60,10 +60,19 @@ def _yaml() -> YAML:
 
 def render_caller(*, default_branch: str, setupbot_repository: str, ref: str, cron: str = DEFAULT_CRON) -> str:
     env = environment()
-    return env.get_template("workflows/setupbot-caller.yml.j2").render(
-        marker=f"{MARKER_TEXT}: remove this line to keep your own version", default_branch=default_branch,
-        reusable=f"{setupbot_repository}/{REUSABLE}", ref=ref, setupbot_repository=setupbot_repository,
-        cron=cron).rstrip("\n") + "\n"
+    return (
+        env.get_template("workflows/setupbot-caller.yml.j2")
+        .render(
+            marker=f"{MARKER_TEXT}: remove this line to keep your own version",
+            default_branch=default_branch,
+            reusable=f"{setupbot_repository}/{REUSABLE}",
+            ref=ref,
+            setupbot_repository=setupbot_repository,
+            cron=cron,
+        )
+        .rstrip("\n")
+        + "\n"
+    )
 
 
 def calls_setupbot(job: object, setupbot_repository: str) -> bool:
@@ -78,7 +87,7 @@ def _replace_scalar(lines: list[str], line: int, col: int, old: str, new: str) -
     for quote in ('"', "'", ""):
         token = f"{quote}{old}{quote}"
         if rest.startswith(token):
-            lines[line] = text[:col] + f"{quote}{new}{quote}" + rest[len(token):]
+            lines[line] = text[:col] + f"{quote}{new}{quote}" + rest[len(token) :]
             return True
     return False
 
@@ -131,8 +140,9 @@ def update_workflow_text(text: str, *, setupbot_repository: str, ref: str) -> st
     return out.getvalue()
 
 
-def plan_repository(provider: Provider, repo: str, *, setupbot_repository: str, ref: str,
-                    cron: str = DEFAULT_CRON) -> tuple[dict[str, str], str, bool]:
+def plan_repository(
+    provider: Provider, repo: str, *, setupbot_repository: str, ref: str, cron: str = DEFAULT_CRON
+) -> tuple[dict[str, str], str, bool]:
     """(files to write, default branch, edited-existing?) for one repository; files is empty when
     the workflow is already current."""
     info = provider.repo_info(repo)
@@ -153,7 +163,7 @@ def plan_repository(provider: Provider, repo: str, *, setupbot_repository: str, 
     path = CALLER_PATH
     existing = provider.read_file(repo, path, base)
     if existing is not None and MARKER_TEXT not in existing.lower():
-        path = f"{WORKFLOW_DIR}/setupbot-environment.yml"   # never replace someone's own setupbot.yml
+        path = f"{WORKFLOW_DIR}/setupbot-environment.yml"  # never replace someone's own setupbot.yml
     text = render_caller(default_branch=base, setupbot_repository=setupbot_repository, ref=ref, cron=cron)
     current = provider.read_file(repo, path, base) if path != CALLER_PATH else existing
     return ({} if current == text else {path: text}), base, False
@@ -171,28 +181,53 @@ def root_files(provider: Provider, repo: str, ref: str | None = None) -> list[st
 Unsupported = Callable[[str, list[str]], str]
 
 
-def rollout_repository(provider: Provider, repo: str, *, setupbot_repository: str, ref: str,
-                       cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",),
-                       unsupported: Unsupported | None = None) -> RolloutResult:
+def rollout_repository(
+    provider: Provider,
+    repo: str,
+    *,
+    setupbot_repository: str,
+    ref: str,
+    cron: str | None = DEFAULT_CRON,
+    labels: tuple[str, ...] = ("setupbot",),
+    unsupported: Unsupported | None = None,
+) -> RolloutResult:
     cron = cron or stagger_cron(repo)
     # A repository of an ecosystem setupbot does not support would get a workflow whose every
     # run ends "not supported": no pull request for it (issue 17).
     reason = unsupported(repo, root_files(provider, repo)) if unsupported is not None else ""
     if reason:
         return RolloutResult(repo, "skipped", detail=reason, cron=cron)
-    files, base, edited = plan_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
-                                          cron=cron)
+    files, base, edited = plan_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref, cron=cron)
     if not files:
         return RolloutResult(repo, "unchanged", detail="the workflow already calls setupbot at this ref", cron=cron)
     path = next(iter(files))
     fingerprint = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:32]
-    body = environment().get_template("report/rollout-body.md.j2").render(
-        fingerprint_marker=fingerprint_marker(fingerprint), created=not edited, path=path, default_branch=base,
-        reusable=f"{setupbot_repository}/{REUSABLE}", ref=ref, edited=edited)
-    result = publish_pull_request(provider, repo, base=base, branch=f"{provider.branch_prefix}rollout",
-                                  files=files, fingerprint=fingerprint, title="Add the setupbot workflow",
-                                  body=body, labels=labels, allow_workflows=True,
-                                  commit_message="Add the setupbot workflow")
+    body = (
+        environment()
+        .get_template("report/rollout-body.md.j2")
+        .render(
+            fingerprint_marker=fingerprint_marker(fingerprint),
+            created=not edited,
+            path=path,
+            default_branch=base,
+            reusable=f"{setupbot_repository}/{REUSABLE}",
+            ref=ref,
+            edited=edited,
+        )
+    )
+    result = publish_pull_request(
+        provider,
+        repo,
+        base=base,
+        branch=f"{provider.branch_prefix}rollout",
+        files=files,
+        fingerprint=fingerprint,
+        title="Add the setupbot workflow",
+        body=body,
+        labels=labels,
+        allow_workflows=True,
+        commit_message="Add the setupbot workflow",
+    )
     return RolloutResult(repo, result.action, path, result.number, cron=cron)
 
 
@@ -213,14 +248,23 @@ def read_repo_list(path: Path) -> list[str]:
     return list(dict.fromkeys(repos))
 
 
-def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, ref: str,
-            cron: str | None = DEFAULT_CRON, labels: tuple[str, ...] = ("setupbot",),
-            unsupported: Unsupported | None = None) -> list[RolloutResult]:
+def rollout(
+    provider: Provider,
+    repos: list[str],
+    *,
+    setupbot_repository: str,
+    ref: str,
+    cron: str | None = DEFAULT_CRON,
+    labels: tuple[str, ...] = ("setupbot",),
+    unsupported: Unsupported | None = None,
+) -> list[RolloutResult]:
     """One pull request per repository. ``cron=None``: each repository's own staggered schedule.
     ``unsupported(repo, root_files)`` names why a repository is skipped ("" to go ahead)."""
     if not SHA_RE.match(ref):
-        raise InputError(f"--ref must be a full 40-character commit SHA, not {ref!r}",
-                         "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.")
+        raise InputError(
+            f"--ref must be a full 40-character commit SHA, not {ref!r}",
+            "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.",
+        )
     if not REPO_RE.match(setupbot_repository):
         raise InputError(f"--setupbot-repository must be owner/name, not {setupbot_repository!r}")
     results = []
@@ -228,12 +272,22 @@ def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, r
         progress.current().step(n, len(repos))
         progress.current().trial(repo)
         try:
-            results.append(rollout_repository(provider, repo, setupbot_repository=setupbot_repository, ref=ref,
-                                              cron=cron, labels=labels, unsupported=unsupported))
+            results.append(
+                rollout_repository(
+                    provider,
+                    repo,
+                    setupbot_repository=setupbot_repository,
+                    ref=ref,
+                    cron=cron,
+                    labels=labels,
+                    unsupported=unsupported,
+                )
+            )
         except (GitHubError, InputError, jinja2.TemplateError) as exc:
             # One repository's failure does not stop the others.
-            results.append(RolloutResult(repo, "failed", detail=getattr(exc, "what", str(exc)),
-                                         cron=cron or stagger_cron(repo)))
+            results.append(
+                RolloutResult(repo, "failed", detail=getattr(exc, "what", str(exc)), cron=cron or stagger_cron(repo))
+            )
     return results
 
 
@@ -241,8 +295,14 @@ def rollout(provider: Provider, repos: list[str], *, setupbot_repository: str, r
 ECOSYSTEMS = {"python": {"python", "jupyter notebook", "cython"}}
 
 
-def select_repos(infos: list, *, ecosystems: Sequence[str] = (), topics: Sequence[str] = (),
-                 exclude: Sequence[str] = (), limit: int | None = None) -> list:
+def select_repos(
+    infos: list,
+    *,
+    ecosystems: Sequence[str] = (),
+    topics: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    limit: int | None = None,
+) -> list:
     """Filter an organisation's repositories: never archived or forks; every --topic must be
     present; --only-ecosystem matches the repository's main language; --exclude takes names or
     shell patterns (owner/name or name); --limit keeps the first N, in name order."""
@@ -254,8 +314,10 @@ def select_repos(infos: list, *, ecosystems: Sequence[str] = (), topics: Sequenc
         if info.archived or info.fork:
             continue
         name = info.full_name.split("/", 1)[-1]
-        if any(fnmatch.fnmatch(info.full_name.lower(), x.lower()) or fnmatch.fnmatch(name.lower(), x.lower())
-               for x in exclude):
+        if any(
+            fnmatch.fnmatch(info.full_name.lower(), x.lower()) or fnmatch.fnmatch(name.lower(), x.lower())
+            for x in exclude
+        ):
             continue
         have = {t.lower() for t in getattr(info, "topics", ()) or ()}
         if any(t.lower() not in have for t in topics):
@@ -285,8 +347,14 @@ def find_caller(provider: Provider, repo: str, base: str, setupbot_repository: s
 VERDICT_RE = re.compile(r"Verdict: \*\*(\w+)\*\*")
 
 
-def repo_status(provider: Provider, repo: str, *, setupbot_repository: str, output_dir: str = ".devcontainer",
-                report_name: str = "setup-report.md") -> dict:
+def repo_status(
+    provider: Provider,
+    repo: str,
+    *,
+    setupbot_repository: str,
+    output_dir: str = ".devcontainer",
+    report_name: str = "setup-report.md",
+) -> dict:
     """One row of `setupbot rollout status`: caller workflow, last verdict (from the report on
     the open setupbot pull request, else the default branch), open setupbot PR, last run."""
     info = provider.repo_info(repo)
@@ -303,5 +371,10 @@ def repo_status(provider: Provider, repo: str, *, setupbot_repository: str, outp
             break
     run = provider.last_workflow_run(repo, caller) if caller else None
     last_run = f"{run['created_at']} {run.get('conclusion') or run.get('status')}".strip() if run else None
-    return {"repo": repo, "caller": caller, "last_verdict": verdict, "open_pr": pr.number if pr else None,
-            "last_run": last_run}
+    return {
+        "repo": repo,
+        "caller": caller,
+        "last_verdict": verdict,
+        "open_pr": pr.number if pr else None,
+        "last_run": last_run,
+    }

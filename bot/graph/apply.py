@@ -83,8 +83,11 @@ def _pip_install(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
         nid = f"package:{name}"
         n = g.nodes.get(nid)
         if n is None:
-            n = _node(g, Node(nid, "PACKAGE", name, "SATISFIED", action="repair-pip",
-                              attrs={"spec": spec, "group": "repair"}), ev)
+            n = _node(
+                g,
+                Node(nid, "PACKAGE", name, "SATISFIED", action="repair-pip", attrs={"spec": spec, "group": "repair"}),
+                ev,
+            )
         else:
             _cite(n, ev)
             n.attrs["spec"] = spec
@@ -112,8 +115,11 @@ def _pip_constraint(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str
     changed = []
     for spec in a["constraints"]:
         nid = f"config:constraint:{spec}"
-        n = _node(g, Node(nid, "CONFIG", spec, "SATISFIED", action="constraint",
-                          attrs={"kind": "pip_constraint", "spec": spec}), ev)
+        n = _node(
+            g,
+            Node(nid, "CONFIG", spec, "SATISFIED", action="constraint", attrs={"kind": "pip_constraint", "spec": spec}),
+            ev,
+        )
         for p in g.of_type("PACKAGE") + g.of_type("TOOL"):
             if p.action in ("pip", "project", "repair-pip", "tool"):
                 g.edge(p.id, n.id)
@@ -134,7 +140,9 @@ def _switch_python(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]
 
 def _set_env(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     nid = f"config:env:{a['name']}"
-    n = _node(g, Node(nid, "CONFIG", a["name"], "SATISFIED", action="env", attrs={"kind": "env", "value": a["value"]}), ev)
+    n = _node(
+        g, Node(nid, "CONFIG", a["name"], "SATISFIED", action="env", attrs={"kind": "env", "value": a["value"]}), ev
+    )
     n.attrs["value"], n.action, n.state = a["value"], "env", "SATISFIED"
     link_runtime(g, nid)
     g.edge(g.target.id, nid)
@@ -153,14 +161,27 @@ def _start_service(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]
     env.update({str(k): str(v) for k, v in (a.get("env") or {}).items()})
     nid = f"service:{kind}"
     ports = [str(spec.port)] if spec else []
-    n = _node(g, Node(nid, "SERVICE", kind, "SATISFIED", action="service",
-                      attrs={"kind": kind, "image": image, "ports": ports, "env": env}), ev)
+    n = _node(
+        g,
+        Node(
+            nid,
+            "SERVICE",
+            kind,
+            "SATISFIED",
+            action="service",
+            attrs={"kind": kind, "image": image, "ports": ports, "env": env},
+        ),
+        ev,
+    )
     g.edge(g.target.id, nid)
     return [n.id]
 
 
-def _on_project(update: Callable[[Node, Mapping[str, Any]], None]) -> Callable[[DepGraph, Mapping[str, Any], Evidence], list[str]]:
+def _on_project(
+    update: Callable[[Node, Mapping[str, Any]], None],
+) -> Callable[[DepGraph, Mapping[str, Any], Evidence], list[str]]:
     """An atom that changes how the project itself is installed."""
+
     def apply(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
         proj = project_node(g)
         if proj is None:
@@ -168,13 +189,18 @@ def _on_project(update: Callable[[Node, Mapping[str, Any]], None]) -> Callable[[
         update(proj, a)
         _cite(proj, ev)
         return [proj.id]
+
     return apply
 
 
 def _run(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     command = list(a["command"])
     nid = "config:run:" + " ".join(command)
-    _node(g, Node(nid, "CONFIG", " ".join(command), "SATISFIED", action="run", attrs={"kind": "run", "command": command}), ev)
+    _node(
+        g,
+        Node(nid, "CONFIG", " ".join(command), "SATISFIED", action="run", attrs={"kind": "run", "command": command}),
+        ev,
+    )
     link_runtime(g, nid)
     proj = project_node(g)
     if proj is not None:

@@ -18,16 +18,38 @@ from bot.graph.model import DepGraph, Node
 
 PROJECT = "package:@project"
 MEMBER_PREFIX = "package:@member:"
-SCM_ENV = {"setuptools-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "hatch-vcs": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
-           "flit-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"], "versioningit": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
-           "pdm-scm": ["PDM_BUILD_SCM_VERSION"], "pbr": ["PBR_VERSION"],
-           "poetry-dynamic-versioning": ["POETRY_DYNAMIC_VERSIONING_BYPASS"],
-           "setuptools-git-versioning": ["SETUPTOOLS_SCM_PRETEND_VERSION"]}
+SCM_ENV = {
+    "setuptools-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
+    "hatch-vcs": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
+    "flit-scm": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
+    "versioningit": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
+    "pdm-scm": ["PDM_BUILD_SCM_VERSION"],
+    "pbr": ["PBR_VERSION"],
+    "poetry-dynamic-versioning": ["POETRY_DYNAMIC_VERSIONING_BYPASS"],
+    "setuptools-git-versioning": ["SETUPTOOLS_SCM_PRETEND_VERSION"],
+}
 # Debian packages a CI file may name that do not belong in a python:X-slim image
 # distributions that only install on Windows or macOS: never in a Linux image
-NOT_ON_LINUX = {"pywin32", "pypiwin32", "pywinauto", "wmi", "comtypes", "windows-curses", "win10toast", "pywinpty",
-                "pyobjc", "pyobjc-core", "pyobjc-framework-cocoa", "appnope", "pythonnet", "winshell", "colorama-win"}
-_APT_SKIP = re.compile(r"^(mingw-w64.*|wine.*|tox|nox|pipx|pre-commit|python3?(-.*)?|python3\.\d+.*|sudo|software-properties-common|apt-transport-https|lsb-release|curl|wget|gnupg2?|ca-certificates)$")
+NOT_ON_LINUX = {
+    "pywin32",
+    "pypiwin32",
+    "pywinauto",
+    "wmi",
+    "comtypes",
+    "windows-curses",
+    "win10toast",
+    "pywinpty",
+    "pyobjc",
+    "pyobjc-core",
+    "pyobjc-framework-cocoa",
+    "appnope",
+    "pythonnet",
+    "winshell",
+    "colorama-win",
+}
+_APT_SKIP = re.compile(
+    r"^(mingw-w64.*|wine.*|tox|nox|pipx|pre-commit|python3?(-.*)?|python3\.\d+.*|sudo|software-properties-common|apt-transport-https|lsb-release|curl|wget|gnupg2?|ca-certificates)$"
+)
 
 
 def _ev(src: Source) -> tuple[str, int | None, str]:
@@ -59,9 +81,21 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         g.meta["lock"] = {"kind": lock.kind, "file": lock.file}
         # the lock's pins constrain every pip install, so pip installs what the lock says
         # without poetry/pdm/uv in the image
-        ln = g.add(Node("config:lock", "CONFIG", lock.file, "SATISFIED", action="constraint",
-                        attrs={"kind": "lock", "tool": lock.kind, "pins": dict(sorted(lock.pins.items())),
-                               "versions": dict(sorted(lock.versions.items()))}))
+        ln = g.add(
+            Node(
+                "config:lock",
+                "CONFIG",
+                lock.file,
+                "SATISFIED",
+                action="constraint",
+                attrs={
+                    "kind": "lock",
+                    "tool": lock.kind,
+                    "pins": dict(sorted(lock.pins.items())),
+                    "versions": dict(sorted(lock.versions.items())),
+                },
+            )
+        )
         ln.add_evidence(lock.file, None, f"{len(lock.pins)} pins from the {lock.kind} lock")
 
     # -- the project itself ------------------------------------------------------------------
@@ -74,9 +108,22 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     if any("test" in e.lower() for e in test_extras):
         test_extras = [e for e in test_extras if "test" in e.lower()]
     if proj.installable:
-        pnode = g.add(Node(PROJECT, "PACKAGE", proj.name or "(this project)", "UNKNOWN", action="project",
-                           attrs={"extras": sorted(test_extras), "editable": True, "install_with": "pip",
-                                  "manager": proj.manager or "", "build_backend": proj.build_backend or ""}))
+        pnode = g.add(
+            Node(
+                PROJECT,
+                "PACKAGE",
+                proj.name or "(this project)",
+                "UNKNOWN",
+                action="project",
+                attrs={
+                    "extras": sorted(test_extras),
+                    "editable": True,
+                    "install_with": "pip",
+                    "manager": proj.manager or "",
+                    "build_backend": proj.build_backend or "",
+                },
+            )
+        )
         if proj.install_source:
             pnode.add_evidence(*_ev(proj.install_source))
         link_runtime(g, PROJECT)
@@ -84,9 +131,20 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         if proj.scm_version:
             for var in SCM_ENV.get(proj.scm_tool or "setuptools-scm", ["SETUPTOOLS_SCM_PRETEND_VERSION"]):
                 value = "1" if var.endswith("BYPASS") else SCM_PRETEND_VERSION
-                n = g.add(Node(f"config:env:{var}", "CONFIG", var, "SATISFIED", action="env",
-                               attrs={"kind": "env", "value": value,
-                                      "why": f"{proj.scm_tool} needs a version and the build context has no .git"}))
+                n = g.add(
+                    Node(
+                        f"config:env:{var}",
+                        "CONFIG",
+                        var,
+                        "SATISFIED",
+                        action="env",
+                        attrs={
+                            "kind": "env",
+                            "value": value,
+                            "why": f"{proj.scm_tool} needs a version and the build context has no .git",
+                        },
+                    )
+                )
                 n.add_evidence(*_ev(proj.scm_version))
                 link_runtime(g, n.id)
                 g.edge(PROJECT, n.id)
@@ -94,10 +152,26 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     # -- workspace members: installed editable from their folders, in dependency order ---------
     for i, m in enumerate(getattr(ev, "members", []) or []):
         mid = f"{MEMBER_PREFIX}{m.path}"
-        mn = g.add(Node(mid, "PACKAGE", m.name, "UNKNOWN", action="project",
-                        attrs={"path": m.path, "extras": list(m.extras), "editable": True, "install_with": "pip",
-                               "member": True, "order": i, "requires": list(m.requires),
-                               "tests": m.tests, "ci": bool(m.ci)}))
+        mn = g.add(
+            Node(
+                mid,
+                "PACKAGE",
+                m.name,
+                "UNKNOWN",
+                action="project",
+                attrs={
+                    "path": m.path,
+                    "extras": list(m.extras),
+                    "editable": True,
+                    "install_with": "pip",
+                    "member": True,
+                    "order": i,
+                    "requires": list(m.requires),
+                    "tests": m.tests,
+                    "ci": bool(m.ci),
+                },
+            )
+        )
         mn.add_evidence(*_ev(m.source))
         if m.ci is not None:
             mn.add_evidence(*_ev(m.ci))
@@ -131,7 +205,9 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             except InvalidRequirement:
                 marker = None
             if marker is None:
-                warnings.append(ScanWarning(r.source.file, r.source.line, f"{r.name} installs only on Windows/macOS; left out"))
+                warnings.append(
+                    ScanWarning(r.source.file, r.source.line, f"{r.name} installs only on Windows/macOS; left out")
+                )
                 install = False
         norm_group = MAIN if group in (MAIN, "conda") else TEST if install else group
         nid = f"package:{r.name}"
@@ -163,8 +239,16 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         if n.type == "PACKAGE" and nid != PROJECT:
             declared.setdefault(n.name, n)
     for c in ev.constraints:
-        n = g.add(Node(f"config:constraint:{c.spec}", "CONFIG", c.spec, "SATISFIED", action="constraint",
-                       attrs={"kind": "pip_constraint", "spec": c.spec}))
+        n = g.add(
+            Node(
+                f"config:constraint:{c.spec}",
+                "CONFIG",
+                c.spec,
+                "SATISFIED",
+                action="constraint",
+                attrs={"kind": "pip_constraint", "spec": c.spec},
+            )
+        )
         n.add_evidence(*_ev(c.source))
 
     # -- imports --------------------------------------------------------------------------------
@@ -179,9 +263,15 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     for module in sorted(by_module):
         uses = by_module[module]
         required_in_tests = any(u.in_tests and not u.optional for u in uses)
-        inode = g.add(Node(f"import:{module}", "IMPORT", module, "UNKNOWN",
-                           attrs={"optional": all(u.optional for u in uses),
-                                  "in_tests_only": all(u.in_tests for u in uses)}))
+        inode = g.add(
+            Node(
+                f"import:{module}",
+                "IMPORT",
+                module,
+                "UNKNOWN",
+                attrs={"optional": all(u.optional for u in uses), "in_tests_only": all(u.in_tests for u in uses)},
+            )
+        )
         for u in uses[:5]:
             inode.add_evidence(*_ev(u.source))
         if len(uses) > 5:
@@ -235,9 +325,16 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             inode.attrs["platform"] = "not installable on Linux"
             continue
         nid = f"package:{name}"
-        pn = g.nodes.get(nid) or g.add(Node(nid, "PACKAGE", name, "UNKNOWN", action="pip" if want else None,
-                                            attrs={"spec": chosen, "group": TEST if not no_manifest else MAIN,
-                                                   "source": "import"}))
+        pn = g.nodes.get(nid) or g.add(
+            Node(
+                nid,
+                "PACKAGE",
+                name,
+                "UNKNOWN",
+                action="pip" if want else None,
+                attrs={"spec": chosen, "group": TEST if not no_manifest else MAIN, "source": "import"},
+            )
+        )
         pn.add_evidence(inode.evidence[0][0], inode.evidence[0][1], f"import {module}")
         if want and pn.action is None:
             pn.action = "pip"
@@ -286,8 +383,13 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         n = g.nodes[f"systemlib:{deb}"]
         n.action, n.state = None, "UNKNOWN"
         n.attrs["excluded"] = f"conflicts with {keep}, which the plan keeps"
-        warnings.append(ScanWarning(n.evidence[0][0] if n.evidence else "", None,
-                                    f"{deb} and {keep} cannot be installed together; kept {keep}"))
+        warnings.append(
+            ScanWarning(
+                n.evidence[0][0] if n.evidence else "",
+                None,
+                f"{deb} and {keep} cannot be installed together; kept {keep}",
+            )
+        )
     if any(r.spec.split("@", 1)[-1].strip().startswith("git+") for r in reqs if "@" in r.spec):
         s = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
         s.add_evidence("requirements", None, "a dependency is installed from a git URL")
@@ -314,7 +416,9 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
 
     # -- test tools -----------------------------------------------------------------------------
     pytest_node = g.add(Node("tool:pytest", "TOOL", "pytest", "SATISFIED", action="tool", attrs={"spec": "pytest"}))
-    pytest_node.add_evidence(*(_ev(ev.pytest_config) if ev.pytest_config else ("setupbot", None, "collection runs pytest")))
+    pytest_node.add_evidence(
+        *(_ev(ev.pytest_config) if ev.pytest_config else ("setupbot", None, "collection runs pytest"))
+    )
     for dist, src in ev.pytest_plugins:
         if not dist:
             continue
@@ -347,14 +451,29 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         if key in seen_kinds:
             continue
         seen_kinds.add(key)
-        s = g.add(Node(f"service:{key}", "SERVICE", svc.name, "UNKNOWN", action="service",
-                       attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)}))
+        s = g.add(
+            Node(
+                f"service:{key}",
+                "SERVICE",
+                svc.name,
+                "UNKNOWN",
+                action="service",
+                attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)},
+            )
+        )
         for svc_src in svc.evidence:
             s.add_evidence(*_ev(svc_src))
         g.edge("target:tests", s.id)
     for env_name, (value, env_src) in sorted(ev.env.items()):
-        n = g.add(Node(f"config:testenv:{env_name}", "CONFIG", env_name, "SATISFIED",
-                       attrs={"kind": "test-env", "value": value}))
+        n = g.add(
+            Node(
+                f"config:testenv:{env_name}",
+                "CONFIG",
+                env_name,
+                "SATISFIED",
+                attrs={"kind": "test-env", "value": value},
+            )
+        )
         n.add_evidence(*_ev(env_src))
         g.edge("target:tests", n.id)
     for n in g.of_type("CONFIG"):
@@ -367,6 +486,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         # a hint, never a service started on its own: which kinds the code's client libraries
         # talk to (bot/catalogue.py), so a refused connection can be read against it
         target.attrs["service_clients"] = {k: sorted({u.module for u in uses}) for k, uses in sorted(clients.items())}
-    target.attrs["removed_stdlib"] = sorted({u.module for u in ev.imports if u.module in REMOVED_STDLIB and not u.optional
-                                             and u.module not in local})
+    target.attrs["removed_stdlib"] = sorted(
+        {u.module for u in ev.imports if u.module in REMOVED_STDLIB and not u.optional and u.module not in local}
+    )
     return g

@@ -48,11 +48,28 @@ def commit_date(repo: Path, timeout: float = 10.0) -> str:
     try:
         # the checkout's .git/config is the repository's: nothing it names may run here (no
         # fsmonitor hook, no signature program), and the environment is allow-listed
-        proc = subprocess.run(["git", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false",
-                               "-c", "gpg.program=false", "-C", str(repo), "log", "-1",
-                               "--no-show-signature", "--format=%cI", "HEAD"],
-                              capture_output=True, text=True, timeout=timeout,
-                              env=host_env({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}))
+        proc = subprocess.run(
+            [
+                "git",
+                "-c",
+                "core.fsmonitor=false",
+                "-c",
+                "log.showSignature=false",
+                "-c",
+                "gpg.program=false",
+                "-C",
+                str(repo),
+                "log",
+                "-1",
+                "--no-show-signature",
+                "--format=%cI",
+                "HEAD",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=host_env({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}),
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""
@@ -72,6 +89,7 @@ def reference_date(repo: Path, settings: Any) -> tuple[str, str]:
 @dataclass
 class Era:
     """The era resolution of one requirement set, computed once per run and on demand."""
+
     date: str
     source: str = ""
     python: str = ""
@@ -95,10 +113,15 @@ class Era:
         return out
 
 
-def resolve_era(requirements: list[str], python: str, date: str, source: str = "",
-                timeout: float = 120.0, index_url: str | None = None) -> Era:
+def resolve_era(
+    requirements: list[str],
+    python: str,
+    date: str,
+    source: str = "",
+    timeout: float = 120.0,
+    index_url: str | None = None,
+) -> Era:
     era = Era(date=date, source=source, python=python, requirements=sorted(set(requirements)))
     if date and requirements:
-        era.resolution = uv_compile(era.requirements, python, timeout=timeout, index_url=index_url,
-                                    exclude_newer=date)
+        era.resolution = uv_compile(era.requirements, python, timeout=timeout, index_url=index_url, exclude_newer=date)
     return era

@@ -40,7 +40,7 @@ _HASH = re.compile(r"--hash=(sha256:[0-9a-f]{64})")
 class LockEntry:
     name: str
     version: str
-    hashes: list[str] = field(default_factory=list)   # "sha256:<hex>"
+    hashes: list[str] = field(default_factory=list)  # "sha256:<hex>"
 
 
 @dataclass
@@ -48,7 +48,7 @@ class RequirementsLock:
     entries: list[LockEntry]
     inputs_hash: str
     python: str = ""
-    debs: dict[str, str] = field(default_factory=dict)   # Debian package -> version the replay had
+    debs: dict[str, str] = field(default_factory=dict)  # Debian package -> version the replay had
 
     @property
     def pins(self) -> dict[str, str]:
@@ -110,22 +110,42 @@ def inputs_hash(graph: DepGraph) -> str:
         elif n.action == "project":
             specs.append(f"@project[{','.join(n.attrs.get('extras') or [])}]|{n.attrs.get('install_with', '')}")
     rt = graph.runtime
-    data = {"python": rt.attrs.get("version", ""), "base": rt.attrs.get("base_image", ""),
-            "platform": PLATFORM, "specs": sorted(specs), "constraints": sorted(constraint_specs(graph)),
-            "apt": sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt")}
+    data = {
+        "python": rt.attrs.get("version", ""),
+        "base": rt.attrs.get("base_image", ""),
+        "platform": PLATFORM,
+        "specs": sorted(specs),
+        "constraints": sorted(constraint_specs(graph)),
+        "apt": sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt"),
+    }
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def apply_lock(graph: DepGraph, lock: RequirementsLock, file: str, *, source: str,
-               apt_versions: dict[str, str] | None = None) -> Node:
+def apply_lock(
+    graph: DepGraph, lock: RequirementsLock, file: str, *, source: str, apt_versions: dict[str, str] | None = None
+) -> Node:
     """Make the graph install from ``lock``: the compiler then installs every locked
     distribution with ``--require-hashes --no-deps`` (bot.compile.dockerfile) and pins the
     system packages to the versions the replay image had."""
     graph.remove(LOCK_NODE)
-    node = graph.add(Node(LOCK_NODE, "CONFIG", file, "SATISFIED", action="requirements-lock",
-                          attrs={"kind": "requirements-lock", "file": file, "pins": dict(sorted(lock.pins.items())),
-                                 "hashed": lock.hashed, "count": len(lock.entries),
-                                 "inputs_hash": lock.inputs_hash, "source": source}))
+    node = graph.add(
+        Node(
+            LOCK_NODE,
+            "CONFIG",
+            file,
+            "SATISFIED",
+            action="requirements-lock",
+            attrs={
+                "kind": "requirements-lock",
+                "file": file,
+                "pins": dict(sorted(lock.pins.items())),
+                "hashed": lock.hashed,
+                "count": len(lock.entries),
+                "inputs_hash": lock.inputs_hash,
+                "source": source,
+            },
+        )
+    )
     node.add_evidence(file, None, f"{len(lock.entries)} distributions locked ({source})")
     graph.edge(node.id, "runtime:python")
     for n in graph.nodes.values():
@@ -150,11 +170,22 @@ def lock_summary(graph: Any) -> dict[str, Any]:
     nodes = getattr(graph, "nodes", None) or {}
     native = nodes.get("config:lock")
     if native is not None and native.action == "native-lock":
-        return {"native": True, "file": native.name, "tool": native.attrs.get("tool", ""),
-                "count": len(native.attrs.get("covers") or []), "refresh": ""}
+        return {
+            "native": True,
+            "file": native.name,
+            "tool": native.attrs.get("tool", ""),
+            "count": len(native.attrs.get("covers") or []),
+            "refresh": "",
+        }
     node = nodes.get(LOCK_NODE)
     if node is None or node.action != "requirements-lock":
         return {}
     a = node.attrs
-    return {"file": a.get("file", ""), "count": int(a.get("count", 0)), "inputs_hash": a.get("inputs_hash", ""),
-            "hashed": bool(a.get("hashed")), "source": a.get("source", ""), "refresh": REFRESH_COMMAND}
+    return {
+        "file": a.get("file", ""),
+        "count": int(a.get("count", 0)),
+        "inputs_hash": a.get("inputs_hash", ""),
+        "hashed": bool(a.get("hashed")),
+        "source": a.get("source", ""),
+        "refresh": REFRESH_COMMAND,
+    }

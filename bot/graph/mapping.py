@@ -50,7 +50,10 @@ def known_distribution(module: str) -> str | None:
 # an import they would be wrong too often (``google`` is a namespace, ``distutils`` was the
 # standard library), but after a "No module named" failure they are the fix (issue 17).
 REPAIR_ONLY_DISTRIBUTIONS = {
-    "editor": "python-editor", "socks": "PySocks", "distutils": "setuptools", "google": "protobuf",
+    "editor": "python-editor",
+    "socks": "PySocks",
+    "distutils": "setuptools",
+    "google": "protobuf",
 }
 
 
@@ -68,8 +71,11 @@ def import_key(full: str) -> str:
         return parts[0]
     if import_table().get(".".join(parts[:2])):
         return ".".join(parts[:2])
-    if len(parts) > 2 and (parts[:2] == ["google", "cloud"] or parts[0] == "azure" and parts[1] in
-                           ("storage", "mgmt", "keyvault", "ai", "data", "search", "eventhub", "servicebus", "monitor")):
+    if len(parts) > 2 and (
+        parts[:2] == ["google", "cloud"]
+        or parts[0] == "azure"
+        and parts[1] in ("storage", "mgmt", "keyvault", "ai", "data", "search", "eventhub", "servicebus", "monitor")
+    ):
         return ".".join(parts[:3])
     return ".".join(parts[:2])
 
@@ -93,8 +99,14 @@ def declared_for(module: str, declared: dict[str, str]) -> str | None:
     table = known_distribution(module)
     if table and canonicalize_name(table) in declared:
         return canonicalize_name(table)
-    for cand in (module, module.replace("_", "-"), f"python-{module}", f"py{module}", f"{module}-python",
-                 re.sub(r"^py", "", module)):
+    for cand in (
+        module,
+        module.replace("_", "-"),
+        f"python-{module}",
+        f"py{module}",
+        f"{module}-python",
+        re.sub(r"^py", "", module),
+    ):
         c = canonicalize_name(cand)
         if c in declared:
             return c
@@ -109,9 +121,17 @@ class Registry:
     """Existence checks against the package index's JSON API, cached on disk. Offline or slow:
     the answer is None (unknown), never an exception."""
 
-    def __init__(self, cache_dir: Path | None = None, timeout: float = 4.0, enabled: bool = True,
-                 base_url: str = PYPI_URL, max_lookups: int = 40) -> None:
-        self.cache_dir = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "setupbot" / "pypi"
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        timeout: float = 4.0,
+        enabled: bool = True,
+        base_url: str = PYPI_URL,
+        max_lookups: int = 40,
+    ) -> None:
+        self.cache_dir = (
+            cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "setupbot" / "pypi"
+        )
         self.timeout = timeout
         self.enabled = enabled
         self.base_url = base_url

@@ -21,7 +21,7 @@ class Node:
     name: str
     state: str = "UNKNOWN"
     evidence: list[tuple[str, int | None, str]] = field(default_factory=list)
-    action: str | None = None      # what the compiler does for it: from, env, apt, pip, project, tool, run, service
+    action: str | None = None  # what the compiler does for it: from, env, apt, pip, project, tool, run, service
     attrs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -36,14 +36,27 @@ class Node:
             self.evidence.append(item)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, "name": self.name, "state": self.state,
-                "evidence": [list(e) for e in self.evidence], "action": self.action,
-                "attrs": _plain(self.attrs)}
+        return {
+            "id": self.id,
+            "type": self.type,
+            "name": self.name,
+            "state": self.state,
+            "evidence": [list(e) for e in self.evidence],
+            "action": self.action,
+            "attrs": _plain(self.attrs),
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Node:
-        return cls(d["id"], d["type"], d["name"], d.get("state", "UNKNOWN"),
-                   [tuple(e) for e in d.get("evidence", [])], d.get("action"), dict(d.get("attrs", {})))
+        return cls(
+            d["id"],
+            d["type"],
+            d["name"],
+            d.get("state", "UNKNOWN"),
+            [tuple(e) for e in d.get("evidence", [])],
+            d.get("action"),
+            dict(d.get("attrs", {})),
+        )
 
 
 def _plain(v: Any) -> Any:
@@ -128,9 +141,12 @@ class DepGraph:
 
     # -- serialization ------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"version": 1, "meta": _plain(self.meta),
-                "nodes": [self.nodes[k].to_json() for k in sorted(self.nodes)],
-                "edges": [list(e) for e in sorted(self.edges)]}
+        return {
+            "version": 1,
+            "meta": _plain(self.meta),
+            "nodes": [self.nodes[k].to_json() for k in sorted(self.nodes)],
+            "edges": [list(e) for e in sorted(self.edges)],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> DepGraph:

@@ -31,9 +31,17 @@ def stale_reason(graph: DepGraph, versions: dict[str, list[str]]) -> str | None:
     checked (imports and repairs are setupbot's additions, not the lock's business); a
     requirement whose marker excludes the image's Python is skipped."""
     python = graph.runtime.attrs.get("version", "")
-    env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-           "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
-           "platform_python_implementation": "CPython", "platform_machine": "x86_64", "extra": ""}
+    env = {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "platform_machine": "x86_64",
+        "extra": "",
+    }
     for n in sorted(graph.of_type("PACKAGE"), key=lambda n: n.id):
         if n.action != "pip" or n.attrs.get("source") in ("import", "removed-stdlib") or "spec" not in n.attrs:
             continue
@@ -46,7 +54,7 @@ def stale_reason(graph: DepGraph, versions: dict[str, list[str]]) -> str | None:
         try:
             if req.marker is not None and python and not req.marker.evaluate(env):
                 continue
-        except Exception:   # noqa: BLE001 - an unknown marker variable: check the requirement anyway
+        except Exception:  # noqa: BLE001 - an unknown marker variable: check the requirement anyway
             pass
         name = canonicalize_name(req.name)
         locked = versions.get(name)
@@ -79,15 +87,21 @@ def use_native_lock(graph: DepGraph, warnings: list[ScanWarning]) -> bool:
         for n in graph.of_type("PACKAGE"):
             n.attrs.pop("pinned", None)
             n.attrs.pop("lock", None)
-        warnings.append(ScanWarning(node.name, None, f"{node.name} is stale: {why}; it no longer satisfies "
-                                    f"{MANIFEST[tool]}. Refresh it with `{REFRESH[tool]}`; this plan resolves "
-                                    "the ranges instead"))
+        warnings.append(
+            ScanWarning(
+                node.name,
+                None,
+                f"{node.name} is stale: {why}; it no longer satisfies "
+                f"{MANIFEST[tool]}. Refresh it with `{REFRESH[tool]}`; this plan resolves "
+                "the ranges instead",
+            )
+        )
         return False
     node.action = NATIVE_ACTION
     node.attrs["covers"] = sorted(versions)
     node.add_evidence(node.name, None, f"installed with {tool} from the lock, as it is")
     for n in graph.of_type("PACKAGE"):
-        n.attrs.pop("pinned", None)   # the tool installs the locked versions itself
+        n.attrs.pop("pinned", None)  # the tool installs the locked versions itself
     proj = graph.nodes.get("package:@project")
     if proj is not None and tool in ("poetry", "pdm", "uv"):
         proj.attrs["install_with"] = tool

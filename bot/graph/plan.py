@@ -34,6 +34,7 @@ class Plan:
     """A view over one DepGraph: every fact below is read from the graph when asked, so a kept
     repair (a graph change) or an undo (a restored graph) is what the plan says at once. The
     setup loop holds its graph only through this view (issue 17)."""
+
     repo: Path
     graph: DepGraph
     warnings: list[ScanWarning] = field(default_factory=list)
@@ -73,9 +74,16 @@ class Plan:
     def services(self) -> list[ServiceRequirement]:
         out = []
         for n in self.graph.of_type("SERVICE"):
-            out.append(ServiceRequirement(n.name, n.attrs.get("kind", "other"), n.attrs.get("image", ""),
-                                          list(n.attrs.get("ports", [])), dict(n.attrs.get("env", {})),
-                                          [Source(f, ln, d) for f, ln, d in n.evidence]))
+            out.append(
+                ServiceRequirement(
+                    n.name,
+                    n.attrs.get("kind", "other"),
+                    n.attrs.get("image", ""),
+                    list(n.attrs.get("ports", [])),
+                    dict(n.attrs.get("env", {})),
+                    [Source(f, ln, d) for f, ln, d in n.evidence],
+                )
+            )
         return out
 
     @property
@@ -94,27 +102,43 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         df = self.dockerfile
-        return {"repo": str(self.repo), "python": self.python, "base_image": self.base_image,
-                # "sha256:..." when the image came from a registry; a stand-in has none
-                "base_image_digest": self.base_image_digest, "base_image_origin": self.base_image_origin,
-                "test_command": self.test_command, "collect_command": self.collect_command,
-                "services": [s.to_json() for s in self.services], "env": self.env,
-                "warnings": [w.to_json() for w in self.warnings],
-                "dockerfile": df.text, "dockerfile_lines": [ln.to_json() for ln in df.lines],
-                "graph": self.graph.to_json(), "timings": {k: round(v, 3) for k, v in self.timings.items()}}
+        return {
+            "repo": str(self.repo),
+            "python": self.python,
+            "base_image": self.base_image,
+            # "sha256:..." when the image came from a registry; a stand-in has none
+            "base_image_digest": self.base_image_digest,
+            "base_image_origin": self.base_image_origin,
+            "test_command": self.test_command,
+            "collect_command": self.collect_command,
+            "services": [s.to_json() for s in self.services],
+            "env": self.env,
+            "warnings": [w.to_json() for w in self.warnings],
+            "dockerfile": df.text,
+            "dockerfile_lines": [ln.to_json() for ln in df.lines],
+            "graph": self.graph.to_json(),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
 
 
 def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tuple[str, int | None, str]]]:
     installed = {n.name for n in g.of_type("PACKAGE") if n.action == "pip"}
-    uses_pytest = ev.pytest_config is not None or "pytest" in installed or any(
-        (c[0][0] in ("pytest", "py.test") or "pytest" in c[0][:3]) and not c[1].detail.startswith("docs")
-        for c in ev.test_commands)
+    uses_pytest = (
+        ev.pytest_config is not None
+        or "pytest" in installed
+        or any(
+            (c[0][0] in ("pytest", "py.test") or "pytest" in c[0][:3]) and not c[1].detail.startswith("docs")
+            for c in ev.test_commands
+        )
+    )
     ranked = sorted(ev.test_commands, key=lambda c: (c[1].detail.startswith("docs"), 0))
     if uses_pytest:
         for argv, src in ranked:
             if "pytest" in argv[:3] or argv[0] in ("pytest", "py.test"):
                 return ["python", "-m", "pytest"], [(src.file, src.line, src.detail)]
-        return ["python", "-m", "pytest"], [(ev.pytest_config.file, ev.pytest_config.line, "pytest configuration")] if ev.pytest_config else []
+        return ["python", "-m", "pytest"], [
+            (ev.pytest_config.file, ev.pytest_config.line, "pytest configuration")
+        ] if ev.pytest_config else []
     for argv, src in ranked:
         if argv[0] in ("tox", "nox"):
             continue
@@ -141,8 +165,9 @@ def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple
         return command, cmd_ev
     tested = [m for m in members if m.ci is not None] or members
     folders = [m.tests or m.path for m in tested]
-    why = [(m.ci.file, m.ci.line, m.ci.detail) for m in tested if m.ci is not None] or \
-        [(m.source.file, m.source.line, f"workspace member {m.name}") for m in tested]
+    why = [(m.ci.file, m.ci.line, m.ci.detail) for m in tested if m.ci is not None] or [
+        (m.source.file, m.source.line, f"workspace member {m.name}") for m in tested
+    ]
     return ["python", "-m", "pytest", "--import-mode=importlib", *folders], [*cmd_ev, *why]
 
 
@@ -174,16 +199,28 @@ def constraint_specs(g: DepGraph) -> list[str]:
     return out
 
 
-def _resolve(g: DepGraph, python: str, warnings: list[ScanWarning], timeout: float, index_url: str | None = None,
-             use_cache: bool = True):
+def _resolve(
+    g: DepGraph,
+    python: str,
+    warnings: list[ScanWarning],
+    timeout: float,
+    index_url: str | None = None,
+    use_cache: bool = True,
+):
     """uv pip compile; a test-only dependency that does not exist on the index or cannot be built
     for this Python is left out (with a warning) and the resolution retried, so one stale test
     dependency does not cost the whole image. Runtime dependencies are never dropped."""
     dropped: list[str] = []
     total = 0.0
     for _ in range(4):
-        res = uv_compile(install_specs(g), python, timeout=timeout, index_url=index_url,
-                         constraints=constraint_specs(g), use_cache=use_cache)
+        res = uv_compile(
+            install_specs(g),
+            python,
+            timeout=timeout,
+            index_url=index_url,
+            constraints=constraint_specs(g),
+            use_cache=use_cache,
+        )
         total += res.seconds
         res.seconds = total
         if res.ok or res.skipped:
@@ -258,16 +295,28 @@ def _reuse_lock(repo: Path, ev: Evidence, g: DepGraph, settings: Any, warnings: 
         warnings.append(ScanWarning(rel, None, "lock refreshed on request: resolved anew"))
         return None
     if lock.inputs_hash != g.meta["inputs_hash"]:
-        warnings.append(ScanWarning(rel, None, f"the lock was made from other inputs (sha256:{lock.inputs_hash}, "
-                                    f"now sha256:{g.meta['inputs_hash']}): resolved anew and locked again"))
+        warnings.append(
+            ScanWarning(
+                rel,
+                None,
+                f"the lock was made from other inputs (sha256:{lock.inputs_hash}, "
+                f"now sha256:{g.meta['inputs_hash']}): resolved anew and locked again",
+            )
+        )
         return None
     apply_lock(g, lock, rel, source="reused: its inputs are unchanged", apt_versions=lock.debs)
     return lock
 
 
-def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[str] | None = None,
-              resolve: bool = True, registry: Registry | None = None, resolve_timeout: float = 120.0,
-              index_url: str | None = None) -> Plan:
+def make_plan(
+    repo: Path | str,
+    settings: Any = None,
+    available_pythons: list[str] | None = None,
+    resolve: bool = True,
+    registry: Registry | None = None,
+    resolve_timeout: float = 120.0,
+    index_url: str | None = None,
+) -> Plan:
     t0 = time.monotonic()
     repo = Path(repo)
     ev = scan_repository(repo, getattr(getattr(settings, "output", None), "dir", None))
@@ -283,10 +332,11 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     if not available_pythons:
         from bot.errors import ImageUnavailableError
 
-        raise ImageUnavailableError("no Python image is offered: the local store has no python:X.Y-slim "
-                                    "image and no registry answers",
-                                    "Run `setupbot images bootstrap` to build offline stand-ins, or point "
-                                    "images.registry at a registry or pull-through cache that answers.")
+        raise ImageUnavailableError(
+            "no Python image is offered: the local store has no python:X.Y-slim image and no registry answers",
+            "Run `setupbot images bootstrap` to build offline stand-ins, or point "
+            "images.registry at a registry or pull-through cache that answers.",
+        )
     g.meta["available_pythons"] = sorted(available_pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
 
     # runtime
@@ -312,9 +362,15 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
         for n in g.of_type("PACKAGE"):
             n.attrs.pop("pinned", None)
             n.attrs.pop("lock", None)
-        warnings.append(ScanWarning(lock_node.name, None, f"lock pins not used: the project tests Python "
-                                    f"{', '.join(sorted(tested, key=lambda v: tuple(map(int, v.split('.')))))}, "
-                                    f"the image has {choice.version}"))
+        warnings.append(
+            ScanWarning(
+                lock_node.name,
+                None,
+                f"lock pins not used: the project tests Python "
+                f"{', '.join(sorted(tested, key=lambda v: tuple(map(int, v.split('.')))))}, "
+                f"the image has {choice.version}",
+            )
+        )
     # modules the chosen Python no longer ships
     ver = tuple(int(x) for x in choice.version.split("."))
     for m in removed:
@@ -322,8 +378,16 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
         if ver >= tuple(int(x) for x in since.split(".")) and backport:
             name = canonicalize_name(backport)
             nid = f"package:{name}"
-            n = g.nodes.get(nid) or g.add(Node(nid, "PACKAGE", name, "UNKNOWN", action="pip",
-                                              attrs={"spec": backport, "group": "test", "source": "removed-stdlib"}))
+            n = g.nodes.get(nid) or g.add(
+                Node(
+                    nid,
+                    "PACKAGE",
+                    name,
+                    "UNKNOWN",
+                    action="pip",
+                    attrs={"spec": backport, "group": "test", "source": "removed-stdlib"},
+                )
+            )
             n.action = n.action or "pip"
             imp = g.nodes.get(f"import:{m}") or g.add(Node(f"import:{m}", "IMPORT", m, "UNKNOWN"))
             src = next((u.source for u in ev.imports if u.module == m), None)
@@ -343,8 +407,11 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     command, cmd_ev = member_test_command(ev, command, cmd_ev)
     tgt = g.target
     tgt.attrs["command"] = command
-    tgt.attrs["collect_command"] = [*command, "--collect-only", "-q"] if ev.members and "pytest" in command[:3] \
+    tgt.attrs["collect_command"] = (
+        [*command, "--collect-only", "-q"]
+        if ev.members and "pytest" in command[:3]
         else ["python", "-m", "pytest", "--collect-only", "-q"]
+    )
     for e in cmd_ev:
         tgt.add_evidence(*e)
     if not tgt.evidence:
@@ -362,8 +429,16 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
     t_res = time.monotonic()
     if reused is not None:
         pins = reused.pins
-        g.meta["resolution"] = {"ok": True, "seconds": 0.0, "error": "", "skipped": "", "python": choice.version,
-                                "dropped": [], "from_lock": g.nodes[LOCK_NODE].attrs["file"], "pins": dict(sorted(pins.items()))}
+        g.meta["resolution"] = {
+            "ok": True,
+            "seconds": 0.0,
+            "error": "",
+            "skipped": "",
+            "python": choice.version,
+            "dropped": [],
+            "from_lock": g.nodes[LOCK_NODE].attrs["file"],
+            "pins": dict(sorted(pins.items())),
+        }
         for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
             if n.action in ("pip", "tool", "repair-pip") and n.name in pins:
                 n.attrs["resolved"] = pins[n.name]
@@ -371,21 +446,41 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
         needs_build = sdist_only(pins, choice.version, timeout=resolve_timeout, index_url=index_url)
         g.meta["resolution"]["sdist_only"] = needs_build
         if needs_build:
-            _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))
+            _add_compiler(
+                g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}")
+            )
     elif resolve:
         res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url, use_cache=cached)
-        g.meta["resolution"] = {"ok": res.ok, "seconds": round(res.seconds, 2), "error": res.error[-2000:],
-                                "skipped": res.skipped, "python": choice.version, "dropped": dropped,
-                                "not_on_host": [{"requirement": r, "why": w} for r, w in res.refused],
-                                "unbuilt": res.unbuilt}
+        g.meta["resolution"] = {
+            "ok": res.ok,
+            "seconds": round(res.seconds, 2),
+            "error": res.error[-2000:],
+            "skipped": res.skipped,
+            "python": choice.version,
+            "dropped": dropped,
+            "not_on_host": [{"requirement": r, "why": w} for r, w in res.refused],
+            "unbuilt": res.unbuilt,
+        }
         # SECURITY.md S12: these are resolved and built only inside the runner container
         for line, why in res.refused:
-            warnings.append(ScanWarning(".", None, f"not resolved on the host ({why}): {line[:200]!r}; "
-                                                   "it is installed in the container"))
+            warnings.append(
+                ScanWarning(
+                    ".", None, f"not resolved on the host ({why}): {line[:200]!r}; it is installed in the container"
+                )
+            )
         if res.unbuilt:
-            warnings.append(ScanWarning(".", None, "no wheel, so not resolved on the host (resolution never builds): "
-                                                   + ", ".join(res.unbuilt) + "; built in the container"))
-            _add_compiler(g, ("uv pip compile --no-build", None, f"{res.unbuilt[0]} has no wheel for Python {choice.version}"))
+            warnings.append(
+                ScanWarning(
+                    ".",
+                    None,
+                    "no wheel, so not resolved on the host (resolution never builds): "
+                    + ", ".join(res.unbuilt)
+                    + "; built in the container",
+                )
+            )
+            _add_compiler(
+                g, ("uv pip compile --no-build", None, f"{res.unbuilt[0]} has no wheel for Python {choice.version}")
+            )
         if res.ok and not res.skipped:
             for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
                 if n.action in ("pip", "tool", "repair-pip") and n.name in res.pins:
@@ -393,8 +488,14 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
                     n.state = "SATISFIED"
                     n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
             if _numpy2_guard(g, res.pins, choice.version, warnings):
-                again = uv_compile(install_specs(g), choice.version, timeout=resolve_timeout, index_url=index_url,
-                                   constraints=constraint_specs(g), use_cache=cached)
+                again = uv_compile(
+                    install_specs(g),
+                    choice.version,
+                    timeout=resolve_timeout,
+                    index_url=index_url,
+                    constraints=constraint_specs(g),
+                    use_cache=cached,
+                )
                 if again.ok:
                     res = again
                     g.meta["resolution"]["numpy_guard"] = "numpy<2"
@@ -406,17 +507,24 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
             # every pin, transitive ones too: the loop compares them with the repository's era
             g.meta["resolution"]["pins"] = dict(sorted(res.pins.items()))
             # something without a wheel for this Python compiles in the image: it needs a compiler
-            needs_build = sdist_only(res.pins, choice.version, timeout=resolve_timeout, index_url=index_url,
-                                     use_cache=cached)
+            needs_build = sdist_only(
+                res.pins, choice.version, timeout=resolve_timeout, index_url=index_url, use_cache=cached
+            )
             g.meta["resolution"]["sdist_only"] = needs_build or (res.unbuilt[0] if res.unbuilt else None)
             if needs_build:
-                _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}"))
+                _add_compiler(
+                    g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}")
+                )
         elif res.skipped:
             warnings.append(ScanWarning(".", None, f"resolution skipped: {res.skipped}"))
         else:
             names = names_in_error(res.error, {n.name for n in g.of_type("PACKAGE")})
             last = res.error.strip().splitlines()[-1] if res.error.strip() else "unknown error"
-            warnings.append(ScanWarning(".", None, f"uv could not resolve the dependencies for Python {choice.version}: {last[:300]}"))
+            warnings.append(
+                ScanWarning(
+                    ".", None, f"uv could not resolve the dependencies for Python {choice.version}: {last[:300]}"
+                )
+            )
             for pkg in names:
                 failed = g.nodes.get(f"package:{pkg}")
                 if failed is not None:
@@ -428,6 +536,10 @@ def make_plan(repo: Path | str, settings: Any = None, available_pythons: list[st
         if n.id == PROJECT:
             n.state = "SATISFIED" if rt.state == "SATISFIED" else "UNKNOWN"
     t_end = time.monotonic()
-    plan = Plan(repo.resolve(), g, sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
-                {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0})
+    plan = Plan(
+        repo.resolve(),
+        g,
+        sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
+        {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0},
+    )
     return plan

@@ -65,7 +65,9 @@ def host_safe(lines: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     return safe, refused
 
 
-_UNBUILT = re.compile(r"(?:all versions of |only )?([A-Za-z0-9][A-Za-z0-9._\-]*)(?:[=<>!~]=?[^\s]*)? (?:has|have) no usable wheels")
+_UNBUILT = re.compile(
+    r"(?:all versions of |only )?([A-Za-z0-9][A-Za-z0-9._\-]*)(?:[=<>!~]=?[^\s]*)? (?:has|have) no usable wheels"
+)
 _MAX_UNBUILT_RETRIES = 8
 
 
@@ -81,8 +83,11 @@ def cache_dir() -> Path:
 
 
 def resolution_key(requirements: list[str], python: str, **options: object) -> str:
-    data = {"requirements": list(requirements), "python": python,
-            **{k: v for k, v in sorted(options.items()) if v not in (None, False, [], "")}}
+    data = {
+        "requirements": list(requirements),
+        "python": python,
+        **{k: v for k, v in sorted(options.items()) if v not in (None, False, [], "")},
+    }
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:40]
 
 
@@ -108,10 +113,16 @@ def _store(key: str, res: Resolution) -> None:
         pass  # a cache that cannot be written only costs time
 
 
-def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
-               index_url: str | None = None, constraints: list[str] | None = None,
-               only_binary: bool = False, exclude_newer: str | None = None,
-               use_cache: bool = True) -> Resolution:
+def uv_compile(
+    requirements: list[str],
+    python: str,
+    timeout: float = 120.0,
+    index_url: str | None = None,
+    constraints: list[str] | None = None,
+    only_binary: bool = False,
+    exclude_newer: str | None = None,
+    use_cache: bool = True,
+) -> Resolution:
     """Resolve on the host without building anything: requirements that are not plain index
     requirements are left out (``refused``), and a distribution that only an sdist could satisfy
     is left out and the resolution retried (``unbuilt``); both are resolved in the image."""
@@ -124,8 +135,9 @@ def uv_compile(requirements: list[str], python: str, timeout: float = 120.0,
     unbuilt: list[str] = []
     total = 0.0
     for _ in range(_MAX_UNBUILT_RETRIES):
-        res = _uv_compile_once(uv, safe, python, timeout, index_url, safe_constraints, only_binary, exclude_newer,
-                               use_cache=use_cache)
+        res = _uv_compile_once(
+            uv, safe, python, timeout, index_url, safe_constraints, only_binary, exclude_newer, use_cache=use_cache
+        )
         total += res.seconds
         names = _unbuilt_names(res.error) if not res.ok else []
         direct = {canonicalize_name(PkgReq(r).name) for r in safe}
@@ -149,15 +161,30 @@ def _unbuilt_names(error: str) -> list[str]:
     return sorted({canonicalize_name(m.group(1)) for m in _UNBUILT.finditer(error)})
 
 
-def _uv_compile_once(uv: str, requirements: list[str], python: str, timeout: float,
-                     index_url: str | None, constraints: list[str], only_binary: bool,
-                     exclude_newer: str | None, *, use_cache: bool = True) -> Resolution:
+def _uv_compile_once(
+    uv: str,
+    requirements: list[str],
+    python: str,
+    timeout: float,
+    index_url: str | None,
+    constraints: list[str],
+    only_binary: bool,
+    exclude_newer: str | None,
+    *,
+    use_cache: bool = True,
+) -> Resolution:
     if not requirements:
         return Resolution(True)
     # the host's index configuration is an input too: another index may offer other releases
-    key = resolution_key(requirements, python, index_url=index_url, constraints=constraints,
-                         only_binary=only_binary, exclude_newer=exclude_newer,
-                         host_index=host_index_config().uv_args())
+    key = resolution_key(
+        requirements,
+        python,
+        index_url=index_url,
+        constraints=constraints,
+        only_binary=only_binary,
+        exclude_newer=exclude_newer,
+        host_index=host_index_config().uv_args(),
+    )
     if use_cache:
         hit = _cached(key)
         if hit is not None:
@@ -169,14 +196,34 @@ def _uv_compile_once(uv: str, requirements: list[str], python: str, timeout: flo
     return res
 
 
-def _uv_compile(uv: str, requirements: list[str], python: str, timeout: float, index_url: str | None,
-                constraints: list[str] | None, only_binary: bool, exclude_newer: str | None) -> Resolution:
+def _uv_compile(
+    uv: str,
+    requirements: list[str],
+    python: str,
+    timeout: float,
+    index_url: str | None,
+    constraints: list[str] | None,
+    only_binary: bool,
+    exclude_newer: str | None,
+) -> Resolution:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
         req = Path(tmp) / "requirements.in"
         req.write_text("\n".join(requirements) + "\n")
-        argv = [uv, "pip", "compile", "--no-build", "--python-version", python, "--no-header", "--no-annotate",
-                "--quiet", "--python-platform", "x86_64-unknown-linux-gnu", str(req)]
+        argv = [
+            uv,
+            "pip",
+            "compile",
+            "--no-build",
+            "--python-version",
+            python,
+            "--no-header",
+            "--no-annotate",
+            "--quiet",
+            "--python-platform",
+            "x86_64-unknown-linux-gnu",
+            str(req),
+        ]
         if index_url:
             argv[3:3] = ["--index-url", index_url]
         else:
@@ -188,7 +235,7 @@ def _uv_compile(uv: str, requirements: list[str], python: str, timeout: float, i
         if only_binary:
             # the same promise as --no-build (uv refuses both together): nothing is built
             i = argv.index("--no-build")
-            argv[i:i + 1] = ["--only-binary", ":all:"]
+            argv[i : i + 1] = ["--only-binary", ":all:"]
         if exclude_newer:
             argv[3:3] = ["--exclude-newer", exclude_newer]
         if constraints:
@@ -199,7 +246,9 @@ def _uv_compile(uv: str, requirements: list[str], python: str, timeout: float, i
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:
-            return Resolution(False, error=f"uv pip compile timed out after {timeout:.0f}s", seconds=time.monotonic() - start)
+            return Resolution(
+                False, error=f"uv pip compile timed out after {timeout:.0f}s", seconds=time.monotonic() - start
+            )
         except OSError as exc:
             return Resolution(False, error=f"uv pip compile could not run: {exc}", seconds=time.monotonic() - start)
     elapsed = time.monotonic() - start
@@ -224,18 +273,27 @@ def names_in_error(error: str, candidates: set[str]) -> list[str]:
     return sorted(found)
 
 
-_NO_WHEEL = re.compile(r"(?:Because|and) (?:only )?([A-Za-z0-9][A-Za-z0-9._\-]*)(?:==| ?[<>=])[^\s]* (?:has no|have no) (?:usable )?wheels?")
+_NO_WHEEL = re.compile(
+    r"(?:Because|and) (?:only )?([A-Za-z0-9][A-Za-z0-9._\-]*)(?:==| ?[<>=])[^\s]* (?:has no|have no) (?:usable )?wheels?"
+)
 _NO_WHEEL_ALT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._\-]*)==\S+ (?:has no|only has) .*wheel")
 
 
-def sdist_only(pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None,
-               use_cache: bool = True) -> str | None:
+def sdist_only(
+    pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None, use_cache: bool = True
+) -> str | None:
     """The first pinned distribution with no wheel for ``python`` on Linux (it would compile in
     the image), or None. One more resolution with ``--only-binary :all:`` over the exact pins."""
     if not pins:
         return None
-    res = uv_compile([f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout,
-                     index_url=index_url, only_binary=True, use_cache=use_cache)
+    res = uv_compile(
+        [f"{n}=={v}" for n, v in sorted(pins.items())],
+        python,
+        timeout=timeout,
+        index_url=index_url,
+        only_binary=True,
+        use_cache=use_cache,
+    )
     if res.ok or res.skipped:
         return None
     for rx in (_NO_WHEEL, _NO_WHEEL_ALT):

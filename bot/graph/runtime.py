@@ -34,8 +34,9 @@ def series_allows(spec: SpecifierSet, version: str) -> bool:
     return spec.contains(f"{version}.0", prereleases=True) or spec.contains(f"{version}.99", prereleases=True)
 
 
-def choose_python(constraints: list[PythonConstraint], available: list[str],
-                  ceilings: list[tuple[str, str]] | None = None) -> RuntimeChoice:
+def choose_python(
+    constraints: list[PythonConstraint], available: list[str], ceilings: list[tuple[str, str]] | None = None
+) -> RuntimeChoice:
     """``ceilings``: soft upper bounds (version, why), e.g. a removed stdlib module the code
     imports; honoured when a version below them satisfies the hard constraints."""
     if not available:
@@ -49,12 +50,19 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
         try:
             hard.append((SpecifierSet(c.value.replace(" ", "")), c))
         except InvalidSpecifier:
-            warnings.append(ScanWarning(c.source.file, c.source.line, f"cannot read Python requirement {c.value!r}; ignored"))
+            warnings.append(
+                ScanWarning(c.source.file, c.source.line, f"cannot read Python requirement {c.value!r}; ignored")
+            )
     ok = [v for v in available if all(series_allows(s, v) for s, _ in hard)]
     if not ok:
         text = ", ".join(f"{c.value} ({c.source.short()})" for _, c in hard)
-        warnings.append(ScanWarning(hard[0][1].source.file if hard else ".", hard[0][1].source.line if hard else None,
-                                    f"no available Python ({', '.join(available)}) satisfies {text}"))
+        warnings.append(
+            ScanWarning(
+                hard[0][1].source.file if hard else ".",
+                hard[0][1].source.line if hard else None,
+                f"no available Python ({', '.join(available)}) satisfies {text}",
+            )
+        )
         # the nearest version in the direction of the floor, flagged MISSING: never a silent guess
         floor_above = all(s.contains("3.40.0") for s, _ in hard)
         version = available[-1] if floor_above else available[0]
@@ -66,8 +74,13 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
         return RuntimeChoice(pins[0].value, True, f"pinned by {pins[0].source.short()}", used + [pins[0]], warnings)
     for c in constraints:
         if c.kind == "pin" and c.value not in ok:
-            warnings.append(ScanWarning(c.source.file, c.source.line,
-                                        f"Python {c.value} is pinned but not available or not allowed; ignored"))
+            warnings.append(
+                ScanWarning(
+                    c.source.file,
+                    c.source.line,
+                    f"Python {c.value} is pinned but not available or not allowed; ignored",
+                )
+            )
     candidates = ok
     for version, _why in ceilings or []:
         below = [v for v in candidates if _key(v) < _key(version)]
@@ -84,7 +97,9 @@ def choose_python(constraints: list[PythonConstraint], available: list[str],
         # don't go above what the project tests when an older tested-ish version is available
         not_above = [v for v in candidates if _key(v) <= _key(newest_tested)]
         if not_above:
-            return RuntimeChoice(not_above[-1], True, f"newest available not above tested {newest_tested}", used, warnings)
+            return RuntimeChoice(
+                not_above[-1], True, f"newest available not above tested {newest_tested}", used, warnings
+            )
         # everything offered is newer than what the project tests: stay as close as possible
         return RuntimeChoice(candidates[0], True, f"closest available to the tested {newest_tested}", used, warnings)
     reason = "newest available satisfying " + (", ".join(c.value for c in used) if used else "no stated constraint")

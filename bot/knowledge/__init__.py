@@ -16,5 +16,16 @@ from bot.knowledge.retrieval import Candidate, Retriever
 from bot.knowledge.store import Store, open_store
 from bot.knowledge.units import Telemetry, Unit, load_units_file, seed_units
 
-__all__ = ["Candidate", "LLMReranker", "OpenAIEmbedder", "Retriever", "Store", "Telemetry", "Unit", "learn_unit",
-           "load_units_file", "open_store", "seed_units"]
+__all__ = [
+    "Candidate",
+    "LLMReranker",
+    "OpenAIEmbedder",
+    "Retriever",
+    "Store",
+    "Telemetry",
+    "Unit",
+    "learn_unit",
+    "load_units_file",
+    "open_store",
+    "seed_units",
+]

@@ -34,16 +34,19 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
         for start in range(0, len(texts), BATCH):
-            chunk = [t[:8000] for t in texts[start:start + BATCH]]
+            chunk = [t[:8000] for t in texts[start : start + BATCH]]
             try:
-                r = httpx.post(self.url, json={"model": self.model, "input": chunk},
-                               headers=self._headers, timeout=self.timeout)
+                r = httpx.post(
+                    self.url, json={"model": self.model, "input": chunk}, headers=self._headers, timeout=self.timeout
+                )
                 r.raise_for_status()
                 data = sorted(r.json()["data"], key=lambda d: d.get("index", 0))
                 vectors = [[float(x) for x in d["embedding"]] for d in data]
             except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
-                raise KnowledgeError(global_redactor()(f"embeddings request to {self.url} failed: {exc}"),
-                                     "Check llm.base_url and knowledge.embeddings_model, or unset the model.") from exc
+                raise KnowledgeError(
+                    global_redactor()(f"embeddings request to {self.url} failed: {exc}"),
+                    "Check llm.base_url and knowledge.embeddings_model, or unset the model.",
+                ) from exc
             if len(vectors) != len(chunk):
                 raise KnowledgeError(f"embeddings endpoint returned {len(vectors)} vectors for {len(chunk)} inputs")
             out.extend(vectors)

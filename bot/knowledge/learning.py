@@ -25,13 +25,15 @@ from bot.knowledge.units import Unit
 
 _ERRORISH = re.compile(
     r"(?i)(error|fatal|not found|no such file|cannot|could not|couldn't|unable|missing|refused|"
-    r"requires|unknown|unrecognized|not supported|failed|undefined)")
+    r"requires|unknown|unrecognized|not supported|failed|undefined)"
+)
 # Lines that say "something failed" without saying what: never a good signature.
 _GENERIC = re.compile(
     r"(?i)(subprocess-exited-with-error|this error originates from a subprocess|"
     r"failed building wheel for|error: metadata-generation-failed|command errored out|"
     r"^\s*error: failed-wheel-build|exit code: \d+|^\s*[╰│×]|^=+|^-+$|^ERROR: Failed to build|"
-    r"short test summary|^FAILED|interrupted: \d+ error|^\s*$)")
+    r"short test summary|^FAILED|interrupted: \d+ error|^\s*$)"
+)
 
 _GUTTER = re.compile(r"^\s*(?:[E>]\s{2,}|#\d+ [\d.]+ )")
 _QUOTED = re.compile(r"""(['"‘“])([^'"’”\s]{1,120})(['"’”])""")
@@ -51,8 +53,7 @@ def signature_line(log_text: str) -> str:
     for line in reversed(lines):
         if line and not _GENERIC.search(line):
             return line[:300]
-    raise KnowledgeError("the log has no line to learn a signature from",
-                         "Pass the failing command's output.")
+    raise KnowledgeError("the log has no line to learn a signature from", "Pass the failing command's output.")
 
 
 def _atom_strings(atoms: Sequence[Atom]) -> list[str]:
@@ -76,7 +77,7 @@ def _atom_strings(atoms: Sequence[Atom]) -> list[str]:
 def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
     """Regex for ``line`` and atoms templated against it."""
     atom_values = _atom_strings(atoms)
-    tokens: list[tuple[int, int, str, str | None]] = []   # (start, end, regex, captured value)
+    tokens: list[tuple[int, int, str, str | None]] = []  # (start, end, regex, captured value)
     taken: list[tuple[int, int]] = []
 
     def free(s: int, e: int) -> bool:
@@ -91,8 +92,7 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
             s, e = m.span(2)
             tokens.append((s, e, r"([^'\"\s]+)", value))
             taken.append((s, e))
-    for rx, repl in ((_PATH, r"\S+"), (_HEX, r"0x[0-9a-fA-F]+"), (_VERSION, r"\d+(?:\.\d+)*\w*"),
-                     (_NUMBER, r"\d+")):
+    for rx, repl in ((_PATH, r"\S+"), (_HEX, r"0x[0-9a-fA-F]+"), (_VERSION, r"\d+(?:\.\d+)*\w*"), (_NUMBER, r"\d+")):
         for m in rx.finditer(line):
             s, e = m.span()
             if free(s, e):
@@ -143,8 +143,14 @@ def _same_fix(a: Sequence[Atom], b: Sequence[Atom]) -> bool:
     return [x.to_json() for x in a] == [y.to_json() for y in b]
 
 
-def learn_unit(store: Store, log_text: str, atoms: Sequence[Atom | Mapping[str, Any]],
-               provenance: Mapping[str, Any], advice: str = "", quarantine: bool = False) -> str:
+def learn_unit(
+    store: Store,
+    log_text: str,
+    atoms: Sequence[Atom | Mapping[str, Any]],
+    provenance: Mapping[str, Any],
+    advice: str = "",
+    quarantine: bool = False,
+) -> str:
     """Add (or merge) a unit from a repair that survived clean replay; return its id. With
     ``quarantine`` a new unit is stored in the "quarantined" category, which retrieval never
     offers, until it is approved."""
@@ -155,15 +161,20 @@ def learn_unit(store: Store, log_text: str, atoms: Sequence[Atom | Mapping[str, 
         raise KnowledgeError("a learned unit needs at least one atom")
     line = signature_line(log_text)
     pattern, templated = generalise(line, checked)
-    prov = {"learned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "signature": line,
-            **{k: v for k, v in provenance.items() if isinstance(v, (str, int, float, bool))}}
+    prov = {
+        "learned_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "signature": line,
+        **{k: v for k, v in provenance.items() if isinstance(v, (str, int, float, bool))},
+    }
 
     # Near-duplicate: an existing unit whose signal matches this line and whose (filled) atoms are
     # the fix that worked, or a learned unit with the very same pattern.
     for unit in store.all():
         m = unit.match(line)
         same_pattern = pattern in unit.patterns
-        if (m is not None and _same_fix(fill_atoms(unit, m, {}), checked)) or (same_pattern and _same_fix(unit.atoms, templated)):
+        if (m is not None and _same_fix(fill_atoms(unit, m, {}), checked)) or (
+            same_pattern and _same_fix(unit.atoms, templated)
+        ):
             merged = dataclasses.replace(unit, provenance=tuple(unit.provenance) + (prov,))
             store.add(merged, replace=True)
             store.record(unit.id, "success")
@@ -173,10 +184,12 @@ def learn_unit(store: Store, log_text: str, atoms: Sequence[Atom | Mapping[str, 
     digest = hashlib.sha256((pattern + repr([a.to_json() for a in templated])).encode()).hexdigest()[:8]
     unit_id = "learned-" + "-".join(words)[:60].strip("-") + "-" + digest
     data = {
-        "id": unit_id, "category": "quarantined" if quarantine else "learned", "title": line[:200],
+        "id": unit_id,
+        "category": "quarantined" if quarantine else "learned",
+        "title": line[:200],
         "signals": {"patterns": [pattern]},
-        "advice": advice or f"Learned from a repair that survived clean replay: "
-                            f"{'; '.join(a.describe() for a in templated)}.",
+        "advice": advice
+        or f"Learned from a repair that survived clean replay: {'; '.join(a.describe() for a in templated)}.",
         "atoms": [a.to_json() for a in templated],
         "provenance": [prov],
     }

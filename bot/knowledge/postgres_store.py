@@ -36,15 +36,17 @@ class PostgresStore(Store):
     kind = "postgres"
     placeholder = "%s"
 
-    shared = True   # many repositories' runs read it: LLM-taught units are quarantined
+    shared = True  # many repositories' runs read it: LLM-taught units are quarantined
 
     def __init__(self, url: str) -> None:
         self._safe_url = url.split("@")[-1]
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=15)
         except psycopg.Error as exc:
-            raise KnowledgeError(f"cannot connect to the knowledge database at {self._safe_url}: {exc}",
-                                 "Check knowledge.url and that the server accepts connections.") from exc
+            raise KnowledgeError(
+                f"cannot connect to the knowledge database at {self._safe_url}: {exc}",
+                "Check knowledge.url and that the server accepts connections.",
+            ) from exc
         with self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             for stmt in SCHEMA:
@@ -83,9 +85,16 @@ class PostgresStore(Store):
     def set_embeddings(self, vectors: dict[str, Sequence[float]]) -> None:
         super().set_embeddings(vectors)
         if self.has_pgvector and vectors:
-            self._exec_many([("INSERT INTO unit_vectors (unit_id, vec) VALUES (%s, %s::vector) "
-                              "ON CONFLICT (unit_id) DO UPDATE SET vec = excluded.vec",
-                              (uid, json.dumps([float(x) for x in v]))) for uid, v in vectors.items()])
+            self._exec_many(
+                [
+                    (
+                        "INSERT INTO unit_vectors (unit_id, vec) VALUES (%s, %s::vector) "
+                        "ON CONFLICT (unit_id) DO UPDATE SET vec = excluded.vec",
+                        (uid, json.dumps([float(x) for x in v])),
+                    )
+                    for uid, v in vectors.items()
+                ]
+            )
 
     def remove(self, unit_id: str) -> bool:
         removed = super().remove(unit_id)
@@ -97,9 +106,11 @@ class PostgresStore(Store):
         if not self.has_pgvector:
             return None
         q = json.dumps([float(x) for x in vector])
-        rows = self._exec("SELECT unit_id, 1 - (vec <=> %s::vector) FROM unit_vectors "
-                          "WHERE vector_dims(vec) = %s ORDER BY vec <=> %s::vector LIMIT %s",
-                          (q, len(vector), q, k))
+        rows = self._exec(
+            "SELECT unit_id, 1 - (vec <=> %s::vector) FROM unit_vectors "
+            "WHERE vector_dims(vec) = %s ORDER BY vec <=> %s::vector LIMIT %s",
+            (q, len(vector), q, k),
+        )
         return [(r[0], float(r[1])) for r in rows]
 
     def close(self) -> None:

@@ -40,14 +40,16 @@ from bot.knowledge.units import Telemetry, Unit
 log = logging.getLogger(__name__)
 
 RRF_K = 60
-LOG_TAIL = 60_000        # the end of a log is where the error is; bound the work on huge logs
+LOG_TAIL = 60_000  # the end of a log is where the error is; bound the work on huge logs
 LEXICAL_TAIL = 8_000
 EMBED_TAIL = 2_000
 _WORD = re.compile(r"\w+")
 _PLACEHOLDER = re.compile(r"\{(?:match:\d|[a-z_]+)\}")
 _TOKEN = re.compile(r"[a-z0-9]+(?:[.+-][a-z0-9]+)*")
-_STOP = frozenset("""a an and are as at be by for from in is it its not of on or that the this to was
-with you your was were will can use using be has have had""".split())
+_STOP = frozenset(
+    """a an and are as at be by for from in is it its not of on or that the this to was
+with you your was were will can use using be has have had""".split()
+)
 
 
 def tokenize(text: str) -> list[str]:
@@ -70,8 +72,9 @@ class Candidate:
     matched: str = ""
 
     def describe(self) -> str:
-        return f"{self.unit.id} ({self.score:.3f}{', exact' if self.exact else ''}): " + \
-            "; ".join(a.describe() for a in self.atoms)
+        return f"{self.unit.id} ({self.score:.3f}{', exact' if self.exact else ''}): " + "; ".join(
+            a.describe() for a in self.atoms
+        )
 
 
 Reranker = Callable[[str, list[Candidate]], list[Candidate]]
@@ -154,8 +157,9 @@ class _Index:
                     ids, ws = acc.setdefault(term, ([], []))
                     ids.append(i)
                     ws.append(w)
-            self.postings = {t: (np.asarray(i, dtype=np.int32), np.asarray(w, dtype=np.float64))
-                             for t, (i, w) in acc.items()}
+            self.postings = {
+                t: (np.asarray(i, dtype=np.int32), np.asarray(w, dtype=np.float64)) for t, (i, w) in acc.items()
+            }
         # embeddings for in-process cosine
         self.emb_ids = [i for i, u in enumerate(units) if u.embedding is not None]
         if self.emb_ids:
@@ -208,8 +212,9 @@ class _Index:
 
 
 class Retriever:
-    def __init__(self, store: Store, settings: Any = None, embedder: Any = None,
-                 reranker: Reranker | None = None) -> None:
+    def __init__(
+        self, store: Store, settings: Any = None, embedder: Any = None, reranker: Reranker | None = None
+    ) -> None:
         self.store = store
         self.k = int(getattr(settings, "k", 10) or 10)
         self.offer = int(getattr(settings, "offer", 3) or 3)
@@ -227,7 +232,7 @@ class Retriever:
             if self.embedder is not None:
                 units = self._embed_missing(units)
             self._index = _Index(units)
-            self._generation = gen     # a change made meanwhile triggers the next rebuild
+            self._generation = gen  # a change made meanwhile triggers the next rebuild
         return self._index
 
     def _embed_missing(self, units: list[Unit]) -> list[Unit]:
@@ -270,8 +275,7 @@ class Retriever:
         # exact matches ordered by specificity (the unit's weight), then by where the signal last
         # appears (the end of a log holds the error that stopped it), then the longer match
         last = {i: _last_match_end(idx.units[i], text) for i, _ in exact}
-        exact.sort(key=lambda im: (-idx.units[im[0]].weight, -last[im[0]], -len(im[1].group(0)),
-                                   idx.units[im[0]].id))
+        exact.sort(key=lambda im: (-idx.units[im[0]].weight, -last[im[0]], -len(im[1].group(0)), idx.units[im[0]].id))
         matches = {i: m for i, m in exact}
         lists: list[list[int]] = [[i for i, _ in exact], [i for i, _ in idx.lexical(text[-LEXICAL_TAIL:], 50)]]
         if self.embedder is not None:
@@ -300,9 +304,16 @@ class Retriever:
             m = matches.get(idx.by_id[unit.id])
             atoms = fill_atoms(unit, m, context)
             if any(_PLACEHOLDER.search(str(a.args)) for a in atoms):
-                continue   # a templated fix without the value that fills it cannot run
-            out.append(Candidate(unit=dataclasses.replace(unit, telemetry=t), score=round(score, 6),
-                                 atoms=atoms, exact=is_exact, matched=m.group(0) if m else ""))
+                continue  # a templated fix without the value that fills it cannot run
+            out.append(
+                Candidate(
+                    unit=dataclasses.replace(unit, telemetry=t),
+                    score=round(score, 6),
+                    atoms=atoms,
+                    exact=is_exact,
+                    matched=m.group(0) if m else "",
+                )
+            )
             if len(out) == self.k:
                 break
         return out
@@ -334,8 +345,9 @@ def _last_match_end(unit: Unit, text: str) -> int:
 
 def fill_atoms(unit: Unit, match: re.Match[str] | None, context: Mapping[str, Any]) -> tuple[Atom, ...]:
     # context values ({python}, {settings_module}, ...) and the signal's groups ({match:N})
-    values: dict[str, str] = {k: str(v) for k, v in context.items()
-                              if isinstance(v, (str, int, float)) and re.fullmatch(r"[a-z_]+", k)}
+    values: dict[str, str] = {
+        k: str(v) for k, v in context.items() if isinstance(v, (str, int, float)) and re.fullmatch(r"[a-z_]+", k)
+    }
     if match is not None:
         values["match:0"] = match.group(0)
         for n, g in enumerate(match.groups(), start=1):

@@ -35,15 +35,16 @@ class SQLiteStore(Store):
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None,
-                                         check_same_thread=False)
+            self._conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA busy_timeout = 60000")
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
         except (OSError, sqlite3.Error) as exc:
-            raise KnowledgeError(f"cannot open the knowledge store {self.path}: {exc}",
-                                 "Set knowledge.path to a writable file, or knowledge.url to a PostgreSQL URL.") from exc
+            raise KnowledgeError(
+                f"cannot open the knowledge store {self.path}: {exc}",
+                "Set knowledge.path to a writable file, or knowledge.url to a PostgreSQL URL.",
+            ) from exc
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         try:

@@ -32,7 +32,7 @@ class Store(ABC):
 
     kind = "abstract"
     placeholder = "?"
-    shared = False   # a store other operators' runs read (PostgreSQL) quarantines LLM-taught units
+    shared = False  # a store other operators' runs read (PostgreSQL) quarantines LLM-taught units
 
     # -- plumbing each backend provides ------------------------------------------------------
     @abstractmethod
@@ -58,18 +58,32 @@ class Store(ABC):
 
     def add(self, unit: Unit, *, replace: bool = False) -> bool:
         """Store a validated unit. Returns False when the id exists and ``replace`` is false."""
-        verb = ("ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, "
-                "embedding = COALESCE(excluded.embedding, units.embedding)") if replace else "ON CONFLICT (id) DO NOTHING"
-        rows = self._exec(self._sql(f"INSERT INTO units (id, doc, embedding) VALUES (?, ?, ?) {verb} RETURNING id"),
-                          self._row(unit))
+        verb = (
+            (
+                "ON CONFLICT (id) DO UPDATE SET doc = excluded.doc, "
+                "embedding = COALESCE(excluded.embedding, units.embedding)"
+            )
+            if replace
+            else "ON CONFLICT (id) DO NOTHING"
+        )
+        rows = self._exec(
+            self._sql(f"INSERT INTO units (id, doc, embedding) VALUES (?, ?, ?) {verb} RETURNING id"), self._row(unit)
+        )
         if not rows:
             return False
         t = unit.telemetry
-        self._exec_many([
-            (self._sql("INSERT INTO telemetry (unit_id, hits, successes, failures, offered) VALUES (?, ?, ?, ?, ?) "
-                       "ON CONFLICT (unit_id) DO NOTHING"), (unit.id, t.hits, t.successes, t.failures, t.offered)),
-            (self._sql("UPDATE meta SET value = value + 1 WHERE key = 'generation'"), ()),
-        ])
+        self._exec_many(
+            [
+                (
+                    self._sql(
+                        "INSERT INTO telemetry (unit_id, hits, successes, failures, offered) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT (unit_id) DO NOTHING"
+                    ),
+                    (unit.id, t.hits, t.successes, t.failures, t.offered),
+                ),
+                (self._sql("UPDATE meta SET value = value + 1 WHERE key = 'generation'"), ()),
+            ]
+        )
         return True
 
     def add_many(self, units: Iterable[Unit], *, replace: bool = False) -> int:
@@ -77,14 +91,20 @@ class Store(ABC):
         units = list(units)
         if not units:
             return 0
-        verb = ("ON CONFLICT (id) DO UPDATE SET doc = excluded.doc" if replace else "ON CONFLICT (id) DO NOTHING")
+        verb = "ON CONFLICT (id) DO UPDATE SET doc = excluded.doc" if replace else "ON CONFLICT (id) DO NOTHING"
         stmts: list[tuple[str, Sequence[Any]]] = []
         for u in units:
             stmts.append((self._sql(f"INSERT INTO units (id, doc, embedding) VALUES (?, ?, ?) {verb}"), self._row(u)))
             t = u.telemetry
-            stmts.append((self._sql("INSERT INTO telemetry (unit_id, hits, successes, failures, offered) "
-                                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (unit_id) DO NOTHING"),
-                          (u.id, t.hits, t.successes, t.failures, t.offered)))
+            stmts.append(
+                (
+                    self._sql(
+                        "INSERT INTO telemetry (unit_id, hits, successes, failures, offered) "
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (unit_id) DO NOTHING"
+                    ),
+                    (u.id, t.hits, t.successes, t.failures, t.offered),
+                )
+            )
         stmts.append((self._sql("UPDATE meta SET value = value + 1 WHERE key = 'generation'"), ()))
         before = self.count()
         self._exec_many(stmts)
@@ -93,22 +113,32 @@ class Store(ABC):
     def remove(self, unit_id: str) -> bool:
         rows = self._exec(self._sql("DELETE FROM units WHERE id = ? RETURNING id"), (unit_id,))
         if rows:
-            self._exec_many([(self._sql("DELETE FROM telemetry WHERE unit_id = ?"), (unit_id,)),
-                             (self._sql("UPDATE meta SET value = value + 1 WHERE key = 'generation'"), ())])
+            self._exec_many(
+                [
+                    (self._sql("DELETE FROM telemetry WHERE unit_id = ?"), (unit_id,)),
+                    (self._sql("UPDATE meta SET value = value + 1 WHERE key = 'generation'"), ()),
+                ]
+            )
         return bool(rows)
 
     def _unit_from_row(self, doc: Any, emb: Any, hits, successes, failures, offered) -> Unit:
         data = doc if isinstance(doc, dict) else json.loads(doc)
-        data["telemetry"] = {"hits": hits or 0, "successes": successes or 0, "failures": failures or 0,
-                             "offered": offered or 0}
+        data["telemetry"] = {
+            "hits": hits or 0,
+            "successes": successes or 0,
+            "failures": failures or 0,
+            "offered": offered or 0,
+        }
         if emb:
             data["embedding"] = emb if isinstance(emb, list) else json.loads(emb)
         # validated when it was stored; re-checking 10,000 documents on every index build is
         # what made loading slow
         return Unit.from_json(data, validate=False)
 
-    _SELECT = ("SELECT u.doc, u.embedding, t.hits, t.successes, t.failures, t.offered "
-               "FROM units u LEFT JOIN telemetry t ON t.unit_id = u.id")
+    _SELECT = (
+        "SELECT u.doc, u.embedding, t.hits, t.successes, t.failures, t.offered "
+        "FROM units u LEFT JOIN telemetry t ON t.unit_id = u.id"
+    )
 
     def get(self, unit_id: str) -> Unit | None:
         rows = self._exec(self._sql(self._SELECT + " WHERE u.id = ?"), (unit_id,))
@@ -136,14 +166,17 @@ class Store(ABC):
         if outcome not in OUTCOMES:
             raise KnowledgeError(f"unknown outcome {outcome!r}", f"Use one of {', '.join(OUTCOMES)}.")
         s, f = int(outcome == "success"), int(outcome == "failure")
-        update = self._sql("UPDATE telemetry SET hits = hits + 1, successes = successes + ?, "
-                           "failures = failures + ? WHERE unit_id = ? RETURNING hits, successes, failures, offered")
+        update = self._sql(
+            "UPDATE telemetry SET hits = hits + 1, successes = successes + ?, "
+            "failures = failures + ? WHERE unit_id = ? RETURNING hits, successes, failures, offered"
+        )
         rows = self._exec(update, (s, f, unit_id))
         if not rows and self._exec(self._sql("SELECT 1 FROM units WHERE id = ?"), (unit_id,)):
             # a unit whose telemetry row was never written (a writer stopped between the two
             # inserts of add): start its counts now
-            self._exec(self._sql("INSERT INTO telemetry (unit_id) VALUES (?) ON CONFLICT (unit_id) DO NOTHING"),
-                       (unit_id,))
+            self._exec(
+                self._sql("INSERT INTO telemetry (unit_id) VALUES (?) ON CONFLICT (unit_id) DO NOTHING"), (unit_id,)
+            )
             rows = self._exec(update, (s, f, unit_id))
         if not rows:
             raise KnowledgeError(f"no unit {unit_id!r} in the store", "List units with `setupbot knowledge list`.")
@@ -151,21 +184,28 @@ class Store(ABC):
 
     def mark_offered(self, unit_ids: Sequence[str]) -> None:
         if unit_ids:
-            self._exec_many([(self._sql("UPDATE telemetry SET offered = offered + 1 WHERE unit_id = ?"), (u,))
-                             for u in unit_ids])
+            self._exec_many(
+                [(self._sql("UPDATE telemetry SET offered = offered + 1 WHERE unit_id = ?"), (u,)) for u in unit_ids]
+            )
 
     def telemetry(self, unit_ids: Sequence[str]) -> dict[str, Telemetry]:
         if not unit_ids:
             return {}
         marks = ", ".join([self.placeholder] * len(unit_ids))
-        rows = self._exec(f"SELECT unit_id, hits, successes, failures, offered FROM telemetry "
-                          f"WHERE unit_id IN ({marks})", list(unit_ids))
+        rows = self._exec(
+            f"SELECT unit_id, hits, successes, failures, offered FROM telemetry WHERE unit_id IN ({marks})",
+            list(unit_ids),
+        )
         return {r[0]: Telemetry(*r[1:]) for r in rows}
 
     # -- embeddings --------------------------------------------------------------------------
     def set_embeddings(self, vectors: dict[str, Sequence[float]]) -> None:
-        self._exec_many([(self._sql("UPDATE units SET embedding = ? WHERE id = ?"), (json.dumps(list(v)), uid))
-                         for uid, v in vectors.items()])
+        self._exec_many(
+            [
+                (self._sql("UPDATE units SET embedding = ? WHERE id = ?"), (json.dumps(list(v)), uid))
+                for uid, v in vectors.items()
+            ]
+        )
 
     def nearest(self, vector: Sequence[float], k: int) -> list[tuple[str, float]] | None:
         """Nearest units by cosine similarity in the database, or None when the store cannot
@@ -181,8 +221,9 @@ class Store(ABC):
         if unit is None or unit.category != "quarantined":
             return False
         note = {"approved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "approved_by": by or "operator"}
-        self.add(dataclasses.replace(unit, category="learned", provenance=tuple(unit.provenance) + (note,)),
-                 replace=True)
+        self.add(
+            dataclasses.replace(unit, category="learned", provenance=tuple(unit.provenance) + (note,)), replace=True
+        )
         return True
 
     def ensure_seeded(self) -> int:
@@ -203,11 +244,16 @@ class Store(ABC):
         for u in units:
             by_cat[u.category] = by_cat.get(u.category, 0) + 1
             tiers[u.telemetry.tier_name] += 1
-        return {"store": self.describe(), "units": len(units), "by_category": by_cat, "tiers": tiers,
-                "hits": sum(u.telemetry.hits for u in units),
-                "successes": sum(u.telemetry.successes for u in units),
-                "failures": sum(u.telemetry.failures for u in units),
-                "with_embedding": sum(1 for u in units if u.embedding is not None)}
+        return {
+            "store": self.describe(),
+            "units": len(units),
+            "by_category": by_cat,
+            "tiers": tiers,
+            "hits": sum(u.telemetry.hits for u in units),
+            "successes": sum(u.telemetry.successes for u in units),
+            "failures": sum(u.telemetry.failures for u in units),
+            "with_embedding": sum(1 for u in units if u.embedding is not None),
+        }
 
     def describe(self) -> str:
         return self.kind
@@ -231,8 +277,10 @@ def open_store(knowledge_settings: Any = None, *, seed: bool = True) -> Store:
     path = getattr(knowledge_settings, "path", "") or ""
     if url:
         if not url.startswith(("postgresql://", "postgres://")):
-            raise KnowledgeError(f"knowledge.url {url.split('@')[-1]!r} is not a PostgreSQL URL",
-                                 "Use postgresql://user:password@host:port/db, or leave it empty for SQLite.")
+            raise KnowledgeError(
+                f"knowledge.url {url.split('@')[-1]!r} is not a PostgreSQL URL",
+                "Use postgresql://user:password@host:port/db, or leave it empty for SQLite.",
+            )
         from bot.knowledge.postgres_store import PostgresStore
 
         store: Store = PostgresStore(url)

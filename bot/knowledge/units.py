@@ -67,8 +67,7 @@ class Telemetry:
         return {GOLDEN: "golden", COLD: "cold"}.get(self.tier, "normal")
 
     def to_json(self) -> dict[str, int]:
-        return {"hits": self.hits, "successes": self.successes, "failures": self.failures,
-                "offered": self.offered}
+        return {"hits": self.hits, "successes": self.successes, "failures": self.failures, "offered": self.offered}
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ class Unit:
             try:
                 compiled.append(re.compile(p, re.MULTILINE))
             except re.error:
-                continue   # only a document edited behind the store's back gets here
+                continue  # only a document edited behind the store's back gets here
         return tuple(compiled)
 
     def match(self, text: str) -> re.Match[str] | None:
@@ -139,8 +138,7 @@ class Unit:
         data: dict[str, Any] = {"id": self.id, "category": self.category}
         if self.title:
             data["title"] = self.title
-        data.update({"signals": signals, "advice": self.advice,
-                     "atoms": [a.to_json() for a in self.atoms]})
+        data.update({"signals": signals, "advice": self.advice, "atoms": [a.to_json() for a in self.atoms]})
         if self.weight != 1.0:
             data["weight"] = self.weight
         if self.provenance:
@@ -163,21 +161,25 @@ class Unit:
         if errors:
             e = errors[0]
             path = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-            raise KnowledgeError(f"{where} is invalid at {path}: {e.message}",
-                                 f"See {SCHEMA_FILE.name} for the shape of a unit.")
+            raise KnowledgeError(
+                f"{where} is invalid at {path}: {e.message}", f"See {SCHEMA_FILE.name} for the shape of a unit."
+            )
         for p in data["signals"]["patterns"]:
             try:
                 re.compile(p)
             except re.error as exc:
-                raise KnowledgeError(f"{where}: signal pattern {p!r} does not compile: {exc}",
-                                     "Signal patterns are Python regular expressions.") from exc
+                raise KnowledgeError(
+                    f"{where}: signal pattern {p!r} does not compile: {exc}",
+                    "Signal patterns are Python regular expressions.",
+                ) from exc
         spec = (data["signals"].get("when") or {}).get("python")
         if spec is not None:
             try:
                 SpecifierSet(spec)
             except InvalidSpecifier as exc:
-                raise KnowledgeError(f"{where}: when.python {spec!r} is not a version range",
-                                     "Use a PEP 440 specifier such as '>=3.12'.") from exc
+                raise KnowledgeError(
+                    f"{where}: when.python {spec!r} is not a version range", "Use a PEP 440 specifier such as '>=3.12'."
+                ) from exc
         return cls._build(data, where)
 
     @classmethod
@@ -188,15 +190,22 @@ class Unit:
             try:
                 atoms.append(Atom.from_json(raw))
             except AtomError as exc:
-                raise KnowledgeError(f"{where} has an invalid atom: {exc}",
-                                     "Atoms are listed in bot/atoms.py.") from exc
+                raise KnowledgeError(
+                    f"{where} has an invalid atom: {exc}", "Atoms are listed in bot/atoms.py."
+                ) from exc
         signals = data["signals"]
         when = dict(signals.get("when") or {})
         emb = data.get("embedding")
         return cls(
-            id=data["id"], category=data["category"], patterns=tuple(signals["patterns"]),
-            advice=data["advice"], atoms=tuple(atoms), keywords=tuple(signals.get("keywords", ())),
-            when=when, title=data.get("title", ""), weight=float(data.get("weight", 1.0)),
+            id=data["id"],
+            category=data["category"],
+            patterns=tuple(signals["patterns"]),
+            advice=data["advice"],
+            atoms=tuple(atoms),
+            keywords=tuple(signals.get("keywords", ())),
+            when=when,
+            title=data.get("title", ""),
+            weight=float(data.get("weight", 1.0)),
             provenance=tuple(data.get("provenance", ())),
             telemetry=Telemetry(**(data.get("telemetry") or {})),
             embedding=tuple(emb) if emb else None,
@@ -215,30 +224,37 @@ def load_units_file(path: Path) -> list[Unit]:
         text = path.read_text()
         data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_YAML_LOADER)
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise KnowledgeError(f"cannot read units from {path}: {exc}",
-                             "The file must be YAML or JSON holding a list of units.") from exc
+        raise KnowledgeError(
+            f"cannot read units from {path}: {exc}", "The file must be YAML or JSON holding a list of units."
+        ) from exc
     generated: list[dict[str, Any]] = []
     if isinstance(data, Mapping):
         if data.get("generate") is not None:
             generated = generate_units(data["generate"], path)
         data = data.get("units", [])
     if not isinstance(data, list):
-        raise KnowledgeError(f"{path}: expected a list of units",
-                             "Write a list, or a mapping with a 'units' list.")
+        raise KnowledgeError(f"{path}: expected a list of units", "Write a list, or a mapping with a 'units' list.")
     return [Unit.from_json(d) for d in [*generated, *data]]
 
 
 def _install_module_unit(module: str, advice: str | None, where: Path) -> dict[str, Any]:
     dist = repair_distribution(module)
     if not dist:
-        raise KnowledgeError(f"{where}: no distribution is known for the import {module!r}",
-                             "Add it to bot/graph/data/import_map.json, or write the unit by hand.")
-    return {"id": "install-module-" + module.lower().replace(".", "-"), "category": "install",
-            "title": f"import {module} needs {dist}",
-            "signals": {"patterns": [f"No module named '?{re.escape(module)}(?:'|\\.|$)"],
-                        "keywords": [dist.lower(), "modulenotfounderror"]},
-            "advice": advice or f"The import name {module} is provided by the distribution {dist}; install {dist}.",
-            "atoms": [{"kind": "pip_install", "packages": [dist]}]}
+        raise KnowledgeError(
+            f"{where}: no distribution is known for the import {module!r}",
+            "Add it to bot/graph/data/import_map.json, or write the unit by hand.",
+        )
+    return {
+        "id": "install-module-" + module.lower().replace(".", "-"),
+        "category": "install",
+        "title": f"import {module} needs {dist}",
+        "signals": {
+            "patterns": [f"No module named '?{re.escape(module)}(?:'|\\.|$)"],
+            "keywords": [dist.lower(), "modulenotfounderror"],
+        },
+        "advice": advice or f"The import name {module} is provided by the distribution {dist}; install {dist}.",
+        "atoms": [{"kind": "pip_install", "packages": [dist]}],
+    }
 
 
 def generate_units(spec: Any, where: Path) -> list[dict[str, Any]]:
@@ -246,10 +262,15 @@ def generate_units(spec: Any, where: Path) -> list[dict[str, Any]]:
     (docs/architecture.md, "One form for repair knowledge"). ``install-module``: one unit per
     module, its distribution from bot.graph.mapping; a module given as ``{name: advice}``
     keeps its own advice."""
-    if not isinstance(spec, Mapping) or spec.get("kind") != "install-module" \
-            or not isinstance(spec.get("modules"), list):
-        raise KnowledgeError(f"{where}: 'generate' needs kind: install-module and a list of modules",
-                             "See bot/knowledge/seed/install-modules.yml.")
+    if (
+        not isinstance(spec, Mapping)
+        or spec.get("kind") != "install-module"
+        or not isinstance(spec.get("modules"), list)
+    ):
+        raise KnowledgeError(
+            f"{where}: 'generate' needs kind: install-module and a list of modules",
+            "See bot/knowledge/seed/install-modules.yml.",
+        )
     out = []
     for item in spec["modules"]:
         module, advice = next(iter(item.items())) if isinstance(item, Mapping) else (item, None)

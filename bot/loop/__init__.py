@@ -1,7 +1,7 @@
 """The setup loop: orchestrator, diagnosis, speculative repair, LLM planner, trajectory.
 
-    record = run_setup(repo, settings, engine, store, llm=None)   # -> RunRecord
-    signatures = diagnose(output)                                 # -> list[Signature]
+record = run_setup(repo, settings, engine, store, llm=None)   # -> RunRecord
+signatures = diagnose(output)                                 # -> list[Signature]
 """
 
 from bot.loop.diagnose import Signature, diagnose

@@ -45,11 +45,9 @@ def _excerpt(log_text: str, sig: Signature | None) -> str:
         return ""
     if sig is not None and sig.message and sig.message in log_text:
         i = log_text.index(sig.message)
-        around = log_text[max(0, i - 4000): i + 4000]
+        around = log_text[max(0, i - 4000) : i + 4000]
         return around[-LOG_FOR_RETRIEVAL:]
     return log_text[-LOG_FOR_RETRIEVAL:]
-
-
 
 
 class CandidatesMixin(LoopBase):
@@ -63,9 +61,14 @@ class CandidatesMixin(LoopBase):
         except SetupbotError as exc:
             self.record.warnings.append(f"experience base: {exc.what}")
             from_store = []
-        rules = rule_candidates(sig, repo=self.repo, python=self.python, available_pythons=self.available,
-                                repo_env=self.settings.target.env,
-                                specs=self._plan_specs() if sig.kind == "missing_native_submodule" else None)
+        rules = rule_candidates(
+            sig,
+            repo=self.repo,
+            python=self.python,
+            available_pythons=self.available,
+            repo_env=self.settings.target.env,
+            specs=self._plan_specs() if sig.kind == "missing_native_submodule" else None,
+        )
         rules = rules + self.era_candidates(sig, outcome.log)
         tried = self.tried.setdefault(sig.ident, set())
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
@@ -90,13 +93,17 @@ class CandidatesMixin(LoopBase):
     def _plan_specs(self) -> dict[str, str]:
         from bot.graph.build import install_spec
 
-        return {n.name: install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned") or n.attrs.get("resolved"))
-                for n in self.graph.of_type("PACKAGE") if n.action == "pip"}
+        return {
+            n.name: install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned") or n.attrs.get("resolved"))
+            for n in self.graph.of_type("PACKAGE")
+            if n.action == "pip"
+        }
 
     def _declared_distributions(self) -> set[str]:
         """Distributions the repository itself declares (not guessed from an import)."""
-        return {n.name for n in self.graph.of_type("PACKAGE")
-                if n.action == "pip" and n.attrs.get("source") != "import"}
+        return {
+            n.name for n in self.graph.of_type("PACKAGE") if n.action == "pip" and n.attrs.get("source") != "import"
+        }
 
     def _prefer_installed(self, sig: Signature, cands: list[Candidate]) -> list[Candidate]:
         """When a distribution the repository declares already provides the module, never
@@ -124,8 +131,13 @@ class CandidatesMixin(LoopBase):
         out = [c for c in cands if not installs_other(c)]
         others = sorted(installed - own)
         if others:
-            out.insert(0, Candidate([Atom("drop_package", {"manager": "pip", "packages": others})], "rule",
-                                    why=f"{', '.join(sorted(own))} (declared) provides {sig.key}; "
-                                        f"{', '.join(others)} installs the same module over it"))
+            out.insert(
+                0,
+                Candidate(
+                    [Atom("drop_package", {"manager": "pip", "packages": others})],
+                    "rule",
+                    why=f"{', '.join(sorted(own))} (declared) provides {sig.key}; "
+                    f"{', '.join(others)} installs the same module over it",
+                ),
+            )
         return out
-

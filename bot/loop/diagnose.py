@@ -29,10 +29,10 @@ SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "ser
 
 @dataclass(frozen=True)
 class Signature:
-    kind: str        # e.g. missing_module, missing_header, python_floor
-    category: str    # one of SETUP_CATEGORIES or "test"
-    key: str         # the discriminating value: module, header, port, variable, ...
-    message: str     # the line of output that matched (trimmed)
+    kind: str  # e.g. missing_module, missing_header, python_floor
+    category: str  # one of SETUP_CATEGORIES or "test"
+    key: str  # the discriminating value: module, header, port, variable, ...
+    message: str  # the line of output that matched (trimmed)
 
     @property
     def is_setup_failure(self) -> bool:
@@ -58,10 +58,18 @@ _SERVICE_HOSTS = catalogue.host_words()
 def _port_of(port: int) -> Callable[[re.Match[str]], str]:
     return lambda m: str(port)
 
+
 # typing names that only exist from a given Python (an ImportError for them is a runtime floor).
-TYPING_FLOORS = {"override": "3.12", "TypeAliasType": "3.12", "TypeIs": "3.13",
-                 "ReadOnly": "3.13", "NoDefault": "3.13", "get_protocol_members": "3.13",
-                 "is_protocol": "3.13", "Buffer": "3.12"}
+TYPING_FLOORS = {
+    "override": "3.12",
+    "TypeAliasType": "3.12",
+    "TypeIs": "3.13",
+    "ReadOnly": "3.13",
+    "NoDefault": "3.13",
+    "get_protocol_members": "3.13",
+    "is_protocol": "3.13",
+    "Buffer": "3.12",
+}
 
 
 def _tail_key(text: str) -> str:
@@ -71,10 +79,16 @@ def _tail_key(text: str) -> str:
 Rule = tuple[str, str, re.Pattern[str], Callable[[re.Match[str]], str]]
 
 
-def _rule(kind: str, category: str, pattern: str, key: Callable[[re.Match[str]], str] | int | None = 1,
-          flags: int = re.MULTILINE) -> Rule:
+def _rule(
+    kind: str,
+    category: str,
+    pattern: str,
+    key: Callable[[re.Match[str]], str] | int | None = 1,
+    flags: int = re.MULTILINE,
+) -> Rule:
     fn: Callable[[re.Match[str]], str]
     if key is None:
+
         def fn(m: re.Match[str]) -> str:
             return ""
     elif isinstance(key, int):
@@ -97,190 +111,307 @@ def _port_service(m: re.Match[str]) -> str:
 
 RULES: list[Rule] = [
     # --- version incompatibility -------------------------------------------------------------
-    _rule("python_floor", "version",
-          r"requires a different Python: [\d.]+ not in '([^']+)'"),
-    _rule("python_floor", "version",
-          r"Requires-Python\s*(?:of\s*)?['\"]?([<>=!~][^'\"\s;,]+)"),
-    _rule("python_floor", "version",
-          r"current Python version \([\d.]+\) does not satisfy Python\s*([<>=!~][^\s,]+)"),
-    _rule("python_floor", "version",
-          r"requires Python ([<>=!~]=?\s*[\d.]+)(?:,| but)"),
-    _rule("python_floor", "version",
-          r"cannot import name '(\w+)' from 'typing'",
-          lambda m: TYPING_FLOORS.get(m.group(1), "")),
-    _rule("newer_syntax", "version",
-          r"^\s*(?:type \w+(?:\[[^\]]*\])? =|(?:async )?def \w+\[[^\]]+\]\(|class \w+\[[^\]]+\][:(]).*\n"
-          r"(?:\s*\^+\s*\n)?(?:\s*\^?\s*\n)*\s*SyntaxError: invalid syntax", key=lambda m: "3.12"),
-    _rule("no_matching_distribution", "version",
-          r"No matching distribution found for ([^\s;]+)"),
-    _rule("dependency_conflict", "version",
-          r"(?:ResolutionImpossible|conflicting dependencies|No solution found when resolving)", None),
+    _rule("python_floor", "version", r"requires a different Python: [\d.]+ not in '([^']+)'"),
+    _rule("python_floor", "version", r"Requires-Python\s*(?:of\s*)?['\"]?([<>=!~][^'\"\s;,]+)"),
+    _rule("python_floor", "version", r"current Python version \([\d.]+\) does not satisfy Python\s*([<>=!~][^\s,]+)"),
+    _rule("python_floor", "version", r"requires Python ([<>=!~]=?\s*[\d.]+)(?:,| but)"),
+    _rule(
+        "python_floor",
+        "version",
+        r"cannot import name '(\w+)' from 'typing'",
+        lambda m: TYPING_FLOORS.get(m.group(1), ""),
+    ),
+    _rule(
+        "newer_syntax",
+        "version",
+        r"^\s*(?:type \w+(?:\[[^\]]*\])? =|(?:async )?def \w+\[[^\]]+\]\(|class \w+\[[^\]]+\][:(]).*\n"
+        r"(?:\s*\^+\s*\n)?(?:\s*\^?\s*\n)*\s*SyntaxError: invalid syntax",
+        key=lambda m: "3.12",
+    ),
+    _rule("no_matching_distribution", "version", r"No matching distribution found for ([^\s;]+)"),
+    _rule(
+        "dependency_conflict",
+        "version",
+        r"(?:ResolutionImpossible|conflicting dependencies|No solution found when resolving)",
+        None,
+    ),
     # --- toolchain -----------------------------------------------------------------------------
-    _rule("missing_header", "toolchain",
-          r"fatal error: ([\w./+\-]+\.h(?:pp)?): No such file or directory"),
+    _rule("missing_header", "toolchain", r"fatal error: ([\w./+\-]+\.h(?:pp)?): No such file or directory"),
     # meson-python cannot find the interpreter's headers / python3.pc
-    _rule("missing_header", "toolchain",
-          r"ERROR: Python dependency not found", key=lambda m: "Python.h"),
-    _rule("missing_shared_lib", "toolchain",
-          r"(lib[\w.+\-]+\.so[\w.]*): cannot open shared object file"),
+    _rule("missing_header", "toolchain", r"ERROR: Python dependency not found", key=lambda m: "Python.h"),
+    _rule("missing_shared_lib", "toolchain", r"(lib[\w.+\-]+\.so[\w.]*): cannot open shared object file"),
     # ctypes-loaded libraries: cairocffi "cannot load library 'libcairo.so.2'", vispy
     # "ImportError: fontconfig not found" (ctypes.util.find_library found nothing)
     _rule("missing_shared_lib", "toolchain", r"cannot load library '(lib[\w.+\-]+\.so[\w.]*)'"),
-    _rule("missing_shared_lib", "toolchain", r"ImportError: (fontconfig|freetype|cairo|portaudio|sndfile|magic|zbar|GL|EGL) not found",
-          key=lambda m: {"fontconfig": "libfontconfig.so.1", "freetype": "libfreetype.so.6", "cairo": "libcairo.so.2",
-                         "portaudio": "libportaudio.so.2", "sndfile": "libsndfile.so.1", "magic": "libmagic.so.1",
-                         "zbar": "libzbar.so.0", "GL": "libGL.so.1", "EGL": "libEGL.so.1"}[m.group(1)]),
-    _rule("missing_compiler", "toolchain",
-          r"(?:error: command '(?:[\w/.-]*/)?(gcc|g\+\+|cc|c\+\+|clang)' failed"
-          r"|(?:^|[\s:])(gcc|g\+\+|cc|c\+\+|make|cmake): (?:command )?not found"
-          r"|unable to execute '(gcc|g\+\+|cc|c\+\+)')",
-          lambda m: next(g for g in m.groups() if g)),
-    _rule("missing_pkg_config", "toolchain",
-          r"(?:pkg-config: (?:command )?not found|(?:Cannot|Did not) find pkg-config"
-          r"|pkg-config (?:is )?(?:not|was not) found)", None),
-    _rule("missing_pkg_config_module", "toolchain",
-          r"Package '?([\w.+\-]+)'?,? (?:was not found in the pkg-config search path|required by .*?, not found)"),
+    _rule(
+        "missing_shared_lib",
+        "toolchain",
+        r"ImportError: (fontconfig|freetype|cairo|portaudio|sndfile|magic|zbar|GL|EGL) not found",
+        key=lambda m: {
+            "fontconfig": "libfontconfig.so.1",
+            "freetype": "libfreetype.so.6",
+            "cairo": "libcairo.so.2",
+            "portaudio": "libportaudio.so.2",
+            "sndfile": "libsndfile.so.1",
+            "magic": "libmagic.so.1",
+            "zbar": "libzbar.so.0",
+            "GL": "libGL.so.1",
+            "EGL": "libEGL.so.1",
+        }[m.group(1)],
+    ),
+    _rule(
+        "missing_compiler",
+        "toolchain",
+        r"(?:error: command '(?:[\w/.-]*/)?(gcc|g\+\+|cc|c\+\+|clang)' failed"
+        r"|(?:^|[\s:])(gcc|g\+\+|cc|c\+\+|make|cmake): (?:command )?not found"
+        r"|unable to execute '(gcc|g\+\+|cc|c\+\+)')",
+        lambda m: next(g for g in m.groups() if g),
+    ),
+    _rule(
+        "missing_pkg_config",
+        "toolchain",
+        r"(?:pkg-config: (?:command )?not found|(?:Cannot|Did not) find pkg-config"
+        r"|pkg-config (?:is )?(?:not|was not) found)",
+        None,
+    ),
+    _rule(
+        "missing_pkg_config_module",
+        "toolchain",
+        r"Package '?([\w.+\-]+)'?,? (?:was not found in the pkg-config search path|required by .*?, not found)",
+    ),
     # meson (meson-python builds: pycairo, pygobject, scipy): a dependency it looks up with
     # pkg-config and cmake and does not find
-    _rule("missing_pkg_config_module", "toolchain",
-          r"(?:ERROR: )?Dependency [\"']?([\w.+\-]+)[\"']? (?:is required but )?not found(?:, tried pkgconfig)?"),
-    _rule("missing_pkg_config_module", "toolchain",
-          r"Dependency lookup for ([\w.+\-]+) with method '?pkgconfig'? failed"),
-    _rule("missing_rust", "toolchain",
-          r"(?:can't find Rust compiler|cargo(?::)? (?:command )?not found|rustc(?::)? (?:command )?not found"
-          r"|Cargo, the Rust package manager, is not installed)", None),
-    _rule("missing_command", "toolchain",
-          r"(?:^|[\s:])(git|pg_config|mysql_config|swig|gfortran|java|node|npm): (?:command )?not found"),
-    _rule("missing_command", "toolchain",
-          r"(pg_config|mysql_config) executable not found"),
+    _rule(
+        "missing_pkg_config_module",
+        "toolchain",
+        r"(?:ERROR: )?Dependency [\"']?([\w.+\-]+)[\"']? (?:is required but )?not found(?:, tried pkgconfig)?",
+    ),
+    _rule(
+        "missing_pkg_config_module", "toolchain", r"Dependency lookup for ([\w.+\-]+) with method '?pkgconfig'? failed"
+    ),
+    _rule(
+        "missing_rust",
+        "toolchain",
+        r"(?:can't find Rust compiler|cargo(?::)? (?:command )?not found|rustc(?::)? (?:command )?not found"
+        r"|Cargo, the Rust package manager, is not installed)",
+        None,
+    ),
+    _rule(
+        "missing_command",
+        "toolchain",
+        r"(?:^|[\s:])(git|pg_config|mysql_config|swig|gfortran|java|node|npm): (?:command )?not found",
+    ),
+    _rule("missing_command", "toolchain", r"(pg_config|mysql_config) executable not found"),
     # a program the code runs through subprocess is not installed
     # (a bare program name: 'no-such-cert.crt' or 'data.json' is a file a test expects, not a program)
-    _rule("missing_command", "toolchain",
-          r"FileNotFoundError: \[Errno 2\] No such file or directory: '((?:[A-Za-z_][\w+\-]*|python\d(?:\.\d+)?))'"),
+    _rule(
+        "missing_command",
+        "toolchain",
+        r"FileNotFoundError: \[Errno 2\] No such file or directory: '((?:[A-Za-z_][\w+\-]*|python\d(?:\.\d+)?))'",
+    ),
     # the test command itself is missing from the image: the engine's exec reports it
     _rule("missing_compiler", "toolchain", r'exec: "(gcc|g\+\+|cc|c\+\+|make|cmake)": executable file not found'),
-    _rule("missing_command", "toolchain",
-          r'exec: "(git|pg_config|mysql_config|swig|gfortran|java|node|npm)": executable file not found'),
+    _rule(
+        "missing_command",
+        "toolchain",
+        r'exec: "(git|pg_config|mysql_config|swig|gfortran|java|node|npm)": executable file not found',
+    ),
     # a Debian package this suite does not have: the repair that asked for it is broken
-    _rule("unknown_apt_package", "toolchain", r"^E: (?:Unable to locate package |Package '?)([a-z0-9][a-z0-9+.\-]*)'?(?: has no installation candidate)?$"),
+    _rule(
+        "unknown_apt_package",
+        "toolchain",
+        r"^E: (?:Unable to locate package |Package '?)([a-z0-9][a-z0-9+.\-]*)'?(?: has no installation candidate)?$",
+    ),
     # two Debian packages that cannot be installed together (libcurl4-gnutls-dev and
     # libcurl4-openssl-dev): apt's resolver says "A : Conflicts: B" (apt 2) or
     # "A:amd64 Conflicts B" (apt 3's solver); the key is "A|B"
-    _rule("apt_conflict", "toolchain",
-          r"^\s*([a-z0-9][a-z0-9+.\-]*)(?::[a-z0-9]+)?(?:=\S+)?\s*:?\s+(?:Conflicts|Breaks):?\s+([a-z0-9][a-z0-9+.\-]*)",
-          key=lambda m: f"{m.group(1)}|{m.group(2)}" if m.group(1) != m.group(2) else ""),
+    _rule(
+        "apt_conflict",
+        "toolchain",
+        r"^\s*([a-z0-9][a-z0-9+.\-]*)(?::[a-z0-9]+)?(?:=\S+)?\s*:?\s+(?:Conflicts|Breaks):?\s+([a-z0-9][a-z0-9+.\-]*)",
+        key=lambda m: f"{m.group(1)}|{m.group(2)}" if m.group(1) != m.group(2) else "",
+    ),
     # --- installation --------------------------------------------------------------------------
     # an application, not an installable package: setuptools' automatic discovery refuses a
     # flat layout with several top-level packages; poetry-core refuses a name with no package
     # directory or a configuration that is not a package
-    _rule("not_a_package", "installation",
-          r"(?:Multiple top-level (?:packages|modules) discovered in a flat-layout"
-          r"|No file/folder found for package [\w.\-]+"
-          r"|The Poetry configuration is invalid"
-          r"|error: package directory '[^']+' does not exist"
-          r"|is not a valid (?:package|distribution|project) name)", key=None),
-    _rule("missing_module", "installation",
-          r"ModuleNotFoundError: No module named '([\w.]+)'", _module_top),
-    _rule("missing_module", "installation",
-          r"ImportError: No module named '?([\w.]+)'?", _module_top),
-    _rule("import_name_error", "installation",
-          r"ImportError: cannot import name '(\w+)' from '([\w.]+)'",
-          lambda m: m.group(2).split(".")[0]),
+    _rule(
+        "not_a_package",
+        "installation",
+        r"(?:Multiple top-level (?:packages|modules) discovered in a flat-layout"
+        r"|No file/folder found for package [\w.\-]+"
+        r"|The Poetry configuration is invalid"
+        r"|error: package directory '[^']+' does not exist"
+        r"|is not a valid (?:package|distribution|project) name)",
+        key=None,
+    ),
+    _rule("missing_module", "installation", r"ModuleNotFoundError: No module named '([\w.]+)'", _module_top),
+    _rule("missing_module", "installation", r"ImportError: No module named '?([\w.]+)'?", _module_top),
+    _rule(
+        "import_name_error",
+        "installation",
+        r"ImportError: cannot import name '(\w+)' from '([\w.]+)'",
+        lambda m: m.group(2).split(".")[0],
+    ),
     # a module without an attribute its users expect: another distribution (or version) of the
     # same import name is installed (the `attr` package instead of `attrs`)
-    _rule("module_attribute", "installation",
-          r"AttributeError: module '([\w.]+)' has no attribute '\w+'",
-          lambda m: m.group(1).split(".")[0]),
+    _rule(
+        "module_attribute",
+        "installation",
+        r"AttributeError: module '([\w.]+)' has no attribute '\w+'",
+        lambda m: m.group(1).split(".")[0],
+    ),
     # PyGObject: a GObject-introspection typelib (gi.require_version) that is not installed
-    _rule("missing_typelib", "installation",
-          r"(?:ValueError: )?Namespace (\w+) not available"),
-    _rule("missing_extra", "installation",
-          r"(?:does not provide the extra|WARNING: \S+ [\d.]+ does not provide the extra) '([\w\-]+)'"),
-    _rule("missing_extra", "installation",
-          r"(?:install|requires) (?:the )?['\"`]?[\w.\-]+\[([\w,\-]+)\]['\"`]? extra"),
-    _rule("pytest_plugin_arg", "installation",
-          r"error: unrecognized arguments: (\S+)",
-          lambda m: m.group(1).split("=")[0]),
-    _rule("pytest_plugin_ini", "installation",
-          r"(?:PytestConfigWarning: )?Unknown config option: (\w+)"),
-    _rule("pytest_missing_fixture", "installation",
-          r"fixture '(\w+)' not found"),
-    _rule("pytest_async_unsupported", "installation",
-          r"(?:async def functions are not natively supported|PytestUnhandledCoroutineWarning"
-          r"|coroutine '[\w.]+' was never awaited)", key=lambda m: "async"),
-    _rule("pytest_unknown_marker", "installation",
-          r"'(\w+)' not found in `markers` configuration option"),
+    _rule("missing_typelib", "installation", r"(?:ValueError: )?Namespace (\w+) not available"),
+    _rule(
+        "missing_extra",
+        "installation",
+        r"(?:does not provide the extra|WARNING: \S+ [\d.]+ does not provide the extra) '([\w\-]+)'",
+    ),
+    _rule("missing_extra", "installation", r"(?:install|requires) (?:the )?['\"`]?[\w.\-]+\[([\w,\-]+)\]['\"`]? extra"),
+    _rule(
+        "pytest_plugin_arg", "installation", r"error: unrecognized arguments: (\S+)", lambda m: m.group(1).split("=")[0]
+    ),
+    _rule("pytest_plugin_ini", "installation", r"(?:PytestConfigWarning: )?Unknown config option: (\w+)"),
+    _rule("pytest_missing_fixture", "installation", r"fixture '(\w+)' not found"),
+    _rule(
+        "pytest_async_unsupported",
+        "installation",
+        r"(?:async def functions are not natively supported|PytestUnhandledCoroutineWarning"
+        r"|coroutine '[\w.]+' was never awaited)",
+        key=lambda m: "async",
+    ),
+    _rule("pytest_unknown_marker", "installation", r"'(\w+)' not found in `markers` configuration option"),
     # --- missing service -------------------------------------------------------------------------
-    _rule("connection_refused", "service",
-          r"(?:Connection refused|could not connect to server|Connect call failed|connection to server at)"
-          r"[^\n]*?(?:port |:)(\d{2,5})\b", _port_service, flags=re.MULTILINE | re.IGNORECASE),
-    _rule("connection_refused", "service",
-          r"(?:port|:)\s*(\d{2,5})\D[^\n]*?(?:Connection refused|failed: Connection refused)",
-          _port_service, flags=re.MULTILINE | re.IGNORECASE),
+    _rule(
+        "connection_refused",
+        "service",
+        r"(?:Connection refused|could not connect to server|Connect call failed|connection to server at)"
+        r"[^\n]*?(?:port |:)(\d{2,5})\b",
+        _port_service,
+        flags=re.MULTILINE | re.IGNORECASE,
+    ),
+    _rule(
+        "connection_refused",
+        "service",
+        r"(?:port|:)\s*(\d{2,5})\D[^\n]*?(?:Connection refused|failed: Connection refused)",
+        _port_service,
+        flags=re.MULTILINE | re.IGNORECASE,
+    ),
     # redis-py: "Error 111 connecting to localhost:6379. Connection refused." and, in a container
     # without a loopback route to that port, "Error 99 ... Cannot assign requested address."
-    _rule("connection_refused", "service",
-          r"Error (?:111|99|61|10061) connecting to [\w.\-]+:(\d+)", _port_service),
-    _rule("connection_refused", "service",
-          r"(?:localhost|127\.0\.0\.1|::1)[\"']?(?::|, ?|\s+port\s+)(\d{2,5})\b[^\n]*?Cannot assign requested address",
-          _port_service),
+    _rule("connection_refused", "service", r"Error (?:111|99|61|10061) connecting to [\w.\-]+:(\d+)", _port_service),
+    _rule(
+        "connection_refused",
+        "service",
+        r"(?:localhost|127\.0\.0\.1|::1)[\"']?(?::|, ?|\s+port\s+)(\d{2,5})\b[^\n]*?Cannot assign requested address",
+        _port_service,
+    ),
     # a client's own refusal message names its service even without a port (catalogue words)
-    *(_rule("connection_refused", "service", "|".join(kind.refusal_patterns), key=_port_of(kind.port))
-      for kind in catalogue.KINDS.values() if kind.refusal_patterns),
-    _rule("unknown_service_host", "service",
-          r"(?:could not translate host name|Name or service not known|nodename nor servname"
-          r"|Temporary failure in name resolution)[^\n]*?[\"']?\b("
-          + "|".join(sorted(_SERVICE_HOSTS, key=len, reverse=True)) + r")\b",
-          lambda m: _SERVICE_HOSTS[m.group(1).lower()], flags=re.MULTILINE | re.IGNORECASE),
+    *(
+        _rule("connection_refused", "service", "|".join(kind.refusal_patterns), key=_port_of(kind.port))
+        for kind in catalogue.KINDS.values()
+        if kind.refusal_patterns
+    ),
+    _rule(
+        "unknown_service_host",
+        "service",
+        r"(?:could not translate host name|Name or service not known|nodename nor servname"
+        r"|Temporary failure in name resolution)[^\n]*?[\"']?\b("
+        + "|".join(sorted(_SERVICE_HOSTS, key=len, reverse=True))
+        + r")\b",
+        lambda m: _SERVICE_HOSTS[m.group(1).lower()],
+        flags=re.MULTILINE | re.IGNORECASE,
+    ),
     # --- missing configuration -------------------------------------------------------------------
-    _rule("django_settings", "configuration",
-          r"(?:You must either define the environment variable DJANGO_SETTINGS_MODULE"
-          r"|DJANGO_SETTINGS_MODULE (?:is not set|environment variable)"
-          r"|AppRegistryNotReady: Apps aren't loaded yet"
-          r"|Requested setting \w+, but settings are not configured)", key=lambda m: "DJANGO_SETTINGS_MODULE"),
-    _rule("missing_env", "configuration",
-          r"os\.environ\[['\"](\w+)['\"]\][^\n]*\n(?:[^\n]*\n){0,8}?[E\s]*KeyError: '\1'"),
-    _rule("missing_env", "configuration",
-          r"(?:environment variable|env var|envvar) ['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:is )?(?:not set|missing|required|must be set|undefined)"),
-    _rule("missing_env", "configuration",
-          r"(?:[Ss]et|[Dd]efine|[Mm]issing|[Rr]equired) (?:the )?(?:environment variable|env var) ['\"`]?([A-Z][A-Z0-9_]{2,})"),
-    _rule("missing_env", "configuration",
-          r"['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:environment variable )?is not set"),
-    _rule("scm_version", "configuration",
-          r"(?:setuptools-scm was unable to detect version|setuptools_scm.*unable to detect version"
-          r"|unable to detect version for|Unable to find a version for this package"
-          r"|hatch-vcs.*unable|Cannot find a git repository)", key=lambda m: "setuptools-scm",
-          flags=re.MULTILINE | re.IGNORECASE),
+    _rule(
+        "django_settings",
+        "configuration",
+        r"(?:You must either define the environment variable DJANGO_SETTINGS_MODULE"
+        r"|DJANGO_SETTINGS_MODULE (?:is not set|environment variable)"
+        r"|AppRegistryNotReady: Apps aren't loaded yet"
+        r"|Requested setting \w+, but settings are not configured)",
+        key=lambda m: "DJANGO_SETTINGS_MODULE",
+    ),
+    _rule(
+        "missing_env", "configuration", r"os\.environ\[['\"](\w+)['\"]\][^\n]*\n(?:[^\n]*\n){0,8}?[E\s]*KeyError: '\1'"
+    ),
+    _rule(
+        "missing_env",
+        "configuration",
+        r"(?:environment variable|env var|envvar) ['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:is )?(?:not set|missing|required|must be set|undefined)",
+    ),
+    _rule(
+        "missing_env",
+        "configuration",
+        r"(?:[Ss]et|[Dd]efine|[Mm]issing|[Rr]equired) (?:the )?(?:environment variable|env var) ['\"`]?([A-Z][A-Z0-9_]{2,})",
+    ),
+    _rule("missing_env", "configuration", r"['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:environment variable )?is not set"),
+    _rule(
+        "scm_version",
+        "configuration",
+        r"(?:setuptools-scm was unable to detect version|setuptools_scm.*unable to detect version"
+        r"|unable to detect version for|Unable to find a version for this package"
+        r"|hatch-vcs.*unable|Cannot find a git repository)",
+        key=lambda m: "setuptools-scm",
+        flags=re.MULTILINE | re.IGNORECASE,
+    ),
     # --- verification mismatch -------------------------------------------------------------------
-    _rule("no_tests_collected", "verification",
-          r"(?:^no tests ran in|collected 0 items|^no tests collected)", key=lambda m: "",
-          flags=re.MULTILINE),
-    _rule("path_not_found", "verification",
-          r"ERROR: (?:file or directory not found|file not found|module or package not found): (\S+)"),
-    _rule("no_test_runner", "verification",
-          r"No module named pytest\b|/usr/\S*python\S*: No module named pytest", key=lambda m: "pytest"),
-    _rule("import_path_mismatch", "verification",
-          r"(?:ImportPathMismatchError|import file mismatch)", key=lambda m: ""),
+    _rule(
+        "no_tests_collected",
+        "verification",
+        r"(?:^no tests ran in|collected 0 items|^no tests collected)",
+        key=lambda m: "",
+        flags=re.MULTILINE,
+    ),
+    _rule(
+        "path_not_found",
+        "verification",
+        r"ERROR: (?:file or directory not found|file not found|module or package not found): (\S+)",
+    ),
+    _rule(
+        "no_test_runner",
+        "verification",
+        r"No module named pytest\b|/usr/\S*python\S*: No module named pytest",
+        key=lambda m: "pytest",
+    ),
+    _rule(
+        "import_path_mismatch", "verification", r"(?:ImportPathMismatchError|import file mismatch)", key=lambda m: ""
+    ),
     # --- pip/build failures without a finer cause --------------------------------------------------
     # (pip's own lines, at the start of a line: a test that logs "WARNING Failed to build path"
     # is not a wheel build)
-    _rule("wheel_build_failed", "toolchain",
-          r"^\s*(?:ERROR: |error: )?(?:Failed building wheel for|Failed to build|"
-          r"error: failed-wheel-build-for-install[^\n]*\n[^\n]*?)"
-          r" ?([A-Za-z0-9][\w.\-]*)"),
+    _rule(
+        "wheel_build_failed",
+        "toolchain",
+        r"^\s*(?:ERROR: |error: )?(?:Failed building wheel for|Failed to build|"
+        r"error: failed-wheel-build-for-install[^\n]*\n[^\n]*?)"
+        r" ?([A-Za-z0-9][\w.\-]*)",
+    ),
     # --- the repository's own failures -----------------------------------------------------------
     _rule("assertion", "test", r"^E\s+(AssertionError\b.*|assert .*)$", key=lambda m: ""),
 ]
 
 # Kinds that are usually a symptom of a more precise signature in the same log; they are
 # dropped when the precise one is present.
-_GENERIC = {"wheel_build_failed": ("missing_header", "missing_compiler", "missing_pkg_config",
-                                   "missing_pkg_config_module", "missing_rust", "missing_command",
-                                   "python_floor", "scm_version", "missing_shared_lib", "not_a_package",
-                                   "python_pin"),
-            "missing_module": ("newer_syntax",),
-            "no_matching_distribution": ("python_floor", "python_pin"),
-            "dependency_conflict": ("python_floor",)}
+_GENERIC = {
+    "wheel_build_failed": (
+        "missing_header",
+        "missing_compiler",
+        "missing_pkg_config",
+        "missing_pkg_config_module",
+        "missing_rust",
+        "missing_command",
+        "python_floor",
+        "scm_version",
+        "missing_shared_lib",
+        "not_a_package",
+        "python_pin",
+    ),
+    "missing_module": ("newer_syntax",),
+    "no_matching_distribution": ("python_floor", "python_pin"),
+    "dependency_conflict": ("python_floor",),
+}
 
 # The rest of a pytest header line for "no module named pytest" matches missing_module too.
 _SUPPRESS_MODULE = {"pytest"}
@@ -296,7 +427,7 @@ def _iter_matches(output: str) -> Iterator[tuple[int, Signature]]:
                 continue  # reported as the python_floor it is
             line_start = output.rfind("\n", 0, m.start()) + 1
             line_end = output.find("\n", m.end())
-            line = output[line_start: line_end if line_end != -1 else len(output)].strip()
+            line = output[line_start : line_end if line_end != -1 else len(output)].strip()
             yield m.start(), Signature(kind, category, key, line[:300])
 
 
@@ -327,13 +458,15 @@ def diagnose(output: str) -> list[Signature]:
     if any(k == "python_pin" for k, _ in found):
         # pip's "Ignored the following versions" line lists every release's Requires-Python:
         # the loose floor read from its first entry is not the pin's
-        for ident in [i for i, (_, sg) in found.items() if i[0] == "python_floor" and "Ignored the following" in sg.message]:
+        for ident in [
+            i for i, (_, sg) in found.items() if i[0] == "python_floor" and "Ignored the following" in sg.message
+        ]:
             found.pop(ident)
     for kind, key in [i for i in found if i[0] == "apt_conflict"]:
         a, _, b = key.partition("|")
         mirror = (kind, f"{b}|{a}")
         if mirror in found and (kind, key) in found and found[mirror][0] < found[(kind, key)][0]:
-            found.pop((kind, key))   # the same conflict, seen from the other side
+            found.pop((kind, key))  # the same conflict, seen from the other side
     kinds = {k for k, _ in found}
     result = [s for _, s in sorted(found.values(), key=lambda t: t[0])]
     result = [s for s in result if not any(p in kinds for p in _GENERIC.get(s.kind, ()))]
@@ -358,8 +491,15 @@ def _pin_signatures(output: str) -> Iterator[tuple[int, Signature]]:
     for m in _NO_MATCH_PIN.finditer(output):
         spec = ignored.get(m.group(2))
         if spec:
-            yield m.start(), Signature("python_pin", "version", spec,
-                                       f"{m.group(1)}=={m.group(2)} needs Python {spec}: no release of it installs on this Python")
+            yield (
+                m.start(),
+                Signature(
+                    "python_pin",
+                    "version",
+                    spec,
+                    f"{m.group(1)}=={m.group(2)} needs Python {spec}: no release of it installs on this Python",
+                ),
+            )
 
 
 _SUBMODULE = re.compile(r"No module named '([A-Za-z_]\w*)\.([\w.]+)'")
@@ -374,7 +514,7 @@ def _native_submodules(output: str) -> Iterator[tuple[int, Signature]]:
         if re.search(rf"/(?:site|dist)-packages/{re.escape(top)}/", output):
             line_start = output.rfind("\n", 0, m.start()) + 1
             line_end = output.find("\n", m.end())
-            line = output[line_start: line_end if line_end != -1 else len(output)].strip()
+            line = output[line_start : line_end if line_end != -1 else len(output)].strip()
             yield m.start(), Signature("missing_native_submodule", "toolchain", top, line[:300])
 
 

@@ -13,17 +13,46 @@ from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
 
 # distributions that sdists need to build (build isolation): never pinned as part of an era set
-BUILD_TOOLS = frozenset({
-    "pip", "setuptools", "wheel", "packaging", "setuptools-scm", "vcs-versioning", "cython", "hatchling",
-    "hatch-vcs", "hatch-fancy-pypi-readme", "flit-core", "poetry-core", "pdm-backend", "meson-python", "meson",
-    "ninja", "scikit-build-core", "scikit-build", "pybind11", "cffi", "pycparser", "tomli", "trove-classifiers",
-    "pathspec", "pluggy", "setuptools-rust", "maturin", "versioneer", "extension-helpers", "cmake",
-})
+BUILD_TOOLS = frozenset(
+    {
+        "pip",
+        "setuptools",
+        "wheel",
+        "packaging",
+        "setuptools-scm",
+        "vcs-versioning",
+        "cython",
+        "hatchling",
+        "hatch-vcs",
+        "hatch-fancy-pypi-readme",
+        "flit-core",
+        "poetry-core",
+        "pdm-backend",
+        "meson-python",
+        "meson",
+        "ninja",
+        "scikit-build-core",
+        "scikit-build",
+        "pybind11",
+        "cffi",
+        "pycparser",
+        "tomli",
+        "trove-classifiers",
+        "pathspec",
+        "pluggy",
+        "setuptools-rust",
+        "maturin",
+        "versioneer",
+        "extension-helpers",
+        "cmake",
+    }
+)
 
 
-_BUILDING = re.compile(r"(?:Failed building wheel for|Failed to build|Building wheel for|"
-                       r"Preparing metadata \(pyproject\.toml\)[^\n]*?for|Collecting) ([A-Za-z0-9][\w.\-]*)")
-
+_BUILDING = re.compile(
+    r"(?:Failed building wheel for|Failed to build|Building wheel for|"
+    r"Preparing metadata \(pyproject\.toml\)[^\n]*?for|Collecting) ([A-Za-z0-9][\w.\-]*)"
+)
 
 
 def failed_builds(log_text: str) -> list[str]:
@@ -34,17 +63,22 @@ def failed_builds(log_text: str) -> list[str]:
     for i, m in enumerate(matches):
         # the output between this distribution's line and the next one is its own
         end = matches[i + 1].start() if i + 1 < len(matches) else len(log_text)
-        if re.search(r"error", log_text[m.end(): end], re.I):
+        if re.search(r"error", log_text[m.end() : end], re.I):
             names.append(m.group(1))
     return list(dict.fromkeys(reversed(names)))[:3]
-
 
 
 class EraMixin(LoopBase):
     """Era pins for the signatures a newer release explains."""
 
-    ERA_KINDS = {"dependency_error", "import_name_error", "module_attribute", "missing_module",
-                 "wheel_build_failed", "collection_error"}
+    ERA_KINDS = {
+        "dependency_error",
+        "import_name_error",
+        "module_attribute",
+        "missing_module",
+        "wheel_build_failed",
+        "collection_error",
+    }
     # a native build that fails for want of a library: a release from the repository's era may
     # build against the libraries this Debian has (pygobject 3.48 needs girepository-1.0, 3.52
     # girepository-2.0)
@@ -66,11 +100,14 @@ class EraMixin(LoopBase):
         t0 = time.monotonic()
         era = resolve_era(install_specs(self.graph), self.python, date, source)
         res = era.resolution
-        self.traj.record("era", command=["uv", "pip", "compile", "--exclude-newer", date],
-                         duration=time.monotonic() - t0,
-                         outcome="ok" if era.pins else "failed",
-                         output_tail=(res.error if res is not None else "")[-2000:],
-                         detail={"date": date, "source": source, "pins": len(era.pins)})
+        self.traj.record(
+            "era",
+            command=["uv", "pip", "compile", "--exclude-newer", date],
+            duration=time.monotonic() - t0,
+            outcome="ok" if era.pins else "failed",
+            output_tail=(res.error if res is not None else "")[-2000:],
+            detail={"date": date, "source": source, "pins": len(era.pins)},
+        )
         self._era_cache = era
         return era
 
@@ -93,7 +130,7 @@ class EraMixin(LoopBase):
         elif sig.kind not in self.ERA_KINDS:
             return []
         if sig.kind == "missing_module" and "." not in sig.message.split("No module named", 1)[-1].strip(" '\""):
-            return []   # a plain missing module is an install, not a newer release
+            return []  # a plain missing module is an install, not a newer release
         era = self._era()
         if era is None or not era.pins:
             return []
@@ -104,22 +141,36 @@ class EraMixin(LoopBase):
         current = self._current_pins()
         drifted = era.drifted(current)
         out: list[Candidate] = []
-        names = [canonicalize_name(b) for b in building] if building else \
-            [canonicalize_name(sig.key if sig.kind == "wheel_build_failed" else distribution_for(sig.key))] if sig.key else []
+        names = (
+            [canonicalize_name(b) for b in building]
+            if building
+            else [canonicalize_name(sig.key if sig.kind == "wheel_build_failed" else distribution_for(sig.key))]
+            if sig.key
+            else []
+        )
         for dist in names:
             if dist in drifted:
                 was = current.get(dist)
-                out.append(Candidate([Atom("pip_constraint", {"constraints": [f"{dist}=={drifted[dist]}"]})], "rule",
-                                     why=f"{dist} {drifted[dist]} was current on {era.date[:10]} ({era.source})"
-                                         + (f"; {was} is newer than the repository" if was else "")))
+                out.append(
+                    Candidate(
+                        [Atom("pip_constraint", {"constraints": [f"{dist}=={drifted[dist]}"]})],
+                        "rule",
+                        why=f"{dist} {drifted[dist]} was current on {era.date[:10]} ({era.source})"
+                        + (f"; {was} is newer than the repository" if was else ""),
+                    )
+                )
         # PIP_CONSTRAINT reaches the isolated build environments too: pinning the packaging
         # tools there breaks sdists whose build needs a newer one (python-pkcs11's
         # setuptools-scm wants packaging>=26.2), so the whole-era set leaves them alone
         drifted_all = {n: v for n, v in drifted.items() if n not in BUILD_TOOLS}
         if drifted_all:
             specs = [f"{n}=={v}" for n, v in sorted(drifted_all.items())]
-            out.append(Candidate([Atom("pip_constraint", {"constraints": specs})], "rule",
-                                 why=f"the releases current on {era.date[:10]} ({era.source}) for "
-                                     f"{len(specs)} distribution(s) newer than the repository"))
+            out.append(
+                Candidate(
+                    [Atom("pip_constraint", {"constraints": specs})],
+                    "rule",
+                    why=f"the releases current on {era.date[:10]} ({era.source}) for "
+                    f"{len(specs)} distribution(s) newer than the repository",
+                )
+            )
         return out
-

@@ -11,8 +11,8 @@ from bot.junit import read_junit
 class TestResults:
     __test__ = False  # not a pytest class
 
-    outcomes: dict[str, str] = field(default_factory=dict)   # test id -> passed/failed/error/skipped
-    messages: dict[str, str] = field(default_factory=dict)   # test id -> failure text (trimmed)
+    outcomes: dict[str, str] = field(default_factory=dict)  # test id -> passed/failed/error/skipped
+    messages: dict[str, str] = field(default_factory=dict)  # test id -> failure text (trimmed)
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -37,8 +37,7 @@ def parse_junit(xml_text: str) -> TestResults:
     results = TestResults()
     for case in read_junit(xml_text) or []:
         results.outcomes[case.test_id] = case.outcome
-        message = ((case.message + "\n" + case.text).strip() if case.outcome in ("failed", "error")
-                   else case.message)
+        message = (case.message + "\n" + case.text).strip() if case.outcome in ("failed", "error") else case.message
         if message:
             results.messages[case.test_id] = message[-3000:]
     return results

@@ -66,9 +66,9 @@ DPKG_FORMAT = "${Package}=${Version}\\n"
 
 @dataclass
 class InstalledSet:
-    dists: dict[str, str] = field(default_factory=dict)         # canonical name -> version
-    from_url: dict[str, str] = field(default_factory=dict)      # installed from a URL or path
-    debs: dict[str, str] = field(default_factory=dict)          # Debian package -> version
+    dists: dict[str, str] = field(default_factory=dict)  # canonical name -> version
+    from_url: dict[str, str] = field(default_factory=dict)  # installed from a URL or path
+    debs: dict[str, str] = field(default_factory=dict)  # Debian package -> version
     ok: bool = True
     error: str = ""
 
@@ -79,7 +79,7 @@ def parse_freeze_output(output: str) -> InstalledSet:
     if line is None:
         return InstalledSet(ok=False, error=output.strip()[-300:] or "no output")
     try:
-        rows = json.loads(line[len(_MARK):])
+        rows = json.loads(line[len(_MARK) :])
     except ValueError as exc:
         return InstalledSet(ok=False, error=f"unreadable listing: {exc}")
     for name, version, direct in rows:
@@ -110,13 +110,15 @@ def installed_set(engine: Any, image: str, debs: Sequence[str] = (), timeout: fl
 
 # --- hashes ---------------------------------------------------------------------------------------
 
+
 def _entries(text: str) -> dict[str, LockEntry]:
     lock = parse_lock("# inputs: sha256:" + "0" * 16 + "\n" + text)
     return {e.name: e for e in (lock.entries if lock else [])}
 
 
-def uv_hashes(pins: Mapping[str, str], python: str, *, index_url: str | None = None,
-              timeout: float = 120.0) -> tuple[dict[str, LockEntry], str]:
+def uv_hashes(
+    pins: Mapping[str, str], python: str, *, index_url: str | None = None, timeout: float = 120.0
+) -> tuple[dict[str, LockEntry], str]:
     """Hashes of the exact pins from uv (wheels and sdist of each version, as pip-compile
     gives them). Returns (entries, error)."""
     uv = shutil.which("uv")
@@ -127,8 +129,22 @@ def uv_hashes(pins: Mapping[str, str], python: str, *, index_url: str | None = N
     with tempfile.TemporaryDirectory(prefix="setupbot-lock-") as tmp:
         req = Path(tmp) / "pins.in"
         req.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))
-        argv = [uv, "pip", "compile", "--generate-hashes", "--no-build", "--no-deps", "--no-header",
-                "--no-annotate", "--quiet", "--python-version", python, "--python-platform", PLATFORM, str(req)]
+        argv = [
+            uv,
+            "pip",
+            "compile",
+            "--generate-hashes",
+            "--no-build",
+            "--no-deps",
+            "--no-header",
+            "--no-annotate",
+            "--quiet",
+            "--python-version",
+            python,
+            "--python-platform",
+            PLATFORM,
+            str(req),
+        ]
         if index_url:
             argv[3:3] = ["--index-url", index_url]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
@@ -162,8 +178,14 @@ def _version_of(filename: str) -> Version | None:
         return None
 
 
-def index_hashes(name: str, version: str, *, index_url: str | None = None, timeout: float = 20.0,
-                 opener: Callable[..., Any] = urllib.request.urlopen) -> list[str]:
+def index_hashes(
+    name: str,
+    version: str,
+    *,
+    index_url: str | None = None,
+    timeout: float = 20.0,
+    opener: Callable[..., Any] = urllib.request.urlopen,
+) -> list[str]:
     """sha256 of every file of ``name==version`` from the index's listing: the simple API
     (PEP 691 JSON or PEP 503 HTML) of ``index_url``, else the default index's JSON API."""
     want = Version(version)
@@ -171,7 +193,9 @@ def index_hashes(name: str, version: str, *, index_url: str | None = None, timeo
         url = f"{index_url.rstrip('/')}/{canonicalize_name(name)}/"
         accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
     else:
-        url = PYPI_URL.replace("{name}/json", "{name}/{version}/json").format(name=canonicalize_name(name), version=version)
+        url = PYPI_URL.replace("{name}/json", "{name}/{version}/json").format(
+            name=canonicalize_name(name), version=version
+        )
         accept = "application/json"
     req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "setupbot"})
     try:
@@ -204,8 +228,9 @@ def index_hashes(name: str, version: str, *, index_url: str | None = None, timeo
     return sorted(set(found))
 
 
-def fetch_hashes(pins: Mapping[str, str], python: str, *, index_url: str | None = None,
-                 timeout: float = 120.0) -> tuple[list[LockEntry], list[str]]:
+def fetch_hashes(
+    pins: Mapping[str, str], python: str, *, index_url: str | None = None, timeout: float = 120.0
+) -> tuple[list[LockEntry], list[str]]:
     """Entries for every pin, with hashes where the index gives them. uv first; a pin it will
     not hash without building (no usable wheel) is looked up in the index listing instead.
     Returns (entries, notes)."""
@@ -236,17 +261,20 @@ def fetch_hashes(pins: Mapping[str, str], python: str, *, index_url: str | None 
             entries[n] = LockEntry(n, v, [])
     unhashed = sorted(n for n, e in entries.items() if not e.hashes)
     if unhashed:
-        notes.append(f"no hashes from the index for {', '.join(unhashed[:5])}"
-                     + (f" (+{len(unhashed) - 5} more)" if len(unhashed) > 5 else "")
-                     + "; the lock pins versions without --require-hashes")
+        notes.append(
+            f"no hashes from the index for {', '.join(unhashed[:5])}"
+            + (f" (+{len(unhashed) - 5} more)" if len(unhashed) > 5 else "")
+            + "; the lock pins versions without --require-hashes"
+        )
     return [entries[n] for n in sorted(entries)], notes
 
 
 # --- the lock step ----------------------------------------------------------------------------------
 
+
 @dataclass
 class LockOutcome:
-    status: str                  # locked | unchanged | skipped | failed
+    status: str  # locked | unchanged | skipped | failed
     reason: str = ""
     lock: RequirementsLock | None = None
     text: str = ""
@@ -256,18 +284,25 @@ class LockOutcome:
     apt_versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    graph: Any = None            # the locked graph (bot.graph.DepGraph) when status is "locked"
+    graph: Any = None  # the locked graph (bot.graph.DepGraph) when status is "locked"
 
     @property
     def ok(self) -> bool:
         return self.status in ("locked", "unchanged")
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "file": self.file, "tag": self.tag,
-                "count": len(self.lock.entries) if self.lock else 0,
-                "inputs_hash": self.lock.inputs_hash if self.lock else "",
-                "hashed": self.lock.hashed if self.lock else False, "apt_versions": self.apt_versions,
-                "notes": self.notes, "seconds": round(self.seconds, 2)}
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "file": self.file,
+            "tag": self.tag,
+            "count": len(self.lock.entries) if self.lock else 0,
+            "inputs_hash": self.lock.inputs_hash if self.lock else "",
+            "hashed": self.lock.hashed if self.lock else False,
+            "apt_versions": self.apt_versions,
+            "notes": self.notes,
+            "seconds": round(self.seconds, 2),
+        }
 
 
 def lockable_pins(replay: InstalledSet, base: InstalledSet, project: str | None) -> tuple[dict[str, str], list[str]]:
@@ -286,9 +321,17 @@ def _project_name(graph: DepGraph) -> str | None:
     return canonicalize_name(node.name)
 
 
-def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: str, output_dir: str,
-                     index_url: str | None = None, timeout: float = 120.0,
-                     compile_dockerfile: Callable[[DepGraph], Any] | None = None) -> LockOutcome:
+def lock_environment(
+    engine: Any,
+    repo: Path,
+    graph: DepGraph,
+    *,
+    replay_tag: str,
+    output_dir: str,
+    index_url: str | None = None,
+    timeout: float = 120.0,
+    compile_dockerfile: Callable[[DepGraph], Any] | None = None,
+) -> LockOutcome:
     """Freeze the replay image, write the lock into ``repo/output_dir``, build the locked
     Dockerfile and check that it installs the same set. On any failure the lock file is put back
     as it was and the outcome says why; the caller keeps the unlocked Dockerfile."""
@@ -302,27 +345,47 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
     apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt")
     replay = installed_set(engine, replay_tag, apt)
     if not replay.ok:
-        return LockOutcome("failed", f"could not list the replay image's distributions: {replay.error}", file=rel,
-                           seconds=time.monotonic() - t0)
+        return LockOutcome(
+            "failed",
+            f"could not list the replay image's distributions: {replay.error}",
+            file=rel,
+            seconds=time.monotonic() - t0,
+        )
     base_image = graph.runtime.attrs.get("base_image", "")
     base = installed_set(engine, base_image) if base_image else InstalledSet()
     pins, from_url = lockable_pins(replay, base, _project_name(graph))
     if from_url:
-        return LockOutcome("skipped", f"{', '.join(from_url[:3])} came from a URL or a path, which an index "
-                           "lock cannot pin", file=rel, seconds=time.monotonic() - t0)
+        return LockOutcome(
+            "skipped",
+            f"{', '.join(from_url[:3])} came from a URL or a path, which an index lock cannot pin",
+            file=rel,
+            seconds=time.monotonic() - t0,
+        )
     apt_versions = {n: replay.debs[n] for n in apt if n in replay.debs}
     python = graph.runtime.attrs.get("version", "")
     target = Path(repo) / rel
     current = target.read_text() if target.is_file() and not target.is_symlink() else None
     if target.is_symlink() or (current is not None and not has_marker(current)):
-        return LockOutcome("skipped", f"{rel} was written by a person (no setupbot marker); it is kept",
-                           file=rel, seconds=time.monotonic() - t0)
+        return LockOutcome(
+            "skipped",
+            f"{rel} was written by a person (no setupbot marker); it is kept",
+            file=rel,
+            seconds=time.monotonic() - t0,
+        )
     existing = parse_lock(current) if current else None
     node = graph.nodes.get("config:requirements-lock")
     if existing is not None and node is not None and existing.pins == pins and existing.debs == apt_versions:
         # the replay was built from this very lock and reproduced it
-        return LockOutcome("unchanged", "the replay installed exactly the lock", lock=existing, text=current or "",
-                           file=rel, tag=replay_tag, apt_versions=apt_versions, seconds=time.monotonic() - t0)
+        return LockOutcome(
+            "unchanged",
+            "the replay installed exactly the lock",
+            lock=existing,
+            text=current or "",
+            file=rel,
+            tag=replay_tag,
+            apt_versions=apt_versions,
+            seconds=time.monotonic() - t0,
+        )
     entries, notes = fetch_hashes(pins, python, index_url=index_url, timeout=timeout)
     lock = RequirementsLock(entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python, debs=apt_versions)
     text = lock.render()
@@ -345,8 +408,9 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
             target.unlink(missing_ok=True)
         else:
             target.write_text(current)
-        return LockOutcome("failed", reason, lock=lock, file=rel, notes=notes, apt_versions=apt_versions,
-                           seconds=time.monotonic() - t0)
+        return LockOutcome(
+            "failed", reason, lock=lock, file=rel, notes=notes, apt_versions=apt_versions, seconds=time.monotonic() - t0
+        )
 
     build = engine.build(repo, dockerfile, tag)
     if not build.ok and compiler is not None:
@@ -363,12 +427,24 @@ def lock_environment(engine: Any, repo: Path, graph: DepGraph, *, replay_tag: st
     if not again.ok or again_pins != pins:
         diff = sorted(set(again_pins.items()) ^ set(pins.items()))[:5]
         return failed(f"the locked image differs from the replay: {diff or again.error}")
-    return LockOutcome("locked", "", lock=lock, text=text, file=rel, tag=tag, dockerfile=dockerfile,
-                       apt_versions=apt_versions, notes=notes, seconds=time.monotonic() - t0, graph=locked)
+    return LockOutcome(
+        "locked",
+        "",
+        lock=lock,
+        text=text,
+        file=rel,
+        tag=tag,
+        dockerfile=dockerfile,
+        apt_versions=apt_versions,
+        notes=notes,
+        seconds=time.monotonic() - t0,
+        graph=locked,
+    )
 
 
-def _unneeded_compiler(graph: DepGraph, pins: Mapping[str, str], python: str, index_url: str | None,
-                       timeout: float) -> Any:
+def _unneeded_compiler(
+    graph: DepGraph, pins: Mapping[str, str], python: str, index_url: str | None, timeout: float
+) -> Any:
     """The build-essential node when nothing in the locked image compiles: the project has no
     C extension and every pin has a wheel for this Python (one ``--only-binary`` resolution
     over the exact pins). None otherwise."""
@@ -377,10 +453,11 @@ def _unneeded_compiler(graph: DepGraph, pins: Mapping[str, str], python: str, in
     if node is None or node.action != "apt" or (project is not None and project.attrs.get("compiles")):
         return None
     if any(n.action == "run" for n in graph.nodes.values()):
-        return None   # a repair's command may compile: keep what the replay had
+        return None  # a repair's command may compile: keep what the replay had
     if not pins or sdist_only(dict(pins), python, timeout=timeout, index_url=index_url) is not None:
         return None
     # sdist_only answers None also when it could not tell (uv missing): ask for a clean yes
-    check = uv_compile([f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout,
-                       index_url=index_url, only_binary=True)
+    check = uv_compile(
+        [f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout, index_url=index_url, only_binary=True
+    )
     return node if check.ok and not check.skipped else None

@@ -30,8 +30,17 @@ from bot.loop.trajectory import Budget, Trajectory
 from bot.loop.trials import TrialsMixin
 from bot.loop.workspace import Workspace, WorkspaceMixin
 
-__all__ = ["KeptRepair", "RunRecord", "SetupLoop", "TargetOutcome", "compare", "member_results", "ran_count",
-           "run_setup", "runs_more_tests"]
+__all__ = [
+    "KeptRepair",
+    "RunRecord",
+    "SetupLoop",
+    "TargetOutcome",
+    "compare",
+    "member_results",
+    "ran_count",
+    "run_setup",
+    "runs_more_tests",
+]
 
 
 def _default_make_plan(repo: Path, settings: Any, available_pythons: Sequence[str]) -> Any:
@@ -62,14 +71,22 @@ def _default_service_manager(engine: Any, network: str) -> Any:
 
 
 class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMixin, ReplayMixin):
-    def __init__(self, repo: Path, settings: Any, engine: Any, store: Any = None, llm: Any = None, *,
-                 retriever: Any = None,
-                 make_plan: Callable[..., Any] = _default_make_plan,
-                 compile_dockerfile: Callable[[Any], Any] = _default_compile,
-                 service_manager: Callable[[Any, str], Any] = _default_service_manager,
-                 available_pythons: Sequence[str] | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 trajectory_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        settings: Any,
+        engine: Any,
+        store: Any = None,
+        llm: Any = None,
+        *,
+        retriever: Any = None,
+        make_plan: Callable[..., Any] = _default_make_plan,
+        compile_dockerfile: Callable[[Any], Any] = _default_compile,
+        service_manager: Callable[[Any, str], Any] = _default_service_manager,
+        available_pythons: Sequence[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        trajectory_path: Path | None = None,
+    ) -> None:
         self.repo = Path(repo)
         self.settings = settings
         self.engine = engine
@@ -83,7 +100,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self.make_plan = make_plan
         self.compile = compile_dockerfile
         self.service_manager = service_manager
-        self.available = list(available_pythons) if available_pythons is not None else _default_available_pythons(engine)
+        self.available = (
+            list(available_pythons) if available_pythons is not None else _default_available_pythons(engine)
+        )
         b = settings.budgets
         self.budget = Budget(b.max_steps, b.wall_clock, settings.engine.command_timeout, clock=clock)
         run_id = getattr(engine, "run_id", None) or uuid.uuid4().hex[:10]
@@ -94,18 +113,17 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         # candidates that failed in an error state: not tried again for another of its signatures
         self.failed_in_state: dict[frozenset, set] = {}
         self.llm_repairs: list[KeptRepair] = []
-        self.tests_tried: dict[str, str] = {}    # test command -> what it found (latest)
-        self.stop_reason = ""                    # set when the next trial would not fit the budget
-        self._final = False                      # the clean replay is running (its own time limits)
-        self._era_cache: Any = None     # bot.graph.era.Era, resolved on first use
-        self.providers: dict[str, list[str]] = {}   # module -> installed distributions (runner)
-        self.reoffered: set = set()   # kept candidates a clean replay disproved (offered once more)
+        self.tests_tried: dict[str, str] = {}  # test command -> what it found (latest)
+        self.stop_reason = ""  # set when the next trial would not fit the budget
+        self._final = False  # the clean replay is running (its own time limits)
+        self._era_cache: Any = None  # bot.graph.era.Era, resolved on first use
+        self.providers: dict[str, list[str]] = {}  # module -> installed distributions (runner)
+        self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
     # -- plan facts -------------------------------------------------------------------------
     @property
     def python(self) -> str:
         return str(self.plan.python or "3.11")
-
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> RunRecord:
@@ -140,8 +158,12 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self.plan = self.make_plan(self.repo, self.settings, self.available)
         rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
         rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
-        self.traj.record("plan", outcome="ok", duration=rec.timings["plan_seconds"],
-                         detail={"python": self.python, "base_image": getattr(self.plan, "base_image", "")})
+        self.traj.record(
+            "plan",
+            outcome="ok",
+            duration=rec.timings["plan_seconds"],
+            detail={"python": self.python, "base_image": getattr(self.plan, "base_image", "")},
+        )
 
     def _step(self, ws: Workspace) -> Workspace | None:
         """One turn of the loop: repair, or replay a state that is ready. Returns the workspace
@@ -158,8 +180,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._note_best(ws.outcome)
         # the LLM gets the setup failures that no unit or rule can repair
         llm_can_try = bool(ws.outcome.setup_failures) and self._llm_available()
-        ready = ws.outcome.passed or (self._ran(ws.outcome) and not self._repairable(ws.outcome)
-                                      and not llm_can_try)
+        ready = ws.outcome.passed or (self._ran(ws.outcome) and not self._repairable(ws.outcome) and not llm_can_try)
         if not ready:
             progressed, ws = self.repair_step(ws)
             if progressed:
@@ -197,8 +218,11 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
 
     def _llm_available(self) -> bool:
         llm = self.llm
-        return llm is not None and not getattr(llm, "degraded", False) and \
-            (not hasattr(llm, "budget_left") or llm.budget_left())
+        return (
+            llm is not None
+            and not getattr(llm, "degraded", False)
+            and (not hasattr(llm, "budget_left") or llm.budget_left())
+        )
 
     @staticmethod
     def _ran(outcome: TargetOutcome) -> bool:
@@ -222,11 +246,13 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
                     return True, ws  # the loop head reports the budget
                 need = self._trial_estimate(cand)
                 if not self.budget.can_start(need):
-                    self.stop_reason = (f"the next trial ({cand.describe()}, about {need:.0f}s) would not finish "
-                                        f"before the {self.budget.reserve:.0f}s kept for the clean replay "
-                                        f"({self.budget.work_left():.0f}s of trial time left)")
+                    self.stop_reason = (
+                        f"the next trial ({cand.describe()}, about {need:.0f}s) would not finish "
+                        f"before the {self.budget.reserve:.0f}s kept for the clean replay "
+                        f"({self.budget.work_left():.0f}s of trial time left)"
+                    )
                     return True, ws
-                ok, ws = self.try_candidate(ws, cand, sig, cands[i + 1:])
+                ok, ws = self.try_candidate(ws, cand, sig, cands[i + 1 :])
                 if ok:
                     return True, ws
         if sigs and ws.session is not None:
@@ -240,9 +266,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             ok, ws = self.llm_step(ws)
             if ok:
                 return True, ws
-        self.record.unresolved = [{**s.to_json(), "message": s.message + self._no_python_note(s)} for s in sigs] or [{
-            "kind": "unclassified", "category": "unknown", "key": "",
-            "message": _last_lines(outcome.log, 12)}]
+        self.record.unresolved = [{**s.to_json(), "message": s.message + self._no_python_note(s)} for s in sigs] or [
+            {"kind": "unclassified", "category": "unknown", "key": "", "message": _last_lines(outcome.log, 12)}
+        ]
         self.record.remaining = self._what_remains(outcome)
         return False, ws
 
@@ -258,8 +284,10 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             ok, ws = self.try_candidate(ws, cand, None, [])
             self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
             # the report says which generic strategies were tried
-            self.record.warnings.append(f"no classified repair; generic strategy \"{strategy}\" "
-                                        f"({cand.describe()}): {'kept' if ok else 'did not help'}")
+            self.record.warnings.append(
+                f'no classified repair; generic strategy "{strategy}" '
+                f"({cand.describe()}): {'kept' if ok else 'did not help'}"
+            )
             if ok:
                 return True, ws
         return False, ws
@@ -271,14 +299,19 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
 
     # -- what the LLM planner may ask of the loop (bot.loop.llm.PlannerHost) --------------------
     def planner_context(self, ws: Workspace) -> dict[str, Any]:
-        return {"python": self.python, "base_image": getattr(self.plan, "base_image", ""),
-                "stage": ws.outcome.stage,
-                "signatures": [f"{s.describe()}: {s.message}" for s in ws.outcome.signatures][:10],
-                "kept": [k.candidate.describe() for k in self.record.repairs], "log": ws.outcome.log}
+        return {
+            "python": self.python,
+            "base_image": getattr(self.plan, "base_image", ""),
+            "stage": ws.outcome.stage,
+            "signatures": [f"{s.describe()}: {s.message}" for s in ws.outcome.signatures][:10],
+            "kept": [k.candidate.describe() for k in self.record.repairs],
+            "log": ws.outcome.log,
+        }
 
     def offered_units(self, log_text: str) -> list[Candidate]:
-        return knowledge_candidates(self.retriever, log_text, {"python": self.python, "os": "debian"},
-                                    self.settings.knowledge.k)
+        return knowledge_candidates(
+            self.retriever, log_text, {"python": self.python, "os": "debian"}, self.settings.knowledge.k
+        )
 
     def planner_note(self, what: str, *, degraded: bool = False) -> None:
         self.record.degraded = self.record.degraded or degraded

@@ -16,11 +16,12 @@ class Checkpoint:
     """The loop's state at one moment, enough to return to it (``SetupLoop.undo_to``): the graph
     (the only state the outputs come from), the runner container's snapshot depth in the
     workspace it was taken in, and the kept repairs made so far."""
-    graph: dict[str, Any]               # graph JSON
-    workspace: str = ""                 # the workspace's image tag
-    depth: int | None = None            # snapshot depth; None: no container to roll back
+
+    graph: dict[str, Any]  # graph JSON
+    workspace: str = ""  # the workspace's image tag
+    depth: int | None = None  # snapshot depth; None: no container to roll back
     target_env: dict[str, str] = field(default_factory=dict)
-    kept: int = 0                       # len(record.repairs)
+    kept: int = 0  # len(record.repairs)
 
 
 @dataclass
@@ -28,7 +29,7 @@ class KeptRepair:
     signature: Signature | None
     candidate: Candidate
     log_excerpt: str
-    checkpoint: Checkpoint | None = None     # the state before the repair: undo_to returns there
+    checkpoint: Checkpoint | None = None  # the state before the repair: undo_to returns there
     alternatives: list[Candidate] = field(default_factory=list)
     before_idents: set = field(default_factory=set)
 
@@ -38,15 +39,14 @@ class KeptRepair:
         return self.checkpoint is not None and self.checkpoint.depth is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"signature": self.signature.to_json() if self.signature else None,
-                "repair": self.candidate.to_json()}
+        return {"signature": self.signature.to_json() if self.signature else None, "repair": self.candidate.to_json()}
 
 
 @dataclass
 class RunRecord:
     repo: str
     run_id: str
-    status: str = "running"             # success | no_tests | unresolved | over_budget | interrupted | error
+    status: str = "running"  # success | no_tests | unresolved | over_budget | interrupted | error
     degraded: bool = False
     plan: dict[str, Any] = field(default_factory=dict)
     dockerfile: str = ""
@@ -60,23 +60,33 @@ class RunRecord:
     llm_usage: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     best: dict[str, Any] = field(default_factory=dict)
-    members: list[dict[str, Any]] = field(default_factory=list)   # a workspace: each member's results
-    strategies: list[dict[str, Any]] = field(default_factory=list)   # generic strategies tried
-    lock_text: str = ""                 # the requirements lock the clean replay proved
+    members: list[dict[str, Any]] = field(default_factory=list)  # a workspace: each member's results
+    strategies: list[dict[str, Any]] = field(default_factory=list)  # generic strategies tried
+    lock_text: str = ""  # the requirements lock the clean replay proved
 
     @property
     def succeeded(self) -> bool:
         return self.status == "success"
 
     def to_json(self) -> dict[str, Any]:
-        return {"repo": self.repo, "run_id": self.run_id, "status": self.status,
-                "degraded": self.degraded, "repairs": [r.to_json() for r in self.repairs],
-                "replay": self.replay, "tests": self.tests.to_json(), "timings": self.timings,
-                "unresolved": self.unresolved, "remaining": self.remaining,
-                "llm_usage": self.llm_usage, "warnings": self.warnings, "best": self.best,
-                "members": self.members, "strategies": self.strategies,
-                "steps": len(self.trajectory)}
-
+        return {
+            "repo": self.repo,
+            "run_id": self.run_id,
+            "status": self.status,
+            "degraded": self.degraded,
+            "repairs": [r.to_json() for r in self.repairs],
+            "replay": self.replay,
+            "tests": self.tests.to_json(),
+            "timings": self.timings,
+            "unresolved": self.unresolved,
+            "remaining": self.remaining,
+            "llm_usage": self.llm_usage,
+            "warnings": self.warnings,
+            "best": self.best,
+            "members": self.members,
+            "strategies": self.strategies,
+            "steps": len(self.trajectory),
+        }
 
 
 def member_results(graph: Any, results: TestResults) -> list[dict[str, Any]]:
@@ -90,8 +100,7 @@ def member_results(graph: Any, results: TestResults) -> list[dict[str, Any]]:
     for n in members:
         prefix = n.attrs["path"].replace("/", ".") + "."
         own = TestResults({t: o for t, o in results.outcomes.items() if t.startswith(prefix)})
-        out.append({"name": n.name, "path": n.attrs["path"], "tested_by_ci": bool(n.attrs.get("ci")),
-                    "tests": own.summary()})
+        out.append(
+            {"name": n.name, "path": n.attrs["path"], "tested_by_ci": bool(n.attrs.get("ci")), "tests": own.summary()}
+        )
     return out
-
-

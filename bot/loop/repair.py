@@ -29,11 +29,11 @@ from bot.loop.diagnose import Signature, service_for
 @dataclass
 class Candidate:
     atoms: list[Atom]
-    source: str                  # knowledge | rule | llm | human
+    source: str  # knowledge | rule | llm | human
     unit_id: str | None = None
     score: float = 0.0
     why: str = ""
-    exact: bool = True           # knowledge: the unit's signal matched (not only similar text)
+    exact: bool = True  # knowledge: the unit's signal matched (not only similar text)
 
     @property
     def in_container(self) -> bool:
@@ -48,127 +48,315 @@ class Candidate:
         return "; ".join(a.describe() for a in self.atoms)
 
     def to_json(self) -> dict[str, Any]:
-        return {"atoms": [a.to_json() for a in self.atoms], "source": self.source,
-                "unit_id": self.unit_id, "score": round(self.score, 4), "why": self.why}
+        return {
+            "atoms": [a.to_json() for a in self.atoms],
+            "source": self.source,
+            "unit_id": self.unit_id,
+            "score": round(self.score, 4),
+            "why": self.why,
+        }
 
 
 # --- deterministic rules ------------------------------------------------------------------------
 
 PYTEST_OPTION_PLUGINS = {
-    "--cov": "pytest-cov", "--cov-report": "pytest-cov", "--cov-config": "pytest-cov",
-    "--cov-fail-under": "pytest-cov", "--no-cov": "pytest-cov",
-    "-n": "pytest-xdist", "--numprocesses": "pytest-xdist", "--dist": "pytest-xdist",
-    "--timeout": "pytest-timeout", "--benchmark-skip": "pytest-benchmark",
-    "--benchmark-disable": "pytest-benchmark", "--reruns": "pytest-rerunfailures",
-    "--randomly-seed": "pytest-randomly", "-p": "", "--mypy": "pytest-mypy",
-    "--flake8": "pytest-flake8", "--doctest-plus": "pytest-doctestplus", "--html": "pytest-html",
-    "--ds": "pytest-django", "--reuse-db": "pytest-django", "--nomigrations": "pytest-django",
-    "--asyncio-mode": "pytest-asyncio", "--mpl": "pytest-mpl", "--hypothesis-show-statistics": "hypothesis",
-    "--snapshot-update": "syrupy", "--xdoctest": "xdoctest", "--black": "pytest-black",
-    "--isort": "pytest-isort", "--ruff": "pytest-ruff", "--memray": "pytest-memray",
-    "--remote-data": "pytest-remotedata", "--run-slow": "", "--env": "pytest-env",
+    "--cov": "pytest-cov",
+    "--cov-report": "pytest-cov",
+    "--cov-config": "pytest-cov",
+    "--cov-fail-under": "pytest-cov",
+    "--no-cov": "pytest-cov",
+    "-n": "pytest-xdist",
+    "--numprocesses": "pytest-xdist",
+    "--dist": "pytest-xdist",
+    "--timeout": "pytest-timeout",
+    "--benchmark-skip": "pytest-benchmark",
+    "--benchmark-disable": "pytest-benchmark",
+    "--reruns": "pytest-rerunfailures",
+    "--randomly-seed": "pytest-randomly",
+    "-p": "",
+    "--mypy": "pytest-mypy",
+    "--flake8": "pytest-flake8",
+    "--doctest-plus": "pytest-doctestplus",
+    "--html": "pytest-html",
+    "--ds": "pytest-django",
+    "--reuse-db": "pytest-django",
+    "--nomigrations": "pytest-django",
+    "--asyncio-mode": "pytest-asyncio",
+    "--mpl": "pytest-mpl",
+    "--hypothesis-show-statistics": "hypothesis",
+    "--snapshot-update": "syrupy",
+    "--xdoctest": "xdoctest",
+    "--black": "pytest-black",
+    "--isort": "pytest-isort",
+    "--ruff": "pytest-ruff",
+    "--memray": "pytest-memray",
+    "--remote-data": "pytest-remotedata",
+    "--run-slow": "",
+    "--env": "pytest-env",
 }
 PYTEST_INI_PLUGINS = {
-    "asyncio_mode": "pytest-asyncio", "asyncio_default_fixture_loop_scope": "pytest-asyncio",
-    "timeout": "pytest-timeout", "env": "pytest-env", "DJANGO_SETTINGS_MODULE": "pytest-django",
-    "django_find_project": "pytest-django", "mock_use_standalone_module": "pytest-mock",
-    "flake8-ignore": "pytest-flake8", "mypy_ignore_missing_imports": "pytest-mypy",
-    "doctest_plus": "pytest-doctestplus", "mpl-results-path": "pytest-mpl",
-    "log_cli": "", "required_plugins": "",
+    "asyncio_mode": "pytest-asyncio",
+    "asyncio_default_fixture_loop_scope": "pytest-asyncio",
+    "timeout": "pytest-timeout",
+    "env": "pytest-env",
+    "DJANGO_SETTINGS_MODULE": "pytest-django",
+    "django_find_project": "pytest-django",
+    "mock_use_standalone_module": "pytest-mock",
+    "flake8-ignore": "pytest-flake8",
+    "mypy_ignore_missing_imports": "pytest-mypy",
+    "doctest_plus": "pytest-doctestplus",
+    "mpl-results-path": "pytest-mpl",
+    "log_cli": "",
+    "required_plugins": "",
 }
 PYTEST_FIXTURE_PLUGINS = {
-    "mocker": "pytest-mock", "class_mocker": "pytest-mock", "session_mocker": "pytest-mock",
-    "benchmark": "pytest-benchmark", "httpserver": "pytest-httpserver",
-    "requests_mock": "requests-mock", "freezer": "pytest-freezer", "event_loop": "pytest-asyncio",
-    "aiohttp_client": "pytest-aiohttp", "qtbot": "pytest-qt", "subtests": "pytest-subtests",
-    "snapshot": "syrupy", "respx_mock": "respx", "httpx_mock": "pytest-httpx",
-    "datadir": "pytest-datadir", "shared_datadir": "pytest-datadir", "faker": "Faker",
-    "xprocess": "pytest-xprocess", "db": "pytest-django", "rf": "pytest-django",
-    "settings": "pytest-django", "client": "pytest-django", "anyio_backend": "anyio",
-    "fs": "pyfakefs", "time_machine": "time-machine", "capsys_binary": "",
-    "mock": "pytest-mock", "loop": "pytest-aiohttp", "responses": "pytest-responses",
-    "aioresponses": "aioresponses", "celery_app": "celery", "redis_proc": "pytest-redis",
-    "postgresql": "pytest-postgresql", "postgresql_proc": "pytest-postgresql",
+    "mocker": "pytest-mock",
+    "class_mocker": "pytest-mock",
+    "session_mocker": "pytest-mock",
+    "benchmark": "pytest-benchmark",
+    "httpserver": "pytest-httpserver",
+    "requests_mock": "requests-mock",
+    "freezer": "pytest-freezer",
+    "event_loop": "pytest-asyncio",
+    "aiohttp_client": "pytest-aiohttp",
+    "qtbot": "pytest-qt",
+    "subtests": "pytest-subtests",
+    "snapshot": "syrupy",
+    "respx_mock": "respx",
+    "httpx_mock": "pytest-httpx",
+    "datadir": "pytest-datadir",
+    "shared_datadir": "pytest-datadir",
+    "faker": "Faker",
+    "xprocess": "pytest-xprocess",
+    "db": "pytest-django",
+    "rf": "pytest-django",
+    "settings": "pytest-django",
+    "client": "pytest-django",
+    "anyio_backend": "anyio",
+    "fs": "pyfakefs",
+    "time_machine": "time-machine",
+    "capsys_binary": "",
+    "mock": "pytest-mock",
+    "loop": "pytest-aiohttp",
+    "responses": "pytest-responses",
+    "aioresponses": "aioresponses",
+    "celery_app": "celery",
+    "redis_proc": "pytest-redis",
+    "postgresql": "pytest-postgresql",
+    "postgresql_proc": "pytest-postgresql",
 }
 PYTEST_MARKER_PLUGINS = {
-    "asyncio": "pytest-asyncio", "django_db": "pytest-django", "timeout": "pytest-timeout",
-    "benchmark": "pytest-benchmark", "flaky": "pytest-rerunfailures", "mpl_image_compare": "pytest-mpl",
-    "vcr": "pytest-recording", "freeze_time": "pytest-freezer", "trio": "pytest-trio",
-    "httpx_mock": "pytest-httpx", "order": "pytest-order", "dependency": "pytest-dependency",
+    "asyncio": "pytest-asyncio",
+    "django_db": "pytest-django",
+    "timeout": "pytest-timeout",
+    "benchmark": "pytest-benchmark",
+    "flaky": "pytest-rerunfailures",
+    "mpl_image_compare": "pytest-mpl",
+    "vcr": "pytest-recording",
+    "freeze_time": "pytest-freezer",
+    "trio": "pytest-trio",
+    "httpx_mock": "pytest-httpx",
+    "order": "pytest-order",
+    "dependency": "pytest-dependency",
     "remote_data": "pytest-remotedata",
 }
 HEADER_PACKAGES = {
-    "yaml.h": "libyaml-dev", "ffi.h": "libffi-dev", "Python.h": "python3-dev",
-    "libpq-fe.h": "libpq-dev", "pg_config.h": "libpq-dev", "mysql.h": "default-libmysqlclient-dev",
-    "openssl/ssl.h": "libssl-dev", "openssl/opensslv.h": "libssl-dev", "zlib.h": "zlib1g-dev",
-    "bzlib.h": "libbz2-dev", "lzma.h": "liblzma-dev", "sqlite3.h": "libsqlite3-dev",
-    "libxml/xmlversion.h": "libxml2-dev", "libxml/parser.h": "libxml2-dev",
-    "libxslt/xsltconfig.h": "libxslt1-dev", "jpeglib.h": "libjpeg-dev", "png.h": "libpng-dev",
-    "ft2build.h": "libfreetype-dev", "krb5.h": "libkrb5-dev", "gssapi/gssapi.h": "libkrb5-dev",
-    "sasl/sasl.h": "libsasl2-dev", "lber.h": "libldap2-dev", "ldap.h": "libldap2-dev",
-    "snappy-c.h": "libsnappy-dev", "lz4.h": "liblz4-dev", "zstd.h": "libzstd-dev",
-    "gmp.h": "libgmp-dev", "mpfr.h": "libmpfr-dev", "mpc.h": "libmpc-dev", "hdf5.h": "libhdf5-dev",
-    "cairo.h": "libcairo2-dev", "portaudio.h": "portaudio19-dev", "sndfile.h": "libsndfile1-dev",
-    "libudev.h": "libudev-dev", "dbus/dbus.h": "libdbus-1-dev", "cups/cups.h": "libcups2-dev",
-    "ncurses.h": "libncurses-dev", "curses.h": "libncurses-dev", "readline/readline.h": "libreadline-dev",
-    "curl/curl.h": "libcurl4-openssl-dev", "magic.h": "libmagic-dev", "systemd/sd-daemon.h": "libsystemd-dev",
-    "libmemcached/memcached.h": "libmemcached-dev", "uuid/uuid.h": "uuid-dev", "expat.h": "libexpat1-dev",
-    "glib.h": "libglib2.0-dev", "event.h": "libevent-dev", "geos_c.h": "libgeos-dev", "proj.h": "libproj-dev",
-    "gdal.h": "libgdal-dev", "leveldb/db.h": "libleveldb-dev", "pcap.h": "libpcap-dev",
-    "xmlsec/xmlsec.h": "libxmlsec1-dev", "libusb.h": "libusb-1.0-0-dev", "tiffio.h": "libtiff-dev",
-    "webp/decode.h": "libwebp-dev", "gpgme.h": "libgpgme-dev", "archive.h": "libarchive-dev",
-    "fuse.h": "libfuse-dev", "acl/libacl.h": "libacl1-dev", "attr/xattr.h": "libattr1-dev",
+    "yaml.h": "libyaml-dev",
+    "ffi.h": "libffi-dev",
+    "Python.h": "python3-dev",
+    "libpq-fe.h": "libpq-dev",
+    "pg_config.h": "libpq-dev",
+    "mysql.h": "default-libmysqlclient-dev",
+    "openssl/ssl.h": "libssl-dev",
+    "openssl/opensslv.h": "libssl-dev",
+    "zlib.h": "zlib1g-dev",
+    "bzlib.h": "libbz2-dev",
+    "lzma.h": "liblzma-dev",
+    "sqlite3.h": "libsqlite3-dev",
+    "libxml/xmlversion.h": "libxml2-dev",
+    "libxml/parser.h": "libxml2-dev",
+    "libxslt/xsltconfig.h": "libxslt1-dev",
+    "jpeglib.h": "libjpeg-dev",
+    "png.h": "libpng-dev",
+    "ft2build.h": "libfreetype-dev",
+    "krb5.h": "libkrb5-dev",
+    "gssapi/gssapi.h": "libkrb5-dev",
+    "sasl/sasl.h": "libsasl2-dev",
+    "lber.h": "libldap2-dev",
+    "ldap.h": "libldap2-dev",
+    "snappy-c.h": "libsnappy-dev",
+    "lz4.h": "liblz4-dev",
+    "zstd.h": "libzstd-dev",
+    "gmp.h": "libgmp-dev",
+    "mpfr.h": "libmpfr-dev",
+    "mpc.h": "libmpc-dev",
+    "hdf5.h": "libhdf5-dev",
+    "cairo.h": "libcairo2-dev",
+    "portaudio.h": "portaudio19-dev",
+    "sndfile.h": "libsndfile1-dev",
+    "libudev.h": "libudev-dev",
+    "dbus/dbus.h": "libdbus-1-dev",
+    "cups/cups.h": "libcups2-dev",
+    "ncurses.h": "libncurses-dev",
+    "curses.h": "libncurses-dev",
+    "readline/readline.h": "libreadline-dev",
+    "curl/curl.h": "libcurl4-openssl-dev",
+    "magic.h": "libmagic-dev",
+    "systemd/sd-daemon.h": "libsystemd-dev",
+    "libmemcached/memcached.h": "libmemcached-dev",
+    "uuid/uuid.h": "uuid-dev",
+    "expat.h": "libexpat1-dev",
+    "glib.h": "libglib2.0-dev",
+    "event.h": "libevent-dev",
+    "geos_c.h": "libgeos-dev",
+    "proj.h": "libproj-dev",
+    "gdal.h": "libgdal-dev",
+    "leveldb/db.h": "libleveldb-dev",
+    "pcap.h": "libpcap-dev",
+    "xmlsec/xmlsec.h": "libxmlsec1-dev",
+    "libusb.h": "libusb-1.0-0-dev",
+    "tiffio.h": "libtiff-dev",
+    "webp/decode.h": "libwebp-dev",
+    "gpgme.h": "libgpgme-dev",
+    "archive.h": "libarchive-dev",
+    "fuse.h": "libfuse-dev",
+    "acl/libacl.h": "libacl1-dev",
+    "attr/xattr.h": "libattr1-dev",
 }
 SHARED_LIB_PACKAGES = {
-    "libGL.so.1": "libgl1", "libgomp.so.1": "libgomp1", "libglib-2.0.so.0": "libglib2.0-0",
-    "libgthread-2.0.so.0": "libglib2.0-0", "libSM.so.6": "libsm6", "libXext.so.6": "libxext6",
-    "libXrender.so.1": "libxrender1", "libsndfile.so.1": "libsndfile1", "libpq.so.5": "libpq5",
-    "libmagic.so.1": "libmagic1", "libyaml-0.so.2": "libyaml-0-2", "libgeos_c.so.1": "libgeos-c1v5",
-    "libcairo.so.2": "libcairo2", "libportaudio.so.2": "libportaudio2", "libzbar.so.0": "libzbar0",
-    "libEGL.so.1": "libegl1", "libfontconfig.so.1": "libfontconfig1", "libfreetype.so.6": "libfreetype6", "libxml2.so.2": "libxml2", "libxslt.so.1": "libxslt1.1",
-    "libffi.so.8": "libffi8", "libjpeg.so.62": "libjpeg62-turbo", "libusb-1.0.so.0": "libusb-1.0-0",
-    "libspatialindex_c.so": "libspatialindex-dev", "libgdal.so": "libgdal-dev", "libhdf5.so": "libhdf5-dev",
+    "libGL.so.1": "libgl1",
+    "libgomp.so.1": "libgomp1",
+    "libglib-2.0.so.0": "libglib2.0-0",
+    "libgthread-2.0.so.0": "libglib2.0-0",
+    "libSM.so.6": "libsm6",
+    "libXext.so.6": "libxext6",
+    "libXrender.so.1": "libxrender1",
+    "libsndfile.so.1": "libsndfile1",
+    "libpq.so.5": "libpq5",
+    "libmagic.so.1": "libmagic1",
+    "libyaml-0.so.2": "libyaml-0-2",
+    "libgeos_c.so.1": "libgeos-c1v5",
+    "libcairo.so.2": "libcairo2",
+    "libportaudio.so.2": "libportaudio2",
+    "libzbar.so.0": "libzbar0",
+    "libEGL.so.1": "libegl1",
+    "libfontconfig.so.1": "libfontconfig1",
+    "libfreetype.so.6": "libfreetype6",
+    "libxml2.so.2": "libxml2",
+    "libxslt.so.1": "libxslt1.1",
+    "libffi.so.8": "libffi8",
+    "libjpeg.so.62": "libjpeg62-turbo",
+    "libusb-1.0.so.0": "libusb-1.0-0",
+    "libspatialindex_c.so": "libspatialindex-dev",
+    "libgdal.so": "libgdal-dev",
+    "libhdf5.so": "libhdf5-dev",
 }
 PKG_CONFIG_PACKAGES = {
-    "libxml-2.0": "libxml2-dev", "libxslt": "libxslt1-dev", "libffi": "libffi-dev",
-    "yaml-0.1": "libyaml-dev", "openssl": "libssl-dev", "libpq": "libpq-dev", "mysqlclient": "default-libmysqlclient-dev",
-    "cairo": "libcairo2-dev", "glib-2.0": "libglib2.0-dev", "dbus-1": "libdbus-1-dev", "hdf5": "libhdf5-dev",
-    "sqlite3": "libsqlite3-dev", "zlib": "zlib1g-dev", "libsystemd": "libsystemd-dev", "gobject-introspection-1.0": "libgirepository1.0-dev",
-    "girepository-2.0": "libgirepository-2.0-dev", "py3cairo": "python3-cairo-dev", "gstreamer-1.0": "libgstreamer1.0-dev",
-    "libcurl": "libcurl4-openssl-dev", "freetype2": "libfreetype-dev", "libjpeg": "libjpeg-dev", "libpng": "libpng-dev",
-    "gmp": "libgmp-dev", "eccodes": "libeccodes-dev", "proj": "libproj-dev", "geos": "libgeos-dev",
-    "openblas": "libopenblas-dev", "lapack": "liblapack-dev", "blas": "libblas-dev", "fftw3": "libfftw3-dev",
+    "libxml-2.0": "libxml2-dev",
+    "libxslt": "libxslt1-dev",
+    "libffi": "libffi-dev",
+    "yaml-0.1": "libyaml-dev",
+    "openssl": "libssl-dev",
+    "libpq": "libpq-dev",
+    "mysqlclient": "default-libmysqlclient-dev",
+    "cairo": "libcairo2-dev",
+    "glib-2.0": "libglib2.0-dev",
+    "dbus-1": "libdbus-1-dev",
+    "hdf5": "libhdf5-dev",
+    "sqlite3": "libsqlite3-dev",
+    "zlib": "zlib1g-dev",
+    "libsystemd": "libsystemd-dev",
+    "gobject-introspection-1.0": "libgirepository1.0-dev",
+    "girepository-2.0": "libgirepository-2.0-dev",
+    "py3cairo": "python3-cairo-dev",
+    "gstreamer-1.0": "libgstreamer1.0-dev",
+    "libcurl": "libcurl4-openssl-dev",
+    "freetype2": "libfreetype-dev",
+    "libjpeg": "libjpeg-dev",
+    "libpng": "libpng-dev",
+    "gmp": "libgmp-dev",
+    "eccodes": "libeccodes-dev",
+    "proj": "libproj-dev",
+    "geos": "libgeos-dev",
+    "openblas": "libopenblas-dev",
+    "lapack": "liblapack-dev",
+    "blas": "libblas-dev",
+    "fftw3": "libfftw3-dev",
 }
 # GObject-introspection namespaces (gi.require_version) and the Debian packages with their typelibs
 TYPELIB_PACKAGES = {
-    "Gst": ["gir1.2-gstreamer-1.0", "gstreamer1.0-plugins-base"], "GstBase": ["gir1.2-gstreamer-1.0"],
-    "GstPbutils": ["gir1.2-gst-plugins-base-1.0"], "GstAudio": ["gir1.2-gst-plugins-base-1.0"],
-    "GstVideo": ["gir1.2-gst-plugins-base-1.0"], "GstApp": ["gir1.2-gst-plugins-base-1.0"],
-    "GstTag": ["gir1.2-gst-plugins-base-1.0"], "GLib": ["gir1.2-glib-2.0"], "GObject": ["gir1.2-glib-2.0"],
-    "Gio": ["gir1.2-glib-2.0"], "Gtk": ["gir1.2-gtk-3.0"], "Gdk": ["gir1.2-gtk-3.0"], "Pango": ["gir1.2-pango-1.0"],
-    "GdkPixbuf": ["gir1.2-gdkpixbuf-2.0"], "Notify": ["gir1.2-notify-0.7"], "Soup": ["gir1.2-soup-3.0"],
-    "Secret": ["gir1.2-secret-1"], "Rsvg": ["gir1.2-rsvg-2.0"], "Poppler": ["gir1.2-poppler-0.18"],
+    "Gst": ["gir1.2-gstreamer-1.0", "gstreamer1.0-plugins-base"],
+    "GstBase": ["gir1.2-gstreamer-1.0"],
+    "GstPbutils": ["gir1.2-gst-plugins-base-1.0"],
+    "GstAudio": ["gir1.2-gst-plugins-base-1.0"],
+    "GstVideo": ["gir1.2-gst-plugins-base-1.0"],
+    "GstApp": ["gir1.2-gst-plugins-base-1.0"],
+    "GstTag": ["gir1.2-gst-plugins-base-1.0"],
+    "GLib": ["gir1.2-glib-2.0"],
+    "GObject": ["gir1.2-glib-2.0"],
+    "Gio": ["gir1.2-glib-2.0"],
+    "Gtk": ["gir1.2-gtk-3.0"],
+    "Gdk": ["gir1.2-gtk-3.0"],
+    "Pango": ["gir1.2-pango-1.0"],
+    "GdkPixbuf": ["gir1.2-gdkpixbuf-2.0"],
+    "Notify": ["gir1.2-notify-0.7"],
+    "Soup": ["gir1.2-soup-3.0"],
+    "Secret": ["gir1.2-secret-1"],
+    "Rsvg": ["gir1.2-rsvg-2.0"],
+    "Poppler": ["gir1.2-poppler-0.18"],
 }
 COMMAND_PACKAGES = {
-    "git": ["git"], "pg_config": ["libpq-dev"], "mysql_config": ["default-libmysqlclient-dev", "pkg-config"],
-    "swig": ["swig"], "gfortran": ["gfortran"], "java": ["default-jre-headless"], "node": ["nodejs"],
-    "npm": ["npm"], "make": ["make"], "cmake": ["cmake"],
+    "git": ["git"],
+    "pg_config": ["libpq-dev"],
+    "mysql_config": ["default-libmysqlclient-dev", "pkg-config"],
+    "swig": ["swig"],
+    "gfortran": ["gfortran"],
+    "java": ["default-jre-headless"],
+    "node": ["nodejs"],
+    "npm": ["npm"],
+    "make": ["make"],
+    "cmake": ["cmake"],
 }
-COMPILER_PACKAGES = {"gcc": ["gcc", "libc6-dev"], "cc": ["gcc", "libc6-dev"], "g++": ["g++"],
-                     "c++": ["g++"], "clang": ["clang"], "make": ["make"], "cmake": ["cmake"]}
+COMPILER_PACKAGES = {
+    "gcc": ["gcc", "libc6-dev"],
+    "cc": ["gcc", "libc6-dev"],
+    "g++": ["g++"],
+    "c++": ["g++"],
+    "clang": ["clang"],
+    "make": ["make"],
+    "cmake": ["cmake"],
+}
 
 
 # Optional C extensions built only when a system library is present at build time: the
 # import's Debian -dev packages (the build tools are added to every rebuild)
 NATIVE_SUBMODULE_PACKAGES = {
-    "yaml": ["libyaml-dev"], "lxml": ["libxml2-dev", "libxslt1-dev"], "ldap": ["libldap2-dev", "libsasl2-dev"],
-    "M2Crypto": ["libssl-dev", "swig"], "pycurl": ["libcurl4-openssl-dev"], "zmq": ["libzmq3-dev"],
-    "psycopg2": ["libpq-dev"], "MySQLdb": ["default-libmysqlclient-dev"], "gssapi": ["libkrb5-dev"],
-    "kerberos": ["libkrb5-dev"], "magic": ["libmagic-dev"], "cairo": ["libcairo2-dev"],
-    "xmlsec": ["libxmlsec1-dev", "libxml2-dev"], "snappy": ["libsnappy-dev"], "lz4": ["liblz4-dev"],
-    "zstandard": ["libzstd-dev"], "gmpy2": ["libgmp-dev", "libmpfr-dev", "libmpc-dev"],
-    "tables": ["libhdf5-dev"], "h5py": ["libhdf5-dev"], "shapely": ["libgeos-dev"], "pyproj": ["libproj-dev"],
-    "smbus": ["libi2c-dev"], "usb": ["libusb-1.0-0-dev"], "Levenshtein": [], "msgpack": [], "ujson": [],
+    "yaml": ["libyaml-dev"],
+    "lxml": ["libxml2-dev", "libxslt1-dev"],
+    "ldap": ["libldap2-dev", "libsasl2-dev"],
+    "M2Crypto": ["libssl-dev", "swig"],
+    "pycurl": ["libcurl4-openssl-dev"],
+    "zmq": ["libzmq3-dev"],
+    "psycopg2": ["libpq-dev"],
+    "MySQLdb": ["default-libmysqlclient-dev"],
+    "gssapi": ["libkrb5-dev"],
+    "kerberos": ["libkrb5-dev"],
+    "magic": ["libmagic-dev"],
+    "cairo": ["libcairo2-dev"],
+    "xmlsec": ["libxmlsec1-dev", "libxml2-dev"],
+    "snappy": ["libsnappy-dev"],
+    "lz4": ["liblz4-dev"],
+    "zstandard": ["libzstd-dev"],
+    "gmpy2": ["libgmp-dev", "libmpfr-dev", "libmpc-dev"],
+    "tables": ["libhdf5-dev"],
+    "h5py": ["libhdf5-dev"],
+    "shapely": ["libgeos-dev"],
+    "pyproj": ["libproj-dev"],
+    "smbus": ["libi2c-dev"],
+    "usb": ["libusb-1.0-0-dev"],
+    "Levenshtein": [],
+    "msgpack": [],
+    "ujson": [],
 }
 NATIVE_BUILD_TOOLS = ["gcc", "libc6-dev", "pkg-config"]
 
@@ -214,17 +402,30 @@ def _env_value_from_repo(repo_env: Mapping[str, str], name: str) -> list[str]:
 
 _DJANGO_SETTINGS_ASSIGN = re.compile(
     r"""(?:environ(?:\.setdefault\(|\[)\s*['"]DJANGO_SETTINGS_MODULE['"]\s*(?:,|\]\s*=)\s*['"]"""
-    r"""|DJANGO_SETTINGS_MODULE\s*[=:]\s*['"]?|--settings[= ]['"]?|--ds[= ]['"]?)([A-Za-z_][\w.]*)""")
+    r"""|DJANGO_SETTINGS_MODULE\s*[=:]\s*['"]?|--settings[= ]['"]?|--ds[= ]['"]?)([A-Za-z_][\w.]*)"""
+)
 
 
 def _django_settings_named(repo: Path) -> list[str]:
     """Settings modules the repository names itself: manage.py/runtests.py/conftest.py set
     DJANGO_SETTINGS_MODULE, tox and pytest configuration set it, CI passes --settings."""
     found: list[str] = []
-    names = ["manage.py", "runtests.py", "tests/runtests.py", "conftest.py", "tests/conftest.py",
-             "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "justfile", "Makefile"]
-    names += safefs.glob_files(repo, lambda rel: re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", rel) is not None,
-                               limit=10)
+    names = [
+        "manage.py",
+        "runtests.py",
+        "tests/runtests.py",
+        "conftest.py",
+        "tests/conftest.py",
+        "pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "pyproject.toml",
+        "justfile",
+        "Makefile",
+    ]
+    names += safefs.glob_files(
+        repo, lambda rel: re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", rel) is not None, limit=10
+    )
     for rel in names:
         text = safefs.try_read_text(repo, rel, max_bytes=1_000_000)
         if text is None:
@@ -233,9 +434,11 @@ def _django_settings_named(repo: Path) -> list[str]:
             module = m.group(1).rstrip(".")
             parts = module.split(".")
             # only modules that exist in the tree (a typo or a placeholder is not evidence)
-            if any(safefs.is_file(repo, (Path(base) / Path(*parts)).with_suffix(".py").as_posix())
-                   or safefs.is_file(repo, (Path(base) / Path(*parts) / "__init__.py").as_posix())
-                   for base in (".", "src")):
+            if any(
+                safefs.is_file(repo, (Path(base) / Path(*parts)).with_suffix(".py").as_posix())
+                or safefs.is_file(repo, (Path(base) / Path(*parts) / "__init__.py").as_posix())
+                for base in (".", "src")
+            ):
                 found.append(module)
     return list(dict.fromkeys(found))
 
@@ -245,8 +448,12 @@ def _django_settings_modules(repo: Path) -> list[str]:
     # one iterative walk (safefs), not Path.glob("**"): that recurses, and a 1,100-level tree
     # ended in RecursionError
     skip = {"node_modules", "venv", ".venv", ".git"}
-    files = safefs.glob_files(repo, lambda rel: re.search(r"(?:^|/)settings[^/]*\.py$|(?:^|/)settings/[^/]+\.py$", rel)
-                              is not None, skip_dirs=skip, limit=200)
+    files = safefs.glob_files(
+        repo,
+        lambda rel: re.search(r"(?:^|/)settings[^/]*\.py$|(?:^|/)settings/[^/]+\.py$", rel) is not None,
+        skip_dirs=skip,
+        limit=200,
+    )
     for rel_text in files:
         rel = Path(rel_text)
         if rel.parent.name == "settings" and rel.name != "__init__.py" and len(found) < 40:
@@ -270,8 +477,17 @@ def _django_runner(repo: Path) -> bool:
 
 
 def _uses_pytest_django(repo: Path) -> bool:
-    for rel in ("pyproject.toml", "setup.cfg", "pytest.ini", "tox.ini", "requirements.txt",
-                "requirements-dev.txt", "requirements/test.txt", "requirements/dev.txt", "conftest.py"):
+    for rel in (
+        "pyproject.toml",
+        "setup.cfg",
+        "pytest.ini",
+        "tox.ini",
+        "requirements.txt",
+        "requirements-dev.txt",
+        "requirements/test.txt",
+        "requirements/dev.txt",
+        "conftest.py",
+    ):
         text = safefs.try_read_text(repo, rel, max_bytes=2_000_000)
         if text is not None and re.search(r"pytest[-_]django|DJANGO_SETTINGS_MODULE\s*=", text):
             return True
@@ -279,18 +495,20 @@ def _uses_pytest_django(repo: Path) -> bool:
 
 
 def find_test_dirs(repo: Path) -> list[str]:
-    return [d for d in ("tests", "test", "src/tests", "testing")
-            if (repo / d).is_dir() and safefs.inside(repo, repo / d)]
+    return [
+        d for d in ("tests", "test", "src/tests", "testing") if (repo / d).is_dir() and safefs.inside(repo, repo / d)
+    ]
 
 
 @dataclass(frozen=True)
 class RuleContext:
     """What a rule may consult besides the signature."""
+
     repo: Path
     python: str
     available_pythons: Sequence[str]
-    repo_env: Mapping[str, str]     # the repository's own non-secret config (target.env)
-    specs: Mapping[str, str]        # the plan's requirement per distribution (canonical name)
+    repo_env: Mapping[str, str]  # the repository's own non-secret config (target.env)
+    specs: Mapping[str, str]  # the plan's requirement per distribution (canonical name)
 
 
 Rule = Callable[[Signature, RuleContext], list[Candidate]]
@@ -303,6 +521,7 @@ def rule(*kinds: str) -> Callable[[Rule], Rule]:
         for kind in kinds:
             RULES[kind] = fn
         return fn
+
     return register
 
 
@@ -312,19 +531,23 @@ def _one(kind: str, why: str, **args: Any) -> Candidate:
 
 def _from_table(atom: str, table: Mapping[str, Any], why: str) -> Rule:
     """A rule that looks the signature's key up in ``table`` (a package name or a list)."""
+
     def look_up(sig: Signature, ctx: RuleContext) -> list[Candidate]:
         found = table.get(sig.key)
         if not found:
             return []
         packages = found if isinstance(found, list) else [found]
         return [_one(atom, why.format(key=sig.key, found=packages[0]), packages=packages)]
+
     return look_up
 
 
 @rule("missing_module", "no_test_runner")
 def _install_module(sig: Signature, ctx: RuleContext) -> list[Candidate]:
-    return [_one("pip_install", f"import {sig.key} is provided by {dist}", packages=[dist])
-            for dist in distributions_for(sig.key)]
+    return [
+        _one("pip_install", f"import {sig.key} is provided by {dist}", packages=[dist])
+        for dist in distributions_for(sig.key)
+    ]
 
 
 @rule("import_name_error", "module_attribute")
@@ -339,7 +562,8 @@ def _install_the_right_distribution(sig: Signature, ctx: RuleContext) -> list[Ca
 def _pytest_option_plugin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     k = sig.key
     plugin = PYTEST_OPTION_PLUGINS.get(k) or next(
-        (p for opt, p in PYTEST_OPTION_PLUGINS.items() if p and k.startswith(opt + "-")), "")
+        (p for opt, p in PYTEST_OPTION_PLUGINS.items() if p and k.startswith(opt + "-")), ""
+    )
     return [_one("pip_install", f"pytest option {k} comes from {plugin}", packages=[plugin])] if plugin else []
 
 
@@ -352,15 +576,19 @@ RULES["missing_command"] = _from_table("apt_install", COMMAND_PACKAGES, "{key} i
 
 @rule("pytest_async_unsupported")
 def _async_tests(sig: Signature, ctx: RuleContext) -> list[Candidate]:
-    return [_one("pip_install", "async tests need pytest-asyncio", packages=["pytest-asyncio"]),
-            _one("pip_install", "async tests under anyio", packages=["anyio"])]
+    return [
+        _one("pip_install", "async tests need pytest-asyncio", packages=["pytest-asyncio"]),
+        _one("pip_install", "async tests under anyio", packages=["anyio"]),
+    ]
 
 
 @rule("python_pin")
 def _python_for_a_pin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     # a pinned release that installs only on another Python: the offered one that fits
     chosen = next_python(sig.key, ctx.available_pythons, ctx.python)
-    return [_one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen)] if chosen else []
+    return (
+        [_one("switch_python", f"{sig.message.split(':')[0]}; {chosen} is offered", version=chosen)] if chosen else []
+    )
 
 
 @rule("no_matching_distribution")
@@ -370,14 +598,21 @@ def _older_python_for_an_old_pin(sig: Signature, ctx: RuleContext) -> list[Candi
     if "==" not in sig.key:
         return []
     older = sorted((v for v in ctx.available_pythons if Version(v) < Version(ctx.python)), key=Version, reverse=True)
-    return [_one("switch_python", f"{sig.key} may only have releases for older Pythons; {v} is offered", version=v)
-            for v in older]
+    return [
+        _one("switch_python", f"{sig.key} may only have releases for older Pythons; {v} is offered", version=v)
+        for v in older
+    ]
 
 
 @rule("not_a_package")
 def _deps_only(sig: Signature, ctx: RuleContext) -> list[Candidate]:
-    return [_one("install_deps_only", "the project is an application, not an installable package: "
-                 "install its dependencies and run it from the checkout")]
+    return [
+        _one(
+            "install_deps_only",
+            "the project is an application, not an installable package: "
+            "install its dependencies and run it from the checkout",
+        )
+    ]
 
 
 @rule("apt_conflict")
@@ -387,10 +622,15 @@ def _one_side_of_a_conflict(sig: Signature, ctx: RuleContext) -> list[Candidate]
     first, _, second = sig.key.partition("|")
     group = group_of(first) or group_of(second) or ()
     # keep the preferred side of a known group; else the one apt named first
-    order = [second, first] if group and second in group and first in group and \
-        group.index(second) < group.index(first) else [first, second]
-    return [_one("drop_package", f"{first} and {second} exclude each other; keep {keep}", manager="apt", packages=[drop])
-            for keep, drop in (order, order[::-1])]
+    order = (
+        [second, first]
+        if group and second in group and first in group and group.index(second) < group.index(first)
+        else [first, second]
+    )
+    return [
+        _one("drop_package", f"{first} and {second} exclude each other; keep {keep}", manager="apt", packages=[drop])
+        for keep, drop in (order, order[::-1])
+    ]
 
 
 @rule("missing_native_submodule")
@@ -400,17 +640,35 @@ def _rebuild_with_the_extension(sig: Signature, ctx: RuleContext) -> list[Candid
     dist = distribution_for(sig.key)
     libs = NATIVE_SUBMODULE_PACKAGES.get(sig.key, [])
     spec = ctx.specs.get(canonicalize_name(dist), dist)
-    rebuild = ["python", "-m", "pip", "install", "--no-cache-dir", "--force-reinstall", "--no-deps",
-               "--no-binary", dist, spec]
+    rebuild = [
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--force-reinstall",
+        "--no-deps",
+        "--no-binary",
+        dist,
+        spec,
+    ]
     why = f"{dist} is installed but was built without its optional extension"
     out = []
     if libs:
-        out.append(Candidate([Atom("apt_install", {"packages": [*libs, *NATIVE_BUILD_TOOLS]}),
-                              Atom("run", {"command": rebuild})], "rule",
-                             why=f"{why}: rebuild it from source against {', '.join(libs)}"))
-    out.append(Candidate([Atom("apt_install", {"packages": [*NATIVE_BUILD_TOOLS, "swig"]}),
-                          Atom("run", {"command": rebuild})], "rule",
-                         why=f"{why}: rebuild it from source with a compiler"))
+        out.append(
+            Candidate(
+                [Atom("apt_install", {"packages": [*libs, *NATIVE_BUILD_TOOLS]}), Atom("run", {"command": rebuild})],
+                "rule",
+                why=f"{why}: rebuild it from source against {', '.join(libs)}",
+            )
+        )
+    out.append(
+        Candidate(
+            [Atom("apt_install", {"packages": [*NATIVE_BUILD_TOOLS, "swig"]}), Atom("run", {"command": rebuild})],
+            "rule",
+            why=f"{why}: rebuild it from source with a compiler",
+        )
+    )
     return out
 
 
@@ -430,7 +688,11 @@ def _header_package(sig: Signature, ctx: RuleContext) -> list[Candidate]:
 
 @rule("missing_compiler")
 def _compiler(sig: Signature, ctx: RuleContext) -> list[Candidate]:
-    return [_one("apt_install", f"{sig.key} is not installed", packages=COMPILER_PACKAGES.get(sig.key, ["gcc", "libc6-dev"]))]
+    return [
+        _one(
+            "apt_install", f"{sig.key} is not installed", packages=COMPILER_PACKAGES.get(sig.key, ["gcc", "libc6-dev"])
+        )
+    ]
 
 
 @rule("missing_pkg_config")
@@ -450,7 +712,9 @@ def _typelib(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     k = sig.key
     if k not in TYPELIB_PACKAGES:
         return []
-    return [_one("apt_install", f"the {k} typelib is in Debian's {TYPELIB_PACKAGES[k][0]}", packages=TYPELIB_PACKAGES[k])]
+    return [
+        _one("apt_install", f"the {k} typelib is in Debian's {TYPELIB_PACKAGES[k][0]}", packages=TYPELIB_PACKAGES[k])
+    ]
 
 
 @rule("missing_rust")
@@ -471,7 +735,9 @@ def _service(sig: Signature, ctx: RuleContext) -> list[Candidate]:
 
 @rule("scm_version")
 def _scm_version(sig: Signature, ctx: RuleContext) -> list[Candidate]:
-    return [_one("set_env", "no git metadata in the build context", name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0")]
+    return [
+        _one("set_env", "no git metadata in the build context", name="SETUPTOOLS_SCM_PRETEND_VERSION", value="0.0.0")
+    ]
 
 
 @rule("django_settings")
@@ -479,14 +745,26 @@ def _django_settings(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     out = []
     # a Django project that does not use pytest-django: the runner it declares
     if _django_runner(ctx.repo) and not _uses_pytest_django(ctx.repo):
-        out.append(_one("test_command", "a Django project without pytest-django: its tests run under manage.py test",
-                        command=["python", "manage.py", "test"]))
+        out.append(
+            _one(
+                "test_command",
+                "a Django project without pytest-django: its tests run under manage.py test",
+                command=["python", "manage.py", "test"],
+            )
+        )
     # pytest only sets Django up (django.setup()) through pytest-django; the variable alone
     # leaves "Apps aren't loaded yet"
     for module in _django_settings_modules(ctx.repo)[:3]:
-        out.append(Candidate([Atom("pip_install", {"packages": ["pytest-django"]}),
-                              Atom("set_env", {"name": "DJANGO_SETTINGS_MODULE", "value": module})],
-                             "rule", why=f"Django tests under pytest need pytest-django and the settings module {module}"))
+        out.append(
+            Candidate(
+                [
+                    Atom("pip_install", {"packages": ["pytest-django"]}),
+                    Atom("set_env", {"name": "DJANGO_SETTINGS_MODULE", "value": module}),
+                ],
+                "rule",
+                why=f"Django tests under pytest need pytest-django and the settings module {module}",
+            )
+        )
     return out
 
 
@@ -503,8 +781,13 @@ def _env_value(sig: Signature, ctx: RuleContext) -> list[Candidate]:
 def _where_the_tests_are(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     out = []
     if _django_runner(ctx.repo):
-        out.append(_one("test_command", "a Django project: its tests run under manage.py test",
-                        command=["python", "manage.py", "test"]))
+        out.append(
+            _one(
+                "test_command",
+                "a Django project: its tests run under manage.py test",
+                command=["python", "manage.py", "test"],
+            )
+        )
     for d in find_test_dirs(ctx.repo):
         out.append(_one("test_command", f"tests live in {d}/", command=["python", "-m", "pytest", d]))
     return out
@@ -519,9 +802,15 @@ def _valid(cand: Candidate) -> bool:
     return True
 
 
-def rule_candidates(sig: Signature, *, repo: Path, python: str, available_pythons: Sequence[str],
-                    repo_env: Mapping[str, str] | None = None,
-                    specs: Mapping[str, str] | None = None) -> list[Candidate]:
+def rule_candidates(
+    sig: Signature,
+    *,
+    repo: Path,
+    python: str,
+    available_pythons: Sequence[str],
+    repo_env: Mapping[str, str] | None = None,
+    specs: Mapping[str, str] | None = None,
+) -> list[Candidate]:
     """The obvious fixes for a signature, without the experience base (``RULES``). ``repo_env``:
     the repository's own non-secret config (target.env); ``specs``: the plan's requirement for
     each distribution (canonical name -> specifier), so a rebuild keeps the release the plan chose."""
@@ -533,6 +822,7 @@ def rule_candidates(sig: Signature, *, repo: Path, python: str, available_python
 
 
 # --- generic strategies: when no rule or unit repairs the failure ---------------------------------
+
 
 def _workflow_run_blocks(repo: Path) -> list[str]:
     """The ``run:`` scripts of the repository's workflows (the first ten files), read through
@@ -582,7 +872,7 @@ def ci_install_specs(repo: Path) -> list[str]:
     def keep(spec: str) -> None:
         spec = spec.strip().strip("'\"")
         if spec.lower() in ("pip", "setuptools", "wheel"):
-            return   # upgrading the installer is not a dependency
+            return  # upgrading the installer is not a dependency
         if spec and not spec.startswith(("-", ".", "/", "$", "{")) and "://" not in spec and spec not in found:
             try:
                 Atom("pip_install", {"packages": [spec]}).validate()
@@ -621,29 +911,66 @@ def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
 
     out: list[tuple[str, Candidate]] = []
     have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
-    ci = [s for s in ci_install_specs(repo)
-          if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, maxsplit=1)[0]) not in have]
+    ci = [
+        s for s in ci_install_specs(repo) if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, maxsplit=1)[0]) not in have
+    ]
     if ci:
-        out.append(("follow the CI's install commands",
-                    Candidate([Atom("pip_install", {"packages": ci})], "rule",
-                              why="the repository's CI, tox or nox installs these by name")))
-    guessed_apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and n.evidence
-                         and all(e[0] == "bot/graph/data/system_packages.json" for e in n.evidence))
+        out.append(
+            (
+                "follow the CI's install commands",
+                Candidate(
+                    [Atom("pip_install", {"packages": ci})],
+                    "rule",
+                    why="the repository's CI, tox or nox installs these by name",
+                ),
+            )
+        )
+    guessed_apt = sorted(
+        n.name
+        for n in graph.of_type("SYSTEMLIB")
+        if n.action == "apt" and n.evidence and all(e[0] == "bot/graph/data/system_packages.json" for e in n.evidence)
+    )
     if guessed_apt:
-        out.append(("leave out the system packages the plan guessed",
-                    Candidate([Atom("drop_package", {"manager": "apt", "packages": guessed_apt})], "rule",
-                              why="the plan added them from its table, not from the repository")))
-    guessed_pip = sorted(n.name for n in graph.of_type("PACKAGE") if n.action == "pip" and n.attrs.get("source") == "import")
+        out.append(
+            (
+                "leave out the system packages the plan guessed",
+                Candidate(
+                    [Atom("drop_package", {"manager": "apt", "packages": guessed_apt})],
+                    "rule",
+                    why="the plan added them from its table, not from the repository",
+                ),
+            )
+        )
+    guessed_pip = sorted(
+        n.name for n in graph.of_type("PACKAGE") if n.action == "pip" and n.attrs.get("source") == "import"
+    )
     if guessed_pip:
-        out.append(("leave out the distributions guessed from imports",
-                    Candidate([Atom("drop_package", {"manager": "pip", "packages": guessed_pip})], "rule",
-                              why="the plan guessed them from import names")))
-    optional = sorted(n.name for n in graph.of_type("PACKAGE") if n.action == "pip"
-                      and str(n.attrs.get("group", "")).startswith(("extra:", "group:", "docs")))
+        out.append(
+            (
+                "leave out the distributions guessed from imports",
+                Candidate(
+                    [Atom("drop_package", {"manager": "pip", "packages": guessed_pip})],
+                    "rule",
+                    why="the plan guessed them from import names",
+                ),
+            )
+        )
+    optional = sorted(
+        n.name
+        for n in graph.of_type("PACKAGE")
+        if n.action == "pip" and str(n.attrs.get("group", "")).startswith(("extra:", "group:", "docs"))
+    )
     if optional:
-        out.append(("leave out the optional extras and docs requirements",
-                    Candidate([Atom("drop_package", {"manager": "pip", "packages": optional})], "rule",
-                              why="optional parts the plan installed")))
+        out.append(
+            (
+                "leave out the optional extras and docs requirements",
+                Candidate(
+                    [Atom("drop_package", {"manager": "pip", "packages": optional})],
+                    "rule",
+                    why="optional parts the plan installed",
+                ),
+            )
+        )
     valid = []
     for name, cand in out:
         try:
@@ -690,4 +1017,3 @@ def merge_candidates(*groups: Iterable[Candidate]) -> list[Candidate]:
             seen.add(cand.key())
             out.append(cand)
     return out
-

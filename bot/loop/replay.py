@@ -17,7 +17,6 @@ def _last_lines(text: str, n: int) -> str:
     return "\n".join((text or "").strip().splitlines()[-n:])
 
 
-
 class ReplayMixin(LoopBase):
     """Clean replay and the run's status."""
 
@@ -39,8 +38,7 @@ class ReplayMixin(LoopBase):
                 rec.status = "no_tests"
                 rec.tests = outcome.results
                 rec.remaining = self._no_tests_reason(outcome)
-                rec.unresolved = [{"kind": "no_tests", "category": "verification", "key": "",
-                                   "message": rec.remaining}]
+                rec.unresolved = [{"kind": "no_tests", "category": "verification", "key": "", "message": rec.remaining}]
             else:
                 rec.status = "success"
                 rec.tests = outcome.results
@@ -53,15 +51,17 @@ class ReplayMixin(LoopBase):
             if rec.status == "success":
                 if self.budget.can_replay():
                     self.lock_replay()
-                else:   # locking is one more build: it never takes the run past its budget
-                    rec.warnings.append("environment not locked: too little of the budget left for the "
-                                        "build that proves the lock")
+                else:  # locking is one more build: it never takes the run past its budget
+                    rec.warnings.append(
+                        "environment not locked: too little of the budget left for the build that proves the lock"
+                    )
             return None
         if over_budget or self.budget.exhausted():
             replay_ws.close()
             rec.status = "over_budget"
-            rec.remaining = (over_budget or self.budget.exhausted()) + \
-                f"; the clean replay failed: {self._what_remains(outcome)}"
+            rec.remaining = (
+                over_budget or self.budget.exhausted()
+            ) + f"; the clean replay failed: {self._what_remains(outcome)}"
             return None
         self._reoffer_unreproduced(outcome)
         return replay_ws
@@ -81,11 +81,16 @@ class ReplayMixin(LoopBase):
             self.tried.get(sig.ident, set()).discard(key)
             for failed in self.failed_in_state.values():
                 failed.discard(key)
-            self.record.warnings.append(f"{kept.candidate.describe()} was kept in the working container, but the "
-                                        f"clean replay still shows {sig.describe()}: tried again on the graph")
-            self.traj.record("reoffer", command=[kept.candidate.describe()], outcome="replay-disproved",
-                             detail={"signature": sig.to_json()})
-
+            self.record.warnings.append(
+                f"{kept.candidate.describe()} was kept in the working container, but the "
+                f"clean replay still shows {sig.describe()}: tried again on the graph"
+            )
+            self.traj.record(
+                "reoffer",
+                command=[kept.candidate.describe()],
+                outcome="replay-disproved",
+                detail={"signature": sig.to_json()},
+            )
 
     def replay(self) -> Workspace:
         """Build the compiled Dockerfile with no cache, fresh container, run the target."""
@@ -96,13 +101,23 @@ class ReplayMixin(LoopBase):
         finally:
             self._final = False
         o = ws.outcome
-        self.record.replay = {"ok": self._ran(o) or finds_no_tests(o), "tests_ran": ran_count(o),
-                              "collect_exit": o.collect_exit,
-                              "test_exit": o.test_exit, "tests": o.results.summary(), "note": o.note,
-                              "signatures": [s.to_json() for s in o.signatures],
-                              "seconds": round(time.monotonic() - t0, 3), "tag": ws.tag}
-        self.traj.record("replay-result", outcome="ok" if self.record.replay["ok"] else "failed",
-                         duration=time.monotonic() - t0, detail=self.record.replay)
+        self.record.replay = {
+            "ok": self._ran(o) or finds_no_tests(o),
+            "tests_ran": ran_count(o),
+            "collect_exit": o.collect_exit,
+            "test_exit": o.test_exit,
+            "tests": o.results.summary(),
+            "note": o.note,
+            "signatures": [s.to_json() for s in o.signatures],
+            "seconds": round(time.monotonic() - t0, 3),
+            "tag": ws.tag,
+        }
+        self.traj.record(
+            "replay-result",
+            outcome="ok" if self.record.replay["ok"] else "failed",
+            duration=time.monotonic() - t0,
+            detail=self.record.replay,
+        )
         return ws
 
     def lock_replay(self) -> None:
@@ -117,15 +132,21 @@ class ReplayMixin(LoopBase):
 
         t0 = time.monotonic()
         try:
-            out = lock_environment(self.engine, self.repo, self.graph, replay_tag=self.record.replay["tag"],
-                                   output_dir=self.settings.output.dir)
+            out = lock_environment(
+                self.engine,
+                self.repo,
+                self.graph,
+                replay_tag=self.record.replay["tag"],
+                output_dir=self.settings.output.dir,
+            )
         except SetupbotError as exc:
             self.record.warnings.append(f"environment not locked: {exc.what}")
             return
         self.record.replay["lock"] = out.to_json()
         self.record.timings["lock_seconds"] = round(time.monotonic() - t0, 3)
-        self.traj.record("lock", outcome="ok" if out.ok else out.status, duration=time.monotonic() - t0,
-                         detail=out.to_json())
+        self.traj.record(
+            "lock", outcome="ok" if out.ok else out.status, duration=time.monotonic() - t0, detail=out.to_json()
+        )
         for note in out.notes:
             self.record.warnings.append(f"lock: {note}")
         if out.status == "native":
@@ -142,34 +163,44 @@ class ReplayMixin(LoopBase):
         best = self.record.best
         rank = (STAGE_RANK[outcome.stage], outcome.results.count("passed"))
         if not best or tuple(best["rank"]) < rank:
-            self.record.best = {"rank": list(rank), "outcome": outcome.to_json(),
-                                "dockerfile": self.compile(self.graph).text}
+            self.record.best = {
+                "rank": list(rank),
+                "outcome": outcome.to_json(),
+                "dockerfile": self.compile(self.graph).text,
+            }
 
     def _no_tests_reason(self, outcome: TargetOutcome) -> str:
         """What was tried to find tests, for a run whose clean replay ran none."""
         skipped = outcome.results.count("skipped")
-        head = (f"the clean replay ran no test ({skipped} skipped)" if skipped
-                else "the clean replay ran no test")
+        head = f"the clean replay ran no test ({skipped} skipped)" if skipped else "the clean replay ran no test"
         tried = "; ".join(f"`{cmd}`: {found}" for cmd, found in self.tests_tried.items())
         target = getattr(self.graph, "target", None)
-        sources = [f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})"
-                   for e in (getattr(target, "evidence", None) or [])][:3]
+        sources = [
+            f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})" for e in (getattr(target, "evidence", None) or [])
+        ][:3]
         from bot.loop.repair import find_test_dirs
 
         dirs = find_test_dirs(self.repo)
-        where = (f"test folders present: {', '.join(d + '/' for d in dirs)}" if dirs
-                 else "no tests/, test/, src/tests/ or testing/ folder")
+        where = (
+            f"test folders present: {', '.join(d + '/' for d in dirs)}"
+            if dirs
+            else "no tests/, test/, src/tests/ or testing/ folder"
+        )
         text = f"{head}. Test commands tried: {tried or 'none'}. {where}"
         if sources:
             text += f"; the test command came from {', '.join(sources)}"
-        return text + (". Name the test command in .github/setupbot.yml (target.test_command) "
-                       "if the tests are elsewhere.")
+        return text + (
+            ". Name the test command in .github/setupbot.yml (target.test_command) if the tests are elsewhere."
+        )
 
     def _what_remains(self, outcome: TargetOutcome) -> str:
         text = self._remains(outcome)
         if self.record.strategies:
-            text += " (generic strategies tried: " + "; ".join(
-                f"{t['strategy']}: {'kept' if t['kept'] else 'no help'}" for t in self.record.strategies) + ")"
+            text += (
+                " (generic strategies tried: "
+                + "; ".join(f"{t['strategy']}: {'kept' if t['kept'] else 'no help'}" for t in self.record.strategies)
+                + ")"
+            )
         return text
 
     def _remains(self, outcome: TargetOutcome) -> str:
@@ -178,9 +209,14 @@ class ReplayMixin(LoopBase):
         if sigs:
             return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
         if outcome.stage != "done":
-            tried = " (pinning the releases of the repository's era did not help)" \
-                if any(s.kind == "collection_error" and self.tried.get(s.ident) for s in outcome.setup_failures) else ""
-            return f"the target stopped at {outcome.stage} with no classified cause{tried}: " + _last_lines(outcome.log, 5)
+            tried = (
+                " (pinning the releases of the repository's era did not help)"
+                if any(s.kind == "collection_error" and self.tried.get(s.ident) for s in outcome.setup_failures)
+                else ""
+            )
+            return f"the target stopped at {outcome.stage} with no classified cause{tried}: " + _last_lines(
+                outcome.log, 5
+            )
         return "nothing"
 
     def _no_python_note(self, sig: Signature) -> str:
@@ -189,7 +225,9 @@ class ReplayMixin(LoopBase):
 
         offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
         if sig.kind == "python_pin" and next_python(sig.key, self.available, "") is None:
-            return f"; none of the offered Pythons ({offered}) satisfies {sig.key}: an image with such a Python is needed"
+            return (
+                f"; none of the offered Pythons ({offered}) satisfies {sig.key}: an image with such a Python is needed"
+            )
         if sig.kind == "no_matching_distribution" and "==" in sig.key:
             return f"; no offered Python ({offered}) installs this pin"
         return ""
@@ -207,11 +245,13 @@ class ReplayMixin(LoopBase):
                 # a shared store holds what the LLM taught in quarantine until a person approves
                 # it (`setupbot knowledge approve ID`): other repositories never run it unseen
                 quarantine = kept.candidate.source == "llm" and bool(getattr(self.store, "shared", False))
-                uid = learn_unit(self.store, kept.log_excerpt, kept.candidate.atoms,
-                                 {"source": kept.candidate.source, "repo": self.repo.name,
-                                  "run_id": self.record.run_id}, quarantine=quarantine)
+                uid = learn_unit(
+                    self.store,
+                    kept.log_excerpt,
+                    kept.candidate.atoms,
+                    {"source": kept.candidate.source, "repo": self.repo.name, "run_id": self.record.run_id},
+                    quarantine=quarantine,
+                )
                 self.traj.record("learn", outcome="ok", detail={"unit": uid})
             except (SetupbotError, ImportError) as exc:
                 self.record.warnings.append(f"learning: {exc}")
-
-

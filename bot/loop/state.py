@@ -25,7 +25,7 @@ class LoopBase:
     store: Any
     llm: Any
     retriever: Any
-    plan: Any                           # a view over the graph (bot.graph.plan.Plan)
+    plan: Any  # a view over the graph (bot.graph.plan.Plan)
     compile: Callable[[Any], Any]
     service_manager: Callable[[Any, str], Any]
     available: list[str]
@@ -41,25 +41,26 @@ class LoopBase:
     _final: bool
     _era_cache: Any
     providers: dict[str, list[str]]
-    reoffered: set                      # kept candidates a clean replay disproved, offered again
+    reoffered: set  # kept candidates a clean replay disproved, offered again
 
     if TYPE_CHECKING:
         # what one seam calls on another (defined in the mixin named; SetupLoop has them all)
         @property
-        def python(self) -> str: ...                                        # orchestrator
+        def python(self) -> str: ...  # orchestrator
 
         def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace: ...  # workspace
 
-        def _exec(self, ws: Workspace, argv: list[str], action: str,
-                  env: Mapping[str, str] | None = None) -> Any: ...          # workspace
+        def _exec(
+            self, ws: Workspace, argv: list[str], action: str, env: Mapping[str, str] | None = None
+        ) -> Any: ...  # workspace
 
-        def _ensure_forwarding(self, ws: Workspace) -> None: ...           # workspace
+        def _ensure_forwarding(self, ws: Workspace) -> None: ...  # workspace
 
         def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome: ...  # target
 
         def era_candidates(self, sig: Signature, log_text: str = "") -> list[Candidate]: ...  # era
 
-        def _ran(self, outcome: TargetOutcome) -> bool: ...                # orchestrator
+        def _ran(self, outcome: TargetOutcome) -> bool: ...  # orchestrator
 
     @property
     def graph(self) -> Any:

@@ -24,14 +24,14 @@ STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
 
 @dataclass
 class TargetOutcome:
-    stage: str                                   # the stage the run got to (see STAGE_RANK)
+    stage: str  # the stage the run got to (see STAGE_RANK)
     signatures: list[Signature] = field(default_factory=list)
-    log: str = ""                                # the output that was diagnosed
+    log: str = ""  # the output that was diagnosed
     collect_exit: int | None = None
     test_exit: int | None = None
     results: TestResults = field(default_factory=TestResults)
     note: str = ""
-    junit: bool = False                          # results were read from a JUnit file (counts are exact)
+    junit: bool = False  # results were read from a JUnit file (counts are exact)
 
     @property
     def setup_failures(self) -> list[Signature]:
@@ -50,14 +50,21 @@ class TargetOutcome:
         return {s.ident for s in self.setup_failures}
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.stage, "collect_exit": self.collect_exit, "test_exit": self.test_exit,
-                "signatures": [s.to_json() for s in self.signatures],
-                "tests": self.results.summary(), "note": self.note}
+        return {
+            "stage": self.stage,
+            "collect_exit": self.collect_exit,
+            "test_exit": self.test_exit,
+            "signatures": [s.to_json() for s in self.signatures],
+            "tests": self.results.summary(),
+            "note": self.note,
+        }
 
 
 _UNITTEST_COUNT = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*$", re.M)
 _UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?\bskipped=(\d+)", re.M)
-_PYTEST_SUMMARY = re.compile(r"^=+ (.*?\b(?:passed|failed|skipped|error|errors|deselected|no tests ran)\b.*?) in [\d.]+s", re.M)
+_PYTEST_SUMMARY = re.compile(
+    r"^=+ (.*?\b(?:passed|failed|skipped|error|errors|deselected|no tests ran)\b.*?) in [\d.]+s", re.M
+)
 NO_TESTS_KINDS = frozenset({"no_tests_collected", "path_not_found"})
 
 
@@ -130,7 +137,6 @@ def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | Non
     return "worse" if new else "unchanged"
 
 
-
 _UNITTEST_RAN = re.compile(r"^Ran ([1-9]\d*) tests? in [\d.]+s\s*$\s*(?:^\s*$\s*)*^(?:FAILED \(|OK\b)", re.M)
 
 
@@ -176,7 +182,6 @@ def _is_pytest(cmd: Sequence[str]) -> bool:
     return any(part == "pytest" or part.endswith("/pytest") or part == "py.test" for part in cmd)
 
 
-
 class TargetMixin(LoopBase):
     """Runs the target (collection, then the tests) in a workspace."""
 
@@ -217,8 +222,9 @@ class TargetMixin(LoopBase):
         elif outcome.stage == "build":
             found = "the environment did not start"
         else:
-            found = f"stopped at {outcome.stage}" + (f" ({outcome.setup_failures[0].describe()})"
-                                                     if outcome.setup_failures else "")
+            found = f"stopped at {outcome.stage}" + (
+                f" ({outcome.setup_failures[0].describe()})" if outcome.setup_failures else ""
+            )
         self.tests_tried[cmd] = found
         return outcome
 
@@ -251,10 +257,20 @@ class TargetMixin(LoopBase):
             # a long suite: collection proved the environment and nothing in the output so far is
             # a setup failure; the run counts as ran (the report says the tests timed out)
             stage = "done"
-            note = (f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
-                    "shows no setup failure, so the outcomes of the unfinished tests are unknown")
-        return TargetOutcome(stage, sigs, log=r.output, collect_exit=collect_exit,
-                             test_exit=r.exit_code, results=results, note=note, junit=junit)
+            note = (
+                f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
+                "shows no setup failure, so the outcomes of the unfinished tests are unknown"
+            )
+        return TargetOutcome(
+            stage,
+            sigs,
+            log=r.output,
+            collect_exit=collect_exit,
+            test_exit=r.exit_code,
+            results=results,
+            note=note,
+            junit=junit,
+        )
 
     def _collection_failed(self, r: Any) -> TargetOutcome:
         """What a failed collection says; a git submodule that is not checked out is said as such
@@ -262,13 +278,18 @@ class TargetMixin(LoopBase):
         sigs = collection_signatures(r.output)
         absent = absent_submodules(self.repo, r.output)
         if absent:
-            sigs = [Signature("missing_submodule", "configuration", path,
-                              f"git submodule {path} ({url}) is not checked out; the tests read from it. "
-                              "Check out with submodules (the reusable workflow's `submodules: recursive` input, "
-                              "or `git submodule update --init --recursive`).")
-                    for path, url in absent] + [s for s in sigs if s.kind != "collection_error"]
+            sigs = [
+                Signature(
+                    "missing_submodule",
+                    "configuration",
+                    path,
+                    f"git submodule {path} ({url}) is not checked out; the tests read from it. "
+                    "Check out with submodules (the reusable workflow's `submodules: recursive` input, "
+                    "or `git submodule update --init --recursive`).",
+                )
+                for path, url in absent
+            ] + [s for s in sigs if s.kind != "collection_error"]
         if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
             sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
         note = "test collection timed out" if r.timed_out else ""
         return TargetOutcome("collect", sigs, log=r.output, collect_exit=r.exit_code, note=note)
-

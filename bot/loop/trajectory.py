@@ -21,22 +21,29 @@ OUTPUT_TAIL = 2000
 
 @dataclass
 class Step:
-    action: str                     # build, collect, test, trial, keep, rollback, replay, llm, ...
+    action: str  # build, collect, test, trial, keep, rollback, replay, llm, ...
     command: list[str] = field(default_factory=list)
     exit_code: int | None = None
     output_tail: str = ""
     duration: float = 0.0
     snapshot: str = ""
-    outcome: str = ""               # ok, failed, improved, worse, kept, rolled_back, refused, ...
+    outcome: str = ""  # ok, failed, improved, worse, kept, rolled_back, refused, ...
     detail: dict[str, Any] = field(default_factory=dict)
     at: float = field(default_factory=time.time)
 
     def to_json(self) -> dict[str, Any]:
         red = global_redactor()
-        return {"action": self.action, "command": [red(c) for c in self.command],
-                "exit_code": self.exit_code, "output_tail": red(self.output_tail[-OUTPUT_TAIL:]),
-                "duration": round(self.duration, 3), "snapshot": self.snapshot,
-                "outcome": self.outcome, "detail": self.detail, "at": round(self.at, 3)}
+        return {
+            "action": self.action,
+            "command": [red(c) for c in self.command],
+            "exit_code": self.exit_code,
+            "output_tail": red(self.output_tail[-OUTPUT_TAIL:]),
+            "duration": round(self.duration, 3),
+            "snapshot": self.snapshot,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "at": round(self.at, 3),
+        }
 
 
 class Trajectory:
@@ -86,9 +93,9 @@ class Budget:
         self._clock = clock
         self.started = clock()
         self.steps = 0
-        self.build_seconds: float | None = None     # the slowest image build measured so far
-        self.target_seconds: float | None = None    # the slowest target evaluation measured so far
-        self.command_seconds: float | None = None   # the slowest trial command (an install) so far
+        self.build_seconds: float | None = None  # the slowest image build measured so far
+        self.target_seconds: float | None = None  # the slowest target evaluation measured so far
+        self.command_seconds: float | None = None  # the slowest trial command (an install) so far
 
     def spend_step(self) -> None:
         self.steps += 1
@@ -105,8 +112,9 @@ class Budget:
     def left(self) -> float:
         return self.wall_clock - self.elapsed
 
-    def measured(self, *, build: float | None = None, target: float | None = None,
-                 command: float | None = None) -> None:
+    def measured(
+        self, *, build: float | None = None, target: float | None = None, command: float | None = None
+    ) -> None:
         if command is not None:
             self.command_seconds = max(self.command_seconds or 0.0, command)
         if build is not None:
@@ -124,8 +132,7 @@ class Budget:
         else:
             # until a target run was measured (the first one may never end: a suite that sleeps),
             # the replay's tests get a tenth of the run, at least half a minute
-            target = self.target_seconds if self.target_seconds is not None else \
-                max(30.0, self.wall_clock * 0.1)
+            target = self.target_seconds if self.target_seconds is not None else max(30.0, self.wall_clock * 0.1)
             estimate = self.build_seconds * 1.2 + target + self.FINISH_SECONDS
         return min(max(estimate, self.FINISH_SECONDS), self.wall_clock * 0.8)
 
@@ -150,8 +157,10 @@ class Budget:
         if self.elapsed >= self.wall_clock:
             return f"wall-clock budget spent ({self.elapsed:.0f}s of {self.wall_clock:.0f}s)"
         if self.work_left() <= 0:
-            return (f"wall-clock budget spent for trials ({self.elapsed:.0f}s of {self.wall_clock:.0f}s; "
-                    f"the last {self.reserve:.0f}s are kept for the clean replay and the outputs)")
+            return (
+                f"wall-clock budget spent for trials ({self.elapsed:.0f}s of {self.wall_clock:.0f}s; "
+                f"the last {self.reserve:.0f}s are kept for the clean replay and the outputs)"
+            )
         return ""
 
     def timeout_for_command(self, *, final: bool = False) -> int:

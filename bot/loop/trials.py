@@ -37,8 +37,8 @@ class TrialsMixin(LoopBase):
         """Return to ``cp``: the graph, the kept repairs and, when the checkpoint was taken in this
         workspace, the runner container (rolled back to the snapshot taken at ``cp``, or to
         ``depth`` when given) and its target environment. Returns the kept repairs undone."""
-        undone = self.record.repairs[cp.kept:]
-        del self.record.repairs[cp.kept:]
+        undone = self.record.repairs[cp.kept :]
+        del self.record.repairs[cp.kept :]
         self.graph = type(self.graph).from_json(cp.graph)
         to = cp.depth if depth is None else depth
         if ws.session is not None and cp.workspace == ws.tag and to is not None:
@@ -55,8 +55,9 @@ class TrialsMixin(LoopBase):
             self.graph.apply_atom(atom, evidence)
 
     # -- trials -------------------------------------------------------------------------------
-    def trial_in_container(self, ws: Workspace, cand: Candidate, sig: Signature | None,
-                           cp: Checkpoint) -> tuple[str, TargetOutcome]:
+    def trial_in_container(
+        self, ws: Workspace, cand: Candidate, sig: Signature | None, cp: Checkpoint
+    ) -> tuple[str, TargetOutcome]:
         """Snapshot, apply the candidate to the graph and the container, evaluate; keep it when
         the error state improved, else ``undo_to`` the checkpoint."""
         before = ws.outcome
@@ -71,20 +72,33 @@ class TrialsMixin(LoopBase):
             failed = self._run_trial_commands(ws, atom, trial_env)
             if failed:
                 break
-        after = TargetOutcome(before.stage, before.signatures, log=before.log, note=failed) if failed \
+        after = (
+            TargetOutcome(before.stage, before.signatures, log=before.log, note=failed)
+            if failed
             else self.evaluate(ws, trial_env)
+        )
         verdict = "failed" if failed else compare(before, after, sig)
         if not failed and changes_test_command(cand) and not runs_more_tests(before, after):
             verdict = "no-more-tests"
         if verdict == "improved" or (verdict == "unchanged" and sig is None and not failed and after.passed):
             ws.target_env = trial_env
             ws.outcome = after
-            self.traj.record("keep", command=[cand.describe()], snapshot=str(snap), outcome="kept",
-                             detail={"candidate": cand.to_json(), "after": after.to_json()})
+            self.traj.record(
+                "keep",
+                command=[cand.describe()],
+                snapshot=str(snap),
+                outcome="kept",
+                detail={"candidate": cand.to_json(), "after": after.to_json()},
+            )
             return "kept", after
         self.undo_to(ws, cp)
-        self.traj.record("rollback", command=[cand.describe()], snapshot=str(snap), outcome=verdict,
-                         detail={"candidate": cand.to_json(), "after": after.to_json(), "frames": 1})
+        self.traj.record(
+            "rollback",
+            command=[cand.describe()],
+            snapshot=str(snap),
+            outcome=verdict,
+            detail={"candidate": cand.to_json(), "after": after.to_json(), "frames": 1},
+        )
         return verdict, after
 
     def _run_trial_commands(self, ws: Workspace, atom: Atom, trial_env: dict[str, str]) -> str:
@@ -96,8 +110,9 @@ class TrialsMixin(LoopBase):
                 return f"{' '.join(argv)} exited {r.exit_code}"
         return ""
 
-    def trial_by_rebuild(self, ws: Workspace, cand: Candidate, sig: Signature | None,
-                         cp: Checkpoint) -> tuple[str, Workspace]:
+    def trial_by_rebuild(
+        self, ws: Workspace, cand: Candidate, sig: Signature | None, cp: Checkpoint
+    ) -> tuple[str, Workspace]:
         """Apply the candidate to the graph and build a new workspace from it; keep it when the
         error state improved, else close it and ``undo_to`` the checkpoint in the old one."""
         self._apply_to_graph(cand, sig)
@@ -106,17 +121,26 @@ class TrialsMixin(LoopBase):
         if changes_test_command(cand) and not runs_more_tests(ws.outcome, new_ws.outcome):
             verdict = "no-more-tests"
         if verdict == "improved":
-            self.traj.record("keep", command=[cand.describe()], outcome="kept",
-                             detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json()})
+            self.traj.record(
+                "keep",
+                command=[cand.describe()],
+                outcome="kept",
+                detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json()},
+            )
             return "kept", new_ws
         new_ws.close()
         self.undo_to(ws, cp)
-        self.traj.record("rollback", command=[cand.describe()], outcome=verdict,
-                         detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json(), "rebuild": True})
+        self.traj.record(
+            "rollback",
+            command=[cand.describe()],
+            outcome=verdict,
+            detail={"candidate": cand.to_json(), "after": new_ws.outcome.to_json(), "rebuild": True},
+        )
         return verdict, ws
 
-    def try_candidate(self, ws: Workspace, cand: Candidate, sig: Signature | None,
-                      alternatives: list[Candidate]) -> tuple[bool, Workspace]:
+    def try_candidate(
+        self, ws: Workspace, cand: Candidate, sig: Signature | None, alternatives: list[Candidate]
+    ) -> tuple[bool, Workspace]:
         """Trial one candidate; on success record the kept repair and return the live workspace."""
         progress.current().trial(cand.describe())
         if sig is not None:
@@ -128,13 +152,14 @@ class TrialsMixin(LoopBase):
             verdict, _ = self.trial_in_container(ws, cand, sig, cp)
             new_ws = ws
         else:
-            cp = Checkpoint(cp.graph, cp.workspace, None, cp.target_env, cp.kept)   # nothing to roll back
+            cp = Checkpoint(cp.graph, cp.workspace, None, cp.target_env, cp.kept)  # nothing to roll back
             verdict, new_ws = self.trial_by_rebuild(ws, cand, sig, cp)
         if verdict == "kept":
             if new_ws is not ws:
                 ws.close()
-            self._keep(KeptRepair(sig, cand, excerpt, checkpoint=cp, alternatives=alternatives,
-                                  before_idents=before_idents))
+            self._keep(
+                KeptRepair(sig, cand, excerpt, checkpoint=cp, alternatives=alternatives, before_idents=before_idents)
+            )
             return True, new_ws
         self.failed_in_state.setdefault(frozenset(before_idents), set()).add(cand.key())
         self._record_outcome(cand, "failure")
@@ -154,16 +179,23 @@ class TrialsMixin(LoopBase):
             cp = kept.checkpoint
             if cp is None or cp.depth is None or cp.workspace != ws.tag or stuck.ident in kept.before_idents:
                 continue
-            alternatives = [c for c in kept.alternatives if kept.signature is None
-                            or c.key() not in self.tried.get(kept.signature.ident, set())]
+            alternatives = [
+                c
+                for c in kept.alternatives
+                if kept.signature is None or c.key() not in self.tried.get(kept.signature.ident, set())
+            ]
             if not alternatives or ws.session.depth - cp.depth <= 0:
                 continue
             frames = ws.session.depth - cp.depth
             undone = self.undo_to(ws, cp)
             for k in undone:
                 self._record_outcome(k.candidate, "failure")
-            self.traj.record("rollback", command=[k.candidate.describe() for k in undone], outcome="abandoned",
-                             detail={"frames": frames, "stuck_on": stuck.to_json()})
+            self.traj.record(
+                "rollback",
+                command=[k.candidate.describe() for k in undone],
+                outcome="abandoned",
+                detail={"frames": frames, "stuck_on": stuck.to_json()},
+            )
             # the target state before that repair: re-evaluate on the restored container
             ws.outcome = self.evaluate(ws)
             for cand in alternatives:
@@ -177,9 +209,14 @@ class TrialsMixin(LoopBase):
         """Roll the runner back ``frames`` snapshots (the LLM planner's rollback) and undo the
         kept repairs made above them."""
         depth = ws.session.depth - frames
-        dropped = [k.checkpoint for k in self.record.repairs if k.checkpoint is not None
-                   and k.checkpoint.workspace == ws.tag and k.checkpoint.depth is not None
-                   and k.checkpoint.depth >= depth]
+        dropped = [
+            k.checkpoint
+            for k in self.record.repairs
+            if k.checkpoint is not None
+            and k.checkpoint.workspace == ws.tag
+            and k.checkpoint.depth is not None
+            and k.checkpoint.depth >= depth
+        ]
         cp = dropped[0] if dropped and dropped[0] is not None else self.checkpoint(ws)
         undone = self.undo_to(ws, cp, depth=depth)
         self.traj.record("rollback", outcome="requested", detail={"frames": frames, "undone": len(undone)})
@@ -190,6 +227,7 @@ class TrialsMixin(LoopBase):
         image build when the repair changes the image."""
         target = self.budget.target_seconds or 0.0
         if cand.in_container:
-            return target + (self.budget.command_seconds or 0.0) * max(1, sum(len(a.trial_commands()) for a in cand.atoms))
+            return target + (self.budget.command_seconds or 0.0) * max(
+                1, sum(len(a.trial_commands()) for a in cand.atoms)
+            )
         return (self.budget.build_seconds or 0.0) + target
-

@@ -26,7 +26,7 @@ class Workspace:
         self.session: Any = None
         self.env: dict[str, str] = {}
         self.target_env: dict[str, str] = {}
-        self.forwards: list[str] = []       # LISTEN:ALIAS:PORT relayed from the runner's localhost
+        self.forwards: list[str] = []  # LISTEN:ALIAS:PORT relayed from the runner's localhost
         self.outcome = TargetOutcome("build")
 
     def close(self) -> None:
@@ -36,7 +36,6 @@ class Workspace:
             log.warning("cleanup: %s", exc.what)
 
 
-
 class WorkspaceMixin(LoopBase):
     """Opens workspaces for the loop: build, services, runner, and the first evaluation."""
 
@@ -44,7 +43,6 @@ class WorkspaceMixin(LoopBase):
         env = dict(self.plan.env)
         env.update(dict(self.settings.target.env or {}))
         return env
-
 
     def _pin_base(self) -> None:
         """Make the base image present through the image source and record where it came from:
@@ -73,17 +71,21 @@ class WorkspaceMixin(LoopBase):
         tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
-        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache,
-                                  timeout=self._build_timeout())
+        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache, timeout=self._build_timeout())
         self.budget.measured(build=build.seconds)
         if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
             self.record.warnings.append(build.limits_note)
         self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
         sigs = diagnose(build.log) if not build.ok else []
-        self.traj.record(purpose, command=["build", tag] + (["--no-cache"] if no_cache else []),
-                         exit_code=0 if build.ok else 1, output_tail=build.log[-2000:],
-                         duration=time.monotonic() - started, outcome="ok" if build.ok else "failed",
-                         detail={"signatures": [s.to_json() for s in sigs]})
+        self.traj.record(
+            purpose,
+            command=["build", tag] + (["--no-cache"] if no_cache else []),
+            exit_code=0 if build.ok else 1,
+            output_tail=build.log[-2000:],
+            duration=time.monotonic() - started,
+            outcome="ok" if build.ok else "failed",
+            detail={"signatures": [s.to_json() for s in sigs]},
+        )
         if not build.ok:
             ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
             return ws
@@ -113,9 +115,13 @@ class WorkspaceMixin(LoopBase):
         t0 = time.monotonic()
         started = manager.start(reqs, ci_env=env)
         env.update(started.env)
-        self.traj.record("services", command=[getattr(o, "name", "?") for o in started.outcomes],
-                         duration=time.monotonic() - t0, outcome="ok" if started.all_healthy else "unhealthy",
-                         detail={"services": [o.to_json() for o in started.outcomes]})
+        self.traj.record(
+            "services",
+            command=[getattr(o, "name", "?") for o in started.outcomes],
+            duration=time.monotonic() - t0,
+            outcome="ok" if started.all_healthy else "unhealthy",
+            detail={"services": [o.to_json() for o in started.outcomes]},
+        )
         self._note_services(started.outcomes)
         # CI reaches services on localhost: relay 127.0.0.1/::1 to each sibling
         ws.forwards = forward_targets(started.outcomes, [ServiceSpec.from_any(r) for r in reqs])
@@ -129,14 +135,21 @@ class WorkspaceMixin(LoopBase):
     def _exec(self, ws: Workspace, argv: list[str], action: str, env: Mapping[str, str] | None = None) -> Any:
         snap = str(getattr(ws.session, "depth", ""))
         t0 = self.budget.now()
-        res = ws.session.exec(argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command(final=self._final))
+        res = ws.session.exec(
+            argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command(final=self._final)
+        )
         if action == "trial":
             self.budget.measured(command=self.budget.now() - t0)
-        self.traj.record(action, command=list(argv), exit_code=res.exit_code, output_tail=res.output[-2000:],
-                         duration=res.duration, snapshot=snap,
-                         outcome="timeout" if res.timed_out else ("ok" if res.exit_code == 0 else "failed"))
+        self.traj.record(
+            action,
+            command=list(argv),
+            exit_code=res.exit_code,
+            output_tail=res.output[-2000:],
+            duration=res.duration,
+            snapshot=snap,
+            outcome="timeout" if res.timed_out else ("ok" if res.exit_code == 0 else "failed"),
+        )
         return res
-
 
     def _ensure_forwarding(self, ws: Workspace) -> None:
         """The localhost relay runs in the runner (a rolled-back container has none)."""
@@ -152,8 +165,9 @@ class WorkspaceMixin(LoopBase):
         for o in outcomes:
             if getattr(o, "healthy", True):
                 continue
-            note = f"service {getattr(o, 'name', '?')} ({getattr(o, 'requested_image', '') or getattr(o, 'kind', '')}) " \
-                   f"was not started: {getattr(o, 'note', '') or 'not healthy'}"
+            note = (
+                f"service {getattr(o, 'name', '?')} ({getattr(o, 'requested_image', '') or getattr(o, 'kind', '')}) "
+                f"was not started: {getattr(o, 'note', '') or 'not healthy'}"
+            )
             if note not in self.record.warnings:
                 self.record.warnings.append(note)
-

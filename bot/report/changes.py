@@ -30,7 +30,7 @@ def environment_lines(doc: dict[str, Any] | None) -> list[str]:
     lines = []
     if plan.get("python"):
         lines.append(f"runtime python {plan['python']} ({plan.get('base_image', '')})")
-    for node in ((plan.get("graph") or {}).get("nodes") or []):
+    for node in (plan.get("graph") or {}).get("nodes") or []:
         kind = SHOWN_TYPES.get(str(node.get("type", "")))
         if kind is None or (kind != "system package" and node.get("action") is None):
             continue
@@ -52,7 +52,7 @@ def environment_diff(old: dict[str, Any] | None, new: dict[str, Any] | None) -> 
 
 def _names(doc: dict[str, Any] | None, kind: str) -> set[str]:
     prefix = kind + " "
-    return {line[len(prefix):].split(" ", 1)[0] for line in environment_lines(doc) if line.startswith(prefix)}
+    return {line[len(prefix) :].split(" ", 1)[0] for line in environment_lines(doc) if line.startswith(prefix)}
 
 
 @dataclass
@@ -65,9 +65,16 @@ class Comparison:
     diff: list[str] = field(default_factory=list)
 
 
-def compare_with_base(base: dict[str, Any] | None, head: dict[str, Any] | None, *, head_verdict: str,
-                      head_replay_ok: bool | None, gate: str, base_branch: str = "main",
-                      failure: str = "") -> Comparison:
+def compare_with_base(
+    base: dict[str, Any] | None,
+    head: dict[str, Any] | None,
+    *,
+    head_verdict: str,
+    head_replay_ok: bool | None,
+    gate: str,
+    base_branch: str = "main",
+    failure: str = "",
+) -> Comparison:
     """Did the change break what ``base_branch`` had? A regression is: the base's recorded
     environment replayed and was at or above the gate, and the pull request's is not."""
     diff = environment_diff(base, head)
@@ -78,8 +85,13 @@ def compare_with_base(base: dict[str, Any] | None, head: dict[str, Any] | None, 
     if not base:
         return Comparison(False, f"{base_branch} has no recorded environment to compare with", [], diff)
     if not base_ok:
-        return Comparison(False, f"{base_branch}'s recorded environment did not pass the {gate} gate "
-                                 f"(verdict {base_verdict or 'unknown'}); nothing to regress from", [], diff)
+        return Comparison(
+            False,
+            f"{base_branch}'s recorded environment did not pass the {gate} gate "
+            f"(verdict {base_verdict or 'unknown'}); nothing to regress from",
+            [],
+            diff,
+        )
     if head_ok:
         text = f"keeps the environment {base_branch} had (verdict {base_verdict} → {head_verdict})"
         return Comparison(False, text, [], diff)
@@ -92,11 +104,15 @@ def compare_with_base(base: dict[str, Any] | None, head: dict[str, Any] | None, 
             what[-1] += " but no system package"
     elif diff:
         what.append("changes " + "; ".join(d[2:] for d in diff[:3]))
-    broken = (f"the clean replay fails ({failure})" if failure else "the clean replay fails") \
-        if not head_replay_ok else f"the verdict drops to {head_verdict}, below the {gate} gate"
+    broken = (
+        (f"the clean replay fails ({failure})" if failure else "the clean replay fails")
+        if not head_replay_ok
+        else f"the verdict drops to {head_verdict}, below the {gate} gate"
+    )
     sentence = f"This pull request {' and '.join(what) + ': ' if what else 'breaks the environment: '}{broken}."
-    details = [f"{base_branch} had verdict {base_verdict} with a passing clean replay",
-               f"this pull request: verdict {head_verdict}, clean replay "
-               f"{'passed' if head_replay_ok else 'failed' if head_replay_ok is False else 'not run'}"]
+    details = [
+        f"{base_branch} had verdict {base_verdict} with a passing clean replay",
+        f"this pull request: verdict {head_verdict}, clean replay "
+        f"{'passed' if head_replay_ok else 'failed' if head_replay_ok is False else 'not run'}",
+    ]
     return Comparison(True, sentence, details, diff)
-

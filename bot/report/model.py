@@ -28,7 +28,7 @@ class ProofItem:
 
 @dataclass
 class TestCounts:
-    __test__ = False   # a data record, not a pytest test class
+    __test__ = False  # a data record, not a pytest test class
 
     collected: int = 0
     passed: int = 0
@@ -42,7 +42,7 @@ class ServiceUse:
     name: str
     image: str = ""
     healthy: bool = True
-    tests: list[str] = field(default_factory=list)   # tests that needed this service
+    tests: list[str] = field(default_factory=list)  # tests that needed this service
 
 
 @dataclass
@@ -58,7 +58,7 @@ class Charge:
     """A prosecutor charge and the judge's ruling on it."""
 
     charge: str
-    ruling: str            # "upheld" | "dismissed"
+    ruling: str  # "upheld" | "dismissed"
     reason: str = ""
 
 
@@ -67,7 +67,7 @@ class RequirementRow:
     type: str
     name: str
     state: str
-    evidence: str = ""     # "file:line"
+    evidence: str = ""  # "file:line"
     dockerfile_line: str = ""
 
 
@@ -92,8 +92,8 @@ class ReportData:
     requirements: list[RequirementRow] = field(default_factory=list)
     repairs: list[Repair] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)   # phase -> seconds
-    image_size: int | None = None                              # bytes
+    timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+    image_size: int | None = None  # bytes
     llm_tokens: int = 0
     degraded: bool = False
     refused_actions: list[str] = field(default_factory=list)  # LLM replies refused by validation (P2)
@@ -101,15 +101,15 @@ class ReportData:
     refused_config: list[str] = field(default_factory=list)
     python: str = ""
     base_image: str = ""
-    base_image_digest: str = ""     # registry images only
-    base_image_origin: str = ""     # "registry" | "standin" | "local" | "not resolved"
+    base_image_digest: str = ""  # registry images only
+    base_image_origin: str = ""  # "registry" | "standin" | "local" | "not resolved"
     test_command: list[str] = field(default_factory=list)
     output_dir: str = ".devcontainer"
     reproduce: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)             # files setupbot wrote / proposes
+    files: list[str] = field(default_factory=list)  # files setupbot wrote / proposes
     pending_changes: dict[str, str] = field(default_factory=dict)  # hand-written file -> diff
-    gate: str = "Mostly"                                       # publish.min_verdict
-    lock: dict[str, Any] = field(default_factory=dict)         # bot.graph.lock.lock_summary
+    gate: str = "Mostly"  # publish.min_verdict
+    lock: dict[str, Any] = field(default_factory=dict)  # bot.graph.lock.lock_summary
     # the stage timeline SVG next to the report (a file name in ``output_dir``), when one was written
     timeline: str = ""
 
@@ -161,8 +161,10 @@ def default_reproduce(output_dir: str, test_command: Iterable[str], services: bo
     cmd = list(test_command) or ["python", "-m", "pytest"]
     if services:
         compose = shlex.quote(output_dir.rstrip("/") + "/compose.yaml")
-        return [f"docker compose -f {compose} up -d --build --wait",
-                f"docker compose -f {compose} exec app {shlex.join(cmd)}"]
+        return [
+            f"docker compose -f {compose} up -d --build --wait",
+            f"docker compose -f {compose} exec app {shlex.join(cmd)}",
+        ]
     return [
         f"docker build -f {shlex.quote(output_dir.rstrip('/') + '/Dockerfile')} -t setupbot-env .",
         f"docker run --rm setupbot-env {shlex.join(cmd)}",
@@ -173,6 +175,7 @@ def default_reproduce(output_dir: str, test_command: Iterable[str], services: bo
 # The producers (plan, run record, verification record) are owned elsewhere; the adapters read
 # them by attribute with getattr defaults so a missing field shows as "not recorded" in the
 # report instead of crashing the run.
+
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
     if obj is None:
@@ -217,9 +220,15 @@ def requirement_rows(plan: Any) -> list[RequirementRow]:
         if node_type.upper() == "TARGET":
             continue
         state = str(getattr(_get(node, "state"), "value", _get(node, "state", "")))
-        rows.append(RequirementRow(type=node_type, name=str(_get(node, "name", "")), state=state,
-                                   evidence=_evidence_text(_get(node, "evidence", [])),
-                                   dockerfile_line=line_of.get(_get(node, "id", ""), "")))
+        rows.append(
+            RequirementRow(
+                type=node_type,
+                name=str(_get(node, "name", "")),
+                state=state,
+                evidence=_evidence_text(_get(node, "evidence", [])),
+                dockerfile_line=line_of.get(_get(node, "id", ""), ""),
+            )
+        )
     return rows
 
 
@@ -228,14 +237,26 @@ def _test_counts(tests: Any) -> TestCounts:
     outcomes = _get(tests, "outcomes")
     if isinstance(outcomes, dict):
         values = list(outcomes.values())
-        return TestCounts(collected=len(values), passed=values.count("passed"), failed=values.count("failed"),
-                          skipped=values.count("skipped"), errors=values.count("error"))
+        return TestCounts(
+            collected=len(values),
+            passed=values.count("passed"),
+            failed=values.count("failed"),
+            skipped=values.count("skipped"),
+            errors=values.count("error"),
+        )
     summary = _get(tests, "summary", tests)
     summary = summary() if callable(summary) else summary
+
     def n(*keys):
         return int(next((_get(summary, k) for k in keys if _get(summary, k) is not None), 0) or 0)
-    return TestCounts(collected=n("collected", "total"), passed=n("passed"), failed=n("failed"),
-                      skipped=n("skipped"), errors=n("errors", "error"))
+
+    return TestCounts(
+        collected=n("collected", "total"),
+        passed=n("passed"),
+        failed=n("failed"),
+        skipped=n("skipped"),
+        errors=n("errors", "error"),
+    )
 
 
 def _warning_text(w: Any) -> str:
@@ -258,9 +279,15 @@ def _lock_summary(plan: Any) -> dict[str, Any]:
     return lock_summary(graph) if graph is not None else {}
 
 
-def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = None, *,
-                  repository: str = "", output_dir: str = ".devcontainer",
-                  image_size: int | None = None) -> ReportData:
+def from_pipeline(
+    plan: Any = None,
+    run_record: Any = None,
+    verification: Any = None,
+    *,
+    repository: str = "",
+    output_dir: str = ".devcontainer",
+    image_size: int | None = None,
+) -> ReportData:
     """Build ``ReportData`` from whatever of the plan (``bot.graph.Plan`` or its JSON), the run
     record (``bot.loop.RunRecord``) and the verification record (``bot.verify.VerificationRecord``)
     exist. Missing parts show as "not run" in the report."""
@@ -283,17 +310,25 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
         replay = _get(run_record, "replay") or None
         if replay is not None:
             data.replay_ok = bool(_get(replay, "ok", False))
-            parts = [f"{k.replace('_', ' ')} {_get(replay, k)}" for k in ("collect_exit", "test_exit")
-                     if _get(replay, k) is not None]
+            parts = [
+                f"{k.replace('_', ' ')} {_get(replay, k)}"
+                for k in ("collect_exit", "test_exit")
+                if _get(replay, k) is not None
+            ]
             # the replay's duration is a timing: it goes to the PR body and the job summary
             # (through ``timings``), never into the committed report
             if _get(replay, "seconds") is not None and "replay_seconds" not in data.timings:
                 data.timings["replay_seconds"] = float(_get(replay, "seconds"))
             if _get(replay, "note"):
-                parts.append(str(_get(replay, "note")))   # e.g. the test run timed out
+                parts.append(str(_get(replay, "note")))  # e.g. the test run timed out
             data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
-            data.proven.append(ProofItem("clean replay: the compiled Dockerfile rebuilt from scratch and ran the tests",
-                                         data.replay_ok, data.replay_detail))
+            data.proven.append(
+                ProofItem(
+                    "clean replay: the compiled Dockerfile rebuilt from scratch and ran the tests",
+                    data.replay_ok,
+                    data.replay_detail,
+                )
+            )
         tests = _get(run_record, "tests")
         if tests is not None:
             data.tests = _test_counts(tests)
@@ -311,26 +346,40 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
                 unit = _get(cand, "unit_id")
                 data.repairs.append(Repair(text, [str(unit)] if unit else []))
             else:
-                data.repairs.append(Repair(str(_get(repair, "description", repair)),
-                                           [str(u) for u in (_get(repair, "unit_ids", []) or [])]))
+                data.repairs.append(
+                    Repair(
+                        str(_get(repair, "description", repair)), [str(u) for u in (_get(repair, "unit_ids", []) or [])]
+                    )
+                )
         data.timings.update({str(k): float(v) for k, v in (_get(run_record, "timings", {}) or {}).items()})
         usage = _get(run_record, "llm_usage", {}) or {}
         data.llm_tokens = int(_get(usage, "tokens", 0) or _get(run_record, "llm_tokens", 0) or 0)
         data.degraded = bool(_get(run_record, "degraded", False))
         for refusal in _get(usage, "refusals", []) or []:
-            data.refused_actions.append(f"{_get(refusal, 'reason', refusal)} — reply: {_get(refusal, 'reply', '')}"[:400])
+            data.refused_actions.append(
+                f"{_get(refusal, 'reason', refusal)} — reply: {_get(refusal, 'reply', '')}"[:400]
+            )
         data.warnings += [_warning_text(w) for w in _get(run_record, "warnings", []) or []]
         for m in _get(run_record, "members", []) or []:
             # a workspace: every member with the results of its own tests
             t = _get(m, "tests", {}) or {}
             ran = int(t.get("passed", 0)) + int(t.get("failed", 0)) + int(t.get("error", 0))
-            data.proven.append(ProofItem(
-                f"member {_get(m, 'name', '')} ({_get(m, 'path', '')}): {t.get('passed', 0)} passed, "
-                f"{t.get('failed', 0)} failed, {t.get('error', 0)} errors, {t.get('skipped', 0)} skipped",
-                ran > 0, "tested by CI" if _get(m, "tested_by_ci") else "no workflow names it"))
+            data.proven.append(
+                ProofItem(
+                    f"member {_get(m, 'name', '')} ({_get(m, 'path', '')}): {t.get('passed', 0)} passed, "
+                    f"{t.get('failed', 0)} failed, {t.get('error', 0)} errors, {t.get('skipped', 0)} skipped",
+                    ran > 0,
+                    "tested by CI" if _get(m, "tested_by_ci") else "no workflow names it",
+                )
+            )
         for item in _get(run_record, "unresolved", []) or []:
-            data.proven.append(ProofItem(str(_get(item, "message", "") or _get(item, "key", item)), False,
-                                         str(_get(item, "category", "") or "unresolved by the loop")))
+            data.proven.append(
+                ProofItem(
+                    str(_get(item, "message", "") or _get(item, "key", item)),
+                    False,
+                    str(_get(item, "category", "") or "unresolved by the loop"),
+                )
+            )
 
     if verification is None:
         data.tier_reason = data.tier_reason or "no prosecutor and judge: they did not run"
@@ -348,9 +397,13 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
             c = charges.get(str(_get(r, "charge_id", "")), {})
             ruled.add(str(_get(r, "charge_id", "")))
             subject = _get(c, "subject", "")
-            data.charges.append(Charge(charge=f"{_get(r, 'kind', _get(c, 'kind', ''))}"
-                                              f"{': ' + str(subject) if subject else ''}",
-                                       ruling=str(_get(r, "decision", "")), reason=str(_get(r, "reason", "") or "")))
+            data.charges.append(
+                Charge(
+                    charge=f"{_get(r, 'kind', _get(c, 'kind', ''))}{': ' + str(subject) if subject else ''}",
+                    ruling=str(_get(r, "decision", "")),
+                    reason=str(_get(r, "reason", "") or ""),
+                )
+            )
         for cid, c in charges.items():
             if cid not in ruled:
                 data.charges.append(Charge(f"{_get(c, 'kind', '')}: {_get(c, 'subject', '')}", "not ruled", ""))
@@ -364,16 +417,25 @@ def from_pipeline(plan: Any = None, run_record: Any = None, verification: Any = 
             svc.tests = list(needed.get(name, svc.tests))
             if name not in by_name:
                 data.services.append(svc)
-            data.proven.append(ProofItem(f"service {name} started and answered its health check", svc.healthy,
-                                         str(_get(s, "note", "") or "")))
+            data.proven.append(
+                ProofItem(
+                    f"service {name} started and answered its health check", svc.healthy, str(_get(s, "note", "") or "")
+                )
+            )
         for s in _get(verification, "siblings", []) or []:
             name = str(_get(s, "name", ""))
-            data.siblings.append(SiblingRepo(name=name, source=str(_get(s, "source", "") or ""),
-                                             healthy=bool(_get(s, "healthy", True)),
-                                             tests=list(needed.get(name, _get(s, "tests", []) or []))))
+            data.siblings.append(
+                SiblingRepo(
+                    name=name,
+                    source=str(_get(s, "source", "") or ""),
+                    healthy=bool(_get(s, "healthy", True)),
+                    tests=list(needed.get(name, _get(s, "tests", []) or [])),
+                )
+            )
         for p in _get(verification, "proven", []) or []:
-            data.proven.append(ProofItem(str(_get(p, "claim", p)), bool(_get(p, "proven", True)),
-                                         str(_get(p, "reason", "") or "")))
+            data.proven.append(
+                ProofItem(str(_get(p, "claim", p)), bool(_get(p, "proven", True)), str(_get(p, "reason", "") or ""))
+            )
         for r in data.charges:
             if r.ruling == "dismissed":
                 data.proven.append(ProofItem(f"charge answered: {r.charge}", True, r.reason))

@@ -25,7 +25,9 @@ _SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
 _MENTION = re.compile(r"(?<![\w`@/.+-])@(?=[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9._-]+)?)")
 _KEYWORDS = re.compile(
     r"\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(?=\s*:?\s*(?:[\w.-]+/[\w.-]+)?#\d"
-    r"|\s*:?\s*https?://\S+/(?:issues|pull)/\d)", re.I)
+    r"|\s*:?\s*https?://\S+/(?:issues|pull)/\d)",
+    re.I,
+)
 _MD_IMAGE = re.compile(r"!(?=\[[^\]\n]*\]\s*[\[(])")
 _HTML_MEDIA = re.compile(r"<(?=\s*/?\s*(?:img|picture|source|video|audio|image|svg|iframe|object|embed)\b)", re.I)
 
@@ -40,7 +42,7 @@ def _prose(text: str) -> str:
 def _outside_spans(text: str) -> str:
     out, at = [], 0
     for m in _SPAN.finditer(text):
-        out.append(_prose(text[at:m.start()]))
+        out.append(_prose(text[at : m.start()]))
         out.append(m.group(0))
         at = m.end()
     out.append(_prose(text[at:]))
@@ -53,7 +55,7 @@ def neutralise(text: str) -> str:
         return text
     out, at = [], 0
     for m in _FENCE.finditer(text):
-        out.append(_outside_spans(text[at:m.start()]))
+        out.append(_outside_spans(text[at : m.start()]))
         out.append(m.group(0))
         at = m.end()
     out.append(_outside_spans(text[at:]))

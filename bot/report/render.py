@@ -80,9 +80,18 @@ def _yamlstr(value: object) -> str:
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """One shared environment: templates are parsed once per process."""
-    return make_environment(filters={
-        "clip": _clip, "yamlstr": _yamlstr, "inline": _inline, "cell": _cell, "code": _code, "codecell": _codecell, "nofence": _nofence,
-        "filesize": lambda n: jinja2.filters.do_filesizeformat(n, binary=True)})
+    return make_environment(
+        filters={
+            "clip": _clip,
+            "yamlstr": _yamlstr,
+            "inline": _inline,
+            "cell": _cell,
+            "code": _code,
+            "codecell": _codecell,
+            "nofence": _nofence,
+            "filesize": lambda n: jinja2.filters.do_filesizeformat(n, binary=True),
+        }
+    )
 
 
 def _tidy(text: str) -> str:
@@ -97,8 +106,9 @@ def _render(name: str, **context: object) -> str:
 
 
 def render_report(report: ReportData) -> str:
-    text = _render("report/setup-report.md.j2", r=report, marker=REPORT_MARKER,
-                   timeline_placeholder=TIMELINE_PLACEHOLDER)
+    text = _render(
+        "report/setup-report.md.j2", r=report, marker=REPORT_MARKER, timeline_placeholder=TIMELINE_PLACEHOLDER
+    )
     image = ""
     if report.timeline and TIMELINE_NAME_RE.fullmatch(report.timeline):
         # a relative link: GitHub shows the file next to the report (not an inline <svg>, which it strips)
@@ -138,9 +148,9 @@ class BodyContext:
     """What the PR body says beyond the report: what changed since the last update, which
     setupbot made it and the workflow run that did."""
 
-    changes: list[str] = field(default_factory=list)         # "+ package lxml" / "- ..."
+    changes: list[str] = field(default_factory=list)  # "+ package lxml" / "- ..."
     inputs_changed: list[str] = field(default_factory=list)
-    previous: str = ""                                        # e.g. an earlier proposal was declined
+    previous: str = ""  # e.g. an earlier proposal was declined
     first: bool = True
     run_url: str = ""
     version: str = ""
@@ -150,8 +160,13 @@ def run_url(environ: Mapping[str, str] | None = None) -> str:
     """``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID``, or "" outside Actions."""
     env = os.environ if environ is None else environ
     server, repo, run_id = (env.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    if not (server and repo and run_id.isdigit() and re.fullmatch(r"[\w.-]+/[\w.-]+", repo)
-            and re.fullmatch(r"https?://[\w.:-]+", server)):
+    if not (
+        server
+        and repo
+        and run_id.isdigit()
+        and re.fullmatch(r"[\w.-]+/[\w.-]+", repo)
+        and re.fullmatch(r"https?://[\w.:-]+", server)
+    ):
         return ""
     return f"{server}/{repo}/actions/runs/{run_id}"
 
@@ -163,8 +178,13 @@ def _version() -> str:
 def render_pr_body(report: ReportData, fingerprint: str, ctx: BodyContext | None = None) -> str:
     ctx = ctx or BodyContext()
     ctx.version = ctx.version or _version()
-    text = _render("report/pr-body.md.j2", r=report, fingerprint_marker=fingerprint_marker(fingerprint),
-                   ctx=ctx, handback_marker=HANDBACK_MARKER)
+    text = _render(
+        "report/pr-body.md.j2",
+        r=report,
+        fingerprint_marker=fingerprint_marker(fingerprint),
+        ctx=ctx,
+        handback_marker=HANDBACK_MARKER,
+    )
     return truncate_body(text)
 
 
@@ -174,15 +194,27 @@ def handback_ticked(body: str | None) -> bool:
 
 
 def render_comment(report: ReportData, comparison: Any = None, base: str = "") -> str:
-    return truncate_body(_render("report/pr-comment.md.j2", r=report, comment_marker=COMMENT_MARKER,
-                                 comparison=comparison, base=base))
+    return truncate_body(
+        _render("report/pr-comment.md.j2", r=report, comment_marker=COMMENT_MARKER, comparison=comparison, base=base)
+    )
 
 
-def render_job_summary(report: ReportData, event: str = "", note: str = "", *, comparison: Any = None,
-                       base: str = "", url: str = "") -> str:
+def render_job_summary(
+    report: ReportData, event: str = "", note: str = "", *, comparison: Any = None, base: str = "", url: str = ""
+) -> str:
     # The step summary has a 1 MiB cap; the PR body limit is far below it and keeps it readable.
-    return truncate_body(_render("report/job-summary.md.j2", r=report, event=event, note=note,
-                                 comparison=comparison, base=base, run_url=url, version=_version()))
+    return truncate_body(
+        _render(
+            "report/job-summary.md.j2",
+            r=report,
+            event=event,
+            note=note,
+            comparison=comparison,
+            base=base,
+            run_url=url,
+            version=_version(),
+        )
+    )
 
 
 def write_job_summary(text: str, environ: dict[str, str] | None = None) -> Path | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.report.render import environment
 
-TIMELINE_FILE = "setup-timeline.svg"      # next to the setup report in the output folder
+TIMELINE_FILE = "setup-timeline.svg"  # next to the setup report in the output folder
 # characters XML 1.0 cannot carry even escaped (control characters, lone surrogates, U+FFFE/F)
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _WORD = re.compile(r"[a-z][a-z_-]{0,23}")
@@ -30,11 +30,27 @@ _WORD = re.compile(r"[a-z][a-z_-]{0,23}")
 MAX_BARS = 1000
 
 LANES = ("plan", "build", "tests", "repair", "replay", "verify")
-LANE_OF = {"plan": "plan", "era": "plan", "build": "build", "trial-build": "build", "start": "build",
-           "services": "build", "collect": "tests", "test": "tests", "target": "tests", "trial": "repair",
-           "keep": "repair", "rollback": "repair", "snapshot": "repair", "llm": "repair",
-           "replay": "replay", "replay-result": "replay", "verify": "verify", "prosecute": "verify",
-           "judge": "verify"}
+LANE_OF = {
+    "plan": "plan",
+    "era": "plan",
+    "build": "build",
+    "trial-build": "build",
+    "start": "build",
+    "services": "build",
+    "collect": "tests",
+    "test": "tests",
+    "target": "tests",
+    "trial": "repair",
+    "keep": "repair",
+    "rollback": "repair",
+    "snapshot": "repair",
+    "llm": "repair",
+    "replay": "replay",
+    "replay-result": "replay",
+    "verify": "verify",
+    "prosecute": "verify",
+    "judge": "verify",
+}
 GOOD = {"ok", "kept", "improved", "passed"}
 BAD = {"failed", "worse", "refused", "abandoned", "error"}
 
@@ -42,9 +58,9 @@ BAD = {"failed", "worse", "refused", "abandoned", "error"}
 @dataclass
 class Bar:
     lane: str
-    start: float      # seconds from the start of the run
+    start: float  # seconds from the start of the run
     seconds: float
-    outcome: str      # good | bad | neutral
+    outcome: str  # good | bad | neutral
     label: str
 
 
@@ -101,13 +117,37 @@ def render_timeline_svg(steps: Iterable[dict[str, Any]], *, width: int = 640, ti
     total = max([b.start + b.seconds for b in bars] + [1.0])
     left, right, top, lane_h = 64, 16, 28, 22
     scale = (width - left - right) / total
-    shapes = [{"x": round(left + b.start * scale, 1), "y": top + lanes.index(b.lane) * lane_h + 4,
-               "w": round(max(b.seconds * scale, 1.5), 1), "h": lane_h - 8, "kind": b.outcome, "label": b.label}
-              for b in bars]
+    shapes = [
+        {
+            "x": round(left + b.start * scale, 1),
+            "y": top + lanes.index(b.lane) * lane_h + 4,
+            "w": round(max(b.seconds * scale, 1.5), 1),
+            "h": lane_h - 8,
+            "kind": b.outcome,
+            "label": b.label,
+        }
+        for b in bars
+    ]
     height = top + len(lanes) * lane_h + 22
-    ticks = [{"x": round(left + t * scale, 1), "label": f"{t // 60}m" if t >= 120 and t % 60 == 0 else f"{t}s"}
-             for t in _ticks(total)]
-    return environment().get_template("report/_timeline.svg.j2").render(
-        marker=REPORT_MARKER, width=width, height=height, title=xml_text(title), lanes=[{"name": n, "y": top + i * lane_h} for i, n in enumerate(lanes)],
-        lane_h=lane_h, left=left, right=right, bars=shapes, ticks=ticks, axis_y=top + len(lanes) * lane_h,
-        total=f"{total:.0f}s")
+    ticks = [
+        {"x": round(left + t * scale, 1), "label": f"{t // 60}m" if t >= 120 and t % 60 == 0 else f"{t}s"}
+        for t in _ticks(total)
+    ]
+    return (
+        environment()
+        .get_template("report/_timeline.svg.j2")
+        .render(
+            marker=REPORT_MARKER,
+            width=width,
+            height=height,
+            title=xml_text(title),
+            lanes=[{"name": n, "y": top + i * lane_h} for i, n in enumerate(lanes)],
+            lane_h=lane_h,
+            left=left,
+            right=right,
+            bars=shapes,
+            ticks=ticks,
+            axis_y=top + len(lanes) * lane_h,
+            total=f"{total:.0f}s",
+        )
+    )

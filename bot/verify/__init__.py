@@ -8,5 +8,17 @@ from bot.verify.services import ServiceManager, ServiceSpec
 from bot.verify.siblings import SiblingManager, SiblingSpec
 from bot.verify.verdict import Verdict, decide
 
-__all__ = ["Charge", "LocalExecutor", "Ruling", "ServiceManager", "ServiceSpec", "SiblingManager",
-           "SiblingSpec", "VerificationRecord", "Verdict", "decide", "judge", "prosecute"]
+__all__ = [
+    "Charge",
+    "LocalExecutor",
+    "Ruling",
+    "ServiceManager",
+    "ServiceSpec",
+    "SiblingManager",
+    "SiblingSpec",
+    "VerificationRecord",
+    "Verdict",
+    "decide",
+    "judge",
+    "prosecute",
+]

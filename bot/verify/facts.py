@@ -21,33 +21,54 @@ from bot import safefs
 
 log = logging.getLogger(__name__)
 
-_SKIP_DIRS = {".git", ".tox", ".nox", "node_modules", "build", "dist", ".venv", "venv", "__pycache__",
-              "site-packages", ".eggs", "docs", "tests", "test", "testing", "examples", "benchmarks"}
+_SKIP_DIRS = {
+    ".git",
+    ".tox",
+    ".nox",
+    "node_modules",
+    "build",
+    "dist",
+    ".venv",
+    "venv",
+    "__pycache__",
+    "site-packages",
+    ".eggs",
+    "docs",
+    "tests",
+    "test",
+    "testing",
+    "examples",
+    "benchmarks",
+}
 
 
 @dataclass
 class CoreRequirement:
-    name: str            # canonical distribution name
-    marker: str = ""     # environment marker, evaluated in the container
+    name: str  # canonical distribution name
+    marker: str = ""  # environment marker, evaluated in the container
 
 
 @dataclass
 class RepoFacts:
     project_name: str = ""
     core: list[CoreRequirement] = field(default_factory=list)
-    optional: set[str] = field(default_factory=set)           # canonical dist names only in extras
+    optional: set[str] = field(default_factory=set)  # canonical dist names only in extras
     console_scripts: dict[str, str] = field(default_factory=dict)  # name -> "module:func"
     readme_commands: list[list[str]] = field(default_factory=list)
-    own_modules: list[str] = field(default_factory=list)      # top-level importable names
-    guarded_imports: set[str] = field(default_factory=set)    # top-level names under try/except ImportError
+    own_modules: list[str] = field(default_factory=list)  # top-level importable names
+    guarded_imports: set[str] = field(default_factory=set)  # top-level names under try/except ImportError
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"project_name": self.project_name,
-                "core": [{"name": c.name, "marker": c.marker} for c in self.core],
-                "optional": sorted(self.optional), "console_scripts": self.console_scripts,
-                "readme_commands": self.readme_commands, "own_modules": self.own_modules,
-                "guarded_imports": sorted(self.guarded_imports)}
+        return {
+            "project_name": self.project_name,
+            "core": [{"name": c.name, "marker": c.marker} for c in self.core],
+            "optional": sorted(self.optional),
+            "console_scripts": self.console_scripts,
+            "readme_commands": self.readme_commands,
+            "own_modules": self.own_modules,
+            "guarded_imports": sorted(self.guarded_imports),
+        }
 
     @classmethod
     def from_repo(cls, repo: Path) -> RepoFacts:
@@ -96,7 +117,7 @@ def _read_pyproject(repo: Path, facts: RepoFacts) -> None:
     except tomllib.TOMLDecodeError as exc:
         facts.warnings.append(f"pyproject.toml: {exc}")
         return
-    except RecursionError:   # tomllib recurses: 100,000 nested arrays are not a crash
+    except RecursionError:  # tomllib recurses: 100,000 nested arrays are not a crash
         facts.warnings.append("pyproject.toml: nested too deeply; not read")
         return
     project = data.get("project") or {}
@@ -115,8 +136,9 @@ def _read_pyproject(repo: Path, facts: RepoFacts) -> None:
                 continue
             optional = isinstance(spec, dict) and bool(spec.get("optional"))
             _add_requirement(name, facts, optional, "pyproject.toml")
-        facts.console_scripts.update({str(k): str(v) for k, v in (poetry.get("scripts") or {}).items()
-                                      if isinstance(v, str)})
+        facts.console_scripts.update(
+            {str(k): str(v) for k, v in (poetry.get("scripts") or {}).items() if isinstance(v, str)}
+        )
 
 
 def _read_setup_cfg(repo: Path, facts: RepoFacts) -> None:
@@ -165,8 +187,12 @@ def own_modules(repo: Path) -> list[str]:
                 continue
             if child.is_dir() and (child / "__init__.py").is_file() and child.name.isidentifier():
                 names.append(child.name)
-            elif (child.suffix == ".py" and child.stem.isidentifier() and root != repo
-                  and child.stem not in ("setup", "conftest")):
+            elif (
+                child.suffix == ".py"
+                and child.stem.isidentifier()
+                and root != repo
+                and child.stem not in ("setup", "conftest")
+            ):
                 names.append(child.stem)
         if names:
             break
@@ -196,7 +222,7 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     t = handler.type
     if t is None:
         return True
-    for node in (t.elts if isinstance(t, ast.Tuple) else [t]):
+    for node in t.elts if isinstance(t, ast.Tuple) else [t]:
         if isinstance(node, ast.Name):
             names.append(node.id)
         elif isinstance(node, ast.Attribute):
@@ -236,8 +262,9 @@ def readme_commands(repo: Path, scripts: dict[str, str], modules: list[str]) -> 
     script or ``python -m <own package>``. Only the program is kept; the prosecutor adds
     ``--help``, so nothing the README does beyond launching is run."""
     names = sorted(p.name for p in repo.glob("README*"))
-    text = next((t for t in (safefs.try_read_text(repo, n, max_bytes=200_000, head=True) for n in names)
-                 if t is not None), None)
+    text = next(
+        (t for t in (safefs.try_read_text(repo, n, max_bytes=200_000, head=True) for n in names) if t is not None), None
+    )
     if text is None:
         return []
     out: list[list[str]] = []
@@ -252,8 +279,12 @@ def readme_commands(repo: Path, scripts: dict[str, str], modules: list[str]) -> 
                 continue
             if words[0] in scripts and [words[0]] not in out:
                 out.append([words[0]])
-            elif (len(words) >= 3 and re.fullmatch(r"python[\d.]*", words[0]) and words[1] == "-m"
-                  and words[2].split(".")[0] in modules):
+            elif (
+                len(words) >= 3
+                and re.fullmatch(r"python[\d.]*", words[0])
+                and words[1] == "-m"
+                and words[2].split(".")[0] in modules
+            ):
                 cmd = ["python", "-m", words[2]]
                 if cmd not in out:
                     out.append(cmd)

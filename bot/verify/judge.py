@@ -41,19 +41,22 @@ EXTERNAL_PATTERNS = re.compile(
     r"|HTTP Error 403: Forbidden|HTTP Error 407|Tunnel connection failed"
     r"|requires? (?:an? )?(?:internet|network) (?:access|connection)|no internet|network access"
     r"|CUDA (?:is )?not available|requires? (?:a )?GPU|no GPU",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 ASSERTION_PATTERNS = re.compile(
     r"^(?:AssertionError|assert |E\s+assert |Failed: DID NOT RAISE|AssertionError:)"
     r"|^(?:[\w.]+\.)?(?:AssertionError|assert)\b|(?:^|\s)assert .* ==|DID NOT RAISE|DID NOT WARN"
     r"|^(?:Expected|Regex pattern did not match)",
-    re.IGNORECASE | re.MULTILINE)
+    re.IGNORECASE | re.MULTILINE,
+)
 
 ENVIRONMENT_PATTERNS = re.compile(
     r"ModuleNotFoundError|ImportError|No module named|OperationalError|Connection refused"
     r"|ConnectionRefusedError|command not found|No such file or directory: '[^']*(?:bin|lib)"
     r"|cannot open shared object|undefined symbol|DLL load failed|OSError: .*lib",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -76,8 +79,12 @@ class Ruling:
 
 
 def _record(res: Any) -> dict[str, Any]:
-    return {"argv": res.argv, "exit_code": res.exit_code, "timed_out": res.timed_out,
-            "output_tail": tail(res.output, 8, 1200)}
+    return {
+        "argv": res.argv,
+        "exit_code": res.exit_code,
+        "timed_out": res.timed_out,
+        "output_tail": tail(res.output, 8, 1200),
+    }
 
 
 def _module_of(error: str) -> str | None:
@@ -102,6 +109,7 @@ def is_optional(charge: Charge, facts: RepoFacts) -> str | None:
             return f"{name} is imported inside try/except ImportError"
     if charge.kind == "entry_point_failed" and missing:
         from packaging.utils import canonicalize_name
+
         if canonicalize_name(missing) in facts.optional or missing in facts.guarded_imports:
             return f"the command needs {missing}, which the project declares optional"
     return None
@@ -133,8 +141,15 @@ def junit_to_nodeid(test_id: str, repo: Path | None) -> str | None:
 
 
 class Judge:
-    def __init__(self, executor: Executor, facts: RepoFacts, *, python: str = "python",
-                 repo: Path | None = None, test_command: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        facts: RepoFacts,
+        *,
+        python: str = "python",
+        repo: Path | None = None,
+        test_command: Iterable[str] | None = None,
+    ) -> None:
         self.executor = executor
         self.facts = facts
         self.python = python
@@ -145,8 +160,9 @@ class Judge:
         handler = getattr(self, f"_rule_{charge.kind}", self._rule_rerun)
         return handler(charge)
 
-    def _ruling(self, charge: Charge, decision: str, rule: str, reason: str,
-                commands: Sequence[Any] = (), **kw: Any) -> Ruling:
+    def _ruling(
+        self, charge: Charge, decision: str, rule: str, reason: str, commands: Sequence[Any] = (), **kw: Any
+    ) -> Ruling:
         return Ruling(charge.id, charge.kind, decision, rule, reason, [_record(c) for c in commands], **kw)
 
     def _rerun(self, charge: Charge, timeout: int = 120) -> Any | None:
@@ -162,32 +178,48 @@ class Judge:
         res = self._rerun(charge)
         evidence = charge.evidence + ("\n" + res.output if res else "")
         if EXTERNAL_PATTERNS.search(evidence):
-            return self._ruling(charge, DISMISSED, EXTERNAL_CAUSE,
-                                "the failure is the network to a host that is not reachable",
-                                [res] if res else [])
+            return self._ruling(
+                charge,
+                DISMISSED,
+                EXTERNAL_CAUSE,
+                "the failure is the network to a host that is not reachable",
+                [res] if res else [],
+            )
         if res is not None and res.exit_code == 0 and not res.timed_out:
             return self._ruling(charge, DISMISSED, NOT_REPRODUCED, "the judge's re-run passed", [res])
-        return self._ruling(charge, UPHELD, REPRODUCED,
-                            "reproduced" if res else "the evidence stands", [res] if res else [])
+        return self._ruling(
+            charge, UPHELD, REPRODUCED, "reproduced" if res else "the evidence stands", [res] if res else []
+        )
 
     def _rule_pip_check(self, charge: Charge) -> Ruling:
         res = self._rerun(charge)
         if res is not None and res.exit_code == 0:
             return self._ruling(charge, DISMISSED, NOT_REPRODUCED, "pip check is clean on re-run", [res])
-        problems = [p for p in (res.output if res else charge.evidence).splitlines()
-                    if " requires " in p or " has requirement " in p]
+        problems = [
+            p
+            for p in (res.output if res else charge.evidence).splitlines()
+            if " requires " in p or " has requirement " in p
+        ]
         # A conflict only about distributions the project lists as optional is not the project's
         optional = self.facts.optional
+
         def about_optional(line: str) -> bool:
             from packaging.utils import canonicalize_name
+
             words = re.findall(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
             return bool(words) and canonicalize_name(words[0]) in optional
+
         if problems and all(about_optional(p) for p in problems):
-            return self._ruling(charge, DISMISSED, OPTIONAL_DEPENDENCY,
-                                "every conflict is in a distribution the project declares optional",
-                                [res] if res else [])
-        return self._ruling(charge, UPHELD, REPRODUCED, f"{len(problems) or 'some'} dependency conflicts remain",
-                            [res] if res else [])
+            return self._ruling(
+                charge,
+                DISMISSED,
+                OPTIONAL_DEPENDENCY,
+                "every conflict is in a distribution the project declares optional",
+                [res] if res else [],
+            )
+        return self._ruling(
+            charge, UPHELD, REPRODUCED, f"{len(problems) or 'some'} dependency conflicts remain", [res] if res else []
+        )
 
     def _rule_tests_failed(self, charge: Charge) -> Ruling:
         messages: dict[str, str] = charge.details.get("messages") or {}
@@ -214,42 +246,55 @@ class Judge:
                 dismissed[test] = NOT_REPRODUCED
         if not upheld:
             rules = sorted(set(dismissed.values()))
-            return self._ruling(charge, DISMISSED, rules[0] if len(rules) == 1 else "+".join(rules),
-                                f"{len(dismissed)} failing tests are not the environment's fault",
-                                commands, dismissed_tests=dismissed)
-        return self._ruling(charge, UPHELD, REPRODUCED,
-                            f"{len(upheld)} tests fail because of the environment "
-                            f"({len(dismissed)} dismissed)", commands,
-                            upheld_tests=upheld, dismissed_tests=dismissed)
+            return self._ruling(
+                charge,
+                DISMISSED,
+                rules[0] if len(rules) == 1 else "+".join(rules),
+                f"{len(dismissed)} failing tests are not the environment's fault",
+                commands,
+                dismissed_tests=dismissed,
+            )
+        return self._ruling(
+            charge,
+            UPHELD,
+            REPRODUCED,
+            f"{len(upheld)} tests fail because of the environment ({len(dismissed)} dismissed)",
+            commands,
+            upheld_tests=upheld,
+            dismissed_tests=dismissed,
+        )
 
     def _collect(self) -> Any:
-        return run(self.executor, [*self.test_command, "--collect-only", "-q", "-p", "no:cacheprovider"],
-                   timeout=300)
+        return run(self.executor, [*self.test_command, "--collect-only", "-q", "-p", "no:cacheprovider"], timeout=300)
 
     def _rule_lifecycle_incomplete(self, charge: Charge) -> Ruling:
         if charge.details.get("reason") == "not run":
             return self._ruling(charge, UPHELD, REPRODUCED, "the tests were not run")
         res = self._collect()
         if EXTERNAL_PATTERNS.search(res.output) and res.exit_code != 0:
-            return self._ruling(charge, DISMISSED, EXTERNAL_CAUSE,
-                                "collection itself needs a host that is not reachable", [res])
-        return self._ruling(charge, UPHELD, REPRODUCED,
-                            "collection " + ("works but the run did not finish" if res.exit_code == 0
-                                             else f"fails too (exit {res.exit_code})"), [res])
+            return self._ruling(
+                charge, DISMISSED, EXTERNAL_CAUSE, "collection itself needs a host that is not reachable", [res]
+            )
+        return self._ruling(
+            charge,
+            UPHELD,
+            REPRODUCED,
+            "collection "
+            + ("works but the run did not finish" if res.exit_code == 0 else f"fails too (exit {res.exit_code})"),
+            [res],
+        )
 
     def _rule_no_tests(self, charge: Charge) -> Ruling:
         res = self._collect()
         m = re.search(r"(\d+) tests? collected", res.output)
         if res.exit_code == 0 and m and int(m.group(1)) > 0:
-            return self._ruling(charge, DISMISSED, NOT_REPRODUCED,
-                                f"collection finds {m.group(1)} tests", [res])
+            return self._ruling(charge, DISMISSED, NOT_REPRODUCED, f"collection finds {m.group(1)} tests", [res])
         return self._ruling(charge, UPHELD, REPRODUCED, "no test is collected", [res])
 
     def _rule_all_skipped(self, charge: Charge) -> Ruling:
         messages = charge.details.get("skip_messages") or []
         if messages and all(EXTERNAL_PATTERNS.search(m) for m in messages):
-            return self._ruling(charge, DISMISSED, EXTERNAL_CAUSE,
-                                "every skip is for something outside (network, GPU)")
+            return self._ruling(charge, DISMISSED, EXTERNAL_CAUSE, "every skip is for something outside (network, GPU)")
         return self._ruling(charge, UPHELD, REPRODUCED, "nothing was tested")
 
 

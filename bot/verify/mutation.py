@@ -17,14 +17,19 @@ MARKER = "setupbot mutation check"
 MUTATE = source("mutate")
 
 
-def mutation_check(executor: Executor, module: str, baseline: TestResults,
-                   run_tests: Callable[[Executor], TestResults], python: str = "python") -> dict[str, Any]:
+def mutation_check(
+    executor: Executor,
+    module: str,
+    baseline: TestResults,
+    run_tests: Callable[[Executor], TestResults],
+    python: str = "python",
+) -> dict[str, Any]:
     """``executor`` must be a container nobody else uses (it is changed for good).
     Returns {ran, module, path, killed, survivors, note}."""
     out: dict[str, Any] = {"ran": False, "module": module, "killed": None, "survivors": []}
     res = run(executor, [python, "-c", MUTATE, module, MARKER], timeout=60)
     line = next((ln for ln in res.output.splitlines() if ln.startswith("SETUPBOT-MUTATION ")), "")
-    path = line[len("SETUPBOT-MUTATION "):].strip()
+    path = line[len("SETUPBOT-MUTATION ") :].strip()
     if res.exit_code != 0 or not path or path == "none":
         out["note"] = f"could not locate a source file for {module}: {tail(res.output, 4)}"
         return out
@@ -32,9 +37,15 @@ def mutation_check(executor: Executor, module: str, baseline: TestResults,
     mutated = run_tests(executor)
     passed_before = {t for t, o in baseline.outcomes.items() if o == PASSED}
     survivors = sorted(t for t in passed_before if mutated.outcomes.get(t) == PASSED)
-    out.update(ran=True, survivors=survivors[:50], survivor_count=len(survivors),
-               passed_before=len(passed_before), passed_after=mutated.passed,
-               killed=bool(passed_before) and len(survivors) < len(passed_before) * 0.5)
-    out["note"] = (f"{len(passed_before) - len(survivors)} of {len(passed_before)} passing tests fail "
-                   f"with {module} broken")
+    out.update(
+        ran=True,
+        survivors=survivors[:50],
+        survivor_count=len(survivors),
+        passed_before=len(passed_before),
+        passed_after=mutated.passed,
+        killed=bool(passed_before) and len(survivors) < len(passed_before) * 0.5,
+    )
+    out["note"] = (
+        f"{len(passed_before) - len(survivors)} of {len(passed_before)} passing tests fail with {module} broken"
+    )
     return out

@@ -28,20 +28,27 @@ from bot.programs import source
 from bot.verify.facts import RepoFacts
 from bot.verify.results import ERROR, FAILED, TestResults
 
-CRITICAL = "critical"   # the environment is not usable as set up
-MAJOR = "major"         # part of it does not work
-MINOR = "minor"         # works, with a blemish
+CRITICAL = "critical"  # the environment is not usable as set up
+MAJOR = "major"  # part of it does not work
+MINOR = "minor"  # works, with a blemish
 
-SEVERITY = {"import_failed": MAJOR, "entry_point_failed": MINOR, "lifecycle_incomplete": CRITICAL,
-            "pip_check": MINOR, "all_skipped": CRITICAL, "no_tests": CRITICAL, "tests_failed": MAJOR}
+SEVERITY = {
+    "import_failed": MAJOR,
+    "entry_point_failed": MINOR,
+    "lifecycle_incomplete": CRITICAL,
+    "pip_check": MINOR,
+    "all_skipped": CRITICAL,
+    "no_tests": CRITICAL,
+    "tests_failed": MAJOR,
+}
 
 
 @dataclass
 class Charge:
     id: str
     kind: str
-    subject: str                   # the module, command, or test(s) charged
-    evidence: str                  # output that shows it (tail)
+    subject: str  # the module, command, or test(s) charged
+    evidence: str  # output that shows it (tail)
     command: list[str] = field(default_factory=list)
     severity: str = MAJOR
     details: dict[str, Any] = field(default_factory=dict)
@@ -63,8 +70,9 @@ class Executor(Protocol):
     """What the prosecutor and judge run commands through: a RunnerSession of a fresh container
     from the built image (``bot.engine``), or LocalExecutor for a local interpreter."""
 
-    def exec(self, argv: list[str], env: dict[str, str] | None = None, timeout: int = 600,
-             workdir: str | None = None) -> Any: ...
+    def exec(
+        self, argv: list[str], env: dict[str, str] | None = None, timeout: int = 600, workdir: str | None = None
+    ) -> Any: ...
 
 
 class LocalExecutor:
@@ -75,13 +83,21 @@ class LocalExecutor:
         self.cwd = str(cwd)
         self.env = dict(env if env is not None else os.environ)
 
-    def exec(self, argv: list[str], env: dict[str, str] | None = None, timeout: int = 600,
-             workdir: str | None = None) -> CommandResult:
+    def exec(
+        self, argv: list[str], env: dict[str, str] | None = None, timeout: int = 600, workdir: str | None = None
+    ) -> CommandResult:
         start = time.monotonic()
         try:
-            proc = subprocess.run(argv, cwd=workdir or self.cwd, env={**self.env, **(env or {})},
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  errors="replace", timeout=timeout)
+            proc = subprocess.run(
+                argv,
+                cwd=workdir or self.cwd,
+                env={**self.env, **(env or {})},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
             return CommandResult(list(argv), proc.returncode, proc.stdout, time.monotonic() - start)
         except subprocess.TimeoutExpired as exc:
             out = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else (exc.output or "")
@@ -93,9 +109,13 @@ class LocalExecutor:
 def run(executor: Executor, argv: list[str], timeout: int = 120) -> CommandResult:
     """Run through any executor and normalise the result."""
     r = executor.exec(list(argv), timeout=timeout)
-    return CommandResult(list(argv), int(getattr(r, "exit_code", 1) if getattr(r, "exit_code", None) is not None else 1),
-                         str(getattr(r, "output", "") or ""), float(getattr(r, "duration", 0.0) or 0.0),
-                         bool(getattr(r, "timed_out", False)))
+    return CommandResult(
+        list(argv),
+        int(getattr(r, "exit_code", 1) if getattr(r, "exit_code", None) is not None else 1),
+        str(getattr(r, "output", "") or ""),
+        float(getattr(r, "duration", 0.0) or 0.0),
+        bool(getattr(r, "timed_out", False)),
+    )
 
 
 def tail(text: str, lines: int = 12, chars: int = 2000) -> str:
@@ -113,24 +133,35 @@ def check_imports(executor: Executor, facts: RepoFacts, python: str = "python") 
     line = next((ln for ln in res.output.splitlines() if ln.startswith("SETUPBOT-IMPORTS ")), None)
     shown = [python, "-c", "<import probe>", payload]
     if line is None:
-        return [Charge("import-probe", "import_failed", "(import probe)", tail(res.output), shown, MAJOR,
-                       {"crashed": True})], {"exit_code": res.exit_code}
-    items = json.loads(line[len("SETUPBOT-IMPORTS "):])
+        return [
+            Charge("import-probe", "import_failed", "(import probe)", tail(res.output), shown, MAJOR, {"crashed": True})
+        ], {"exit_code": res.exit_code}
+    items = json.loads(line[len("SETUPBOT-IMPORTS ") :])
     charges = []
     for item in items:
         if item["ok"]:
             continue
         own = item["dist"] is None
         subject = item["module"] or item["dist"]
-        charges.append(Charge(
-            f"import:{subject}", "import_failed", subject, item["error"],
-            [python, "-c", f"import {item['module']}"] if item["module"] else [python, "-m", "pip", "show", item["dist"]],
-            CRITICAL if own else MAJOR,
-            {"dist": item["dist"], "module": item["module"], "own": own}))
+        charges.append(
+            Charge(
+                f"import:{subject}",
+                "import_failed",
+                subject,
+                item["error"],
+                [python, "-c", f"import {item['module']}"]
+                if item["module"]
+                else [python, "-m", "pip", "show", item["dist"]],
+                CRITICAL if own else MAJOR,
+                {"dist": item["dist"], "module": item["module"], "own": own},
+            )
+        )
     return charges, {"checked": len(items), "failed": len(charges)}
 
 
-def check_entry_points(executor: Executor, facts: RepoFacts, python: str = "python") -> tuple[list[Charge], dict[str, Any]]:
+def check_entry_points(
+    executor: Executor, facts: RepoFacts, python: str = "python"
+) -> tuple[list[Charge], dict[str, Any]]:
     commands: list[list[str]] = [[name] for name in sorted(facts.console_scripts)]
     commands += [c for c in facts.readme_commands if c not in commands]
     charges = []
@@ -140,9 +171,17 @@ def check_entry_points(executor: Executor, facts: RepoFacts, python: str = "pyth
         if res.exit_code == 0 and not res.timed_out:
             continue
         why = "timed out" if res.timed_out else f"exit code {res.exit_code}"
-        charges.append(Charge(f"entry:{' '.join(cmd)}", "entry_point_failed", " ".join(cmd),
-                              f"{why}\n{tail(res.output)}", argv, MINOR,
-                              {"target": facts.console_scripts.get(cmd[0], ""), "exit_code": res.exit_code}))
+        charges.append(
+            Charge(
+                f"entry:{' '.join(cmd)}",
+                "entry_point_failed",
+                " ".join(cmd),
+                f"{why}\n{tail(res.output)}",
+                argv,
+                MINOR,
+                {"target": facts.console_scripts.get(cmd[0], ""), "exit_code": res.exit_code},
+            )
+        )
     return charges, {"checked": len(commands[:12]), "failed": len(charges)}
 
 
@@ -153,10 +192,15 @@ def check_pip(executor: Executor, python: str = "python") -> tuple[list[Charge],
         return [], {"clean": True}
     if "No module named pip" in res.output:
         return [], {"clean": None, "note": "pip is not installed in this interpreter"}
-    problems = [ln.strip() for ln in res.output.splitlines()
-                if " requires " in ln or " has requirement " in ln or "is not supported" in ln]
-    return [Charge("pip-check", "pip_check", "pip check", tail(res.output), argv, MINOR,
-                   {"problems": problems})], {"clean": False, "problems": len(problems)}
+    problems = [
+        ln.strip()
+        for ln in res.output.splitlines()
+        if " requires " in ln or " has requirement " in ln or "is not supported" in ln
+    ]
+    return [Charge("pip-check", "pip_check", "pip check", tail(res.output), argv, MINOR, {"problems": problems})], {
+        "clean": False,
+        "problems": len(problems),
+    }
 
 
 # pytest exit codes: 0 all passed, 1 some failed, 2 interrupted, 3 internal error, 4 usage
@@ -166,8 +210,17 @@ _COMPLETE_EXIT = (0, 1)
 
 def check_test_run(results: TestResults | None) -> tuple[list[Charge], dict[str, Any]]:
     if results is None:
-        return [Charge("lifecycle", "lifecycle_incomplete", "test run", "the tests were not run",
-                       [], CRITICAL, {"reason": "not run"})], {}
+        return [
+            Charge(
+                "lifecycle",
+                "lifecycle_incomplete",
+                "test run",
+                "the tests were not run",
+                [],
+                CRITICAL,
+                {"reason": "not run"},
+            )
+        ], {}
     charges: list[Charge] = []
     reasons = []
     if results.timed_out:
@@ -177,23 +230,45 @@ def check_test_run(results: TestResults | None) -> tuple[list[Charge], dict[str,
     if results.exit_code is not None and results.exit_code not in _COMPLETE_EXIT and results.exit_code != 5:
         reasons.append(f"the runner exited with code {results.exit_code}")
     if reasons:
-        charges.append(Charge("lifecycle", "lifecycle_incomplete", "test run", "; ".join(reasons) +
-                              ("\n" + tail(results.output_tail) if results.output_tail else ""),
-                              [], CRITICAL, {"reasons": reasons, "exit_code": results.exit_code}))
+        charges.append(
+            Charge(
+                "lifecycle",
+                "lifecycle_incomplete",
+                "test run",
+                "; ".join(reasons) + ("\n" + tail(results.output_tail) if results.output_tail else ""),
+                [],
+                CRITICAL,
+                {"reasons": reasons, "exit_code": results.exit_code},
+            )
+        )
     if results.exit_code == 5 or (results.junit_found and results.total == 0 and not reasons):
-        charges.append(Charge("no-tests", "no_tests", "test run", "no test was collected",
-                              [], CRITICAL, {}))
+        charges.append(Charge("no-tests", "no_tests", "test run", "no test was collected", [], CRITICAL, {}))
     elif results.total and results.skipped == results.total:
         reasons_skipped = sorted({m for t, m in results.messages.items()})[:10]
-        charges.append(Charge("all-skipped", "all_skipped", "test run",
-                              f"all {results.total} tests were skipped\n" + "\n".join(reasons_skipped),
-                              [], CRITICAL, {"skip_messages": reasons_skipped}))
+        charges.append(
+            Charge(
+                "all-skipped",
+                "all_skipped",
+                "test run",
+                f"all {results.total} tests were skipped\n" + "\n".join(reasons_skipped),
+                [],
+                CRITICAL,
+                {"skip_messages": reasons_skipped},
+            )
+        )
     failing = sorted(t for t, o in results.outcomes.items() if o in (FAILED, ERROR))
     if failing:
-        charges.append(Charge("tests-failed", "tests_failed", f"{len(failing)} tests",
-                              "\n".join(f"{t}: {results.messages.get(t, '')}" for t in failing[:15]),
-                              [], MAJOR, {"tests": failing,
-                                          "messages": {t: results.messages.get(t, "") for t in failing}}))
+        charges.append(
+            Charge(
+                "tests-failed",
+                "tests_failed",
+                f"{len(failing)} tests",
+                "\n".join(f"{t}: {results.messages.get(t, '')}" for t in failing[:15]),
+                [],
+                MAJOR,
+                {"tests": failing, "messages": {t: results.messages.get(t, "") for t in failing}},
+            )
+        )
     return charges, results.summary()
 
 
@@ -206,8 +281,14 @@ class Prosecution:
         return {"charges": [c.to_json() for c in self.charges], "checks": self.checks}
 
 
-def prosecute(executor: Executor, facts: RepoFacts, results: TestResults | None, *,
-              python: str = "python", checks: Iterable[str] = ("imports", "entry_points", "pip", "tests")) -> Prosecution:
+def prosecute(
+    executor: Executor,
+    facts: RepoFacts,
+    results: TestResults | None,
+    *,
+    python: str = "python",
+    checks: Iterable[str] = ("imports", "entry_points", "pip", "tests"),
+) -> Prosecution:
     """Bring every charge the evidence supports. ``executor`` runs in a fresh container of the
     built image; ``results`` are the test results of the replayed run (with services)."""
     charges: list[Charge] = []

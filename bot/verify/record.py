@@ -24,7 +24,7 @@ class VerificationRecord:
     facts: dict[str, Any] = field(default_factory=dict)
     services: list[dict[str, Any]] = field(default_factory=list)
     siblings: list[dict[str, Any]] = field(default_factory=list)
-    wired_env: list[str] = field(default_factory=list)        # names only: values may be credentials
+    wired_env: list[str] = field(default_factory=list)  # names only: values may be credentials
     tests_without_siblings: dict[str, Any] | None = None
     tests_with_siblings: dict[str, Any] | None = None
     attribution: dict[str, Any] | None = None

@@ -15,7 +15,7 @@ class TestResults:
     """Outcomes of one test run. ``outcomes`` maps a test id (classname::name) to passed /
     failed / error / skipped; ``messages`` keeps the first line of each failure."""
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
     outcomes: dict[str, str] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
@@ -50,19 +50,32 @@ class TestResults:
         return self.passed / ran if ran else 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"total": self.total, "passed": self.passed, "failed": self.failed,
-                "skipped": self.skipped, "junit_found": self.junit_found,
-                "exit_code": self.exit_code, "timed_out": self.timed_out}
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "junit_found": self.junit_found,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+        }
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.summary(), "tests": dict(sorted(self.outcomes.items())),
-                "messages": dict(sorted(self.messages.items()))}
+        return {
+            **self.summary(),
+            "tests": dict(sorted(self.outcomes.items())),
+            "messages": dict(sorted(self.messages.items())),
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TestResults:
-        return cls(outcomes=dict(data.get("tests") or {}), messages=dict(data.get("messages") or {}),
-                   junit_found=bool(data.get("junit_found", True)), exit_code=data.get("exit_code"),
-                   timed_out=bool(data.get("timed_out", False)))
+        return cls(
+            outcomes=dict(data.get("tests") or {}),
+            messages=dict(data.get("messages") or {}),
+            junit_found=bool(data.get("junit_found", True)),
+            exit_code=data.get("exit_code"),
+            timed_out=bool(data.get("timed_out", False)),
+        )
 
 
 def parse_junit(xml_text: str) -> TestResults:
@@ -90,24 +103,29 @@ def parse_junit(xml_text: str) -> TestResults:
 class Attribution:
     """Tests that fail without the siblings and pass with them, by sibling name."""
 
-    needed: Mapping[str, tuple[str, ...]]       # sibling name -> tests
-    unattributed: tuple[str, ...]               # fixed by the siblings together, not by one
-    fixed: tuple[str, ...]                      # all tests fixed by the siblings
+    needed: Mapping[str, tuple[str, ...]]  # sibling name -> tests
+    unattributed: tuple[str, ...]  # fixed by the siblings together, not by one
+    fixed: tuple[str, ...]  # all tests fixed by the siblings
 
     def to_json(self) -> dict[str, Any]:
-        return {"needed": {k: list(v) for k, v in self.needed.items()},
-                "unattributed": list(self.unattributed), "fixed": list(self.fixed)}
+        return {
+            "needed": {k: list(v) for k, v in self.needed.items()},
+            "unattributed": list(self.unattributed),
+            "fixed": list(self.fixed),
+        }
 
 
 def fixed_by(without: TestResults, with_: TestResults) -> list[str]:
     """Tests that did not pass without and passed with."""
-    return sorted(t for t, o in with_.outcomes.items()
-                  if o == PASSED and without.outcomes.get(t) != PASSED)
+    return sorted(t for t, o in with_.outcomes.items() if o == PASSED and without.outcomes.get(t) != PASSED)
 
 
-def attribute(without: TestResults, with_all: TestResults,
-              leave_one_out: Mapping[str, TestResults] | None = None,
-              names: Iterable[str] = ()) -> Attribution:
+def attribute(
+    without: TestResults,
+    with_all: TestResults,
+    leave_one_out: Mapping[str, TestResults] | None = None,
+    names: Iterable[str] = (),
+) -> Attribution:
     """Which tests needed which sibling. With one sibling every fixed test is its; with several,
     a run with each sibling left out (``leave_one_out[name]``) tells: a fixed test that fails
     when ``name`` is missing needed ``name``."""
@@ -126,5 +144,6 @@ def attribute(without: TestResults, with_all: TestResults,
             if run.outcomes.get(t) != PASSED:
                 needed[name].append(t)
                 claimed.add(t)
-    return Attribution({k: tuple(v) for k, v in needed.items()},
-                       tuple(t for t in fixed if t not in claimed), tuple(fixed))
+    return Attribution(
+        {k: tuple(v) for k, v in needed.items()}, tuple(t for t in fixed if t not in claimed), tuple(fixed)
+    )

@@ -46,9 +46,18 @@ def run_tests(executor: Executor, command: Sequence[str], timeout: int = 1200) -
 class _Session:
     """A fresh container of the image for one role (tests, prosecutor, judge, mutation)."""
 
-    def __init__(self, engine: Any, image: str, env: Mapping[str, str], network: str | None,
-                 role: str, repo: Path | None, workdir: str, forwards: Sequence[str] = (),
-                 python: str = "python") -> None:
+    def __init__(
+        self,
+        engine: Any,
+        image: str,
+        env: Mapping[str, str],
+        network: str | None,
+        role: str,
+        repo: Path | None,
+        workdir: str,
+        forwards: Sequence[str] = (),
+        python: str = "python",
+    ) -> None:
         self._cm = engine.session(image, env=dict(env), workdir=workdir, network=network, name_hint=role)
         self.repo, self.workdir, self.forwards, self.python = repo, workdir, list(forwards), python
 
@@ -64,14 +73,25 @@ class _Session:
         return self._cm.__exit__(*exc)
 
 
-def verify_environment(engine: Any, repo: Path, image: str, *,
-                       services: Iterable[Any] = (), ci_env: Mapping[str, str] | None = None,
-                       siblings: Iterable[SiblingSpec] = (), test_command: Sequence[str] | None = None,
-                       python: str = "python", mutation: bool = False, attribute_each: bool = True,
-                       test_timeout: int = 1200, copy_repo: bool = False, workdir: str = "/workspace",
-                       checks: Iterable[str] = ("imports", "entry_points", "pip", "tests"),
-                       forward_localhost: bool = True,
-                       warnings: Iterable[str] = ()) -> VerificationRecord:
+def verify_environment(
+    engine: Any,
+    repo: Path,
+    image: str,
+    *,
+    services: Iterable[Any] = (),
+    ci_env: Mapping[str, str] | None = None,
+    siblings: Iterable[SiblingSpec] = (),
+    test_command: Sequence[str] | None = None,
+    python: str = "python",
+    mutation: bool = False,
+    attribute_each: bool = True,
+    test_timeout: int = 1200,
+    copy_repo: bool = False,
+    workdir: str = "/workspace",
+    checks: Iterable[str] = ("imports", "entry_points", "pip", "tests"),
+    forward_localhost: bool = True,
+    warnings: Iterable[str] = (),
+) -> VerificationRecord:
     started = time.monotonic()
     repo = Path(repo)
     record = VerificationRecord(image=image, repo=str(repo), warnings=list(warnings))
@@ -87,8 +107,9 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
     forwards: list[str] = []
 
     def session(env: Mapping[str, str], role: str, net: str | None) -> _Session:
-        return _Session(engine, image, env, net, role, copy, workdir,
-                        forwards if role != "verify-without" else (), python)
+        return _Session(
+            engine, image, env, net, role, copy, workdir, forwards if role != "verify-without" else (), python
+        )
 
     with engine.network() as net:
         without: TestResults | None = None
@@ -97,8 +118,7 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
                 without = run_tests(s, command, test_timeout)
             record.tests_without_siblings = without.to_json()
 
-        with ServiceManager(engine, net) as service_manager, \
-                SiblingManager(engine, net, repo) as sibling_manager:
+        with ServiceManager(engine, net) as service_manager, SiblingManager(engine, net, repo) as sibling_manager:
             started_services = service_manager.start(specs, ci_env=base_env)
             sibling_outcomes, sibling_env = sibling_manager.start(sibling_specs)
             record.services = [o.to_json() for o in started_services.outcomes]
@@ -126,8 +146,7 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
             record.charges = [c.to_json() for c in prosecution.charges]
 
             with session(env, "judge", net) as s:
-                rulings = judge(s, facts, prosecution.charges, python=python, repo=repo,
-                                test_command=command)
+                rulings = judge(s, facts, prosecution.charges, python=python, repo=repo, test_command=command)
             record.rulings = [r.to_json() for r in rulings]
 
             mutation_result = None
@@ -135,15 +154,17 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
                 if facts.own_modules:
                     with session(env, "mutation", net) as s:
                         mutation_result = mutation_check(
-                            s, facts.own_modules[0], with_, lambda ex: run_tests(ex, command, test_timeout), python)
+                            s, facts.own_modules[0], with_, lambda ex: run_tests(ex, command, test_timeout), python
+                        )
                 else:
                     mutation_result = {"ran": False, "note": "no own top-level module found"}
                 record.mutation = mutation_result
 
             # Which tests needed which sibling: take them away one at a time (a test that needs
             # several is counted for the first one removed).
-            healthy = [o.name for o in started_services.outcomes if o.healthy] + \
-                      [o.name for o in sibling_outcomes if o.healthy]
+            healthy = [o.name for o in started_services.outcomes if o.healthy] + [
+                o.name for o in sibling_outcomes if o.healthy
+            ]
             if without is not None and healthy:
                 removal_runs: dict[str, TestResults] = {}
                 if attribute_each and len(healthy) > 1:
@@ -157,8 +178,11 @@ def verify_environment(engine: Any, repo: Path, image: str, *,
                             current = run_tests(s, command, test_timeout)
                         # a test counts for ``name`` if it passed before this removal only
                         removal_runs[name] = TestResults(
-                            outcomes={t: ("failed" if previous.outcomes.get(t) == "passed" and o != "passed"
-                                          else "passed") for t, o in current.outcomes.items()})
+                            outcomes={
+                                t: ("failed" if previous.outcomes.get(t) == "passed" and o != "passed" else "passed")
+                                for t, o in current.outcomes.items()
+                            }
+                        )
                         previous = current
                 record.attribution = attribute(without, with_, removal_runs, healthy).to_json()
 

@@ -44,8 +44,7 @@ class ServiceSpec:
         """From a ServiceRequirement, a ServiceSpec, or a mapping (the ``services:`` setting)."""
         if isinstance(req, ServiceSpec):
             return req
-        get = (lambda k, d=None: req.get(k, d)) if isinstance(req, Mapping) else \
-            (lambda k, d=None: getattr(req, k, d))
+        get = (lambda k, d=None: req.get(k, d)) if isinstance(req, Mapping) else (lambda k, d=None: getattr(req, k, d))
         name = str(get("name") or "").strip()
         image = str(get("image") or "").strip()
         ports = tuple(p for p in (_port(x) for x in (get("ports") or ())) if p)
@@ -55,8 +54,10 @@ class ServiceSpec:
         if not name:
             name = kind or (image.split(":")[0].rsplit("/", 1)[-1] if image else "")
         if not name:
-            raise ConfigError(f"a service needs a name or an image: {req!r}",
-                              "Give each entry of `services:` a `name` and an `image`.")
+            raise ConfigError(
+                f"a service needs a name or an image: {req!r}",
+                "Give each entry of `services:` a `name` and an `image`.",
+            )
         if not image and kind:
             image = KINDS[kind].image
         if not ports and kind:
@@ -65,8 +66,15 @@ class ServiceSpec:
         command = get("command") or ()
         if isinstance(command, str):
             command = tuple(command.split())
-        return cls(name=name, kind=kind, image=image, ports=ports, env=env,
-                   evidence=tuple(get("evidence") or ()), command=tuple(str(c) for c in command))
+        return cls(
+            name=name,
+            kind=kind,
+            image=image,
+            ports=ports,
+            env=env,
+            evidence=tuple(get("evidence") or ()),
+            command=tuple(str(c) for c in command),
+        )
 
     @property
     def alias(self) -> str:
@@ -107,16 +115,27 @@ def specs_from_atoms(atoms: Iterable[Any]) -> list[ServiceSpec]:
         if getattr(atom, "kind", None) != "start_service":
             continue
         args = dict(atom.args)
-        out.append(ServiceSpec.from_any({"name": args["service"], "kind": args["service"],
-                                         "image": args.get("image", ""), "env": args.get("env") or {},
-                                         "evidence": [("atom", 0, atom.describe())]}))
+        out.append(
+            ServiceSpec.from_any(
+                {
+                    "name": args["service"],
+                    "kind": args["service"],
+                    "image": args.get("image", ""),
+                    "env": args.get("env") or {},
+                    "evidence": [("atom", 0, atom.describe())],
+                }
+            )
+        )
     return out
 
 
 _KIND_WORDS = catalogue.refusal_words()
-_REFUSAL = re.compile(r"connection refused|ECONNREFUSED|Error 111|Errno 111|Connect call failed"
-                      r"|could not connect to server|Is the server running|"
-                      + "|".join(p for k in KINDS.values() for p in k.refusal_patterns), re.IGNORECASE)
+_REFUSAL = re.compile(
+    r"connection refused|ECONNREFUSED|Error 111|Errno 111|Connect call failed"
+    r"|could not connect to server|Is the server running|"
+    + "|".join(p for k in KINDS.values() for p in k.refusal_patterns),
+    re.IGNORECASE,
+)
 _KNOWN_PORT = re.compile(r"(?<!\d)(" + "|".join(str(p) for p in PORT_TO_KIND) + r")(?!\d)")
 
 
@@ -134,8 +153,10 @@ def specs_from_diagnosis(output: str) -> list[ServiceSpec]:
         kinds += [k for k, pattern in _KIND_WORDS if pattern.search(line)]
         for kind in kinds:
             found.setdefault(kind, line.strip()[:200])
-    return [ServiceSpec.from_any({"name": k, "kind": k, "evidence": [("test output", 0, line)]})
-            for k, line in found.items()]
+    return [
+        ServiceSpec.from_any({"name": k, "kind": k, "evidence": [("test output", 0, line)]})
+        for k, line in found.items()
+    ]
 
 
 def merge_specs(*groups: Iterable[ServiceSpec]) -> list[ServiceSpec]:
@@ -145,8 +166,9 @@ def merge_specs(*groups: Iterable[ServiceSpec]) -> list[ServiceSpec]:
     out: list[ServiceSpec] = []
     for group in groups:
         for spec in group:
-            inferred = any(isinstance(e, (list, tuple)) and e and e[0] in ("test output", "atom")
-                           for e in spec.evidence)
+            inferred = any(
+                isinstance(e, (list, tuple)) and e and e[0] in ("test output", "atom") for e in spec.evidence
+            )
             if any(o.alias == spec.alias for o in out):
                 continue
             if inferred and spec.kind and any(o.kind == spec.kind for o in out):
@@ -156,6 +178,7 @@ def merge_specs(*groups: Iterable[ServiceSpec]) -> list[ServiceSpec]:
 
 
 # --- environment: what the container gets and what the tests get -------------------------------
+
 
 def container_env(spec: ServiceSpec) -> dict[str, str]:
     """The service container's own env: the official image's defaults for credentials the
@@ -202,11 +225,13 @@ def rewrite_localhost(env: Mapping[str, str], specs: Sequence[ServiceSpec]) -> d
 
     out = {}
     for name, value in env.items():
+
         def sub(m: re.Match[str], name: str = name) -> str:
             spec = target(name, m.group(2))
             if spec is None:
                 return m.group(0)
             return spec.alias + (f":{m.group(2)}" if m.group(2) else "")
+
         out[name] = _LOCAL.sub(sub, value) if isinstance(value, str) else value
     return out
 
@@ -225,6 +250,7 @@ def wiring_env(specs: Sequence[ServiceSpec], ci_env: Mapping[str, str] | None = 
 
 
 # --- health probes -----------------------------------------------------------------------------
+
 
 def health_argv(spec: ServiceSpec) -> list[list[str]]:
     """Commands run inside the service container; the first that exits 0 means healthy. Each
@@ -247,10 +273,15 @@ def _exec_ok(result: Any) -> tuple[bool, str]:
     return code == 0, str(out or "")
 
 
-def wait_healthy(handle: Any, probes: Sequence[Sequence[str]], timeout: float,
-                 interval: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep,
-                 running: Callable[[], bool] | None = None) -> tuple[bool, float, str]:
+def wait_healthy(
+    handle: Any,
+    probes: Sequence[Sequence[str]],
+    timeout: float,
+    interval: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    running: Callable[[], bool] | None = None,
+) -> tuple[bool, float, str]:
     """Poll ``probes`` inside ``handle`` until one passes or ``timeout`` seconds pass.
     Returns (healthy, seconds waited, last probe output)."""
     start = clock()
@@ -274,6 +305,7 @@ def wait_healthy(handle: Any, probes: Sequence[Sequence[str]], timeout: float,
 
 # --- the manager -------------------------------------------------------------------------------
 
+
 @dataclass
 class ServiceOutcome:
     name: str
@@ -283,7 +315,7 @@ class ServiceOutcome:
     alias: str
     healthy: bool
     seconds: float = 0.0
-    note: str = ""          # substitution or why it is not running
+    note: str = ""  # substitution or why it is not running
     logs_tail: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -312,8 +344,9 @@ class ServiceManager:
     ...     with engine.session(image, env=started.env, network=net) as runner: ...
     """
 
-    def __init__(self, engine: Any, network: str, *, health_timeout: float | None = None,
-                 interval: float = 1.0) -> None:
+    def __init__(
+        self, engine: Any, network: str, *, health_timeout: float | None = None, interval: float = 1.0
+    ) -> None:
         self.engine = engine
         self.network = network
         self.health_timeout = health_timeout
@@ -349,8 +382,9 @@ class ServiceManager:
 
     def _start_one(self, spec: ServiceSpec) -> ServiceOutcome:
         choice = self.choose_image(spec)
-        outcome = ServiceOutcome(spec.name, spec.kind, spec.image, choice.image, spec.alias,
-                                 healthy=False, note=choice.note)
+        outcome = ServiceOutcome(
+            spec.name, spec.kind, spec.image, choice.image, spec.alias, healthy=False, note=choice.note
+        )
         if choice.image is None:
             return outcome
         if not _ALIAS.match(spec.alias):
@@ -359,9 +393,13 @@ class ServiceManager:
         started = time.monotonic()
         try:
             handle = self.engine.start_container(
-                choice.image, name_hint=f"svc-{spec.alias}", network=self.network,
-                env=container_env(spec), aliases=[spec.alias],
-                command=list(spec.command) or None)
+                choice.image,
+                name_hint=f"svc-{spec.alias}",
+                network=self.network,
+                env=container_env(spec),
+                aliases=[spec.alias],
+                command=list(spec.command) or None,
+            )
         except SetupbotError as exc:
             outcome.note = (outcome.note + "; " if outcome.note else "") + f"did not start: {exc.what}"
             return outcome
@@ -372,8 +410,9 @@ class ServiceManager:
         outcome.seconds = round(time.monotonic() - started, 2)
         if not ok:
             outcome.logs_tail = _logs(handle)[-2000:]
-            outcome.note = (outcome.note + "; " if outcome.note else "") + \
-                f"not healthy after {timeout:.0f}s (last probe: {last.strip()[-200:] or 'no output'})"
+            outcome.note = (
+                outcome.note + "; " if outcome.note else ""
+            ) + f"not healthy after {timeout:.0f}s (last probe: {last.strip()[-200:] or 'no output'})"
             self._remove(handle)
         else:
             self.handles_by_name[spec.name] = handle
@@ -431,15 +470,25 @@ def start_localhost_forwarding(session: Any, targets: Sequence[str], python: str
     without Python in the image the variables alone have to do."""
     if not targets:
         return False
-    write = session.exec([python, "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])",
-                          FORWARDER_PATH, FORWARDER], timeout=30)
+    write = session.exec(
+        [python, "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", FORWARDER_PATH, FORWARDER], timeout=30
+    )
     if getattr(write, "exit_code", 1) != 0:
         return False
     # started in the background: it outlives this exec and dies with the container. The log is
     # emptied first: a snapshot carries the last one, and a restored container has no relay
     # (when one still runs, the new one finds its ports taken and says so)
-    session.exec(["sh", "-c", ': >/tmp/setupbot-forwarder.log; nohup "$0" "$@" >/tmp/setupbot-forwarder.log 2>&1 &',
-                  python, FORWARDER_PATH, *targets], timeout=30)
+    session.exec(
+        [
+            "sh",
+            "-c",
+            ': >/tmp/setupbot-forwarder.log; nohup "$0" "$@" >/tmp/setupbot-forwarder.log 2>&1 &',
+            python,
+            FORWARDER_PATH,
+            *targets,
+        ],
+        timeout=30,
+    )
     for _ in range(20):
         check = session.exec(["cat", "/tmp/setupbot-forwarder.log"], timeout=10)
         if "ready" in str(getattr(check, "output", "")):

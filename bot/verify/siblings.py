@@ -55,16 +55,31 @@ class SiblingSpec:
 
     @classmethod
     def from_setting(cls, entry: Mapping[str, Any]) -> SiblingSpec:
-        known = {"name", "path", "url", "ref", "dockerfile", "plan", "port", "probe", "env", "wire",
-                 "command", "health_timeout"}
+        known = {
+            "name",
+            "path",
+            "url",
+            "ref",
+            "dockerfile",
+            "plan",
+            "port",
+            "probe",
+            "env",
+            "wire",
+            "command",
+            "health_timeout",
+        }
         unknown = set(entry) - known
         if unknown:
-            raise ConfigError(f"siblings: unknown key(s) {', '.join(sorted(unknown))}",
-                              f"Known keys: {', '.join(sorted(known))}.")
+            raise ConfigError(
+                f"siblings: unknown key(s) {', '.join(sorted(unknown))}", f"Known keys: {', '.join(sorted(known))}."
+            )
         name = str(entry.get("name") or "").strip().lower()
         if not _NAME.match(name):
-            raise ConfigError(f"siblings: {name!r} is not a usable name",
-                              "Use lower-case letters, digits, '-' and '_' (it becomes a host name).")
+            raise ConfigError(
+                f"siblings: {name!r} is not a usable name",
+                "Use lower-case letters, digits, '-' and '_' (it becomes a host name).",
+            )
         path, url = str(entry.get("path") or ""), str(entry.get("url") or "")
         if not isinstance(entry.get("path") or "", str) or not isinstance(entry.get("url") or "", str):
             raise ConfigError(f"siblings.{name}: `path` and `url` are text")
@@ -74,10 +89,16 @@ class SiblingSpec:
         if ref and not _REF.match(ref):
             raise ConfigError(f"siblings.{name}: {ref!r} is not a git ref")
         port = entry.get("port")
-        if port is not None and not (isinstance(port, int) or str(port).isdigit()) or \
-                port is not None and not 0 < int(port) < 65536:
-            raise ConfigError(f"siblings.{name}: port must be a number from 1 to 65535, not {str(port)[:40]!r}",
-                              "Set `port:` to the port the sibling listens on.")
+        if (
+            port is not None
+            and not (isinstance(port, int) or str(port).isdigit())
+            or port is not None
+            and not 0 < int(port) < 65536
+        ):
+            raise ConfigError(
+                f"siblings.{name}: port must be a number from 1 to 65535, not {str(port)[:40]!r}",
+                "Set `port:` to the port the sibling listens on.",
+            )
         health = entry.get("health_timeout")
         if health is not None and not str(health).isdigit():
             raise ConfigError(f"siblings.{name}: health_timeout must be a number of seconds, not {str(health)[:40]!r}")
@@ -88,13 +109,20 @@ class SiblingSpec:
         if not (probe in ("tcp", "none") or probe.startswith("http:")):
             raise ConfigError(f"siblings.{name}: probe must be tcp, none or http:<path>, not {probe!r}")
         command = entry.get("command") or ()
-        return cls(name=name, path=path, url=url, ref=ref,
-                   dockerfile=str(entry.get("dockerfile") or "Dockerfile"), plan=bool(entry.get("plan")),
-                   port=int(port) if port else None, probe=probe,
-                   env={str(k): str(v) for k, v in dict(entry.get("env") or {}).items()},
-                   wire={str(k): str(v) for k, v in dict(entry.get("wire") or {}).items()},
-                   command=tuple(command.split() if isinstance(command, str) else map(str, command)),
-                   health_timeout=int(entry.get("health_timeout") or 60))
+        return cls(
+            name=name,
+            path=path,
+            url=url,
+            ref=ref,
+            dockerfile=str(entry.get("dockerfile") or "Dockerfile"),
+            plan=bool(entry.get("plan")),
+            port=int(port) if port else None,
+            probe=probe,
+            env={str(k): str(v) for k, v in dict(entry.get("env") or {}).items()},
+            wire={str(k): str(v) for k, v in dict(entry.get("wire") or {}).items()},
+            command=tuple(command.split() if isinstance(command, str) else map(str, command)),
+            health_timeout=int(entry.get("health_timeout") or 60),
+        )
 
     def wiring(self) -> dict[str, str]:
         if self.wire:
@@ -123,15 +151,19 @@ def probe_argv(spec: SiblingSpec) -> list[list[str]]:
         return []
     port = str(spec.port)
     if spec.probe.startswith("http:"):
-        path = spec.probe[len("http:"):] or "/"
-        code = ("import sys, urllib.request, urllib.error\n"
-                "try:\n"
-                "    urllib.request.urlopen('http://127.0.0.1:%s%s' % (sys.argv[1], sys.argv[2]), timeout=3)\n"
-                "except urllib.error.HTTPError as e:\n"
-                "    sys.exit(0 if e.code < 500 else 1)\n")
+        path = spec.probe[len("http:") :] or "/"
+        code = (
+            "import sys, urllib.request, urllib.error\n"
+            "try:\n"
+            "    urllib.request.urlopen('http://127.0.0.1:%s%s' % (sys.argv[1], sys.argv[2]), timeout=3)\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    sys.exit(0 if e.code < 500 else 1)\n"
+        )
         return [["python3", "-c", code, port, path], ["python", "-c", code, port, path]]
-    return [["bash", "-c", 'exec 3<>"/dev/tcp/127.0.0.1/$1"', "probe", port],
-            ["python3", "-c", "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 3)", port]]
+    return [
+        ["bash", "-c", 'exec 3<>"/dev/tcp/127.0.0.1/$1"', "probe", port],
+        ["python3", "-c", "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), 3)", port],
+    ]
 
 
 @dataclass
@@ -181,11 +213,18 @@ class SiblingManager:
         if spec.ref:
             argv += ["--branch", spec.ref]
         argv += ["--", spec.url, tmp.name]
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=300,
-                           env=host_env({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}))
+        r = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=host_env({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}),
+        )
         if r.returncode != 0:
-            raise ConfigError(f"siblings.{spec.name}: cannot clone {spec.url}: {r.stderr.strip()[-300:]}",
-                              "Check the url and ref, or use `path:` for a local checkout.")
+            raise ConfigError(
+                f"siblings.{spec.name}: cannot clone {spec.url}: {r.stderr.strip()[-300:]}",
+                "Check the url and ref, or use `path:` for a local checkout.",
+            )
         return Path(tmp.name)
 
     def dockerfile_text(self, spec: SiblingSpec, source: Path) -> str:
@@ -196,13 +235,16 @@ class SiblingManager:
             except ImportError as exc:
                 raise ConfigError(f"siblings.{spec.name}: planning a sibling needs bot.graph ({exc})") from exc
             from bot.config import load_settings
+
             plan = make_plan(source, load_settings(source), available_pythons(self.engine))
             return plan.dockerfile.text
         try:
             return safefs.read_text(source, spec.dockerfile, max_bytes=1024 * 1024)
         except (OSError, safefs.UnsafePath):
-            raise ConfigError(f"siblings.{spec.name}: no Dockerfile at {spec.dockerfile}",
-                              "Set `dockerfile:` to a path inside the sibling, or `plan: true`.") from None
+            raise ConfigError(
+                f"siblings.{spec.name}: no Dockerfile at {spec.dockerfile}",
+                "Set `dockerfile:` to a path inside the sibling, or `plan: true`.",
+            ) from None
 
     def build(self, spec: SiblingSpec) -> tuple[str | None, SiblingOutcome]:
         outcome = SiblingOutcome(spec.name, spec.path or f"{spec.url}@{spec.ref or 'HEAD'}")
@@ -229,16 +271,22 @@ class SiblingManager:
             tag, outcome = self.build(spec)
             if tag is not None:
                 try:
-                    handle = self.engine.start_container(tag, name_hint=f"sib-{spec.name}", network=self.network,
-                                                         env=dict(spec.env), aliases=[spec.name],
-                                                         command=list(spec.command) or None)
+                    handle = self.engine.start_container(
+                        tag,
+                        name_hint=f"sib-{spec.name}",
+                        network=self.network,
+                        env=dict(spec.env),
+                        aliases=[spec.name],
+                        command=list(spec.command) or None,
+                    )
                 except SetupbotError as exc:
                     outcome.note = f"did not start: {exc.what}"
                 else:
                     self._handles.append(handle)
                     running = getattr(handle, "running", None)
-                    ok, _, last = wait_healthy(handle, probe_argv(spec), spec.health_timeout,
-                                               running=running if callable(running) else None)
+                    ok, _, last = wait_healthy(
+                        handle, probe_argv(spec), spec.health_timeout, running=running if callable(running) else None
+                    )
                     outcome.healthy = ok
                     if ok:
                         env.update(spec.wiring())

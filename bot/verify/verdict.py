@@ -23,7 +23,7 @@ from bot.verify.results import TestResults
 
 FULL, MOSTLY, PARTIAL, SHALLOW = "Full", "Mostly", "Partial", "Shallow"
 TIERS = (FULL, MOSTLY, PARTIAL, SHALLOW)
-PARTIAL_BELOW = 0.8          # environment pass rate under which the verdict is Partial
+PARTIAL_BELOW = 0.8  # environment pass rate under which the verdict is Partial
 SHALLOW_KINDS = ("lifecycle_incomplete", "no_tests", "all_skipped")
 
 
@@ -37,21 +37,32 @@ class Verdict:
         return dict(self.__dict__)
 
 
-def decide(charges: Iterable[Charge], rulings: Iterable[Ruling], results: TestResults | None,
-           mutation: dict[str, Any] | None = None) -> Verdict:
+def decide(
+    charges: Iterable[Charge],
+    rulings: Iterable[Ruling],
+    results: TestResults | None,
+    mutation: dict[str, Any] | None = None,
+) -> Verdict:
     by_id = {c.id: c for c in charges}
     upheld = [r for r in rulings if r.upheld]
     kinds = {r.kind for r in upheld}
 
     if results is None or results.total == 0:
         return Verdict(SHALLOW, ["no test results"])
-    shallow = [f"upheld: {by_id[r.charge_id].kind} ({by_id[r.charge_id].subject})"
-               for r in upheld if r.kind in SHALLOW_KINDS and r.charge_id in by_id]
-    own_import = [r for r in upheld if r.kind == "import_failed" and
-                  by_id.get(r.charge_id) is not None and by_id[r.charge_id].details.get("own")]
+    shallow = [
+        f"upheld: {by_id[r.charge_id].kind} ({by_id[r.charge_id].subject})"
+        for r in upheld
+        if r.kind in SHALLOW_KINDS and r.charge_id in by_id
+    ]
+    own_import = [
+        r
+        for r in upheld
+        if r.kind == "import_failed" and by_id.get(r.charge_id) is not None and by_id[r.charge_id].details.get("own")
+    ]
     if own_import:
-        shallow.append("the project itself does not import: " +
-                       ", ".join(by_id[r.charge_id].subject for r in own_import))
+        shallow.append(
+            "the project itself does not import: " + ", ".join(by_id[r.charge_id].subject for r in own_import)
+        )
     if results.passed == 0:
         shallow.append("no test passed")
     if shallow:
@@ -61,19 +72,28 @@ def decide(charges: Iterable[Charge], rulings: Iterable[Ruling], results: TestRe
     rate = results.passed / (results.passed + env_failed)
     partial = []
     if "import_failed" in kinds:
-        partial.append("core dependencies do not import: " + ", ".join(
-            by_id[r.charge_id].subject for r in upheld if r.kind == "import_failed" and r.charge_id in by_id))
+        partial.append(
+            "core dependencies do not import: "
+            + ", ".join(
+                by_id[r.charge_id].subject for r in upheld if r.kind == "import_failed" and r.charge_id in by_id
+            )
+        )
     if rate < PARTIAL_BELOW:
-        partial.append(f"only {rate:.0%} of the tests the environment decides pass "
-                       f"({env_failed} fail because of it)")
+        partial.append(f"only {rate:.0%} of the tests the environment decides pass ({env_failed} fail because of it)")
     if mutation and mutation.get("ran") and not mutation.get("killed"):
         partial.append("mutation check survived: the tests pass with the main module broken")
     if partial:
         return Verdict(PARTIAL, partial, round(rate, 4))
 
     if upheld:
-        return Verdict(MOSTLY, [f"upheld: {r.kind} ({by_id[r.charge_id].subject if r.charge_id in by_id else r.charge_id})"
-                                f" - {r.reason}" for r in upheld], round(rate, 4))
+        return Verdict(
+            MOSTLY,
+            [
+                f"upheld: {r.kind} ({by_id[r.charge_id].subject if r.charge_id in by_id else r.charge_id}) - {r.reason}"
+                for r in upheld
+            ],
+            round(rate, 4),
+        )
     reasons = [f"{results.passed} tests pass; no charge stands"]
     if mutation and mutation.get("killed"):
         reasons.append("mutation check killed the tests")

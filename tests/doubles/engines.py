@@ -69,14 +69,21 @@ def local_registry(root: Path) -> Iterator[str]:
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = root / "config.yml"
-    config.write_text(json.dumps({   # YAML is a superset of JSON
-        "version": 0.1, "log": {"level": "warn"},
-        "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
-        "http": {"addr": f"127.0.0.1:{port}"}}))
+    config.write_text(
+        json.dumps(
+            {  # YAML is a superset of JSON
+                "version": 0.1,
+                "log": {"level": "warn"},
+                "storage": {"filesystem": {"rootdirectory": str(root / "data")}, "delete": {"enabled": True}},
+                "http": {"addr": f"127.0.0.1:{port}"},
+            }
+        )
+    )
     log = root / "registry.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([REGISTRY_BINARY, "serve", str(config)], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [REGISTRY_BINARY, "serve", str(config)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def up() -> bool:
@@ -126,8 +133,10 @@ def fresh_engine(root: Path, registry_mirror: str = "") -> Iterator[dict[str, st
         raise Unavailable("dockerd is not installed")
     sudo = _sudo()
     root.mkdir(parents=True, exist_ok=True)
-    driver = subprocess.run(["docker", "info", "--format", "{{.Driver}}"], capture_output=True,
-                            text=True).stdout.strip() or "overlay2"
+    driver = (
+        subprocess.run(["docker", "info", "--format", "{{.Driver}}"], capture_output=True, text=True).stdout.strip()
+        or "overlay2"
+    )
     suffix = secrets.token_hex(3)
     bridge = f"sbt{suffix}"
     # Every network of this daemon (its default bridge and the ones compose creates) comes from
@@ -143,16 +152,26 @@ def fresh_engine(root: Path, registry_mirror: str = "") -> Iterator[dict[str, st
     exec_root = short / "exec"
     config = root / "daemon.json"
     # The shared daemon's /etc/docker/daemon.json must not apply (its data-root would clash).
-    daemon: dict = {"storage-driver": driver, "mtu": 1400,
-                    "default-address-pools": [{"base": pool, "size": 24}]}
+    daemon: dict = {"storage-driver": driver, "mtu": 1400, "default-address-pools": [{"base": pool, "size": 24}]}
     if registry_mirror:
         daemon["registry-mirrors"] = [f"http://{registry_mirror}"]
     config.write_text(json.dumps(daemon))
     rules = [
         ["iptables", "-t", "nat", "-I", "POSTROUTING", "-s", pool, "!", "-d", pool, "-j", "MASQUERADE"],
         ["iptables", "-I", "FORWARD", "-s", pool, "-j", "ACCEPT"],
-        ["iptables", "-I", "FORWARD", "-d", pool, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED",
-         "-j", "ACCEPT"],
+        [
+            "iptables",
+            "-I",
+            "FORWARD",
+            "-d",
+            pool,
+            "-m",
+            "conntrack",
+            "--ctstate",
+            "RELATED,ESTABLISHED",
+            "-j",
+            "ACCEPT",
+        ],
     ]
     added: list[list[str]] = []
     log = root / "dockerd.log"
@@ -170,21 +189,41 @@ def fresh_engine(root: Path, registry_mirror: str = "") -> Iterator[dict[str, st
         for rule in rules:
             run(rule)
             added.append(rule)
-        argv = [*sudo, dockerd, "--config-file", str(config), "--data-root", str(root / "data"),
-                "--exec-root", str(exec_root), "--pidfile", str(root / "docker.pid"),
-                "-H", f"unix://{sock}", "--bridge", bridge, "--iptables=false", "--ip-masq=false"]
+        argv = [
+            *sudo,
+            dockerd,
+            "--config-file",
+            str(config),
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(exec_root),
+            "--pidfile",
+            str(root / "docker.pid"),
+            "-H",
+            f"unix://{sock}",
+            "--bridge",
+            bridge,
+            "--iptables=false",
+            "--ip-masq=false",
+        ]
         if sudo:
             argv += ["--group", str(os.getgid())]
         with open(log, "wb") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         env = {"DOCKER_HOST": f"unix://{sock}"}
 
         def up() -> bool:
             if proc.poll() is not None:
                 raise Unavailable(f"dockerd exited:\n{log.read_text(errors='replace')[-3000:]}")
-            return subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                                  env={**os.environ, **env}).returncode == 0
+            return (
+                subprocess.run(
+                    ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, env={**os.environ, **env}
+                ).returncode
+                == 0
+            )
 
         _wait(up, 60, "the second dockerd", log)
         yield env

@@ -37,13 +37,26 @@ def _sha(kind: str, data: bytes) -> str:
 def _user(login: str = "setupbot[bot]", base: str = "https://api.github.com") -> dict[str, Any]:
     """A SimpleUser as the REST description requires it (URLs point at the double)."""
     u = f"{base}/users/{login}"
-    return {"login": login, "id": 1, "node_id": "U_1", "type": "Bot", "site_admin": False,
-            "avatar_url": "", "gravatar_id": "", "url": u, "html_url": f"https://github.com/{login}",
-            "followers_url": f"{u}/followers", "following_url": f"{u}/following{{/other_user}}",
-            "gists_url": f"{u}/gists{{/gist_id}}", "starred_url": f"{u}/starred{{/owner}}{{/repo}}",
-            "subscriptions_url": f"{u}/subscriptions", "organizations_url": f"{u}/orgs",
-            "repos_url": f"{u}/repos", "events_url": f"{u}/events{{/privacy}}",
-            "received_events_url": f"{u}/received_events"}
+    return {
+        "login": login,
+        "id": 1,
+        "node_id": "U_1",
+        "type": "Bot",
+        "site_admin": False,
+        "avatar_url": "",
+        "gravatar_id": "",
+        "url": u,
+        "html_url": f"https://github.com/{login}",
+        "followers_url": f"{u}/followers",
+        "following_url": f"{u}/following{{/other_user}}",
+        "gists_url": f"{u}/gists{{/gist_id}}",
+        "starred_url": f"{u}/starred{{/owner}}{{/repo}}",
+        "subscriptions_url": f"{u}/subscriptions",
+        "organizations_url": f"{u}/orgs",
+        "repos_url": f"{u}/repos",
+        "events_url": f"{u}/events{{/privacy}}",
+        "received_events_url": f"{u}/received_events",
+    }
 
 
 @dataclass
@@ -73,13 +86,13 @@ class FakeRepo:
     name: str
     default_branch: str = "main"
     blobs: dict[str, bytes] = field(default_factory=dict)
-    trees: dict[str, dict[str, str]] = field(default_factory=dict)     # sha -> {path: blob sha}
+    trees: dict[str, dict[str, str]] = field(default_factory=dict)  # sha -> {path: blob sha}
     commits: dict[str, dict[str, Any]] = field(default_factory=dict)
-    refs: dict[str, str] = field(default_factory=dict)                  # "heads/main" -> sha
+    refs: dict[str, str] = field(default_factory=dict)  # "heads/main" -> sha
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)
     labels: dict[int, list[str]] = field(default_factory=dict)
-    statuses: list[dict[str, Any]] = field(default_factory=list)       # commit statuses, oldest first
+    statuses: list[dict[str, Any]] = field(default_factory=list)  # commit statuses, oldest first
     archived: bool = False
 
     @property
@@ -110,9 +123,15 @@ BODY_MODELS: list[tuple[str, str, Any]] = [
     ("POST", r"/issues/\d+/comments$", gh.ReposOwnerRepoIssuesIssueNumberCommentsPostBody),
     ("PATCH", r"/issues/comments/\d+$", gh.ReposOwnerRepoIssuesCommentsCommentIdPatchBody),
     ("POST", r"/statuses/[0-9a-f]{40}$", gh.ReposOwnerRepoStatusesShaPostBody),
-    ("POST", r"/issues/\d+/labels$", pydantic.TypeAdapter(
-        gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof0 | list[str]
-        | list[gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof2Items])),
+    (
+        "POST",
+        r"/issues/\d+/labels$",
+        pydantic.TypeAdapter(
+            gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof0
+            | list[str]
+            | list[gh.ReposOwnerRepoIssuesIssueNumberLabelsPostBodyOneof2Items]
+        ),
+    ),
 ]
 
 
@@ -139,8 +158,7 @@ def validate_body(method: str, path: str, body: Any) -> None:
                         for item in body.get("tree", []):
                             _check_keys(gh.ReposOwnerRepoGitTreesPostBodyPropTreeItems, item, "tree item")
             except pydantic.ValidationError as exc:
-                raise SchemaViolation(f"{method} {path}: {exc.errors()[0]['msg']} at "
-                                      f"{exc.errors()[0]['loc']}") from exc
+                raise SchemaViolation(f"{method} {path}: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}") from exc
             return
     if method in ("POST", "PATCH", "PUT", "DELETE"):
         raise SchemaViolation(f"{method} {path}: no such write endpoint in the double")
@@ -206,7 +224,7 @@ def permission_for(method: str, path: str) -> str:
     if re.search(r"/pulls", path):
         return "pull_requests"
     if re.search(r"/issues/", path):
-        return "issues|pull_requests"   # comments and labels on a pull request: either will do
+        return "issues|pull_requests"  # comments and labels on a pull request: either will do
     return "administration"
 
 
@@ -218,10 +236,12 @@ def paginate(items: list[Any], query: dict[str, str], url: str, default: int = 3
     except ValueError:
         per_page, page = default, 1
     last = max(1, -(-len(items) // per_page))
-    chunk = items[(page - 1) * per_page: page * per_page]
+    chunk = items[(page - 1) * per_page : page * per_page]
     rest = "&".join(f"{k}={v}" for k, v in sorted(query.items()) if k not in ("page", "per_page"))
+
     def link(n):
         return f"<{url}?{rest + '&' if rest else ''}per_page={per_page}&page={n}>"
+
     rels = []
     if page < last:
         rels += [f'{link(page + 1)}; rel="next"', f'{link(last)}; rel="last"']
@@ -237,15 +257,14 @@ class GitHubDouble:
         self.calls: list[Call] = []
         self.schema_errors: list[str] = []
         self.faults: list[Fault] = []
-        self.tokens: dict[str, dict[str, str]] = {}    # empty: any token may do anything
+        self.tokens: dict[str, dict[str, str]] = {}  # empty: any token may do anything
         self.default_per_page = 30
         self.clock = clock
         self._lock = threading.RLock()
         self._ids = 100
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> GitHubDouble:
@@ -257,8 +276,9 @@ class GitHubDouble:
         self.server.server_close()
 
     # ---------------------------------------------------------------- setup helpers
-    def add_repo(self, full_name: str, files: dict[str, str] | None = None, default_branch: str = "main",
-                 org: bool = False) -> FakeRepo:
+    def add_repo(
+        self, full_name: str, files: dict[str, str] | None = None, default_branch: str = "main", org: bool = False
+    ) -> FakeRepo:
         owner, name = full_name.split("/")
         repo = FakeRepo(owner, name, default_branch)
         tree = {p: self._blob(repo, t.encode()) for p, t in (files or {"README.md": "# app\n"}).items()}
@@ -286,12 +306,32 @@ class GitHubDouble:
         pr["merged_at"] = NOW if merged else None
         pr["closed_at"] = NOW
 
-    def inject(self, method: str, path_regex: str, status: int, headers: dict[str, str] | None = None,
-               *, after: bool = False, times: int = 1, message: str = "Server Error", drop: bool = False) -> None:
+    def inject(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+        *,
+        after: bool = False,
+        times: int = 1,
+        message: str = "Server Error",
+        drop: bool = False,
+    ) -> None:
         """``drop=True``: close the connection without an answer (a timeout or reset seen by the
         client), before or ``after`` the server did the work."""
-        self.faults.append(Fault(method, re.compile(path_regex), status, headers or {}, after, times,
-                                 {"message": message, "documentation_url": "https://docs.github.com/rest"}, drop))
+        self.faults.append(
+            Fault(
+                method,
+                re.compile(path_regex),
+                status,
+                headers or {},
+                after,
+                times,
+                {"message": message, "documentation_url": "https://docs.github.com/rest"},
+                drop,
+            )
+        )
 
     def write_calls(self) -> list[Call]:
         return [c for c in self.calls if c.method != "GET"]
@@ -308,8 +348,9 @@ class GitHubDouble:
         return [p for p in self.repos[full_name].pulls.values() if state == "all" or p["state"] == state]
 
     # ---------------------------------------------------------------- rollout: metadata, workflow runs
-    def set_repo_meta(self, full_name: str, *, topics: list[str] | None = None, language: str | None = None,
-                      fork: bool | None = None) -> None:
+    def set_repo_meta(
+        self, full_name: str, *, topics: list[str] | None = None, language: str | None = None, fork: bool | None = None
+    ) -> None:
         """Topics, language and fork flag of a repository, as the org listing reports them."""
         meta = self.__dict__.setdefault("repo_meta", {}).setdefault(full_name, {})
         for key, value in (("topics", topics), ("language", language), ("fork", fork)):
@@ -319,8 +360,15 @@ class GitHubDouble:
     def _repo_meta(self, repo: FakeRepo) -> dict[str, Any]:
         return dict(self.__dict__.get("repo_meta", {}).get(repo.full_name, {}))
 
-    def add_workflow_run(self, full_name: str, workflow_path: str, *, created_at: str = NOW,
-                         conclusion: str = "success", status: str = "completed") -> None:
+    def add_workflow_run(
+        self,
+        full_name: str,
+        workflow_path: str,
+        *,
+        created_at: str = NOW,
+        conclusion: str = "success",
+        status: str = "completed",
+    ) -> None:
         runs = self.__dict__.setdefault("workflow_runs", {}).setdefault((full_name, workflow_path), [])
         runs.insert(0, {"created_at": created_at, "conclusion": conclusion, "status": status})
 
@@ -340,10 +388,18 @@ class GitHubDouble:
         url = self._u(repo, f"/actions/workflows/{wid}")
         html = f"https://github.com/{repo.full_name}"
         if not m.group(2):
-            return 200, {"id": wid, "node_id": f"W_{wid}", "name": path, "path": path, "state": "active",
-                         "created_at": NOW, "updated_at": NOW, "url": url,
-                         "html_url": f"{html}/blob/{repo.default_branch}/{path}",
-                         "badge_url": f"{html}/workflows/{path.rsplit('/', 1)[-1]}/badge.svg"}
+            return 200, {
+                "id": wid,
+                "node_id": f"W_{wid}",
+                "name": path,
+                "path": path,
+                "state": "active",
+                "created_at": NOW,
+                "updated_at": NOW,
+                "url": url,
+                "html_url": f"{html}/blob/{repo.default_branch}/{path}",
+                "badge_url": f"{html}/workflows/{path.rsplit('/', 1)[-1]}/badge.svg",
+            }
         head = repo.refs[f"heads/{repo.default_branch}"]
         commit = repo.commits[head]
         person = {"name": "t", "email": "t@example.com"}
@@ -352,18 +408,46 @@ class GitHubDouble:
         for n, r in enumerate(runs[(repo.full_name, path)]):
             rid = wid * 100 + n
             ru = self._u(repo, f"/actions/runs/{rid}")
-            items.append({
-                "id": rid, "node_id": f"WFR_{rid}", "name": path, "display_title": commit["message"].splitlines()[0],
-                "path": path, "workflow_id": wid, "run_number": n + 1, "run_attempt": 1, "event": "push",
-                "status": r["status"], "conclusion": r["conclusion"], "head_branch": repo.default_branch,
-                "head_sha": head, "created_at": r["created_at"], "updated_at": r["created_at"],
-                "run_started_at": r["created_at"], "url": ru, "html_url": f"{html}/actions/runs/{rid}",
-                "pull_requests": [], "jobs_url": f"{ru}/jobs", "logs_url": f"{ru}/logs",
-                "check_suite_url": self._u(repo, f"/check-suites/{rid}"), "artifacts_url": f"{ru}/artifacts",
-                "cancel_url": f"{ru}/cancel", "rerun_url": f"{ru}/rerun", "workflow_url": url,
-                "head_commit": {"id": head, "tree_id": commit["tree"], "message": commit["message"],
-                                "timestamp": r["created_at"], "author": person, "committer": person},
-                "repository": repository, "head_repository": repository})
+            items.append(
+                {
+                    "id": rid,
+                    "node_id": f"WFR_{rid}",
+                    "name": path,
+                    "display_title": commit["message"].splitlines()[0],
+                    "path": path,
+                    "workflow_id": wid,
+                    "run_number": n + 1,
+                    "run_attempt": 1,
+                    "event": "push",
+                    "status": r["status"],
+                    "conclusion": r["conclusion"],
+                    "head_branch": repo.default_branch,
+                    "head_sha": head,
+                    "created_at": r["created_at"],
+                    "updated_at": r["created_at"],
+                    "run_started_at": r["created_at"],
+                    "url": ru,
+                    "html_url": f"{html}/actions/runs/{rid}",
+                    "pull_requests": [],
+                    "jobs_url": f"{ru}/jobs",
+                    "logs_url": f"{ru}/logs",
+                    "check_suite_url": self._u(repo, f"/check-suites/{rid}"),
+                    "artifacts_url": f"{ru}/artifacts",
+                    "cancel_url": f"{ru}/cancel",
+                    "rerun_url": f"{ru}/rerun",
+                    "workflow_url": url,
+                    "head_commit": {
+                        "id": head,
+                        "tree_id": commit["tree"],
+                        "message": commit["message"],
+                        "timestamp": r["created_at"],
+                        "author": person,
+                        "committer": person,
+                    },
+                    "repository": repository,
+                    "head_repository": repository,
+                }
+            )
         return 200, {"total_count": len(items), "workflow_runs": items}
 
     # ---------------------------------------------------------------- git objects
@@ -397,23 +481,86 @@ class GitHubDouble:
         and MinimalRepository, the shapes nested in pull requests and listings)."""
         u = self._u(repo)
         data: dict[str, Any] = {
-            "id": abs(hash(repo.full_name)) % 10**8, "node_id": "R_1", "name": repo.name,
-            "full_name": repo.full_name, "owner": _user(repo.owner, self.base_url), "private": False,
-            "description": None, "fork": False, "homepage": None, "language": None, "forks_count": 0,
-            "stargazers_count": 0, "watchers_count": 0, "size": 1, "default_branch": repo.default_branch,
-            "open_issues_count": 0, "has_issues": True, "has_projects": False, "has_wiki": False,
-            "has_pages": False, "has_discussions": False, "archived": repo.archived, "disabled": False,
-            "pushed_at": NOW, "created_at": NOW, "updated_at": NOW, "subscribers_count": 0, "network_count": 0,
-            "license": None, "forks": 0, "open_issues": 0, "watchers": 0, "visibility": "public",
+            "id": abs(hash(repo.full_name)) % 10**8,
+            "node_id": "R_1",
+            "name": repo.name,
+            "full_name": repo.full_name,
+            "owner": _user(repo.owner, self.base_url),
+            "private": False,
+            "description": None,
+            "fork": False,
+            "homepage": None,
+            "language": None,
+            "forks_count": 0,
+            "stargazers_count": 0,
+            "watchers_count": 0,
+            "size": 1,
+            "default_branch": repo.default_branch,
+            "open_issues_count": 0,
+            "has_issues": True,
+            "has_projects": False,
+            "has_wiki": False,
+            "has_pages": False,
+            "has_discussions": False,
+            "archived": repo.archived,
+            "disabled": False,
+            "pushed_at": NOW,
+            "created_at": NOW,
+            "updated_at": NOW,
+            "subscribers_count": 0,
+            "network_count": 0,
+            "license": None,
+            "forks": 0,
+            "open_issues": 0,
+            "watchers": 0,
+            "visibility": "public",
             "permissions": {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True},
-            "html_url": f"https://github.com/{repo.full_name}", "url": u, "mirror_url": None,
-            "git_url": f"git://github.com/{repo.full_name}.git", "ssh_url": f"git@github.com:{repo.full_name}.git",
-            "clone_url": f"https://github.com/{repo.full_name}.git", "svn_url": f"https://github.com/{repo.full_name}"}
-        for name in ("archive", "assignees", "blobs", "branches", "collaborators", "comments", "commits", "compare",
-                     "contents", "contributors", "deployments", "downloads", "events", "forks", "git_commits",
-                     "git_refs", "git_tags", "issue_comment", "issue_events", "issues", "keys", "labels",
-                     "languages", "merges", "milestones", "notifications", "pulls", "releases", "stargazers",
-                     "statuses", "subscribers", "subscription", "tags", "teams", "trees", "hooks"):
+            "html_url": f"https://github.com/{repo.full_name}",
+            "url": u,
+            "mirror_url": None,
+            "git_url": f"git://github.com/{repo.full_name}.git",
+            "ssh_url": f"git@github.com:{repo.full_name}.git",
+            "clone_url": f"https://github.com/{repo.full_name}.git",
+            "svn_url": f"https://github.com/{repo.full_name}",
+        }
+        for name in (
+            "archive",
+            "assignees",
+            "blobs",
+            "branches",
+            "collaborators",
+            "comments",
+            "commits",
+            "compare",
+            "contents",
+            "contributors",
+            "deployments",
+            "downloads",
+            "events",
+            "forks",
+            "git_commits",
+            "git_refs",
+            "git_tags",
+            "issue_comment",
+            "issue_events",
+            "issues",
+            "keys",
+            "labels",
+            "languages",
+            "merges",
+            "milestones",
+            "notifications",
+            "pulls",
+            "releases",
+            "stargazers",
+            "statuses",
+            "subscribers",
+            "subscription",
+            "tags",
+            "teams",
+            "trees",
+            "hooks",
+        ):
             data[f"{name}_url"] = f"{u}/{name.replace('_', '/')}"
         # topics and language (null until set, as GitHub reports a repository without code), for
         # rollout's filters
@@ -422,25 +569,59 @@ class GitHubDouble:
 
     def _ref_json(self, repo: FakeRepo, name: str) -> dict[str, Any]:
         sha = repo.refs[name]
-        return {"ref": f"refs/{name}", "node_id": "REF_1", "url": self._u(repo, f"/git/refs/{name}"),
-                "object": {"type": "commit", "sha": sha, "url": self._u(repo, f"/git/commits/{sha}")}}
+        return {
+            "ref": f"refs/{name}",
+            "node_id": "REF_1",
+            "url": self._u(repo, f"/git/refs/{name}"),
+            "object": {"type": "commit", "sha": sha, "url": self._u(repo, f"/git/commits/{sha}")},
+        }
 
     def _commit_json(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
         c = repo.commits[sha]
         person = {"name": "setupbot", "email": "setupbot@users.noreply.github.com", "date": NOW}
-        return {"sha": sha, "node_id": "C_1", "url": self._u(repo, f"/git/commits/{sha}"),
-                "html_url": f"https://github.com/{repo.full_name}/commit/{sha}", "author": person,
-                "committer": person, "message": c["message"],
-                "tree": {"sha": c["tree"], "url": self._u(repo, f"/git/trees/{c['tree']}")},
-                "parents": [{"sha": p, "url": self._u(repo, f"/git/commits/{p}"),
-                             "html_url": f"https://github.com/{repo.full_name}/commit/{p}"} for p in c["parents"]],
-                "verification": {"verified": False, "reason": "unsigned", "signature": None, "payload": None,
-                                 "verified_at": None}}
+        return {
+            "sha": sha,
+            "node_id": "C_1",
+            "url": self._u(repo, f"/git/commits/{sha}"),
+            "html_url": f"https://github.com/{repo.full_name}/commit/{sha}",
+            "author": person,
+            "committer": person,
+            "message": c["message"],
+            "tree": {"sha": c["tree"], "url": self._u(repo, f"/git/trees/{c['tree']}")},
+            "parents": [
+                {
+                    "sha": p,
+                    "url": self._u(repo, f"/git/commits/{p}"),
+                    "html_url": f"https://github.com/{repo.full_name}/commit/{p}",
+                }
+                for p in c["parents"]
+            ],
+            "verification": {
+                "verified": False,
+                "reason": "unsigned",
+                "signature": None,
+                "payload": None,
+                "verified_at": None,
+            },
+        }
 
     def _tree_json(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
-        return {"sha": sha, "url": self._u(repo, f"/git/trees/{sha}"), "truncated": False,
-                "tree": [{"path": p, "mode": "100644", "type": "blob", "sha": b, "size": len(repo.blobs[b]),
-                          "url": self._u(repo, f"/git/blobs/{b}")} for p, b in sorted(repo.trees[sha].items())]}
+        return {
+            "sha": sha,
+            "url": self._u(repo, f"/git/trees/{sha}"),
+            "truncated": False,
+            "tree": [
+                {
+                    "path": p,
+                    "mode": "100644",
+                    "type": "blob",
+                    "sha": b,
+                    "size": len(repo.blobs[b]),
+                    "url": self._u(repo, f"/git/blobs/{b}"),
+                }
+                for p, b in sorted(repo.trees[sha].items())
+            ],
+        }
 
     def _pull_json(self, repo: FakeRepo, pr: dict[str, Any], full: bool = True) -> dict[str, Any]:
         """A pull request (PullRequest); ``full=False``: as the list endpoint answers (PullRequestSimple)."""
@@ -448,69 +629,161 @@ class GitHubDouble:
         head_sha = repo.refs.get(f"heads/{pr['head']}", pr.get("head_sha", "0" * 40))
         base_sha = repo.refs.get(f"heads/{pr['base']}", "0" * 40)
         html = f"https://github.com/{repo.full_name}/pull/{n}"
-        links = {k: {"href": v} for k, v in {
-            "self": self._u(repo, f"/pulls/{n}"), "html": html, "issue": self._u(repo, f"/issues/{n}"),
-            "comments": self._u(repo, f"/issues/{n}/comments"), "review_comments": self._u(repo, f"/pulls/{n}/comments"),
-            "review_comment": self._u(repo, "/pulls/comments{/number}"), "commits": self._u(repo, f"/pulls/{n}/commits"),
-            "statuses": self._u(repo, f"/statuses/{head_sha}")}.items()}
+        links = {
+            k: {"href": v}
+            for k, v in {
+                "self": self._u(repo, f"/pulls/{n}"),
+                "html": html,
+                "issue": self._u(repo, f"/issues/{n}"),
+                "comments": self._u(repo, f"/issues/{n}/comments"),
+                "review_comments": self._u(repo, f"/pulls/{n}/comments"),
+                "review_comment": self._u(repo, "/pulls/comments{/number}"),
+                "commits": self._u(repo, f"/pulls/{n}/commits"),
+                "statuses": self._u(repo, f"/statuses/{head_sha}"),
+            }.items()
+        }
         data: dict[str, Any] = {
-            "id": pr["id"], "node_id": f"PR_{n}", "number": n, "state": pr["state"], "locked": False,
-            "title": pr["title"], "body": pr["body"], "user": _user(base=self.base_url), "draft": pr.get("draft", False),
-            "url": self._u(repo, f"/pulls/{n}"), "html_url": html, "diff_url": f"{html}.diff",
-            "patch_url": f"{html}.patch", "issue_url": self._u(repo, f"/issues/{n}"),
-            "commits_url": self._u(repo, f"/pulls/{n}/commits"), "review_comments_url": self._u(repo, f"/pulls/{n}/comments"),
+            "id": pr["id"],
+            "node_id": f"PR_{n}",
+            "number": n,
+            "state": pr["state"],
+            "locked": False,
+            "title": pr["title"],
+            "body": pr["body"],
+            "user": _user(base=self.base_url),
+            "draft": pr.get("draft", False),
+            "url": self._u(repo, f"/pulls/{n}"),
+            "html_url": html,
+            "diff_url": f"{html}.diff",
+            "patch_url": f"{html}.patch",
+            "issue_url": self._u(repo, f"/issues/{n}"),
+            "commits_url": self._u(repo, f"/pulls/{n}/commits"),
+            "review_comments_url": self._u(repo, f"/pulls/{n}/comments"),
             "review_comment_url": self._u(repo, "/pulls/comments{/number}"),
-            "comments_url": self._u(repo, f"/issues/{n}/comments"), "statuses_url": self._u(repo, f"/statuses/{head_sha}"),
-            "head": {"label": f"{repo.owner}:{pr['head']}", "ref": pr["head"], "sha": head_sha,
-                     "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
-            "base": {"label": f"{repo.owner}:{pr['base']}", "ref": pr["base"], "sha": base_sha,
-                     "user": _user(repo.owner, self.base_url), "repo": self._repo_json(repo)},
-            "_links": links, "author_association": "NONE", "auto_merge": None, "milestone": None,
-            "merged_at": pr["merged_at"], "closed_at": pr.get("closed_at"),
+            "comments_url": self._u(repo, f"/issues/{n}/comments"),
+            "statuses_url": self._u(repo, f"/statuses/{head_sha}"),
+            "head": {
+                "label": f"{repo.owner}:{pr['head']}",
+                "ref": pr["head"],
+                "sha": head_sha,
+                "user": _user(repo.owner, self.base_url),
+                "repo": self._repo_json(repo),
+            },
+            "base": {
+                "label": f"{repo.owner}:{pr['base']}",
+                "ref": pr["base"],
+                "sha": base_sha,
+                "user": _user(repo.owner, self.base_url),
+                "repo": self._repo_json(repo),
+            },
+            "_links": links,
+            "author_association": "NONE",
+            "auto_merge": None,
+            "milestone": None,
+            "merged_at": pr["merged_at"],
+            "closed_at": pr.get("closed_at"),
             "labels": [self._label_json(repo, ln) for ln in repo.labels.get(n, [])],
-            "created_at": NOW, "updated_at": NOW, "assignees": [], "requested_reviewers": [], "requested_teams": []}
+            "created_at": NOW,
+            "updated_at": NOW,
+            "assignees": [],
+            "requested_reviewers": [],
+            "requested_teams": [],
+        }
         if full:
-            data.update({"merged": pr["merged"], "mergeable": None, "mergeable_state": "unknown", "merged_by": None,
-                         "comments": sum(1 for c in repo.comments.values() if c["issue"] == n),
-                         "review_comments": 0, "maintainer_can_modify": pr["maintainer_can_modify"],
-                         "commits": 1, "additions": 0, "deletions": 0, "changed_files": 0})
+            data.update(
+                {
+                    "merged": pr["merged"],
+                    "mergeable": None,
+                    "mergeable_state": "unknown",
+                    "merged_by": None,
+                    "comments": sum(1 for c in repo.comments.values() if c["issue"] == n),
+                    "review_comments": 0,
+                    "maintainer_can_modify": pr["maintainer_can_modify"],
+                    "commits": 1,
+                    "additions": 0,
+                    "deletions": 0,
+                    "changed_files": 0,
+                }
+            )
         return data
 
     def _label_json(self, repo: FakeRepo, name: str) -> dict[str, Any]:
-        return {"id": abs(hash(name)) % 10**6, "node_id": f"LA_{name}", "url": self._u(repo, f"/labels/{name}"),
-                "name": name, "description": None, "color": "ededed", "default": False,
-                "archived_at": None, "archived_by": None}
+        return {
+            "id": abs(hash(name)) % 10**6,
+            "node_id": f"LA_{name}",
+            "url": self._u(repo, f"/labels/{name}"),
+            "name": name,
+            "description": None,
+            "color": "ededed",
+            "default": False,
+            "archived_at": None,
+            "archived_by": None,
+        }
 
     def _issue_json(self, repo: FakeRepo, n: int) -> dict[str, Any]:
         pr = repo.pulls[n]
-        return {"id": pr["id"], "node_id": f"I_{n}", "number": n, "title": pr["title"], "body": pr["body"],
-                "state": pr["state"], "locked": False, "comments": sum(1 for c in repo.comments.values() if c["issue"] == n),
-                "url": self._u(repo, f"/issues/{n}"), "repository_url": self._u(repo),
-                "labels_url": self._u(repo, f"/issues/{n}/labels{{/name}}"),
-                "events_url": self._u(repo, f"/issues/{n}/events"),
-                "html_url": f"https://github.com/{repo.full_name}/issues/{n}",
-                "comments_url": self._u(repo, f"/issues/{n}/comments"), "user": _user(base=self.base_url),
-                "labels": [self._label_json(repo, ln) for ln in repo.labels.get(n, [])], "milestone": None,
-                "closed_at": pr.get("closed_at"), "author_association": "NONE",
-                "pull_request": {"url": self._u(repo, f"/pulls/{n}"), "html_url": None, "diff_url": None,
-                                 "patch_url": None}, "created_at": NOW, "updated_at": NOW}
+        return {
+            "id": pr["id"],
+            "node_id": f"I_{n}",
+            "number": n,
+            "title": pr["title"],
+            "body": pr["body"],
+            "state": pr["state"],
+            "locked": False,
+            "comments": sum(1 for c in repo.comments.values() if c["issue"] == n),
+            "url": self._u(repo, f"/issues/{n}"),
+            "repository_url": self._u(repo),
+            "labels_url": self._u(repo, f"/issues/{n}/labels{{/name}}"),
+            "events_url": self._u(repo, f"/issues/{n}/events"),
+            "html_url": f"https://github.com/{repo.full_name}/issues/{n}",
+            "comments_url": self._u(repo, f"/issues/{n}/comments"),
+            "user": _user(base=self.base_url),
+            "labels": [self._label_json(repo, ln) for ln in repo.labels.get(n, [])],
+            "milestone": None,
+            "closed_at": pr.get("closed_at"),
+            "author_association": "NONE",
+            "pull_request": {
+                "url": self._u(repo, f"/pulls/{n}"),
+                "html_url": None,
+                "diff_url": None,
+                "patch_url": None,
+            },
+            "created_at": NOW,
+            "updated_at": NOW,
+        }
 
     def _comment_json(self, repo: FakeRepo, cid: int) -> dict[str, Any]:
         c = repo.comments[cid]
         author = _user(c["user"], self.base_url) if c.get("user") else _user(base=self.base_url)
         if c.get("user"):
             author["type"] = "User"
-        return {"id": cid, "node_id": f"IC_{cid}", "body": c["body"], "user": author,
-                "url": self._u(repo, f"/issues/comments/{cid}"),
-                "html_url": f"https://github.com/{repo.full_name}/pull/{c['issue']}#issuecomment-{cid}",
-                "issue_url": self._u(repo, f"/issues/{c['issue']}"), "created_at": NOW, "updated_at": NOW,
-                "author_association": "NONE"}
+        return {
+            "id": cid,
+            "node_id": f"IC_{cid}",
+            "body": c["body"],
+            "user": author,
+            "url": self._u(repo, f"/issues/comments/{cid}"),
+            "html_url": f"https://github.com/{repo.full_name}/pull/{c['issue']}#issuecomment-{cid}",
+            "issue_url": self._u(repo, f"/issues/{c['issue']}"),
+            "created_at": NOW,
+            "updated_at": NOW,
+            "author_association": "NONE",
+        }
 
     def _status_json(self, repo: FakeRepo, st: dict[str, Any]) -> dict[str, Any]:
-        return {"id": st["id"], "node_id": f"SC_{st['id']}", "url": self._u(repo, f"/statuses/{st['sha']}"),
-                "avatar_url": None, "state": st["state"], "description": st.get("description"),
-                "target_url": st.get("target_url"), "context": st.get("context", "default"),
-                "created_at": NOW, "updated_at": NOW, "creator": _user(base=self.base_url)}
+        return {
+            "id": st["id"],
+            "node_id": f"SC_{st['id']}",
+            "url": self._u(repo, f"/statuses/{st['sha']}"),
+            "avatar_url": None,
+            "state": st["state"],
+            "description": st.get("description"),
+            "target_url": st.get("target_url"),
+            "context": st.get("context", "default"),
+            "created_at": NOW,
+            "updated_at": NOW,
+            "creator": _user(base=self.base_url),
+        }
 
     # ---------------------------------------------------------------- auth
     def authorise(self, method: str, path: str, header: str) -> tuple[int, dict[str, Any]] | None:
@@ -521,15 +794,17 @@ class GitHubDouble:
         token = header.split(" ", 1)[1].strip() if " " in header else ""
         if token not in self.tokens:
             if not token and method == "GET":
-                return None          # anonymous reads of a public repository
+                return None  # anonymous reads of a public repository
             return 401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}
         if method == "GET":
             return None
         granted = self.tokens[token]
         if any(granted.get(p) == "write" for p in permission_for(method, path).split("|")):
             return None
-        return 403, {"message": "Resource not accessible by integration",
-                     "documentation_url": "https://docs.github.com/rest"}
+        return 403, {
+            "message": "Resource not accessible by integration",
+            "documentation_url": "https://docs.github.com/rest",
+        }
 
     # ---------------------------------------------------------------- routing
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
@@ -541,13 +816,31 @@ class GitHubDouble:
             if m.group(2):
                 return 200, [self._repo_json(self.repos[r]) for r in self.orgs[org]]
             o = f"{self.base_url}/orgs/{org}"
-            return 200, {"login": org, "id": 7, "node_id": "O_7", "url": o, "repos_url": f"{o}/repos",
-                         "events_url": f"{o}/events", "hooks_url": f"{o}/hooks", "issues_url": f"{o}/issues",
-                         "members_url": f"{o}/members{{/member}}", "public_members_url": f"{o}/public_members{{/member}}",
-                         "avatar_url": "", "description": None, "html_url": f"https://github.com/{org}",
-                         "has_organization_projects": False, "has_repository_projects": False,
-                         "public_repos": len(self.orgs[org]), "public_gists": 0, "followers": 0, "following": 0,
-                         "type": "Organization", "created_at": NOW, "updated_at": NOW, "archived_at": None}
+            return 200, {
+                "login": org,
+                "id": 7,
+                "node_id": "O_7",
+                "url": o,
+                "repos_url": f"{o}/repos",
+                "events_url": f"{o}/events",
+                "hooks_url": f"{o}/hooks",
+                "issues_url": f"{o}/issues",
+                "members_url": f"{o}/members{{/member}}",
+                "public_members_url": f"{o}/public_members{{/member}}",
+                "avatar_url": "",
+                "description": None,
+                "html_url": f"https://github.com/{org}",
+                "has_organization_projects": False,
+                "has_repository_projects": False,
+                "public_repos": len(self.orgs[org]),
+                "public_gists": 0,
+                "followers": 0,
+                "following": 0,
+                "type": "Organization",
+                "created_at": NOW,
+                "updated_at": NOW,
+                "archived_at": None,
+            }
         m = re.match(r"^/repos/([^/]+/[^/]+)(/.*)?$", path)
         if not m or m.group(1) not in self.repos:
             return 404, {"message": "Not Found"}
@@ -558,8 +851,9 @@ class GitHubDouble:
                 return self._actions_route(repo, method, rest)
             return self._repo_route(repo, method, rest, query, body)
 
-    def _repo_route(self, repo: FakeRepo, method: str, rest: str, query: dict[str, list[str]],
-                    body: Any) -> tuple[int, Any]:
+    def _repo_route(
+        self, repo: FakeRepo, method: str, rest: str, query: dict[str, list[str]], body: Any
+    ) -> tuple[int, Any]:
         q = {k: v[0] for k, v in query.items()}
         if rest == "" and method == "GET":
             return 200, self._repo_json(repo)
@@ -600,47 +894,80 @@ class GitHubDouble:
                     entries[item["path"]] = item["sha"]
             return 201, self._tree_json(repo, self._tree(repo, entries))
         if (m := re.match(r"^/git/trees/([0-9a-f]{40})$", rest)) and method == "GET":
-            return (200, self._tree_json(repo, m.group(1))) if m.group(1) in repo.trees else (404, {"message": "Not Found"})
+            return (
+                (200, self._tree_json(repo, m.group(1)))
+                if m.group(1) in repo.trees
+                else (404, {"message": "Not Found"})
+            )
         if rest == "/git/commits" and method == "POST":
             if body["tree"] not in repo.trees or any(p not in repo.commits for p in body.get("parents", [])):
                 return 422, {"message": "Tree or parent does not exist"}
             sha = self._commit(repo, body["tree"], list(body.get("parents", [])), body["message"])
             return 201, self._commit_json(repo, sha)
         if (m := re.match(r"^/git/commits/([0-9a-f]{40})$", rest)) and method == "GET":
-            return (200, self._commit_json(repo, m.group(1))) if m.group(1) in repo.commits else (404, {"message": "Not Found"})
+            return (
+                (200, self._commit_json(repo, m.group(1)))
+                if m.group(1) in repo.commits
+                else (404, {"message": "Not Found"})
+            )
         if (m := re.match(r"^/contents/(.*)$", rest)) and method == "GET":
             path = unquote(m.group(1))
             files = repo.files_at(q.get("ref", repo.default_branch))
             if path not in files:
                 # "" is the root folder (GET /contents/): its direct children
                 prefix = path.rstrip("/") + "/" if path.strip("/") else ""
-                children = sorted({p for p in files if p.startswith(prefix) and "/" not in p[len(prefix):]})
+                children = sorted({p for p in files if p.startswith(prefix) and "/" not in p[len(prefix) :]})
                 if not children:
                     return 404, {"message": "Not Found"}
-                return 200, [{"type": "file", "name": p.split("/")[-1], "path": p, "sha": _sha("blob", files[p]),
-                              "size": len(files[p]), "url": self._u(repo, f"/contents/{p}"),
-                              "git_url": self._u(repo, f"/git/blobs/{_sha('blob', files[p])}"),
-                              "html_url": f"https://github.com/{repo.full_name}/blob/main/{p}",
-                              "download_url": None, "_links": {
-                                  "self": self._u(repo, f"/contents/{p}"),
-                                  "git": self._u(repo, f"/git/blobs/{_sha('blob', files[p])}"),
-                                  "html": f"https://github.com/{repo.full_name}/blob/main/{p}"}}
-                             for p in children]
+                return 200, [
+                    {
+                        "type": "file",
+                        "name": p.split("/")[-1],
+                        "path": p,
+                        "sha": _sha("blob", files[p]),
+                        "size": len(files[p]),
+                        "url": self._u(repo, f"/contents/{p}"),
+                        "git_url": self._u(repo, f"/git/blobs/{_sha('blob', files[p])}"),
+                        "html_url": f"https://github.com/{repo.full_name}/blob/main/{p}",
+                        "download_url": None,
+                        "_links": {
+                            "self": self._u(repo, f"/contents/{p}"),
+                            "git": self._u(repo, f"/git/blobs/{_sha('blob', files[p])}"),
+                            "html": f"https://github.com/{repo.full_name}/blob/main/{p}",
+                        },
+                    }
+                    for p in children
+                ]
             data = files[path]
             sha = _sha("blob", data)
-            return 200, {"type": "file", "encoding": "base64", "size": len(data), "name": path.split("/")[-1],
-                         "path": path, "content": base64.b64encode(data).decode(), "sha": sha,
-                         "url": self._u(repo, f"/contents/{path}"), "git_url": self._u(repo, f"/git/blobs/{sha}"),
-                         "html_url": f"https://github.com/{repo.full_name}/blob/main/{path}", "download_url": None,
-                         "_links": {"self": self._u(repo, f"/contents/{path}"), "git": self._u(repo, f"/git/blobs/{sha}"),
-                                    "html": f"https://github.com/{repo.full_name}/blob/main/{path}"}}
+            return 200, {
+                "type": "file",
+                "encoding": "base64",
+                "size": len(data),
+                "name": path.split("/")[-1],
+                "path": path,
+                "content": base64.b64encode(data).decode(),
+                "sha": sha,
+                "url": self._u(repo, f"/contents/{path}"),
+                "git_url": self._u(repo, f"/git/blobs/{sha}"),
+                "html_url": f"https://github.com/{repo.full_name}/blob/main/{path}",
+                "download_url": None,
+                "_links": {
+                    "self": self._u(repo, f"/contents/{path}"),
+                    "git": self._u(repo, f"/git/blobs/{sha}"),
+                    "html": f"https://github.com/{repo.full_name}/blob/main/{path}",
+                },
+            }
         if rest == "/pulls" and method == "GET":
             state = q.get("state", "open")
             head = q.get("head")
-            out = [self._pull_json(repo, p, full=False) for p in sorted(repo.pulls.values(), key=lambda p: -p["number"])
-                   if (state == "all" or p["state"] == state)
-                   and (head is None or f"{repo.owner}:{p['head']}" == head)
-                   and ("base" not in q or p["base"] == q["base"])]
+            out = [
+                self._pull_json(repo, p, full=False)
+                for p in sorted(repo.pulls.values(), key=lambda p: -p["number"])
+                if (state == "all" or p["state"] == state)
+                and (head is None or f"{repo.owner}:{p['head']}" == head)
+                and ("base" not in q or p["base"] == q["base"])
+            ]
             return 200, out
         if (m := re.match(r"^/statuses/([0-9a-f]{40})$", rest)) and method == "POST":
             if m.group(1) not in repo.commits:
@@ -651,17 +978,30 @@ class GitHubDouble:
         if rest == "/pulls" and method == "POST":
             if f"heads/{body['head']}" not in repo.refs:
                 return 422, {"message": "Validation Failed", "errors": [{"field": "head", "code": "invalid"}]}
-            if any(p["head"] == body["head"] and p["base"] == body["base"] and p["state"] == "open"
-                   for p in repo.pulls.values()):
-                return 422, {"message": "Validation Failed",
-                             "errors": [{"message": f"A pull request already exists for {repo.owner}:{body['head']}."}]}
+            if any(
+                p["head"] == body["head"] and p["base"] == body["base"] and p["state"] == "open"
+                for p in repo.pulls.values()
+            ):
+                return 422, {
+                    "message": "Validation Failed",
+                    "errors": [{"message": f"A pull request already exists for {repo.owner}:{body['head']}."}],
+                }
             n = max([*repo.pulls, *[c["issue"] for c in repo.comments.values()], 0]) + 1
-            repo.pulls[n] = {"id": self._next_id(), "number": n, "state": "open", "title": body.get("title", ""),
-                             "body": body.get("body") or "", "head": body["head"], "base": body["base"],
-                             "merged": False, "merged_at": None, "draft": bool(body.get("draft", False)),
-                             "maintainer_can_modify": body.get("maintainer_can_modify", True)}
+            repo.pulls[n] = {
+                "id": self._next_id(),
+                "number": n,
+                "state": "open",
+                "title": body.get("title", ""),
+                "body": body.get("body") or "",
+                "head": body["head"],
+                "base": body["base"],
+                "merged": False,
+                "merged_at": None,
+                "draft": bool(body.get("draft", False)),
+                "maintainer_can_modify": body.get("maintainer_can_modify", True),
+            }
             return 201, self._pull_json(repo, repo.pulls[n])
-        if (m := re.match(r"^/pulls/(\d+)$", rest)):
+        if m := re.match(r"^/pulls/(\d+)$", rest):
             n = int(m.group(1))
             if n not in repo.pulls:
                 return 404, {"message": "Not Found"}
@@ -682,7 +1022,7 @@ class GitHubDouble:
             current = repo.labels.setdefault(n, [])
             current.extend(x for x in names if x not in current)
             return 200, [self._label_json(repo, ln) for ln in current]
-        if (m := re.match(r"^/issues/(\d+)/comments$", rest)):
+        if m := re.match(r"^/issues/(\d+)/comments$", rest):
             n = int(m.group(1))
             if n not in repo.pulls:
                 return 404, {"message": "Not Found"}
@@ -691,7 +1031,7 @@ class GitHubDouble:
                 repo.comments[cid] = {"issue": n, "body": body["body"]}
                 return 201, self._comment_json(repo, cid)
             return 200, [self._comment_json(repo, c) for c, v in sorted(repo.comments.items()) if v["issue"] == n]
-        if (m := re.match(r"^/issues/comments/(\d+)$", rest)):
+        if m := re.match(r"^/issues/comments/(\d+)$", rest):
             cid = int(m.group(1))
             if cid not in repo.comments:
                 return 404, {"message": "Not Found"}
@@ -738,8 +1078,14 @@ class GitHubDouble:
                 call = Call(self.command, path, parse_qs(parts.query), body)
                 with double._lock:
                     double.calls.append(call)
-                    fault = next((f for f in double.faults if f.times > 0 and f.method == self.command
-                                  and f.pattern.search(path)), None)
+                    fault = next(
+                        (
+                            f
+                            for f in double.faults
+                            if f.times > 0 and f.method == self.command and f.pattern.search(path)
+                        ),
+                        None,
+                    )
                     if fault:
                         fault.times -= 1
                 if fault and not fault.after:
@@ -756,12 +1102,15 @@ class GitHubDouble:
                         validate_response(self.command, path, payload)
                         if self.command == "GET" and isinstance(payload, list):
                             query = {k: v[0] for k, v in call.query.items()}
-                            payload, headers = paginate(payload, query, double.base_url + parts.path,
-                                                        double.default_per_page)
+                            payload, headers = paginate(
+                                payload, query, double.base_url + parts.path, double.default_per_page
+                            )
                 except SchemaViolation as exc:
                     double.schema_errors.append(str(exc))
-                    status, payload = (500 if exc.args[0].startswith("response") else 422), \
-                        {"message": "Invalid request.", "errors": [str(exc)]}
+                    status, payload = (
+                        (500 if exc.args[0].startswith("response") else 422),
+                        {"message": "Invalid request.", "errors": [str(exc)]},
+                    )
                 if fault and fault.after:
                     return self._fail(call, fault)
                 self._send(call, status, payload, headers)
@@ -780,8 +1129,12 @@ class GitHubDouble:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
-                base = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999",
-                        "x-ratelimit-reset": str(int(double.clock()) + 3600), "x-github-api-version-selected": "2022-11-28"}
+                base = {
+                    "x-ratelimit-limit": "5000",
+                    "x-ratelimit-remaining": "4999",
+                    "x-ratelimit-reset": str(int(double.clock()) + 3600),
+                    "x-github-api-version-selected": "2022-11-28",
+                }
                 base.update(headers)
                 for k, v in base.items():
                     self.send_header(k, v)

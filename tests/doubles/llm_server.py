@@ -30,7 +30,7 @@ class ScriptedLLMServer:
     def __init__(self, replies: Iterable[Any] = (), model: str = "scripted-model") -> None:
         self.replies = list(replies)
         self.model = model
-        self.requests: list[dict[str, Any]] = []   # parsed JSON bodies
+        self.requests: list[dict[str, Any]] = []  # parsed JSON bodies
         self.raw_requests: list[bytes] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -75,20 +75,30 @@ class ScriptedLLMServer:
                 if isinstance(reply, dict) and reply.get("delay"):
                     time.sleep(float(reply["delay"]))
                 if isinstance(reply, dict) and reply.get("status", 200) != 200:
-                    body = reply.get("body") or {"error": {"message": f"scripted {reply['status']}",
-                                                           "type": "scripted_error"}}
+                    body = reply.get("body") or {
+                        "error": {"message": f"scripted {reply['status']}", "type": "scripted_error"}
+                    }
                     self._send(int(reply["status"]), body, reply.get("headers") or {})
                     return
                 content = reply if isinstance(reply, str) else reply.get("content", FINISH)
                 usage = (reply.get("usage") if isinstance(reply, dict) else None) or {
-                    "prompt_tokens": len(raw) // 4, "completion_tokens": len(content) // 4,
-                    "total_tokens": len(raw) // 4 + len(content) // 4}
-                self._send(200, {
-                    "id": f"chatcmpl-{len(outer.requests)}", "object": "chat.completion",
-                    "created": int(time.time()), "model": outer.model,
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": usage})
+                    "prompt_tokens": len(raw) // 4,
+                    "completion_tokens": len(content) // 4,
+                    "total_tokens": len(raw) // 4 + len(content) // 4,
+                }
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{len(outer.requests)}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": outer.model,
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                        ],
+                        "usage": usage,
+                    },
+                )
 
             def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(body).encode()

@@ -22,19 +22,19 @@ from bot.engine.results import BuildResult, ExecResult
 
 @dataclass
 class Need:
-    satisfied_by: str                 # "pip:PyJWT", "apt:libyaml-dev", "env:APP_SETTINGS", "python:3.13"
-    output: str                       # what the target prints while the need is unmet
-    stage: str = "collect"            # build | collect | test
-    shadow: dict[str, str] = field(default_factory=dict)   # "pip:jwt" -> output when that is installed instead
+    satisfied_by: str  # "pip:PyJWT", "apt:libyaml-dev", "env:APP_SETTINGS", "python:3.13"
+    output: str  # what the target prints while the need is unmet
+    stage: str = "collect"  # build | collect | test
+    shadow: dict[str, str] = field(default_factory=dict)  # "pip:jwt" -> output when that is installed instead
 
 
 @dataclass
 class World:
     needs: list[Need]
     tests: int = 3
-    test_times_out: bool = False      # the test run (not collection) hits the command timeout
-    runner: tuple[int, str] | None = None   # (exit, output) of a non-pytest test command
-    skipped: int = 0                  # of the tests, how many pytest reports as skipped
+    test_times_out: bool = False  # the test run (not collection) hits the command timeout
+    runner: tuple[int, str] | None = None  # (exit, output) of a non-pytest test command
+    skipped: int = 0  # of the tests, how many pytest reports as skipped
 
     def unmet(self, state: State, stage: str) -> str | None:
         for need in self.needs:
@@ -83,7 +83,7 @@ class FakeGraph:
     def __init__(self, python: str = "3.11", atoms: list[dict] | None = None, meta: dict | None = None) -> None:
         self.python = python
         self.atoms: list[dict] = list(atoms or [])
-        self.meta: dict = dict(meta or {})   # e.g. {"resolution": {"pins": {...}}} as the planner writes it
+        self.meta: dict = dict(meta or {})  # e.g. {"resolution": {"pins": {...}}} as the planner writes it
 
     def of_type(self, kind: str) -> list:
         return []
@@ -151,11 +151,13 @@ class FakePlan:
         return fake_compile(self.graph)
 
 
-def fake_plan_maker(python: str = "3.11", env: dict | None = None, services: list | None = None,
-                    pins: dict | None = None):
+def fake_plan_maker(
+    python: str = "3.11", env: dict | None = None, services: list | None = None, pins: dict | None = None
+):
     def make_plan(repo, settings, available):
         graph = FakeGraph(python, meta={"resolution": {"pins": dict(pins)}} if pins else None)
         return FakePlan(graph, env, services)
+
     return make_plan
 
 
@@ -166,7 +168,7 @@ def _have_from_dockerfile(text: str) -> State:
         state.have.add(f"python:{m.group(1)}")
     for line in text.splitlines():
         if line.startswith("# atom "):
-            state.have |= atoms_to_have(Atom.from_json(json.loads(line[len("# atom "):])))
+            state.have |= atoms_to_have(Atom.from_json(json.loads(line[len("# atom ") :])))
     return state
 
 
@@ -197,7 +199,7 @@ class FakeSession:
         assert 1 <= n <= len(self.stack), f"rollback({n}) with {len(self.stack)} frames"
         # as the engine does: frames above the n-th most recent are dropped, it stays on top
         target = self.stack[-n]
-        del self.stack[len(self.stack) - n + 1:]
+        del self.stack[len(self.stack) - n + 1 :]
         self.state = target.copy()
 
     def exec(self, argv, env=None, timeout=600, workdir=None) -> ExecResult:
@@ -230,12 +232,16 @@ class FakeSession:
             out = world.unmet(have, "test")
             if world.test_times_out:
                 self.engine.last_junit = None
-                return ExecResult(argv, -1, "tests/test_x.py ....." + (("\n" + out) if out else ""), float(timeout),
-                                  timed_out=True)
-            cases = "".join(f'<testcase classname="tests.test_x" name="test_{i}">'
-                            + (f'<error message="setup">{_xml(out)}</error>' if out and i == 0 else "")
-                            + ('<skipped message="needs a GPU"/>' if i >= world.tests - world.skipped else "")
-                            + "</testcase>" for i in range(world.tests))
+                return ExecResult(
+                    argv, -1, "tests/test_x.py ....." + (("\n" + out) if out else ""), float(timeout), timed_out=True
+                )
+            cases = "".join(
+                f'<testcase classname="tests.test_x" name="test_{i}">'
+                + (f'<error message="setup">{_xml(out)}</error>' if out and i == 0 else "")
+                + ('<skipped message="needs a GPU"/>' if i >= world.tests - world.skipped else "")
+                + "</testcase>"
+                for i in range(world.tests)
+            )
             self.engine.last_junit = f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>'
             if out:
                 return ExecResult(argv, 1, out + "\n1 error", 0.3)
@@ -279,6 +285,7 @@ class FakeEngine:
         def net():
             self.networks += 1
             yield "fake-net"
+
         return net()
 
 
@@ -296,11 +303,22 @@ class FakeRetriever:
         for u in self.units:
             m = re.search(u["signal"], log_text)
             if m:
-                atoms = [Atom.from_json(a).fill({"python": (context or {}).get("python", ""),
-                                                   **{f"match:{i}": g for i, g in enumerate(m.groups(), 1)}})
-                         for a in u["atoms"]]
-                out.append(SimpleNamespace(unit=SimpleNamespace(id=u["id"], advice=u.get("advice", "")),
-                                           score=u.get("score", 1.0), atoms=atoms))
+                atoms = [
+                    Atom.from_json(a).fill(
+                        {
+                            "python": (context or {}).get("python", ""),
+                            **{f"match:{i}": g for i, g in enumerate(m.groups(), 1)},
+                        }
+                    )
+                    for a in u["atoms"]
+                ]
+                out.append(
+                    SimpleNamespace(
+                        unit=SimpleNamespace(id=u["id"], advice=u.get("advice", "")),
+                        score=u.get("score", 1.0),
+                        atoms=atoms,
+                    )
+                )
         return out
 
     def record_outcome(self, unit_id: str, outcome: str) -> None:

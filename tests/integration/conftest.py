@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def docker_available() -> bool:
     if not _engine_available("docker"):
-        if os.environ.get("CI") == "true":   # CI always has an engine: its absence is a failure
+        if os.environ.get("CI") == "true":  # CI always has an engine: its absence is a failure
             pytest.fail("no container engine answers `docker info` (CI=true)")
         pytest.skip("no container engine answers `docker info`")
     return True
@@ -83,11 +83,15 @@ def runner_world(tmp_path_factory, docker_available):
     """(registry address, {official name: pushed digest}, environment of the fresh engine)."""
     from doubles.engines import Unavailable, fresh_engine, local_registry, push_as
 
-    missing = [s for s in set(MIRRORED.values())
-               if subprocess.run(["docker", "image", "inspect", s], capture_output=True).returncode]
+    missing = [
+        s
+        for s in set(MIRRORED.values())
+        if subprocess.run(["docker", "image", "inspect", s], capture_output=True).returncode
+    ]
     if missing:
-        unavailable(f"stand-ins missing on the shared engine ({', '.join(sorted(missing))}): "
-                    "run `setupbot images bootstrap`")
+        unavailable(
+            f"stand-ins missing on the shared engine ({', '.join(sorted(missing))}): run `setupbot images bootstrap`"
+        )
     root = tmp_path_factory.mktemp("runner-world")
     try:
         with local_registry(root / "registry") as registry:

@@ -40,10 +40,11 @@ TOKEN = "ghs_runner_test_sentinel_token"
 
 def expand(value: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> str:
     """The few expressions action.yml uses: inputs.X, github.token, steps.ID.outputs.X."""
+
     def one(m: re.Match[str]) -> str:
         expr = m.group(1).strip()
         if expr.startswith("inputs."):
-            return inputs.get(expr[len("inputs."):], "")
+            return inputs.get(expr[len("inputs.") :], "")
         if expr == "github.token":
             return TOKEN
         sm = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr)
@@ -89,15 +90,23 @@ def run_composite(action_dir: Path, with_inputs: dict[str, str], env: dict[str, 
             continue
         output = work / f"output-{n}.txt"
         output.touch()
-        step_env = {**env, "GITHUB_OUTPUT": str(output),
-                    **{f"INPUT_{k.upper().replace(' ', '_')}": v for k, v in inputs.items()},
-                    **{k: expand(v, inputs, steps) for k, v in (step.get("env") or {}).items()}}
+        step_env = {
+            **env,
+            "GITHUB_OUTPUT": str(output),
+            **{f"INPUT_{k.upper().replace(' ', '_')}": v for k, v in inputs.items()},
+            **{k: expand(v, inputs, steps) for k, v in (step.get("env") or {}).items()},
+        }
         script = work / f"step-{n}.sh"
         script.write_text(expand(step["run"], inputs, steps))
         assert step.get("shell") == "bash"
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                              cwd=env["GITHUB_WORKSPACE"], env=step_env, capture_output=True, text=True,
-                              timeout=2400)
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=env["GITHUB_WORKSPACE"],
+            env=step_env,
+            capture_output=True,
+            text=True,
+            timeout=2400,
+        )
         (work / f"step-{n}.log").write_text(proc.stdout + proc.stderr)
         assert proc.returncode == 0, f"step {step.get('name')} failed:\n{(proc.stdout + proc.stderr)[-6000:]}"
         if step.get("id"):
@@ -105,21 +114,28 @@ def run_composite(action_dir: Path, with_inputs: dict[str, str], env: dict[str, 
     return {name: expand(spec["value"], inputs, steps) for name, spec in action["outputs"].items()}
 
 
-@pytest.mark.timeout(2700)   # the action's own bound is 2400 s
+@pytest.mark.timeout(2700)  # the action's own bound is 2400 s
 def test_the_action_on_a_fresh_runner_opens_one_pr_from_registry_images(runner_world, tmp_path):
     registry, digests, engine_env = runner_world
     engine_shell = {**os.environ, **engine_env}
     # The first user of the shared fresh engine finds its store empty (the Dev Containers test
     # comes later, alphabetically); no python image is there before the action pulls it.
-    assert subprocess.run(["docker", "image", "inspect", "python:3.13-slim"], env=engine_shell,
-                          capture_output=True).returncode != 0, "the fresh engine must not hold the python images"
+    assert (
+        subprocess.run(
+            ["docker", "image", "inspect", "python:3.13-slim"], env=engine_shell, capture_output=True
+        ).returncode
+        != 0
+    ), "the fresh engine must not hold the python images"
 
     files = {str(p.relative_to(HELLO)): p.read_text() for p in sorted(HELLO.rglob("*")) if p.is_file()}
     workspace = tmp_path / "workspace"
     repo = workspace / "repo"
     shutil.copytree(HELLO, repo)
-    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                 ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "app"]):
+    for argv in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "app"],
+    ):
         subprocess.run(argv, cwd=repo, check=True, capture_output=True)
     home = tmp_path / "home"
     home.mkdir()
@@ -133,15 +149,24 @@ def test_the_action_on_a_fresh_runner_opens_one_pr_from_registry_images(runner_w
         double.add_repo("octo/app", files)
         env = {
             "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-            "HOME": str(home), "CI": "true", "GITHUB_ACTIONS": "true", "RUNNER_OS": "Linux",
-            "RUNNER_TEMP": str(tmp_path), "GITHUB_WORKSPACE": str(workspace),
-            "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_EVENT_NAME": "push",
-            "GITHUB_EVENT_PATH": str(EVENTS / "push.json"), "GITHUB_REPOSITORY": event["repository"]["full_name"],
-            "GITHUB_REF": event["ref"], "GITHUB_SHA": event["after"], "GITHUB_API_URL": double.base_url,
+            "HOME": str(home),
+            "CI": "true",
+            "GITHUB_ACTIONS": "true",
+            "RUNNER_OS": "Linux",
+            "RUNNER_TEMP": str(tmp_path),
+            "GITHUB_WORKSPACE": str(workspace),
+            "GITHUB_ACTION_PATH": str(ROOT),
+            "GITHUB_EVENT_NAME": "push",
+            "GITHUB_EVENT_PATH": str(EVENTS / "push.json"),
+            "GITHUB_REPOSITORY": event["repository"]["full_name"],
+            "GITHUB_REF": event["ref"],
+            "GITHUB_SHA": event["after"],
+            "GITHUB_API_URL": double.base_url,
             "GITHUB_STEP_SUMMARY": str(summary),
             # The runner's image settings (a repository variable or the caller's env): the local
             # registry, and nothing but a registry.
-            "SETUPBOT_IMAGES_REGISTRY": registry, "SETUPBOT_IMAGES_SOURCE": "registry",
+            "SETUPBOT_IMAGES_REGISTRY": registry,
+            "SETUPBOT_IMAGES_SOURCE": "registry",
             **engine_env,
         }
         for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_FIND_LINKS", "LANG"):
@@ -166,8 +191,12 @@ def test_the_action_on_a_fresh_runner_opens_one_pr_from_registry_images(runner_w
     # The images came from the local registry: the FROM line is pinned by the pushed digest.
     from_line = next(line for line in dockerfile.splitlines() if line.startswith("FROM "))
     assert from_line == f"FROM python:3.13-slim@{digests['python:3.13-slim']}", from_line
-    repo_digests = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RepoDigests}}",
-                                   "python:3.13-slim"], env=engine_shell, capture_output=True, text=True).stdout
+    repo_digests = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", "python:3.13-slim"],
+        env=engine_shell,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert f"{registry}/library/python@{digests['python:3.13-slim']}" in repo_digests
     text = summary.read_text()
     assert outputs["verdict"] in text and TOKEN not in text

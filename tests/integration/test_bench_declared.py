@@ -50,8 +50,13 @@ FILES = {
 
 
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd,
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def _mirror(tmp_path: Path, name: str, files: dict[str, str]) -> tuple[Path, BenchRepo]:
@@ -77,8 +82,12 @@ def _left_behind(run_id: str) -> list[str]:
     """Images and containers that still carry the pair's run label."""
     found = []
     for kind in (["images", "-a"], ["ps", "-a"]):
-        found += subprocess.run(["docker", *kind, "-q", "--filter", f"label=setupbot.run={run_id}"],
-                                capture_output=True, text=True, check=True).stdout.split()
+        found += subprocess.run(
+            ["docker", *kind, "-q", "--filter", f"label=setupbot.run={run_id}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
     return found
 
 
@@ -86,12 +95,22 @@ def test_declared_baseline_end_to_end(docker_available, tmp_path):
     if subprocess.run(["docker", "image", "inspect", "python:3.11-slim"], capture_output=True).returncode != 0:
         pytest.skip("python:3.11-slim is not present (setupbot images bootstrap builds it)")
     root, repo = _mirror(tmp_path, "acme/tinycalc", FILES)
-    root_broken, broken = _mirror(tmp_path / "b", "acme/broken",
-                                  {**FILES, "requirements.txt": "setupbot-no-such-distribution-xyz==1.0\n"})
+    root_broken, broken = _mirror(
+        tmp_path / "b", "acme/broken", {**FILES, "requirements.txt": "setupbot-no-such-distribution-xyz==1.0\n"}
+    )
     out = tmp_path / "results"
     for mirror_root, bench_repo in ((root, repo), (root_broken, broken)):
-        run_bench(BenchOptions(repos=[bench_repo], systems=("declared",), out=out, git_root=mirror_root,
-                               settings=load_settings(None), test_timeout=300, collect_timeout=180))
+        run_bench(
+            BenchOptions(
+                repos=[bench_repo],
+                systems=("declared",),
+                out=out,
+                git_root=mirror_root,
+                settings=load_settings(None),
+                test_timeout=300,
+                collect_timeout=180,
+            )
+        )
     records = {r["repo"]: r for r in results_io.load_records(out)}
 
     ok = records["acme/tinycalc"]

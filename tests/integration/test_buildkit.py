@@ -27,9 +27,11 @@ RUN echo built-at-$(date +%s%N) > /stamp
 def engine(docker_available):
     e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g"}}))
     if not e.buildkit_available():
-        pytest.skip("this engine has no buildx plugin, so builds use the classic builder; the BuildKit path "
-                    "runs wherever buildx exists (GitHub's ubuntu-latest). Not a CI gap: buildx is not part "
-                    "of this machine.")
+        pytest.skip(
+            "this engine has no buildx plugin, so builds use the classic builder; the BuildKit path "
+            "runs wherever buildx exists (GitHub's ubuntu-latest). Not a CI gap: buildx is not part "
+            "of this machine."
+        )
     yield e
     e.clean(e.run_id)
 

@@ -60,7 +60,7 @@ def test_compose_config_accepts_the_generated_file(tmp_path, docker_available, w
     repo = _repo(tmp_path, with_compose)
     _generate(repo, None if with_compose else [ServiceRequirement("redis", "redis", "redis:8").to_json()])
     text = (repo / ".devcontainer" / "compose.yaml").read_text()
-    assert ("image" not in text.split("cache")[-1]) if with_compose else "image: \"redis:8\"" in text
+    assert ("image" not in text.split("cache")[-1]) if with_compose else 'image: "redis:8"' in text
     r = run([*compose_cli(), *_files(repo), "config", "-q"], repo)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -86,7 +86,9 @@ def test_compose_up_brings_the_services_up_healthy(tmp_path, docker_available):
         status = ""
         while time.monotonic() < deadline:
             ids = run([*cli, "ps", "-q", "cache"], repo).stdout.split()
-            status = run(["docker", "inspect", "-f", "{{.State.Health.Status}}", *ids], repo).stdout.strip() if ids else ""
+            status = (
+                run(["docker", "inspect", "-f", "{{.State.Health.Status}}", *ids], repo).stdout.strip() if ids else ""
+            )
             if status == "healthy":
                 break
             time.sleep(2)
@@ -94,9 +96,19 @@ def test_compose_up_brings_the_services_up_healthy(tmp_path, docker_available):
         app = run([*cli, "ps", "-q", app_service], repo).stdout.split()
         assert app and run(["docker", "inspect", "-f", "{{.State.Running}}", *app], repo).stdout.strip() == "true"
         # the address the tests are given reaches the repository's own service
-        ping = run([*cli, "exec", "-T", app_service, "python", "-c",
-                    "import os, socket; socket.create_connection((os.environ['REDIS_HOST'], "
-                    "int(os.environ['REDIS_PORT'])), 5); print('ok')"], repo)
+        ping = run(
+            [
+                *cli,
+                "exec",
+                "-T",
+                app_service,
+                "python",
+                "-c",
+                "import os, socket; socket.create_connection((os.environ['REDIS_HOST'], "
+                "int(os.environ['REDIS_PORT'])), 5); print('ok')",
+            ],
+            repo,
+        )
         assert "ok" in ping.stdout, ping.stdout + ping.stderr
     finally:
         run([*cli, "down", "-v", "--remove-orphans"], repo)

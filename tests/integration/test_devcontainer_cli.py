@@ -58,12 +58,11 @@ def write_outputs_for(fixture: Path, workdir: Path) -> Path:
     shutil.copytree(fixture, repo)
     settings = load_settings(repo)
     plan = make_plan(repo, settings, available_pythons=["3.11", "3.13"])
-    write_outputs(repo, outputs_from_pipeline(repo, plan=plan, output_dir=settings.output.dir,
-                                              repository=fixture.name))
+    write_outputs(repo, outputs_from_pipeline(repo, plan=plan, output_dir=settings.output.dir, repository=fixture.name))
     return repo
 
 
-@pytest.mark.timeout(1800)   # `devcontainer up`'s own bound is 1500 s
+@pytest.mark.timeout(1800)  # `devcontainer up`'s own bound is 1500 s
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
     repo = write_outputs_for(FIXTURES[name], tmp_path)
@@ -74,29 +73,58 @@ def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
     command = config["customizations"]["setupbot"]["testCommand"]
     env = engine_env
     try:
-        up = subprocess.run(["devcontainer", "up", "--workspace-folder", str(repo)], env=env,
-                            capture_output=True, text=True, timeout=1500, stdin=subprocess.DEVNULL)
+        up = subprocess.run(
+            ["devcontainer", "up", "--workspace-folder", str(repo)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            stdin=subprocess.DEVNULL,
+        )
         assert up.returncode == 0, (up.stdout + up.stderr)[-5000:]
         result = json.loads(up.stdout.strip().splitlines()[-1])
         assert result["outcome"] == "success", result
-        run = subprocess.run(["devcontainer", "exec", "--workspace-folder", str(repo), *command, "-q"],
-                             env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        run = subprocess.run(
+            ["devcontainer", "exec", "--workspace-folder", str(repo), *command, "-q"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
         assert " passed" in run.stdout and "failed" not in run.stdout
     finally:
         # Everything this dev container started: its containers (the compose project's too).
-        ids = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=devcontainer.local_folder={repo}"],
-                             env=env, capture_output=True, text=True).stdout.split()
+        ids = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label=devcontainer.local_folder={repo}"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         if compose:
-            ids += subprocess.run(["docker", "ps", "-aq", "--filter",
-                                   f"label=com.docker.compose.project.working_dir={repo / '.devcontainer'}"],
-                                  env=env, capture_output=True, text=True).stdout.split()
+            ids += subprocess.run(
+                [
+                    "docker",
+                    "ps",
+                    "-aq",
+                    "--filter",
+                    f"label=com.docker.compose.project.working_dir={repo / '.devcontainer'}",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout.split()
         images = set()
         for container in set(ids):
-            image = subprocess.run(["docker", "inspect", "--format", "{{.Config.Image}}", container], env=env,
-                                   capture_output=True, text=True).stdout.strip()
+            image = subprocess.run(
+                ["docker", "inspect", "--format", "{{.Config.Image}}", container],
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
             if image.startswith(("devcontainer-", "vsc-")) and repo.name in image:
-                images.add(image)   # the image the client built for this copy, and only that
+                images.add(image)  # the image the client built for this copy, and only that
         if ids:
             subprocess.run(["docker", "rm", "-f", "-v", *set(ids)], env=env, capture_output=True)
         if images:

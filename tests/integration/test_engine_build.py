@@ -21,8 +21,12 @@ def engine(docker_available):
 
 
 def _history(tag: str) -> str:
-    return subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def test_from_python_stand_in_pip_install_six_builds(engine, tmp_path):
@@ -40,9 +44,11 @@ def test_from_python_stand_in_pip_install_six_builds(engine, tmp_path):
 def test_build_from_a_base_without_the_ca_gets_a_transient_derivative(engine, tmp_path):
     assert engine.ca is not None
     base = "setupbot/rootfs:bookworm"  # imported rootfs: no CA of its own
-    text = (f"FROM {base}\n"
-            "RUN apt-get update && apt-get install -y --no-install-recommends python3-venv\n"
-            "RUN python3 -m venv /v && /v/bin/pip install six && /v/bin/python -c 'import six'\n")
+    text = (
+        f"FROM {base}\n"
+        "RUN apt-get update && apt-get install -y --no-install-recommends python3-venv\n"
+        "RUN python3 -m venv /v && /v/bin/pip install six && /v/bin/python -c 'import six'\n"
+    )
     (tmp_path / "Dockerfile").write_text(text)
     r = engine.build(tmp_path, text, f"setupbot-test/ca:{engine.run_id}", no_cache=True)
     assert r.ok, r.log[-3000:]
@@ -56,8 +62,9 @@ def test_build_from_a_base_without_the_ca_gets_a_transient_derivative(engine, tm
 
 
 def test_failing_dockerfile_is_a_result_not_an_exception(engine, tmp_path):
-    r = engine.build(tmp_path, "FROM debian:bookworm-slim\nRUN echo broken-step && exit 3\n",
-                     f"setupbot-test/broken:{engine.run_id}")
+    r = engine.build(
+        tmp_path, "FROM debian:bookworm-slim\nRUN echo broken-step && exit 3\n", f"setupbot-test/broken:{engine.run_id}"
+    )
     assert not r.ok
     assert "broken-step" in r.log and r.seconds > 0
 

@@ -35,20 +35,25 @@ HOLDER = textwrap.dedent("""
 
 def _leftovers(run_id: str) -> dict[str, list[str]]:
     label = f"label=setupbot.run={run_id}"
+
     def ids(*args):
         return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.split()
-    return {"containers": ids("ps", "-aq", "--filter", label),
-            "networks": ids("network", "ls", "-q", "--filter", label),
-            "volumes": ids("volume", "ls", "-q", "--filter", label),
-            "images": ids("images", "-aq", "--filter", label)}
+
+    return {
+        "containers": ids("ps", "-aq", "--filter", label),
+        "networks": ids("network", "ls", "-q", "--filter", label),
+        "volumes": ids("volume", "ls", "-q", "--filter", label),
+        "images": ids("images", "-aq", "--filter", label),
+    }
 
 
 @pytest.mark.serial
 def test_clean_after_sigkill_leaves_nothing_of_the_run(docker_available):
     run_id = new_run_id()
     env = {**os.environ, "SETUPBOT_RUN_ID": run_id}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         lines = []
         for line in proc.stdout:
@@ -71,7 +76,7 @@ def test_clean_after_sigkill_leaves_nothing_of_the_run(docker_available):
     assert "2 containers" in r.stdout
     assert _leftovers(run_id) == {"containers": [], "networks": [], "volumes": [], "images": []}
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout if os.geteuid() == 0 else ""
-    assert f"setupbot:{run_id}" not in rules      # the egress rules went with the run
+    assert f"setupbot:{run_id}" not in rules  # the egress rules went with the run
 
 
 def test_clean_of_one_run_leaves_other_runs_and_stand_ins(docker_available):
@@ -93,17 +98,26 @@ def test_sibling_on_a_private_network_is_reachable_by_alias(docker_available):
     engine = Engine.from_settings(load_settings(None))
     try:
         with engine.network() as net:
-            engine.start_container("python:3.13-slim", "web", network=net, aliases=["web"],
-                                   command=["python", "-m", "http.server", "8080"])
+            engine.start_container(
+                "python:3.13-slim", "web", network=net, aliases=["web"], command=["python", "-m", "http.server", "8080"]
+            )
             with engine.session("python:3.13-slim", network=net) as s:
-                res = s.exec(["python", "-c", "import time, urllib.request as u\n"
-                              "for _ in range(50):\n"
-                              "    try:\n"
-                              "        print(u.urlopen('http://web:8080/').status); break\n"
-                              "    except OSError: time.sleep(0.2)\n"], timeout=60)
+                res = s.exec(
+                    [
+                        "python",
+                        "-c",
+                        "import time, urllib.request as u\n"
+                        "for _ in range(50):\n"
+                        "    try:\n"
+                        "        print(u.urlopen('http://web:8080/').status); break\n"
+                        "    except OSError: time.sleep(0.2)\n",
+                    ],
+                    timeout=60,
+                )
                 assert res.output.strip() == "200"
-            info = subprocess.run(["docker", "network", "inspect", net, "-f", "{{.Labels}}"],
-                                  capture_output=True, text=True).stdout
+            info = subprocess.run(
+                ["docker", "network", "inspect", net, "-f", "{{.Labels}}"], capture_output=True, text=True
+            ).stdout
             assert engine.run_id in info
         # the network and its containers are gone with the block
         assert subprocess.run(["docker", "network", "inspect", net], capture_output=True).returncode != 0
@@ -116,13 +130,13 @@ def test_clean_without_a_run_id_leaves_runs_whose_owner_is_alive(docker_availabl
     from bot.engine.core import OWNER_LABEL, owner_token
 
     settings = load_settings(None)
-    live = Engine.from_settings(settings)                 # owned by this (running) test process
+    live = Engine.from_settings(settings)  # owned by this (running) test process
     dead = Engine.from_settings(settings)
     gone = subprocess.Popen(["sleep", "0"])
     gone.wait()
-    dead.labels[OWNER_LABEL] = owner_token(gone.pid)     # a process that has ended
+    dead.labels[OWNER_LABEL] = owner_token(gone.pid)  # a process that has ended
     legacy = Engine.from_settings(settings)
-    del legacy.labels[OWNER_LABEL]                        # an older version: owner unknown
+    del legacy.labels[OWNER_LABEL]  # an older version: owner unknown
     a = live.start_container("debian:bookworm-slim", "live", command=["sleep", "120"])
     b = dead.start_container("debian:bookworm-slim", "dead", command=["sleep", "120"])
     c = legacy.start_container("debian:bookworm-slim", "legacy", command=["sleep", "120"])

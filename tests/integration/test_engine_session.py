@@ -97,8 +97,10 @@ def test_fork_bomb_stops_at_the_pids_limit(engine):
 def test_pids_limit_is_enforced_by_the_kernel(engine):
     with engine.session(IMAGE) as s:
         # start far more processes than allowed: forks fail, nothing hangs
-        res = s.exec(["bash", "-c", "for i in $(seq 400); do sleep 30 & done 2>&1 | tail -n 1; "
-                      "ls /proc | grep -c '^[0-9]'"], timeout=60)
+        res = s.exec(
+            ["bash", "-c", "for i in $(seq 400); do sleep 30 & done 2>&1 | tail -n 1; ls /proc | grep -c '^[0-9]'"],
+            timeout=60,
+        )
         count = int(res.output.strip().splitlines()[-1])
         assert count <= 256
         assert "fork" in res.output.lower() or "resource temporarily unavailable" in res.output.lower()
@@ -124,7 +126,7 @@ def test_runner_containers_are_hardened(engine):
         assert set(c.removeprefix("CAP_") for c in host["CapAdd"]) == set(PACKAGE_MANAGER_CAPS)
         assert "no-new-privileges" in host["SecurityOpt"]
         assert host["PidsLimit"] == 256
-        assert host["Memory"] == 1024 ** 3
+        assert host["Memory"] == 1024**3
         assert host["NanoCpus"] == int(engine.settings.engine.cpus * 1e9)
         assert not host.get("Binds") and not [m for m in info["Mounts"] if m.get("Type") == "bind"]
         assert not any("docker.sock" in str(m) for m in info["Mounts"])
@@ -142,11 +144,25 @@ def test_apt_and_pip_work_inside_a_runner_through_the_ca_setting(engine):
     # a second pip, would only add packages to unpack.
     for image in ("setupbot/rootfs:trixie", IMAGE):
         with engine.session(image) as s:
-            res = s.exec(["sh", "-c", "apt-get update -qq && apt-get install -y -qq --no-install-recommends "
-                          "python3-venv libyaml-0-2 >/dev/null && echo APT-OK"], timeout=600)
+            res = s.exec(
+                [
+                    "sh",
+                    "-c",
+                    "apt-get update -qq && apt-get install -y -qq --no-install-recommends "
+                    "python3-venv libyaml-0-2 >/dev/null && echo APT-OK",
+                ],
+                timeout=600,
+            )
             assert "APT-OK" in res.output, res.output[-2000:]
-            res = s.exec(["sh", "-c", "python3 -m venv /tmp/v && /tmp/v/bin/pip install -q six && "
-                          "/tmp/v/bin/python -c 'import six; print(\"PIP-OK\", six.__version__)'"], timeout=600)
+            res = s.exec(
+                [
+                    "sh",
+                    "-c",
+                    "python3 -m venv /tmp/v && /tmp/v/bin/pip install -q six && "
+                    "/tmp/v/bin/python -c 'import six; print(\"PIP-OK\", six.__version__)'",
+                ],
+                timeout=600,
+            )
             assert "PIP-OK" in res.output, res.output[-2000:]
 
 
@@ -172,8 +188,14 @@ def test_keep_containers_debug_switch(docker_available):
 @pytest.mark.serial
 def test_allocation_over_the_memory_limit_fails(engine):
     with engine.session(IMAGE) as s:
-        res = s.exec(["python", "-c", "b = bytearray(1536 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('ALLOCATED')"],
-                     timeout=120)
+        res = s.exec(
+            [
+                "python",
+                "-c",
+                "b = bytearray(1536 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); print('ALLOCATED')",
+            ],
+            timeout=120,
+        )
         assert "ALLOCATED" not in res.output
         assert res.exit_code != 0
         assert s.exec(["echo", "ok"]).output.strip() == "ok"

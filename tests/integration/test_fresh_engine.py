@@ -24,10 +24,21 @@ def test_empty_store_and_no_registry_is_a_clear_error(tmp_path, docker_available
         with fresh_engine(tmp_path / "engine") as engine_env:
             repo = tmp_path / "hello-app"
             shutil.copytree(ROOT / "examples" / "hello-app", repo)
-            env = {**os.environ, **engine_env, "SETUPBOT_IMAGES_REGISTRY": f"127.0.0.1:{free_port()}",
-                   "SETUPBOT_IMAGES_SOURCE": "auto", "HOME": str(tmp_path)}
-            r = subprocess.run([sys.executable, "-m", "bot", "run", str(repo)], env=env, capture_output=True,
-                               text=True, timeout=600, cwd=ROOT)
+            env = {
+                **os.environ,
+                **engine_env,
+                "SETUPBOT_IMAGES_REGISTRY": f"127.0.0.1:{free_port()}",
+                "SETUPBOT_IMAGES_SOURCE": "auto",
+                "HOME": str(tmp_path),
+            }
+            r = subprocess.run(
+                [sys.executable, "-m", "bot", "run", str(repo)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                cwd=ROOT,
+            )
     except Unavailable as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(str(exc))
@@ -35,7 +46,7 @@ def test_empty_store_and_no_registry_is_a_clear_error(tmp_path, docker_available
     out = r.stdout + r.stderr
     assert r.returncode == 6, out[-3000:]
     assert "Traceback" not in out
-    assert "does not answer" in out                      # said once, plainly
+    assert "does not answer" in out  # said once, plainly
     assert out.count("does not answer") == 1
-    assert "setupbot images bootstrap" in out            # the fix
+    assert "setupbot images bootstrap" in out  # the fix
     assert not (repo / ".devcontainer").exists()

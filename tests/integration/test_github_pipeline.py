@@ -21,9 +21,19 @@ REPO = "octo/app"
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@e",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@e",
+            "PATH": "/usr/bin:/bin",
+        },
+    ).stdout.strip()
 
 
 def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monkeypatch, capsys):
@@ -34,8 +44,11 @@ def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monk
     git(checkout, "init", "-q", "-b", "main")
     git(checkout, "add", "-A")
     git(checkout, "commit", "-q", "-m", "initial")
-    source = {str(p.relative_to(checkout)): p.read_text() for p in checkout.rglob("*")
-              if p.is_file() and ".git" not in p.parts}
+    source = {
+        str(p.relative_to(checkout)): p.read_text()
+        for p in checkout.rglob("*")
+        if p.is_file() and ".git" not in p.parts
+    }
     with GitHubDouble() as double:
         double.add_repo(REPO, source)
         double.grant("ghs_real_pipeline", contents="write", pull_requests="write")
@@ -52,10 +65,15 @@ def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monk
         assert len(pulls) == 1 and pulls[0]["title"].startswith("Add a proven development environment"), pulls
         # what the pull request changes: the output folder and the root .dockerignore
         on_main = double.repos[REPO].files_at("main")
-        proposed = {p: b.decode() for p, b in double.repos[REPO].files_at("setupbot/main").items()
-                    if on_main.get(p) != b}
-        assert {".devcontainer/Dockerfile", ".devcontainer/setupbot-plan.json",
-                ".devcontainer/setup-report.md", ".dockerignore"} <= set(proposed)
+        proposed = {
+            p: b.decode() for p, b in double.repos[REPO].files_at("setupbot/main").items() if on_main.get(p) != b
+        }
+        assert {
+            ".devcontainer/Dockerfile",
+            ".devcontainer/setupbot-plan.json",
+            ".devcontainer/setup-report.md",
+            ".dockerignore",
+        } <= set(proposed)
 
         # The maintainer merges; the action's next checkout of main has the files.
         double.push(REPO, "main", proposed, "Merge pull request #1")

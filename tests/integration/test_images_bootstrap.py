@@ -23,10 +23,14 @@ def engine(docker_available):
     e.clean(e.run_id)
 
 
-@pytest.mark.timeout(2000)   # the bootstrap's own bound is 1800 s
+@pytest.mark.timeout(2000)  # the bootstrap's own bound is 1800 s
 def test_bootstrap_provides_the_python_stand_ins(engine):
-    r = subprocess.run(["setupbot", "images", "bootstrap", "--python", "3.11", "--python", "3.13",
-                        "--services", ""], capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(
+        ["setupbot", "images", "bootstrap", "--python", "3.11", "--python", "3.13", "--services", ""],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert {"3.11", "3.13"} <= set(available_pythons(engine))
     listing = subprocess.run(["setupbot", "images", "list"], capture_output=True, text=True, check=True).stdout
@@ -36,18 +40,20 @@ def test_bootstrap_provides_the_python_stand_ins(engine):
         labels = engine.image_labels(tag)
         assert labels["setupbot.standin"] == "1" and labels["setupbot.recipe"]
         assert "setupbot.run" not in labels  # `setupbot clean` keeps stand-ins
-        script = ("set -e; test \"$(command -v python)\" = /usr/local/bin/python; "
-                  "command -v pip; command -v pip3; command -v python3; "
-                  "! command -v gcc; test \"$LANG\" = C.UTF-8; "
-                  f"case \"$PYTHON_VERSION\" in {version}.*) ;; *) exit 9;; esac; "
-                  "python -m venv /tmp/v; /tmp/v/bin/python -c 'import sys; print(sys.prefix)'; "
-                  "test -z \"$(ls /var/lib/apt/lists | grep -v -e lock -e partial || true)\"; "
-                  "dpkg -s ca-certificates >/dev/null; "
-                  f"test ! -e /usr/lib/python{version}/EXTERNALLY-MANAGED; "
-                  # as upstream: the C headers for native builds, no static libpython
-                  "test -f \"$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"include\"])')/Python.h\"; "
-                  f"test -z \"$(find /usr/lib -name 'libpython{version}*.a')\"; "
-                  "pip install -q --no-deps six && python -c 'import six; print(\"SIX\", six.__version__)'")
+        script = (
+            'set -e; test "$(command -v python)" = /usr/local/bin/python; '
+            "command -v pip; command -v pip3; command -v python3; "
+            '! command -v gcc; test "$LANG" = C.UTF-8; '
+            f'case "$PYTHON_VERSION" in {version}.*) ;; *) exit 9;; esac; '
+            "python -m venv /tmp/v; /tmp/v/bin/python -c 'import sys; print(sys.prefix)'; "
+            'test -z "$(ls /var/lib/apt/lists | grep -v -e lock -e partial || true)"; '
+            "dpkg -s ca-certificates >/dev/null; "
+            f"test ! -e /usr/lib/python{version}/EXTERNALLY-MANAGED; "
+            # as upstream: the C headers for native builds, no static libpython
+            'test -f "$(python -c \'import sysconfig; print(sysconfig.get_paths()["include"])\')/Python.h"; '
+            f"test -z \"$(find /usr/lib -name 'libpython{version}*.a')\"; "
+            "pip install -q --no-deps six && python -c 'import six; print(\"SIX\", six.__version__)'"
+        )
         res = engine.run_once(tag, ["sh", "-c", script], network="bridge", timeout=300)
         assert res.exit_code == 0 and "SIX" in res.output, res.output[-2000:]
 
@@ -59,10 +65,16 @@ def test_second_bootstrap_reuses_everything(engine):
 
 def test_recipe_registry_reuses_on_matching_hash_and_rebuilds_on_change(engine):
     tag = f"setupbot-test/standin:{engine.run_id}"
-    recipe = ImageRecipe(tag=tag, template="images/finish.Dockerfile.j2", base="debian:trixie-slim",
-                         kind="service", name="probe-only",
-                         variables={"ca": False, "ca_env": {}, "env": {"PROBE_VALUE": "one"}},
-                         probe=("sh", "-c", "echo $PROBE_VALUE"), version_env="SEEN_BY_PROBE")
+    recipe = ImageRecipe(
+        tag=tag,
+        template="images/finish.Dockerfile.j2",
+        base="debian:trixie-slim",
+        kind="service",
+        name="probe-only",
+        variables={"ca": False, "ca_env": {}, "env": {"PROBE_VALUE": "one"}},
+        probe=("sh", "-c", "echo $PROBE_VALUE"),
+        version_env="SEEN_BY_PROBE",
+    )
     try:
         first = build_standin(engine, engine.settings, recipe)
         assert first.action == "built", first.detail
@@ -86,10 +98,17 @@ def test_an_empty_store_loads_the_kept_archive_instead_of_building(engine, tmp_p
 
     settings = load_settings(None, overrides={"images": {"cache_dir": str(tmp_path), "archives": True}})
     tag = f"setupbot-test/archived:{engine.run_id}"
-    recipe = ImageRecipe(tag=tag, template="images/finish.Dockerfile.j2", base="debian:trixie-slim",
-                         kind="service", name="archived", aliases=(f"{tag}-alias",),
-                         variables={"ca": False, "ca_env": {}, "env": {"PROBE_VALUE": "one"}},
-                         probe=("sh", "-c", "echo $PROBE_VALUE"), version_env="SEEN_BY_PROBE")
+    recipe = ImageRecipe(
+        tag=tag,
+        template="images/finish.Dockerfile.j2",
+        base="debian:trixie-slim",
+        kind="service",
+        name="archived",
+        aliases=(f"{tag}-alias",),
+        variables={"ca": False, "ca_env": {}, "env": {"PROBE_VALUE": "one"}},
+        probe=("sh", "-c", "echo $PROBE_VALUE"),
+        version_env="SEEN_BY_PROBE",
+    )
     try:
         first = build_standin(engine, settings, recipe)
         assert first.action == "built", first.detail
@@ -116,7 +135,7 @@ def test_an_empty_store_loads_the_kept_archive_instead_of_building(engine, tmp_p
         assert rebuilt.action == "built"
         new_archive = image_archive(settings, tag, engine.image_labels(tag)["setupbot.recipe"])
         assert new_archive != archive
-        assert sorted(p.name for p in archive.parent.iterdir()) == [new_archive.name]   # the old one is gone
+        assert sorted(p.name for p in archive.parent.iterdir()) == [new_archive.name]  # the old one is gone
     finally:
         subprocess.run(["docker", "rmi", "-f", tag, f"{tag}-alias"], capture_output=True)
 
@@ -139,8 +158,9 @@ def test_rootfs_tarball_from_debootstrap_is_slim(docker_available, tmp_path):
         names = tar.getnames()
     assert "./usr/bin/apt-get" in names and "./etc/debian_version" in names
     assert not [n for n in names if n.endswith(".deb")]
-    assert not [n for n in names if n.startswith("./usr/share/doc/") and not n.endswith("/copyright")
-                and n.count("/") > 4]
+    assert not [
+        n for n in names if n.startswith("./usr/share/doc/") and not n.endswith("/copyright") and n.count("/") > 4
+    ]
     assert not [n for n in names if n.startswith("./usr/share/man/") and n != "./usr/share/man"]
     # a second call reuses the cache
     mtime = tarball.stat().st_mtime

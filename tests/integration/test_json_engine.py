@@ -33,7 +33,7 @@ def test_images_list_json(docker_available):
     r = _cli("images", "list", "--json", "-")
     assert r.returncode == 0, r.stderr
     doc = _validate(r.stdout, "images")
-    assert doc["action"] == "list" and "python:" in r.stderr      # human lines moved to stderr
+    assert doc["action"] == "list" and "python:" in r.stderr  # human lines moved to stderr
 
 
 def test_clean_json_counts_what_it_removed(docker_available):

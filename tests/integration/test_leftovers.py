@@ -29,10 +29,13 @@ def _count(run_id: str) -> dict[str, int]:
 
     def ids(*args: str) -> list[str]:
         return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.split()
-    return {"containers": len(ids("ps", "-aq", "--filter", label)),
-            "networks": len(ids("network", "ls", "-q", "--filter", label)),
-            "volumes": len(ids("volume", "ls", "-q", "--filter", label)),
-            "images": len(ids("images", "-aq", "--filter", label))}
+
+    return {
+        "containers": len(ids("ps", "-aq", "--filter", label)),
+        "networks": len(ids("network", "ls", "-q", "--filter", label)),
+        "volumes": len(ids("volume", "ls", "-q", "--filter", label)),
+        "images": len(ids("images", "-aq", "--filter", label)),
+    }
 
 
 def _engine_env() -> dict[str, str]:
@@ -47,8 +50,10 @@ def test_a_failed_build_keeps_no_intermediate_container(docker_available, tmp_pa
     engine = Engine.from_settings(load_settings(None, environ=_engine_env()))
     # The LABEL makes the step containers countable: they inherit the image's labels. Without
     # --force-rm the classic builder keeps the container of the failing RUN.
-    text = (f"FROM debian:bookworm-slim\nLABEL setupbot.run={engine.run_id}\n"
-            "RUN touch /step-one\nRUN echo failing on purpose && exit 3\n")
+    text = (
+        f"FROM debian:bookworm-slim\nLABEL setupbot.run={engine.run_id}\n"
+        "RUN touch /step-one\nRUN echo failing on purpose && exit 3\n"
+    )
     try:
         result = engine.build(tmp_path, text, f"setupbot-test/failing:{engine.run_id}", ca=False)
         assert not result.ok and "failing on purpose" in result.log
@@ -62,33 +67,41 @@ def _run(repo: Path, run_id: str, *flags: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
     env.update(_engine_env())
     env.update(SETUPBOT_RUN_ID=run_id, PYTHONPATH=str(ROOT), SETUPBOT_BUDGETS_WALL_CLOCK="900")
-    return subprocess.run([sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", "-",
-                           *flags], capture_output=True, text=True, env=env, timeout=1200)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", "-", *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
 
 
 def _validate(doc: dict) -> None:
     jsonschema.validate(doc, json.loads((ROOT / "schemas" / "output" / "run.schema.json").read_text()))
 
 
-@pytest.mark.timeout(1300)   # the run's own bound is 1200 s
+@pytest.mark.timeout(1300)  # the run's own bound is 1200 s
 def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
     repo = tmp_path / "broken"
     (repo / "tests").mkdir(parents=True)
-    (repo / "pyproject.toml").write_text('[project]\nname = "broken"\nversion = "0.1"\n'
-                                         'dependencies = ["setupbot-no-such-distribution-x9q==1.0"]\n')
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "broken"\nversion = "0.1"\ndependencies = ["setupbot-no-such-distribution-x9q==1.0"]\n'
+    )
     (repo / "tests" / "test_it.py").write_text("def test_it():\n    assert True\n")
     run_id = new_run_id()
     r = _run(repo, run_id, "--max-steps", "3", "--no-verify")
-    assert r.returncode in (7, 20), r.stderr[-3000:]      # budget exhausted or unresolved
+    assert r.returncode in (7, 20), r.stderr[-3000:]  # budget exhausted or unresolved
     # not a terminal: the real loop's progress as timestamped lines on stderr
-    assert re.search(r"^\d{4}-\d\d-\d\dT[\d:]+Z \+\d\d:\d\d run broken · build · step 1/3$", r.stderr, re.M), r.stderr[-3000:]
+    assert re.search(r"^\d{4}-\d\d-\d\dT[\d:]+Z \+\d\d:\d\d run broken · build · step 1/3$", r.stderr, re.M), r.stderr[
+        -3000:
+    ]
     doc = json.loads(r.stdout)
     _validate(doc)
     assert doc["exit_code"] == r.returncode and doc["status"] != "success" and doc["run_id"] == run_id
     assert _count(run_id) == NOTHING
 
 
-@pytest.mark.timeout(1300)   # the run's own bound is 1200 s
+@pytest.mark.timeout(1300)  # the run's own bound is 1200 s
 def test_a_run_below_the_gate_exits_21_and_leaves_nothing(docker_available, tmp_path):
     repo = tmp_path / "shallow"
     shutil.copytree(FIXTURES / "verify-shallow", repo)

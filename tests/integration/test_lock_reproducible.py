@@ -57,8 +57,10 @@ def publish(index: Path, name: str, version: str) -> None:
     folder = index / "simple" / name
     folder.mkdir(parents=True, exist_ok=True)
     build_wheel(folder, name, version)
-    links = "".join(f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
-                    for w in sorted(folder.glob("*.whl")))
+    links = "".join(
+        f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
+        for w in sorted(folder.glob("*.whl"))
+    )
     (folder / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
     (index / "simple" / "index.html").write_text(f'<a href="{name}/">{name}</a>\n')
 
@@ -99,7 +101,9 @@ def test_a_newer_upstream_release_does_not_change_the_locked_image(tmp_path, loc
     # the image's pip reads the same index; pytest is not on it and not needed to compare sets
     g.nodes["tool:pytest"].action = None
     for var, value in (("PIP_INDEX_URL", url), ("PIP_TRUSTED_HOST", "127.0.0.1")):
-        g.add(Node(f"config:env:{var}", "CONFIG", var, "SATISFIED", action="env", attrs={"kind": "env", "value": value}))
+        g.add(
+            Node(f"config:env:{var}", "CONFIG", var, "SATISFIED", action="env", attrs={"kind": "env", "value": value})
+        )
     assert uv_compile(install_specs(g), "3.11", index_url=url).pins == {"tinypkg": "1.0"}
 
     replay_tag = f"setupbot-loop-{host_engine.run_id}:replay-1"

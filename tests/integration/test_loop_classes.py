@@ -41,10 +41,18 @@ def engine(docker_available):
 
 
 def _leftovers(engine) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-a", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-                         capture_output=True, text=True, check=True).stdout.split()
-    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-                          capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    nets = subprocess.run(
+        ["docker", "network", "ls", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     # The engine's own egress network lives as long as the engine (the fixture releases it):
     # it is not something the run left behind.
     return out + [n for n in nets if n not in _engine_nets(engine)]
@@ -53,16 +61,23 @@ def _leftovers(engine) -> list[str]:
 def _engine_nets(engine) -> set[str]:
     if not engine._egress_net:
         return set()
-    ids = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"name=^{engine._egress_net}$"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    ids = subprocess.run(
+        ["docker", "network", "ls", "-q", "--filter", f"name=^{engine._egress_net}$"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return set(ids)
 
 
 def run(engine, tmp_path, name):
     repo = tmp_path / name
     shutil.copytree(REPOS / name, repo)
-    settings = load_settings(repo, environ={}, overrides={"knowledge": {"path": str(tmp_path / "xp.sqlite")},
-                                                          "budgets": {"wall_clock": 1500}})
+    settings = load_settings(
+        repo,
+        environ={},
+        overrides={"knowledge": {"path": str(tmp_path / "xp.sqlite")}, "budgets": {"wall_clock": 1500}},
+    )
     from bot.knowledge import open_store
 
     record = run_setup(repo, settings, engine, open_store(settings.knowledge))

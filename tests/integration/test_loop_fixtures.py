@@ -34,10 +34,18 @@ def engine(docker_available):
 
 
 def _leftovers(engine) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-a", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-                         capture_output=True, text=True, check=True).stdout.split()
-    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-                          capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    nets = subprocess.run(
+        ["docker", "network", "ls", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     # The engine's own egress network lives as long as the engine (the fixture releases it):
     # it is not something the run left behind.
     return out + [n for n in nets if n not in _engine_nets(engine)]
@@ -46,8 +54,12 @@ def _leftovers(engine) -> list[str]:
 def _engine_nets(engine) -> set[str]:
     if not engine._egress_net:
         return set()
-    ids = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"name=^{engine._egress_net}$"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    ids = subprocess.run(
+        ["docker", "network", "ls", "-q", "--filter", f"name=^{engine._egress_net}$"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return set(ids)
 
 
@@ -56,8 +68,11 @@ def setup(engine, tmp_path, name, extra_units=()):
 
     repo = tmp_path / name
     shutil.copytree(REPOS / name, repo)
-    settings = load_settings(repo, environ={}, overrides={"knowledge": {"path": str(tmp_path / "xp.sqlite")},
-                                                          "budgets": {"wall_clock": 1500}})
+    settings = load_settings(
+        repo,
+        environ={},
+        overrides={"knowledge": {"path": str(tmp_path / "xp.sqlite")}, "budgets": {"wall_clock": 1500}},
+    )
     store = open_store(settings.knowledge)
     for unit in extra_units:
         store.add(Unit.from_json(unit), replace=True)
@@ -89,10 +104,15 @@ def test_runtime_import_with_another_distribution_name_and_a_worse_first_candida
     # experience base offers the import name as the distribution (`attr`, a different package):
     # the error gets worse (module 'attr' has no attribute 'define'), the loop rolls back and
     # keeps `attrs`.
-    naive = {"id": "naive-import-name", "category": "install", "title": "install the import name",
-             "signals": {"patterns": [r"No module named '(\w+)'"], "keywords": ["modulenotfounderror"]},
-             "advice": "Install the distribution with the import's name.", "weight": 2,
-             "atoms": [{"kind": "pip_install", "packages": ["{match:1}"]}]}
+    naive = {
+        "id": "naive-import-name",
+        "category": "install",
+        "title": "install the import name",
+        "signals": {"patterns": [r"No module named '(\w+)'"], "keywords": ["modulenotfounderror"]},
+        "advice": "Install the distribution with the import's name.",
+        "weight": 2,
+        "atoms": [{"kind": "pip_install", "packages": ["{match:1}"]}],
+    }
     record, steps = setup(engine, tmp_path, "loop-import-alias", extra_units=[naive])
     assert kept(record) == [("knowledge", "pip_install attrs")]
     assert ("rollback", "worse", "pip_install attr") in steps

@@ -28,10 +28,13 @@ def engine(docker_available):
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("name, members", [
-    ("mono-uv-workspace", [("core-lib", "packages/core-lib", 1), ("app-lib", "packages/app-lib", 2)]),
-    ("mono-libs", [("alpha-lib", "libs/alpha", 1), ("beta-lib", "libs/beta", 1)]),
-])
+@pytest.mark.parametrize(
+    "name, members",
+    [
+        ("mono-uv-workspace", [("core-lib", "packages/core-lib", 1), ("app-lib", "packages/app-lib", 2)]),
+        ("mono-libs", [("alpha-lib", "libs/alpha", 1), ("beta-lib", "libs/beta", 1)]),
+    ],
+)
 def test_workspace_replays_with_results_per_member(engine, tmp_path, name, members):
     from bot.pipeline import run_pipeline
 

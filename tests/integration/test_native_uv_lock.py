@@ -40,6 +40,6 @@ def test_uv_lock_is_synced_frozen_into_the_image(tmp_path, engine):
     assert built.ok, built.log[-3000:]
     found = installed_set(engine, tag)
     assert found.dists["six"] == "1.16.0" and found.dists["pytest"] == "8.2.1"
-    assert {**found.dists, **found.from_url}.get("uv-frozen") == "0.1"   # the project itself
+    assert {**found.dists, **found.from_url}.get("uv-frozen") == "0.1"  # the project itself
     tests = engine.run_once(tag, ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "/workspace/tests"])
     assert tests.ok and "1 passed" in tests.output, tests.output[-2000:]

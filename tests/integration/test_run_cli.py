@@ -26,8 +26,14 @@ OUT = ".devcontainer"
 
 def setupbot_run(repo: Path, answer: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", str(answer)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", str(answer)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
 
 
 @pytest.mark.timeout(1800)
@@ -42,8 +48,13 @@ def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
 
     # every file the answer names is in the checkout and carries setupbot's marker
     written = set(result["written"])
-    assert {f"{OUT}/Dockerfile", f"{OUT}/devcontainer.json", f"{OUT}/setupbot-plan.json",
-            f"{OUT}/setup-report.md", ".dockerignore"} <= written, written
+    assert {
+        f"{OUT}/Dockerfile",
+        f"{OUT}/devcontainer.json",
+        f"{OUT}/setupbot-plan.json",
+        f"{OUT}/setup-report.md",
+        ".dockerignore",
+    } <= written, written
     files = {rel: (repo / rel).read_text(encoding="utf-8") for rel in written}
     assert all(has_marker(text) for text in files.values()), [r for r, t in files.items() if not has_marker(t)]
 

@@ -31,8 +31,15 @@ def copy(name: str, tmp_path: Path) -> Path:
 
 def setupbot(*args: str, env_extra: dict | None = None, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "bot", *args], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def leftovers(run_id: str) -> list[str]:
@@ -89,7 +96,9 @@ def test_tests_that_sleep_past_the_budget_end_in_time_with_outputs(docker_availa
     proc = setupbot("run", str(repo), "--no-knowledge", "--wall-clock", str(budget))
     out, err = proc.communicate(timeout=budget * 3)
     wall = time.monotonic() - started
-    print(f"\nbudget {budget}s, wall {wall:.1f}s, overshoot {100 * (wall - budget) / budget:+.1f} %, exit {proc.returncode}")
+    print(
+        f"\nbudget {budget}s, wall {wall:.1f}s, overshoot {100 * (wall - budget) / budget:+.1f} %, exit {proc.returncode}"
+    )
     assert wall <= budget * (1 + OVERSHOOT_SHARE) + OVERSHOOT_FIXED, (wall, out, err)
     record = assert_wrote_outputs(repo)
     assert leftovers(record["run_id"]) == []
@@ -107,17 +116,17 @@ def test_sigterm_mid_run_writes_outputs_and_records_and_exits_130(docker_availab
     repo = copy("run-slow-tests", tmp_path)
     run_id = f"sigterm{os.getpid()}"
     started = time.monotonic()
-    proc = setupbot("run", str(repo), "--no-knowledge", "--wall-clock", "1200",
-                    env_extra={"SETUPBOT_RUN_ID": run_id})
+    proc = setupbot("run", str(repo), "--no-knowledge", "--wall-clock", "1200", env_extra={"SETUPBOT_RUN_ID": run_id})
     # wait until the runner container is up (the build is done, the target is running)
     deadline = started + 600
     while time.monotonic() < deadline and proc.poll() is None:
-        running = subprocess.run(["docker", "ps", "-q", "--filter", f"label=setupbot.run={run_id}"],
-                                 capture_output=True, text=True).stdout.split()
+        running = subprocess.run(
+            ["docker", "ps", "-q", "--filter", f"label=setupbot.run={run_id}"], capture_output=True, text=True
+        ).stdout.split()
         if running:
             break
         time.sleep(2)
-    time.sleep(10)          # inside the sleeping test run
+    time.sleep(10)  # inside the sleeping test run
     assert proc.poll() is None, proc.communicate()
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)

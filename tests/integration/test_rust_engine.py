@@ -77,8 +77,10 @@ def test_workspace_builds_and_tests_every_member(engine):
     _standins(engine, ["1.85"])
     proof = _prove(engine, "rust-workspace", ["1.85"])
     assert proof.status == "success", (proof.build_log + proof.test_output)[-3000:]
-    assert proof.results.outcomes == {"ws_core:src/lib.rs::tests::it_labels": "passed",
-                                      "ws_cli:src/main.rs::tests::it_labels": "passed"}
+    assert proof.results.outcomes == {
+        "ws_core:src/lib.rs::tests::it_labels": "passed",
+        "ws_cli:src/main.rs::tests::it_labels": "passed",
+    }
 
 
 @pytest.mark.extended
@@ -149,8 +151,11 @@ def test_maturin_project_python_tests_import_the_compiled_module(engine, tmp_pat
     shutil.copytree(REPOS / "rust-maturin", repo)
     selection = select(repo)
     assert selection.names == ["python", "rust"]
-    settings = load_settings(repo, environ={}, overrides={"knowledge": {"path": str(tmp_path / "xp.sqlite")},
-                                                          "budgets": {"wall_clock": 2400}})
+    settings = load_settings(
+        repo,
+        environ={},
+        overrides={"knowledge": {"path": str(tmp_path / "xp.sqlite")}, "budgets": {"wall_clock": 2400}},
+    )
 
     def plan(repo_, settings_, available):
         return make_plan(repo_, settings_, list(available), selection=selection)
@@ -160,5 +165,5 @@ def test_maturin_project_python_tests_import_the_compiled_module(engine, tmp_pat
     assert record.status == "success", (record.remaining, steps)
     assert record.replay["ok"]
     assert "rustc" in record.dockerfile and "cargo" in record.dockerfile
-    assert not record.repairs, [r.candidate.describe() for r in record.repairs]   # the plan had Rust already
+    assert not record.repairs, [r.candidate.describe() for r in record.repairs]  # the plan had Rust already
     assert record.tests.count("passed") == 1

@@ -41,8 +41,9 @@ def _have(tag: str) -> bool:
 
 
 def _leftovers(run_id: str) -> list[str]:
-    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label=setupbot.run={run_id}"],
-                          capture_output=True, text=True).stdout.split()
+    return subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=setupbot.run={run_id}"], capture_output=True, text=True
+    ).stdout.split()
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,9 @@ def test_generated_compose_brings_memcached_up_healthy_with_the_catalogues_check
     health check in the image and the app container reaches the service by its wired address."""
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
-    (repo / "tests" / "test_cache.py").write_text("import os\n\ndef test_env():\n    assert os.environ['MEMCACHED_HOST']\n")
+    (repo / "tests" / "test_cache.py").write_text(
+        "import os\n\ndef test_env():\n    assert os.environ['MEMCACHED_HOST']\n"
+    )
     plan = make_plan(repo, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
     source = plan.to_json()
     source["services"] = [ServiceRequirement("cache", "memcached", MEMCACHED).to_json()]
@@ -107,7 +110,7 @@ def test_generated_compose_brings_memcached_up_healthy_with_the_catalogues_check
     project = f"setupbot-test-{uuid.uuid4().hex[:8]}"
     cli = [*_compose_cli(), "-p", project, "-f", ".devcontainer/compose.yaml"]
     app_service = parse_devcontainer((repo / ".devcontainer" / "devcontainer.json").read_text())["service"]
-    app_image = f"{project}_{app_service}"   # the app's build is not what is tested here
+    app_image = f"{project}_{app_service}"  # the app's build is not what is tested here
     subprocess.run(["docker", "tag", "python:3.11-slim", app_image], check=True)
 
     def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:

@@ -43,8 +43,9 @@ def engine(docker_available):
     e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g"}}))
     yield e
     e.clean(e.run_id)
-    leftovers = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=setupbot.run={e.run_id}"],
-                               capture_output=True, text=True).stdout.split()
+    leftovers = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=setupbot.run={e.run_id}"], capture_output=True, text=True
+    ).stdout.split()
     assert leftovers == []
 
 
@@ -58,22 +59,37 @@ def clients_image(engine, tmp_path_factory):
 
 
 CI_SERVICES = [
-    {"name": "postgres", "image": "pgvector/pgvector:pg16", "ports": ["5432:5432"],
-     "env": {"POSTGRES_PASSWORD": "postgres", "POSTGRES_DB": "test"}},
+    {
+        "name": "postgres",
+        "image": "pgvector/pgvector:pg16",
+        "ports": ["5432:5432"],
+        "env": {"POSTGRES_PASSWORD": "postgres", "POSTGRES_DB": "test"},
+    },
     {"name": "redis", "image": "redis:7", "ports": ["6379:6379"]},
-    {"name": "mysql", "image": "mysql:8.0", "ports": ["3306:3306"],
-     "env": {"MYSQL_ROOT_PASSWORD": "root", "MYSQL_DATABASE": "test"}},
+    {
+        "name": "mysql",
+        "image": "mysql:8.0",
+        "ports": ["3306:3306"],
+        "env": {"MYSQL_ROOT_PASSWORD": "root", "MYSQL_DATABASE": "test"},
+    },
     {"name": "rabbitmq", "image": "rabbitmq:3-management", "ports": ["5672:5672"]},
 ]
-CI_ENV = {"DATABASE_URL": "postgresql://postgres:postgres@localhost:5432/test",
-          "REDIS_URL": "redis://localhost:6379/0"}
+CI_ENV = {"DATABASE_URL": "postgresql://postgres:postgres@localhost:5432/test", "REDIS_URL": "redis://localhost:6379/0"}
 
 
 @pytest.mark.slow
 def test_services_fixture_passes_with_siblings_and_fails_without(engine, clients_image, tmp_path):
     started = time.monotonic()
-    record = verify_environment(engine, REPOS / "verify-services", clients_image, services=CI_SERVICES,
-                                ci_env=CI_ENV, copy_repo=True, checks=("imports", "tests"), test_timeout=300)
+    record = verify_environment(
+        engine,
+        REPOS / "verify-services",
+        clients_image,
+        services=CI_SERVICES,
+        ci_env=CI_ENV,
+        copy_repo=True,
+        checks=("imports", "tests"),
+        test_timeout=300,
+    )
     path = record.write(tmp_path / "verification.json")
     data = json.loads(path.read_text())
     print(f"services verification took {time.monotonic() - started:.0f}s")
@@ -92,10 +108,14 @@ def test_services_fixture_passes_with_siblings_and_fails_without(engine, clients
     assert without["tests.test_plain::test_params_parse"] == "passed"
 
     needed = data["attribution"]["needed"]
-    assert needed["postgres"] == ["tests.test_postgres::test_pgvector_extension",
-                                  "tests.test_postgres::test_postgres_roundtrip"]
-    assert needed["redis"] == ["tests.test_localhost::test_hardcoded_localhost_redis",
-                               "tests.test_redis::test_redis_set_get"]
+    assert needed["postgres"] == [
+        "tests.test_postgres::test_pgvector_extension",
+        "tests.test_postgres::test_postgres_roundtrip",
+    ]
+    assert needed["redis"] == [
+        "tests.test_localhost::test_hardcoded_localhost_redis",
+        "tests.test_redis::test_redis_set_get",
+    ]
     assert needed["mysql"] == ["tests.test_mysql::test_mysql_protocol"]
     assert needed["rabbitmq"] == ["tests.test_rabbitmq::test_rabbitmq_publish_consume"]
     assert "DATABASE_URL" in data["wired_env"]
@@ -103,7 +123,7 @@ def test_services_fixture_passes_with_siblings_and_fails_without(engine, clients
     assert data["verdict"]["tier"] == "Full", data["verdict"]
 
 
-@pytest.mark.serial   # times the health bound
+@pytest.mark.serial  # times the health bound
 def test_service_that_never_becomes_healthy_is_bounded_and_removed(engine):
     # the container runs, but the server never comes up (its command is replaced by a sleep)
     with engine.network() as net:
@@ -115,19 +135,32 @@ def test_service_that_never_becomes_healthy_is_bounded_and_removed(engine):
             assert not outcome.healthy and "not healthy after 8s" in outcome.note
             assert elapsed < 30
             assert out.env == {}
-            names = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=setupbot.run={engine.run_id}"],
-                                   capture_output=True, text=True).stdout.split()
-            assert names == []      # removed at once, not only at teardown
+            names = subprocess.run(
+                ["docker", "ps", "-aq", "--filter", f"label=setupbot.run={engine.run_id}"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            assert names == []  # removed at once, not only at teardown
 
 
 def test_official_env_vars_are_honoured(engine, clients_image):
     """A custom user, password and database for PostgreSQL and MariaDB, and a RabbitMQ user."""
     services = [
-        {"name": "db", "image": "postgres:17",
-         "env": {"POSTGRES_USER": "app", "POSTGRES_PASSWORD": "s3cret'x", "POSTGRES_DB": "appdb"}},
-        {"name": "maria", "image": "mariadb:11",
-         "env": {"MARIADB_ROOT_PASSWORD": "rootpw", "MARIADB_DATABASE": "shop", "MARIADB_USER": "shopper",
-                 "MARIADB_PASSWORD": "pw"}},
+        {
+            "name": "db",
+            "image": "postgres:17",
+            "env": {"POSTGRES_USER": "app", "POSTGRES_PASSWORD": "s3cret'x", "POSTGRES_DB": "appdb"},
+        },
+        {
+            "name": "maria",
+            "image": "mariadb:11",
+            "env": {
+                "MARIADB_ROOT_PASSWORD": "rootpw",
+                "MARIADB_DATABASE": "shop",
+                "MARIADB_USER": "shopper",
+                "MARIADB_PASSWORD": "pw",
+            },
+        },
     ]
     probe = (
         "import os, pg8000.native, pymysql\n"

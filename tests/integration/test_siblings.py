@@ -24,8 +24,15 @@ def test_client_passes_with_the_server_from_its_own_dockerfile(verify_engine, pl
     settings = load_settings(CLIENT, config_file=OPERATOR_CONFIG)
     siblings, warnings = specs_from_settings(settings.siblings)
     assert warnings == [] and [s.name for s in siblings] == ["server"]
-    record = verify_environment(verify_engine, CLIENT, plain_pytest_image, siblings=siblings, copy_repo=True,
-                                checks=("imports", "tests"), test_timeout=300)
+    record = verify_environment(
+        verify_engine,
+        CLIENT,
+        plain_pytest_image,
+        siblings=siblings,
+        copy_repo=True,
+        checks=("imports", "tests"),
+        test_timeout=300,
+    )
     data = json.loads(record.write(tmp_path / "verification.json").read_text())
 
     assert data["siblings"][0]["healthy"] and data["siblings"][0]["built"], data["siblings"]
@@ -47,14 +54,20 @@ def test_sibling_that_does_not_build_or_start_is_reported(verify_engine, tmp_pat
     silent = tmp_path / "silent"
     silent.mkdir()
     (silent / "Dockerfile").write_text('FROM python:3.11-slim\nCMD ["sleep", "600"]\n')
-    specs = [SiblingSpec.from_setting({"name": "broken", "path": str(broken), "port": 80}),
-             SiblingSpec.from_setting({"name": "silent", "path": str(silent), "port": 9000,
-                                       "probe": "http:/", "health_timeout": 5})]
+    specs = [
+        SiblingSpec.from_setting({"name": "broken", "path": str(broken), "port": 80}),
+        SiblingSpec.from_setting(
+            {"name": "silent", "path": str(silent), "port": 9000, "probe": "http:/", "health_timeout": 5}
+        ),
+    ]
     with verify_engine.network() as net, SiblingManager(verify_engine, net, tmp_path) as manager:
         outcomes, env = manager.start(specs)
         assert env == {}
         assert not outcomes[0].built and "did not build" in outcomes[0].note
         assert outcomes[1].built and not outcomes[1].healthy and "not healthy after 5s" in outcomes[1].note
-        left = subprocess.run(["docker", "ps", "-q", "--filter", f"label=setupbot.run={verify_engine.run_id}"],
-                              capture_output=True, text=True).stdout.split()
+        left = subprocess.run(
+            ["docker", "ps", "-q", "--filter", f"label=setupbot.run={verify_engine.run_id}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         assert left == []

@@ -44,9 +44,16 @@ class EmbeddingsDouble:
                     payload, status = b'{"error": {"message": "unavailable"}}', 500 if double.fail else 404
                 else:
                     inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                    payload = json.dumps({"object": "list", "model": body.get("model"), "data": [
-                        {"object": "embedding", "index": i, "embedding": embed_text(t)}
-                        for i, t in enumerate(inputs)]}).encode()
+                    payload = json.dumps(
+                        {
+                            "object": "list",
+                            "model": body.get("model"),
+                            "data": [
+                                {"object": "embedding", "index": i, "embedding": embed_text(t)}
+                                for i, t in enumerate(inputs)
+                            ],
+                        }
+                    ).encode()
                     status = 200
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

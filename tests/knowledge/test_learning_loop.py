@@ -40,18 +40,39 @@ FIX = ["python", "-m", "pip", "install", "quasar-runtime-libs"]
 def run_once(tmp_path, name, store, server, need_output):
     repo = tmp_path / name
     repo.mkdir()
-    settings = load_settings(repo, environ={}, overrides={"llm": {
-        "base_url": server.base_url, "model": "scripted-model", "api_key": "sk-test", "timeout": 5, "retries": 1}})
+    settings = load_settings(
+        repo,
+        environ={},
+        overrides={
+            "llm": {
+                "base_url": server.base_url,
+                "model": "scripted-model",
+                "api_key": "sk-test",
+                "timeout": 5,
+                "retries": 1,
+            }
+        },
+    )
     planner = LLMPlanner(settings.llm, secrets=settings.secrets(), sleep=lambda s: None)
     world = World([Need("pip:quasar-runtime-libs", need_output)])
-    return run_setup(repo, settings, FakeEngine(world), store, planner, make_plan=fake_plan_maker(),
-                     compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    return run_setup(
+        repo,
+        settings,
+        FakeEngine(world),
+        store,
+        planner,
+        make_plan=fake_plan_maker(),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11"],
+    )
 
 
 def test_fix_learned_once_is_retrieved_for_a_similar_repository(store_settings, tmp_path):
     store = open_store(store_settings)
     seed_count = store.count()
-    reply = json.dumps({"action": "pip_install", "packages": FIX[4:], "why": "libquasar ships in the quasar-runtime-libs wheel"})
+    reply = json.dumps(
+        {"action": "pip_install", "packages": FIX[4:], "why": "libquasar ships in the quasar-runtime-libs wheel"}
+    )
     with ScriptedLLMServer([reply]) as server:
         first = run_once(tmp_path, "app-one", store, server, FIRST)
         first_calls = len(server.requests)
@@ -70,13 +91,16 @@ def test_fix_learned_once_is_retrieved_for_a_similar_repository(store_settings, 
     else:
         assert unit.category == "learned"
 
-    with ScriptedLLMServer([]) as server:          # the model is not needed the second time
+    with ScriptedLLMServer([]) as server:  # the model is not needed the second time
         second = run_once(tmp_path, "app-two", store, server, SIMILAR)
         assert server.requests == []
     assert second.status == "success", second.remaining
     assert [r.candidate.source for r in second.repairs] == ["knowledge"]
     assert second.repairs[0].candidate.unit_id == learned[0]
-    assert len(second.trajectory.steps) < len(first.trajectory.steps), (len(first.trajectory.steps), len(second.trajectory.steps))
+    assert len(second.trajectory.steps) < len(first.trajectory.steps), (
+        len(first.trajectory.steps),
+        len(second.trajectory.steps),
+    )
     assert store.get(learned[0]).telemetry.successes >= 2
     store.close()
 
@@ -106,7 +130,7 @@ def test_a_unit_the_llm_taught_a_shared_store_waits_for_approval(tmp_path, capsy
     assert main(["knowledge", "--store", str(path), "list", "--category", "quarantined"]) == 0
     assert uid in capsys.readouterr().out
     assert main(["knowledge", "--store", str(path), "approve", uid]) == 0
-    assert main(["knowledge", "--store", str(path), "approve", uid]) != 0   # not quarantined any more
+    assert main(["knowledge", "--store", str(path), "approve", uid]) != 0  # not quarantined any more
     store = open_store(settings)
     assert store.get(uid).category == "learned" and "approved_at" in store.get(uid).provenance[-1]
     with ScriptedLLMServer([]) as server:

@@ -14,16 +14,21 @@ from bot.knowledge.units import COLD, GOLDEN
 
 
 def make_unit(uid="demo-unit", pattern=r"frobnicate\.h: No such file", packages=("libfrob-dev",), **extra):
-    data = {"id": uid, "category": "native", "signals": {"patterns": [pattern]},
-            "advice": "The frob headers are missing; install libfrob-dev.",
-            "atoms": [{"kind": "apt_install", "packages": list(packages)}], **extra}
+    data = {
+        "id": uid,
+        "category": "native",
+        "signals": {"patterns": [pattern]},
+        "advice": "The frob headers are missing; install libfrob-dev.",
+        "atoms": [{"kind": "apt_install", "packages": list(packages)}],
+        **extra,
+    }
     return Unit.from_json(data)
 
 
 def test_add_get_remove(empty_store):
     unit = make_unit()
     assert empty_store.add(unit) is True
-    assert empty_store.add(unit) is False          # same id, no replace
+    assert empty_store.add(unit) is False  # same id, no replace
     got = empty_store.get("demo-unit")
     assert got.patterns == unit.patterns and got.atoms == unit.atoms
     assert got.telemetry.hits == 0
@@ -61,7 +66,7 @@ def _hammer(settings_dict, n, barrier):
 
     store = open_store(SimpleNamespace(**settings_dict), seed=False)
     try:
-        barrier.wait(60)          # every writer connected: start together
+        barrier.wait(60)  # every writer connected: start together
         for i in range(n):
             store.record("demo-unit", "success" if i % 2 == 0 else "failure")
             store.mark_offered(["demo-unit"])
@@ -93,7 +98,7 @@ def test_seeding_is_idempotent_and_keeps_telemetry(store_settings):
     n = store.count()
     assert n == len(seed_units()) >= 100
     store.record("native-libpq-header", "success")
-    assert store.ensure_seeded() == 0          # unchanged seed: nothing rewritten
+    assert store.ensure_seeded() == 0  # unchanged seed: nothing rewritten
     store.close()
     again = open_store(store_settings)
     assert again.count() == n
@@ -140,7 +145,7 @@ def test_learning_then_similar_log_retrieves_learned_unit(seeded_store):
   note: This error originates from a subprocess, and is likely not a problem with pip.
 """
     before = r.retrieve(first_log, {"python": "3.11"})
-    assert not any(c.exact for c in before)      # nothing in the seed knows this failure
+    assert not any(c.exact for c in before)  # nothing in the seed knows this failure
     fix = [{"kind": "apt_install", "packages": ["libquasar4"]}]
     uid = learn_unit(seeded_store, first_log, fix, {"repo": "org/quasar-app", "source": "llm"})
     unit = seeded_store.get(uid)
@@ -181,19 +186,21 @@ def test_embeddings_are_stored_and_used(store_settings, embeddings_server):
     from bot.knowledge import OpenAIEmbedder
 
     store = open_store(store_settings, seed=False)
-    store.add(make_unit("unit-db", r"zzzz-never-matches-1", packages=("postgresql-client",),
-                        title="database server unreachable"))
-    store.add(make_unit("unit-img", r"zzzz-never-matches-2", packages=("libjpeg-dev",),
-                        title="image codec headers"))
+    store.add(
+        make_unit(
+            "unit-db", r"zzzz-never-matches-1", packages=("postgresql-client",), title="database server unreachable"
+        )
+    )
+    store.add(make_unit("unit-img", r"zzzz-never-matches-2", packages=("libjpeg-dev",), title="image codec headers"))
     embedder = OpenAIEmbedder(embeddings_server.url, "test-embed")
     r = Retriever(store, embedder=embedder)
     cands = r.retrieve("could not reach the database server")
     assert cands[0].unit.id == "unit-db"
     assert store.stats()["with_embedding"] == 2
-    assert embeddings_server.requests >= 2          # the units once, then the query
+    assert embeddings_server.requests >= 2  # the units once, then the query
     n = embeddings_server.requests
     Retriever(store, embedder=embedder).retrieve("database server")
-    assert embeddings_server.requests == n + 1      # units are not embedded again
+    assert embeddings_server.requests == n + 1  # units are not embedded again
     if getattr(store, "has_pgvector", False):
         near = store.nearest(embedder.embed(["database server"])[0], 1)
         assert near[0][0] == "unit-db"

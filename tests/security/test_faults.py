@@ -31,33 +31,51 @@ UNCLASSIFIED = "Segmentation fault (core dumped) in _frobnicate; rebuild libfrob
 
 # --- LLM faults ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fault,expect", [
-    ({"status": 429, "headers": {"retry-after": "3600"}}, "RateLimitError"),
-    ({"status": 500}, "InternalServerError"),
-    ({"status": 503, "headers": {"retry-after": "2"}}, "InternalServerError"),
-    ({"delay": 2.5, "content": "{}"}, "APITimeoutError"),
-])
+
+@pytest.mark.parametrize(
+    "fault,expect",
+    [
+        ({"status": 429, "headers": {"retry-after": "3600"}}, "RateLimitError"),
+        ({"status": 500}, "InternalServerError"),
+        ({"status": 503, "headers": {"retry-after": "2"}}, "InternalServerError"),
+        ({"delay": 2.5, "content": "{}"}, "APITimeoutError"),
+    ],
+)
 def test_llm_faults_are_bounded_then_degrade_to_the_deterministic_path(fault, expect, tmp_path):
     waits: list[float] = []
     with ScriptedLLMServer([fault] * 20) as server:
-        settings = load_settings(tmp_path, environ={}, overrides={
-            "llm": {"base_url": server.base_url, "model": "m", "api_key": "k-123456", "timeout": 1, "retries": 3}})
+        settings = load_settings(
+            tmp_path,
+            environ={},
+            overrides={
+                "llm": {"base_url": server.base_url, "model": "m", "api_key": "k-123456", "timeout": 1, "retries": 3}
+            },
+        )
         planner = LLMPlanner(settings.llm, secrets=settings.secrets(), sleep=waits.append)
         started = time.monotonic()
-        record = run_setup(tmp_path, settings, FakeEngine(World([Need("pip:never", UNCLASSIFIED)])), None, planner,
-                           make_plan=fake_plan_maker(), compile_dockerfile=fake_compile, available_pythons=["3.11"])
+        record = run_setup(
+            tmp_path,
+            settings,
+            FakeEngine(World([Need("pip:never", UNCLASSIFIED)])),
+            None,
+            planner,
+            make_plan=fake_plan_maker(),
+            compile_dockerfile=fake_compile,
+            available_pythons=["3.11"],
+        )
         seconds = time.monotonic() - started
         calls = len(server.requests)
     assert record.degraded is True and record.status == "unresolved"
-    assert calls == 4                          # the first try and 3 retries, then no more calls
+    assert calls == 4  # the first try and 3 retries, then no more calls
     assert len(waits) == 3 and max(waits) <= 10  # a retry-after of an hour is not obeyed blindly
     assert seconds < 4 * 2.5 + 10
     assert expect in " ".join(record.llm_usage["errors"])
     assert any("fell back" in w or "failed" in w for w in record.warnings + [record.remaining])
-    assert "Segmentation fault" in record.unresolved[0]["message"]   # the deterministic outcome
+    assert "Segmentation fault" in record.unresolved[0]["message"]  # the deterministic outcome
 
 
 # --- engine faults (real engine) ------------------------------------------------------------------
+
 
 @pytest.mark.docker
 @pytest.mark.timeout(600)
@@ -67,8 +85,9 @@ def test_a_failing_build_ends_unresolved_with_nothing_left(docker_available, tmp
 
     repo = copy_repo("hostile-limits", tmp_path)
     (repo / "setup.py").write_text("raise SystemExit('this project does not build: broken on purpose')\n")
-    settings = load_settings(repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 300},
-                                                          "engine": {"command_timeout": 60}})
+    settings = load_settings(
+        repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 300}, "engine": {"command_timeout": 60}}
+    )
     engine = Engine.from_settings(settings)
     started = time.monotonic()
     result = run_pipeline(repo, settings, engine=engine, use_knowledge=False, repository="example/broken")
@@ -97,8 +116,9 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docke
     (repo / "tests").mkdir(parents=True)
     (repo / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
     (repo / ".python-version").write_text("3.11\n")
-    settings = load_settings(repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 300},
-                                                          "engine": {"command_timeout": 120}})
+    settings = load_settings(
+        repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 300}, "engine": {"command_timeout": 120}}
+    )
     engine = Engine.from_settings(settings)
     real = getattr(engine, call)
     done: list[object] = []
@@ -113,14 +133,13 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docke
     started = time.monotonic()
     try:
         result = run_pipeline(repo, settings, engine=engine, use_knowledge=False, verify=False)
-    except SetupbotError as exc:      # a clear error is an acceptable outcome; a hang or a leak is not
+    except SetupbotError as exc:  # a clear error is an acceptable outcome; a hang or a leak is not
         assert "engine failed" in exc.render() and exc.fix
         outcome = "error"
     else:
         record = result.run_record
         assert record.status in ("unresolved", "over_budget", "error")
-        assert "engine failed" in (record.remaining + " ".join(record.warnings) +
-                                   record.trajectory.to_jsonl())
+        assert "engine failed" in (record.remaining + " ".join(record.warnings) + record.trajectory.to_jsonl())
         outcome = record.status
     assert outcome and time.monotonic() - started < 300
     assert done, f"the first {call} did not happen"

@@ -34,8 +34,12 @@ from bot.evidence import (
 from bot.evidence.files import RepoFiles
 from bot.evidence.model import Evidence
 
-FUZZ = settings(max_examples=200, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # (file name, scanner)
 PARSERS: dict[str, tuple[str, Callable[[RepoFiles, Evidence], None]]] = {
@@ -58,11 +62,11 @@ PARSERS: dict[str, tuple[str, Callable[[RepoFiles, Evidence], None]]] = {
 
 SEEDS = {
     "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n[project]\nname = "x"\nrequires-python = ">=3.9"\n'
-                      'dependencies = ["requests>=2", "attrs; python_version<\'3.12\'"]\n'
-                      '[project.optional-dependencies]\ntest = ["pytest"]\n[tool.poetry.dependencies]\npython = "^3.9"\n'
-                      '[tool.pytest.ini_options]\naddopts = "-p xdist"\n',
+    'dependencies = ["requests>=2", "attrs; python_version<\'3.12\'"]\n'
+    '[project.optional-dependencies]\ntest = ["pytest"]\n[tool.poetry.dependencies]\npython = "^3.9"\n'
+    '[tool.pytest.ini_options]\naddopts = "-p xdist"\n',
     "setup.py": "from setuptools import setup\nsetup(name='x', install_requires=['requests'], "
-                "extras_require={'test': ['pytest']}, python_requires='>=3.8')\n",
+    "extras_require={'test': ['pytest']}, python_requires='>=3.8')\n",
     "setup.cfg": "[metadata]\nname = x\n[options]\ninstall_requires =\n    requests\n[options.extras_require]\ntest = pytest\n",
     "requirements.txt": "requests>=2.0\n-r other.txt\n-c constraints.txt\nnumpy==1.26 ; python_version < '3.12'\n",
     "Pipfile": '[packages]\nrequests = "*"\n[dev-packages]\npytest = ">=7"\n[requires]\npython_version = "3.11"\n',
@@ -74,18 +78,21 @@ SEEDS = {
     "tox.ini": "[tox]\nenvlist = py311\n[testenv]\ndeps = pytest\ncommands = pytest {posargs}\n",
     "pytest.ini": "[pytest]\naddopts = -p xdist --cov\nDJANGO_SETTINGS_MODULE = app.settings\n",
     ".github/workflows/ci.yml": "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    services:\n      db:\n        image: postgres:16\n"
-                                "    steps:\n      - uses: actions/setup-python@v5\n        with: {python-version: '3.11'}\n"
-                                "      - run: pip install -r requirements.txt && pytest\n",
+    "    steps:\n      - uses: actions/setup-python@v5\n        with: {python-version: '3.11'}\n"
+    "      - run: pip install -r requirements.txt && pytest\n",
     "docker-compose.yml": "services:\n  db:\n    image: postgres:16\n    ports: ['5432:5432']\n    environment: {POSTGRES_PASSWORD: x}\n",
     "Makefile": "test:\n\tpython -m pytest -x\n",
 }
 
 # JSON-like values of any shape: what a wrong-typed manifest holds where a string was expected
-leaves = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
-                   st.text(max_size=30))
-values = st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                     st.dictionaries(st.text(max_size=10), inner, max_size=4)),
-                      max_leaves=12)
+leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=30)
+)
+values = st.recursive(
+    leaves,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def _scan(parser: str, content: str | bytes) -> Evidence:
@@ -96,7 +103,7 @@ def _scan(parser: str, content: str | bytes) -> Evidence:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
         ev = Evidence(repo=root.resolve())
-        scanner(RepoFiles(root, ev), ev)   # must not raise
+        scanner(RepoFiles(root, ev), ev)  # must not raise
         for w in ev.warnings:
             assert isinstance(w.message, str) and w.message
         return ev
@@ -125,7 +132,7 @@ def _toml_value(v: Any) -> str:
     if v is None:
         return '""'
     if isinstance(v, (int, float)):
-        return repr(v) if isinstance(v, float) else str(max(min(v, 2**63 - 1), -2**63))
+        return repr(v) if isinstance(v, float) else str(max(min(v, 2**63 - 1), -(2**63)))
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, list):
@@ -142,11 +149,26 @@ def test_random_bytes_and_mutated_manifests_never_crash(parser, data):
     _scan(parser, content)
 
 
-PYPROJECT_KEYS = ["project.name", "project.dependencies", "project.optional-dependencies", "project.requires-python",
-                  "project.dynamic", "project.scripts", "build-system.requires", "build-system.build-backend",
-                  "tool.poetry.dependencies", "tool.poetry.group", "tool.poetry.dev-dependencies",
-                  "tool.pdm.dev-dependencies", "tool.uv.dev-dependencies", "dependency-groups",
-                  "tool.hatch.envs", "tool.pytest.ini_options", "tool.setuptools_scm", "tool.tox"]
+PYPROJECT_KEYS = [
+    "project.name",
+    "project.dependencies",
+    "project.optional-dependencies",
+    "project.requires-python",
+    "project.dynamic",
+    "project.scripts",
+    "build-system.requires",
+    "build-system.build-backend",
+    "tool.poetry.dependencies",
+    "tool.poetry.group",
+    "tool.poetry.dev-dependencies",
+    "tool.pdm.dev-dependencies",
+    "tool.uv.dev-dependencies",
+    "dependency-groups",
+    "tool.hatch.envs",
+    "tool.pytest.ini_options",
+    "tool.setuptools_scm",
+    "tool.tox",
+]
 
 
 @FUZZ
@@ -164,10 +186,29 @@ def test_pyproject_with_values_of_every_type_never_crashes(assignments):
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(["on", "env", "jobs", "services", "steps", "strategy", "container",
-                                        "runs-on", "with", "run", "matrix", "python-version"]),
-                       values, max_size=5),
-       st.sampled_from(["workflow", "compose", "environment.yml"]))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "on",
+                "env",
+                "jobs",
+                "services",
+                "steps",
+                "strategy",
+                "container",
+                "runs-on",
+                "with",
+                "run",
+                "matrix",
+                "python-version",
+            ]
+        ),
+        values,
+        max_size=5,
+    ),
+    st.sampled_from(["workflow", "compose", "environment.yml"]),
+)
 def test_yaml_manifests_with_values_of_every_type_never_crash(shape, parser):
     doc: Any = shape
     if parser == "workflow" and shape:

@@ -53,9 +53,15 @@ def test_a_publish_never_calls_merge_review_or_workflow_endpoints():
         report = ReportData(repository="octo/app", verdict="Full", replay_ok=True)
         generated = generate_outputs(report, dockerfile_text="FROM python:3.11-slim\n", plan_json={"nodes": []})
         for _ in range(2):
-            publish_environment(provider, "octo/app", base="main", files=generated.files,
-                                fingerprint=generated.fingerprint, title="env",
-                                body=render_pr_body(generated.report, generated.fingerprint))
+            publish_environment(
+                provider,
+                "octo/app",
+                base="main",
+                files=generated.files,
+                fingerprint=generated.fingerprint,
+                title="env",
+                body=render_pr_body(generated.report, generated.fingerprint),
+            )
         calls = [c.path for c in double.calls]
         writes = [c.path for c in double.write_calls()]
     assert writes, "the publish made no write call"

@@ -66,9 +66,34 @@ class Recorder:
 
 
 _GIT_READ_ONLY = {"log", "rev-parse", "show", "status", "ls-files", "cat-file", "config", "describe"}
-_DOCKER_SUBCOMMANDS = {"build", "buildx", "create", "start", "exec", "cp", "rm", "rmi", "image", "images",
-                       "info", "inspect", "network", "volume", "ps", "tag", "kill", "restart", "stop",
-                       "container", "commit", "history", "version", "wait", "logs", "diff"}
+_DOCKER_SUBCOMMANDS = {
+    "build",
+    "buildx",
+    "create",
+    "start",
+    "exec",
+    "cp",
+    "rm",
+    "rmi",
+    "image",
+    "images",
+    "info",
+    "inspect",
+    "network",
+    "volume",
+    "ps",
+    "tag",
+    "kill",
+    "restart",
+    "stop",
+    "container",
+    "commit",
+    "history",
+    "version",
+    "wait",
+    "logs",
+    "diff",
+}
 _SECRETS = (TOKEN_SENTINEL, LLM_KEY_SENTINEL)
 
 
@@ -123,16 +148,20 @@ def check_allowed(call) -> str | None:
 # ----------------------------------------------------------------------------- the hostile index
 def _setup_py(name: str, marker_dir: Path) -> str:
     # The build writes the marker (on whichever machine builds it) and fails nothing.
-    return (f"import os\nopen(os.path.join({str(marker_dir)!r}, {name!r}), 'w').write('built')\n"
-            f"from setuptools import setup\nsetup(name={name!r}, version='1.0')\n")
+    return (
+        f"import os\nopen(os.path.join({str(marker_dir)!r}, {name!r}), 'w').write('built')\n"
+        f"from setuptools import setup\nsetup(name={name!r}, version='1.0')\n"
+    )
 
 
 def make_sdist(directory: Path, name: str, marker_dir: Path) -> Path:
     base = f"{name.replace('-', '_')}-1.0"
     path = directory / f"{base}.tar.gz"
     # PKG-INFO with dynamic metadata: only running setup.py could tell its dependencies
-    files = {f"{base}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
-             f"{base}/setup.py": _setup_py(name, marker_dir)}
+    files = {
+        f"{base}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{base}/setup.py": _setup_py(name, marker_dir),
+    }
     with tarfile.open(path, "w:gz") as tf:
         for arc, text in files.items():
             data = text.encode()
@@ -149,7 +178,9 @@ def make_wheel(directory: Path, name: str, version: str) -> Path:
     path = directory / f"{dist}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        zf.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(
+            f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         zf.writestr(f"{dist}.dist-info/RECORD", "")
     return path
 
@@ -200,8 +231,13 @@ def hostile(tmp_path, monkeypatch):
     vcs = tmp_path / "vcs"
     vcs.mkdir()
     (vcs / "setup.py").write_text(_setup_py("setupbot-probe-vcs", markers))
-    git_env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-               "GIT_COMMITTER_EMAIL": "t@t"}
+    git_env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     for argv in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "x"]):
         subprocess.run(argv, cwd=vcs, check=True, env=git_env, capture_output=True)
 
@@ -210,20 +246,25 @@ def hostile(tmp_path, monkeypatch):
     (repo / "localpkg" / "setup.py").write_text(_setup_py("setupbot-probe-path", markers))
     (repo / "editable").mkdir()
     (repo / "editable" / "setup.py").write_text(_setup_py("setupbot-probe-editable", markers))
-    (repo / "requirements.txt").write_text("\n".join([
-        "setupbot-probe-sdist",
-        f"setupbot-probe-url @ {url}/files/setupbot_probe_url-1.0.tar.gz",
-        f"setupbot-probe-file @ file://{archive}",
-        f"setupbot-probe-vcs @ git+file://{vcs}",
-        "./localpkg",
-        "-e ./editable",
-        f"--find-links {url}/files/",
-        f"--extra-index-url {url}/simple/",
-        "",
-    ]))
+    (repo / "requirements.txt").write_text(
+        "\n".join(
+            [
+                "setupbot-probe-sdist",
+                f"setupbot-probe-url @ {url}/files/setupbot_probe_url-1.0.tar.gz",
+                f"setupbot-probe-file @ file://{archive}",
+                f"setupbot-probe-vcs @ git+file://{vcs}",
+                "./localpkg",
+                "-e ./editable",
+                f"--find-links {url}/files/",
+                f"--extra-index-url {url}/simple/",
+                "",
+            ]
+        )
+    )
     (repo / "pyproject.toml").write_text(
         '[project]\nname = "hostile-host"\nversion = "0"\n'
-        f'dependencies = ["setupbot-probe-url @ {url}/files/setupbot_probe_url-1.0.tar.gz"]\n')
+        f'dependencies = ["setupbot-probe-url @ {url}/files/setupbot_probe_url-1.0.tar.gz"]\n'
+    )
     (repo / "tests").mkdir()
     (repo / "tests" / "test_x.py").write_text("def test_x():\n    assert True\n")
 
@@ -252,10 +293,12 @@ def test_the_allow_list_catches_what_the_old_resolution_did():
     env = {"PATH": "/usr/bin"}
     assert check_allowed(("Popen", ["/usr/bin/uv", "pip", "compile", "r.in"], env, {})) == "uv without --no-build"
     assert check_allowed(("Popen", ["uv", "pip", "compile", "--no-build", "r.in"], None, {}))
-    assert check_allowed(("Popen", ["uv", "pip", "compile", "--no-build", "r.in"],
-                          {"PATH": "/bin", "GITHUB_TOKEN": "x"}, {}))
-    assert check_allowed(("Popen", ["uv", "pip", "compile", "--no-build", "r.in"], env,
-                          {"r.in": "x @ file:///tmp/x.tar.gz\n"}))
+    assert check_allowed(
+        ("Popen", ["uv", "pip", "compile", "--no-build", "r.in"], {"PATH": "/bin", "GITHUB_TOKEN": "x"}, {})
+    )
+    assert check_allowed(
+        ("Popen", ["uv", "pip", "compile", "--no-build", "r.in"], env, {"r.in": "x @ file:///tmp/x.tar.gz\n"})
+    )
     assert check_allowed(("Popen", ["sh", "-c", "pip install ."], env, {}))
     assert check_allowed(("Popen", ["git", "-C", "/r", "checkout", "x"], env, {}))
     assert check_allowed(("os.system", ["'make'"], None, {}))
@@ -288,15 +331,25 @@ def test_run_of_a_hostile_repository_runs_nothing_from_it_on_the_host(docker_ava
     from bot.pipeline import run_pipeline
 
     repo, markers, _url = hostile
-    settings = load_settings(repo, overrides={
-        "llm": {"base_url": ""},  # no LLM: the deterministic path only
-        "budgets": {"max_steps": 2, "wall_clock": 400},
-    })
+    settings = load_settings(
+        repo,
+        overrides={
+            "llm": {"base_url": ""},  # no LLM: the deterministic path only
+            "budgets": {"max_steps": 2, "wall_clock": 400},
+        },
+    )
     engine = Engine.from_settings(settings)
     try:
         with Recorder() as rec:
-            run_pipeline(repo, settings, engine=engine, use_knowledge=False, verify=False,
-                         write=False, repository="example/hostile-host")
+            run_pipeline(
+                repo,
+                settings,
+                engine=engine,
+                use_knowledge=False,
+                verify=False,
+                write=False,
+                repository="example/hostile-host",
+            )
     finally:
         engine.clean(engine.run_id)
     progs = {os.path.basename(c[1][0]) for c in rec.calls if c[0] == "Popen"}

@@ -22,22 +22,28 @@ def test_sigkill_mid_run_then_clean_leaves_nothing(docker_available, tmp_path):
     run_id = new_run_id()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
     env.update(SETUPBOT_RUN_ID=run_id, SETUPBOT_ENGINE_COMMAND_TIMEOUT="120")
-    proc = subprocess.Popen(["setupbot", "run", str(repo), "--no-knowledge"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        ["setupbot", "run", str(repo), "--no-knowledge"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         # wait for the middle of a repair: the runner exists and has a snapshot (make is missing,
         # so the loop trials apt-get install make after a snapshot)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
-            snapshots = docker("images", "-q", "--filter", f"label=setupbot.run={run_id}",
-                               "--filter", "label=setupbot.snapshot=1").split()
+            snapshots = docker(
+                "images", "-q", "--filter", f"label=setupbot.run={run_id}", "--filter", "label=setupbot.snapshot=1"
+            ).split()
             if snapshots and leftovers(run_id)["containers"]:
                 break
             time.sleep(1)
         assert proc.poll() is None, "the run ended before it could be killed"
         before = leftovers(run_id)
         assert before["containers"] and before["images"], before
-        os.killpg(proc.pid, signal.SIGKILL)      # the bot and its engine CLI calls, as a cancelled job
+        os.killpg(proc.pid, signal.SIGKILL)  # the bot and its engine CLI calls, as a cancelled job
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
@@ -45,8 +51,7 @@ def test_sigkill_mid_run_then_clean_leaves_nothing(docker_available, tmp_path):
     time.sleep(2)
     assert leftovers(run_id)["containers"], "SIGKILL left the bot no chance to clean up"
 
-    r = subprocess.run(["setupbot", "clean", "--run-id", run_id], env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(["setupbot", "clean", "--run-id", run_id], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "removed (run " in r.stdout
     after = leftovers(run_id)

@@ -38,10 +38,20 @@ def test_fork_bomb_memory_hog_disk_filler_and_sleep_forever_are_contained(docker
     from bot.pipeline import run_pipeline
 
     repo = copy_repo("hostile-limits", tmp_path)
-    settings = load_settings(repo, environ={}, overrides={
-        "engine": {"pids_limit": PIDS, "memory": f"{MEMORY_MB}m", "cpus": 1.0,
-                   "command_timeout": TIMEOUT, "keep_containers": True},
-        "budgets": {"max_steps": 6, "wall_clock": 600}})
+    settings = load_settings(
+        repo,
+        environ={},
+        overrides={
+            "engine": {
+                "pids_limit": PIDS,
+                "memory": f"{MEMORY_MB}m",
+                "cpus": 1.0,
+                "command_timeout": TIMEOUT,
+                "keep_containers": True,
+            },
+            "budgets": {"max_steps": 6, "wall_clock": 600},
+        },
+    )
     engine = Engine.from_settings(settings)
     outputs: list[str] = []
     real_exec = engine.exec_in
@@ -55,12 +65,14 @@ def test_fork_bomb_memory_hog_disk_filler_and_sleep_forever_are_contained(docker
     started = time.monotonic()
     try:
         with ContainerWatcher(engine.run_id) as watcher:
-            result = run_pipeline(repo, settings, engine=engine, use_knowledge=False, verify=False,
-                                  repository="example/hostile-limits")
+            result = run_pipeline(
+                repo, settings, engine=engine, use_knowledge=False, verify=False, repository="example/hostile-limits"
+            )
         seconds = time.monotonic() - started
         # the filler's bytes are in the runner's own writable layer (no host mount to write to)
-        sizes = docker("ps", "-a", "-s", "--filter", f"label=setupbot.run={engine.run_id}",
-                       "--format", "{{.Names}} {{.Size}}")
+        sizes = docker(
+            "ps", "-a", "-s", "--filter", f"label=setupbot.run={engine.run_id}", "--format", "{{.Names}} {{.Size}}"
+        )
     finally:
         engine.clean(engine.run_id)
     out = "\n".join(outputs)
@@ -115,12 +127,16 @@ def test_image_builds_run_repository_code_under_the_memory_limit(docker_availabl
 
     engine = Engine.from_settings(load_settings(None, environ={}, overrides={"engine": {"memory": "128m"}}))
     try:
-        over = engine.build(tmp_path, "FROM python:3.11-slim\n"
-                            "RUN python -c \"b = bytearray(600 * 1024 * 1024); print('ALLOC' + 'ATED')\"\n",
-                            f"setupbot-sectest/over:{engine.run_id}")
-        under = engine.build(tmp_path, "FROM python:3.11-slim\n"
-                             "RUN python -c \"b = bytearray(32 * 1024 * 1024); print('allocated 32 MB')\"\n",
-                             f"setupbot-sectest/under:{engine.run_id}")
+        over = engine.build(
+            tmp_path,
+            "FROM python:3.11-slim\nRUN python -c \"b = bytearray(600 * 1024 * 1024); print('ALLOC' + 'ATED')\"\n",
+            f"setupbot-sectest/over:{engine.run_id}",
+        )
+        under = engine.build(
+            tmp_path,
+            "FROM python:3.11-slim\nRUN python -c \"b = bytearray(32 * 1024 * 1024); print('allocated 32 MB')\"\n",
+            f"setupbot-sectest/under:{engine.run_id}",
+        )
     finally:
         engine.clean(engine.run_id)
     assert not over.ok and "ALLOCATED" not in over.log and "137" in over.log, over.log[-1000:]

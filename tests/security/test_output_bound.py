@@ -36,15 +36,23 @@ print(json.dumps({"rss_before_kib": before, "rss_peak_kib": after, "kept": len(r
 
 
 @pytest.mark.docker
-@pytest.mark.serial   # measures the bot's peak RSS
-@pytest.mark.timeout(1000)   # the run's own bound is 900 s
+@pytest.mark.serial  # measures the bot's peak RSS
+@pytest.mark.timeout(1000)  # the run's own bound is 900 s
 def test_two_hundred_megabytes_of_output_keep_the_bot_rss_bounded(docker_available, tmp_path):
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True,
-                          timeout=900, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     fig = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"\n200 MB through docker exec: bot peak RSS {fig['rss_peak_kib'] / 1024:.0f} MiB "
-          f"(before the command {fig['rss_before_kib'] / 1024:.0f} MiB), output kept {fig['kept'] / MB:.1f} MiB")
+    print(
+        f"\n200 MB through docker exec: bot peak RSS {fig['rss_peak_kib'] / 1024:.0f} MiB "
+        f"(before the command {fig['rss_before_kib'] / 1024:.0f} MiB), output kept {fig['kept'] / MB:.1f} MiB"
+    )
     assert fig["exit"] == 0 and fig["last"] == "LAST LINE" and fig["elided"]
     assert fig["kept"] < 5 * MB + 200
     # the capture adds at most head + 2 * tail (9 MiB) and the decoded text to the process

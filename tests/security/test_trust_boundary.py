@@ -47,8 +47,11 @@ def repo(tmp_path):
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 # -- S11: two layers of configuration ----------------------------------------------------------
@@ -79,7 +82,8 @@ def _hostile_repo(repo: Path, host: Path) -> Path:
     (repo / "sub").mkdir()
     (repo / "escape").symlink_to(host, target_is_directory=True)
     (repo / ".github" / "setupbot.yml").write_text(
-        HOSTILE_CONFIG.format(ca=host / "secret.txt", store=host / "store.sqlite"))
+        HOSTILE_CONFIG.format(ca=host / "secret.txt", store=host / "store.sqlite")
+    )
     return repo
 
 
@@ -95,10 +99,27 @@ def test_repository_config_cannot_reconfigure_the_sandbox(repo, host):
     # what describes the repository stays
     assert s.target.test_command == ("pytest", "-x") and dict(s.target.env) == {"APP_MODE": "test"}
     refused = dict(s.refused)
-    for key in ("engine.network_mode", "engine.memory", "engine.pids_limit", "engine.cpus",
-                "engine.keep_containers", "ca.file", "images.registry", "llm.base_url", "llm.api_key",
-                "knowledge.path", "knowledge.url", "github.api_url", "publish.min_verdict",
-                "budgets.max_steps", "siblings[0]", "siblings[1]", "siblings[2]", "siblings[3]", "services[0]"):
+    for key in (
+        "engine.network_mode",
+        "engine.memory",
+        "engine.pids_limit",
+        "engine.cpus",
+        "engine.keep_containers",
+        "ca.file",
+        "images.registry",
+        "llm.base_url",
+        "llm.api_key",
+        "knowledge.path",
+        "knowledge.url",
+        "github.api_url",
+        "publish.min_verdict",
+        "budgets.max_steps",
+        "siblings[0]",
+        "siblings[1]",
+        "siblings[2]",
+        "siblings[3]",
+        "services[0]",
+    ):
         assert key in refused, key
     assert "siblings[4]" not in refused and "services[1]" not in refused
 
@@ -108,8 +129,13 @@ def test_the_report_names_each_refused_key(repo, host):
 
     _hostile_repo(repo, host)
     s = load_settings(repo, environ={})
-    g = outputs_from_pipeline(repo, plan={"dockerfile": "FROM python:3.11-slim\n", "test_command": ["pytest"]},
-                              output_dir=s.output.dir, repository="octo/hostile", refused_config=s.refused)
+    g = outputs_from_pipeline(
+        repo,
+        plan={"dockerfile": "FROM python:3.11-slim\n", "test_command": ["pytest"]},
+        output_dir=s.output.dir,
+        repository="octo/hostile",
+        refused_config=s.refused,
+    )
     report = g.files[g.report_path]
     assert "Refused configuration" in report
     for key, _why in s.refused:
@@ -134,13 +160,15 @@ def test_output_dir_outside_the_repository_is_refused(repo, where):
 
 def test_target_env_must_be_variable_names_and_one_line_values(repo):
     (repo / ".github" / "setupbot.yml").write_text(
-        'target:\n  env:\n    GOOD: "1"\n    "BAD NAME": x\n    MULTI: "a\\nRUN curl evil"\n    LIST: [1, 2]\n')
+        'target:\n  env:\n    GOOD: "1"\n    "BAD NAME": x\n    MULTI: "a\\nRUN curl evil"\n    LIST: [1, 2]\n'
+    )
     s = load_settings(repo, environ={})
     assert dict(s.target.env) == {"GOOD": "1"}
     assert {"target.env.BAD NAME", "target.env.MULTI", "target.env.LIST"} <= set(dict(s.refused))
 
 
 # -- S13: reads never follow a link out of the repository --------------------------------------
+
 
 def test_llm_readme_linked_to_a_host_file_is_not_read(repo, host):
     from bot.loop.llm import _readme
@@ -177,8 +205,7 @@ def test_env_value_from_the_repositorys_own_config_is_used(repo):
     from bot.loop.repair import rule_candidates
 
     sig = Signature("missing_env", "configuration", "APP_MODE", "KeyError: 'APP_MODE'")
-    cands = rule_candidates(sig, repo=repo, python="3.11", available_pythons=["3.11"],
-                            repo_env={"APP_MODE": "ci"})
+    cands = rule_candidates(sig, repo=repo, python="3.11", available_pythons=["3.11"], repo_env={"APP_MODE": "ci"})
     assert [a.args["value"] for c in cands for a in c.atoms] == ["ci"]
 
 
@@ -188,7 +215,7 @@ def test_verification_facts_do_not_follow_links(repo, host, name):
 
     if name == "pyproject.toml":
         (repo / name).unlink()
-    if name == "requirements.txt":   # requirements.txt is read when pyproject names no dependency
+    if name == "requirements.txt":  # requirements.txt is read when pyproject names no dependency
         (repo / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "1"\n')
     (repo / name).symlink_to(host / "secret.txt")
     facts = RepoFacts.from_repo(repo)
@@ -227,6 +254,7 @@ def test_repository_config_linked_out_is_not_read(repo, host):
 
 
 # -- S13: writes never go through a link --------------------------------------------------------
+
 
 def _pipeline_result(repo: Path):
     from bot.loop.records import RunRecord
@@ -291,8 +319,9 @@ def test_outputs_are_not_written_through_links(repo, host, link):
         (repo / link).symlink_to(host / "secret.txt")
     before = _digest(host)
     names = sorted(p.name for p in host.iterdir())
-    g = outputs_from_pipeline(repo, plan={"dockerfile": "FROM python:3.11-slim\n", "test_command": ["pytest"]},
-                              repository="octo/app")
+    g = outputs_from_pipeline(
+        repo, plan={"dockerfile": "FROM python:3.11-slim\n", "test_command": ["pytest"]}, repository="octo/app"
+    )
     result = write_outputs(repo, g)
     assert _digest(host) == before and sorted(p.name for p in host.iterdir()) == names
     assert link not in result.written
@@ -309,8 +338,9 @@ def test_safe_writer_refuses_paths_outside_its_places(repo):
 
 # -- S16: bad configuration fails fast with a clear error --------------------------------------
 
-ALIAS_BOMB = ("a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n"
-              + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=False)))
+ALIAS_BOMB = "a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n" + "".join(
+    f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=False)
+)
 
 
 def test_alias_bomb_config_fails_fast(repo):
@@ -341,7 +371,9 @@ def test_latin1_config_is_a_clear_error(repo):
 
 
 def test_huge_config_is_a_clear_error(repo):
-    (repo / ".github" / "setupbot.yml").write_text("target:\n  env:\n" + "".join(f"    K{i}: v\n" for i in range(60000)))
+    (repo / ".github" / "setupbot.yml").write_text(
+        "target:\n  env:\n" + "".join(f"    K{i}: v\n" for i in range(60000))
+    )
     with pytest.raises(ConfigError) as err:
         load_settings(repo, environ={})
     assert "larger than" in err.value.what
@@ -391,7 +423,7 @@ def test_directory_tree_1100_levels_deep(repo):
     levels = [repo]
     for _ in range(1100):
         levels.append(levels[-1] / "d")
-        levels[-1].mkdir()      # os.makedirs itself recurses past the limit
+        levels[-1].mkdir()  # os.makedirs itself recurses past the limit
     deep = levels[-1]
     (deep / "settings.py").write_text("X = 1\n")
     (deep / "mod.py").write_text("try:\n    import zzz\nexcept ImportError:\n    pass\n")
@@ -412,12 +444,21 @@ def test_directory_tree_1100_levels_deep(repo):
 
 # -- S4: redaction -----------------------------------------------------------------------------
 
+
 def test_redaction_knows_token_shapes_and_url_credentials():
     from bot.redact import Redactor
 
     red = Redactor()
-    shapes = ["ghp_" + "A1b2" * 9, "gho_" + "x" * 36, "ghu_" + "y" * 36, "ghs_" + "z" * 36, "ghr_" + "w" * 36,
-              "github_pat_11ABCDEFG0" + "q" * 60, "sk-" + "k" * 48, "sk-proj-" + "p" * 40]
+    shapes = [
+        "ghp_" + "A1b2" * 9,
+        "gho_" + "x" * 36,
+        "ghu_" + "y" * 36,
+        "ghs_" + "z" * 36,
+        "ghr_" + "w" * 36,
+        "github_pat_11ABCDEFG0" + "q" * 60,
+        "sk-" + "k" * 48,
+        "sk-proj-" + "p" * 40,
+    ]
     for token in shapes:
         assert token not in red(f"token: {token}\n"), token
     text = red("postgresql://setupbot:hunter2pw@db.example:5432/xp and https://user:s3cret@host/x")
@@ -484,11 +525,14 @@ def test_cli_prints_unexpected_tracebacks_redacted(monkeypatch, capsys):
 
 # -- the build context -------------------------------------------------------------------------
 
+
 def test_dockerignore_is_generated_and_a_hand_written_one_is_kept(repo):
     from bot.outputs import outputs_from_pipeline, write_outputs
 
-    plan = {"dockerfile": "FROM python:3.11-slim\nCOPY requirements/.env.txt ./\nCOPY . /workspace\n",
-            "test_command": ["pytest"]}
+    plan = {
+        "dockerfile": "FROM python:3.11-slim\nCOPY requirements/.env.txt ./\nCOPY . /workspace\n",
+        "test_command": ["pytest"],
+    }
     g = outputs_from_pipeline(repo, plan=plan, repository="octo/app")
     ignore = g.files[".dockerignore"].splitlines()
     assert "generated by setupbot" in ignore[0]
@@ -512,24 +556,40 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
     from bot.outputs import outputs_from_pipeline, write_outputs
 
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "config", "http.extraheader",
-                    f"AUTHORIZATION: basic {TOKEN_SENTINEL}"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "config", "http.extraheader", f"AUTHORIZATION: basic {TOKEN_SENTINEL}"], check=True
+    )
     (repo / ".env").write_text(f"TOKEN={TOKEN_SENTINEL}\n")
     (repo / "deploy.pem").write_text(f"-----BEGIN PRIVATE KEY-----\n{TOKEN_SENTINEL}\n")
-    (repo / ".env.example").write_text("DEBUG=1\n")     # a committed template stays
+    (repo / ".env.example").write_text("DEBUG=1\n")  # a committed template stays
     (repo / "requirements.txt").write_text("")
-    dockerfile = ("FROM python:3.11-slim\nWORKDIR /workspace\nCOPY requirements.txt ./\nCOPY . /workspace\n")
-    write_outputs(repo, outputs_from_pipeline(repo, plan={"dockerfile": dockerfile, "test_command": ["pytest"]},
-                                              repository="octo/app"))
+    dockerfile = "FROM python:3.11-slim\nWORKDIR /workspace\nCOPY requirements.txt ./\nCOPY . /workspace\n"
+    write_outputs(
+        repo,
+        outputs_from_pipeline(repo, plan={"dockerfile": dockerfile, "test_command": ["pytest"]}, repository="octo/app"),
+    )
     engine = Engine.from_settings(settings_for(None, environ={}))
     tag = f"setupbot/test-dockerignore:{engine.run_id}"
     try:
         result = engine.build(repo, (repo / ".devcontainer" / "Dockerfile").read_text(), tag, ca=False)
         assert result.ok, result.log[-2000:]
-        listing = subprocess.run(["docker", "run", "--rm", "--network", "none", tag, "sh", "-c",
-                                  "ls -a /workspace; cat /workspace/.git/config /workspace/.env "
-                                  "/workspace/deploy.pem 2>&1; grep -r SENTINEL /workspace 2>&1 || true"],
-                                 capture_output=True, text=True, timeout=120).stdout
+        listing = subprocess.run(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                tag,
+                "sh",
+                "-c",
+                "ls -a /workspace; cat /workspace/.git/config /workspace/.env "
+                "/workspace/deploy.pem 2>&1; grep -r SENTINEL /workspace 2>&1 || true",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
         assert "requirements.txt" in listing and "pyproject.toml" in listing and ".env.example" in listing
         assert_no_secret("the image", listing)
     finally:

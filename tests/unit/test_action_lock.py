@@ -16,7 +16,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
-CI = os.environ.get("CI") == "true"   # in CI a missing linter fails the test instead of skipping it
+CI = os.environ.get("CI") == "true"  # in CI a missing linter fails the test instead of skipping it
 LOCK = ROOT / "requirements" / "action.txt"
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 
@@ -61,19 +61,27 @@ def test_every_dependency_and_the_build_backend_are_pinned_with_hashes():
         name = canonicalize_name(req.name)
         assert name in locked, f"{req} is not in {LOCK.name}: regenerate it (command in its header)"
         assert req.specifier.contains(locked[name][0], prereleases=True), (str(req), locked[name][0])
-        for extra in req.extras:   # psycopg[binary] -> psycopg-binary
+        for extra in req.extras:  # psycopg[binary] -> psycopg-binary
             assert canonicalize_name(f"{req.name}-{extra}") in locked, f"{req}: extra {extra} not locked"
 
 
 @pytest.mark.skipif(shutil.which("zizmor") is None and not CI, reason="zizmor is not installed (pip install -e .[dev])")
 def test_zizmor_finds_nothing_in_the_action_and_the_workflows():
-    r = subprocess.run(["zizmor", "--offline", "--no-progress", "action.yml", ".github/workflows/"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        ["zizmor", "--offline", "--no-progress", "action.yml", ".github/workflows/"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
-@pytest.mark.skipif(shutil.which("actionlint") is None and not CI, reason="actionlint is not installed (pip install -e .[dev])")
+@pytest.mark.skipif(
+    shutil.which("actionlint") is None and not CI, reason="actionlint is not installed (pip install -e .[dev])"
+)
 def test_actionlint_finds_nothing_in_the_workflows():
-    r = subprocess.run(["actionlint", "-no-color", *[str(w) for w in WORKFLOWS]], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        ["actionlint", "-no-color", *[str(w) for w in WORKFLOWS]], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

@@ -32,7 +32,8 @@ EXAMPLES = {
 def plan(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\nversion = "0"\ndependencies = ["requests"]\n'
-        '[project.optional-dependencies]\ntest = ["pytest"]\ndocs = ["sphinx"]\n')
+        '[project.optional-dependencies]\ntest = ["pytest"]\ndocs = ["sphinx"]\n'
+    )
     return make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False)
 
 
@@ -51,7 +52,7 @@ def test_a_kind_validates_reads_and_trials_as_its_entry_says(kind):
     trial = atom.trial_commands()
     assert all(isinstance(argv, list) and all(isinstance(a, str) for a in argv) for argv in trial)
     if trial:
-        assert spec.in_container   # a kind with commands to run is trialled in the runner
+        assert spec.in_container  # a kind with commands to run is trialled in the runner
 
 
 @pytest.mark.parametrize("kind", sorted(ATOM_KINDS))

@@ -28,7 +28,8 @@ def test_declared_installs_requirement_files_then_project_with_test_extras(tmp_p
     (tmp_path / "requirements-dev.txt").write_text("-r requirements.txt\npytest-cov\n")
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "test.txt").write_text("hypothesis\n")
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [build-system]
         requires = ["setuptools"]
         [project]
@@ -38,7 +39,8 @@ def test_declared_installs_requirement_files_then_project_with_test_extras(tmp_p
         Testing = ["pytest"]
         docs = ["sphinx"]
         dev = ["ruff"]
-    """))
+    """)
+    )
     produced = produce_declared(tmp_path)
     assert produced.ok
     runs = _run_lines(produced.dockerfile)
@@ -55,8 +57,9 @@ def test_declared_installs_requirement_files_then_project_with_test_extras(tmp_p
 
 def test_extras_from_setup_cfg_setup_py_and_poetry(tmp_path):
     (tmp_path / "setup.cfg").write_text("[options.extras_require]\ntest =\n  pytest\nyaml = pyyaml\n")
-    (tmp_path / "setup.py").write_text("from setuptools import setup\n"
-                                       "setup(extras_require=dict(tests=['x'], speed=['y']))\n")
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\nsetup(extras_require=dict(tests=['x'], speed=['y']))\n"
+    )
     extras, warnings = declared_extras(tmp_path)
     assert extras == {"test", "yaml", "tests", "speed"} and warnings == []
     poetry = tmp_path / "p"
@@ -87,13 +90,12 @@ def test_requirement_dir_symlink_is_ignored(tmp_path):
 
 
 def test_pipreqs_names_go_to_pip_as_quoted_argv_only_when_well_formed():
-    packages, dropped = parse_pipreqs_output("numpy\nPyYAML==6.0\nrequests[socks]\n\n"
-                                             "$(touch /tmp/pwned)\nnumpy\n")
+    packages, dropped = parse_pipreqs_output("numpy\nPyYAML==6.0\nrequests[socks]\n\n$(touch /tmp/pwned)\nnumpy\n")
     assert packages == ["numpy", "PyYAML", "requests[socks]"]
     assert dropped == ["$(touch /tmp/pwned)"]
     text = render_baseline("pipreqs", packages=['a"b', "numpy"])
     run = _run_lines(text)[0]
-    assert run[-2:] == ['a"b', "numpy"]   # JSON-quoted: no shell ever sees it
+    assert run[-2:] == ['a"b', "numpy"]  # JSON-quoted: no shell ever sees it
 
 
 def test_pipreqs_failure_is_a_result_with_the_reason(tmp_path, monkeypatch):
@@ -113,8 +115,10 @@ def test_pipreqs_success_renders_the_inferred_packages(tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "pipreqs"
     fake.parent.mkdir()
     # Writes what pipreqs writes to --savepath.
-    fake.write_text(f"#!{sys.executable}\nimport sys\na = sys.argv\n"
-                    "open(a[a.index('--savepath') + 1], 'w').write('numpy\\nPyYAML\\n')\n")
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys\na = sys.argv\n"
+        "open(a[a.index('--savepath') + 1], 'w').write('numpy\\nPyYAML\\n')\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{__import__('os').environ['PATH']}")
     scratch = tmp_path / "scratch"

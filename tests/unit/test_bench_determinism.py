@@ -76,9 +76,16 @@ def test_second_build_without_cache_is_compared_with_the_first(tmp_path):
 
 
 def _record(repo: str, identical, lock_status="locked") -> dict:
-    return {"repo": repo, "sha": "a" * 40, "system": "setupbot", "status": "ok", "ebsr": True,
-            "tests": {"passed": 1}, "determinism": {"identical": identical} if identical is not None else None,
-            "details": {"lock": {"status": lock_status}}}
+    return {
+        "repo": repo,
+        "sha": "a" * 40,
+        "system": "setupbot",
+        "status": "ok",
+        "ebsr": True,
+        "tests": {"passed": 1},
+        "determinism": {"identical": identical} if identical is not None else None,
+        "details": {"lock": {"status": lock_status}},
+    }
 
 
 def test_summary_reports_the_identical_share_and_the_lock_per_row():
@@ -97,9 +104,13 @@ def test_runner_builds_with_the_lock_in_the_context_and_checks_determinism(tmp_p
     engine.images["setupbot-loop-x:locked"] = FREEZE_A
 
     def fake_setupbot(ctx):
-        produced = Produced("setupbot", "FROM python:3.11-slim\nCOPY .devcontainer/requirements.lock /tmp/\n", 5.0,
-                            files={".devcontainer/requirements.lock": "attrs==23.1.0\n"},
-                            details={"lock": {"status": "locked"}})
+        produced = Produced(
+            "setupbot",
+            "FROM python:3.11-slim\nCOPY .devcontainer/requirements.lock /tmp/\n",
+            5.0,
+            files={".devcontainer/requirements.lock": "attrs==23.1.0\n"},
+            details={"lock": {"status": "locked"}},
+        )
         replay = Score(built=True, ebsr=True, collect_exit=0, tests=TestCounts(passed=1))
         return SystemResult(produced, replay=replay, extra={"image": "setupbot-loop-x:locked"})
 
@@ -116,9 +127,12 @@ def test_runner_builds_with_the_lock_in_the_context_and_checks_determinism(tmp_p
         return real_check(engine_, context, text, first, tag)
 
     monkeypatch.setattr(runner_mod, "check_determinism", spy)
-    opts = BenchOptions(repos=[], systems=("setupbot",), out=tmp_path / "out", engine_factory=lambda s: engine,
-                        determinism=True)
-    record = run_pair(BenchRepo(name="o/r", sha="a" * 40), "setupbot", pristine, ExportResult(pristine), opts, Progress(1))
+    opts = BenchOptions(
+        repos=[], systems=("setupbot",), out=tmp_path / "out", engine_factory=lambda s: engine, determinism=True
+    )
+    record = run_pair(
+        BenchRepo(name="o/r", sha="a" * 40), "setupbot", pristine, ExportResult(pristine), opts, Progress(1)
+    )
     assert record["status"] == "ok", record
     assert record["determinism"]["identical"] is True
     assert seen == {"lock": "attrs==23.1.0\n", "pristine_untouched": True}
@@ -126,5 +140,7 @@ def test_runner_builds_with_the_lock_in_the_context_and_checks_determinism(tmp_p
     # without the option, no second build
     engine.builds.clear()
     opts.determinism = False
-    record = run_pair(BenchRepo(name="o/r", sha="a" * 40), "setupbot", pristine, ExportResult(pristine), opts, Progress(1))
+    record = run_pair(
+        BenchRepo(name="o/r", sha="a" * 40), "setupbot", pristine, ExportResult(pristine), opts, Progress(1)
+    )
     assert "determinism" not in record and engine.builds == []

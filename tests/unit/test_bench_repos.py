@@ -14,27 +14,36 @@ SHA = "f3901686abc47853523f3b211873fc2b9e0c5ab5"
 
 
 def test_parses_columns_comments_and_optional_gold_count():
-    text = ("# repo\tsha\tdifficulty\tnote\n"
-            f"python/importlib_metadata\t{SHA}\teasy\tpure-Python backport\n"
-            "\n"
-            f"google/yapf\t{SHA.upper()}\t412\tmedium\n"
-            f"mause/duckdb_engine\t{SHA}\n")
+    text = (
+        "# repo\tsha\tdifficulty\tnote\n"
+        f"python/importlib_metadata\t{SHA}\teasy\tpure-Python backport\n"
+        "\n"
+        f"google/yapf\t{SHA.upper()}\t412\tmedium\n"
+        f"mause/duckdb_engine\t{SHA}\n"
+    )
     parsed = parse_repo_list(text)
     assert parsed.warnings == []
     first, second, third = parsed.repos
     assert (first.name, first.sha, first.difficulty, first.gold, first.note) == (
-        "python/importlib_metadata", SHA, "easy", None, "pure-Python backport")
+        "python/importlib_metadata",
+        SHA,
+        "easy",
+        None,
+        "pure-Python backport",
+    )
     assert (second.sha, second.gold, second.difficulty) == (SHA, 412, "medium")
     assert (third.difficulty, third.gold, third.line) == ("", None, 5)
     assert third.slug == "mause+duckdb_engine"
 
 
 def test_bad_lines_are_warnings_and_the_rest_still_runs():
-    text = (f"not a repo\t{SHA}\n"
-            "owner/name deadbeef\n"             # spaces instead of a tab
-            "owner/name\tnot-a-sha\n"
-            f"owner/name\t{SHA}\thard\n"
-            f"owner/name\t{SHA}\teasy\n")       # listed twice
+    text = (
+        f"not a repo\t{SHA}\n"
+        "owner/name deadbeef\n"  # spaces instead of a tab
+        "owner/name\tnot-a-sha\n"
+        f"owner/name\t{SHA}\thard\n"
+        f"owner/name\t{SHA}\teasy\n"
+    )  # listed twice
     parsed = parse_repo_list(text, origin="list.tsv")
     assert [r.name for r in parsed.repos] == ["owner/name"]
     assert len(parsed.warnings) == 4
@@ -62,10 +71,15 @@ def test_dev_list_parses_without_warnings():
 
 # --- export ------------------------------------------------------------------------------------
 
+
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org",
-                           "-c", "init.defaultBranch=main", *args],
-                          cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @pytest.fixture

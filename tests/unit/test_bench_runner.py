@@ -80,7 +80,7 @@ class FakeEngine:
                     if "NOCOLLECT" in engine.text:
                         return Exec(argv, 2, "ERROR collecting tests/test_a.py\nImportError", 1.0)
                     return Exec(argv, 0, "t::a\n5 tests collected in 0.1s", 1.0)
-                if argv[:2] == ["python", "-c"]:   # the gzip+base64 transfer of the JUnit file
+                if argv[:2] == ["python", "-c"]:  # the gzip+base64 transfer of the JUnit file
                     if engine.pack_fails:
                         return Exec(argv, 1, "python: not found", 0.1)
                     return Exec(argv, 0, base64.b64encode(gzip.compress(JUNIT.encode())).decode(), 0.1)
@@ -113,7 +113,7 @@ def test_score_builds_without_cache_and_copies_the_junit_out(tmp_path):
     engine = FakeEngine()
     junit = tmp_path / "junit.xml"
     score = score_dockerfile(engine, tmp_path, "FROM python:3.11-slim\n", "t:1", junit_dest=junit)
-    assert engine.builds[0][3] is True                   # no cache
+    assert engine.builds[0][3] is True  # no cache
     assert score.ebsr and score.built and score.image_bytes == 321_000_000
     assert score.collected == 5 and score.counts_from == "junit"
     assert (score.tests.passed, score.tests.failed) == (2, 1)
@@ -136,12 +136,17 @@ def test_failed_build_and_failed_collection_are_scored_as_such(tmp_path):
     engine = FakeEngine()
     score = score_dockerfile(engine, tmp_path, "FROM x\n# NOCOLLECT\n", "t:2")
     assert score.built and not score.ebsr and score.collect_exit == 2
-    assert len(engine.execs) == 1   # no test run after a failed collection
+    assert len(engine.execs) == 1  # no test run after a failed collection
 
 
 def _git(cwd, *args):
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd,
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -149,8 +154,10 @@ def mirror(tmp_path) -> tuple[Path, list[BenchRepo]]:
     """Two repositories in the mirror layout, one with a requirements file and one without."""
     root = tmp_path / "mirror"
     repos = []
-    for name, files in (("Acme/alpha", {"requirements.txt": "six\n", "test_a.py": "def test(): pass\n"}),
-                        ("acme/beta", {"setup.py": "from setuptools import setup\nsetup()\n"})):
+    for name, files in (
+        ("Acme/alpha", {"requirements.txt": "six\n", "test_a.py": "def test(): pass\n"}),
+        ("acme/beta", {"setup.py": "from setuptools import setup\nsetup()\n"}),
+    ):
         work = tmp_path / name.replace("/", "-")
         work.mkdir()
         _git(work, "init", "-q")
@@ -161,14 +168,27 @@ def mirror(tmp_path) -> tuple[Path, list[BenchRepo]]:
         sha = _git(work, "rev-parse", "HEAD")
         (root / name.replace("/", "+")).mkdir(parents=True)
         _git(tmp_path, "clone", "-q", "--bare", str(work), str(root / name.replace("/", "+") / "repo"))
-        repos.append(BenchRepo(name=name.lower(), sha=sha, difficulty="easy" if "alpha" in name else "hard",
-                               gold=4 if "alpha" in name else None))
+        repos.append(
+            BenchRepo(
+                name=name.lower(),
+                sha=sha,
+                difficulty="easy" if "alpha" in name else "hard",
+                gold=4 if "alpha" in name else None,
+            )
+        )
     return root, repos
 
 
 def _options(root, repos, out, **kw) -> BenchOptions:
-    return BenchOptions(repos=repos, systems=("declared",), out=out, git_root=root,
-                        engine_factory=FakeEngine, command="setupbot bench --repos x.tsv", **kw)
+    return BenchOptions(
+        repos=repos,
+        systems=("declared",),
+        out=out,
+        git_root=root,
+        engine_factory=FakeEngine,
+        command="setupbot bench --repos x.tsv",
+        **kw,
+    )
 
 
 def test_run_writes_records_and_resumes_without_redoing_pairs(mirror, tmp_path, capsys):
@@ -185,7 +205,7 @@ def test_run_writes_records_and_resumes_without_redoing_pairs(mirror, tmp_path, 
     assert '"-r", "requirements.txt"' in dockerfile
     # The build context is the exported tree at the pinned commit, without .git.
     context = FakeEngine.instances[0].builds[0][0]
-    assert not context.exists()   # scratch removed after the pair
+    assert not context.exists()  # scratch removed after the pair
     assert all(e.cleaned for e in FakeEngine.instances)
     assert "[2/2" in capsys.readouterr().err
 
@@ -203,8 +223,9 @@ def test_run_writes_records_and_resumes_without_redoing_pairs(mirror, tmp_path, 
 def test_infra_errors_are_retried_and_missing_repos_recorded(mirror, tmp_path):
     root, repos = mirror
     out = tmp_path / "results"
-    results_io.append_record(out, {"repo": repos[0].name, "sha": repos[0].sha, "system": "declared",
-                                   "status": "infra-error"})
+    results_io.append_record(
+        out, {"repo": repos[0].name, "sha": repos[0].sha, "system": "declared", "status": "infra-error"}
+    )
     absent = BenchRepo(name="acme/gamma", sha="a" * 40)
     records = run_bench(_options(root, [repos[0], absent], out))
     assert [r["status"] for r in records] == ["ok", "input-error"]
@@ -213,16 +234,30 @@ def test_infra_errors_are_retried_and_missing_repos_recorded(mirror, tmp_path):
 
 def _record(repo, system, difficulty, ebsr, passed=0, failed=0, produce=1.0, build=10.0, size=5e8, **kw):
     ran = passed + failed
-    return {"repo": repo, "sha": "a" * 40, "system": system, "difficulty": difficulty, "ebsr": ebsr,
-            "tests": {"passed": passed, "failed": failed, "errors": 0, "skipped": 0, "total": ran},
-            "pass_share": passed / ran if ran else 0.0, "essr": kw.pop("essr", None), "produce_seconds": produce,
-            "build_seconds": build, "image_bytes": size, "status": "ok" if ebsr else "build-failed",
-            "tokens": 0, "steps": kw.pop("steps", 0), "repairs": 0, **kw}
+    return {
+        "repo": repo,
+        "sha": "a" * 40,
+        "system": system,
+        "difficulty": difficulty,
+        "ebsr": ebsr,
+        "tests": {"passed": passed, "failed": failed, "errors": 0, "skipped": 0, "total": ran},
+        "pass_share": passed / ran if ran else 0.0,
+        "essr": kw.pop("essr", None),
+        "produce_seconds": produce,
+        "build_seconds": build,
+        "image_bytes": size,
+        "status": "ok" if ebsr else "build-failed",
+        "tokens": 0,
+        "steps": kw.pop("steps", 0),
+        "repairs": 0,
+        **kw,
+    }
 
 
 RECORDS = [
-    _record("o/a", "setupbot", "easy", True, 9, 1, produce=30, build=60, size=6e8, essr=0.9, steps=4,
-            replay_reused=True),
+    _record(
+        "o/a", "setupbot", "easy", True, 9, 1, produce=30, build=60, size=6e8, essr=0.9, steps=4, replay_reused=True
+    ),
     _record("o/b", "setupbot", "hard", True, 5, 5, produce=90, build=100, size=1.2e9, steps=8),
     _record("o/a", "declared", "easy", True, 8, 2, produce=0.01, build=40, size=4e8, essr=0.8),
     _record("o/b", "declared", "hard", False, reason="build failed: ERROR: pip", size=None),
@@ -238,7 +273,7 @@ def test_aggregates_per_system_and_difficulty():
     assert aggs["setupbot"].median_produce == 60 and aggs["setupbot"].median_image == 9e8
     assert aggs["setupbot"].mean_pass_share == pytest.approx(0.7)
     assert aggs["setupbot"].mean_essr == 0.9 and aggs["setupbot"].essr_repos == 1
-    assert aggs["declared"].median_image == 4e8   # a missing size is not a zero
+    assert aggs["declared"].median_image == 4e8  # a missing size is not a zero
     assert aggs["setupbot"].replay_reused == 1
     table = ebsr_by_difficulty(RECORDS)
     assert table["easy"] == {"setupbot": (1, 1), "declared": (1, 1), "pipreqs": (0, 1)}
@@ -254,8 +289,9 @@ def test_summary_starts_with_the_command_and_has_every_pair(tmp_path):
     assert text.count("| o/a@aaaaaaaa |") == 3 and "build-failed: build failed: ERROR: pip" in text
     assert "1 of 2 scores come from the clean replay" in text
     assert "Targets for setupbot: EBSR 100.0% ≥ 85% ✓; tokens 0 = 0 ✓; median image 900 MB ≤ 1 GB ✓." in text
-    summary, chart = write_report(RECORDS, tmp_path / "SUMMARY.md", tmp_path / "chart.png",
-                                  commands=["setupbot bench --repos dev.tsv"])
+    summary, chart = write_report(
+        RECORDS, tmp_path / "SUMMARY.md", tmp_path / "chart.png", commands=["setupbot bench --repos dev.tsv"]
+    )
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 10_000
     assert "](chart.png)" in summary.read_text()
 
@@ -282,8 +318,13 @@ def test_replay_from_a_run_record_is_reused_only_after_a_replayed_success():
     record.trajectory.record("build", duration=50.0)
     record.trajectory.record("replay", duration=80.0)
     record.trajectory.record("replay-result", duration=95.0)
-    record.replay = {"ok": True, "collect_exit": 0, "test_exit": 1, "tag": "setupbot-loop-x:replay-2",
-                     "tests": {"passed": 7, "failed": 1, "error": 2, "skipped": 2, "total": 12}}
+    record.replay = {
+        "ok": True,
+        "collect_exit": 0,
+        "test_exit": 1,
+        "tag": "setupbot-loop-x:replay-2",
+        "tests": {"passed": 7, "failed": 1, "error": 2, "skipped": 2, "total": 12},
+    }
     score = replay_score_from_record(record, FakeEngine())
     assert score.ebsr and score.build_seconds == 80.0 and score.image_bytes == 321_000_000
     assert (score.tests.passed, score.tests.errors, score.tests.skipped) == (7, 2, 2)
@@ -291,7 +332,7 @@ def test_replay_from_a_run_record_is_reused_only_after_a_replayed_success():
     # a replay through runtests.py has no JUnit counts: the benchmark scores with pytest itself
     no_counts = dict(record.replay, tests={"passed": 0, "failed": 0, "error": 0, "skipped": 0, "total": 0})
     assert replay_score_from_record(RunRecord(repo="r", run_id="z", status="success", replay=no_counts)) is None
-    record.status = "unresolved"      # the replay then belongs to an earlier Dockerfile
+    record.status = "unresolved"  # the replay then belongs to an earlier Dockerfile
     assert replay_score_from_record(record) is None
     assert replay_score_from_record(RunRecord(repo="r", run_id="y", status="success")) is None
 
@@ -307,9 +348,11 @@ def test_image_tags_are_valid_references():
 def test_build_failure_reason_is_the_telling_line():
     from bot.bench.score import _last_error_line
 
-    log = ("Step 3/4 : RUN pip install -e .\n      LookupError: setuptools-scm was unable to detect version\n"
-           "error: subprocess-exited-with-error\nnote: This error originates from a subprocess\n"
-           "The command 'python -m pip install -e .' returned a non-zero code: 1\n")
+    log = (
+        "Step 3/4 : RUN pip install -e .\n      LookupError: setuptools-scm was unable to detect version\n"
+        "error: subprocess-exited-with-error\nnote: This error originates from a subprocess\n"
+        "The command 'python -m pip install -e .' returned a non-zero code: 1\n"
+    )
     assert _last_error_line(log).startswith("LookupError: setuptools-scm")
     assert _last_error_line("a\nThe command 'x' returned a non-zero code: 2\n").startswith("The command 'x'")
     assert _last_error_line("") == "no build log"
@@ -318,9 +361,11 @@ def test_build_failure_reason_is_the_telling_line():
 def test_collection_failure_cause_is_the_most_frequent_exception():
     from bot.bench.score import collect_cause
 
-    out = ("ERROR collecting a.py\nE   ModuleNotFoundError: No module named 'yapf_third_party'\n"
-           "E   ModuleNotFoundError: No module named 'yapf_third_party'\nE   ImportError: cannot import x\n"
-           "!!! Interrupted: 2 errors during collection !!!\n")
+    out = (
+        "ERROR collecting a.py\nE   ModuleNotFoundError: No module named 'yapf_third_party'\n"
+        "E   ModuleNotFoundError: No module named 'yapf_third_party'\nE   ImportError: cannot import x\n"
+        "!!! Interrupted: 2 errors during collection !!!\n"
+    )
     assert collect_cause(out) == "ModuleNotFoundError: No module named 'yapf_third_party'"
     usage = "ERROR: usage: python -m pytest [options]\npython -m pytest: error: unrecognized arguments: --hypo\n"
     assert collect_cause(usage) == "error: unrecognized arguments: --hypo"
@@ -348,7 +393,7 @@ def test_report_only_with_a_list_covers_the_listed_repositories(tmp_path, capsys
     summary = (tmp_path / "bench" / "SUMMARY.md").read_text()
     assert "| o/a@aaaaaaaa |" in summary and "| o/b@" not in summary
     assert "warning" in capsys.readouterr().err
-    assert main(["bench", "--out", str(out)]) == 3   # no list and no --report-only: an input error
+    assert main(["bench", "--out", str(out)]) == 3  # no list and no --report-only: an input error
 
 
 def test_summary_says_which_code_produced_each_setupbot_result():
@@ -365,9 +410,12 @@ def test_summary_gives_the_largest_overshoot_over_the_budget():
     from bot.bench.summary import overshoot
 
     records = [dict(r) for r in RECORDS]
-    assert overshoot(records) is None          # results from before budgets were recorded
-    records[0]["budget_seconds"] = 100         # o/a: 30 s of 100 s
-    records[1]["budget_seconds"] = 80          # o/b: 90 s of 80 s, 12.5 % over
+    assert overshoot(records) is None  # results from before budgets were recorded
+    records[0]["budget_seconds"] = 100  # o/a: 30 s of 100 s
+    records[1]["budget_seconds"] = 80  # o/b: 90 s of 80 s, 12.5 % over
     assert overshoot(records) == (90 / 80 - 1, "o/b", 90, 80)
     text = render_summary(records)
-    assert "largest overshoot of a setupbot run over budgets.wall_clock is +12.5 % (o/b: 90s of 80s; target ≤ 5 %) ✗" in text
+    assert (
+        "largest overshoot of a setupbot run over budgets.wall_clock is +12.5 % (o/b: 90s of 80s; target ≤ 5 %) ✗"
+        in text
+    )

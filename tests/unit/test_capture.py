@@ -10,9 +10,9 @@ from bot.hostenv import host_env
 
 def test_head_and_tail_are_kept_and_the_middle_is_counted():
     buf = HeadTail(head=10, tail=20)
-    data = bytes(range(48, 58)) * 1000          # 10,000 bytes
+    data = bytes(range(48, 58)) * 1000  # 10,000 bytes
     for i in range(0, len(data), 7):
-        buf.write(data[i:i + 7])
+        buf.write(data[i : i + 7])
     text = buf.text()
     assert text.startswith(data[:10].decode())
     assert text.endswith(data[-20:].decode())
@@ -35,6 +35,7 @@ def test_fifty_megabytes_through_a_pipe_keep_five_mebibytes_at_most():
 
 
 def test_a_command_over_its_timeout_is_killed():
-    cap = run_capped([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
-                     env=host_env(), timeout=1)
+    cap = run_capped(
+        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], env=host_env(), timeout=1
+    )
     assert cap.timed_out and "started" in cap.text and cap.returncode != 0

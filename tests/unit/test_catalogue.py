@@ -32,18 +32,28 @@ ROOT = Path(__file__).parents[2]
 
 def test_the_catalogue_sits_at_the_bottom_layer():
     tree = ast.parse((ROOT / "bot" / "catalogue.py").read_text())
-    internal = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.module and node.module.startswith("bot")}
-    internal |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names
-                 if a.name.startswith("bot")}
+    internal = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bot")
+    }
+    internal |= {
+        a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for a in node.names
+        if a.name.startswith("bot")
+    }
     assert internal <= {"bot.errors", "bot.paths"}
 
 
 def test_no_stage_keeps_its_own_copy_of_service_tables():
     # the tables that used to disagree (postgres 16 vs 17, mysql vs mariadb) are gone
-    for rel, names in {"bot/graph/apply.py": ("SERVICE_IMAGES", "SERVICE_ENV", "SERVICE_PORTS ="),
-                       "bot/compile/compose.py": ("HEALTHCHECKS",),
-                       "bot/evidence/services.py": ("KINDS = (",)}.items():
+    for rel, names in {
+        "bot/graph/apply.py": ("SERVICE_IMAGES", "SERVICE_ENV", "SERVICE_PORTS ="),
+        "bot/compile/compose.py": ("HEALTHCHECKS",),
+        "bot/evidence/services.py": ("KINDS = (",),
+    }.items():
         text = (ROOT / rel).read_text()
         assert not [n for n in names if n in text], rel
     assert not (ROOT / "bot" / "verify" / "catalog.py").exists()
@@ -87,12 +97,15 @@ def test_memcached_flows_everywhere_from_its_one_entry(tmp_path):
     knows it only through that entry."""
     entry = KINDS["memcached"]
     # evidence: the client imports name the kind; a compose service with the image is a requirement
-    ev, g = _graph({
-        "pyproject.toml": '[project]\nname = "app"\nversion = "0"\ndependencies = ["pymemcache"]\n',
-        "app/cache.py": "import pymemcache\nfrom pylibmc import Client\n",
-        "tests/test_cache.py": "def test_x():\n    assert True\n",
-        "docker-compose.yml": "services:\n  cache:\n    image: memcached:1.6-alpine\n",
-    }, tmp_path)
+    ev, g = _graph(
+        {
+            "pyproject.toml": '[project]\nname = "app"\nversion = "0"\ndependencies = ["pymemcache"]\n',
+            "app/cache.py": "import pymemcache\nfrom pylibmc import Client\n",
+            "tests/test_cache.py": "def test_x():\n    assert True\n",
+            "docker-compose.yml": "services:\n  cache:\n    image: memcached:1.6-alpine\n",
+        },
+        tmp_path,
+    )
     clients = service_clients(ev)
     assert sorted(u.module for u in clients["memcached"]) == ["pylibmc", "pymemcache"]
     assert [s.kind for s in ev.services] == ["memcached"]
@@ -106,8 +119,10 @@ def test_memcached_flows_everywhere_from_its_one_entry(tmp_path):
     assert bare.nodes["service:memcached"].attrs["image"] == entry.image == "memcached:1.6"
     assert bare.nodes["service:memcached"].attrs["ports"] == ["11211"]
     # diagnosis: the port, the host name and the client's own words
-    for log in ("pymemcache: [Errno 111] Connection refused on 127.0.0.1:11211\n",
-                "socket.gaierror: [Errno -2] Name or service not known: 'memcached'\n"):
+    for log in (
+        "pymemcache: [Errno 111] Connection refused on 127.0.0.1:11211\n",
+        "socket.gaierror: [Errno -2] Name or service not known: 'memcached'\n",
+    ):
         sigs = [s for s in diagnose(log) if s.category == "service"]
         assert [service_for(s) for s in sigs] == ["memcached"], log
     specs = specs_from_diagnosis("E   pylibmc.ConnectionError: error 3 from memcached_get: Connection refused\n")
@@ -118,10 +133,12 @@ def test_memcached_flows_everywhere_from_its_one_entry(tmp_path):
     assert service_env(spec)["MEMCACHED_URL"] == "cache:11211"
     assert health_argv(spec) == [["bash", "-c", 'exec 3<>"/dev/tcp/127.0.0.1/$1"', "probe", "11211"]]
     # outputs: compose with the health check, devcontainer running the service
-    out = generate_outputs(ReportData(repository="octo/app", test_command=["python", "-m", "pytest"]),
-                           dockerfile_text="FROM python:3.11-slim\n",
-                           services=[{"name": "cache", "kind": "memcached", "image": entry.image}],
-                           app_env=service_env(spec))
+    out = generate_outputs(
+        ReportData(repository="octo/app", test_command=["python", "-m", "pytest"]),
+        dockerfile_text="FROM python:3.11-slim\n",
+        services=[{"name": "cache", "kind": "memcached", "image": entry.image}],
+        app_env=service_env(spec),
+    )
     compose = yaml.safe_load(out.files[".devcontainer/compose.yaml"])
     assert compose["services"]["cache"]["image"] == "memcached:1.6"
     assert compose["services"]["cache"]["healthcheck"]["test"] == list(entry.compose_health)
@@ -130,7 +147,11 @@ def test_memcached_flows_everywhere_from_its_one_entry(tmp_path):
     assert "cache" in dc["runServices"]
     # stand-in: one recipe from the entry, whose template installs the entry's Debian package
     recipe = next(r for r in SERVICE_RECIPES if r.name == "memcached")
-    assert (recipe.tag, recipe.aliases, recipe.ports) == ("memcached:1.6", ("memcached:1", "memcached:latest"), (11211,))
+    assert (recipe.tag, recipe.aliases, recipe.ports) == (
+        "memcached:1.6",
+        ("memcached:1", "memcached:latest"),
+        (11211,),
+    )
     dockerfile = render_template(recipe.template, **recipe.template_variables())
     assert "--no-install-recommends memcached " in dockerfile
     assert (templates_dir() / recipe.files["entrypoint.sh"]).is_file()
@@ -164,7 +185,9 @@ def test_kinds_are_found_from_images_names_ports_and_imports():
     assert kind_of(ports=[11211]) == "memcached"
     assert kind_of(image="acme/webapp:2", name="web") is None
     assert catalogue.kinds_for_imports(["mysql.connector.pooling", "redis.asyncio"]) == {
-        "redis": ["redis"], "mysql": ["mysql.connector"]}
+        "redis": ["redis"],
+        "mysql": ["mysql.connector"],
+    }
     # the catalogue's data is plain enough to print (what `setupbot images list` and reports show)
     json.dumps({k.kind: [k.image, k.port, list(k.standin_tags)] for k in KINDS.values()})
 

@@ -55,8 +55,9 @@ def users():
 
     def make(with_sudo: bool) -> str:
         name = f"sbci{secrets.token_hex(3)}"
-        subprocess.run([*prefix, "useradd", "--no-create-home", "--shell", "/bin/bash", name], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [*prefix, "useradd", "--no-create-home", "--shell", "/bin/bash", name], check=True, capture_output=True
+        )
         made.append(name)
         if with_sudo:
             entry = Path("/etc/sudoers.d") / name
@@ -75,9 +76,13 @@ def users():
 
 def run_as(prefix: list[str], user: str, top: Path) -> subprocess.CompletedProcess[str]:
     switch = ["runuser", "-u", user, "--"] if not prefix else [*prefix, "-u", user, "--"]
-    return subprocess.run([*switch, "env", "-i", f"PATH={PATH}", "HOME=/tmp", "CIRUN_DRY_RUN=1",
-                           "bash", str(top / ".ci" / "run")], capture_output=True, text=True, timeout=300,
-                          cwd="/tmp")
+    return subprocess.run(
+        [*switch, "env", "-i", f"PATH={PATH}", "HOME=/tmp", "CIRUN_DRY_RUN=1", "bash", str(top / ".ci" / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/tmp",
+    )
 
 
 def test_ci_run_as_a_sudo_capable_user_takes_root_through_sudo(users, ci_copy):

@@ -40,35 +40,46 @@ def validate(doc: dict, command: str) -> None:
 
 # ------------------------------------------------------------------ exit codes, command by command
 
+
 def _result(tmp_path: Path, *, status="success", tier="Mostly", tests=3):
     from bot.verify.record import VerificationRecord
 
-    record = SimpleNamespace(status=status, degraded=False, repairs=[], run_id="r1",
-                             replay={"ok": status == "success", "tests": {"passed": tests, "total": tests}},
-                             remaining="" if status == "success" else "unresolved: x")
-    verification = VerificationRecord(image="img", repo=str(tmp_path), verdict={"tier": tier, "reasons": ["r"]}) \
-        if tier else None
+    record = SimpleNamespace(
+        status=status,
+        degraded=False,
+        repairs=[],
+        run_id="r1",
+        replay={"ok": status == "success", "tests": {"passed": tests, "total": tests}},
+        remaining="" if status == "success" else "unresolved: x",
+    )
+    verification = (
+        VerificationRecord(image="img", repo=str(tmp_path), verdict={"tier": tier, "reasons": ["r"]}) if tier else None
+    )
     return SimpleNamespace(run_record=record, verification=verification, warnings=[], written=None, records=[])
 
 
-@pytest.mark.parametrize("status,tier,tests,gate,code", [
-    ("success", "Full", 5, "Mostly", 0),
-    ("success", "Mostly", 5, "Mostly", 0),
-    ("success", "Shallow", 5, "Mostly", BelowGate.exit_code),    # was 0 before the shared table
-    ("success", "Partial", 5, "Mostly", BelowGate.exit_code),
-    ("success", "Partial", 5, "Partial", 0),                       # the gate is publish.min_verdict
-    ("success", "Full", 0, "Mostly", BelowGate.exit_code),         # no test ran
-    ("success", None, 5, "Mostly", BelowGate.exit_code),           # verification did not complete
-    ("unresolved", None, 0, "Mostly", SetupFailed.exit_code),
-    ("over_budget", None, 0, "Mostly", BudgetExceeded.exit_code),
-    ("no_tests", None, 0, "Mostly", BelowGate.exit_code),
-    ("interrupted", None, 0, "Mostly", Interrupted.exit_code),
-])
+@pytest.mark.parametrize(
+    "status,tier,tests,gate,code",
+    [
+        ("success", "Full", 5, "Mostly", 0),
+        ("success", "Mostly", 5, "Mostly", 0),
+        ("success", "Shallow", 5, "Mostly", BelowGate.exit_code),  # was 0 before the shared table
+        ("success", "Partial", 5, "Mostly", BelowGate.exit_code),
+        ("success", "Partial", 5, "Partial", 0),  # the gate is publish.min_verdict
+        ("success", "Full", 0, "Mostly", BelowGate.exit_code),  # no test ran
+        ("success", None, 5, "Mostly", BelowGate.exit_code),  # verification did not complete
+        ("unresolved", None, 0, "Mostly", SetupFailed.exit_code),
+        ("over_budget", None, 0, "Mostly", BudgetExceeded.exit_code),
+        ("no_tests", None, 0, "Mostly", BelowGate.exit_code),
+        ("interrupted", None, 0, "Mostly", Interrupted.exit_code),
+    ],
+)
 def test_run_exit_code_follows_the_gate(tmp_path, monkeypatch, capsys, status, tier, tests, gate, code):
     import bot.pipeline
 
-    monkeypatch.setattr(bot.pipeline, "run_pipeline",
-                        lambda *a, **k: _result(tmp_path, status=status, tier=tier, tests=tests))
+    monkeypatch.setattr(
+        bot.pipeline, "run_pipeline", lambda *a, **k: _result(tmp_path, status=status, tier=tier, tests=tests)
+    )
     monkeypatch.setenv("SETUPBOT_PUBLISH_MIN_VERDICT", gate)
     out = tmp_path / "run.json"
     assert main(["run", str(tmp_path), "--json", str(out)]) == code
@@ -98,11 +109,10 @@ def test_verify_uses_the_same_gate(tmp_path, monkeypatch, capsys, tier, code):
         return VerificationRecord(image=image, repo=str(repo), verdict={"tier": tier, "reasons": ["because"]})
 
     monkeypatch.setattr(bot.verify.run, "verify_environment", fake_verify)
-    rc = main(["verify", str(tmp_path), "--image", "img:1", "--no-plan", "--interpreter", "python3.12",
-               "--json", "-"])
+    rc = main(["verify", str(tmp_path), "--image", "img:1", "--no-plan", "--interpreter", "python3.12", "--json", "-"])
     assert rc == code and seen["python"] == "python3.12"
     captured = capsys.readouterr()
-    doc = json.loads(captured.out)                  # stdout holds the document alone
+    doc = json.loads(captured.out)  # stdout holds the document alone
     validate(doc, "verify")
     assert doc["verdict"] == tier and doc["exit_code"] == code
     assert "verdict:" in captured.err
@@ -122,7 +132,7 @@ def test_interrupt_exits_130(tmp_path, monkeypatch, capsys):
 def test_bad_input_and_bad_configuration_codes(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing")]) == InputError.exit_code == 3
     assert main(["plan", str(tmp_path / "missing"), "--no-resolve"]) == 3
-    assert main(["bench"]) == 3                                   # no repository list
+    assert main(["bench"]) == 3  # no repository list
     assert main(["init", str(tmp_path / "missing")]) == 3
     bad = tmp_path / "s.yml"
     bad.write_text("engin: {}\n")
@@ -138,6 +148,7 @@ def test_the_readme_documents_every_exit_code():
 
 # ------------------------------------------------------------------ --json
 
+
 def test_plan_json_dash_goes_to_stdout_and_no_file_named_dash(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["plan", str(FIXTURE), "--no-resolve", "--python", "3.11", "--json", "-"]) == 0
@@ -145,7 +156,7 @@ def test_plan_json_dash_goes_to_stdout_and_no_file_named_dash(tmp_path, monkeypa
     doc = json.loads(captured.out)
     validate(doc, "plan")
     assert not (tmp_path / "-").exists()
-    assert "FROM python:3.11-slim" in captured.err       # the human view moved to stderr
+    assert "FROM python:3.11-slim" in captured.err  # the human view moved to stderr
     # a bare --json means stdout too
     assert main(["plan", str(FIXTURE), "--no-resolve", "--python", "3.11", "--json"]) == 0
     validate(json.loads(capsys.readouterr().out), "plan")
@@ -170,10 +181,21 @@ def test_every_reporting_command_takes_the_same_json_flag():
     from bot.cli import build_parser
 
     parser = build_parser()
-    for argv in (["plan", "."], ["run", "."], ["verify", ".", "--image", "x"], ["clean"], ["images", "list"],
-                 ["images", "bootstrap"], ["bench"], ["config", "show"], ["config", "validate", "f"], ["init"],
-                 ["rollout", "--org", "o", "--ref", "a" * 40], ["rollout", "status", "--org", "o"],
-                 ["knowledge", "list"]):
+    for argv in (
+        ["plan", "."],
+        ["run", "."],
+        ["verify", ".", "--image", "x"],
+        ["clean"],
+        ["images", "list"],
+        ["images", "bootstrap"],
+        ["bench"],
+        ["config", "show"],
+        ["config", "validate", "f"],
+        ["init"],
+        ["rollout", "--org", "o", "--ref", "a" * 40],
+        ["rollout", "status", "--org", "o"],
+        ["knowledge", "list"],
+    ):
         assert parser.parse_args(argv + ["--json"]).json == "-"
         assert parser.parse_args(argv + ["--json", "out.json"]).json == "out.json"
         assert parser.parse_args(argv).json is None
@@ -191,11 +213,13 @@ def test_subcommands_have_a_description():
 
 # ------------------------------------------------------------------ config
 
+
 def test_schema_committed_equals_generated(capsys):
     from bot.commands.config import schema_text
 
-    assert (SCHEMAS / "setupbot.schema.json").read_text() == schema_text(), \
+    assert (SCHEMAS / "setupbot.schema.json").read_text() == schema_text(), (
         "run `setupbot config schema -o schemas/setupbot.schema.json`"
+    )
     assert main(["config", "schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -212,7 +236,7 @@ def test_config_show_names_the_layer_of_each_value(tmp_path, monkeypatch, capsys
     # budgets are the operator's: the repository's file cannot set them (SECURITY.md S11)
     (repo / ".github" / "setupbot.yml").write_text("budgets:\n  max_steps: 12\ntarget:\n  collect_only: false\n")
     monkeypatch.setenv("SETUPBOT_ENGINE_MEMORY", "2g")
-    monkeypatch.setenv("SETUPBOT_VERSION", "9")              # not a section: ignored, no abort
+    monkeypatch.setenv("SETUPBOT_VERSION", "9")  # not a section: ignored, no abort
     monkeypatch.setenv("SETUPBOT_LLM_API_KEY", "sk-secret-value")
     assert main(["config", "show", str(repo), "--json", "-"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -236,16 +260,22 @@ def test_config_show_names_the_layer_of_each_value(tmp_path, monkeypatch, capsys
     assert "sk-secret-value" not in text
 
 
-@pytest.mark.parametrize("text,line,needle", [
-    ("target:\n  env: {}\nservices:\n  - name: db\n    image: postgres:17\n  - nme: cache\n", 6,
-     "unknown key 'nme' in services[1]. Did you mean 'name'?"),
-    ("siblings:\n  - name: api\n    pth: ../api\n", 3, "unknown key 'pth' in siblings[0]. Did you mean 'path'?"),
-    ("budgets:\n  max_steps: 4\n  max_step: 5\n", 3, "unknown key 'budgets.max_step'. Did you mean 'max_steps'?"),
-    ("\n\nengin:\n  kind: docker\n", 3, "unknown section 'engin'. Did you mean 'engine'?"),
-    ("budgets:\n  max_steps: many\n", 2, "budgets.max_steps"),
-    ("budgets:\n  max_steps: [1\n", 3, "not valid YAML"),
-    ("siblings:\n  - name: api\n    path: ../api\n    port: http\n", 4, "siblings[0].port"),
-])
+@pytest.mark.parametrize(
+    "text,line,needle",
+    [
+        (
+            "target:\n  env: {}\nservices:\n  - name: db\n    image: postgres:17\n  - nme: cache\n",
+            6,
+            "unknown key 'nme' in services[1]. Did you mean 'name'?",
+        ),
+        ("siblings:\n  - name: api\n    pth: ../api\n", 3, "unknown key 'pth' in siblings[0]. Did you mean 'path'?"),
+        ("budgets:\n  max_steps: 4\n  max_step: 5\n", 3, "unknown key 'budgets.max_step'. Did you mean 'max_steps'?"),
+        ("\n\nengin:\n  kind: docker\n", 3, "unknown section 'engin'. Did you mean 'engine'?"),
+        ("budgets:\n  max_steps: many\n", 2, "budgets.max_steps"),
+        ("budgets:\n  max_steps: [1\n", 3, "not valid YAML"),
+        ("siblings:\n  - name: api\n    path: ../api\n    port: http\n", 4, "siblings[0].port"),
+    ],
+)
 def test_validate_names_the_file_and_line(tmp_path, capsys, text, line, needle):
     f = tmp_path / "setupbot.yml"
     f.write_text(text)
@@ -257,8 +287,10 @@ def test_validate_names_the_file_and_line(tmp_path, capsys, text, line, needle):
 
 def test_validate_accepts_a_good_file(tmp_path, capsys):
     f = tmp_path / "setupbot.yml"
-    f.write_text("services:\n  - {name: db, image: 'postgres:17', ports: [5432], env: {A: b}}\n"
-                 "siblings:\n  - {name: api, path: ../api, port: 8000, probe: 'http:/health'}\n")
+    f.write_text(
+        "services:\n  - {name: db, image: 'postgres:17', ports: [5432], env: {A: b}}\n"
+        "siblings:\n  - {name: api, path: ../api, port: 8000, probe: 'http:/health'}\n"
+    )
     assert main(["config", "validate", str(f), "--json", "-"]) == 0
     validate(json.loads(capsys.readouterr().out), "config-validate")
 
@@ -273,6 +305,7 @@ def test_repository_file_errors_name_the_users_file(tmp_path):
 
 
 # ------------------------------------------------------------------ init
+
 
 def test_init_does_not_write_through_a_symlinked_github_folder(tmp_path, capsys):
     repo, host = tmp_path / "repo", tmp_path / "host"
@@ -296,13 +329,13 @@ def test_init_writes_the_workflow_and_a_commented_settings_file_once(tmp_path, c
     workflow = tmp_path / ".github" / "workflows" / "setupbot.yml"
     settings = tmp_path / ".github" / "setupbot.yml"
     wf = yaml.safe_load(workflow.read_text())
-    assert wf[True]["push"]["branches"] == ["trunk"]        # PyYAML reads `on:` as True
+    assert wf[True]["push"]["branches"] == ["trunk"]  # PyYAML reads `on:` as True
     assert wf["jobs"]["setupbot"]["uses"].endswith("@" + "a" * 40)
     text = settings.read_text()
     assert text.startswith("# yaml-language-server: $schema=")
-    assert "# extra environment variables for the tests" in text     # comments from the defaults
+    assert "# extra environment variables for the tests" in text  # comments from the defaults
     assert set(yaml.safe_load(text)) == {"target", "services", "siblings", "output"}
-    cfg.merge_layer({}, *cfg.read_config_file(settings)[:1], str(settings))   # a valid settings file
+    cfg.merge_layer({}, *cfg.read_config_file(settings)[:1], str(settings))  # a valid settings file
     schema = json.loads((SCHEMAS / "setupbot.schema.json").read_text())
     jsonschema.validate(yaml.safe_load(text), schema)
     # a second run changes nothing, and a file of the user's is left alone

@@ -27,8 +27,14 @@ def test_at_least_fifteen_plan_fixtures():
 
 def test_layers_are_ordered_for_cache_reuse():
     text = plan("plan-ci-services").dockerfile.text
-    order = ["FROM python:3.11-slim", "apt-get install -y --no-install-recommends", "WORKDIR /workspace",
-             "python -m pip install --no-cache-dir", 'COPY [".", "/workspace"]', "-e '.[test]'"]
+    order = [
+        "FROM python:3.11-slim",
+        "apt-get install -y --no-install-recommends",
+        "WORKDIR /workspace",
+        "python -m pip install --no-cache-dir",
+        'COPY [".", "/workspace"]',
+        "-e '.[test]'",
+    ]
     positions = [text.index(s) for s in order]
     assert positions == sorted(positions)
     assert "rm -rf /var/lib/apt/lists/*" in text
@@ -97,8 +103,9 @@ def test_no_secrets_proxy_or_ca_lines():
 def test_hadolint_reports_no_errors(name, tmp_path):
     df = tmp_path / "Dockerfile"
     df.write_text(plan(name).dockerfile.text)
-    proc = subprocess.run(["hadolint", "--failure-threshold", "error", "--no-color", str(df)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["hadolint", "--failure-threshold", "error", "--no-color", str(df)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -109,7 +116,7 @@ def test_a_native_lock_is_not_inlined_and_a_repair_constraint_still_applies():
     text = p.dockerfile.text
     # issue 16: no 100+ == lines that clash with every Dependabot bump
     assert "PIP_CONSTRAINT" not in text and "idna==3.6" not in text and "urllib3==2.2.1" not in text
-    assert "pytest-mock" not in text.split('COPY [".", "/workspace"]')[0]   # the lock installs it
+    assert "pytest-mock" not in text.split('COPY [".", "/workspace"]')[0]  # the lock installs it
     p.graph.apply_atom(Atom("pip_constraint", {"constraints": ["idna<3.6"]}))
     text = compile_dockerfile(p.graph).text
     assert "idna<3.6" in text and "ENV PIP_CONSTRAINT=/etc/pip-constraints.txt" in text
@@ -135,7 +142,10 @@ def test_a_kept_repair_is_cited_with_its_reason():
     p = plan("plan-poetry-only")
     why = "version/dependency_error (attrs): attrs 23.1.0 was current on 2024-01-01 (target.as_of)"
     p.graph.apply_atom(Atom("pip_constraint", {"constraints": ["attrs==23.1.0"]}), [(REPAIR_EVIDENCE, None, why)])
-    p.graph.apply_atom(Atom("apt_install", {"packages": ["libyaml-dev"]}), [(REPAIR_EVIDENCE, None, "toolchain/missing_header (yaml.h): yaml.h is in Debian's libyaml-dev")])
+    p.graph.apply_atom(
+        Atom("apt_install", {"packages": ["libyaml-dev"]}),
+        [(REPAIR_EVIDENCE, None, "toolchain/missing_header (yaml.h): yaml.h is in Debian's libyaml-dev")],
+    )
     text = compile_dockerfile(p.graph).text
     assert "# repair for " + why in text
     assert "# repair for toolchain/missing_header (yaml.h)" in text

@@ -41,8 +41,11 @@ def test_repository_file_then_environment_then_command_line(tmp_path):
     assert (s.target.as_of, s.target.test_command) == ("2024-01-01", ("pytest", "-x"))
     s = load_settings(repo, environ={"SETUPBOT_TARGET_AS_OF": "2023-05-05"})
     assert s.target.as_of == "2023-05-05" and s.target.test_command == ("pytest", "-x")
-    s = load_settings(repo, environ={"SETUPBOT_TARGET_AS_OF": "2023-05-05"},
-                      overrides={"target": {"as_of": "2022-02-02", "test_command": None}})
+    s = load_settings(
+        repo,
+        environ={"SETUPBOT_TARGET_AS_OF": "2023-05-05"},
+        overrides={"target": {"as_of": "2022-02-02", "test_command": None}},
+    )
     assert s.target.as_of == "2022-02-02" and s.target.test_command == ("pytest", "-x")
 
 

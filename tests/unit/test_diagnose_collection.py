@@ -41,18 +41,22 @@ def test_error_in_the_repositorys_own_code_is_not_a_dependency_error():
 
 
 def test_runner_frames_are_not_dependencies():
-    log = ("/usr/lib/python3/dist-packages/_pytest/python.py:493: in importtestmodule\n"
-           "    mod = import_path(...)\n"
-           "E   RuntimeError: boom\n")
+    log = (
+        "/usr/lib/python3/dist-packages/_pytest/python.py:493: in importtestmodule\n"
+        "    mod = import_path(...)\n"
+        "E   RuntimeError: boom\n"
+    )
     assert dependency_errors(log) == []
 
 
 def test_a_precise_signature_wins_over_the_dependency_frame():
-    log = ("tests/test_db.py:3: in <module>\n    from app.models import Row\n"
-           "/usr/local/lib/python3.13/dist-packages/django/apps/registry.py:138: in check_apps_ready\n"
-           "    raise AppRegistryNotReady(\"Apps aren't loaded yet.\")\n"
-           "E   django.core.exceptions.AppRegistryNotReady: Apps aren't loaded yet.\n"
-           "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n")
+    log = (
+        "tests/test_db.py:3: in <module>\n    from app.models import Row\n"
+        "/usr/local/lib/python3.13/dist-packages/django/apps/registry.py:138: in check_apps_ready\n"
+        '    raise AppRegistryNotReady("Apps aren\'t loaded yet.")\n'
+        "E   django.core.exceptions.AppRegistryNotReady: Apps aren't loaded yet.\n"
+        "!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n"
+    )
     assert [s.kind for s in collection_signatures(log)] == ["django_settings"]
 
 
@@ -63,8 +67,10 @@ def test_a_clean_collection_has_no_signature():
 def test_absent_submodule_is_named(tmp_path):
     from bot.loop.target import absent_submodules
 
-    (tmp_path / ".gitmodules").write_text('[submodule "fixtures"]\n\tpath = fixtures\n\turl = https://example.invalid/tests.git\n'
-                                          '[submodule "docs"]\n\tpath = docs/theme\n\turl = https://example.invalid/theme.git\n')
+    (tmp_path / ".gitmodules").write_text(
+        '[submodule "fixtures"]\n\tpath = fixtures\n\turl = https://example.invalid/tests.git\n'
+        '[submodule "docs"]\n\tpath = docs/theme\n\turl = https://example.invalid/theme.git\n'
+    )
     (tmp_path / "fixtures").mkdir()
     assert absent_submodules(tmp_path, OWN) == [("fixtures", "https://example.invalid/tests.git")]
     # checked out: nothing to say
@@ -77,9 +83,12 @@ def test_absent_submodule_is_named(tmp_path):
 def test_a_missing_data_file_is_not_a_missing_program():
     from bot.loop.diagnose import diagnose
 
-    assert [s.kind for s in diagnose("FileNotFoundError: [Errno 2] No such file or directory: 'no-such-cert.crt'")] == []
-    assert [(s.kind, s.key) for s in diagnose("FileNotFoundError: [Errno 2] No such file or directory: 'ffmpeg'")] == \
-        [("missing_command", "ffmpeg")]
+    assert [
+        s.kind for s in diagnose("FileNotFoundError: [Errno 2] No such file or directory: 'no-such-cert.crt'")
+    ] == []
+    assert [(s.kind, s.key) for s in diagnose("FileNotFoundError: [Errno 2] No such file or directory: 'ffmpeg'")] == [
+        ("missing_command", "ffmpeg")
+    ]
 
 
 def test_dependency_error_kept_beside_an_unrelated_signature():
@@ -90,11 +99,13 @@ def test_dependency_error_kept_beside_an_unrelated_signature():
 def test_failed_builds_names_the_distribution_whose_build_failed():
     from bot.loop.era import failed_builds
 
-    log = ("Collecting requests>=2.28\n  Downloading requests-2.32.3-py3-none-any.whl\n"
-           "Collecting pygobject>=3.42\n  Downloading pygobject-3.52.3.tar.gz (1.2 MB)\n"
-           "  Installing build dependencies: started\n  Preparing metadata (pyproject.toml): started\n"
-           "  ../meson.build:31:12: ERROR: Dependency \"girepository-2.0\" not found, tried pkgconfig and cmake\n"
-           "  error: subprocess-exited-with-error\n")
+    log = (
+        "Collecting requests>=2.28\n  Downloading requests-2.32.3-py3-none-any.whl\n"
+        "Collecting pygobject>=3.42\n  Downloading pygobject-3.52.3.tar.gz (1.2 MB)\n"
+        "  Installing build dependencies: started\n  Preparing metadata (pyproject.toml): started\n"
+        '  ../meson.build:31:12: ERROR: Dependency "girepository-2.0" not found, tried pkgconfig and cmake\n'
+        "  error: subprocess-exited-with-error\n"
+    )
     assert failed_builds(log) == ["pygobject"]
     assert failed_builds("Collecting six\nSuccessfully installed six-1.16.0\n") == []
 
@@ -103,7 +114,9 @@ def test_a_test_log_line_is_not_a_wheel_build():
     from bot.loop.diagnose import diagnose
 
     assert diagnose("2020-08-01 00:00:00 WARNING Failed to build path\n") == []
-    assert [(s.kind, s.key) for s in diagnose("  Failed to build lxml\nERROR: Could not build wheels for lxml")] == \
-        [("wheel_build_failed", "lxml")]
-    assert [(s.kind, s.key) for s in diagnose("ERROR: Failed building wheel for psycopg2")] == \
-        [("wheel_build_failed", "psycopg2")]
+    assert [(s.kind, s.key) for s in diagnose("  Failed to build lxml\nERROR: Could not build wheels for lxml")] == [
+        ("wheel_build_failed", "lxml")
+    ]
+    assert [(s.kind, s.key) for s in diagnose("ERROR: Failed building wheel for psycopg2")] == [
+        ("wheel_build_failed", "psycopg2")
+    ]

@@ -62,11 +62,14 @@ def test_every_registered_ecosystem_satisfies_the_protocol():
         assert "{version}" in eco.image_family.pattern
 
 
-@pytest.mark.parametrize("fixture,confidence", [
-    ("plan-poetry-only", 1.0),        # a manifest at the root
-    ("plan-imports-only", 0.6),       # tests and sources, no manifest
-    ("hostile-limits", 0.7),          # .python-version only
-])
+@pytest.mark.parametrize(
+    "fixture,confidence",
+    [
+        ("plan-poetry-only", 1.0),  # a manifest at the root
+        ("plan-imports-only", 0.6),  # tests and sources, no manifest
+        ("hostile-limits", 0.7),  # .python-version only
+    ],
+)
 def test_python_repositories_are_detected_with_what_made_the_call(fixture, confidence):
     sel = select(REPOS / fixture)
     assert sel.names == ["python"]
@@ -159,8 +162,10 @@ def test_python_contributes_its_nodes_to_a_graph_it_does_not_own(tmp_path):
 def test_python_results_and_diagnosis_are_the_existing_parsers():
     eco = REGISTRY["python"]
     assert eco.test_runner.result_format == "junit"
-    xml = ('<testsuite><testcase classname="t" name="a"/><testcase classname="t" name="b">'
-           '<failure message="boom">x</failure></testcase></testsuite>')
+    xml = (
+        '<testsuite><testcase classname="t" name="a"/><testcase classname="t" name="b">'
+        '<failure message="boom">x</failure></testcase></testsuite>'
+    )
     results = eco.parse_results(xml)
     assert results.outcomes == {"t::a": "passed", "t::b": "failed"}
     assert eco.parse_results("not xml").outcomes == {}
@@ -182,7 +187,7 @@ def test_run_on_an_unsupported_repository_exits_23_and_writes_nothing(tmp_path, 
     assert doc["status"] == "not_supported" and doc["exit_code"] == 23
     assert doc["foreign_markers"] == ["package.json", "go.mod"] and doc["written"] == []
     assert "not supported yet: found package.json, go.mod" in capsys.readouterr().err
-    assert _tree(repo) == before                      # no Dockerfile, no .devcontainer, no .setupbot
+    assert _tree(repo) == before  # no Dockerfile, no .devcontainer, no .setupbot
     assert main(["plan", str(repo), "--no-resolve"]) == 23
     assert EXIT_CODES[23].startswith("not supported")
 
@@ -196,8 +201,7 @@ def test_github_on_an_unsupported_repository_opens_no_pull_request(tmp_path, mon
         monkeypatch.setenv("SETUPBOT_GITHUB_API_URL", double.base_url)
         monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
         monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output.txt"))
-        code = main(["github", "--event-name", "push", "--event-path", str(EVENTS / "push.json"),
-                     "--repo", str(repo)])
+        code = main(["github", "--event-name", "push", "--event-path", str(EVENTS / "push.json"), "--repo", str(repo)])
         assert code == 23
         assert double.write_calls() == [] and double.pulls("octo/app") == []
         assert double.schema_errors == []
@@ -219,9 +223,16 @@ def org():
 
 def test_rollout_skips_an_unsupported_repository_with_the_reason(org):
     provider = GitHubProvider("t", org.base_url, policy=RetryPolicy(sleep=lambda s: None))
-    results = {r.repo: r for r in rollout(provider, ["acme/py", "acme/nodego", "acme/fresh"],
-                                          setupbot_repository="acme/setupbot", ref=SHA,
-                                          unsupported=unsupported_reason)}
+    results = {
+        r.repo: r
+        for r in rollout(
+            provider,
+            ["acme/py", "acme/nodego", "acme/fresh"],
+            setupbot_repository="acme/setupbot",
+            ref=SHA,
+            unsupported=unsupported_reason,
+        )
+    }
     assert results["acme/nodego"].action == "skipped"
     assert results["acme/nodego"].detail.startswith("not supported yet: found package.json, go.mod")
     assert org.pulls("acme/nodego") == []
@@ -235,8 +246,9 @@ def test_rollout_only_filters_on_detected_ecosystems(org, tmp_path, monkeypatch,
     repos = tmp_path / "repos.txt"
     repos.write_text("acme/py\nacme/nodego\nacme/fresh\n")
     out = tmp_path / "rollout.json"
-    assert main(["rollout", "--repos", str(repos), "--ref", SHA, "--only", "python", "--dry-run",
-                 "--json", str(out)]) == 0
+    assert (
+        main(["rollout", "--repos", str(repos), "--ref", SHA, "--only", "python", "--dry-run", "--json", str(out)]) == 0
+    )
     doc = json.loads(out.read_text())
     assert [r["repo"] for r in doc["repos"]] == ["acme/py"] and doc["matched"] == 1
     assert org.write_calls() == []
@@ -277,18 +289,36 @@ class ToyEcosystem:
         return SimpleNamespace(version=(Path(repo) / "toy.toml").read_text().strip())
 
     def contribute(self, evidence, graph, warnings):
-        graph.add(Node("runtime:toy", "RUNTIME", f"toy {evidence.version}", "SATISFIED", action="from",
-                       attrs={"version": evidence.version, "base_image": self.image_family.image(evidence.version)}))
-        graph.add(Node("target:tests", "TARGET", "run the toy tests", "UNKNOWN",
-                       attrs={"command": list(self.test_runner.command),
-                              "collect_command": list(self.test_runner.collect_command)}))
+        graph.add(
+            Node(
+                "runtime:toy",
+                "RUNTIME",
+                f"toy {evidence.version}",
+                "SATISFIED",
+                action="from",
+                attrs={"version": evidence.version, "base_image": self.image_family.image(evidence.version)},
+            )
+        )
+        graph.add(
+            Node(
+                "target:tests",
+                "TARGET",
+                "run the toy tests",
+                "UNKNOWN",
+                attrs={
+                    "command": list(self.test_runner.command),
+                    "collect_command": list(self.test_runner.collect_command),
+                },
+            )
+        )
 
     def available_versions(self, settings):
         return list(self.image_family.versions)
 
     def choose_version(self, evidence, available):
-        return SimpleNamespace(version=evidence.version, satisfied=evidence.version in available, reason="toy.toml",
-                               warnings=[])
+        return SimpleNamespace(
+            version=evidence.version, satisfied=evidence.version in available, reason="toy.toml", warnings=[]
+        )
 
     def make_plan(self, repo, settings=None, **options):
         self.planned.append(Path(repo))
@@ -322,7 +352,7 @@ class ToyEcosystem:
 @pytest.fixture
 def toy(monkeypatch):
     eco = ToyEcosystem()
-    monkeypatch.setitem(ecosystems.REGISTRY, "toy", eco)     # the one line a new ecosystem adds
+    monkeypatch.setitem(ecosystems.REGISTRY, "toy", eco)  # the one line a new ecosystem adds
     return eco
 
 
@@ -331,7 +361,7 @@ def test_a_registered_toy_ecosystem_is_detected_planned_and_filtered_on(toy, tmp
     repo = tmp_path / "toyrepo"
     repo.mkdir()
     (repo / "toy.toml").write_text("2\n")
-    (repo / "mix.exs").write_text("")          # a marker the toy claims is no longer foreign
+    (repo / "mix.exs").write_text("")  # a marker the toy claims is no longer foreign
     sel = select(repo)
     assert sel.names == ["toy"] and sel.foreign == [] and "mix.exs" in FOREIGN_MARKERS
     plan = make_plan(repo)
@@ -360,7 +390,7 @@ def test_a_registered_toy_ecosystem_is_detected_planned_and_filtered_on(toy, tmp
 def test_a_second_ecosystem_joins_the_plan_the_first_leads(toy, tmp_path):
     repo = _copy(ROOT / "examples" / "hello-app", tmp_path)
     (repo / "toy.toml").write_text("1\n")
-    sel = select(repo)                          # both certain: registry order breaks the tie
+    sel = select(repo)  # both certain: registry order breaks the tie
     assert sel.names == ["python", "toy"]
     plan = make_plan(repo, None, ["3.12"], selection=sel, resolve=False)
     assert plan.python == "3.12" and "tool:toy" in plan.graph.nodes
@@ -377,15 +407,20 @@ def test_the_plan_s_ecosystems_add_their_editor_extensions(toy, tmp_path):
     repo.mkdir()
     (repo / "toy.toml").write_text("2\n")
     plan = make_plan(repo)
-    generated = generate_outputs(ReportData(repository="acme/toy", verdict="Full", replay_ok=True),
-                                 dockerfile_text="FROM toy:2-slim\n", plan_json=plan.graph.to_json(),
-                                 customise_devcontainer=devcontainer_for)
+    generated = generate_outputs(
+        ReportData(repository="acme/toy", verdict="Full", replay_ok=True),
+        dockerfile_text="FROM toy:2-slim\n",
+        plan_json=plan.graph.to_json(),
+        customise_devcontainer=devcontainer_for,
+    )
     config = parse_devcontainer(generated.files[".devcontainer/devcontainer.json"])
     assert "toy.toy-lang" in config["customizations"]["vscode"]["extensions"]
-    python_only = generate_outputs(ReportData(repository="acme/py", verdict="Full", replay_ok=True),
-                                   dockerfile_text="FROM python:3.12-slim\n",
-                                   plan_json={"graph": {"meta": {"ecosystems": ["python"]}}},
-                                   customise_devcontainer=devcontainer_for)
+    python_only = generate_outputs(
+        ReportData(repository="acme/py", verdict="Full", replay_ok=True),
+        dockerfile_text="FROM python:3.12-slim\n",
+        plan_json={"graph": {"meta": {"ecosystems": ["python"]}}},
+        customise_devcontainer=devcontainer_for,
+    )
     config = parse_devcontainer(python_only.files[".devcontainer/devcontainer.json"])
     assert config["customizations"]["vscode"]["extensions"] == ["ms-python.python"]
 

@@ -35,15 +35,17 @@ def test_base_images_skip_stages_and_scratch_and_substitute_global_args():
 
 
 def test_replace_bases_touches_only_the_mapped_from_lines():
-    out = dockerfile.replace_bases(MULTI, {"python:3.13-slim": "setupbot/ca-base:abc",
-                                           "debian:bookworm-slim": "setupbot/ca-base:def"})
+    out = dockerfile.replace_bases(
+        MULTI, {"python:3.13-slim": "setupbot/ca-base:abc", "debian:bookworm-slim": "setupbot/ca-base:def"}
+    )
     lines = out.splitlines()
     assert lines[1] == "FROM setupbot/ca-base:abc AS build"
     assert lines[3] == "FROM --platform=linux/amd64 setupbot/ca-base:def"
     assert lines[5] == "from build as again"
     assert lines[6] == "FROM scratch"
-    assert [ln for i, ln in enumerate(lines) if i not in (1, 3)] == \
-           [ln for i, ln in enumerate(MULTI.splitlines()) if i not in (1, 3)]
+    assert [ln for i, ln in enumerate(lines) if i not in (1, 3)] == [
+        ln for i, ln in enumerate(MULTI.splitlines()) if i not in (1, 3)
+    ]
 
 
 def test_replace_bases_without_mapping_is_identity():
@@ -80,8 +82,9 @@ def test_ca_file_errors_say_what_to_do(tmp_path):
 
 
 def test_finish_template_carries_the_ca_only_when_asked():
-    with_ca = render_template("images/finish.Dockerfile.j2", base="x:1", ca=True, ca_env=CA_ENV,
-                              env={"PYTHON_VERSION": "3.13.5"})
+    with_ca = render_template(
+        "images/finish.Dockerfile.j2", base="x:1", ca=True, ca_env=CA_ENV, env={"PYTHON_VERSION": "3.13.5"}
+    )
     assert "COPY setupbot-extra-ca.crt" in with_ca and "ENV PYTHON_VERSION=3.13.5" in with_ca
     assert "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" in with_ca
     without = render_template("images/finish.Dockerfile.j2", base="x:1", ca=False, ca_env=CA_ENV, env={})
@@ -165,9 +168,15 @@ def test_selection_rejects_unknown_names_with_the_known_ones():
 
 
 def test_service_recipes_in_mapping_form_become_image_recipes():
-    r = recipes._service_recipe_from_mapping("redis", {"kind": "redis", "context": "images/services/redis",
-                                                       "base": "debian:trixie-slim",
-                                                       "tags": ["redis:7", "redis:latest"]})
+    r = recipes._service_recipe_from_mapping(
+        "redis",
+        {
+            "kind": "redis",
+            "context": "images/services/redis",
+            "base": "debian:trixie-slim",
+            "tags": ["redis:7", "redis:latest"],
+        },
+    )
     assert (r.tag, r.aliases, r.kind, r.name, r.version) == ("redis:7", ("redis:latest",), "service", "redis", "7")
     assert r.base == "debian:trixie-slim" and r.template == ""
 
@@ -196,7 +205,7 @@ def test_run_owners_are_recognised_alive_or_gone():
     ended = subprocess.Popen(["true"])
     ended.wait()
     assert owner_alive(owner_token(ended.pid)) is False
-    assert owner_alive("some-other-host/boot/1/2") is None          # cannot tell: left alone
+    assert owner_alive("some-other-host/boot/1/2") is None  # cannot tell: left alone
     assert owner_alive("garbage") is None
 
 
@@ -215,7 +224,11 @@ def test_clean_run_id_and_all_are_exclusive():
 def test_buildkit_plain_progress_reads_like_the_classic_builder():
     from bot.engine.core import plain_buildkit_log
 
-    raw = ("#5 [2/3] RUN pip install .\n#5 0.512 Collecting six\n"
-           "#5 1.20 ModuleNotFoundError: No module named 'yaml'\n#5 ERROR: process did not complete\n")
-    assert plain_buildkit_log(raw) == ("[2/3] RUN pip install .\nCollecting six\n"
-                                       "ModuleNotFoundError: No module named 'yaml'\nERROR: process did not complete\n")
+    raw = (
+        "#5 [2/3] RUN pip install .\n#5 0.512 Collecting six\n"
+        "#5 1.20 ModuleNotFoundError: No module named 'yaml'\n#5 ERROR: process did not complete\n"
+    )
+    assert plain_buildkit_log(raw) == (
+        "[2/3] RUN pip install .\nCollecting six\n"
+        "ModuleNotFoundError: No module named 'yaml'\nERROR: process did not complete\n"
+    )

@@ -29,9 +29,15 @@ def test_reference_date_prefers_the_setting_then_the_commit(tmp_path):
     assert reference_date(tmp_path, _settings("2023-01-02")) == ("2023-01-02T23:59:59Z", "target.as_of")
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    env = {"GIT_AUTHOR_DATE": "2022-06-01T10:00:00+00:00", "GIT_COMMITTER_DATE": "2022-06-01T10:00:00+00:00",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_DATE": "2022-06-01T10:00:00+00:00",
+        "GIT_COMMITTER_DATE": "2022-06-01T10:00:00+00:00",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "PATH": "/usr/bin:/bin",
+    }
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=env)
     (tmp_path / "f").write_text("x")
     subprocess.run(["git", "-C", str(tmp_path), "add", "f"], check=True, env=env)

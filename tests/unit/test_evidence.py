@@ -25,7 +25,7 @@ def test_poetry_dependencies_groups_extras_and_lock():
     assert {"pytest", "pytest-mock"} <= names(ev, "test")
     assert "pyyaml" in names(ev, "extra:yaml")
     req = next(r for r in ev.requirements if r.name == "requests")
-    assert Requirement(req.spec).specifier == SpecifierSet(">=2.31,<3")   # poetry's ^2.31
+    assert Requirement(req.spec).specifier == SpecifierSet(">=2.31,<3")  # poetry's ^2.31
     assert req.source.file == "pyproject.toml" and req.source.line == 9
     assert ev.locks[0].kind == "poetry" and ev.locks[0].pins["requests"] == "2.31.0"
     assert any(c.kind == "requires" and c.value.startswith(">=3.9") for c in ev.python)
@@ -138,8 +138,12 @@ def test_hostile_files_are_skipped_with_warnings(tmp_path: Path):
     outside.write_text("requests\n")
     os.symlink(outside, repo / "requirements.txt")
     (repo / "requirements-dev.txt").write_bytes(b"pytest\n\xff\xfe caf\xe9\n")
-    (repo / "setup.py").write_text("from setuptools import setup\nsetup(install_requires=['x' + 'y'], name=open('n').read())\n" +
-                                   "import os; os.system('touch " + str(tmp_path / "pwned") + "')\n")
+    (repo / "setup.py").write_text(
+        "from setuptools import setup\nsetup(install_requires=['x' + 'y'], name=open('n').read())\n"
+        + "import os; os.system('touch "
+        + str(tmp_path / "pwned")
+        + "')\n"
+    )
     (repo / "big.py").write_text("import numpy\n" + "#" * (3 * 1024 * 1024))
     (repo / "junk.py").write_bytes(b"import os\x00\x01\x02")
     (repo / "pyproject.toml").write_text("[project]\nname = 'hostile'\n")
@@ -161,11 +165,15 @@ def test_not_a_directory_is_an_input_error(tmp_path: Path):
 
 
 def test_justfile_recipe_behind_ci_and_tabs_in_workflows(tmp_path: Path):
-    (tmp_path / "justfile").write_text("test *ARGS:\n    python -m coverage run --source=app -m manage test --noinput {{ ARGS }}\n"
-                                       "lint:\n    ruff check .\n")
+    (tmp_path / "justfile").write_text(
+        "test *ARGS:\n    python -m coverage run --source=app -m manage test --noinput {{ ARGS }}\n"
+        "lint:\n    ruff check .\n"
+    )
     wf = tmp_path / ".github" / "workflows"
     wf.mkdir(parents=True)
-    (wf / "ci.yml").write_text("jobs:\n  t:\n    runs-on: x\n    steps:\n      - run: |\n          just test\n\t\t  echo done\n")
+    (wf / "ci.yml").write_text(
+        "jobs:\n  t:\n    runs-on: x\n    steps:\n      - run: |\n          just test\n\t\t  echo done\n"
+    )
     ev = scan_repository(tmp_path)
     assert (["python", "-m", "manage", "test", "--noinput"], "justfile") in [(a, s.file) for a, s in ev.test_commands]
     assert any("tab characters" in str(w) for w in ev.warnings) or any("malformed YAML" in str(w) for w in ev.warnings)
@@ -178,7 +186,8 @@ def test_setuptools_dynamic_dependencies_from_files(tmp_path):
         '[build-system]\nrequires = ["setuptools"]\n'
         '[project]\nname = "dyn"\ndynamic = ["dependencies", "optional-dependencies"]\n'
         '[tool.setuptools.dynamic]\ndependencies = {file = ["deps/runtime.in"]}\n'
-        'optional-dependencies.test = {file = ["deps/testing.in"]}\n')
+        'optional-dependencies.test = {file = ["deps/testing.in"]}\n'
+    )
     (tmp_path / "deps").mkdir()
     (tmp_path / "deps" / "runtime.in").write_text("attrs>=22\n")
     (tmp_path / "deps" / "testing.in").write_text("pytest-mock\n")

@@ -50,8 +50,11 @@ def test_package_mode_false_is_not_installable(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.poetry]\nname = "internal tool"\npackage-mode = false\n\n'
         '[tool.poetry.dependencies]\npython = "^3.10"\nsix = "^1.16"\n\n'
-        '[build-system]\nrequires = ["poetry-core"]\nbuild-backend = "poetry.core.masonry.api"\n')
-    plan = make_plan(tmp_path, None, available_pythons=["3.11", "3.13"], resolve=False, registry=Registry(enabled=False))
+        '[build-system]\nrequires = ["poetry-core"]\nbuild-backend = "poetry.core.masonry.api"\n'
+    )
+    plan = make_plan(
+        tmp_path, None, available_pythons=["3.11", "3.13"], resolve=False, registry=Registry(enabled=False)
+    )
     text = plan.dockerfile.text
     assert "-e ." not in text and "six" in text
     assert "package:@project" not in plan.graph.nodes
@@ -60,7 +63,8 @@ def test_package_mode_false_is_not_installable(tmp_path):
 def _django_repo(tmp_path: Path, pytest_django: bool = False) -> Path:
     (tmp_path / "manage.py").write_text(
         "import os, sys\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'site.settings')\n"
-        "from django.core.management import execute_from_command_line\nexecute_from_command_line(sys.argv)\n")
+        "from django.core.management import execute_from_command_line\nexecute_from_command_line(sys.argv)\n"
+    )
     (tmp_path / "requirements.txt").write_text("django\n" + ("pytest-django\n" if pytest_django else ""))
     return tmp_path
 
@@ -69,8 +73,10 @@ def test_django_project_without_pytest_django_uses_manage_py_test(tmp_path):
     repo = _django_repo(tmp_path)
     no_tests = diagnose("\nno tests ran in 0.01s\n")[0]
     assert cands(no_tests, repo)[0] == "test_command python manage.py test"
-    settings = diagnose("E   django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, "
-                        "but settings are not configured.")[0]
+    settings = diagnose(
+        "E   django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, "
+        "but settings are not configured."
+    )[0]
     assert settings.kind == "django_settings"
     assert cands(settings, repo)[0] == "test_command python manage.py test"
 
@@ -121,8 +127,11 @@ def test_plan_keeps_one_of_two_alternatives(tmp_path):
     wf.mkdir(parents=True)
     wf.joinpath("ci.yml").write_text(
         "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - run: sudo apt-get install -y libcurl4-gnutls-dev\n      - run: pytest\n")
-    plan = make_plan(tmp_path, None, available_pythons=["3.11", "3.13"], resolve=False, registry=Registry(enabled=False))
+        "      - run: sudo apt-get install -y libcurl4-gnutls-dev\n      - run: pytest\n"
+    )
+    plan = make_plan(
+        tmp_path, None, available_pythons=["3.11", "3.13"], resolve=False, registry=Registry(enabled=False)
+    )
     text = plan.dockerfile.text
     # the repository's own choice (its CI) wins over the table's preference
     assert "libcurl4-gnutls-dev" in text and "libcurl4-openssl-dev" not in text
@@ -158,7 +167,9 @@ def test_pin_without_python_information_tries_older_offered_pythons(tmp_path):
     sig = diagnose("ERROR: No matching distribution found for oldlib==0.3\n")[0]
     assert sig.kind == "no_matching_distribution"
     assert cands(sig, tmp_path, python="3.13", available=("3.9", "3.11", "3.13")) == [
-        "switch_python version=3.11", "switch_python version=3.9"]
+        "switch_python version=3.11",
+        "switch_python version=3.9",
+    ]
 
 
 # --- class 2: a compiled dependency built without an optional system library --------------------
@@ -188,12 +199,25 @@ def test_a_missing_top_level_module_is_still_an_install(tmp_path):
 
 # --- class 6: every service image a workflow or compose file names maps to a kind -----------------
 
-@pytest.mark.parametrize("image,kind", [
-    ("mysql:8.0", "mysql"), ("mysql:5.7", "mysql"), ("mariadb:10.11", "mysql"), ("postgres:15-alpine", "postgres"),
-    ("postgis/postgis:16-3.4", "postgres"), ("pgvector/pgvector:pg16", "postgres"), ("redis:7-alpine", "redis"),
-    ("valkey/valkey:8", "redis"), ("rabbitmq:3-management", "rabbitmq"), ("mongo:7", "mongodb"),
-    ("memcached:1.6", "memcached"), ("bitnami/mongodb:6.0", "mongodb"), ("docker.io/library/postgres:16", "postgres"),
-])
+
+@pytest.mark.parametrize(
+    "image,kind",
+    [
+        ("mysql:8.0", "mysql"),
+        ("mysql:5.7", "mysql"),
+        ("mariadb:10.11", "mysql"),
+        ("postgres:15-alpine", "postgres"),
+        ("postgis/postgis:16-3.4", "postgres"),
+        ("pgvector/pgvector:pg16", "postgres"),
+        ("redis:7-alpine", "redis"),
+        ("valkey/valkey:8", "redis"),
+        ("rabbitmq:3-management", "rabbitmq"),
+        ("mongo:7", "mongodb"),
+        ("memcached:1.6", "memcached"),
+        ("bitnami/mongodb:6.0", "mongodb"),
+        ("docker.io/library/postgres:16", "postgres"),
+    ],
+)
 def test_catalogue_knows_every_common_service_image(image, kind):
     from bot.catalogue import kind_of
     from bot.evidence.services import service_kind
@@ -220,10 +244,21 @@ def test_the_loop_reports_services_it_could_not_start(tmp_path):
 
     loop = SetupLoop.__new__(SetupLoop)
     loop.record = SimpleNamespace(warnings=[])
-    loop._note_services([SimpleNamespace(name="db", requested_image="mongo:7", kind="mongodb", healthy=False,
-                                         note="mongo:7: no mongodb stand-in image is present"),
-                         SimpleNamespace(name="cache", requested_image="redis:7", kind="redis", healthy=True, note="")])
-    assert loop.record.warnings == ["service db (mongo:7) was not started: mongo:7: no mongodb stand-in image is present"]
+    loop._note_services(
+        [
+            SimpleNamespace(
+                name="db",
+                requested_image="mongo:7",
+                kind="mongodb",
+                healthy=False,
+                note="mongo:7: no mongodb stand-in image is present",
+            ),
+            SimpleNamespace(name="cache", requested_image="redis:7", kind="redis", healthy=True, note=""),
+        ]
+    )
+    assert loop.record.warnings == [
+        "service db (mongo:7) was not started: mongo:7: no mongodb stand-in image is present"
+    ]
 
 
 def test_forwarder_listens_on_both_loopbacks():
@@ -235,6 +270,7 @@ def test_forwarder_listens_on_both_loopbacks():
 
 # --- class 4: two distributions providing one import name ---------------------------------------
 
+
 def test_an_installed_declared_provider_is_preferred_over_the_same_named_distribution(tmp_path):
 
     from bot.graph.model import DepGraph, Node
@@ -244,13 +280,25 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
 
     loop = SetupLoop.__new__(SetupLoop)
     g = DepGraph()
-    g.add(Node("package:awesome-slugify", "PACKAGE", "awesome-slugify", "UNKNOWN", action="pip", attrs={"group": "main"}))
-    g.add(Node("package:python-slugify", "PACKAGE", "python-slugify", "UNKNOWN", action="pip",
-               attrs={"group": "test", "source": "import"}))
-    loop.plan = Plan(tmp_path, g)   # the loop holds its graph through the plan (a view)
+    g.add(
+        Node("package:awesome-slugify", "PACKAGE", "awesome-slugify", "UNKNOWN", action="pip", attrs={"group": "main"})
+    )
+    g.add(
+        Node(
+            "package:python-slugify",
+            "PACKAGE",
+            "python-slugify",
+            "UNKNOWN",
+            action="pip",
+            attrs={"group": "test", "source": "import"},
+        )
+    )
+    loop.plan = Plan(tmp_path, g)  # the loop holds its graph through the plan (a view)
     loop.providers = {"slugify": ["awesome-slugify", "python-slugify"]}
-    sig = diagnose("E   ImportError: cannot import name 'Slugify' from 'slugify' "
-                   "(/usr/local/lib/python3.11/site-packages/slugify/__init__.py)")[0]
+    sig = diagnose(
+        "E   ImportError: cannot import name 'Slugify' from 'slugify' "
+        "(/usr/local/lib/python3.11/site-packages/slugify/__init__.py)"
+    )[0]
     same_named = Candidate([Atom("pip_install", {"packages": ["python-slugify"]})], "rule")
     out = [c.describe() for c in loop._prefer_installed(sig, [same_named])]
     assert out == ["drop_package pip python-slugify"]
@@ -260,6 +308,7 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
 
 
 # --- generic strategies -------------------------------------------------------------------------
+
 
 def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
     from bot.graph import make_plan
@@ -271,9 +320,12 @@ def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
     wf.joinpath("ci.yml").write_text(
         "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
         "      - run: |\n          python -m pip install -U pip\n          pip install cowsay 'freezegun<2' -r extra.txt $(cat x)\n"
-        "      - run: pytest\n")
+        "      - run: pytest\n"
+    )
     (tmp_path / "tox.ini").write_text("[testenv]\ndeps =\n    pytest-sugar\n    py311: tomli\ncommands = pytest\n")
-    (tmp_path / "noxfile.py").write_text("import nox\n@nox.session\ndef t(session):\n    session.install('hypothesis', '.')\n")
+    (tmp_path / "noxfile.py").write_text(
+        "import nox\n@nox.session\ndef t(session):\n    session.install('hypothesis', '.')\n"
+    )
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text("import yaml\n")
     assert ci_install_specs(tmp_path) == ["cowsay", "freezegun<2", "pytest-sugar", "tomli", "hypothesis"]
@@ -286,14 +338,16 @@ def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
 
 # --- class 5 in the devcontainer: the same relay, on both loopbacks -------------------------------
 
+
 def test_devcontainer_compose_relays_localhost_to_each_service():
     import yaml
 
     from bot.compile.compose import render_compose
     from bot.verify.services import FORWARDER
 
-    app = yaml.safe_load(render_compose(services=[{"name": "postgres", "image": "postgres:16"},
-                                                  {"name": "cache", "image": "redis:7"}]))["services"]["app"]
+    app = yaml.safe_load(
+        render_compose(services=[{"name": "postgres", "image": "postgres:16"}, {"name": "cache", "image": "redis:7"}])
+    )["services"]["app"]
     assert app["command"][:2] == ["sh", "-c"] and "$$0" in app["command"][2]
     assert app["command"][3].strip() == FORWARDER.strip()
     assert app["command"][4:] == ["5432:postgres:5432", "6379:cache:6379"]

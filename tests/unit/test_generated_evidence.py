@@ -50,11 +50,12 @@ def first_run(src: Path, tmp_path: Path) -> tuple[Path, object, set[str]]:
     (records / "trajectory.jsonl").write_text("{}\n")
     workflow = repo / ".github" / "workflows" / "setupbot.yml"
     workflow.parent.mkdir(parents=True, exist_ok=True)
-    workflow.write_text(f"# {MARKER_TEXT}: remove this line to keep your own version\n"
-                        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    services:\n"
-                        "      redis:\n        image: redis:7\n    steps:\n      - run: python -m nose2\n")
-    ours = set(written.written) | {".setupbot/run.json", ".setupbot/trajectory.jsonl",
-                                   ".github/workflows/setupbot.yml"}
+    workflow.write_text(
+        f"# {MARKER_TEXT}: remove this line to keep your own version\n"
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    services:\n"
+        "      redis:\n        image: redis:7\n    steps:\n      - run: python -m nose2\n"
+    )
+    ours = set(written.written) | {".setupbot/run.json", ".setupbot/trajectory.jsonl", ".github/workflows/setupbot.yml"}
     return repo, plan, ours
 
 

@@ -12,20 +12,37 @@ from githubkit_schemas.latest import models as gh
 def double():
     with GitHubDouble() as d:
         repo = d.add_repo("o/r", {"README.md": "# r\n"})
-        repo.pulls[1] = {"id": 5, "number": 1, "state": "open", "title": "t", "body": "b", "head": "main",
-                         "base": "main", "merged": False, "merged_at": None, "maintainer_can_modify": False}
+        repo.pulls[1] = {
+            "id": 5,
+            "number": 1,
+            "state": "open",
+            "title": "t",
+            "body": "b",
+            "head": "main",
+            "base": "main",
+            "merged": False,
+            "merged_at": None,
+            "maintainer_can_modify": False,
+        }
         repo.comments[3] = {"issue": 1, "body": "x"}
         yield d
 
 
-@pytest.mark.parametrize("model,method,path,body", [
-    (gh.GitRef, "GET", "/repos/o/r/git/ref/heads/main", None),
-    (gh.GitTree, "POST", "/repos/o/r/git/trees", {"tree": [{"path": "a", "mode": "100644", "type": "blob",
-                                                           "content": "x"}]}),
-    (gh.ShortBlob, "POST", "/repos/o/r/git/blobs", {"content": "x", "encoding": "utf-8"}),
-    (gh.ContentFile, "GET", "/repos/o/r/contents/README.md", None),
-    (gh.IssueComment, "GET", "/repos/o/r/issues/comments/3", None),
-])
+@pytest.mark.parametrize(
+    "model,method,path,body",
+    [
+        (gh.GitRef, "GET", "/repos/o/r/git/ref/heads/main", None),
+        (
+            gh.GitTree,
+            "POST",
+            "/repos/o/r/git/trees",
+            {"tree": [{"path": "a", "mode": "100644", "type": "blob", "content": "x"}]},
+        ),
+        (gh.ShortBlob, "POST", "/repos/o/r/git/blobs", {"content": "x", "encoding": "utf-8"}),
+        (gh.ContentFile, "GET", "/repos/o/r/contents/README.md", None),
+        (gh.IssueComment, "GET", "/repos/o/r/issues/comments/3", None),
+    ],
+)
 def test_responses_match_the_rest_description(double, model, method, path, body):
     status, payload = double.handle(method, path, {}, body)
     assert status in (200, 201)
@@ -37,13 +54,16 @@ def test_commit_response_matches(double):
     gh.GitCommit.model_validate(double._commit_json(repo, repo.refs["heads/main"]))
 
 
-@pytest.mark.parametrize("method,path,body,match", [
-    ("POST", "/repos/o/r/pulls", {"title": "t"}, "head"),                          # head is required
-    ("POST", "/repos/o/r/pulls", {"head": "a", "base": "main", "merge": True}, "unknown field"),
-    ("POST", "/repos/o/r/git/trees", {"tree": [{"path": "a", "mode": "777", "type": "blob"}]}, "tree"),
-    ("PATCH", "/repos/o/r/git/refs/heads/main", {"force": True}, "sha"),
-    ("PUT", "/repos/o/r/pulls/1/merge", {}, "no such write endpoint"),
-])
+@pytest.mark.parametrize(
+    "method,path,body,match",
+    [
+        ("POST", "/repos/o/r/pulls", {"title": "t"}, "head"),  # head is required
+        ("POST", "/repos/o/r/pulls", {"head": "a", "base": "main", "merge": True}, "unknown field"),
+        ("POST", "/repos/o/r/git/trees", {"tree": [{"path": "a", "mode": "777", "type": "blob"}]}, "tree"),
+        ("PATCH", "/repos/o/r/git/refs/heads/main", {"force": True}, "sha"),
+        ("PUT", "/repos/o/r/pulls/1/merge", {}, "no such write endpoint"),
+    ],
+)
 def test_bad_request_bodies_are_rejected(method, path, body, match):
     with pytest.raises(SchemaViolation, match=match):
         validate_body(method, path, body)
@@ -60,6 +80,7 @@ def test_a_rejected_body_is_recorded_and_answered_422(double):
 
 # ---------------------------------------------------------------- responses, pagination, auth
 
+
 def test_pull_request_repository_and_issue_responses_match_their_models(double):
     repo = double.repos["o/r"]
     gh.FullRepository.model_validate(double._repo_json(repo))
@@ -72,8 +93,14 @@ def test_pull_request_repository_and_issue_responses_match_their_models(double):
 def test_every_answer_is_checked_against_its_model_over_http(double):
     import requests
 
-    for path in ("/repos/o/r", "/repos/o/r/pulls?state=all", "/repos/o/r/pulls/1", "/repos/o/r/issues/1",
-                 "/repos/o/r/issues/1/comments", "/repos/o/r/contents/README.md"):
+    for path in (
+        "/repos/o/r",
+        "/repos/o/r/pulls?state=all",
+        "/repos/o/r/pulls/1",
+        "/repos/o/r/issues/1",
+        "/repos/o/r/issues/1/comments",
+        "/repos/o/r/contents/README.md",
+    ):
         assert requests.get(double.base_url + path, timeout=5).status_code == 200, path
     assert double.schema_errors == []
     # A shape the REST description does not allow is a defect of the double, and it shows.
@@ -103,7 +130,7 @@ def test_the_provider_follows_pages_to_find_its_comment(double):
     repo = double.repos["o/r"]
     for i in range(45):
         repo.comments[2000 + i] = {"issue": 1, "body": f"c{i}", "user": "someone"}
-    repo.comments[3000] = {"issue": 1, "body": "<!-- m --> mine"}              # the bot's, on page 2
+    repo.comments[3000] = {"issue": 1, "body": "<!-- m --> mine"}  # the bot's, on page 2
     provider = GitHubProvider("t", double.base_url, policy=RetryPolicy(sleep=lambda s: None))
     assert provider.find_comment("o/r", 1, "<!-- m -->") == 3000
     assert any(c.query.get("page") == ["2"] for c in double.calls)
@@ -116,16 +143,18 @@ def test_auth_like_github_401_for_a_bad_token_403_for_a_write_without_permission
     double.grant("ghs_write", contents="write", pull_requests="write")
     double.grant("ghs_read", contents="read", pull_requests="read")
     double.grant("ghs_status", contents="read", statuses="write")
+
     def make(token):
         return GitHubProvider(token, double.base_url, policy=RetryPolicy(sleep=lambda s: None))
+
     with pytest.raises(GitHubError, match="401 Bad credentials"):
         make("ghs_wrong").repo_info("o/r")
     reader = make("ghs_read")
-    assert reader.repo_info("o/r").default_branch == "main"           # reads are fine
+    assert reader.repo_info("o/r").default_branch == "main"  # reads are fine
     with pytest.raises(GitHubError, match="403 Resource not accessible by integration"):
         reader.add_comment("o/r", 1, "hello")
     sha = double.repos["o/r"].refs["heads/main"]
-    make("ghs_status").set_status("o/r", sha, "success", "fine")       # statuses: write is enough
+    make("ghs_status").set_status("o/r", sha, "success", "fine")  # statuses: write is enough
     assert double.statuses("o/r")[0]["state"] == "success"
     with pytest.raises(GitHubError, match="403"):
         make("ghs_status").add_comment("o/r", 1, "hello")

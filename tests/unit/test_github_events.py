@@ -19,13 +19,21 @@ REPO = "octo/app"
 
 
 def produce(dockerfile: str = "FROM python:3.11-slim\n", build_seconds: float | None = None):
-    steps = [] if build_seconds is None else [{"action": "build", "duration": build_seconds,
-                                               "at": 100.0 + build_seconds, "outcome": "ok"}]
+    steps = (
+        []
+        if build_seconds is None
+        else [{"action": "build", "duration": build_seconds, "at": 100.0 + build_seconds, "outcome": "ok"}]
+    )
 
     def run():
-        report = ReportData(repository=REPO, verdict="Mostly", replay_ok=True,
-                            proven=[ProofItem("clean replay", True, "built from scratch")])
+        report = ReportData(
+            repository=REPO,
+            verdict="Mostly",
+            replay_ok=True,
+            proven=[ProofItem("clean replay", True, "built from scratch")],
+        )
         return generate_outputs(report, dockerfile_text=dockerfile, timeline_steps=steps)
+
     return run
 
 
@@ -44,24 +52,30 @@ def provider(double):
 
 @pytest.fixture
 def env(tmp_path):
-    return {"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "GITHUB_OUTPUT": str(tmp_path / "out.txt"),
-            "GITHUB_REPOSITORY": REPO}
+    return {
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "out.txt"),
+        "GITHUB_REPOSITORY": REPO,
+    }
 
 
 def event(name: str, file: str, env: dict):
     return load_event(name, EVENTS / file, env)
 
 
-@pytest.mark.parametrize("name,file,kind", [
-    ("push", "push.json", "publish"),
-    ("push", "push_feature.json", "skip"),
-    ("push", "push_bot_branch.json", "skip"),
-    ("pull_request", "pull_request.json", "verify"),
-    ("pull_request", "pull_request_fork.json", "summary"),
-    ("workflow_dispatch", "workflow_dispatch.json", "publish"),
-    ("schedule", "schedule.json", "drift"),
-    ("issue_comment", "push.json", "skip"),
-])
+@pytest.mark.parametrize(
+    "name,file,kind",
+    [
+        ("push", "push.json", "publish"),
+        ("push", "push_feature.json", "skip"),
+        ("push", "push_bot_branch.json", "skip"),
+        ("pull_request", "pull_request.json", "verify"),
+        ("pull_request", "pull_request_fork.json", "summary"),
+        ("workflow_dispatch", "workflow_dispatch.json", "publish"),
+        ("schedule", "schedule.json", "drift"),
+        ("issue_comment", "push.json", "skip"),
+    ],
+)
 def test_decisions(name, file, kind, env):
     assert decide(event(name, file, env)).kind == kind
 
@@ -73,8 +87,13 @@ def test_push_to_default_branch_opens_the_pr_and_writes_summary_and_outputs(doub
     assert "Verdict: **Mostly**" in summary and "#1: created" in summary
     write_action_outputs(outcome, env)
     lines = Path(env["GITHUB_OUTPUT"]).read_text().splitlines()
-    assert lines == ["verdict=Mostly", "pr-number=1", "report-path=.devcontainer/setup-report.md",
-                     "pr-url=https://github.com/octo/app/pull/1", "pr-operation=created"]
+    assert lines == [
+        "verdict=Mostly",
+        "pr-number=1",
+        "report-path=.devcontainer/setup-report.md",
+        "pr-url=https://github.com/octo/app/pull/1",
+        "pr-operation=created",
+    ]
 
 
 def test_fork_pull_request_makes_no_write_call_at_all(double, provider, env):
@@ -87,21 +106,39 @@ def test_fork_pull_request_makes_no_write_call_at_all(double, provider, env):
 def test_same_repo_pull_request_keeps_one_comment_updated_in_place(double, provider, env):
     double.push(REPO, "main", {"x": "1"})
     double.repos[REPO].refs["heads/bump-numpy"] = double.repos[REPO].refs["heads/main"]
-    double.repos[REPO].pulls[7] = {"id": 7007, "number": 7, "state": "open", "title": "Bump numpy", "body": "",
-                                   "head": "bump-numpy", "base": "main", "merged": False, "merged_at": None,
-                                   "maintainer_can_modify": True}
+    double.repos[REPO].pulls[7] = {
+        "id": 7007,
+        "number": 7,
+        "state": "open",
+        "title": "Bump numpy",
+        "body": "",
+        "head": "bump-numpy",
+        "base": "main",
+        "merged": False,
+        "merged_at": None,
+        "maintainer_can_modify": True,
+    }
     ev = event("pull_request", "pull_request.json", env)
     handle_event(ev, provider, produce(), environ=env)
     handle_event(ev, provider, produce(), environ=env)
     comments = [c for c in double.repos[REPO].comments.values() if c["issue"] == 7]
     assert len(comments) == 1 and COMMENT_MARKER in comments[0]["body"]
-    assert double.pulls(REPO) == [double.repos[REPO].pulls[7]]       # no environment PR from a PR event
+    assert double.pulls(REPO) == [double.repos[REPO].pulls[7]]  # no environment PR from a PR event
 
 
 def test_a_users_comment_carrying_the_marker_is_not_taken_over(double, provider, env):
-    double.repos[REPO].pulls[7] = {"id": 7007, "number": 7, "state": "open", "title": "t", "body": "",
-                                   "head": "main", "base": "main", "merged": False, "merged_at": None,
-                                   "maintainer_can_modify": True}
+    double.repos[REPO].pulls[7] = {
+        "id": 7007,
+        "number": 7,
+        "state": "open",
+        "title": "t",
+        "body": "",
+        "head": "main",
+        "base": "main",
+        "merged": False,
+        "merged_at": None,
+        "maintainer_can_modify": True,
+    }
     double.repos[REPO].comments[5] = {"issue": 7, "body": f"{COMMENT_MARKER} mine", "user": "mallory"}
     handle_event(event("pull_request", "pull_request.json", env), provider, produce(), environ=env)
     assert double.repos[REPO].comments[5]["body"] == f"{COMMENT_MARKER} mine"
@@ -109,9 +146,18 @@ def test_a_users_comment_carrying_the_marker_is_not_taken_over(double, provider,
 
 
 def test_comment_refused_by_token_still_writes_summary(double, provider, env):
-    double.repos[REPO].pulls[7] = {"id": 7007, "number": 7, "state": "open", "title": "t", "body": "",
-                                   "head": "main", "base": "main", "merged": False, "merged_at": None,
-                                   "maintainer_can_modify": True}
+    double.repos[REPO].pulls[7] = {
+        "id": 7007,
+        "number": 7,
+        "state": "open",
+        "title": "t",
+        "body": "",
+        "head": "main",
+        "base": "main",
+        "merged": False,
+        "merged_at": None,
+        "maintainer_can_modify": True,
+    }
     double.inject("POST", r"/issues/7/comments$", 403, message="Resource not accessible by integration")
     outcome = handle_event(event("pull_request", "pull_request.json", env), provider, produce(), environ=env)
     assert "no comment posted" in outcome.summary
@@ -160,7 +206,14 @@ def test_action_outputs_cannot_inject_extra_lines(tmp_path):
     from bot.github.events import Decision, Outcome
 
     out = tmp_path / "o"
-    write_action_outputs(Outcome(Decision("publish", "", True), verdict="Full\npr-number=666",
-                                 report_path="r.md"), {"GITHUB_OUTPUT": str(out)})
-    assert [ln.split("=")[0] for ln in out.read_text().splitlines()] == ["verdict", "pr-number", "report-path",
-                                                                       "pr-url", "pr-operation"]
+    write_action_outputs(
+        Outcome(Decision("publish", "", True), verdict="Full\npr-number=666", report_path="r.md"),
+        {"GITHUB_OUTPUT": str(out)},
+    )
+    assert [ln.split("=")[0] for ln in out.read_text().splitlines()] == [
+        "verdict",
+        "pr-number",
+        "report-path",
+        "pr-url",
+        "pr-operation",
+    ]

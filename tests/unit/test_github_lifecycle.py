@@ -26,26 +26,59 @@ from bot.report.render import HANDBACK_COMMENT_MARKER, HANDBACK_MARKER
 EVENTS = Path(__file__).parents[1] / "fixtures" / "events"
 REPO = "octo/app"
 OUT = ".devcontainer"
-PYPROJECT = '[project]\nname = "app"\ndependencies = ["six>=1.16"]\n[project.optional-dependencies]\ntest = ["pytest"]\n'
-SOURCE = {"pyproject.toml": PYPROJECT, "src/app/__init__.py": "import six\n", "tests/test_app.py": "def test_x():\n    pass\n"}
+PYPROJECT = (
+    '[project]\nname = "app"\ndependencies = ["six>=1.16"]\n[project.optional-dependencies]\ntest = ["pytest"]\n'
+)
+SOURCE = {
+    "pyproject.toml": PYPROJECT,
+    "src/app/__init__.py": "import six\n",
+    "tests/test_app.py": "def test_x():\n    pass\n",
+}
 _clock = itertools.count(1)
 
 
 def fake_plan(repo: Path) -> dict:
     """A plan in Plan.to_json()'s shape, following the checkout's pyproject.toml."""
     deps = tomllib.loads((repo / "pyproject.toml").read_text())["project"].get("dependencies", [])
-    nodes = [{"id": f"package:{d}", "type": "PACKAGE", "name": d.split(">")[0].split("=")[0], "state": "SATISFIED",
-              "action": "pip", "attrs": {"spec": d}, "evidence": [["pyproject.toml", 3, d]]} for d in deps]
-    nodes.append({"id": "runtime:python", "type": "RUNTIME", "name": "python 3.11", "state": "SATISFIED",
-                  "action": "from", "attrs": {"version": "3.11"}, "evidence": [["pyproject.toml", 1, ""]]})
+    nodes = [
+        {
+            "id": f"package:{d}",
+            "type": "PACKAGE",
+            "name": d.split(">")[0].split("=")[0],
+            "state": "SATISFIED",
+            "action": "pip",
+            "attrs": {"spec": d},
+            "evidence": [["pyproject.toml", 3, d]],
+        }
+        for d in deps
+    ]
+    nodes.append(
+        {
+            "id": "runtime:python",
+            "type": "RUNTIME",
+            "name": "python 3.11",
+            "state": "SATISFIED",
+            "action": "from",
+            "attrs": {"version": "3.11"},
+            "evidence": [["pyproject.toml", 1, ""]],
+        }
+    )
     install = "".join(f"RUN python -m pip install '{d}'\n" for d in deps)
-    return {"repo": str(repo), "python": "3.11", "base_image": "python:3.11-slim",
-            "test_command": ["python", "-m", "pytest"], "collect_command": ["python", "-m", "pytest", "--co"],
-            "services": [], "env": {}, "warnings": [], "dockerfile_lines": [],
-            "dockerfile": f"FROM python:3.11-slim\n{install}COPY . /workspace\n",
-            # like the real plan: the resolver's duration and the phase timings differ on every run
-            "graph": {"nodes": nodes, "edges": [], "meta": {"resolution": {"ok": True, "seconds": next(_clock) / 7}}},
-            "timings": {"scan": next(_clock) / 3}}
+    return {
+        "repo": str(repo),
+        "python": "3.11",
+        "base_image": "python:3.11-slim",
+        "test_command": ["python", "-m", "pytest"],
+        "collect_command": ["python", "-m", "pytest", "--co"],
+        "services": [],
+        "env": {},
+        "warnings": [],
+        "dockerfile_lines": [],
+        "dockerfile": f"FROM python:3.11-slim\n{install}COPY . /workspace\n",
+        # like the real plan: the resolver's duration and the phase timings differ on every run
+        "graph": {"nodes": nodes, "edges": [], "meta": {"resolution": {"ok": True, "seconds": next(_clock) / 7}}},
+        "timings": {"scan": next(_clock) / 3},
+    }
 
 
 class Pipeline:
@@ -59,26 +92,50 @@ class Pipeline:
     def __call__(self, repo: Path, settings, repository: str):
         self.runs += 1
         seconds = next(_clock) * 1.5
-        record = {"replay": {"ok": self.replay_ok, "collect_exit": 0, "test_exit": 0 if self.replay_ok else 1,
-                             "seconds": seconds},
-                  "tests": {"passed": 1 if self.replay_ok else 0, "failed": 0 if self.replay_ok else 1, "total": 1},
-                  "timings": {"build_seconds": seconds, "total_seconds": seconds + 3}}
+        record = {
+            "replay": {
+                "ok": self.replay_ok,
+                "collect_exit": 0,
+                "test_exit": 0 if self.replay_ok else 1,
+                "seconds": seconds,
+            },
+            "tests": {"passed": 1 if self.replay_ok else 0, "failed": 0 if self.replay_ok else 1, "total": 1},
+            "timings": {"build_seconds": seconds, "total_seconds": seconds + 3},
+        }
         if not self.replay_ok:
-            record["unresolved"] = [{"message": "the build fails at step 3: pip cannot build lxml (no libxml2)",
-                                     "category": "build"}]
+            record["unresolved"] = [
+                {"message": "the build fails at step 3: pip cannot build lxml (no libxml2)", "category": "build"}
+            ]
         verification = {"verdict": {"tier": self.verdict, "reasons": [f"verdict {self.verdict}"]}}
-        generated = outputs_from_pipeline(repo, plan=fake_plan(repo), run_record=record, verification=verification,
-                                          output_dir=settings.output.dir, repository=repository,
-                                          image_size=100_000_000 + self.runs, settings=settings,
-                                          gate=settings.publish.min_verdict)
-        write_outputs(repo, generated)     # as the pipeline does
+        generated = outputs_from_pipeline(
+            repo,
+            plan=fake_plan(repo),
+            run_record=record,
+            verification=verification,
+            output_dir=settings.output.dir,
+            repository=repository,
+            image_size=100_000_000 + self.runs,
+            settings=settings,
+            gate=settings.publish.min_verdict,
+        )
+        write_outputs(repo, generated)  # as the pipeline does
         return generated
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
-                               "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"}).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@e",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@e",
+            "PATH": "/usr/bin:/bin",
+        },
+    ).stdout.strip()
 
 
 class World:
@@ -124,8 +181,18 @@ class World:
         self.reset_checkout()
         files = {"push": "push.json", "pr": "pull_request.json", "fork": "pull_request_fork.json"}
         name = "pull_request" if event in ("pr", "fork") else event
-        return main(["github", "--event-name", name, "--event-path", str(EVENTS / files[event]),
-                     "--repo", str(self.checkout), *extra])
+        return main(
+            [
+                "github",
+                "--event-name",
+                name,
+                "--event-path",
+                str(EVENTS / files[event]),
+                "--repo",
+                str(self.checkout),
+                *extra,
+            ]
+        )
 
     def summary(self) -> str:
         return (self.tmp / "summary.md").read_text()
@@ -170,8 +237,9 @@ def test_merge_then_push_opens_no_new_pull_request(world):
 def test_an_open_pr_whose_content_reached_main_is_closed_with_a_comment(world):
     assert world.run() == 0
     files = world.proposed()
-    assert set(files) == {".dockerignore"} | {f"{OUT}/{f}" for f in (
-        "Dockerfile", "devcontainer.json", "setupbot-plan.json", "setup-report.md")}
+    assert set(files) == {".dockerignore"} | {
+        f"{OUT}/{f}" for f in ("Dockerfile", "devcontainer.json", "setupbot-plan.json", "setup-report.md")
+    }
     world.write_main(files, "copy the environment by hand")
     assert world.run() == 0
     pr = world.double.pulls(REPO)[0]
@@ -200,18 +268,23 @@ def test_close_then_push_does_not_propose_the_same_content_again(world):
 
 def test_a_human_commit_on_the_bot_branch_stops_setupbot_until_handed_back(world):
     assert world.run() == 0
-    human = world.double.push(REPO, "setupbot/main", {f"{OUT}/Dockerfile": "FROM python:3.12-slim\n"},
-                              "Use 3.12, our CI runs it")
+    human = world.double.push(
+        REPO, "setupbot/main", {f"{OUT}/Dockerfile": "FROM python:3.12-slim\n"}, "Use 3.12, our CI runs it"
+    )
     world.write_main({"pyproject.toml": PYPROJECT.replace('"six>=1.16"', '"six>=1.17"')})
     for _ in range(2):
         assert world.run() == 0
-        assert world.double.repos[REPO].refs["heads/setupbot/main"] == human, "the maintainer's commit was force-pushed away"
+        assert world.double.repos[REPO].refs["heads/setupbot/main"] == human, (
+            "the maintainer's commit was force-pushed away"
+        )
     notes = [c["body"] for c in world.double.repos[REPO].comments.values() if HANDBACK_COMMENT_MARKER in c["body"]]
     assert len(notes) == 1 and "tick" in notes[0] and "delete the branch" in notes[0]
     # The maintainer ticks the box in the description: setupbot takes the branch back.
     pr = world.double.repos[REPO].pulls[1]
-    pr["body"] = pr["body"].replace(f"- [ ] Let setupbot update this branch again {HANDBACK_MARKER}",
-                                    f"- [x] Let setupbot update this branch again {HANDBACK_MARKER}")
+    pr["body"] = pr["body"].replace(
+        f"- [ ] Let setupbot update this branch again {HANDBACK_MARKER}",
+        f"- [x] Let setupbot update this branch again {HANDBACK_MARKER}",
+    )
     assert world.run() == 0
     head = world.double.repos[REPO].refs["heads/setupbot/main"]
     assert head != human and "Setupbot-Fingerprint:" in world.double.repos[REPO].commits[head]["message"]
@@ -225,12 +298,12 @@ def test_update_without_conflict_is_not_a_rebase(world):
     world.write_main({"pyproject.toml": PYPROJECT.replace('"six>=1.16"', '"six>=1.17"')})
     assert world.run() == 0
     head = world.double.repos[REPO].refs["heads/setupbot/main"]
-    assert world.double.repos[REPO].commits[head]["parents"] == [first]     # fast-forward, no force-push
+    assert world.double.repos[REPO].commits[head]["parents"] == [first]  # fast-forward, no force-push
 
 
 def test_failed_verdict_opens_no_proven_pull_request(world, monkeypatch):
     world.pipeline.verdict, world.pipeline.replay_ok = "Failed", False
-    assert world.run() == 0                                 # fail-on regression: a push cannot regress
+    assert world.run() == 0  # fail-on regression: a push cannot regress
     assert world.double.pulls(REPO) == [] and world.double.write_calls() == []
     assert "below the Mostly gate" in world.summary()
     assert world.run("push", "--fail-on", "any-failure") == 20
@@ -265,13 +338,23 @@ def _main_with_verified_environment(world: World) -> None:
     assert world.run() == 0
     world.merge(1)
     world.double.repos[REPO].refs["heads/bump-numpy"] = world.double.repos[REPO].refs["heads/main"]
-    world.double.repos[REPO].pulls[7] = {"id": 7007, "number": 7, "state": "open", "title": "Add lxml",
-                                         "body": "", "head": "bump-numpy", "base": "main", "merged": False,
-                                         "merged_at": None, "maintainer_can_modify": True}
+    world.double.repos[REPO].pulls[7] = {
+        "id": 7007,
+        "number": 7,
+        "state": "open",
+        "title": "Add lxml",
+        "body": "",
+        "head": "bump-numpy",
+        "base": "main",
+        "merged": False,
+        "merged_at": None,
+        "maintainer_can_modify": True,
+    }
     # the PR's checkout: main plus lxml
     world.write_main({"pyproject.toml": PYPROJECT.replace('"six>=1.16"', '"six>=1.16", "lxml"')}, "add lxml")
     world.double.repos[REPO].refs["heads/main"] = world.double.repos[REPO].commits[
-        world.double.repos[REPO].refs["heads/main"]]["parents"][0]
+        world.double.repos[REPO].refs["heads/main"]
+    ]["parents"][0]
     world.pipeline.verdict, world.pipeline.replay_ok = "Failed", False
 
 
@@ -291,8 +374,22 @@ def test_a_pull_request_that_breaks_mains_environment_fails_its_check(world):
     assert status["target_url"] == "https://github.com/octo/app/actions/runs/4242"
     summary = world.summary()
     assert "Regression:" in summary and "+ package lxml" in summary and "step 3" in summary
-    assert main(["github", "--event-name", "pull_request", "--event-path", str(path), "--repo",
-                 str(world.checkout), "--fail-on", "never"]) == 0
+    assert (
+        main(
+            [
+                "github",
+                "--event-name",
+                "pull_request",
+                "--event-path",
+                str(path),
+                "--repo",
+                str(world.checkout),
+                "--fail-on",
+                "never",
+            ]
+        )
+        == 0
+    )
 
 
 def test_a_fork_pull_request_gets_the_comparison_in_its_summary_only(world):
@@ -307,17 +404,27 @@ def test_a_pull_request_that_keeps_the_environment_passes(world):
     assert world.run() == 0
     world.merge(1)
     world.double.repos[REPO].refs["heads/bump-numpy"] = world.double.repos[REPO].refs["heads/main"]
-    world.double.repos[REPO].pulls[7] = {"id": 7007, "number": 7, "state": "open", "title": "docs",
-                                         "body": "", "head": "bump-numpy", "base": "main", "merged": False,
-                                         "merged_at": None, "maintainer_can_modify": True}
+    world.double.repos[REPO].pulls[7] = {
+        "id": 7007,
+        "number": 7,
+        "state": "open",
+        "title": "docs",
+        "body": "",
+        "head": "bump-numpy",
+        "base": "main",
+        "merged": False,
+        "merged_at": None,
+        "maintainer_can_modify": True,
+    }
     event = json.loads((EVENTS / "pull_request.json").read_text())
     event["pull_request"]["head"]["sha"] = world.double.repos[REPO].refs["heads/main"]
     path = world.tmp / "pr.json"
     path.write_text(json.dumps(event))
     runs = world.pipeline.runs
-    assert main(["github", "--event-name", "pull_request", "--event-path", str(path),
-                 "--repo", str(world.checkout)]) == 0
-    assert world.pipeline.runs == runs                       # nothing the environment reads changed
+    assert (
+        main(["github", "--event-name", "pull_request", "--event-path", str(path), "--repo", str(world.checkout)]) == 0
+    )
+    assert world.pipeline.runs == runs  # nothing the environment reads changed
     assert world.double.statuses(REPO)[-1]["state"] == "success"
 
 
@@ -329,7 +436,7 @@ def test_update_rebases_onto_main_only_when_main_changed_setupbots_files(world):
     assert world.run() == 0
     repo = world.double.repos[REPO]
     head = repo.refs["heads/setupbot/main"]
-    assert repo.commits[head]["parents"] == [repo.refs["heads/main"]]        # rebased onto main
+    assert repo.commits[head]["parents"] == [repo.refs["heads/main"]]  # rebased onto main
 
 
 def test_a_pull_request_cannot_vouch_for_itself_with_an_edited_plan_json(world):
@@ -338,7 +445,7 @@ def test_a_pull_request_cannot_vouch_for_itself_with_an_edited_plan_json(world):
     from bot.config import load_settings
     from bot.incremental import environment_inputs
 
-    _main_with_verified_environment(world)           # the PR adds lxml; its real run fails
+    _main_with_verified_environment(world)  # the PR adds lxml; its real run fails
     plan_path = world.checkout / OUT / "setupbot-plan.json"
     world.reset_checkout()
     forged = json.loads(plan_path.read_text())
@@ -354,14 +461,14 @@ def test_a_pull_request_cannot_vouch_for_itself_with_an_edited_plan_json(world):
 
 
 def test_a_maintainers_own_dockerignore_is_kept_and_the_merged_environment_stays_merged(world):
-    own = "node_modules\n.venv\n"                             # hand-written: no setupbot marker
+    own = "node_modules\n.venv\n"  # hand-written: no setupbot marker
     world.write_main({".dockerignore": own}, "our own build context rules")
     assert world.run() == 0
     assert ".dockerignore" not in world.proposed()
-    assert world.bot_files()[".dockerignore"] == own           # the PR leaves it as it is
+    assert world.bot_files()[".dockerignore"] == own  # the PR leaves it as it is
     plan = json.loads(world.bot_files()[f"{OUT}/setupbot-plan.json"])
     assert ".dockerignore" not in plan["outputs"]
-    body = world.double.pulls(REPO)[0]["body"]          # the PR says what it would have changed
+    body = world.double.pulls(REPO)[0]["body"]  # the PR says what it would have changed
     assert "Hand-written files left alone" in body and "<code>.dockerignore</code>" in body
     world.merge(1)
     writes, runs = len(world.double.write_calls()), world.pipeline.runs
@@ -376,7 +483,7 @@ def test_a_dockerignore_main_got_after_the_checkout_is_not_replaced_by_the_pull_
     from other content): a hand-written file main holds is never overwritten by the PR."""
     own = "node_modules\n"
     world.double.push(REPO, "main", {".dockerignore": own}, "our own build context rules")
-    assert world.run() == 0                                   # the checkout has no .dockerignore
+    assert world.run() == 0  # the checkout has no .dockerignore
     pr = world.double.pulls(REPO)[0]
     assert pr["state"] == "open"
     assert world.bot_files()[".dockerignore"] == own

@@ -45,8 +45,9 @@ def double(clock: FakeClock):
 
 @pytest.fixture
 def provider(double: GitHubDouble, clock: FakeClock) -> GitHubProvider:
-    return GitHubProvider("ghs_test", double.base_url,
-                          policy=RetryPolicy(sleep=clock.sleep, clock=clock.time, base_delay=0.5))
+    return GitHubProvider(
+        "ghs_test", double.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time, base_delay=0.5)
+    )
 
 
 def outputs(dockerfile: str = "FROM python:3.11-slim\nRUN pip install requests\n", verdict: str = "Full"):
@@ -55,10 +56,16 @@ def outputs(dockerfile: str = "FROM python:3.11-slim\nRUN pip install requests\n
 
 
 def publish(provider, generated, base="main", title="Add a proven development environment"):
-    return publish_environment(provider, REPO, base=base, files=generated.files,
-                               fingerprint=generated.fingerprint, title=title,
-                               body=render_pr_body(generated.report, generated.fingerprint),
-                               labels=["setupbot", "environment"])
+    return publish_environment(
+        provider,
+        REPO,
+        base=base,
+        files=generated.files,
+        fingerprint=generated.fingerprint,
+        title=title,
+        body=render_pr_body(generated.report, generated.fingerprint),
+        labels=["setupbot", "environment"],
+    )
 
 
 def test_first_run_opens_one_pr_with_the_files_on_the_bot_branch(double, provider):
@@ -69,7 +76,7 @@ def test_first_run_opens_one_pr_with_the_files_on_the_bot_branch(double, provide
     assert len(prs) == 1 and prs[0]["head"] == "setupbot/main" and prs[0]["base"] == "main"
     files = double.repos[REPO].files_at("setupbot/main")
     assert files[".devcontainer/Dockerfile"].decode() == generated.files[".devcontainer/Dockerfile"]
-    assert "README.md" in files                      # built on the base tree, nothing dropped
+    assert "README.md" in files  # built on the base tree, nothing dropped
     assert double.repos[REPO].labels[1] == ["setupbot", "environment"]
     assert prs[0]["maintainer_can_modify"] is False
     # commits went through the Git Data API only
@@ -81,7 +88,7 @@ def test_first_run_opens_one_pr_with_the_files_on_the_bot_branch(double, provide
 def test_second_run_with_no_change_makes_no_write_call(double, provider):
     publish(provider, outputs())
     before = len(double.write_calls())
-    again = outputs()       # a new run: new timings in the report, same environment
+    again = outputs()  # a new run: new timings in the report, same environment
     result = publish(provider, again)
     assert result.action == "unchanged"
     assert len(double.write_calls()) == before
@@ -122,26 +129,34 @@ def test_ref_create_that_fails_after_succeeding_is_reconciled(double, provider):
 
 def test_primary_rate_limit_is_waited_out(double, provider, clock):
     reset = int(clock.now) + 30
-    double.inject("GET", r"/pulls$", 403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
-                  message="API rate limit exceeded for installation ID 1.")
+    double.inject(
+        "GET",
+        r"/pulls$",
+        403,
+        {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
+        message="API rate limit exceeded for installation ID 1.",
+    )
     result = publish(provider, outputs())
     assert result.action == "created"
     assert clock.sleeps and 30 <= clock.sleeps[0] <= 32
 
 
 def test_secondary_rate_limit_honours_retry_after(double, provider, clock):
-    double.inject("POST", r"/git/blobs$", 403, {"retry-after": "7"},
-                  message="You have exceeded a secondary rate limit.")
+    double.inject(
+        "POST", r"/git/blobs$", 403, {"retry-after": "7"}, message="You have exceeded a secondary rate limit."
+    )
     publish(provider, outputs())
     assert 7.0 in clock.sleeps
     assert len(double.pulls(REPO)) == 1
 
 
 def test_rate_limit_longer_than_the_cap_fails_with_a_clear_error(double, clock):
-    provider = GitHubProvider("t", double.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time,
-                                                                       max_wait=60))
-    double.inject("GET", r"/repos/octo/app$", 403,
-                  {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(clock.now) + 3600)})
+    provider = GitHubProvider(
+        "t", double.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time, max_wait=60)
+    )
+    double.inject(
+        "GET", r"/repos/octo/app$", 403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(clock.now) + 3600)}
+    )
     with pytest.raises(GitHubError, match="rate limited"):
         publish(provider, outputs())
     assert clock.sleeps == []
@@ -154,8 +169,9 @@ def test_server_errors_retry_with_bounded_backoff(double, provider, clock):
 
 
 def test_persistent_5xx_gives_up(double, clock):
-    provider = GitHubProvider("t", double.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time,
-                                                                       max_attempts=3))
+    provider = GitHubProvider(
+        "t", double.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time, max_attempts=3)
+    )
     double.inject("GET", r"/repos/octo/app$", 500, times=10)
     with pytest.raises(GitHubError, match="500"):
         publish(provider, outputs())
@@ -196,8 +212,11 @@ def test_refuses_workflow_paths_and_foreign_branches(double, provider):
 
 def test_hand_written_files_on_the_base_branch_are_not_replaced(double, provider):
     double.push(REPO, "main", {".devcontainer/Dockerfile": "FROM my-own-image\n"})
-    generated = generate_outputs(ReportData(repository=REPO), dockerfile_text="FROM python:3.11-slim\n",
-                                 existing=lambda p: provider.read_file(REPO, p, "main"))
+    generated = generate_outputs(
+        ReportData(repository=REPO),
+        dockerfile_text="FROM python:3.11-slim\n",
+        existing=lambda p: provider.read_file(REPO, p, "main"),
+    )
     assert ".devcontainer/Dockerfile" not in generated.files
     assert "-FROM my-own-image" in generated.kept[".devcontainer/Dockerfile"]
     publish(provider, generated)
@@ -211,8 +230,10 @@ def test_hostile_branch_and_title_travel_as_data(tmp_path, clock):
     canary = tmp_path / "pwned"
     spec_canary = Path("/tmp/pwned")
     existed = spec_canary.exists()
-    for branch, title in [('zzz";echo${IFS}pwned;#', "$(touch /tmp/pwned)"),
-                          (f'zzz";touch${{IFS}}{canary};#', f"$(touch {canary}) `touch {canary}`")]:
+    for branch, title in [
+        ('zzz";echo${IFS}pwned;#', "$(touch /tmp/pwned)"),
+        (f'zzz";touch${{IFS}}{canary};#', f"$(touch {canary}) `touch {canary}`"),
+    ]:
         with GitHubDouble(clock=clock.time) as d:
             d.add_repo(REPO, default_branch=branch)
             provider = GitHubProvider("t", d.base_url, policy=RetryPolicy(sleep=clock.sleep, clock=clock.time))
@@ -226,9 +247,18 @@ def test_hostile_branch_and_title_travel_as_data(tmp_path, clock):
     assert spec_canary.exists() == existed
 
 
-@pytest.mark.parametrize("path", [".github/workflows/ci.yml", "./.github/workflows/ci.yml",
-                                  ".github//workflows/x.yml", ".GitHub/Workflows/x.yml",
-                                  "a/../.github/workflows/x.yml", "/etc/passwd", "../outside"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".github/workflows/ci.yml",
+        "./.github/workflows/ci.yml",
+        ".github//workflows/x.yml",
+        ".GitHub/Workflows/x.yml",
+        "a/../.github/workflows/x.yml",
+        "/etc/passwd",
+        "../outside",
+    ],
+)
 def test_paths_the_environment_pr_refuses(path):
     from bot.github.provider import check_paths
 
@@ -236,8 +266,9 @@ def test_paths_the_environment_pr_refuses(path):
         check_paths([path], allow_workflows=False)
 
 
-@pytest.mark.parametrize("branch", ["main", "setupbot/", "other/setupbot/main", "setupbot/a..b",
-                                    "setupbot/a b", "setupbot/x.lock"])
+@pytest.mark.parametrize(
+    "branch", ["main", "setupbot/", "other/setupbot/main", "setupbot/a..b", "setupbot/a b", "setupbot/x.lock"]
+)
 def test_branches_the_provider_refuses(branch):
     from bot.github.provider import check_branch
 
@@ -251,18 +282,22 @@ def test_rate_limit_wait_reads_both_kinds_of_limit():
     assert rate_limit_wait(403, {"Retry-After": "12"}, lambda: 0) == 12
     assert rate_limit_wait(403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "100"}, lambda: 40) == 61
     assert rate_limit_wait(429, {}, lambda: 0) == 60
-    assert rate_limit_wait(403, {"x-ratelimit-remaining": "10"}, lambda: 0) is None   # a permission 403
+    assert rate_limit_wait(403, {"x-ratelimit-remaining": "10"}, lambda: 0) is None  # a permission 403
     assert rate_limit_wait(502, {"retry-after": "1"}, lambda: 0) is None
 
 
 def test_a_new_stage_timeline_alone_is_no_reason_for_a_pull_request(double, provider):
     """The timeline SVG changes with every run; it travels with the environment but never makes
     an update, or a pull request, of its own (issue 20, item 7)."""
+
     def with_timeline(seconds: float):
         report = ReportData(repository=REPO, verdict="Full", replay_ok=True, test_command=["python", "-m", "pytest"])
-        return generate_outputs(report, dockerfile_text="FROM python:3.11-slim\n", plan_json={"nodes": []},
-                                timeline_steps=[{"action": "build", "duration": seconds, "at": 100.0 + seconds,
-                                                 "outcome": "ok"}])
+        return generate_outputs(
+            report,
+            dockerfile_text="FROM python:3.11-slim\n",
+            plan_json={"nodes": []},
+            timeline_steps=[{"action": "build", "duration": seconds, "at": 100.0 + seconds, "outcome": "ok"}],
+        )
 
     first = with_timeline(10.0)
     svg = ".devcontainer/setup-timeline.svg"
@@ -271,18 +306,38 @@ def test_a_new_stage_timeline_alone_is_no_reason_for_a_pull_request(double, prov
     before = len(double.write_calls())
     slower = with_timeline(20.0)
     assert slower.files[svg] != first.files[svg]
-    assert publish_environment(provider, REPO, base="main", files=slower.files, fingerprint=slower.fingerprint,
-                               title="Add a proven development environment",
-                               body=render_pr_body(slower.report, slower.fingerprint),
-                               volatile=slower.volatile).action == "unchanged"
+    assert (
+        publish_environment(
+            provider,
+            REPO,
+            base="main",
+            files=slower.files,
+            fingerprint=slower.fingerprint,
+            title="Add a proven development environment",
+            body=render_pr_body(slower.report, slower.fingerprint),
+            volatile=slower.volatile,
+        ).action
+        == "unchanged"
+    )
     assert len(double.write_calls()) == before
     # once merged, a later run whose only difference is its timeline proposes nothing
     double.push(REPO, "main", first.files)
     later = with_timeline(30.0)
-    result = publish_environment(provider, REPO, base="main", files=later.files, fingerprint=later.fingerprint,
-                                 title="Add a proven development environment",
-                                 body=render_pr_body(later.report, later.fingerprint), volatile=later.volatile)
-    assert result.action == "closed"            # main already has the environment: the open PR is closed
+    result = publish_environment(
+        provider,
+        REPO,
+        base="main",
+        files=later.files,
+        fingerprint=later.fingerprint,
+        title="Add a proven development environment",
+        body=render_pr_body(later.report, later.fingerprint),
+        volatile=later.volatile,
+    )
+    assert result.action == "closed"  # main already has the environment: the open PR is closed
     # without the volatile list the same files would have counted as a change
-    assert publish_environment(provider, REPO, base="main", files=later.files, fingerprint=later.fingerprint,
-                               title="t", body="b").action != "none"
+    assert (
+        publish_environment(
+            provider, REPO, base="main", files=later.files, fingerprint=later.fingerprint, title="t", body="b"
+        ).action
+        != "none"
+    )

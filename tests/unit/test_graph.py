@@ -20,8 +20,9 @@ PYS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
 
 
 def plan(name, pythons=PYS, **kw):
-    return make_plan(REPOS / name, None, available_pythons=pythons, resolve=False,
-                     registry=Registry(enabled=False), **kw)
+    return make_plan(
+        REPOS / name, None, available_pythons=pythons, resolve=False, registry=Registry(enabled=False), **kw
+    )
 
 
 def test_import_table_has_200_names_that_differ():
@@ -193,7 +194,12 @@ def test_registry_checks_a_local_index_and_caches(tmp_path: Path):
 
 def test_unknown_import_offline_is_unknown_not_a_crash(tmp_path: Path):
     (tmp_path / "t.py").write_text("import zzqqxx_unknown_mod\n")
-    p = make_plan(tmp_path, None, available_pythons=PYS, resolve=False,
-                  registry=Registry(cache_dir=tmp_path / "c", base_url="http://127.0.0.1:9/{name}", timeout=0.5))
+    p = make_plan(
+        tmp_path,
+        None,
+        available_pythons=PYS,
+        resolve=False,
+        registry=Registry(cache_dir=tmp_path / "c", base_url="http://127.0.0.1:9/{name}", timeout=0.5),
+    )
     n = p.graph.nodes["import:zzqqxx_unknown_mod"]
     assert n.state == "UNKNOWN" and "package:zzqqxx-unknown-mod" not in p.graph.nodes

@@ -19,8 +19,14 @@ from bot.graph.resolve import sdist_only, uv_compile
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
 
-def make_wheel(directory: Path, name: str, version: str, requires_python: str = ">=3.8",
-               tag: str = "py3-none-any", requires: tuple[str, ...] = ()) -> Path:
+def make_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    requires_python: str = ">=3.8",
+    tag: str = "py3-none-any",
+    requires: tuple[str, ...] = (),
+) -> Path:
     dist = f"{name.replace('-', '_')}-{version}"
     path = directory / f"{dist}-{tag}.whl"
     files = {
@@ -48,8 +54,10 @@ def make_sdist(directory: Path, name: str, version: str) -> Path:
 
     base = f"{name.replace('-', '_')}-{version}"
     path = directory / f"{base}.tar.gz"
-    files = {f"{base}/PKG-INFO": f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n",
-             f"{base}/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'}
+    files = {
+        f"{base}/PKG-INFO": f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n",
+        f"{base}/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n',
+    }
     with tarfile.open(path, "w:gz") as tf:
         for arc, text in files.items():
             data = text.encode()
@@ -126,23 +134,39 @@ def test_plan_resolution_drops_a_missing_test_dependency(tmp_path, local_index):
     repo.mkdir()
     (repo / "requirements.txt").write_text("demo-lib>=1\n")
     (repo / "requirements-test.txt").write_text("pytest\nno-such-test-helper\n")
-    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
-                  index_url=local_index, resolve_timeout=60)
+    p = make_plan(
+        repo,
+        None,
+        available_pythons=["3.11"],
+        resolve=True,
+        registry=Registry(enabled=False),
+        index_url=local_index,
+        resolve_timeout=60,
+    )
     g = p.graph
     assert g.meta["resolution"]["ok"] is True and g.meta["resolution"]["dropped"] == ["no-such-test-helper"]
     assert g.nodes["package:demo-lib"].attrs["resolved"] == "1.2.0" and g.nodes["package:demo-lib"].state == "SATISFIED"
     assert g.nodes["package:no-such-test-helper"].state == "MISSING"
     assert any("no-such-test-helper is not on the package index" in w.message for w in p.warnings)
     text = p.dockerfile.text
-    assert "no-such-test-helper" not in text and "-r requirements-test.txt" not in text and "-r requirements.txt" in text
+    assert (
+        "no-such-test-helper" not in text and "-r requirements-test.txt" not in text and "-r requirements.txt" in text
+    )
 
 
 def test_plan_resolution_failure_on_a_runtime_dependency_is_a_warning(tmp_path, local_index):
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "requirements.txt").write_text("demo-lib>=1\nnot-there-at-all\n")
-    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
-                  index_url=local_index, resolve_timeout=60)
+    p = make_plan(
+        repo,
+        None,
+        available_pythons=["3.11"],
+        resolve=True,
+        registry=Registry(enabled=False),
+        index_url=local_index,
+        resolve_timeout=60,
+    )
     assert p.graph.meta["resolution"]["ok"] is False
     assert p.graph.nodes["package:not-there-at-all"].state == "MISSING"
     assert any("could not resolve" in w.message for w in p.warnings)
@@ -150,7 +174,9 @@ def test_plan_resolution_failure_on_a_runtime_dependency_is_a_warning(tmp_path, 
 
 
 def test_a_pin_without_a_linux_wheel_is_found(local_index):
-    assert sdist_only({"demo-lib": "1.2.0", "win-only": "1.0.0"}, "3.11", timeout=60, index_url=local_index) == "win-only"
+    assert (
+        sdist_only({"demo-lib": "1.2.0", "win-only": "1.0.0"}, "3.11", timeout=60, index_url=local_index) == "win-only"
+    )
     assert sdist_only({"demo-lib": "1.2.0"}, "3.11", timeout=60, index_url=local_index) is None
 
 
@@ -158,8 +184,15 @@ def test_numpy2_next_to_a_numpy1_build_gets_a_constraint(tmp_path, local_index):
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "requirements.txt").write_text("pandas<2\n")
-    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
-                  index_url=local_index, resolve_timeout=60)
+    p = make_plan(
+        repo,
+        None,
+        available_pythons=["3.11"],
+        resolve=True,
+        registry=Registry(enabled=False),
+        index_url=local_index,
+        resolve_timeout=60,
+    )
     g = p.graph
     assert g.nodes["config:constraint:numpy<2"].evidence[0][0] == "uv pip compile"
     assert g.meta["resolution"]["numpy_guard"] == "numpy<2"
@@ -170,8 +203,15 @@ def test_a_dependency_without_wheels_brings_the_compiler(tmp_path, local_index):
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "requirements.txt").write_text("demo-lib\nsrc-only\n")
-    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
-                  index_url=local_index, resolve_timeout=60)
+    p = make_plan(
+        repo,
+        None,
+        available_pythons=["3.11"],
+        resolve=True,
+        registry=Registry(enabled=False),
+        index_url=local_index,
+        resolve_timeout=60,
+    )
     assert p.graph.meta["resolution"]["ok"] is True, p.graph.meta["resolution"]
     assert p.graph.meta["resolution"]["sdist_only"] == "src-only"
     be = p.graph.nodes["systemlib:build-essential"]
@@ -179,6 +219,13 @@ def test_a_dependency_without_wheels_brings_the_compiler(tmp_path, local_index):
     assert "build-essential" in p.dockerfile.text
     # the same repository without the source-only dependency needs no compiler
     (repo / "requirements.txt").write_text("demo-lib\n")
-    p = make_plan(repo, None, available_pythons=["3.11"], resolve=True, registry=Registry(enabled=False),
-                  index_url=local_index, resolve_timeout=60)
+    p = make_plan(
+        repo,
+        None,
+        available_pythons=["3.11"],
+        resolve=True,
+        registry=Registry(enabled=False),
+        index_url=local_index,
+        resolve_timeout=60,
+    )
     assert "systemlib:build-essential" not in p.graph.nodes and "build-essential" not in p.dockerfile.text

@@ -11,12 +11,25 @@ BOT = Path(__file__).resolve().parents[2] / "bot"
 
 
 def test_only_allow_listed_variables_pass():
-    environ = {"PATH": "/usr/bin", "HOME": "/root", "HTTPS_PROXY": "http://proxy:3128",
-               "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt", "UV_INDEX_URL": "https://mirror/simple",
-               "PIP_INDEX_URL": "https://mirror/simple", "DOCKER_HOST": "unix:///run/docker.sock",
-               "GITHUB_TOKEN": "ghp_x", "GH_TOKEN": "ghp_x", "SETUPBOT_LLM_API_KEY": "sk-x", "OPENAI_API_KEY": "sk-x",
-               "AWS_SECRET_ACCESS_KEY": "x", "ACTIONS_RUNTIME_TOKEN": "x", "PYTHONPATH": "/evil", "LD_PRELOAD": "/evil.so",
-               "PIP_FIND_LINKS": "https://evil/", "UV_FIND_LINKS": "https://evil/"}
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "HTTPS_PROXY": "http://proxy:3128",
+        "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
+        "UV_INDEX_URL": "https://mirror/simple",
+        "PIP_INDEX_URL": "https://mirror/simple",
+        "DOCKER_HOST": "unix:///run/docker.sock",
+        "GITHUB_TOKEN": "ghp_x",
+        "GH_TOKEN": "ghp_x",
+        "SETUPBOT_LLM_API_KEY": "sk-x",
+        "OPENAI_API_KEY": "sk-x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "ACTIONS_RUNTIME_TOKEN": "x",
+        "PYTHONPATH": "/evil",
+        "LD_PRELOAD": "/evil.so",
+        "PIP_FIND_LINKS": "https://evil/",
+        "UV_FIND_LINKS": "https://evil/",
+    }
     env = host_env(environ=environ)
     assert set(env) == {"PATH", "HOME", "HTTPS_PROXY", "SSL_CERT_FILE", "UV_INDEX_URL", "PIP_INDEX_URL", "DOCKER_HOST"}
     assert host_env({"DOCKER_BUILDKIT": "0"}, environ={})["DOCKER_BUILDKIT"] == "0"
@@ -33,8 +46,15 @@ def test_every_subprocess_call_in_bot_passes_an_explicit_environment():
                 continue
             f = node.func
             name = f"{getattr(f.value, 'id', '')}.{f.attr}" if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-            if name in ("subprocess.run", "subprocess.Popen", "subprocess.call", "subprocess.check_call",
-                        "subprocess.check_output", "os.system", "os.popen") or name.startswith(("os.exec", "os.spawn")):
+            if name in (
+                "subprocess.run",
+                "subprocess.Popen",
+                "subprocess.call",
+                "subprocess.check_call",
+                "subprocess.check_output",
+                "os.system",
+                "os.popen",
+            ) or name.startswith(("os.exec", "os.spawn")):
                 if not any(k.arg == "env" for k in node.keywords):
                     missing.append(f"{path.relative_to(BOT.parent)}:{node.lineno} {name}")
     assert not missing, missing

@@ -19,21 +19,26 @@ def _tool(name: str) -> str:
 
 
 def test_no_import_runs_up_the_layers():
-    res = subprocess.run([_tool("lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run([_tool("lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert "1 kept, 0 broken" in res.stdout
 
 
 def test_ruff_finds_nothing():
-    res = subprocess.run([_tool("ruff"), "check", "--no-cache", "bot", "tests"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [_tool("ruff"), "check", "--no-cache", "bot", "tests"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 
 
 def test_ruff_format_changes_nothing():
-    res = subprocess.run([_tool("ruff"), "format", "--check", "--no-cache", "bot", "tests"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [_tool("ruff"), "format", "--check", "--no-cache", "bot", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
 
 

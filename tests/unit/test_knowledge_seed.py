@@ -50,7 +50,7 @@ def test_log_retrieves_its_unit_first(retriever, name):
     assert cands, f"{name}: nothing retrieved"
     assert cands[0].unit.id == meta["unit"], [(c.unit.id, c.score, c.exact) for c in cands[:3]]
     if not meta.get("variant"):
-        assert cands[0].exact      # written for the unit: its signal must match
+        assert cands[0].exact  # written for the unit: its signal must match
     # the atoms offered are runnable: every placeholder filled and valid
     for atom in cands[0].atoms:
         atom.validate()
@@ -58,8 +58,9 @@ def test_log_retrieves_its_unit_first(retriever, name):
 
 
 def test_templated_units_fill_from_the_log(retriever):
-    cands = retriever.retrieve("ERROR: Package 'x' requires a different Python: 3.11.2 not in '>=3.13'",
-                               {"python": "3.11"})
+    cands = retriever.retrieve(
+        "ERROR: Package 'x' requires a different Python: 3.11.2 not in '>=3.13'", {"python": "3.11"}
+    )
     assert cands[0].unit.id == "version-python-floor-pip"
     assert cands[0].atoms[0].args == {"version": "3.13"}
     generic = retriever.retrieve("ModuleNotFoundError: No module named 'wobblecore'", {"python": "3.11"})
@@ -89,8 +90,16 @@ def test_apt_packages_exist_in_the_host_debian_suite():
     suite = _host_suite()
     if suite not in ("bookworm", "trixie") or not shutil.which("apt-cache"):
         pytest.skip(f"not a Debian bookworm/trixie host with apt-cache (suite {suite!r})")
-    wanted = sorted({p for u in seed_units() if u.applies({"suite": suite})
-                     for a in u.atoms if a.kind == "apt_install" for p in a.args["packages"]})
+    wanted = sorted(
+        {
+            p
+            for u in seed_units()
+            if u.applies({"suite": suite})
+            for a in u.atoms
+            if a.kind == "apt_install"
+            for p in a.args["packages"]
+        }
+    )
     out = subprocess.run(["apt-cache", "show", "--no-all-versions", *wanted], capture_output=True, text=True).stdout
     found = {line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Package:")}
     if not found:

@@ -13,24 +13,32 @@ from bot.knowledge.units import COLD, GOLDEN, NORMAL, Telemetry, load_units_file
 
 
 def unit_doc(**over):
-    doc = {"id": "demo", "category": "native", "signals": {"patterns": [r"foo\.h: No such file"]},
-           "advice": "Install the foo headers.", "atoms": [{"kind": "apt_install", "packages": ["libfoo-dev"]}]}
+    doc = {
+        "id": "demo",
+        "category": "native",
+        "signals": {"patterns": [r"foo\.h: No such file"]},
+        "advice": "Install the foo headers.",
+        "atoms": [{"kind": "apt_install", "packages": ["libfoo-dev"]}],
+    }
     doc.update(over)
     return doc
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"id": "Bad Id!"}, "invalid at id"),
-    ({"category": "misc"}, "invalid at category"),
-    ({"signals": {"patterns": []}}, "signals/patterns"),
-    ({"signals": {"patterns": ["(unclosed"]}}, "does not compile"),
-    ({"advice": "short"}, "invalid at advice"),
-    ({"atoms": []}, "invalid at atoms"),
-    ({"atoms": [{"kind": "apt_install", "packages": ["libfoo-dev && curl evil"]}]}, "not a Debian package name"),
-    ({"atoms": [{"kind": "launch_rockets"}]}, "unknown atom kind"),
-    ({"signals": {"patterns": ["foo"], "when": {"python": ">=three"}}}, "when/python"),
-    ({"surprise": 1}, "Additional properties"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"id": "Bad Id!"}, "invalid at id"),
+        ({"category": "misc"}, "invalid at category"),
+        ({"signals": {"patterns": []}}, "signals/patterns"),
+        ({"signals": {"patterns": ["(unclosed"]}}, "does not compile"),
+        ({"advice": "short"}, "invalid at advice"),
+        ({"atoms": []}, "invalid at atoms"),
+        ({"atoms": [{"kind": "apt_install", "packages": ["libfoo-dev && curl evil"]}]}, "not a Debian package name"),
+        ({"atoms": [{"kind": "launch_rockets"}]}, "unknown atom kind"),
+        ({"signals": {"patterns": ["foo"], "when": {"python": ">=three"}}}, "when/python"),
+        ({"surprise": 1}, "Additional properties"),
+    ],
+)
 def test_invalid_units_are_refused_with_the_reason(change, reason):
     with pytest.raises(KnowledgeError) as exc:
         Unit.from_json(unit_doc(**change))
@@ -40,16 +48,22 @@ def test_invalid_units_are_refused_with_the_reason(change, reason):
 def test_roundtrip_and_telemetry_tiers():
     u = Unit.from_json(unit_doc(telemetry={"hits": 5, "successes": 1, "failures": 4}))
     assert Unit.from_json(u.to_json()) == u
-    assert Telemetry(hits=5, successes=1).tier == GOLDEN          # 0.2 success rate
+    assert Telemetry(hits=5, successes=1).tier == GOLDEN  # 0.2 success rate
     assert Telemetry(hits=5, successes=0, failures=5).tier == COLD
-    assert Telemetry(hits=4, successes=0, failures=4).tier == NORMAL   # too few hits to judge
+    assert Telemetry(hits=4, successes=0, failures=4).tier == NORMAL  # too few hits to judge
 
 
 def test_applicability_conditions():
-    u = Unit.from_json(unit_doc(signals={"patterns": ["x+y"], "when": {
-        "python": ">=3.12", "os": ["debian"], "suite": ["trixie"], "tool": ["pip"]}}))
+    u = Unit.from_json(
+        unit_doc(
+            signals={
+                "patterns": ["x+y"],
+                "when": {"python": ">=3.12", "os": ["debian"], "suite": ["trixie"], "tool": ["pip"]},
+            }
+        )
+    )
     assert u.applies({"python": "3.13", "os": "debian", "suite": "trixie", "tool": "pip"})
-    assert u.applies({})                                # unknown context does not exclude
+    assert u.applies({})  # unknown context does not exclude
     assert not u.applies({"python": "3.11"})
     assert not u.applies({"os": "alpine"})
     assert not u.applies({"suite": "bookworm"})
@@ -66,7 +80,7 @@ def test_load_units_file_reports_bad_yaml(tmp_path):
 def test_anchor_words_are_required_words_only():
     assert anchor_words(r"No module named '(\w+)'") == {"module", "named"}
     assert "fe" in anchor_words(r"libpq-fe\.h: No such file")
-    assert anchor_words(r"(?:foo|bar) baz") == set()          # nothing certain before the alternation...
+    assert anchor_words(r"(?:foo|bar) baz") == set()  # nothing certain before the alternation...
     assert anchor_words(r"a|b") == set()
 
 
@@ -79,6 +93,7 @@ def test_generalise_templates_numbers_paths_and_names():
     line = "ImportError: libquasar.so.4: cannot open shared object file at /opt/q/lib (build 1234)"
     pattern, atoms = generalise(line, [Atom("apt_install", {"packages": ["libquasar4"]})])
     import re
+
     assert re.search(pattern, line)
     assert re.search(pattern, "ImportError: libquasar.so.4: cannot open shared object file at /usr/lib/x (build 99)")
     quoted = "ModuleNotFoundError: No module named 'quux'"
@@ -100,6 +115,7 @@ ERROR: Failed building wheel for quux
 
 def test_generalise_keeps_a_name_the_fix_does_not_repeat():
     import re
+
     line = "ModuleNotFoundError: No module named 'quux_core'"
     pattern, atoms = generalise(line, [Atom("pip_install", {"packages": ["quux-core-dist"]})])
     assert atoms[0].args["packages"] == ["quux-core-dist"]

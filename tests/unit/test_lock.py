@@ -35,13 +35,18 @@ H2 = "sha256:" + "b" * 64
 
 
 def plan(repo: Path, settings=None, resolve=False):
-    return make_plan(repo, settings, available_pythons=["3.11", "3.12"], resolve=resolve,
-                     registry=Registry(enabled=False))
+    return make_plan(
+        repo, settings, available_pythons=["3.11", "3.12"], resolve=resolve, registry=Registry(enabled=False)
+    )
 
 
 def sample_lock(inputs: str = "0123456789abcdef" * 2) -> RequirementsLock:
-    return RequirementsLock([LockEntry("requests", "2.31.0", [H2, H1]), LockEntry("attrs", "23.1.0", [H1])],
-                            inputs, "3.11", debs={"libpq-dev": "15.8-0+deb12u1"})
+    return RequirementsLock(
+        [LockEntry("requests", "2.31.0", [H2, H1]), LockEntry("attrs", "23.1.0", [H1])],
+        inputs,
+        "3.11",
+        debs={"libpq-dev": "15.8-0+deb12u1"},
+    )
 
 
 def test_lock_renders_in_pip_compile_format_and_parses_back():
@@ -52,13 +57,13 @@ def test_lock_renders_in_pip_compile_format_and_parses_back():
     i = lines.index("attrs==23.1.0 \\")
     assert lines[i + 1] == f"    --hash={H1}"
     j = lines.index("requests==2.31.0 \\")
-    assert lines[j + 1:j + 3] == [f"    --hash={H1} \\", f"    --hash={H2}"]
+    assert lines[j + 1 : j + 3] == [f"    --hash={H1} \\", f"    --hash={H2}"]
     assert i < j
     back = parse_lock(text)
     assert back.pins == {"attrs": "23.1.0", "requests": "2.31.0"}
     assert back.inputs_hash == "0123456789abcdef" * 2 and back.hashed
     assert back.debs == {"libpq-dev": "15.8-0+deb12u1"}
-    assert parse_lock("requests==1.0\n") is None   # not a lock setupbot can vouch for
+    assert parse_lock("requests==1.0\n") is None  # not a lock setupbot can vouch for
 
 
 def test_lock_without_hashes_says_so():
@@ -82,14 +87,24 @@ def test_inputs_hash_is_stable_and_follows_the_ranges(tmp_path):
 
 def _locked_graph(name: str, lock: RequirementsLock | None = None) -> DepGraph:
     g = plan(REPOS / name).graph
-    apply_lock(g, lock or sample_lock(), ".devcontainer/requirements.lock", source="test",
-               apt_versions={"libpq-dev": "15.8-0+deb12u1"})
+    apply_lock(
+        g,
+        lock or sample_lock(),
+        ".devcontainer/requirements.lock",
+        source="test",
+        apt_versions={"libpq-dev": "15.8-0+deb12u1"},
+    )
     return g
 
 
-COVERING = RequirementsLock([LockEntry(n, v, [H1]) for n, v in
-                             (("psycopg", "3.2.1"), ("psycopg-binary", "3.2.1"), ("redis", "5.0.8"), ("pytest", "8.3.2"))],
-                            "0123456789abcdef" * 2, "3.11")
+COVERING = RequirementsLock(
+    [
+        LockEntry(n, v, [H1])
+        for n, v in (("psycopg", "3.2.1"), ("psycopg-binary", "3.2.1"), ("redis", "5.0.8"), ("pytest", "8.3.2"))
+    ],
+    "0123456789abcdef" * 2,
+    "3.11",
+)
 
 
 def test_locked_dockerfile_installs_the_lock_with_hashes_and_no_deps():
@@ -118,8 +133,9 @@ def test_locked_dockerfile_still_installs_what_the_lock_does_not_cover():
 
 def test_unhashed_lock_installs_without_require_hashes():
     g = plan(REPOS / "plan-ci-services").graph
-    apply_lock(g, RequirementsLock([LockEntry("six", "1.16.0")], "f" * 32), ".devcontainer/requirements.lock",
-               source="test")
+    apply_lock(
+        g, RequirementsLock([LockEntry("six", "1.16.0")], "f" * 32), ".devcontainer/requirements.lock", source="test"
+    )
     text = compile_dockerfile(g).text
     assert "--no-deps -r /tmp/requirements.lock" in text and "--require-hashes" not in text
 
@@ -191,18 +207,22 @@ def test_refresh_lock_flag_reaches_the_settings(tmp_path):
 
 # --- freezing and hashes ------------------------------------------------------------------------
 
+
 def test_freeze_and_dpkg_output_parsing():
     out = 'pip noise\nSETUPBOT-DISTS:[["Requests", "2.31.0", false], ["myproj", "0.1", true]]\n'
     s = vlock.parse_freeze_output(out)
     assert s.dists == {"requests": "2.31.0"} and s.from_url == {"myproj": "0.1"}
     assert not vlock.parse_freeze_output("Traceback ...").ok
-    assert vlock.parse_dpkg_output("libpq-dev=15.8-0+deb12u1\ngit=1:2.39.5-0+deb12u1\nbad line\n") == \
-        {"libpq-dev": "15.8-0+deb12u1", "git": "1:2.39.5-0+deb12u1"}
+    assert vlock.parse_dpkg_output("libpq-dev=15.8-0+deb12u1\ngit=1:2.39.5-0+deb12u1\nbad line\n") == {
+        "libpq-dev": "15.8-0+deb12u1",
+        "git": "1:2.39.5-0+deb12u1",
+    }
 
 
 def test_lockable_pins_leave_out_the_project_and_the_base_image():
-    replay = vlock.InstalledSet(dists={"pip": "24.0", "setuptools": "75.0", "requests": "2.31.0"},
-                                from_url={"myproj": "0.1"})
+    replay = vlock.InstalledSet(
+        dists={"pip": "24.0", "setuptools": "75.0", "requests": "2.31.0"}, from_url={"myproj": "0.1"}
+    )
     base = vlock.InstalledSet(dists={"pip": "24.0", "setuptools": "65.5.1"})
     pins, from_url = vlock.lockable_pins(replay, base, "myproj")
     assert pins == {"setuptools": "75.0", "requests": "2.31.0"} and from_url == []
@@ -223,9 +243,11 @@ class _Resp(io.BytesIO):
 
 
 def test_index_hashes_from_a_simple_html_page_and_pep691_json():
-    html = ('<a href="../../f/tiny-1.0.tar.gz#sha256=' + "1" * 64 + '">x</a>'
-            '<a href="tiny-1.0-py3-none-any.whl#sha256=' + "2" * 64 + '">x</a>'
-            '<a href="tiny-1.1-py3-none-any.whl#sha256=' + "3" * 64 + '">x</a>')
+    html = (
+        '<a href="../../f/tiny-1.0.tar.gz#sha256=' + "1" * 64 + '">x</a>'
+        '<a href="tiny-1.0-py3-none-any.whl#sha256=' + "2" * 64 + '">x</a>'
+        '<a href="tiny-1.1-py3-none-any.whl#sha256=' + "3" * 64 + '">x</a>'
+    )
     seen = []
 
     def opener(req, timeout):
@@ -236,8 +258,12 @@ def test_index_hashes_from_a_simple_html_page_and_pep691_json():
     assert got == ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
     assert seen == ["http://127.0.0.1:1/simple/tiny/"]
     body = '{"files": [{"filename": "tiny-1.0.tar.gz", "hashes": {"sha256": "' + "4" * 64 + '"}}]}'
-    got = vlock.index_hashes("tiny", "1.0", index_url="http://x/simple",
-                             opener=lambda req, timeout: _Resp(body, "application/vnd.pypi.simple.v1+json"))
+    got = vlock.index_hashes(
+        "tiny",
+        "1.0",
+        index_url="http://x/simple",
+        opener=lambda req, timeout: _Resp(body, "application/vnd.pypi.simple.v1+json"),
+    )
     assert got == ["sha256:" + "4" * 64]
 
 
@@ -280,11 +306,16 @@ def test_lock_environment_writes_builds_and_checks_the_lock(tmp_path, monkeypatc
     repo = tmp_path / "r"
     shutil.copytree(REPOS / "plan-ci-services", repo)
     g = plan(repo).graph
-    monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
-        [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
-    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)   # no resolution here
-    engine = _Engine({"setupbot-loop-x:replay-2": '[["requests", "2.31.0", false], ["pip", "24.0", false]]',
-                      "python:3.11-slim": '[["pip", "24.0", false]]'})
+    monkeypatch.setattr(
+        vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
+    )
+    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)  # no resolution here
+    engine = _Engine(
+        {
+            "setupbot-loop-x:replay-2": '[["requests", "2.31.0", false], ["pip", "24.0", false]]',
+            "python:3.11-slim": '[["pip", "24.0", false]]',
+        }
+    )
     out = vlock.lock_environment(engine, repo, g, replay_tag="setupbot-loop-x:replay-2", output_dir=".devcontainer")
     assert out.status == "locked", out.reason
     assert out.tag == "setupbot-loop-x:locked" and out.lock.pins == {"requests": "2.31.0"}
@@ -299,8 +330,9 @@ def test_lock_environment_writes_builds_and_checks_the_lock(tmp_path, monkeypatc
 def test_a_lock_that_does_not_build_is_not_kept(tmp_path, monkeypatch):
     repo = tmp_path / "r"
     shutil.copytree(REPOS / "plan-ci-services", repo)
-    monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
-        [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(
+        vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
+    )
     monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)
     engine = _Engine({"t:replay-1": '[["requests", "2.31.0", false]]', "python:3.11-slim": "[]"}, build_ok=False)
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
@@ -315,6 +347,7 @@ def test_a_lock_that_does_not_build_is_not_kept(tmp_path, monkeypatch):
 
 
 # --- the resolution cache -----------------------------------------------------------------------
+
 
 def test_resolutions_are_cached_by_their_inputs(tmp_path, monkeypatch):
     from bot.graph import resolve
@@ -337,14 +370,14 @@ def test_resolutions_are_cached_by_their_inputs(tmp_path, monkeypatch):
     again = resolve.uv_compile(["requests>=2"], "3.11")
     assert first.pins == again.pins == {"requests": "2.31.0"} and len(calls) == 1
     assert again.seconds == 0.0
-    resolve.uv_compile(["requests>=2"], "3.12")                    # another input: resolved
-    resolve.uv_compile(["requests>=2"], "3.11", use_cache=False)   # a refresh: resolved
+    resolve.uv_compile(["requests>=2"], "3.12")  # another input: resolved
+    resolve.uv_compile(["requests>=2"], "3.11", use_cache=False)  # a refresh: resolved
     resolve.uv_compile(["requests>=2"], "3.11", constraints=["urllib3<2"])
     assert len(calls) == 4
     resolve.uv_compile(["slow"], "3.11")
-    resolve.uv_compile(["slow"], "3.11")                           # a timeout is not an answer
+    resolve.uv_compile(["slow"], "3.11")  # a timeout is not an answer
     assert len(calls) == 6
-    monkeypatch.setattr(resolve, "CACHE_SECONDS", -1)               # expired
+    monkeypatch.setattr(resolve, "CACHE_SECONDS", -1)  # expired
     resolve.uv_compile(["requests>=2"], "3.11")
     assert len(calls) == 7
 
@@ -378,8 +411,9 @@ def _wheels_everywhere(monkeypatch, wheels: bool = True):
     from bot.graph import resolve
     from bot.graph.resolve import Resolution
 
-    monkeypatch.setattr(vlock, "fetch_hashes", lambda pins, py, **kw: (
-        [LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], []))
+    monkeypatch.setattr(
+        vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
+    )
     monkeypatch.setattr(resolve, "sdist_only", lambda pins, *a, **k: None if wheels else "psycopg2")
     monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: Resolution(wheels, {}))
 
@@ -409,7 +443,7 @@ def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp
 def test_the_compiler_stays_when_the_project_or_a_pin_compiles(tmp_path, monkeypatch):
     sets = {"t:replay-1": '[["psycopg2", "2.9.9", false]]', "python:3.11-slim": "[]"}
     repo = tmp_path / "r"
-    shutil.copytree(REPOS / "plan-setup-py-only", repo)     # Extension(...) in setup.py
+    shutil.copytree(REPOS / "plan-setup-py-only", repo)  # Extension(...) in setup.py
     _wheels_everywhere(monkeypatch)
     engine = _PickyEngine(dict(sets), needs_compiler=False)
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")

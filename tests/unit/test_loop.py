@@ -26,7 +26,9 @@ from bot.loop.target import TargetOutcome, compare  # noqa: E402
 
 MISSING_YAML = "E   ModuleNotFoundError: No module named 'yaml'"
 MISSING_JWT = "E   ModuleNotFoundError: No module named 'jwt'"
-SHADOWED_JWT = "E   ImportError: cannot import name 'encode' from 'jwt' (/usr/lib/python3/site-packages/jwt/__init__.py)"
+SHADOWED_JWT = (
+    "E   ImportError: cannot import name 'encode' from 'jwt' (/usr/lib/python3/site-packages/jwt/__init__.py)"
+)
 
 
 def settings(tmp_path, **budgets):
@@ -35,9 +37,17 @@ def settings(tmp_path, **budgets):
 
 def run(tmp_path, world, retriever=None, python="3.11", broken=None, **budgets):
     engine = FakeEngine(world, broken_packages=broken)
-    rec = run_setup(tmp_path, settings(tmp_path, **budgets), engine, None, None, retriever=retriever,
-                    make_plan=fake_plan_maker(python), compile_dockerfile=fake_compile,
-                    available_pythons=["3.11", "3.13"])
+    rec = run_setup(
+        tmp_path,
+        settings(tmp_path, **budgets),
+        engine,
+        None,
+        None,
+        retriever=retriever,
+        make_plan=fake_plan_maker(python),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11", "3.13"],
+    )
     return rec, engine
 
 
@@ -62,9 +72,15 @@ def test_knowledge_candidate_first_worse_candidate_rolled_back(tmp_path):
     # the experience base offers the wrong distribution first: `jwt` shadows the module and the
     # error becomes "cannot import name" — worse; rollback, then PyJWT fixes it.
     world = World([Need("pip:PyJWT", MISSING_JWT, shadow={"pip:jwt": SHADOWED_JWT})])
-    retriever = FakeRetriever([
-        {"id": "u-jwt-wrong", "signal": r"No module named '(jwt)'", "atoms": [{"kind": "pip_install", "packages": ["{match:1}"]}]},
-    ])
+    retriever = FakeRetriever(
+        [
+            {
+                "id": "u-jwt-wrong",
+                "signal": r"No module named '(jwt)'",
+                "atoms": [{"kind": "pip_install", "packages": ["{match:1}"]}],
+            },
+        ]
+    )
     rec, engine = run(tmp_path, world, retriever)
     assert rec.status == "success", rec.remaining
     assert kept(rec) == ["pip_install PyJWT"]
@@ -75,7 +91,9 @@ def test_knowledge_candidate_first_worse_candidate_rolled_back(tmp_path):
 
 
 def test_build_time_failure_repaired_by_rebuild(tmp_path):
-    world = World([Need("apt:libyaml-dev", "src/ext.c:1:10: fatal error: yaml.h: No such file or directory", stage="build")])
+    world = World(
+        [Need("apt:libyaml-dev", "src/ext.c:1:10: fatal error: yaml.h: No such file or directory", stage="build")]
+    )
     rec, engine = run(tmp_path, world)
     assert rec.status == "success", rec.remaining
     assert kept(rec) == ["apt_install libyaml-dev gcc libc6-dev"]
@@ -83,7 +101,9 @@ def test_build_time_failure_repaired_by_rebuild(tmp_path):
 
 
 def test_python_floor_switches_base_image(tmp_path):
-    world = World([Need("python:3.13", "ERROR: Package 'x' requires a different Python: 3.11.2 not in '>=3.12'", stage="build")])
+    world = World(
+        [Need("python:3.13", "ERROR: Package 'x' requires a different Python: 3.11.2 not in '>=3.12'", stage="build")]
+    )
     rec, engine = run(tmp_path, world)
     assert rec.status == "success", rec.remaining
     assert kept(rec) == ["switch_python version=3.13"]
@@ -94,7 +114,9 @@ def test_env_var_value_never_comes_from_a_file(tmp_path):
     # .env.example may be a link to a host file or written by an earlier CI step: its value is
     # not turned into a set_env (issue 15); the placeholder is tried instead
     (tmp_path / ".env.example").write_text("APP_SETTINGS=app.settings.testing\n")
-    out = ("    X = os.environ['APP_SETTINGS']\n  File \"<frozen os>\", line 714, in __getitem__\nKeyError: 'APP_SETTINGS'")
+    out = (
+        "    X = os.environ['APP_SETTINGS']\n  File \"<frozen os>\", line 714, in __getitem__\nKeyError: 'APP_SETTINGS'"
+    )
     rec, _ = run(tmp_path, World([Need("env:APP_SETTINGS", out)]))
     assert rec.status == "success", rec.remaining
     assert kept(rec) == ["set_env APP_SETTINGS=test"]
@@ -109,7 +131,9 @@ def test_unclassified_failure_stops_and_reports_precisely(tmp_path):
 
 
 def test_repository_assertion_failures_are_not_repaired(tmp_path):
-    world = World([Need("pip:never", "E       assert 2 == 3\nFAILED tests/test_x.py::test_0 - assert 2 == 3", stage="test")])
+    world = World(
+        [Need("pip:never", "E       assert 2 == 3\nFAILED tests/test_x.py::test_0 - assert 2 == 3", stage="test")]
+    )
     rec, _ = run(tmp_path, world)
     # the environment is right; the failure is the repository's own
     assert rec.status == "success"
@@ -127,14 +151,21 @@ def test_step_budget_ends_with_what_remains(tmp_path):
 def test_sub_path_abandoned_by_multi_frame_rollback(tmp_path):
     # candidate A for `foo` (pip install foo-a) fixes foo but uncovers `bar`, which nothing can fix;
     # the loop must roll back both frames and take candidate B (foo-b), after which bar never shows.
-    world = World([
-        Need("pip:foo-b", "E   ModuleNotFoundError: No module named 'foo'",
-             shadow={"pip:foo-a": "E   ModuleNotFoundError: No module named 'barx'"}),
-    ])
-    retriever = FakeRetriever([
-        {"id": "u-a", "signal": r"named 'foo'", "atoms": [{"kind": "pip_install", "packages": ["foo-a"]}]},
-        {"id": "u-b", "signal": r"named 'foo'", "atoms": [{"kind": "pip_install", "packages": ["foo-b"]}]},
-    ])
+    world = World(
+        [
+            Need(
+                "pip:foo-b",
+                "E   ModuleNotFoundError: No module named 'foo'",
+                shadow={"pip:foo-a": "E   ModuleNotFoundError: No module named 'barx'"},
+            ),
+        ]
+    )
+    retriever = FakeRetriever(
+        [
+            {"id": "u-a", "signal": r"named 'foo'", "atoms": [{"kind": "pip_install", "packages": ["foo-a"]}]},
+            {"id": "u-b", "signal": r"named 'foo'", "atoms": [{"kind": "pip_install", "packages": ["foo-b"]}]},
+        ]
+    )
     rec, _ = run(tmp_path, world, retriever, broken={"barx"})
     assert rec.status == "success", rec.remaining
     assert kept(rec) == ["pip_install foo-b"]
@@ -159,13 +190,22 @@ def test_replay_failure_goes_back_into_the_loop(tmp_path):
         def apply_once_forgetting(atom, evidence=None):
             calls["n"] += 1
             if calls["n"] == 1:
-                return []          # the first kept repair is lost on the way into the graph
+                return []  # the first kept repair is lost on the way into the graph
             return real_apply(atom, evidence)
+
         plan.graph.apply_atom = apply_once_forgetting
         return plan
 
-    rec = run_setup(tmp_path, settings(tmp_path), engine, None, None, make_plan=make_plan,
-                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    rec = run_setup(
+        tmp_path,
+        settings(tmp_path),
+        engine,
+        None,
+        None,
+        make_plan=make_plan,
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11"],
+    )
     replays = [s.outcome for s in rec.trajectory.steps if s.action == "replay-result"]
     assert replays == ["failed", "ok"]
     assert rec.status == "success", rec.remaining
@@ -184,11 +224,19 @@ def test_a_repair_the_replay_disproves_twice_is_not_offered_a_third_time(tmp_pat
 
     def make_plan(repo, s, avail):
         plan = plan_maker(repo, s, avail)
-        plan.graph.apply_atom = lambda atom, evidence=None: []   # nothing reaches the graph
+        plan.graph.apply_atom = lambda atom, evidence=None: []  # nothing reaches the graph
         return plan
 
-    rec = run_setup(tmp_path, settings(tmp_path), engine, None, None, make_plan=make_plan,
-                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    rec = run_setup(
+        tmp_path,
+        settings(tmp_path),
+        engine,
+        None,
+        None,
+        make_plan=make_plan,
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11"],
+    )
     replays = [s.outcome for s in rec.trajectory.steps if s.action == "replay-result"]
     assert replays == ["failed", "failed"]
     assert rec.status == "unresolved"
@@ -223,7 +271,9 @@ def test_run_records_written(tmp_path):
 
 
 def test_unrepairable_failure_after_collection_replays_and_reports_what_remains(tmp_path):
-    out = "E   ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 9999): Connection refused port 9999"
+    out = (
+        "E   ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 9999): Connection refused port 9999"
+    )
     rec, engine = run(tmp_path, World([Need("service:custom", out, stage="test")]))
     assert rec.status == "success" and rec.replay["ok"]
     assert rec.unresolved and rec.unresolved[0]["kind"] == "connection_refused"
@@ -264,8 +314,16 @@ def test_newer_release_pinned_to_the_repositorys_era(tmp_path, monkeypatch):
     world = World([Need("pip:streamlib==0.5.33", DRIFTED)])
     engine = FakeEngine(world)
     s = load_settings(tmp_path, environ={}, overrides={"target": {"as_of": "2024-12-06T15:56:26+01:00"}})
-    rec = run_setup(tmp_path, s, engine, None, None, make_plan=fake_plan_maker(pins={"streamlib": "0.6.2", "six": "1.16.0"}),
-                    compile_dockerfile=fake_compile, available_pythons=["3.11", "3.13"])
+    rec = run_setup(
+        tmp_path,
+        s,
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker(pins={"streamlib": "0.6.2", "six": "1.16.0"}),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11", "3.13"],
+    )
     assert rec.status == "success", rec.remaining
     assert kept(rec) == ["pip_constraint streamlib==0.5.33"]
     assert "2024-12-06" in rec.repairs[0].candidate.why and "0.6.2" in rec.repairs[0].candidate.why
@@ -315,8 +373,16 @@ def test_the_whole_era_set_leaves_the_build_tools_alone(tmp_path, monkeypatch):
     _era_world(monkeypatch, {"cryptography": "42.0.7", "packaging": "24.0", "setuptools": "69.5.1", "six": "1.16.0"})
     s = load_settings(tmp_path, environ={}, overrides={"target": {"as_of": "2024-05-21"}})
     loop = SetupLoop(tmp_path, s, FakeEngine(World([])), available_pythons=["3.11"])
-    loop.plan = FakePlan(FakeGraph("3.11", meta={"resolution": {"pins": {"cryptography": "46.0.1", "packaging": "25.0",
-                                                                     "setuptools": "80.9.0", "six": "1.16.0"}}}))
+    loop.plan = FakePlan(
+        FakeGraph(
+            "3.11",
+            meta={
+                "resolution": {
+                    "pins": {"cryptography": "46.0.1", "packaging": "25.0", "setuptools": "80.9.0", "six": "1.16.0"}
+                }
+            },
+        )
+    )
     cands = loop.era_candidates(Signature("collection_error", "version", "", "E   OSError: Failed to load key"))
     assert [c.describe() for c in cands] == ["pip_constraint cryptography==42.0.7"]
     # the one distribution a signature names is pinned even when it is a build tool
@@ -331,10 +397,12 @@ def test_coloured_build_output_is_diagnosed():
     assert [(s.kind, s.key) for s in diagnose(log)] == [("unknown_apt_package", "libgirepository-2.0-dev")]
 
 
-UNITTEST_FAILED = ("......E..F\n======================================================================\n"
-                   "ERROR: test_x (app.tests.T.test_x)\nTypeError: expected string\n"
-                   "----------------------------------------------------------------------\n"
-                   "Ran 10 tests in 0.812s\n\nFAILED (failures=1, errors=1)\nDestroying test database for alias 'default'...\n")
+UNITTEST_FAILED = (
+    "......E..F\n======================================================================\n"
+    "ERROR: test_x (app.tests.T.test_x)\nTypeError: expected string\n"
+    "----------------------------------------------------------------------\n"
+    "Ran 10 tests in 0.812s\n\nFAILED (failures=1, errors=1)\nDestroying test database for alias 'default'...\n"
+)
 
 
 def _runner_settings(tmp_path):
@@ -345,16 +413,32 @@ def test_a_unittest_runner_with_failing_tests_counts_as_ran(tmp_path):
     """Django's runner exits 1 when its own tests fail: that is the repository's verdict, and the
     run replays instead of ending unresolved."""
     engine = FakeEngine(World([], runner=(1, UNITTEST_FAILED)))
-    rec = run_setup(tmp_path, _runner_settings(tmp_path), engine, None, None, make_plan=fake_plan_maker(),
-                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    rec = run_setup(
+        tmp_path,
+        _runner_settings(tmp_path),
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker(),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11"],
+    )
     assert rec.status == "success", rec.remaining
     assert rec.replay["ok"]
 
 
 def test_a_runner_that_never_started_is_not_ran(tmp_path):
     engine = FakeEngine(World([], runner=(1, "Traceback (most recent call last):\nRuntimeError: no settings\n")))
-    rec = run_setup(tmp_path, _runner_settings(tmp_path), engine, None, None, make_plan=fake_plan_maker(),
-                    compile_dockerfile=fake_compile, available_pythons=["3.11"])
+    rec = run_setup(
+        tmp_path,
+        _runner_settings(tmp_path),
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker(),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11"],
+    )
     assert rec.status == "unresolved"
 
 

@@ -22,9 +22,17 @@ NOT_FOUND = "ERROR: file or directory not found: tests\n\nno tests ran in 0.01s"
 def run(tmp_path, world, retriever=None):
     engine = FakeEngine(world)
     settings = load_settings(tmp_path, environ={})
-    rec = run_setup(tmp_path, settings, engine, None, None, retriever=retriever,
-                    make_plan=fake_plan_maker("3.11"), compile_dockerfile=fake_compile,
-                    available_pythons=["3.11", "3.13"])
+    rec = run_setup(
+        tmp_path,
+        settings,
+        engine,
+        None,
+        None,
+        retriever=retriever,
+        make_plan=fake_plan_maker("3.11"),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11", "3.13"],
+    )
     return rec, engine
 
 
@@ -35,7 +43,7 @@ def test_replay_with_zero_tests_is_not_success(tmp_path):
     assert "ran no test" in rec.remaining and "`python -m pytest`: 0 test(s) ran" in rec.remaining
     assert "no tests/, test/" in rec.remaining
     assert rec.unresolved and rec.unresolved[0]["kind"] == "no_tests"
-    assert any(b["no_cache"] for b in engine.builds)       # it was replayed: the image itself is fine
+    assert any(b["no_cache"] for b in engine.builds)  # it was replayed: the image itself is fine
     assert engine.sessions_open == 0
 
 
@@ -54,8 +62,15 @@ def test_some_tests_ran_is_success(tmp_path):
 def test_test_command_that_runs_nothing_is_not_kept(tmp_path):
     # pytest finds no tests folder; the experience base suggests unittest, which runs 0 tests
     world = World([Need("env:NEVER", NOT_FOUND, stage="collect")], runner=(0, "\nRan 0 tests in 0.000s\n\nOK\n"))
-    retriever = FakeRetriever([{"id": "u-runtests", "signal": r"file or directory not found",
-                                "atoms": [{"kind": "test_command", "command": ["python", "runtests.py"]}]}])
+    retriever = FakeRetriever(
+        [
+            {
+                "id": "u-runtests",
+                "signal": r"file or directory not found",
+                "atoms": [{"kind": "test_command", "command": ["python", "runtests.py"]}],
+            }
+        ]
+    )
     rec, engine = run(tmp_path, world, retriever)
     assert not rec.repairs, [r.candidate.describe() for r in rec.repairs]
     assert ("u-runtests", "failure") in retriever.outcomes
@@ -67,10 +82,18 @@ def test_test_command_that_runs_nothing_is_not_kept(tmp_path):
 
 
 def test_test_command_that_runs_more_is_kept(tmp_path):
-    world = World([Need("env:NEVER", NOT_FOUND, stage="collect")],
-                  runner=(0, "\nRan 7 tests in 0.010s\n\nOK (skipped=2)\n"))
-    retriever = FakeRetriever([{"id": "u-runtests", "signal": r"file or directory not found",
-                                "atoms": [{"kind": "test_command", "command": ["python", "runtests.py"]}]}])
+    world = World(
+        [Need("env:NEVER", NOT_FOUND, stage="collect")], runner=(0, "\nRan 7 tests in 0.010s\n\nOK (skipped=2)\n")
+    )
+    retriever = FakeRetriever(
+        [
+            {
+                "id": "u-runtests",
+                "signal": r"file or directory not found",
+                "atoms": [{"kind": "test_command", "command": ["python", "runtests.py"]}],
+            }
+        ]
+    )
     rec, _ = run(tmp_path, world, retriever)
     assert [r.candidate.describe() for r in rec.repairs] == ["test_command python runtests.py"]
     assert rec.status == "success", rec.remaining
@@ -86,8 +109,9 @@ def test_counting():
     assert ran_count(TargetOutcome("collect", [Signature("no_tests_collected", "verification", "", "x")])) == 0
     res = TestResults({"a": "passed", "b": "skipped"})
     assert runs_more_tests(TargetOutcome("collect"), TargetOutcome("done", results=res, junit=True))
-    assert not runs_more_tests(TargetOutcome("done", results=res, junit=True),
-                               TargetOutcome("done", log="Ran 1 test in 0.0s\n\nOK"))
+    assert not runs_more_tests(
+        TargetOutcome("done", results=res, junit=True), TargetOutcome("done", log="Ran 1 test in 0.0s\n\nOK")
+    )
 
 
 class TimedEngine(FakeEngine):
@@ -115,15 +139,27 @@ class TimedEngine(FakeEngine):
 
 def test_budget_stops_trials_replays_the_best_state_and_says_what_is_undone(tmp_path):
     # three repairs needed one after another; the budget allows only some trials
-    world = World([Need("pip:PyYAML", "E   ModuleNotFoundError: No module named 'yaml'"),
-                   Need("pip:PyJWT", "E   ModuleNotFoundError: No module named 'jwt'"),
-                   Need("pip:requests", "E   ModuleNotFoundError: No module named 'requests'")])
+    world = World(
+        [
+            Need("pip:PyYAML", "E   ModuleNotFoundError: No module named 'yaml'"),
+            Need("pip:PyJWT", "E   ModuleNotFoundError: No module named 'jwt'"),
+            Need("pip:requests", "E   ModuleNotFoundError: No module named 'requests'"),
+        ]
+    )
     now = [0.0]
     engine = TimedEngine(world, now)
     settings = load_settings(tmp_path, environ={}, overrides={"budgets": {"wall_clock": 70}})
-    rec = run_setup(tmp_path, settings, engine, None, None, make_plan=fake_plan_maker("3.11"),
-                    compile_dockerfile=fake_compile, available_pythons=["3.11", "3.13"],
-                    clock=lambda: now[0])
+    rec = run_setup(
+        tmp_path,
+        settings,
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker("3.11"),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11", "3.13"],
+        clock=lambda: now[0],
+    )
     assert rec.status == "over_budget"
     assert "left undone" in rec.remaining and "No module named" in rec.remaining
     # the best state was replayed (no cache) with the repairs kept so far, inside the budget

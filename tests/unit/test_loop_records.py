@@ -46,8 +46,15 @@ def test_budget_steps_and_wall_clock():
 def test_trajectory_jsonl_is_redacted(tmp_path):
     register_secret("tok_abcdefghijklmnop")
     t = Trajectory(tmp_path / "t.jsonl")
-    t.record("trial", command=["echo", "tok_abcdefghijklmnop"], exit_code=0, output_tail="x tok_abcdefghijklmnop",
-             duration=0.5, snapshot="2", outcome="ok")
+    t.record(
+        "trial",
+        command=["echo", "tok_abcdefghijklmnop"],
+        exit_code=0,
+        output_tail="x tok_abcdefghijklmnop",
+        duration=0.5,
+        snapshot="2",
+        outcome="ok",
+    )
     line = json.loads((tmp_path / "t.jsonl").read_text())
     assert line["command"] == ["echo", "***"] and "tok_" not in line["output_tail"]
     assert t.to_jsonl().strip() == (tmp_path / "t.jsonl").read_text().strip()
@@ -56,18 +63,18 @@ def test_trajectory_jsonl_is_redacted(tmp_path):
 def test_budget_keeps_a_reserve_for_the_replay():
     now = [0.0]
     b = Budget(max_steps=50, wall_clock=1000, command_timeout=600, clock=lambda: now[0])
-    assert b.reserve == 300                       # nothing measured yet: 30 % of the wall clock
+    assert b.reserve == 300  # nothing measured yet: 30 % of the wall clock
     b.measured(build=100, target=50)
-    b.measured(build=80)                          # the slowest build counts
+    b.measured(build=80)  # the slowest build counts
     assert b.reserve == 100 * 1.2 + 50 + b.FINISH_SECONDS
     assert b.can_start(700) and not b.can_start(900)
     now[0] = 820.0
     assert "kept for the clean replay" in b.exhausted()
-    assert b.can_replay()                         # the 100 s build + 20 s fit in the 180 s left
-    assert b.timeout_for_command() == 1           # trial commands get nothing past the reserve
+    assert b.can_replay()  # the 100 s build + 20 s fit in the 180 s left
+    assert b.timeout_for_command() == 1  # trial commands get nothing past the reserve
     assert b.timeout_for_command(final=True) == 160
     now[0] = 880.0
-    assert b.can_replay()                         # exactly the build and the finish left
+    assert b.can_replay()  # exactly the build and the finish left
     now[0] = 881.0
     assert not b.can_replay()
     # a huge measured build never takes the whole run

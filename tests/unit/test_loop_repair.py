@@ -23,14 +23,19 @@ def rules(output, tmp_path, python="3.11", available=("3.11", "3.13")):
 def test_rules(tmp_path):
     assert rules("error: unrecognized arguments: --cov=pkg", tmp_path) == ["pip_install pytest-cov"]
     assert rules("fixture 'mocker' not found", tmp_path) == ["pip_install pytest-mock"]
-    assert rules("E   ModuleNotFoundError: No module named 'yaml'", tmp_path) == ["pip_install PyYAML", "pip_install yaml"]
+    assert rules("E   ModuleNotFoundError: No module named 'yaml'", tmp_path) == [
+        "pip_install PyYAML",
+        "pip_install yaml",
+    ]
     assert rules("fatal error: ffi.h: No such file or directory", tmp_path) == ["apt_install libffi-dev gcc libc6-dev"]
     assert rules("requires a different Python: 3.11.2 not in '>=3.12'", tmp_path) == ["switch_python version=3.13"]
     assert rules("requires a different Python: 3.11.2 not in '>=3.14'", tmp_path) == []
-    assert rules("LookupError: setuptools-scm was unable to detect version for /w", tmp_path) == \
-        ["set_env SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0"]
-    assert rules("psycopg2.OperationalError: connection to server at \"localhost\", port 5432 failed: Connection refused",
-                 tmp_path) == ["start_service service=postgres"]
+    assert rules("LookupError: setuptools-scm was unable to detect version for /w", tmp_path) == [
+        "set_env SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0"
+    ]
+    assert rules(
+        'psycopg2.OperationalError: connection to server at "localhost", port 5432 failed: Connection refused', tmp_path
+    ) == ["start_service service=postgres"]
 
 
 def test_django_settings_and_test_dirs(tmp_path):
@@ -40,13 +45,19 @@ def test_django_settings_and_test_dirs(tmp_path):
     out = "You must either define the environment variable DJANGO_SETTINGS_MODULE or call settings.configure()"
     assert rules(out, tmp_path)[0] == "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test"
     # pytest without pytest-django: Django was never set up
-    assert rules("E   django.core.exceptions.AppRegistryNotReady: Apps aren't loaded yet.", tmp_path)[0] == \
-        "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test"
+    assert (
+        rules("E   django.core.exceptions.AppRegistryNotReady: Apps aren't loaded yet.", tmp_path)[0]
+        == "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test"
+    )
     # the module manage.py names comes before any guess; a named module that does not exist does not
-    (tmp_path / "manage.py").write_text('os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proj.settings")\n'
-                                        'os.environ["DJANGO_SETTINGS_MODULE"] = "proj.nowhere"\n')
-    assert rules(out, tmp_path)[:2] == ["pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings",
-                                        "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test"]
+    (tmp_path / "manage.py").write_text(
+        'os.environ.setdefault("DJANGO_SETTINGS_MODULE", "proj.settings")\n'
+        'os.environ["DJANGO_SETTINGS_MODULE"] = "proj.nowhere"\n'
+    )
+    assert rules(out, tmp_path)[:2] == [
+        "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings",
+        "pip_install pytest-django; set_env DJANGO_SETTINGS_MODULE=proj.settings_test",
+    ]
     (tmp_path / "tests").mkdir()
     assert rules("ERROR: file or directory not found: test/", tmp_path) == ["test_command python -m pytest tests"]
 
@@ -62,13 +73,18 @@ def test_next_python():
 
 def test_knowledge_first_and_deduplicated():
     atom = Atom("pip_install", {"packages": ["PyYAML"]})
-    retriever = SimpleNamespace(retrieve=lambda text, context: [
-        SimpleNamespace(unit=SimpleNamespace(id="u1", advice="yaml"), score=2.0, atoms=(atom,)),
-        SimpleNamespace(unit=SimpleNamespace(id="u2", advice="bad"), score=1.0,
-                        atoms=({"kind": "apt_install", "packages": ["bad;rm -rf /"]},)),
-    ])
+    retriever = SimpleNamespace(
+        retrieve=lambda text, context: [
+            SimpleNamespace(unit=SimpleNamespace(id="u1", advice="yaml"), score=2.0, atoms=(atom,)),
+            SimpleNamespace(
+                unit=SimpleNamespace(id="u2", advice="bad"),
+                score=1.0,
+                atoms=({"kind": "apt_install", "packages": ["bad;rm -rf /"]},),
+            ),
+        ]
+    )
     from_store = knowledge_candidates(retriever, "log", {"python": "3.11"}, 10)
-    assert [c.unit_id for c in from_store] == ["u1"]          # the invalid atom is dropped
+    assert [c.unit_id for c in from_store] == ["u1"]  # the invalid atom is dropped
     merged = merge_candidates(from_store, [Candidate([atom], "rule")])
     assert [c.source for c in merged] == ["knowledge"]
 
@@ -80,26 +96,32 @@ def test_trial_commands_are_argv():
 
 
 def test_meson_and_typelib_rules(tmp_path):
-    assert rules('../meson.build:31:12: ERROR: Dependency "cairo" not found, tried pkgconfig and cmake', tmp_path) == \
-        ["apt_install libcairo2-dev pkg-config"]
-    assert rules("Dependency lookup for girepository-2.0 with method 'pkgconfig' failed: x", tmp_path) == \
-        ["apt_install libgirepository-2.0-dev pkg-config"]
-    assert rules("ValueError: Namespace Gst not available", tmp_path) == \
-        ["apt_install gir1.2-gstreamer-1.0 gstreamer1.0-plugins-base"]
+    assert rules('../meson.build:31:12: ERROR: Dependency "cairo" not found, tried pkgconfig and cmake', tmp_path) == [
+        "apt_install libcairo2-dev pkg-config"
+    ]
+    assert rules("Dependency lookup for girepository-2.0 with method 'pkgconfig' failed: x", tmp_path) == [
+        "apt_install libgirepository-2.0-dev pkg-config"
+    ]
+    assert rules("ValueError: Namespace Gst not available", tmp_path) == [
+        "apt_install gir1.2-gstreamer-1.0 gstreamer1.0-plugins-base"
+    ]
     assert rules("ValueError: Namespace NoSuchThing not available", tmp_path) == []
 
 
 def test_meson_without_python_headers(tmp_path):
-    assert rules("../cairo/meson.build:51:15: ERROR: Python dependency not found", tmp_path) == \
-        ["apt_install python3-dev gcc libc6-dev"]
+    assert rules("../cairo/meson.build:51:15: ERROR: Python dependency not found", tmp_path) == [
+        "apt_install python3-dev gcc libc6-dev"
+    ]
 
 
 def test_ctypes_loaded_libraries(tmp_path):
-    assert rules("    raise ImportError('fontconfig not found')\nImportError: fontconfig not found", tmp_path) == \
-        ["apt_install libfontconfig1"]
+    assert rules("    raise ImportError('fontconfig not found')\nImportError: fontconfig not found", tmp_path) == [
+        "apt_install libfontconfig1"
+    ]
     assert rules("OSError: cannot load library 'libcairo.so.2': error 0x7e", tmp_path) == ["apt_install libcairo2"]
 
 
 def test_meson_required_dependency_quoted(tmp_path):
-    assert rules("../meson.build:35:9: ERROR: Dependency 'girepository-2.0' is required but not found.", tmp_path) == \
-        ["apt_install libgirepository-2.0-dev pkg-config"]
+    assert rules("../meson.build:35:9: ERROR: Dependency 'girepository-2.0' is required but not found.", tmp_path) == [
+        "apt_install libgirepository-2.0-dev pkg-config"
+    ]

@@ -65,9 +65,11 @@ def test_stale_poetry_lock_is_a_finding_with_the_refresh_command(tmp_path):
 
 
 def test_stale_pdm_lock_falls_back_and_a_fresh_one_is_exported_by_pdm(tmp_path):
-    p = plan(REPOS / "plan-pdm-only")   # its lock lacks attrs, which the manifest declares
-    assert any("pdm.lock is stale: attrs is declared but not in the lock" in w.message and "`pdm lock`" in w.message
-               for w in p.warnings)
+    p = plan(REPOS / "plan-pdm-only")  # its lock lacks attrs, which the manifest declares
+    assert any(
+        "pdm.lock is stale: attrs is declared but not in the lock" in w.message and "`pdm lock`" in w.message
+        for w in p.warnings
+    )
     assert "pdm export" not in p.dockerfile.text and "attrs" in p.dockerfile.text
     repo = copy("plan-pdm-only", tmp_path)
     lock = repo / "pdm.lock"
@@ -78,10 +80,15 @@ def test_stale_pdm_lock_falls_back_and_a_fresh_one_is_exported_by_pdm(tmp_path):
 
 
 def _pipfile_lock(repo: Path, sqlalchemy: str) -> None:
-    (repo / "Pipfile.lock").write_text(json.dumps({
-        "_meta": {"hash": {"sha256": "0"}},
-        "default": {"flask": {"version": "==3.0.3"}, "sqlalchemy": {"version": f"=={sqlalchemy}"}},
-        "develop": {"pytest": {"version": "==8.2.0"}}}))
+    (repo / "Pipfile.lock").write_text(
+        json.dumps(
+            {
+                "_meta": {"hash": {"sha256": "0"}},
+                "default": {"flask": {"version": "==3.0.3"}, "sqlalchemy": {"version": f"=={sqlalchemy}"}},
+                "develop": {"pytest": {"version": "==8.2.0"}},
+            }
+        )
+    )
 
 
 def test_pipfile_lock_is_installed_with_pipenv_deploy(tmp_path):
@@ -93,16 +100,18 @@ def test_pipfile_lock_is_installed_with_pipenv_deploy(tmp_path):
     assert "flask" not in text.lower().replace("pipfile", "") and "sqlalchemy" not in text
     _pipfile_lock(repo, "1.4.52")
     p = plan(repo)
-    assert any("Pipfile.lock is stale: sqlalchemy>=2.0 is declared but the lock has 1.4.52" in w.message
-               and "`pipenv lock`" in w.message for w in p.warnings)
+    assert any(
+        "Pipfile.lock is stale: sqlalchemy>=2.0 is declared but the lock has 1.4.52" in w.message
+        and "`pipenv lock`" in w.message
+        for w in p.warnings
+    )
     assert "pipenv" not in p.dockerfile.text and "'sqlalchemy>=2.0'" in p.dockerfile.text
 
 
 def test_a_requirements_file_with_hashes_is_installed_as_it_is_in_its_own_step(tmp_path):
     repo = tmp_path / "r"
     repo.mkdir()
-    (repo / "requirements.txt").write_text(
-        "six==1.16.0 \\\n    --hash=sha256:" + "1" * 64 + "\n")
+    (repo / "requirements.txt").write_text("six==1.16.0 \\\n    --hash=sha256:" + "1" * 64 + "\n")
     (repo / "requirements-test.txt").write_text("pytest\n")
     text = plan(repo).dockerfile.text
     runs = [block for block in text.split("\n\n") if "RUN python -m pip install" in block and " -r " in block]

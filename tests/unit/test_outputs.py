@@ -26,8 +26,13 @@ def gen(**kw):
 
 def test_plain_repo_gets_dockerfile_devcontainer_report_and_plan(tmp_path):
     g = gen(plan_json={"graph": {}})
-    assert sorted(g.files) == [".devcontainer/Dockerfile", ".devcontainer/devcontainer.json",
-                               ".devcontainer/setup-report.md", ".devcontainer/setupbot-plan.json", ".dockerignore"]
+    assert sorted(g.files) == [
+        ".devcontainer/Dockerfile",
+        ".devcontainer/devcontainer.json",
+        ".devcontainer/setup-report.md",
+        ".devcontainer/setupbot-plan.json",
+        ".dockerignore",
+    ]
     assert all(has_marker(t) for t in g.files.values())
     dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
     validate_devcontainer(dc)
@@ -86,8 +91,9 @@ def test_post_create_only_when_asked():
 
 
 def test_hostile_values_stay_data_in_compose():
-    evil = ServiceRequirement("db\nx: 1", "postgres", "postgres:16\n  privileged: true", [],
-                              {"A": "\"; rm -rf /", "B\n": "x"}, [])
+    evil = ServiceRequirement(
+        "db\nx: 1", "postgres", "postgres:16\n  privileged: true", [], {"A": '"; rm -rf /', "B\n": "x"}, []
+    )
     text = render_compose(services=[evil], app_env={"K": "v\nprivileged: true"})
     data = yaml.safe_load(text)
     svc = [k for k in data["services"] if k != "app"][0]
@@ -155,16 +161,19 @@ def test_every_fixture_repository_gets_a_schema_valid_devcontainer(repos_dir, tm
     assert fixtures, "no fixture repositories"
     for repo in fixtures:
         plan = make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"])
-        g = outputs_from_pipeline(repo, plan=plan, repository=f"fixtures/{repo.name}",
-                                  existing=lambda p: None)
+        g = outputs_from_pipeline(repo, plan=plan, repository=f"fixtures/{repo.name}", existing=lambda p: None)
         dc = parse_devcontainer(g.files[".devcontainer/devcontainer.json"])
         validate_devcontainer(dc)
         assert dc["customizations"]["setupbot"]["testCommand"] == plan.test_command, repo.name
         assert has_marker(g.files[".devcontainer/Dockerfile"])
         if plan.services:
             assert ".devcontainer/compose.yaml" in g.files
-        again = outputs_from_pipeline(repo, plan=make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"]),
-                                      repository=f"fixtures/{repo.name}", existing=lambda p: None)
+        again = outputs_from_pipeline(
+            repo,
+            plan=make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"]),
+            repository=f"fixtures/{repo.name}",
+            existing=lambda p: None,
+        )
         assert again.fingerprint == g.fingerprint, f"{repo.name}: two plans of the same inputs differ"
 
 
@@ -175,8 +184,9 @@ def test_outputs_from_a_run_record_alone_use_its_final_dockerfile(repos_dir):
     repo = repos_dir / "loop-scm"
     plan = make_plan(repo, resolve=False, available_pythons=["3.11", "3.13"])
     final = plan.dockerfile.text + "RUN apt-get install -y libyaml-dev\n"
-    record = RunRecord(repo=str(repo), run_id="r", status="success", plan=plan.to_json(), dockerfile=final,
-                       replay={"ok": True})
+    record = RunRecord(
+        repo=str(repo), run_id="r", status="success", plan=plan.to_json(), dockerfile=final, replay={"ok": True}
+    )
     g = outputs_from_pipeline(repo, run_record=record, repository="octo/scm", existing=lambda p: None)
     assert g.files[".devcontainer/Dockerfile"].endswith("RUN apt-get install -y libyaml-dev\n")
     plan_json = json.loads(g.files[".devcontainer/setupbot-plan.json"])["plan"]
@@ -205,16 +215,21 @@ def test_devcontainer_has_a_non_root_user_git_and_the_interpreter_and_matches_th
     schema = json.loads(SCHEMA_PATH.read_text())
     validator = jsonschema.Draft201909Validator(schema)
     plain = parse_devcontainer(gen().files[".devcontainer/devcontainer.json"])
-    for config in (plain, build_devcontainer(name="x", test_command=["pytest"], services=["db"],
-                                             compose_files=["../docker-compose.yml"])):
+    for config in (
+        plain,
+        build_devcontainer(name="x", test_command=["pytest"], services=["db"], compose_files=["../docker-compose.yml"]),
+    ):
         assert not list(validator.iter_errors(config))
         assert config["remoteUser"] == "dev" and config["updateRemoteUserUID"] is True
-        assert config["customizations"]["vscode"]["settings"]["python.defaultInterpreterPath"] == "/usr/local/bin/python"
+        assert (
+            config["customizations"]["vscode"]["settings"]["python.defaultInterpreterPath"] == "/usr/local/bin/python"
+        )
         assert "ms-python.python" in config["customizations"]["vscode"]["extensions"]
-        assert "postCreateCommand" not in config   # nothing must run at create time
+        assert "postCreateCommand" not in config  # nothing must run at create time
     repo = Path(__file__).parents[1] / "fixtures" / "repos" / "plan-imports-only"
-    text = compile_dockerfile(make_plan(repo, None, available_pythons=["3.11"], resolve=False,
-                                        registry=Registry(enabled=False)).graph).text
+    text = compile_dockerfile(
+        make_plan(repo, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False)).graph
+    ).text
     assert "useradd --create-home dev" in text and "USER " not in text
     assert "--no-install-recommends" in text and "git" in text.split("--no-install-recommends")[1].split("&&")[0]
 

@@ -12,8 +12,19 @@ REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
 
 def test_plan_prints_graph_and_dockerfile_and_writes_json(tmp_path, capsys):
     out = tmp_path / "plan.json"
-    rc = main(["plan", str(REPOS / "plan-ci-services"), "--no-resolve", "--python", "3.11", "--python", "3.13",
-               "--json", str(out)])
+    rc = main(
+        [
+            "plan",
+            str(REPOS / "plan-ci-services"),
+            "--no-resolve",
+            "--python",
+            "3.11",
+            "--python",
+            "3.13",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "DepGraph:" in text and "FROM python:3.11-slim" in text and "services: postgres, redis" in text

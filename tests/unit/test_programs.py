@@ -26,6 +26,7 @@ def test_each_program_is_a_file_that_compiles(name):
             imported.add((node.module or "").split(".")[0])
     assert imported and "bot" not in imported, f"{name} imports setupbot itself"
 
+
 def test_the_modules_run_the_packaged_text():
     assert FORWARDER == programs.source("forwarder")
     assert IMPORT_PROBE == programs.source("import_probe") and "SETUPBOT-IMPORTS" in IMPORT_PROBE

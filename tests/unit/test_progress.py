@@ -59,8 +59,14 @@ def _env() -> dict[str, str]:
 
 def test_live_display_on_a_pseudo_terminal(tmp_path):
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path)], stdin=slave, stdout=slave,
-                            stderr=slave, env=_env(), close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=_env(),
+        close_fds=True,
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -69,7 +75,7 @@ def test_live_display_on_a_pseudo_terminal(tmp_path):
             break
         try:
             data = os.read(master, 4096)
-        except OSError:        # EIO: the child closed the terminal
+        except OSError:  # EIO: the child closed the terminal
             break
         if not data:
             break
@@ -82,9 +88,9 @@ def test_live_display_on_a_pseudo_terminal(tmp_path):
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     assert "run " + tmp_path.name in plain
     assert "trial-build" in plain and "step 2/40" in plain and "trial: pin numpy<2" in plain
-    assert re.search(r"⏱ 00:0\d", plain)                       # elapsed time
-    assert "a detail line" not in plain                         # notes need --verbose
-    assert not re.search(STAMP, plain)                          # no log lines on a terminal
+    assert re.search(r"⏱ 00:0\d", plain)  # elapsed time
+    assert "a detail line" not in plain  # notes need --verbose
+    assert not re.search(STAMP, plain)  # no log lines on a terminal
     assert "setupbot: success" in plain
     # the log record is printed on a line of its own (the live line is erased first and redrawn
     # below it), not glued to the end of the live line
@@ -93,8 +99,9 @@ def test_live_display_on_a_pseudo_terminal(tmp_path):
 
 
 def _run_piped(tmp_path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), *flags], capture_output=True,
-                          text=True, env=_env(), timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), *flags], capture_output=True, text=True, env=_env(), timeout=60
+    )
 
 
 def test_timestamped_lines_when_not_a_terminal(tmp_path):
@@ -103,10 +110,12 @@ def test_timestamped_lines_when_not_a_terminal(tmp_path):
     lines = r.stderr.splitlines()
     assert "\x1b[" not in r.stderr
     assert any(re.fullmatch(STAMP + rf" run {tmp_path.name} · build · step 1/40", ln) for ln in lines), lines
-    assert any(re.fullmatch(STAMP + rf" run {tmp_path.name} · trial-build · step 2/40 · trial: pin numpy<2", ln)
-               for ln in lines), lines
+    assert any(
+        re.fullmatch(STAMP + rf" run {tmp_path.name} · trial-build · step 2/40 · trial: pin numpy<2", ln)
+        for ln in lines
+    ), lines
     assert "a detail line" not in r.stderr
-    assert "setupbot: success" in r.stdout                      # results stay on stdout
+    assert "setupbot: success" in r.stdout  # results stay on stdout
 
 
 def test_quiet_and_verbose(tmp_path):
@@ -124,8 +133,10 @@ def test_line_reporter_repeats_nothing_and_counts_elapsed():
     r.stage("build")
     t[0] += 75
     r.step(3, 40)
-    assert out.getvalue().splitlines() == ["1970-01-01T00:00:00Z +00:00 bench · build",
-                                           "1970-01-01T00:00:00Z +01:15 bench · build · step 3/40"]
+    assert out.getvalue().splitlines() == [
+        "1970-01-01T00:00:00Z +00:00 bench · build",
+        "1970-01-01T00:00:00Z +01:15 bench · build · step 3/40",
+    ]
 
 
 class Recorder(progress.Reporter):
@@ -152,15 +163,23 @@ def test_the_setup_loop_reports_stages_steps_and_trials(tmp_path):
     settings = load_settings(tmp_path, environ={}, overrides={"budgets": {"max_steps": 30}})
     rec = Recorder()
     with progress.use(rec):
-        record = run_setup(tmp_path, settings, FakeEngine(world), None, None, make_plan=fake_plan_maker("3.11"),
-                           compile_dockerfile=fake_compile, available_pythons=["3.11"])
+        record = run_setup(
+            tmp_path,
+            settings,
+            FakeEngine(world),
+            None,
+            None,
+            make_plan=fake_plan_maker("3.11"),
+            compile_dockerfile=fake_compile,
+            available_pythons=["3.11"],
+        )
     assert record.status == "success"
     stages = [e[1] for e in rec.events if e[0] == "stage"]
     assert stages[0] == "plan" and "build" in stages and stages[-1] == "replay"
     steps = [e for e in rec.events if e[0] == "step"]
     assert steps and steps == [("step", n, 30) for n in range(1, len(steps) + 1)]
     assert ("trial", "pip_install PyYAML") in rec.events
-    assert progress.current().__class__ is progress.Reporter       # uninstalled afterwards
+    assert progress.current().__class__ is progress.Reporter  # uninstalled afterwards
 
 
 def test_sigterm_exits_130_like_an_interrupt(tmp_path):
@@ -168,8 +187,13 @@ def test_sigterm_exits_130_like_an_interrupt(tmp_path):
     import time
 
     script = SCRIPT.replace("time.sleep(0.25)", "time.sleep(0.25 if stage != 'replay' else 60)")
-    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     deadline = time.monotonic() + 30
     seen = ""
     while "replay" not in seen and time.monotonic() < deadline:

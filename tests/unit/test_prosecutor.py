@@ -32,12 +32,19 @@ def test_core_dependency_that_does_not_import_is_charged(tmp_path):
     (tmp_path / "brokendep").mkdir()
     (tmp_path / "brokendep" / "__init__.py").write_text("import module_that_is_not_there_xyz\n")
     (tmp_path / "brokendep-1.0.dist-info").mkdir()
-    (tmp_path / "brokendep-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: brokendep\nVersion: 1.0\n")
+    (tmp_path / "brokendep-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: brokendep\nVersion: 1.0\n"
+    )
     (tmp_path / "brokendep-1.0.dist-info" / "top_level.txt").write_text("brokendep\n")
     (tmp_path / "brokendep-1.0.dist-info" / "RECORD").write_text("brokendep/__init__.py,,\n")
-    facts = RepoFacts(core=[CoreRequirement("brokendep"), CoreRequirement("packaging"),
-                            CoreRequirement("not-installed-dist-xyz"),
-                            CoreRequirement("never-on-this-python", 'python_version < "3.0"')])
+    facts = RepoFacts(
+        core=[
+            CoreRequirement("brokendep"),
+            CoreRequirement("packaging"),
+            CoreRequirement("not-installed-dist-xyz"),
+            CoreRequirement("never-on-this-python", 'python_version < "3.0"'),
+        ]
+    )
     charges, summary = check_imports(_executor(tmp_path), facts, sys.executable)
     by_subject = {c.subject: c for c in charges}
     assert set(by_subject) == {"brokendep", "not-installed-dist-xyz"}
@@ -61,8 +68,10 @@ def test_console_script_and_readme_command_must_launch_with_help(tmp_path):
     (tmp_path / "pkgcli").mkdir()
     (tmp_path / "pkgcli" / "__init__.py").write_text("")
     (tmp_path / "pkgcli" / "__main__.py").write_text("import sys; sys.exit(3)\n")
-    facts = RepoFacts(console_scripts={"good-tool": "x:main", "bad-tool": "y:main", "missing-tool": "z:main"},
-                      readme_commands=[["python", "-m", "pkgcli"]])
+    facts = RepoFacts(
+        console_scripts={"good-tool": "x:main", "bad-tool": "y:main", "missing-tool": "z:main"},
+        readme_commands=[["python", "-m", "pkgcli"]],
+    )
     charges, summary = check_entry_points(_executor(tmp_path), facts, sys.executable)
     subjects = {c.subject for c in charges}
     assert subjects == {"bad-tool", "missing-tool", "python -m pkgcli"}
@@ -74,8 +83,9 @@ def test_console_script_and_readme_command_must_launch_with_help(tmp_path):
 def test_pip_check_not_clean_is_charged(tmp_path):
     info = tmp_path / "needy-1.0.dist-info"
     info.mkdir()
-    info.joinpath("METADATA").write_text("Metadata-Version: 2.1\nName: needy\nVersion: 1.0\n"
-                                         "Requires-Dist: absent-dist-for-pip-check-xyz>=1\n")
+    info.joinpath("METADATA").write_text(
+        "Metadata-Version: 2.1\nName: needy\nVersion: 1.0\nRequires-Dist: absent-dist-for-pip-check-xyz>=1\n"
+    )
     charges, summary = check_pip(_executor(tmp_path), sys.executable)
     assert charges and charges[0].kind == "pip_check"
     assert any("absent-dist-for-pip-check-xyz" in p for p in charges[0].details["problems"])
@@ -107,7 +117,9 @@ def test_no_tests_and_all_skipped_and_failures():
     empty = parse_junit('<testsuites><testsuite name="pytest"/></testsuites>')
     empty.exit_code = 5
     assert [c.kind for c in check_test_run(empty)[0]] == ["no_tests"]
-    skipped = parse_junit('<testsuite><testcase classname="t" name="a"><skipped message="no db"/></testcase></testsuite>')
+    skipped = parse_junit(
+        '<testsuite><testcase classname="t" name="a"><skipped message="no db"/></testcase></testsuite>'
+    )
     assert [c.kind for c in check_test_run(skipped)[0]] == ["all_skipped"]
     normal = parse_junit(JUNIT)
     normal.exit_code = 1
@@ -123,7 +135,8 @@ def test_clean_environment_has_no_charges(tmp_path):
     (tmp_path / "okproj" / "__init__.py").write_text("VALUE = 1\n")
     facts = RepoFacts(core=[CoreRequirement("packaging")], own_modules=["okproj"], console_scripts={"fine": "x:y"})
     results = parse_junit('<testsuite><testcase classname="t" name="a"/></testsuite>')
-    prosecution = prosecute(_executor(tmp_path), facts, results, python=sys.executable,
-                            checks=("imports", "entry_points", "tests"))
+    prosecution = prosecute(
+        _executor(tmp_path), facts, results, python=sys.executable, checks=("imports", "entry_points", "tests")
+    )
     assert prosecution.charges == []
     assert prosecution.checks["imports"]["checked"] == 2

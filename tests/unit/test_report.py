@@ -21,17 +21,33 @@ from bot.report.render import GITHUB_BODY_LIMIT, read_fingerprint, truncate_body
 
 def sample(**kw) -> ReportData:
     base = dict(
-        repository="octo/app", verdict="Mostly", tier_reason="one entry point did not launch",
-        proven=[ProofItem("clean replay from scratch", True, "rebuilt without cache"),
-                ProofItem("`app --help` launches", False, "exit 2: missing config file")],
-        replay_ok=True, tests=TestCounts(collected=120, passed=110, failed=3, skipped=7, errors=0),
+        repository="octo/app",
+        verdict="Mostly",
+        tier_reason="one entry point did not launch",
+        proven=[
+            ProofItem("clean replay from scratch", True, "rebuilt without cache"),
+            ProofItem("`app --help` launches", False, "exit 2: missing config file"),
+        ],
+        replay_ok=True,
+        tests=TestCounts(collected=120, passed=110, failed=3, skipped=7, errors=0),
         services=[ServiceUse("postgres", "postgres:16", True, ["tests/test_db.py::test_query"])],
         charges=[Charge("pip check reports a conflict", "dismissed", "optional extra 'docs'")],
-        requirements=[RequirementRow("SYSTEMLIB", "libpq-dev", "SATISFIED", "requirements.txt:4",
-                                     "RUN apt-get install -y --no-install-recommends libpq-dev")],
+        requirements=[
+            RequirementRow(
+                "SYSTEMLIB",
+                "libpq-dev",
+                "SATISFIED",
+                "requirements.txt:4",
+                "RUN apt-get install -y --no-install-recommends libpq-dev",
+            )
+        ],
         repairs=[Repair("install libpq-dev for psycopg2", ["xpu-0042"])],
-        timings={"evidence": 1.2, "build": 80.5, "tests": 30.0}, image_size=412_000_000,
-        python="3.11", base_image="python:3.11-slim", test_command=["python", "-m", "pytest", "-q"])
+        timings={"evidence": 1.2, "build": 80.5, "tests": 30.0},
+        image_size=412_000_000,
+        python="3.11",
+        base_image="python:3.11-slim",
+        test_command=["python", "-m", "pytest", "-q"],
+    )
     base.update(kw)
     return ReportData(**base)
 
@@ -43,12 +59,19 @@ def test_report_puts_the_verdict_first_and_has_every_section():
     # the verdict is the title, and what it means comes next (issue 20, item 7)
     assert lines[1].startswith("# ") and "Verdict: **Mostly**" in lines[1] and "setup report for octo/app" in lines[1]
     assert lines[2].startswith("**Mostly** means the environment works")
-    for needle in ("| 120 | 110 | 3 | 7 | 0 |", "✅ clean replay from scratch", "❌ 'app --help' launches",
-                   "exit 2: missing config file", "tests/test_db.py::test_query", "dismissed",
-                   "requirements.txt:4", "`RUN apt-get install -y --no-install-recommends libpq-dev`",
-                   "xpu-0042",
-                   "docker build -f .devcontainer/Dockerfile -t setupbot-env .",
-                   "docker run --rm setupbot-env python -m pytest -q"):
+    for needle in (
+        "| 120 | 110 | 3 | 7 | 0 |",
+        "✅ clean replay from scratch",
+        "❌ 'app --help' launches",
+        "exit 2: missing config file",
+        "tests/test_db.py::test_query",
+        "dismissed",
+        "requirements.txt:4",
+        "`RUN apt-get install -y --no-install-recommends libpq-dev`",
+        "xpu-0042",
+        "docker build -f .devcontainer/Dockerfile -t setupbot-env .",
+        "docker run --rm setupbot-env python -m pytest -q",
+    ):
         assert needle in text, needle
 
 
@@ -64,9 +87,11 @@ def test_committed_report_carries_no_figures_that_change_between_runs():
 
 
 def test_repository_text_cannot_break_the_markdown():
-    r = sample(requirements=[RequirementRow("PACKAGE", "evil|name\n# heading", "MISSING", "a.txt:1",
-                                            "RUN echo ```")],
-               warnings=["<script>alert(1)</script>"], proven=[ProofItem("x\n```\nrm", False, "")])
+    r = sample(
+        requirements=[RequirementRow("PACKAGE", "evil|name\n# heading", "MISSING", "a.txt:1", "RUN echo ```")],
+        warnings=["<script>alert(1)</script>"],
+        proven=[ProofItem("x\n```\nrm", False, "")],
+    )
     text = render_report(r)
     assert "evil\\|name # heading" in text
     assert "<script>" not in text
@@ -74,8 +99,9 @@ def test_repository_text_cannot_break_the_markdown():
 
 
 def test_pr_body_is_capped_and_keeps_its_fingerprint():
-    rows = [RequirementRow("PACKAGE", f"pkg{i}", "SATISFIED", f"requirements.txt:{i}", "RUN x " * 40)
-            for i in range(5000)]
+    rows = [
+        RequirementRow("PACKAGE", f"pkg{i}", "SATISFIED", f"requirements.txt:{i}", "RUN x " * 40) for i in range(5000)
+    ]
     r = sample(requirements=rows, warnings=[f"w{i} " * 50 for i in range(5000)])
     body = render_pr_body(r, "f" * 32)
     assert len(body) <= GITHUB_BODY_LIMIT
@@ -124,39 +150,80 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
     from bot.verify.record import VerificationRecord
 
     plan = make_plan(repos_dir / "loop-scm", resolve=False, available_pythons=["3.11", "3.13"])
-    run = RunRecord(repo="loop-scm", run_id="r1", status="success", plan=plan.to_json(),
-                    replay={"ok": True, "collect_exit": 0, "test_exit": 0, "seconds": 41.5},
-                    tests=TestResults(outcomes={"t::a": "passed", "t::b": "passed", "t::c": "skipped"}),
-                    repairs=[KeptRepair(Signature("scm_version", "configuration", "setuptools-scm",
-                                                  "LookupError: setuptools-scm was unable to detect version"),
-                                        Candidate([Atom("set_env", {"name": "SETUPTOOLS_SCM_PRETEND_VERSION",
-                                                                    "value": "0.1.0"})],
-                                                  "knowledge", unit_id="xpu-scm-1", why="no git metadata in the build context"), "")],
-                    timings={"build": 30.0, "tests": 11.5}, llm_usage={"tokens": 0})
-    ver = VerificationRecord(image="setupbot-env", repo="loop-scm",
-                             services=[{"name": "postgres", "kind": "postgres", "requested_image": "postgres:16",
-                                        "image": "postgres:16", "healthy": True, "note": ""}],
-                             attribution={"needed": {"postgres": ["t::a"]}, "unattributed": [], "fixed": ["t::a"]},
-                             charges=[{"id": "c1", "kind": "pip_check", "subject": "pip check", "evidence": "x"}],
-                             rulings=[{"charge_id": "c1", "kind": "pip_check", "decision": "dismissed",
-                                       "rule": "optional", "reason": "only an optional extra conflicts"}],
-                             verdict={"tier": "Full", "reasons": ["2 tests pass; no charge stands"]})
-    for data in (from_pipeline(plan, run, ver, repository="octo/scm"),
-                 from_pipeline(None, run, ver, repository="octo/scm")):      # plan JSON from the record
+    run = RunRecord(
+        repo="loop-scm",
+        run_id="r1",
+        status="success",
+        plan=plan.to_json(),
+        replay={"ok": True, "collect_exit": 0, "test_exit": 0, "seconds": 41.5},
+        tests=TestResults(outcomes={"t::a": "passed", "t::b": "passed", "t::c": "skipped"}),
+        repairs=[
+            KeptRepair(
+                Signature(
+                    "scm_version",
+                    "configuration",
+                    "setuptools-scm",
+                    "LookupError: setuptools-scm was unable to detect version",
+                ),
+                Candidate(
+                    [Atom("set_env", {"name": "SETUPTOOLS_SCM_PRETEND_VERSION", "value": "0.1.0"})],
+                    "knowledge",
+                    unit_id="xpu-scm-1",
+                    why="no git metadata in the build context",
+                ),
+                "",
+            )
+        ],
+        timings={"build": 30.0, "tests": 11.5},
+        llm_usage={"tokens": 0},
+    )
+    ver = VerificationRecord(
+        image="setupbot-env",
+        repo="loop-scm",
+        services=[
+            {
+                "name": "postgres",
+                "kind": "postgres",
+                "requested_image": "postgres:16",
+                "image": "postgres:16",
+                "healthy": True,
+                "note": "",
+            }
+        ],
+        attribution={"needed": {"postgres": ["t::a"]}, "unattributed": [], "fixed": ["t::a"]},
+        charges=[{"id": "c1", "kind": "pip_check", "subject": "pip check", "evidence": "x"}],
+        rulings=[
+            {
+                "charge_id": "c1",
+                "kind": "pip_check",
+                "decision": "dismissed",
+                "rule": "optional",
+                "reason": "only an optional extra conflicts",
+            }
+        ],
+        verdict={"tier": "Full", "reasons": ["2 tests pass; no charge stands"]},
+    )
+    for data in (
+        from_pipeline(plan, run, ver, repository="octo/scm"),
+        from_pipeline(None, run, ver, repository="octo/scm"),
+    ):  # plan JSON from the record
         assert data.verdict == "Full" and data.tier_reason == "2 tests pass; no charge stands"
         assert data.replay_ok and (data.tests.collected, data.tests.passed, data.tests.skipped) == (3, 2, 1)
         assert data.python == "3.13" and data.test_command == ["python", "-m", "pytest"]
         rows = {r.name: r for r in data.requirements}
         assert rows["SETUPTOOLS_SCM_PRETEND_VERSION"].dockerfile_line == "ENV SETUPTOOLS_SCM_PRETEND_VERSION=0.1.0"
         assert rows["SETUPTOOLS_SCM_PRETEND_VERSION"].evidence == "pyproject.toml:2"
-        assert data.repairs[0].unit_ids == ["xpu-scm-1"] and "SETUPTOOLS_SCM_PRETEND_VERSION" in data.repairs[0].description
+        assert (
+            data.repairs[0].unit_ids == ["xpu-scm-1"]
+            and "SETUPTOOLS_SCM_PRETEND_VERSION" in data.repairs[0].description
+        )
         # the report says what failed and why the fix applies
         assert data.repairs[0].description.endswith(
-            " — for configuration/scm_version (setuptools-scm); no git metadata in the build context")
+            " — for configuration/scm_version (setuptools-scm); no git metadata in the build context"
+        )
         assert data.services[0].tests == ["t::a"] and data.services[0].healthy
         assert data.charges[0].ruling == "dismissed"
-        assert data.llm_tokens == 0 and data.timings == {"build": 30.0, "tests": 11.5,
-                                                               "replay_seconds": 41.5}
+        assert data.llm_tokens == 0 and data.timings == {"build": 30.0, "tests": 11.5, "replay_seconds": 41.5}
         text = render_report(data)
         assert "Verdict: **Full**" in text and "`ENV SETUPTOOLS_SCM_PRETEND_VERSION=0.1.0`" in text
 
@@ -180,7 +247,11 @@ def test_a_timed_out_replay_says_so():
     from bot.report.model import from_pipeline
 
     note = "the test run timed out after 1200 s; collection passed and the output so far shows no setup failure"
-    run = RunRecord(repo="r", run_id="r2", status="success",
-                    replay={"ok": True, "collect_exit": 0, "test_exit": -1, "seconds": 1300.0, "note": note})
+    run = RunRecord(
+        repo="r",
+        run_id="r2",
+        status="success",
+        replay={"ok": True, "collect_exit": 0, "test_exit": -1, "seconds": 1300.0, "note": note},
+    )
     data = from_pipeline(None, run, None, repository="octo/slow")
     assert data.replay_ok and note in data.replay_detail

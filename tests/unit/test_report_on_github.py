@@ -24,7 +24,7 @@ from bot.report.render import (
 )
 from bot.report.timeline import TIMELINE_FILE, render_timeline_svg
 
-STEP_SUMMARY_LIMIT = 1024 * 1024          # bytes per step (GitHub's $GITHUB_STEP_SUMMARY cap)
+STEP_SUMMARY_LIMIT = 1024 * 1024  # bytes per step (GitHub's $GITHUB_STEP_SUMMARY cap)
 SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -39,27 +39,39 @@ def first_lines(text: str, n: int = 2) -> list[str]:
 
 
 def report(**kw) -> ReportData:
-    base = dict(repository="octo/app", verdict="Mostly", replay_ok=True,
-                tests=TestCounts(collected=10, passed=9, failed=1), test_command=["python", "-m", "pytest"])
+    base = dict(
+        repository="octo/app",
+        verdict="Mostly",
+        replay_ok=True,
+        tests=TestCounts(collected=10, passed=9, failed=1),
+        test_command=["python", "-m", "pytest"],
+    )
     base.update(kw)
     return ReportData(**base)
 
 
 # ------------------------------------------------------------------ verdict first
 
-@pytest.mark.parametrize("verdict, replay_ok, meaning, gate", [
-    ("Full", True, "no charge stands", "setupbot proved this environment"),
-    ("Mostly", None, "the environment works", "no clean replay ran: not proven"),
-    ("Partial", True, "the environment works in part", "below the `Mostly` gate"),
-    ("Shallow", False, "nothing was really tested", "below the `Mostly` gate"),
-    ("Failed", False, "could not build an environment", "below the `Mostly` gate"),
-    ("Weird", True, "does not know this verdict", "below the `Mostly` gate"),
-])
+
+@pytest.mark.parametrize(
+    "verdict, replay_ok, meaning, gate",
+    [
+        ("Full", True, "no charge stands", "setupbot proved this environment"),
+        ("Mostly", None, "the environment works", "no clean replay ran: not proven"),
+        ("Partial", True, "the environment works in part", "below the `Mostly` gate"),
+        ("Shallow", False, "nothing was really tested", "below the `Mostly` gate"),
+        ("Failed", False, "could not build an environment", "below the `Mostly` gate"),
+        ("Weird", True, "does not know this verdict", "below the `Mostly` gate"),
+    ],
+)
 def test_every_rendering_starts_with_the_verdict_and_what_it_means(verdict, replay_ok, meaning, gate):
     r = report(verdict=verdict, replay_ok=replay_ok, warnings=["w"] * 3)
-    for name, text in (("report", render_report(r)), ("body", render_pr_body(r, "a" * 32)),
-                       ("summary", render_job_summary(r, event="push", note="pull request #3: updated")),
-                       ("comment", render_comment(r))):
+    for name, text in (
+        ("report", render_report(r)),
+        ("body", render_pr_body(r, "a" * 32)),
+        ("summary", render_job_summary(r, event="push", note="pull request #3: updated")),
+        ("comment", render_comment(r)),
+    ):
         title, means = first_lines(text)
         assert re.match(r"#+ \S+ Verdict: \*\*" + verdict + r"\*\*", title), (name, title)
         assert means.startswith(f"**{verdict}** means ") and meaning in means and gate in means, (name, means)
@@ -75,38 +87,55 @@ def test_the_title_escapes_what_the_repository_and_event_names_carry():
 
 # ------------------------------------------------------------------ a huge run stays under the limits
 
+
 def huge_run():
     """A synthetic run record far beyond any real one: every list the renderings show is long."""
     n = 6000
-    plan = {"python": "3.12", "base_image": "python:3.12-slim", "test_command": ["python", "-m", "pytest"],
-            "graph": {"nodes": [{"id": f"n{i}", "type": "PACKAGE", "name": f"package-{i}-" + "x" * 40,
-                                 "state": "SATISFIED", "evidence": [[f"requirements/part{i}.txt", i + 1]]}
-                                for i in range(n)]},
-            "dockerfile_lines": [{"text": f"RUN pip install package-{i}==1.0 " + "--flag " * 20, "node_ids": [f"n{i}"]}
-                                 for i in range(n)],
-            "warnings": [f"requirements/part{i}.txt:1: unpinned requirement " + "y" * 80 for i in range(n)],
-            "services": [{"name": f"svc{i}", "image": f"postgres:{i}"} for i in range(300)]}
-    run = {"replay": {"ok": True, "collect_exit": 0, "test_exit": 1, "seconds": 30.0},
-           "tests": {"collected": 90000, "passed": 80000, "failed": 9000, "skipped": 1000},
-           "repairs": [{"description": f"install libthing{i}-dev " + "z" * 60, "unit_ids": [f"xpu-{i}"]}
-                       for i in range(2000)],
-           "warnings": ["loop: " + "w" * 100] * 3000,
-           "llm_usage": {"tokens": 10, "refusals": [{"reason": "edits .github/workflows", "reply": "r" * 300}] * 800},
-           "members": [{"name": f"m{i}", "path": f"pkgs/m{i}", "tests": {"passed": 1}} for i in range(1500)],
-           "unresolved": [{"message": f"no candidate for error {i} " + "u" * 80, "category": "unknown"}
-                          for i in range(3000)],
-           "timings": {"total_seconds": 2000.0}}
-    verification = {"verdict": {"tier": "Partial", "reasons": ["r" * 100] * 50},
-                    "charges": [{"id": str(i), "kind": "console_script", "subject": f"tool-{i} " + "c" * 60}
-                                for i in range(3000)],
-                    "rulings": [{"charge_id": str(i), "decision": "upheld", "reason": "exit 1 " + "q" * 80}
-                                for i in range(3000)],
-                    "services": [{"name": f"svc{i}", "image": f"postgres:{i}", "healthy": True} for i in range(300)],
-                    "attribution": {"needed": {f"svc{i}": [f"tests/test_{j}.py::test_x" for j in range(500)]
-                                               for i in range(300)}}}
+    plan = {
+        "python": "3.12",
+        "base_image": "python:3.12-slim",
+        "test_command": ["python", "-m", "pytest"],
+        "graph": {
+            "nodes": [
+                {
+                    "id": f"n{i}",
+                    "type": "PACKAGE",
+                    "name": f"package-{i}-" + "x" * 40,
+                    "state": "SATISFIED",
+                    "evidence": [[f"requirements/part{i}.txt", i + 1]],
+                }
+                for i in range(n)
+            ]
+        },
+        "dockerfile_lines": [
+            {"text": f"RUN pip install package-{i}==1.0 " + "--flag " * 20, "node_ids": [f"n{i}"]} for i in range(n)
+        ],
+        "warnings": [f"requirements/part{i}.txt:1: unpinned requirement " + "y" * 80 for i in range(n)],
+        "services": [{"name": f"svc{i}", "image": f"postgres:{i}"} for i in range(300)],
+    }
+    run = {
+        "replay": {"ok": True, "collect_exit": 0, "test_exit": 1, "seconds": 30.0},
+        "tests": {"collected": 90000, "passed": 80000, "failed": 9000, "skipped": 1000},
+        "repairs": [
+            {"description": f"install libthing{i}-dev " + "z" * 60, "unit_ids": [f"xpu-{i}"]} for i in range(2000)
+        ],
+        "warnings": ["loop: " + "w" * 100] * 3000,
+        "llm_usage": {"tokens": 10, "refusals": [{"reason": "edits .github/workflows", "reply": "r" * 300}] * 800},
+        "members": [{"name": f"m{i}", "path": f"pkgs/m{i}", "tests": {"passed": 1}} for i in range(1500)],
+        "unresolved": [
+            {"message": f"no candidate for error {i} " + "u" * 80, "category": "unknown"} for i in range(3000)
+        ],
+        "timings": {"total_seconds": 2000.0},
+    }
+    verification = {
+        "verdict": {"tier": "Partial", "reasons": ["r" * 100] * 50},
+        "charges": [{"id": str(i), "kind": "console_script", "subject": f"tool-{i} " + "c" * 60} for i in range(3000)],
+        "rulings": [{"charge_id": str(i), "decision": "upheld", "reason": "exit 1 " + "q" * 80} for i in range(3000)],
+        "services": [{"name": f"svc{i}", "image": f"postgres:{i}", "healthy": True} for i in range(300)],
+        "attribution": {"needed": {f"svc{i}": [f"tests/test_{j}.py::test_x" for j in range(500)] for i in range(300)}},
+    }
     data = from_pipeline(plan, run, verification, repository="octo/huge")
-    data.pending_changes = {f".devcontainer/file{i}": "".join(f"+line {j}\n" for j in range(3000))
-                            for i in range(20)}
+    data.pending_changes = {f".devcontainer/file{i}": "".join(f"+line {j}\n" for j in range(3000)) for i in range(20)}
     data.timeline = TIMELINE_FILE
     return data
 
@@ -114,8 +143,12 @@ def huge_run():
 def test_a_huge_run_stays_under_the_summary_and_body_limits_without_being_cut():
     data = huge_run()
     assert len(data.requirements) == 6000 and len(data.charges) == 3000 and len(data.warnings) == 9000
-    comparison = SimpleNamespace(regression=True, summary="tests lost", details=[f"lost test {i}" for i in range(5000)],
-                                 diff=[f"+ package {i}" for i in range(20000)])
+    comparison = SimpleNamespace(
+        regression=True,
+        summary="tests lost",
+        details=[f"lost test {i}" for i in range(5000)],
+        diff=[f"+ package {i}" for i in range(20000)],
+    )
     summary = render_job_summary(data, event="pull_request", note="n", comparison=comparison, base="main")
     ctx = BodyContext(changes=[f"+ package {i}" for i in range(20000)], inputs_changed=["x"] * 500)
     body = render_pr_body(data, "f" * 32, ctx)
@@ -128,9 +161,9 @@ def test_a_huge_run_stays_under_the_summary_and_body_limits_without_being_cut():
         assert "Verdict: **Partial**" in first_lines(text)[0], name
     assert len(summary.encode("utf-8")) <= STEP_SUMMARY_LIMIT
     assert "### Reproduce locally" in summary and "### How to stop setupbot" in body
-    assert "… and 5970 more (see `.devcontainer/setup-report.md`)" in body      # 6000 requirements, 30 shown
-    assert "… and 5970 more (see `.devcontainer/setup-report.md`)" in summary   # 30 shown
-    assert "… and 2970 more (see `.devcontainer/setup-report.md`)" in summary   # charges
+    assert "… and 5970 more (see `.devcontainer/setup-report.md`)" in body  # 6000 requirements, 30 shown
+    assert "… and 5970 more (see `.devcontainer/setup-report.md`)" in summary  # 30 shown
+    assert "… and 2970 more (see `.devcontainer/setup-report.md`)" in summary  # charges
     # the committed report is the reference: every requirement, every charge
     full = render_report(data)
     assert all(f"package-{i}-" in full for i in (0, 2999, 5999)) and "tool-2999" in full
@@ -138,6 +171,7 @@ def test_a_huge_run_stays_under_the_summary_and_body_limits_without_being_cut():
 
 
 # ------------------------------------------------------------------ collapsible long lists
+
 
 def _rows(n: int) -> list[RequirementRow]:
     return [RequirementRow("PACKAGE", f"pkg{i}", "SATISFIED", f"requirements.txt:{i + 1}") for i in range(n)]
@@ -164,28 +198,31 @@ def test_a_capped_list_in_a_fold_is_closed_and_points_at_the_report():
     body = render_pr_body(report(requirements=_rows(100)), "a" * 32)
     page = html(body)
     folded = re.search(r"<details><summary>100 requirements[^<]*</summary>(.*?)</details>", page, re.S)
-    assert folded and folded.group(1).count("<tr>") == 31          # the header and 30 rows
+    assert folded and folded.group(1).count("<tr>") == 31  # the header and 30 rows
     assert "… and 70 more (see <code>.devcontainer/setup-report.md</code>)" in folded.group(1)
 
 
 # ------------------------------------------------------------------ the stage timeline
 
-STEPS = [{"action": "plan", "duration": 2.0, "at": 1002.0, "outcome": "ok"},
-         {"action": "build", "duration": 60.0, "at": 1062.0, "outcome": "ok"},
-         {"action": "test", "duration": 30.0, "at": 1092.0, "outcome": "failed"},
-         {"action": "replay", "duration": 90.0, "at": 1182.0, "outcome": "ok"}]
+STEPS = [
+    {"action": "plan", "duration": 2.0, "at": 1002.0, "outcome": "ok"},
+    {"action": "build", "duration": 60.0, "at": 1062.0, "outcome": "ok"},
+    {"action": "test", "duration": 30.0, "at": 1092.0, "outcome": "failed"},
+    {"action": "replay", "duration": 90.0, "at": 1182.0, "outcome": "ok"},
+]
 
 
 def _generate(steps=STEPS, existing=None, repository="octo/app"):
     r = ReportData(repository=repository, verdict="Full", replay_ok=True, test_command=["python", "-m", "pytest"])
-    return generate_outputs(r, dockerfile_text="FROM python:3.12-slim\n", plan_json={"nodes": []},
-                            existing=existing, timeline_steps=steps)
+    return generate_outputs(
+        r, dockerfile_text="FROM python:3.12-slim\n", plan_json={"nodes": []}, existing=existing, timeline_steps=steps
+    )
 
 
 def test_the_timeline_is_written_next_to_the_report_and_linked_from_it():
     out = _generate()
     svg = out.files[f".devcontainer/{TIMELINE_FILE}"]
-    assert has_marker(svg)                                  # setupbot may rewrite it; a person can take it over
+    assert has_marker(svg)  # setupbot may rewrite it; a person can take it over
     root = ET.fromstring(svg)
     assert root.tag == f"{SVG}svg"
     titles = [t.text for t in root.iter(f"{SVG}title")]
@@ -223,22 +260,32 @@ def test_a_hand_written_timeline_is_left_alone():
     assert "![" not in out.files[out.report_path]
 
 
-HOSTILE = ('x"/><script>alert(1)</script><text y="1">]]>&amp;&#0;\x00\x01\x1b\ud800\ufffe'
-           '<!-- --><?xml-stylesheet href="http://evil/"?><foreignObject><a href="javascript:1">')
+HOSTILE = (
+    'x"/><script>alert(1)</script><text y="1">]]>&amp;&#0;\x00\x01\x1b\ud800\ufffe'
+    '<!-- --><?xml-stylesheet href="http://evil/"?><foreignObject><a href="javascript:1">'
+)
 
 
 def test_a_hostile_step_cannot_reach_the_svg_unescaped():
-    steps = [*STEPS,
-             {"action": "test", "duration": 5.0, "at": 1190.0, "outcome": HOSTILE,
-              "command": [HOSTILE], "detail": {"label": HOSTILE}},
-             {"action": HOSTILE, "duration": 5.0, "at": 1195.0, "outcome": "ok"},
-             {"action": "build", "duration": "nan", "at": float("inf"), "outcome": "ok"},
-             {"action": "build", "duration": {"x": 1}, "at": None, "outcome": ["ok"]}]
+    steps = [
+        *STEPS,
+        {
+            "action": "test",
+            "duration": 5.0,
+            "at": 1190.0,
+            "outcome": HOSTILE,
+            "command": [HOSTILE],
+            "detail": {"label": HOSTILE},
+        },
+        {"action": HOSTILE, "duration": 5.0, "at": 1195.0, "outcome": "ok"},
+        {"action": "build", "duration": "nan", "at": float("inf"), "outcome": "ok"},
+        {"action": "build", "duration": {"x": 1}, "at": None, "outcome": ["ok"]},
+    ]
     svg = render_timeline_svg(steps, title=HOSTILE)
-    root = ET.fromstring(svg)                                # well-formed whatever the input held
+    root = ET.fromstring(svg)  # well-formed whatever the input held
     assert {el.tag.removeprefix(SVG) for el in root.iter()} <= {"svg", "title", "rect", "text", "line"}
     assert not any(k.startswith("on") or "href" in k for el in root.iter() for k in el.attrib)
-    for needle in ("<script", "<foreignObject", "<?xml-stylesheet", "<text y=\"1\">", "\x00", "\x1b"):
+    for needle in ("<script", "<foreignObject", "<?xml-stylesheet", '<text y="1">', "\x00", "\x1b"):
         assert needle not in svg, needle
     titles = [t.text or "" for t in root.iter(f"{SVG}title")]
     # the step's own text never becomes its label: only setupbot's words and numbers do
@@ -257,8 +304,12 @@ def test_outputs_from_a_run_record_carry_the_timeline(tmp_path):
     for s in STEPS:
         trajectory.add(Step(s["action"], duration=s["duration"], at=s["at"], outcome=s["outcome"]))
     record = RunRecord(repo=str(tmp_path), run_id="r1", trajectory=trajectory)
-    plan = {"python": "3.12", "base_image": "python:3.12-slim", "graph": {"nodes": []},
-            "dockerfile": "FROM python:3.12-slim\n"}
+    plan = {
+        "python": "3.12",
+        "base_image": "python:3.12-slim",
+        "graph": {"nodes": []},
+        "dockerfile": "FROM python:3.12-slim\n",
+    }
     out = outputs_from_pipeline(tmp_path, plan=plan, run_record=record, repository="octo/app")
     root = ET.fromstring(out.files[f".devcontainer/{TIMELINE_FILE}"])
     assert len([r for r in root.iter(f"{SVG}rect") if r.find(f"{SVG}title") is not None]) == 4

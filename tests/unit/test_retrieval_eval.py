@@ -15,15 +15,26 @@ def _write(results: Path, rows: list[dict]) -> None:
 
 
 def test_harvest_takes_the_failing_part_of_failed_runs_once(tmp_path):
-    _write(tmp_path, [
-        {"repo": "a/b", "system": "setupbot", "status": "build-failed", "build_log_tail": "E: boom", "collect_tail": "x"},
-        {"repo": "a/b", "system": "setupbot", "status": "collect-failed", "collect_tail": "No module named 'q'"},
-        {"repo": "c/d", "system": "setupbot", "status": "collect-failed", "collect_tail": "No module named 'q'"},
-        {"repo": "e/f", "system": "setupbot", "status": "ok", "collect_tail": "fine", "test_tail": "1 failed"},
-    ])
+    _write(
+        tmp_path,
+        [
+            {
+                "repo": "a/b",
+                "system": "setupbot",
+                "status": "build-failed",
+                "build_log_tail": "E: boom",
+                "collect_tail": "x",
+            },
+            {"repo": "a/b", "system": "setupbot", "status": "collect-failed", "collect_tail": "No module named 'q'"},
+            {"repo": "c/d", "system": "setupbot", "status": "collect-failed", "collect_tail": "No module named 'q'"},
+            {"repo": "e/f", "system": "setupbot", "status": "ok", "collect_tail": "fine", "test_tail": "1 failed"},
+        ],
+    )
     logs = harvest(tmp_path)
-    assert [(lg.case, lg.text) for lg in logs] == [("a/b|setupbot|build_log_tail", "E: boom"),
-                                                ("a/b|setupbot|collect_tail", "No module named 'q'")]
+    assert [(lg.case, lg.text) for lg in logs] == [
+        ("a/b|setupbot|build_log_tail", "E: boom"),
+        ("a/b|setupbot|collect_tail", "No module named 'q'"),
+    ]
 
 
 def test_precision_counts_offering_nothing_as_right_when_no_unit_holds_the_fix():

@@ -51,16 +51,21 @@ def test_round_trip_keeps_comments_and_layout():
     expected = HAND_WRITTEN.replace("1" * 40, SHA2)
     assert out == expected
     assert update_workflow_text(out, setupbot_repository=SETUPBOT, ref=SHA2) == out
-    assert update_workflow_text("on: push\njobs:\n  a:\n    runs-on: x\n", setupbot_repository=SETUPBOT,
-                                ref=SHA2) is None
+    assert (
+        update_workflow_text("on: push\njobs:\n  a:\n    runs-on: x\n", setupbot_repository=SETUPBOT, ref=SHA2) is None
+    )
 
 
 @pytest.fixture
 def double():
     with GitHubDouble() as d:
         d.add_repo("acme/fresh", org=True)
-        d.add_repo("acme/trunky", {"README.md": "x\n", ".github/workflows/env.yml": HAND_WRITTEN},
-                   default_branch="trunk", org=True)
+        d.add_repo(
+            "acme/trunky",
+            {"README.md": "x\n", ".github/workflows/env.yml": HAND_WRITTEN},
+            default_branch="trunk",
+            org=True,
+        )
         d.add_repo("acme/own", {".github/workflows/setupbot.yml": "name: ours\non: push\njobs: {}\n"}, org=True)
         yield d
     assert d.schema_errors == []

@@ -64,7 +64,8 @@ def test_nextest_in_ci_installs_it_and_runs_it(tmp_path):
     (tmp_path / "src/lib.rs").write_text("")
     (tmp_path / "Cargo.toml").write_text('[package]\nname="x"\nversion="0.1.0"\nedition="2021"\n')
     (tmp_path / ".github/workflows/ci.yml").write_text(
-        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: cargo nextest run --all-features\n")
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: cargo nextest run --all-features\n"
+    )
     plan = make_plan(tmp_path, ["1.85"])
     assert "cargo install --locked cargo-nextest@" in plan.dockerfile
     assert plan.test_command == ["cargo", "nextest", "run", "--all-features", "--no-fail-fast"]
@@ -88,9 +89,11 @@ def test_compile_is_deterministic():
 def test_declared_targets_are_stubbed_for_the_fetch(tmp_path):
     # dtolnay/itoa declares [[bench]] name = "bench" with no path: cargo looks for
     # benches/bench.rs and refuses the manifest when it is missing
-    (tmp_path / "Cargo.toml").write_text('[package]\nname="x"\nversion="0.1.0"\n[[bench]]\nname = "bench"\n'
-                                         'harness = false\n[[bin]]\nname="tool"\npath="tools/tool.rs"\n'
-                                         '[[test]]\nname="../../escape"\n')
+    (tmp_path / "Cargo.toml").write_text(
+        '[package]\nname="x"\nversion="0.1.0"\n[[bench]]\nname = "bench"\n'
+        'harness = false\n[[bin]]\nname="tool"\npath="tools/tool.rs"\n'
+        '[[test]]\nname="../../escape"\n'
+    )
     plan = make_plan(tmp_path, ["1.85"])
     assert "touch src/lib.rs tools/tool.rs benches/bench.rs" in plan.dockerfile
     assert "escape" not in plan.dockerfile

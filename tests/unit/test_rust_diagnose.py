@@ -39,42 +39,57 @@ def test_stale_lock_with_locked():
 
 
 def test_older_cargo_messages_for_msrv_edition_and_lock_format():
-    assert kinds("error: package `clap v4.5.0` cannot be built because it requires rustc 1.74 or newer, "
-                 "while the currently active rustc version is 1.63.0")["rust_floor"] == ["1.74"]
-    assert kinds("error: failed to parse manifest at `/w/Cargo.toml`\n\nCaused by:\n  feature `edition2024` is required"
-                 )["rust_floor"] == ["1.85"]
-    assert kinds("error: failed to parse lock file at: /w/Cargo.lock\n\nCaused by:\n  lock file version 4 was found, "
-                 "but this version of Cargo does not understand this lock file, perhaps Cargo needs to be updated?"
-                 )["rust_floor"] == ["1.78"]
+    assert kinds(
+        "error: package `clap v4.5.0` cannot be built because it requires rustc 1.74 or newer, "
+        "while the currently active rustc version is 1.63.0"
+    )["rust_floor"] == ["1.74"]
+    assert kinds(
+        "error: failed to parse manifest at `/w/Cargo.toml`\n\nCaused by:\n  feature `edition2024` is required"
+    )["rust_floor"] == ["1.85"]
+    assert kinds(
+        "error: failed to parse lock file at: /w/Cargo.lock\n\nCaused by:\n  lock file version 4 was found, "
+        "but this version of Cargo does not understand this lock file, perhaps Cargo needs to be updated?"
+    )["rust_floor"] == ["1.78"]
 
 
 def test_missing_protoc_cmake_clang_and_compiler():
-    protoc = ("error: failed to run custom build command for `my-proto v0.1.0`\n"
-              "  Error: Custom { kind: NotFound, error: \"Could not find `protoc`. If `protoc` is installed, try setting "
-              "the `PROTOC` environment variable\" }")
+    protoc = (
+        "error: failed to run custom build command for `my-proto v0.1.0`\n"
+        '  Error: Custom { kind: NotFound, error: "Could not find `protoc`. If `protoc` is installed, try setting '
+        'the `PROTOC` environment variable" }'
+    )
     assert kinds(protoc)["missing_command"] == ["protobuf-compiler"]
-    cmake = ("  running: \"cmake\" \"/root/.cargo/registry/src/libz-ng-sys-1.1.15/src/zlib-ng\"\n"
-             "  --- stderr\n  thread 'main' panicked at cmake-0.1.50/src/lib.rs:1098:5:\n\n"
-             "  failed to execute command: No such file or directory (os error 2)\n  is `cmake` not installed?")
+    cmake = (
+        '  running: "cmake" "/root/.cargo/registry/src/libz-ng-sys-1.1.15/src/zlib-ng"\n'
+        "  --- stderr\n  thread 'main' panicked at cmake-0.1.50/src/lib.rs:1098:5:\n\n"
+        "  failed to execute command: No such file or directory (os error 2)\n  is `cmake` not installed?"
+    )
     assert kinds(cmake)["missing_command"] == ["cmake"]
-    clang = ("  thread 'main' panicked at bindgen-0.69.4/lib.rs:622:31:\n  Unable to find libclang: \"couldn't find any "
-             "valid shared libraries matching: ['libclang.so', 'libclang-*.so']\"")
+    clang = (
+        "  thread 'main' panicked at bindgen-0.69.4/lib.rs:622:31:\n  Unable to find libclang: \"couldn't find any "
+        "valid shared libraries matching: ['libclang.so', 'libclang-*.so']\""
+    )
     assert kinds(clang)["missing_header"] == ["libclang-dev"]
-    assert kinds("error: linker `cc` not found\n  |\n  = note: No such file or directory (os error 2)"
-                 )["missing_compiler"] == ["cc"]
+    assert kinds("error: linker `cc` not found\n  |\n  = note: No such file or directory (os error 2)")[
+        "missing_compiler"
+    ] == ["cc"]
 
 
 def test_feature_needing_a_system_library_through_pkg_config():
-    text = ("  The system library `libpq` required by crate `pq-sys` was not found.\n"
-            "  The file `libpq.pc` needs to be installed and the PKG_CONFIG_PATH environment variable must contain its parent directory.")
+    text = (
+        "  The system library `libpq` required by crate `pq-sys` was not found.\n"
+        "  The file `libpq.pc` needs to be installed and the PKG_CONFIG_PATH environment variable must contain its parent directory."
+    )
     assert kinds(text)["missing_pkg_config_module"] == ["libpq-dev"]
 
 
 def test_tests_that_need_a_service():
-    sigs = diagnose("test db::it_connects ... FAILED\n---- db::it_connects stdout ----\n"
-                    "thread 'db::it_connects' panicked at tests/db.rs:9:10:\n"
-                    "error connecting to server: Connection refused (os error 111) at 127.0.0.1:5432 "
-                    "ConnectionRefused\n")
+    sigs = diagnose(
+        "test db::it_connects ... FAILED\n---- db::it_connects stdout ----\n"
+        "thread 'db::it_connects' panicked at tests/db.rs:9:10:\n"
+        "error connecting to server: Connection refused (os error 111) at 127.0.0.1:5432 "
+        "ConnectionRefused\n"
+    )
     found = {s.kind: s for s in sigs}
     assert found["test_failed"].key == "db::it_connects"
     refused = [s for s in sigs if s.kind == "connection_refused"]

@@ -30,7 +30,7 @@ def test_detection_from_files_and_checkouts():
     assert rust.detect_files(["package.json"]) is None
     assert select(REPOS / "rust-workspace").names == ["rust"]
     mixed = select(REPOS / "rust-maturin")
-    assert mixed.names == ["python", "rust"] and mixed.lead.name == "python"   # Python leads, Rust joins
+    assert mixed.names == ["python", "rust"] and mixed.lead.name == "python"  # Python leads, Rust joins
     assert select_files("x", ["Cargo.toml", "go.mod"]).foreign == ["go.mod"]
 
 
@@ -64,12 +64,14 @@ def test_maturin_project_gets_rustc_and_cargo_with_the_reason():
         node = plan.graph.nodes[f"systemlib:{name}"]
         assert node.action == "apt" and "maturin" in node.attrs["why"]
         assert ("package:@project", node.id, "prerequisite") in plan.graph.edges
-    assert "systemlib:python3-dev" not in plan.graph.nodes       # the Python image has the headers
+    assert "systemlib:python3-dev" not in plan.graph.nodes  # the Python image has the headers
     assert plan.graph.meta["rust_toolchain"]["builder"] == "maturin"
 
 
 def test_plain_python_project_gets_nothing(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires=["hatchling"]\nbuild-backend="hatchling.build"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires=["hatchling"]\nbuild-backend="hatchling.build"\n'
+    )
     (tmp_path / "Cargo.toml").write_text('[package]\nname="x"\nversion="0.1.0"\n')
     plan = _Plan(tmp_path)
     extend_python_plan(plan)

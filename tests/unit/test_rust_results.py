@@ -25,7 +25,10 @@ def test_passing_run_of_the_fixture_crate():
     assert (r.passed, r.failed, r.skipped, r.junit_found) == (4, 0, 1, True)
     sums = libtest_summaries(text)
     assert [(s.suite, s.passed, s.ignored) for s in sums] == [
-        ("rust_crate:src/lib.rs", 2, 1), ("api:tests/api.rs", 2, 0), ("doc:rust_crate", 0, 0)]
+        ("rust_crate:src/lib.rs", 2, 1),
+        ("api:tests/api.rs", 2, 0),
+        ("doc:rust_crate", 0, 0),
+    ]
 
 
 def test_failures_messages_and_doc_tests():
@@ -66,13 +69,19 @@ def test_nextest_status_lines():
      Summary [   0.020s] 4 tests run: 2 passed, 1 failed, 1 skipped
 """
     r = parse_nextest(text, exit_code=100)
-    assert r.outcomes == {"rust-crate::tests::sums_digits": "passed", "rust-crate::api::decimal_of_zero": "passed",
-                          "rust-crate::tests::broken": "failed", "rust-crate::tests::slow_sum": "skipped"}
+    assert r.outcomes == {
+        "rust-crate::tests::sums_digits": "passed",
+        "rust-crate::api::decimal_of_zero": "passed",
+        "rust-crate::tests::broken": "failed",
+        "rust-crate::tests::slow_sum": "skipped",
+    }
     assert parse_results(text).outcomes == r.outcomes
 
 
 def test_older_rustc_panic_line_gives_the_message():
-    text = ("running 1 test\ntest tests::x ... FAILED\n\nfailures:\n\n---- tests::x stdout ----\n"
-            "thread 'tests::x' panicked at 'boom', src/lib.rs:3:5\nnote: run with `RUST_BACKTRACE=1`\n")
+    text = (
+        "running 1 test\ntest tests::x ... FAILED\n\nfailures:\n\n---- tests::x stdout ----\n"
+        "thread 'tests::x' panicked at 'boom', src/lib.rs:3:5\nnote: run with `RUST_BACKTRACE=1`\n"
+    )
     r = parse_libtest(text)
     assert r.outcomes == {"tests::x": "failed"} and r.messages == {"tests::x": "boom"}

@@ -14,8 +14,13 @@ STEPS = [
     {"action": "build", "duration": 60.0, "at": 1062.0, "outcome": "ok"},
     {"action": "collect", "duration": 8.0, "at": 1070.0, "outcome": "failed"},
     {"action": "trial", "duration": 20.0, "at": 1090.0, "outcome": ""},
-    {"action": "keep", "duration": 0.0, "at": 1090.0, "outcome": "kept",
-     "command": ["pip_install <script>alert(1)</script>"]},
+    {
+        "action": "keep",
+        "duration": 0.0,
+        "at": 1090.0,
+        "outcome": "kept",
+        "command": ["pip_install <script>alert(1)</script>"],
+    },
     {"action": "replay", "duration": 90.0, "at": 1180.0, "outcome": "ok"},
     {"action": "something-new", "duration": 5.0, "at": 1185.0, "outcome": "ok"},
 ]
@@ -32,9 +37,10 @@ def test_svg_is_well_formed_with_a_lane_per_stage_that_ran():
     svg = render_timeline_svg(STEPS, title="run <acme/app>")
     root = ET.fromstring(svg)
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-    assert ["plan", "build", "tests", "repair", "replay"] == [t for t in texts if t in
-                                                              ("plan", "build", "tests", "repair", "replay", "verify")]
-    assert "run <acme/app> (180s)" in texts                      # escaped in the file, intact when parsed
+    assert ["plan", "build", "tests", "repair", "replay"] == [
+        t for t in texts if t in ("plan", "build", "tests", "repair", "replay", "verify")
+    ]
+    assert "run <acme/app> (180s)" in texts  # escaped in the file, intact when parsed
     assert "<acme" not in svg
     bars = [r for r in root.findall("s:rect", NS) if r.find("s:title", NS) is not None]
     assert len(bars) == 6

@@ -24,12 +24,23 @@ from bot.verify.services import (
 )
 
 
-@pytest.mark.parametrize("image,kind", [
-    ("postgres:16", "postgres"), ("pgvector/pgvector:pg16", "postgres"), ("postgis/postgis:15-3.4", "postgres"),
-    ("docker.io/library/redis:7-alpine", "redis"), ("bitnami/redis:latest", "redis"),
-    ("mysql:5.7", "mysql"), ("mariadb:10.6", "mysql"), ("rabbitmq:3-management", "rabbitmq"),
-    ("ghcr.io/foo/my-postgres:1", "postgres"), ("mongo:6", "mongodb"), ("elasticsearch:8.1.0", "elasticsearch"), ("ghcr.io/acme/webapp:1", None),
-])
+@pytest.mark.parametrize(
+    "image,kind",
+    [
+        ("postgres:16", "postgres"),
+        ("pgvector/pgvector:pg16", "postgres"),
+        ("postgis/postgis:15-3.4", "postgres"),
+        ("docker.io/library/redis:7-alpine", "redis"),
+        ("bitnami/redis:latest", "redis"),
+        ("mysql:5.7", "mysql"),
+        ("mariadb:10.6", "mysql"),
+        ("rabbitmq:3-management", "rabbitmq"),
+        ("ghcr.io/foo/my-postgres:1", "postgres"),
+        ("mongo:6", "mongodb"),
+        ("elasticsearch:8.1.0", "elasticsearch"),
+        ("ghcr.io/acme/webapp:1", None),
+    ],
+)
 def test_kind_from_image(image, kind):
     assert kind_of(image=image) == kind
 
@@ -82,8 +93,9 @@ def test_resolve_unknown_kind_or_missing_standin_is_clear():
 
 
 def test_spec_from_ci_services_block():
-    spec = ServiceSpec.from_any({"name": "postgres", "image": "postgres:15",
-                                 "ports": ["5432:5432"], "env": {"POSTGRES_PASSWORD": "pw", "N": 3}})
+    spec = ServiceSpec.from_any(
+        {"name": "postgres", "image": "postgres:15", "ports": ["5432:5432"], "env": {"POSTGRES_PASSWORD": "pw", "N": 3}}
+    )
     assert spec.kind == "postgres" and spec.ports == (5432,) and spec.env["N"] == "3"
     bare = ServiceSpec.from_any({"name": "cache", "image": "redis"})
     assert bare.kind == "redis" and bare.port == 6379
@@ -103,16 +115,26 @@ def test_atoms_become_specs():
     assert [(s.name, s.kind) for s in specs] == [("redis", "redis")]
 
 
-@pytest.mark.parametrize("output,kinds", [
-    ('psycopg2.OperationalError: connection to server at "localhost" (127.0.0.1), port 5432 failed: Connection refused',
-     ["postgres"]),
-    ("redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379. Connection refused.", ["redis"]),
-    ("pymysql.err.OperationalError: (2003, \"Can't connect to MySQL server on 'localhost' ([Errno 111] Connection refused)\")\n"
-     "while connecting to port 3306", ["mysql"]),
-    ("pika.exceptions.AMQPConnectionError: ... ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 5672)",
-     ["rabbitmq"]),
-    ("AssertionError: 1 != 2", []),
-])
+@pytest.mark.parametrize(
+    "output,kinds",
+    [
+        (
+            'psycopg2.OperationalError: connection to server at "localhost" (127.0.0.1), port 5432 failed: Connection refused',
+            ["postgres"],
+        ),
+        ("redis.exceptions.ConnectionError: Error 111 connecting to localhost:6379. Connection refused.", ["redis"]),
+        (
+            "pymysql.err.OperationalError: (2003, \"Can't connect to MySQL server on 'localhost' ([Errno 111] Connection refused)\")\n"
+            "while connecting to port 3306",
+            ["mysql"],
+        ),
+        (
+            "pika.exceptions.AMQPConnectionError: ... ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 5672)",
+            ["rabbitmq"],
+        ),
+        ("AssertionError: 1 != 2", []),
+    ],
+)
 def test_diagnosis(output, kinds):
     assert [s.kind for s in specs_from_diagnosis(output)] == kinds
 
@@ -125,13 +147,16 @@ def test_merge_keeps_plan_first_and_skips_inferred_duplicates():
 
 
 def test_service_env_points_at_alias():
-    pg = ServiceSpec.from_any({"name": "db", "image": "postgres:16",
-                               "env": {"POSTGRES_PASSWORD": "p@ss", "POSTGRES_DB": "app"}})
+    pg = ServiceSpec.from_any(
+        {"name": "db", "image": "postgres:16", "env": {"POSTGRES_PASSWORD": "p@ss", "POSTGRES_DB": "app"}}
+    )
     env = service_env(pg)
     assert env["PGHOST"] == "db" and env["PGPASSWORD"] == "p@ss"
     assert env["DATABASE_URL"] == "postgresql://postgres:p%40ss@db:5432/app"
     assert service_env(ServiceSpec.from_any({"name": "redis"}))["REDIS_URL"] == "redis://redis:6379/0"
-    my = service_env(ServiceSpec.from_any({"name": "mysql", "env": {"MYSQL_ROOT_PASSWORD": "r", "MYSQL_DATABASE": "t"}}))
+    my = service_env(
+        ServiceSpec.from_any({"name": "mysql", "env": {"MYSQL_ROOT_PASSWORD": "r", "MYSQL_DATABASE": "t"}})
+    )
     assert (my["MYSQL_HOST"], my["MYSQL_USER"], my["MYSQL_PASSWORD"]) == ("mysql", "root", "r")
     rb = service_env(ServiceSpec.from_any({"name": "rabbitmq"}))
     assert rb["AMQP_URL"] == "amqp://guest:guest@rabbitmq:5672/"
@@ -139,14 +164,21 @@ def test_service_env_points_at_alias():
 
 def test_rewrite_localhost_by_port_name_and_single_service():
     specs = [ServiceSpec.from_any({"name": "postgres"}), ServiceSpec.from_any({"name": "redis"})]
-    out = rewrite_localhost({"DATABASE_URL": "postgres://u:p@localhost:5432/db",
-                             "REDIS_URL": "redis://127.0.0.1:6379/1", "PGHOST": "localhost",
-                             "REDIS_HOST": "localhost", "OTHER": "http://localhost:8080",
-                             "HOSTNAME_LIKE": "mylocalhost.example"}, specs)
+    out = rewrite_localhost(
+        {
+            "DATABASE_URL": "postgres://u:p@localhost:5432/db",
+            "REDIS_URL": "redis://127.0.0.1:6379/1",
+            "PGHOST": "localhost",
+            "REDIS_HOST": "localhost",
+            "OTHER": "http://localhost:8080",
+            "HOSTNAME_LIKE": "mylocalhost.example",
+        },
+        specs,
+    )
     assert out["DATABASE_URL"] == "postgres://u:p@postgres:5432/db"
     assert out["REDIS_URL"] == "redis://redis:6379/1"
     assert out["PGHOST"] == "postgres" and out["REDIS_HOST"] == "redis"
-    assert out["OTHER"] == "http://localhost:8080"        # no service on 8080: left alone
+    assert out["OTHER"] == "http://localhost:8080"  # no service on 8080: left alone
     assert out["HOSTNAME_LIKE"] == "mylocalhost.example"
     single = rewrite_localhost({"DB_HOST": "127.0.0.1"}, specs[:1])
     assert single["DB_HOST"] == "postgres"
@@ -203,8 +235,7 @@ class _Clock:
 
 def test_wait_healthy_is_bounded():
     clock = _Clock()
-    ok, waited, last = wait_healthy(_Handle("x"), [["probe"]], timeout=10, interval=1,
-                                    clock=clock, sleep=clock.sleep)
+    ok, waited, last = wait_healthy(_Handle("x"), [["probe"]], timeout=10, interval=1, clock=clock, sleep=clock.sleep)
     assert not ok and 10 <= waited <= 11 and last == "no response"
     clock = _Clock()
     ok, waited, _ = wait_healthy(_Handle("y", ready_after=3), [["probe"]], timeout=10, clock=clock, sleep=clock.sleep)
@@ -212,8 +243,7 @@ def test_wait_healthy_is_bounded():
 
 
 def test_wait_healthy_stops_when_container_exits():
-    ok, _, last = wait_healthy(_Handle("x"), [["probe"]], timeout=1000, interval=0,
-                               running=lambda: False)
+    ok, _, last = wait_healthy(_Handle("x"), [["probe"]], timeout=1000, interval=0, running=lambda: False)
     assert not ok and last == "the container exited"
 
 
@@ -236,14 +266,16 @@ class _Engine:
 def test_manager_starts_wires_and_tears_down():
     engine = _Engine({"postgres:17", "redis:7"}, ready_after=1)
     with ServiceManager(engine, "net1", interval=0) as sm:
-        started = sm.start([{"name": "postgres", "image": "postgres:15"}, {"name": "redis", "image": "redis:7"}],
-                           ci_env={"DATABASE_URL": "postgresql://postgres:postgres@localhost:5432/test"})
+        started = sm.start(
+            [{"name": "postgres", "image": "postgres:15"}, {"name": "redis", "image": "redis:7"}],
+            ci_env={"DATABASE_URL": "postgresql://postgres:postgres@localhost:5432/test"},
+        )
         assert started.all_healthy
         assert started.env["DATABASE_URL"] == "postgresql://postgres:postgres@postgres:5432/test"
         assert started.env["REDIS_URL"] == "redis://redis:6379/0"
         image, _, net, env, aliases, _ = engine.started[0]
         assert (image, net, aliases) == ("postgres:17", "net1", ["postgres"])
-        assert env["POSTGRES_PASSWORD"] == "postgres"     # the official image would refuse without one
+        assert env["POSTGRES_PASSWORD"] == "postgres"  # the official image would refuse without one
         assert "stand-in postgres:17" in started.outcomes[0].note
     assert all(h.removed for *_, h in engine.started)
 
@@ -269,8 +301,13 @@ def test_manager_missing_image_and_failed_start_are_outcomes():
 
 def test_forward_targets_cover_kind_and_mapped_ports():
     from bot.verify.services import ServiceOutcome, forward_targets
-    specs = [ServiceSpec.from_any({"name": "db", "image": "postgres:16", "ports": ["5433:5432"]}),
-             ServiceSpec.from_any({"name": "cache", "image": "redis"})]
-    outcomes = [ServiceOutcome("db", "postgres", "postgres:16", "postgres:17", "db", True),
-                ServiceOutcome("cache", "redis", "redis", "redis:8", "cache", False)]
+
+    specs = [
+        ServiceSpec.from_any({"name": "db", "image": "postgres:16", "ports": ["5433:5432"]}),
+        ServiceSpec.from_any({"name": "cache", "image": "redis"}),
+    ]
+    outcomes = [
+        ServiceOutcome("db", "postgres", "postgres:16", "postgres:17", "db", True),
+        ServiceOutcome("cache", "redis", "redis", "redis:8", "cache", False),
+    ]
     assert forward_targets(outcomes, specs) == ["5432:db:5432"]

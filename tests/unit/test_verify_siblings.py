@@ -11,23 +11,41 @@ from bot.verify.siblings import SiblingSpec, probe_argv, specs_from_settings
 
 
 def test_sibling_from_setting_and_default_wiring():
-    spec = SiblingSpec.from_setting({"name": "API", "path": "../api", "port": 8000, "probe": "http:/health",
-                                     "env": {"MODE": "test"}, "command": "python serve.py"})
+    spec = SiblingSpec.from_setting(
+        {
+            "name": "API",
+            "path": "../api",
+            "port": 8000,
+            "probe": "http:/health",
+            "env": {"MODE": "test"},
+            "command": "python serve.py",
+        }
+    )
     assert spec.name == "api" and spec.command == ("python", "serve.py") and spec.env == {"MODE": "test"}
     assert spec.wiring() == {"API_HOST": "api", "API_PORT": "8000", "API_URL": "http://api:8000"}
-    custom = SiblingSpec.from_setting({"name": "server", "url": "https://example.org/x.git", "ref": "v1.2",
-                                       "port": 80, "wire": {"SERVER_URL": "http://server"}})
+    custom = SiblingSpec.from_setting(
+        {
+            "name": "server",
+            "url": "https://example.org/x.git",
+            "ref": "v1.2",
+            "port": 80,
+            "wire": {"SERVER_URL": "http://server"},
+        }
+    )
     assert custom.wiring() == {"SERVER_URL": "http://server"} and custom.probe == "tcp"
 
 
-@pytest.mark.parametrize("entry,message", [
-    ({"name": "x", "path": "a", "url": "b"}, "exactly one"),
-    ({"name": "x"}, "exactly one"),
-    ({"name": "Bad Name!", "path": "a"}, "not a usable name"),
-    ({"name": "x", "path": "a", "ref": "--upload-pack=evil"}, "not a git ref"),
-    ({"name": "x", "path": "a", "port": 1, "probe": "ftp"}, "probe must be"),
-    ({"name": "x", "path": "a", "colour": "red"}, "unknown key"),
-])
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        ({"name": "x", "path": "a", "url": "b"}, "exactly one"),
+        ({"name": "x"}, "exactly one"),
+        ({"name": "Bad Name!", "path": "a"}, "not a usable name"),
+        ({"name": "x", "path": "a", "ref": "--upload-pack=evil"}, "not a git ref"),
+        ({"name": "x", "path": "a", "port": 1, "probe": "ftp"}, "probe must be"),
+        ({"name": "x", "path": "a", "colour": "red"}, "unknown key"),
+    ],
+)
 def test_bad_sibling_settings_are_clear(entry, message):
     with pytest.raises(ConfigError, match=message):
         SiblingSpec.from_setting(entry)

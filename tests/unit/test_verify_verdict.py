@@ -17,8 +17,10 @@ def _results(passed=10, failed=0, skipped=0) -> TestResults:
 
 def _pair(kind, decision, *, own=False, upheld_tests=(), subject="x"):
     cid = f"{kind}:{subject}"
-    return (Charge(cid, kind, subject, "", details={"own": own}),
-            Ruling(cid, kind, decision, "r", "reason", upheld_tests=list(upheld_tests)))
+    return (
+        Charge(cid, kind, subject, "", details={"own": own}),
+        Ruling(cid, kind, decision, "r", "reason", upheld_tests=list(upheld_tests)),
+    )
 
 
 def _decide(pairs, results, mutation=None):
@@ -72,11 +74,15 @@ more</error></testcase>
 
 def test_attribution_single_and_leave_one_out():
     without = TestResults(outcomes={"t::db": "failed", "t::cache": "failed", "t::plain": "passed", "t::both": "error"})
-    with_all = TestResults(outcomes={"t::db": "passed", "t::cache": "passed", "t::plain": "passed", "t::both": "passed"})
+    with_all = TestResults(
+        outcomes={"t::db": "passed", "t::cache": "passed", "t::plain": "passed", "t::both": "passed"}
+    )
     one = attribute(without, with_all, names=["postgres"])
     assert one.needed == {"postgres": ("t::both", "t::cache", "t::db")}
-    minus = {"postgres": TestResults(outcomes={"t::db": "failed", "t::both": "failed", "t::cache": "passed"}),
-             "redis": TestResults(outcomes={"t::db": "passed", "t::both": "passed", "t::cache": "failed"})}
+    minus = {
+        "postgres": TestResults(outcomes={"t::db": "failed", "t::both": "failed", "t::cache": "passed"}),
+        "redis": TestResults(outcomes={"t::db": "passed", "t::both": "passed", "t::cache": "failed"}),
+    }
     two = attribute(without, with_all, minus, ["postgres", "redis"])
     assert two.needed == {"postgres": ("t::both", "t::db"), "redis": ("t::cache",)}
     assert two.unattributed == ()

@@ -28,7 +28,7 @@ def rendered_caller(tmp_path: Path) -> Path:
 
 def load(path: Path) -> dict:
     data = yaml.safe_load(path.read_text())
-    if True in data:               # PyYAML reads the key `on` as True
+    if True in data:  # PyYAML reads the key `on` as True
         data["on"] = data.pop(True)
     return data
 
@@ -52,7 +52,11 @@ def test_workflows_are_shipped():
 def test_s1_triggers_and_least_privilege(tmp_path):
     for path in all_workflows(tmp_path):
         doc = load(path)
-        on = doc["on"] if isinstance(doc["on"], dict) else {k: None for k in ([doc["on"]] if isinstance(doc["on"], str) else doc["on"])}
+        on = (
+            doc["on"]
+            if isinstance(doc["on"], dict)
+            else {k: None for k in ([doc["on"]] if isinstance(doc["on"], str) else doc["on"])}
+        )
         assert "pull_request_target" not in on and "workflow_run" not in on, path.name
         assert doc.get("permissions") == {"contents": "read"}, f"{path.name}: top-level permissions"
         for name, job in doc["jobs"].items():
@@ -76,8 +80,9 @@ def test_s1_triggers_and_least_privilege(tmp_path):
 def test_s1_reusable_workflow_splits_verify_from_publish():
     jobs = load(ROOT / ".github/workflows/setupbot.yml")["jobs"]
     assert jobs["verify"]["permissions"] == {"contents": "read", "statuses": "write"}
-    assert jobs["verify"]["if"] == ("github.event_name == 'pull_request' && "
-                                    "github.event.pull_request.head.repo.full_name == github.repository")
+    assert jobs["verify"]["if"] == (
+        "github.event_name == 'pull_request' && github.event.pull_request.head.repo.full_name == github.repository"
+    )
     # a fork's pull request: read-only, summary only
     assert jobs["verify-fork"]["permissions"] == {"contents": "read"}
     assert "head.repo.full_name != github.repository" in jobs["verify-fork"]["if"]
@@ -85,7 +90,7 @@ def test_s1_reusable_workflow_splits_verify_from_publish():
     for job in jobs.values():
         for step in job["steps"]:
             if step.get("uses", "").startswith("actions/checkout@"):
-                assert step["with"]["persist-credentials"] is False   # no git credentials left behind
+                assert step["with"]["persist-credentials"] is False  # no git credentials left behind
 
 
 def test_s2_no_expressions_inside_run(tmp_path):
@@ -107,7 +112,7 @@ def test_s5_third_party_actions_pinned_to_full_shas(tmp_path):
             uses += [j["uses"] for j in doc["jobs"].values() if "uses" in j]
         for ref in uses:
             if ref.startswith("./"):
-                continue              # local: the same commit as the workflow itself
+                continue  # local: the same commit as the workflow itself
             seen += 1
             assert PINNED.match(ref), f"{path.name}: {ref} is not pinned to a full commit SHA"
     assert seen >= 4
@@ -123,8 +128,17 @@ def test_action_is_thin_and_maps_inputs_through_env():
     doc = yaml.safe_load(ACTION.read_text())
     assert doc["runs"]["using"] == "composite"
     assert set(doc["outputs"]) == {"verdict", "pr-number", "report-path", "pr-url", "pr-operation"}
-    assert {"token", "llm-base-url", "llm-model", "llm-api-key", "knowledge-url", "max-steps",
-            "wall-clock", "max-llm-tokens", "output-dir"} <= set(doc["inputs"])
+    assert {
+        "token",
+        "llm-base-url",
+        "llm-model",
+        "llm-api-key",
+        "knowledge-url",
+        "max-steps",
+        "wall-clock",
+        "max-llm-tokens",
+        "output-dir",
+    } <= set(doc["inputs"])
     run_step = doc["runs"]["steps"][-1]
     assert "setupbot github" in run_step["run"]
     assert run_step["env"]["SETUPBOT_LLM_API_KEY"] == "${{ inputs.llm-api-key }}"
@@ -136,10 +150,16 @@ def test_action_env_names_are_settings_the_chain_accepts():
 
     doc = yaml.safe_load(ACTION.read_text())
     env = doc["runs"]["steps"][-1]["env"]
-    values = {"SETUPBOT_BUDGETS_MAX_STEPS": "12", "SETUPBOT_BUDGETS_WALL_CLOCK": "600",
-              "SETUPBOT_LLM_MAX_TOKENS": "1000"}
-    names = {k: values.get(k, "x") for k in env if k.startswith("SETUPBOT_")
-             and k not in ("SETUPBOT_REPO_PATH", "SETUPBOT_DRY_RUN")}
+    values = {
+        "SETUPBOT_BUDGETS_MAX_STEPS": "12",
+        "SETUPBOT_BUDGETS_WALL_CLOCK": "600",
+        "SETUPBOT_LLM_MAX_TOKENS": "1000",
+    }
+    names = {
+        k: values.get(k, "x")
+        for k in env
+        if k.startswith("SETUPBOT_") and k not in ("SETUPBOT_REPO_PATH", "SETUPBOT_DRY_RUN")
+    }
     settings = load_settings(None, environ=names)
     assert settings.budgets.max_steps == 12 and settings.output.dir == "x"
 
@@ -158,8 +178,9 @@ def test_action_validates_against_the_github_schema():
     exe = shutil.which("check-jsonschema")
     if exe is None:
         pytest.skip("check-jsonschema is not installed (dev extra)")
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.github-actions", str(ACTION)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-actions", str(ACTION)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -184,8 +205,15 @@ def test_action_run_script_unsets_empty_inputs_and_passes_values_as_data(tmp_pat
     canary = tmp_path / "pwned"
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(record)}
     env.update({k: "" for k in step["env"]})
-    env.update({"SETUPBOT_REPO_PATH": f"repo dir;touch {canary}", "SETUPBOT_LLM_MODEL": f"$(touch {canary})",
-                "SETUPBOT_BUDGETS_MAX_STEPS": "12", "SETUPBOT_DRY_RUN": "true", "GITHUB_TOKEN": "t"})
+    env.update(
+        {
+            "SETUPBOT_REPO_PATH": f"repo dir;touch {canary}",
+            "SETUPBOT_LLM_MODEL": f"$(touch {canary})",
+            "SETUPBOT_BUDGETS_MAX_STEPS": "12",
+            "SETUPBOT_DRY_RUN": "true",
+            "GITHUB_TOKEN": "t",
+        }
+    )
     proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     lines = record.read_text().splitlines()
@@ -193,7 +221,7 @@ def test_action_run_script_unsets_empty_inputs_and_passes_values_as_data(tmp_pat
     assert f"SETUPBOT_LLM_MODEL=$(touch {canary})" in lines
     assert "SETUPBOT_BUDGETS_MAX_STEPS=12" in lines
     set_names = {ln.split("=")[0] for ln in lines[4:]}
-    assert set_names == {"SETUPBOT_LLM_MODEL", "SETUPBOT_BUDGETS_MAX_STEPS"}   # empty ones unset
+    assert set_names == {"SETUPBOT_LLM_MODEL", "SETUPBOT_BUDGETS_MAX_STEPS"}  # empty ones unset
     assert not canary.exists()
 
 
@@ -201,7 +229,7 @@ def test_docs_exit_code_table_is_the_one_in_errors():
     from bot.errors import EXIT_CODES
 
     text = (ROOT / "docs" / "github.md").read_text()
-    table = text[text.index("## Exit codes"):]
+    table = text[text.index("## Exit codes") :]
     rows = dict(re.findall(r"^\| (\d+) \| ([^|]+) \|$", table, re.M))
     assert {int(k): v.strip() for k, v in rows.items()} == EXIT_CODES
 

@@ -40,8 +40,14 @@ def test_uv_workspace_plan():
     text = plan.dockerfile.text
     assert "-e 'packages/core-lib[test]' -e 'packages/app-lib[test]'" in text
     assert "pip install --no-cache-dir ." not in text and "-e ." not in text
-    assert plan.test_command == ["python", "-m", "pytest", "--import-mode=importlib",
-                                 "packages/core-lib/tests", "packages/app-lib/tests"]
+    assert plan.test_command == [
+        "python",
+        "-m",
+        "pytest",
+        "--import-mode=importlib",
+        "packages/core-lib/tests",
+        "packages/app-lib/tests",
+    ]
     assert plan.collect_command[:5] == plan.test_command[:5] and "--collect-only" in plan.collect_command
 
 
@@ -64,8 +70,10 @@ def test_ci_names_a_subset_of_members(tmp_path):
     shutil.copytree(REPOS / "mono-libs", repo)
     wf = repo / ".github" / "workflows"
     wf.mkdir(parents=True)
-    (wf / "test.yml").write_text("on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
-                                 "      - run: pip install -e .[test] && pytest\n        working-directory: libs/beta\n")
+    (wf / "test.yml").write_text(
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: pip install -e .[test] && pytest\n        working-directory: libs/beta\n"
+    )
     plan = make_plan(repo, None, available_pythons=PYTHONS, resolve=False)
     # both are installed (beta needs alpha), only the member CI tests is the target
     assert "-e 'libs/alpha[test]' -e 'libs/beta[test]'" in plan.dockerfile.text
@@ -76,10 +84,12 @@ def test_ci_names_a_subset_of_members(tmp_path):
 def test_poetry_path_dependencies_are_members(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.poetry]\nname = "mono"\nversion = "0"\n\n[tool.poetry.dependencies]\npython = "^3.10"\n'
-        'shared = {path = "components/shared", develop = true}\n')
+        'shared = {path = "components/shared", develop = true}\n'
+    )
     (tmp_path / "components" / "shared").mkdir(parents=True)
     (tmp_path / "components" / "shared" / "pyproject.toml").write_text(
-        '[project]\nname = "shared"\nversion = "1"\ndependencies = ["requests>=2"]\n')
+        '[project]\nname = "shared"\nversion = "1"\ndependencies = ["requests>=2"]\n'
+    )
     ev = scan_repository(tmp_path)
     assert ev.workspace == "path dependencies"
     assert [m.path for m in ev.members] == ["components/shared"]
@@ -93,12 +103,18 @@ def test_plain_repository_has_no_members():
 
 def test_results_and_report_per_member():
     plan = make_plan(REPOS / "mono-uv-workspace", None, available_pythons=PYTHONS, resolve=False)
-    results = TestResults({"packages.core-lib.tests.test_basic::test_slug": "passed",
-                           "packages.app-lib.tests.test_basic::test_page_path": "passed",
-                           "packages.app-lib.tests.test_basic::test_page_title": "failed"})
+    results = TestResults(
+        {
+            "packages.core-lib.tests.test_basic::test_slug": "passed",
+            "packages.app-lib.tests.test_basic::test_page_path": "passed",
+            "packages.app-lib.tests.test_basic::test_page_title": "failed",
+        }
+    )
     members = member_results(plan.graph, results)
-    assert [(m["name"], m["tests"]["passed"], m["tests"]["failed"]) for m in members] == \
-        [("core-lib", 1, 0), ("app-lib", 1, 1)]
+    assert [(m["name"], m["tests"]["passed"], m["tests"]["failed"]) for m in members] == [
+        ("core-lib", 1, 0),
+        ("app-lib", 1, 1),
+    ]
     report = from_pipeline(plan, {"members": members, "replay": {"ok": True}})
     claims = [p.claim for p in report.proven]
     assert "member core-lib (packages/core-lib): 1 passed, 0 failed, 0 errors, 0 skipped" in claims
@@ -108,7 +124,8 @@ def test_pdm_and_hatch_path_dependency_lines(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "mono"\nversion = "0"\ndependencies = ["alpha @ {root:uri}/libs/alpha"]\n\n'
         '[tool.pdm.dev-dependencies]\ndev = ["-e file:///${PROJECT_ROOT}/packages/beta", "pytest>=8"]\n\n'
-        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n')
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+    )
     for folder, name in (("libs/alpha", "alpha"), ("packages/beta", "beta")):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "pyproject.toml").write_text(f'[project]\nname = "{name}"\nversion = "1"\n')
@@ -124,10 +141,11 @@ def test_wrong_types_in_a_workspace_are_ignored_not_a_crash(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "w"\noptional-dependencies = ["x"]\ndependencies = "y"\n'
         'dependency-groups = 3\n\n[tool.uv]\nworkspace = {members = "libs/*", exclude = 7}\n'
-        'sources = ["a"]\n\n[tool.poetry]\ngroup = []\ndependencies = "z"\n')
+        'sources = ["a"]\n\n[tool.poetry]\ngroup = []\ndependencies = "z"\n'
+    )
     (tmp_path / "libs" / "a").mkdir(parents=True)
     (tmp_path / "libs" / "a" / "pyproject.toml").write_text(
-        '[project]\nname = "a"\ndependencies = {x = 1}\noptional-dependencies = {test = "pytest"}\n'
-        '[tool]\npoetry = 5\n')
+        '[project]\nname = "a"\ndependencies = {x = 1}\noptional-dependencies = {test = "pytest"}\n[tool]\npoetry = 5\n'
+    )
     ev = scan_repository(tmp_path)
     assert not any("workspace scanner failed" in w.message for w in ev.warnings), ev.warnings

@@ -19,16 +19,28 @@ from bot.ecosystems.base import CompileSnippet, Detection, ImageFamily, TestRunn
 # Files that make a repository a Python project. Manifests at the root are certain; the rest
 # are weaker signs (a lone tox.ini or .python-version is still Python's).
 MANIFESTS = ("pyproject.toml", "setup.py", "setup.cfg", "Pipfile", "environment.yml", "environment.yaml")
-OTHER_MARKERS = ("requirements*.txt", "requirements*.in", "tox.ini", "noxfile.py", ".python-version",
-                 "poetry.lock", "uv.lock", "pdm.lock", "Pipfile.lock", "pytest.ini", "conftest.py")
+OTHER_MARKERS = (
+    "requirements*.txt",
+    "requirements*.in",
+    "tox.ini",
+    "noxfile.py",
+    ".python-version",
+    "poetry.lock",
+    "uv.lock",
+    "pdm.lock",
+    "Pipfile.lock",
+    "pytest.ini",
+    "conftest.py",
+)
 # The official image's supported tags (bot.graph.runtime.OFFICIAL_PYTHONS says the same).
 OFFICIAL = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 
 
 def _is_test_file(rel: str) -> bool:
     name = basename(rel)
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")
-                                     or "/tests/" in f"/{rel}" or "/test/" in f"/{rel}")
+    return name.endswith(".py") and (
+        name.startswith("test_") or name.endswith("_test.py") or "/tests/" in f"/{rel}" or "/test/" in f"/{rel}"
+    )
 
 
 def _layer(step: dict[str, Any], after_source: bool) -> str:
@@ -57,11 +69,18 @@ class PythonEcosystem:
     title = "Python"
     markers: tuple[str, ...] = (*MANIFESTS, *OTHER_MARKERS)
     image_family = ImageFamily(
-        "python", "python:{version}-slim", OFFICIAL,
+        "python",
+        "python:{version}-slim",
+        OFFICIAL,
         "requires-python and lock files must hold; then a developer's pin (.python-version), the newest "
-        "version the project tests (CI matrix, classifiers, tox, nox), the newest available")
-    test_runner = TestRunner(("python", "-m", "pytest"), ("python", "-m", "pytest", "--collect-only", "-q"),
-                             "junit", "/tmp/setupbot-junit.xml")
+        "version the project tests (CI matrix, classifiers, tox, nox), the newest available",
+    )
+    test_runner = TestRunner(
+        ("python", "-m", "pytest"),
+        ("python", "-m", "pytest", "--collect-only", "-q"),
+        "junit",
+        "/tmp/setupbot-junit.xml",
+    )
     devcontainer_extensions: tuple[str, ...] = ("ms-python.python",)
 
     # -- detection ------------------------------------------------------------------------------
@@ -76,8 +95,12 @@ class PythonEcosystem:
         sources = [f for f in files if f.endswith(".py")]
         root_manifests = [f for f in manifests if depth(f) == 0]
         if root_manifests:
-            return Detection(self.name, tuple(sorted(root_manifests + [f for f in others if depth(f) == 0])), 1.0,
-                             f"{', '.join(sorted(root_manifests))} at the root")
+            return Detection(
+                self.name,
+                tuple(sorted(root_manifests + [f for f in others if depth(f) == 0])),
+                1.0,
+                f"{', '.join(sorted(root_manifests))} at the root",
+            )
         if manifests or [f for f in others if depth(f) == 0]:
             found = sorted(manifests + others)
             return Detection(self.name, tuple(found[:20]), 0.7, f"{found[0]} (no manifest at the root)")
@@ -114,7 +137,7 @@ class PythonEcosystem:
 
         try:
             found = list(available_pythons(Engine.from_settings(settings)))
-        except (SetupbotError, OSError):   # no engine here: plan against the official tags
+        except (SetupbotError, OSError):  # no engine here: plan against the official tags
             found = []
         return found or list(self.image_family.versions)
 
@@ -141,9 +164,14 @@ class PythonEcosystem:
 
         found = self.detect(Path(plan.repo))
         if found is not None:
-            plan.warnings.append(ScanWarning(found.markers[0], None,
-                                             "Python files found beside the main ecosystem; the plan does not set "
-                                             "up their Python environment yet"))
+            plan.warnings.append(
+                ScanWarning(
+                    found.markers[0],
+                    None,
+                    "Python files found beside the main ecosystem; the plan does not set "
+                    "up their Python environment yet",
+                )
+            )
 
     # -- compile, target, results, diagnosis ------------------------------------------------------
     def compile_snippets(self, graph: Any) -> list[CompileSnippet]:

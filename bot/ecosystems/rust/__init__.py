@@ -26,9 +26,12 @@ class RustEcosystem:
     title = "Rust"
     markers: tuple[str, ...] = ("Cargo.toml", "Cargo.lock", "rust-toolchain.toml", "rust-toolchain")
     image_family = ImageFamily(
-        "rust", "rust:{version}-slim", OFFICIAL_RUST,
+        "rust",
+        "rust:{version}-slim",
+        OFFICIAL_RUST,
         "rust-version (MSRV), the newest edition and the Cargo.lock format must hold; then a numbered "
-        "rust-toolchain channel; then the newest version offered")
+        "rust-toolchain channel; then the newest version offered",
+    )
     test_runner = TestRunner(("cargo", "test", "--no-fail-fast"), ("cargo", "test", "--", "--list"), "libtest")
     devcontainer_extensions: tuple[str, ...] = ("rust-lang.rust-analyzer",)
 
@@ -78,8 +81,15 @@ class RustEcosystem:
             return list(OFFICIAL_RUST)
         return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
 
-    def bootstrap_images(self, engine: Any, settings: Any, versions: Sequence[str] | None = None, *,
-                         force: bool = False, log_line: Any = None) -> list[Any]:
+    def bootstrap_images(
+        self,
+        engine: Any,
+        settings: Any,
+        versions: Sequence[str] | None = None,
+        *,
+        force: bool = False,
+        log_line: Any = None,
+    ) -> list[Any]:
         """Build the rust:X.Y-slim stand-ins from Debian's toolchains (``setupbot images
         bootstrap --ecosystem rust``); the Debian stand-ins must be there first."""
         from bot.ecosystems.rust import images
@@ -98,8 +108,11 @@ class RustEcosystem:
         handing this plan to a loop that expects a Python runtime."""
         from bot.ecosystems.rust.prove import make_plan
 
-        available = (options.get("available_rust") or options.get("available_versions")
-                     or (self.available_versions(settings) if settings else OFFICIAL_RUST))
+        available = (
+            options.get("available_rust")
+            or options.get("available_versions")
+            or (self.available_versions(settings) if settings else OFFICIAL_RUST)
+        )
         plan = make_plan(repo, list(available))
         if options.get("for_setup_loop", True):
             from bot.errors import NotSupported
@@ -109,7 +122,8 @@ class RustEcosystem:
                 "drive Rust plans yet",
                 "Nothing was written and no pull request opened. The Rust plan is made, built and tested by "
                 "bot.ecosystems.rust.prove (issue #18) until the loop takes non-Python runtimes.",
-                markers=["Cargo.toml"])
+                markers=["Cargo.toml"],
+            )
         return plan
 
     def extend_plan(self, plan: Any, settings: Any = None) -> None:

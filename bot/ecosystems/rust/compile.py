@@ -39,21 +39,37 @@ def _where(nodes: list[Node], limit: int = 2) -> list[str]:
     for n in nodes:
         for f, line, detail in n.evidence[:limit]:
             out.append(f"{n.name}: {f}{':' + str(line) if line else ''}" + (f" ({detail})" if detail else ""))
-    return out[:limit * 2]
+    return out[: limit * 2]
 
 
 def _manifest_copies(files: list[str], lock: str | None, cargo_config: str | None) -> list[dict[str, Any]]:
     """One COPY per folder: the root's manifest, lock and cargo config together, then each
     member's Cargo.toml into its own folder."""
     root = ["Cargo.toml"] + ([lock] if lock else [])
-    steps = [{"op": "COPY", "src": root, "dest": "./", "nodes": [], "comments": ["the manifests alone first: "
-                                                                                  "crates.io is fetched once per lock change"]}]
+    steps = [
+        {
+            "op": "COPY",
+            "src": root,
+            "dest": "./",
+            "nodes": [],
+            "comments": ["the manifests alone first: crates.io is fetched once per lock change"],
+        }
+    ]
     if cargo_config:
-        steps.append({"op": "COPY", "src": [cargo_config], "dest": posixpath.dirname(cargo_config) + "/",
-                      "nodes": [], "comments": []})
+        steps.append(
+            {
+                "op": "COPY",
+                "src": [cargo_config],
+                "dest": posixpath.dirname(cargo_config) + "/",
+                "nodes": [],
+                "comments": [],
+            }
+        )
     for rel in files:
         if rel != "Cargo.toml":
-            steps.append({"op": "COPY", "src": [rel], "dest": posixpath.dirname(rel) + "/", "nodes": [], "comments": []})
+            steps.append(
+                {"op": "COPY", "src": [rel], "dest": posixpath.dirname(rel) + "/", "nodes": [], "comments": []}
+            )
     return steps
 
 
@@ -72,37 +88,74 @@ def _fetch_commands(stubs: list[str], locked: bool) -> list[list[str]]:
 
 def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     rt = graph.nodes[RUNTIME]
-    steps: list[dict[str, Any]] = [{"op": "FROM", "image": rt.attrs["base_image"], "nodes": [rt],
-                                    "comments": [f"Rust {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}"]}]
+    steps: list[dict[str, Any]] = [
+        {
+            "op": "FROM",
+            "image": rt.attrs["base_image"],
+            "nodes": [rt],
+            "comments": [f"Rust {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}"],
+        }
+    ]
     steps.append({"op": "ENV", "pairs": list(ENV), "nodes": [], "comments": []})
     apts = sorted((n for n in graph.of_type("SYSTEMLIB") if n.action == "apt"), key=lambda n: n.name)
     if apts:
-        steps.append({"op": "RUN", "head": 4, "nodes": apts,
-                      "comments": ["system packages the build scripts look for"] +
-                                  sorted({n.attrs["why"] for n in apts if n.attrs.get("why")})[:4],
-                      "commands": [["apt-get", "update"],
-                                   ["apt-get", "install", "-y", "--no-install-recommends", *[n.name for n in apts]],
-                                   ["rm", "-rf", Glob("/var/lib/apt/lists/*")]]})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": 4,
+                "nodes": apts,
+                "comments": ["system packages the build scripts look for"]
+                + sorted({n.attrs["why"] for n in apts if n.attrs.get("why")})[:4],
+                "commands": [
+                    ["apt-get", "update"],
+                    ["apt-get", "install", "-y", "--no-install-recommends", *[n.name for n in apts]],
+                    ["rm", "-rf", Glob("/var/lib/apt/lists/*")],
+                ],
+            }
+        )
     nextest = graph.nodes.get(NEXTEST)
     if nextest is not None:
-        steps.append({"op": "RUN", "head": None, "nodes": [nextest], "comments": ["the test runner CI uses"] + _where([nextest]),
-                      "commands": [["cargo", "install", "--locked", nextest.attrs["spec"]]]})
+        steps.append(
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": [nextest],
+                "comments": ["the test runner CI uses"] + _where([nextest]),
+                "commands": [["cargo", "install", "--locked", nextest.attrs["spec"]]],
+            }
+        )
     steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
     m = graph.nodes[MANIFESTS]
     locked = LOCK in graph.nodes
     steps += _manifest_copies(list(m.attrs["files"]), m.attrs.get("lock"), m.attrs.get("cargo_config"))
     steps[-1]["nodes"] = [m]
-    steps.append({"op": "RUN", "head": None, "nodes": [m],
-                  "comments": ["crates.io dependencies" + (" exactly as Cargo.lock pins them" if locked else
-                                                           " (no Cargo.lock: resolved now, not reproducible)")],
-                  "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked)})
+    steps.append(
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": [m],
+            "comments": [
+                "crates.io dependencies"
+                + (" exactly as Cargo.lock pins them" if locked else " (no Cargo.lock: resolved now, not reproducible)")
+            ],
+            "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked),
+        }
+    )
     steps.append({"op": "COPY", "src": ["."], "dest": ".", "nodes": [], "comments": ["the source"]})
     tgt = graph.nodes[TARGET]
-    steps.append({"op": "RUN", "head": None, "nodes": [tgt], "comments": ["compile the crates and their tests"],
-                  "commands": [list(tgt.attrs["build_command"])]})
+    steps.append(
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": [tgt],
+            "comments": ["compile the crates and their tests"],
+            "commands": [list(tgt.attrs["build_command"])],
+        }
+    )
     for n in (x for x in graph.topological() if x.action == "run"):
-        steps.append({"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])],
-                      "comments": _where([n])})
+        steps.append(
+            {"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])], "comments": _where([n])}
+        )
     steps.append({"op": "CMD", "argv": list(tgt.attrs["command"]), "nodes": [tgt], "comments": ["the tests"]})
     return steps
 
@@ -116,8 +169,9 @@ def compile_dockerfile(graph: DepGraph) -> CompiledDockerfile:
     verify_dockerfile(text, steps)
     module = template.make_module({"steps": steps})
     instruction = module.instruction  # type: ignore[attr-defined]  # a macro of the template
-    lines = [DockerLine(str(instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"]))
-             for s in steps]
+    lines = [
+        DockerLine(str(instruction(s)), tuple(sorted({n.id for n in s["nodes"]})), tuple(s["comments"])) for s in steps
+    ]
     return CompiledDockerfile(text, lines)
 
 
@@ -134,8 +188,15 @@ def compile_snippets(graph: DepGraph) -> list[CompileSnippet]:
             after_source = after_source or layer == "source"
         elif op == "RUN":
             first = step["commands"][0][:1]
-            layer = ("project" if after_source else "system" if first == ["apt-get"] else
-                     "tools" if first == ["cargo"] and step["commands"][0][1:2] == ["install"] else "dependencies")
+            layer = (
+                "project"
+                if after_source
+                else "system"
+                if first == ["apt-get"]
+                else "tools"
+                if first == ["cargo"] and step["commands"][0][1:2] == ["install"]
+                else "dependencies"
+            )
         else:
             layer = _LAYER[op]
         out.append(CompileSnippet(layer, step))

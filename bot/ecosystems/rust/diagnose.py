@@ -21,32 +21,93 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # pkg-config module -> the Debian package that ships its .pc file
 PC_PACKAGES = {
-    "openssl": "libssl-dev", "libssl": "libssl-dev", "libcrypto": "libssl-dev", "sqlite3": "libsqlite3-dev",
-    "zlib": "zlib1g-dev", "libzstd": "libzstd-dev", "libcurl": "libcurl4-openssl-dev", "libgit2": "libgit2-dev",
-    "libpq": "libpq-dev", "rdkafka": "librdkafka-dev", "alsa": "libasound2-dev", "libudev": "libudev-dev",
-    "dbus-1": "libdbus-1-dev", "libsystemd": "libsystemd-dev", "x11": "libx11-dev", "xcb": "libxcb1-dev",
-    "freetype2": "libfreetype-dev", "fontconfig": "libfontconfig-dev", "expat": "libexpat1-dev",
-    "glib-2.0": "libglib2.0-dev", "gobject-2.0": "libglib2.0-dev", "gio-2.0": "libglib2.0-dev",
-    "cairo": "libcairo2-dev", "pango": "libpango1.0-dev", "gdk-pixbuf-2.0": "libgdk-pixbuf-2.0-dev",
-    "gtk+-3.0": "libgtk-3-dev", "gdk-3.0": "libgtk-3-dev", "gtk4": "libgtk-4-dev", "wayland-client": "libwayland-dev",
-    "xkbcommon": "libxkbcommon-dev", "libusb-1.0": "libusb-1.0-0-dev", "libpulse": "libpulse-dev",
-    "liblzma": "liblzma-dev", "libsodium": "libsodium-dev", "oniguruma": "libonig-dev", "libzmq": "libzmq3-dev",
-    "libpcre2-8": "libpcre2-dev", "libffi": "libffi-dev", "libssh2": "libssh2-1-dev", "mysqlclient": "default-libmysqlclient-dev",
-    "libseccomp": "libseccomp-dev", "libelf": "libelf-dev", "hdf5": "libhdf5-dev", "mount": "libmount-dev",
-    "libarchive": "libarchive-dev", "proj": "libproj-dev", "gdal": "libgdal-dev", "python3": "python3-dev",
+    "openssl": "libssl-dev",
+    "libssl": "libssl-dev",
+    "libcrypto": "libssl-dev",
+    "sqlite3": "libsqlite3-dev",
+    "zlib": "zlib1g-dev",
+    "libzstd": "libzstd-dev",
+    "libcurl": "libcurl4-openssl-dev",
+    "libgit2": "libgit2-dev",
+    "libpq": "libpq-dev",
+    "rdkafka": "librdkafka-dev",
+    "alsa": "libasound2-dev",
+    "libudev": "libudev-dev",
+    "dbus-1": "libdbus-1-dev",
+    "libsystemd": "libsystemd-dev",
+    "x11": "libx11-dev",
+    "xcb": "libxcb1-dev",
+    "freetype2": "libfreetype-dev",
+    "fontconfig": "libfontconfig-dev",
+    "expat": "libexpat1-dev",
+    "glib-2.0": "libglib2.0-dev",
+    "gobject-2.0": "libglib2.0-dev",
+    "gio-2.0": "libglib2.0-dev",
+    "cairo": "libcairo2-dev",
+    "pango": "libpango1.0-dev",
+    "gdk-pixbuf-2.0": "libgdk-pixbuf-2.0-dev",
+    "gtk+-3.0": "libgtk-3-dev",
+    "gdk-3.0": "libgtk-3-dev",
+    "gtk4": "libgtk-4-dev",
+    "wayland-client": "libwayland-dev",
+    "xkbcommon": "libxkbcommon-dev",
+    "libusb-1.0": "libusb-1.0-0-dev",
+    "libpulse": "libpulse-dev",
+    "liblzma": "liblzma-dev",
+    "libsodium": "libsodium-dev",
+    "oniguruma": "libonig-dev",
+    "libzmq": "libzmq3-dev",
+    "libpcre2-8": "libpcre2-dev",
+    "libffi": "libffi-dev",
+    "libssh2": "libssh2-1-dev",
+    "mysqlclient": "default-libmysqlclient-dev",
+    "libseccomp": "libseccomp-dev",
+    "libelf": "libelf-dev",
+    "hdf5": "libhdf5-dev",
+    "mount": "libmount-dev",
+    "libarchive": "libarchive-dev",
+    "proj": "libproj-dev",
+    "gdal": "libgdal-dev",
+    "python3": "python3-dev",
 }
 # headers -> Debian packages, for build scripts that compile C against a system header
 HEADER_PACKAGES = {
-    "openssl/ssl.h": "libssl-dev", "openssl/opensslv.h": "libssl-dev", "sqlite3.h": "libsqlite3-dev",
-    "zlib.h": "zlib1g-dev", "zstd.h": "libzstd-dev", "curl/curl.h": "libcurl4-openssl-dev",
-    "libpq-fe.h": "libpq-dev", "alsa/asoundlib.h": "libasound2-dev", "libudev.h": "libudev-dev",
-    "pcap.h": "libpcap-dev", "seccomp.h": "libseccomp-dev", "ffi.h": "libffi-dev", "lzma.h": "liblzma-dev",
-    "bzlib.h": "libbz2-dev", "sodium.h": "libsodium-dev", "magic.h": "libmagic-dev", "Python.h": "python3-dev",
+    "openssl/ssl.h": "libssl-dev",
+    "openssl/opensslv.h": "libssl-dev",
+    "sqlite3.h": "libsqlite3-dev",
+    "zlib.h": "zlib1g-dev",
+    "zstd.h": "libzstd-dev",
+    "curl/curl.h": "libcurl4-openssl-dev",
+    "libpq-fe.h": "libpq-dev",
+    "alsa/asoundlib.h": "libasound2-dev",
+    "libudev.h": "libudev-dev",
+    "pcap.h": "libpcap-dev",
+    "seccomp.h": "libseccomp-dev",
+    "ffi.h": "libffi-dev",
+    "lzma.h": "liblzma-dev",
+    "bzlib.h": "libbz2-dev",
+    "sodium.h": "libsodium-dev",
+    "magic.h": "libmagic-dev",
+    "Python.h": "python3-dev",
 }
-COMMAND_PACKAGES = {"protoc": "protobuf-compiler", "cmake": "cmake", "clang": "clang", "make": "make",
-                    "pkg-config": "pkg-config", "pkgconf": "pkg-config", "perl": "perl", "nasm": "nasm",
-                    "capnp": "capnproto", "g++": "g++", "c++": "g++", "python3": "python3", "git": "git",
-                    "flatc": "flatbuffers-compiler", "autoreconf": "autoconf", "libtoolize": "libtool"}
+COMMAND_PACKAGES = {
+    "protoc": "protobuf-compiler",
+    "cmake": "cmake",
+    "clang": "clang",
+    "make": "make",
+    "pkg-config": "pkg-config",
+    "pkgconf": "pkg-config",
+    "perl": "perl",
+    "nasm": "nasm",
+    "capnp": "capnproto",
+    "g++": "g++",
+    "c++": "g++",
+    "python3": "python3",
+    "git": "git",
+    "flatc": "flatbuffers-compiler",
+    "autoreconf": "autoconf",
+    "libtoolize": "libtool",
+}
 
 Rule = tuple[str, str, "re.Pattern[str]", Callable[["re.Match[str]"], str]]
 
@@ -72,77 +133,141 @@ def _floor(m: re.Match[str]) -> str:
 
 RULES: list[Rule] = [
     # --- system libraries a -sys build script looks for ------------------------------------------
-    _rule("missing_pkg_config_module", "toolchain",
-          r"(?:The system library `([\w.+\-]+)` required by crate `[\w\-]+` was not found"
-          r"|Package ([\w.+\-]+) was not found in the pkg-config search path)", lambda m: _pc_any(m)),
-    _rule("missing_pkg_config_module", "toolchain",
-          r"Could not find (openssl) via pkg-config|Could not find directory of (openssl) installation",
-          lambda m: "libssl-dev"),
-    _rule("missing_pkg_config", "toolchain",
-          r"(?:Could not run `\"?pkg-config\"?|pkg-config has not been configured|"
-          r"`\"pkg-config\"[^`]*` did not exit successfully.*?No such file or directory|"
-          r"Failed to run `\"pkg-config\"|pkg-config command could not be found)",
-          lambda m: "pkg-config"),
-    _rule("missing_header", "toolchain",
-          r"fatal error: ([\w./+\-]+\.h(?:pp)?): No such file or directory",
-          lambda m: HEADER_PACKAGES.get(m.group(1), m.group(1))),
-    _rule("missing_header", "toolchain",
-          r"Unable to find libclang|couldn't find any valid shared libraries matching: \['libclang\.so'",
-          lambda m: "libclang-dev"),
-    _rule("missing_shared_lib", "toolchain",
-          r"(?:rust-lld|ld(?:\.bfd|\.gold)?): (?:error: )?(?:cannot find|unable to find library) -l([\w.+\-]+)",
-          lambda m: f"lib{m.group(1)}"),
-    _rule("missing_pq", "toolchain", r"(?:cannot find -lpq|pg_config: not found|Could not find pg_config)",
-          lambda m: "libpq-dev"),
+    _rule(
+        "missing_pkg_config_module",
+        "toolchain",
+        r"(?:The system library `([\w.+\-]+)` required by crate `[\w\-]+` was not found"
+        r"|Package ([\w.+\-]+) was not found in the pkg-config search path)",
+        lambda m: _pc_any(m),
+    ),
+    _rule(
+        "missing_pkg_config_module",
+        "toolchain",
+        r"Could not find (openssl) via pkg-config|Could not find directory of (openssl) installation",
+        lambda m: "libssl-dev",
+    ),
+    _rule(
+        "missing_pkg_config",
+        "toolchain",
+        r"(?:Could not run `\"?pkg-config\"?|pkg-config has not been configured|"
+        r"`\"pkg-config\"[^`]*` did not exit successfully.*?No such file or directory|"
+        r"Failed to run `\"pkg-config\"|pkg-config command could not be found)",
+        lambda m: "pkg-config",
+    ),
+    _rule(
+        "missing_header",
+        "toolchain",
+        r"fatal error: ([\w./+\-]+\.h(?:pp)?): No such file or directory",
+        lambda m: HEADER_PACKAGES.get(m.group(1), m.group(1)),
+    ),
+    _rule(
+        "missing_header",
+        "toolchain",
+        r"Unable to find libclang|couldn't find any valid shared libraries matching: \['libclang\.so'",
+        lambda m: "libclang-dev",
+    ),
+    _rule(
+        "missing_shared_lib",
+        "toolchain",
+        r"(?:rust-lld|ld(?:\.bfd|\.gold)?): (?:error: )?(?:cannot find|unable to find library) -l([\w.+\-]+)",
+        lambda m: f"lib{m.group(1)}",
+    ),
+    _rule(
+        "missing_pq",
+        "toolchain",
+        r"(?:cannot find -lpq|pg_config: not found|Could not find pg_config)",
+        lambda m: "libpq-dev",
+    ),
     # --- tools build scripts run -----------------------------------------------------------------
-    _rule("missing_command", "toolchain",
-          r"(?:Could not find `(protoc)`|(protoc) failed: No such file|failed to invoke (protoc)"
-          r"|is `(cmake)` not installed\?|failed to execute command: No such file or directory \(os error 2\)\n"
-          r".*?is `(cmake)` not installed"
-          r"|failed to find tool \"(c\+\+|g\+\+|clang|cc)\"|error occurred: Failed to find tool\. Is `(g\+\+|c\+\+|clang)` installed"
-          r"|Failed to find (nasm)|(make): not found|(perl): not found|(git): not found"
-          r"|could not execute process `(cmake|make|protoc|perl|clang)[^`]*` \(never executed\))",
-          _command),
-    _rule("missing_compiler", "toolchain",
-          r"(?:error: linker `(cc|gcc|clang)` not found|error occurred: Failed to find tool\. Is `(gcc|cc)` installed)",
-          _command),
+    _rule(
+        "missing_command",
+        "toolchain",
+        r"(?:Could not find `(protoc)`|(protoc) failed: No such file|failed to invoke (protoc)"
+        r"|is `(cmake)` not installed\?|failed to execute command: No such file or directory \(os error 2\)\n"
+        r".*?is `(cmake)` not installed"
+        r"|failed to find tool \"(c\+\+|g\+\+|clang|cc)\"|error occurred: Failed to find tool\. Is `(g\+\+|c\+\+|clang)` installed"
+        r"|Failed to find (nasm)|(make): not found|(perl): not found|(git): not found"
+        r"|could not execute process `(cmake|make|protoc|perl|clang)[^`]*` \(never executed\))",
+        _command,
+    ),
+    _rule(
+        "missing_compiler",
+        "toolchain",
+        r"(?:error: linker `(cc|gcc|clang)` not found|error occurred: Failed to find tool\. Is `(gcc|cc)` installed)",
+        _command,
+    ),
     # --- a -sys build script failed; which crate (the library comes from a rule above) ----------
-    _rule("sys_build_failed", "installation",
-          r"failed to run custom build command for `([\w\-]+) v[\w.+\-]+`",
-          lambda m: m.group(1)),
+    _rule(
+        "sys_build_failed",
+        "installation",
+        r"failed to run custom build command for `([\w\-]+) v[\w.+\-]+`",
+        lambda m: m.group(1),
+    ),
     # --- toolchain older than the MSRV or the edition --------------------------------------------
-    _rule("rust_floor", "version",
-          r"(?:requires rustc (\d+\.\d+(?:\.\d+)?) or newer"
-          r"|package `[^`]+` cannot be built because it requires rustc (\d+\.\d+(?:\.\d+)?) or newer"
-          r"|rustc (\d+\.\d+(?:\.\d+)?) or newer is required"
-          r"|^\s*\S+@\S+ requires rustc (\d+\.\d+(?:\.\d+)?)\s*$)", _floor),
-    _rule("rust_floor", "version",
-          r"feature `edition(2024)` is required|this version of Cargo is older than the `(2024)` edition",
-          lambda m: "1.85"),
-    _rule("rust_floor", "version",
-          r"feature `edition(2021)` is required|this version of Cargo is older than the `(2021)` edition",
-          lambda m: "1.56"),
-    _rule("rust_floor", "version",
-          r"lock file version `?(4)`? was found, but this version of Cargo does not understand this lock file",
-          lambda m: "1.78"),
-    _rule("nightly_feature", "version",
-          r"`#!\[feature\]` may not be used on the stable release channel|"
-          r"the option `Z` is only accepted on the nightly compiler", lambda m: "nightly"),
+    _rule(
+        "rust_floor",
+        "version",
+        r"(?:requires rustc (\d+\.\d+(?:\.\d+)?) or newer"
+        r"|package `[^`]+` cannot be built because it requires rustc (\d+\.\d+(?:\.\d+)?) or newer"
+        r"|rustc (\d+\.\d+(?:\.\d+)?) or newer is required"
+        r"|^\s*\S+@\S+ requires rustc (\d+\.\d+(?:\.\d+)?)\s*$)",
+        _floor,
+    ),
+    _rule(
+        "rust_floor",
+        "version",
+        r"feature `edition(2024)` is required|this version of Cargo is older than the `(2024)` edition",
+        lambda m: "1.85",
+    ),
+    _rule(
+        "rust_floor",
+        "version",
+        r"feature `edition(2021)` is required|this version of Cargo is older than the `(2021)` edition",
+        lambda m: "1.56",
+    ),
+    _rule(
+        "rust_floor",
+        "version",
+        r"lock file version `?(4)`? was found, but this version of Cargo does not understand this lock file",
+        lambda m: "1.78",
+    ),
+    _rule(
+        "nightly_feature",
+        "version",
+        r"`#!\[feature\]` may not be used on the stable release channel|"
+        r"the option `Z` is only accepted on the nightly compiler",
+        lambda m: "nightly",
+    ),
     # --- lock file out of date with --locked -----------------------------------------------------
-    _rule("stale_lock", "installation",
-          r"(?:the lock file [^\n]* needs to be updated but --locked was passed"
-          r"|cannot update the lock file [^\n]* because --locked was passed)", lambda m: "Cargo.lock"),
-    _rule("missing_lock", "installation",
-          r"the lock file [^\n]* needs to be created but --locked was passed|"
-          r"lock file [^\n]*Cargo\.lock[^\n]* does not exist", lambda m: "Cargo.lock"),
+    _rule(
+        "stale_lock",
+        "installation",
+        r"(?:the lock file [^\n]* needs to be updated but --locked was passed"
+        r"|cannot update the lock file [^\n]* because --locked was passed)",
+        lambda m: "Cargo.lock",
+    ),
+    _rule(
+        "missing_lock",
+        "installation",
+        r"the lock file [^\n]* needs to be created but --locked was passed|"
+        r"lock file [^\n]*Cargo\.lock[^\n]* does not exist",
+        lambda m: "Cargo.lock",
+    ),
     # --- tests that need a service -----------------------------------------------------------------
-    _rule("connection_refused", "service",
-          r"(?:127\.0\.0\.1|localhost|\[::1\]):(\d{2,5})[^\n]{0,80}?(?:Connection refused|ConnectionRefused)",
-          lambda m: SERVICE_PORTS.get(m.group(1), m.group(1))),
+    _rule(
+        "connection_refused",
+        "service",
+        r"(?:127\.0\.0\.1|localhost|\[::1\]):(\d{2,5})[^\n]{0,80}?(?:Connection refused|ConnectionRefused)",
+        lambda m: SERVICE_PORTS.get(m.group(1), m.group(1)),
+    ),
     _rule("connection_refused", "service", r"Connection refused|ConnectionRefused", lambda m: ""),
-    _rule("missing_env", "configuration",
-          r"environment variable `?([A-Z][A-Z0-9_]{2,})`? (?:not (?:found|defined|present|set)|must be set)"
-          r"|([A-Z][A-Z0-9_]{2,}) must be set", lambda m: next(g for g in m.groups() if g)),
+    _rule(
+        "missing_env",
+        "configuration",
+        r"environment variable `?([A-Z][A-Z0-9_]{2,})`? (?:not (?:found|defined|present|set)|must be set)"
+        r"|([A-Z][A-Z0-9_]{2,}) must be set",
+        lambda m: next(g for g in m.groups() if g),
+    ),
     # --- a test that failed on its own terms ------------------------------------------------------
     _rule("test_failed", "test", r"^test (.+?) \.\.\. FAILED$", lambda m: m.group(1)),
 ]
@@ -159,7 +284,7 @@ def _iter(output: str) -> Iterator[tuple[int, Signature]]:
             key = key_fn(m)
             start = output.rfind("\n", 0, m.start()) + 1
             end = output.find("\n", m.end())
-            line = output[start: end if end != -1 else len(output)].strip()
+            line = output[start : end if end != -1 else len(output)].strip()
             yield m.start(), Signature(kind, category, key, line[:300])
 
 
@@ -175,7 +300,7 @@ def diagnose(output: str) -> list[Signature]:
         if sig.ident not in found or pos < found[sig.ident][0]:
             found[sig.ident] = (pos, sig)
     if any(k == "connection_refused" and key for k, key in found):
-        found.pop(("connection_refused", ""), None)     # the port-bearing line names the service
+        found.pop(("connection_refused", ""), None)  # the port-bearing line names the service
     return [s for _, s in sorted(found.values(), key=lambda t: t[0])]
 
 

@@ -21,7 +21,7 @@ from bot.evidence.files import RepoFiles, line_of, load_toml
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.evidence.yamlload import load_yaml
 
-MAX_CRATES = 500              # workspace members and path dependencies followed
+MAX_CRATES = 500  # workspace members and path dependencies followed
 MAX_LOCK_PACKAGES = 20000
 MAX_CI_COMMANDS = 200
 SKIP_SEGMENTS = {"target", "vendor", "node_modules", ".git"}
@@ -34,18 +34,18 @@ _VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 
 @dataclass
 class Crate:
-    folder: str                      # "" for the root
-    manifest: str                    # repository-relative Cargo.toml
+    folder: str  # "" for the root
+    manifest: str  # repository-relative Cargo.toml
     name: str | None = None
     edition: str | None = None
     rust_version: str | None = None
     features: dict[str, list[str]] = field(default_factory=dict)
-    dependencies: dict[str, str] = field(default_factory=dict)   # package name -> kind (normal|dev|build)
+    dependencies: dict[str, str] = field(default_factory=dict)  # package name -> kind (normal|dev|build)
     build_script: str | None = None  # repository-relative build.rs when the crate has one
-    lib_path: str | None = None      # explicit [lib] path
-    has_bins: bool = False           # declares [[bin]] targets
-    optional: dict[str, str] = field(default_factory=dict)       # optional dependency key -> package name
-    declared_targets: list[str] = field(default_factory=list)    # crate-relative files of [[bin]]/[[test]]/...
+    lib_path: str | None = None  # explicit [lib] path
+    has_bins: bool = False  # declares [[bin]] targets
+    optional: dict[str, str] = field(default_factory=dict)  # optional dependency key -> package name
+    declared_targets: list[str] = field(default_factory=list)  # crate-relative files of [[bin]]/[[test]]/...
 
     def default_enabled(self) -> set[str]:
         """Optional dependency keys that the ``default`` feature switches on (transitively);
@@ -80,7 +80,7 @@ class Crate:
 
 @dataclass
 class Toolchain:
-    channel: str                     # "1.75.0", "stable", "nightly-2024-01-01"
+    channel: str  # "1.75.0", "stable", "nightly-2024-01-01"
     source: Source
     components: list[str] = field(default_factory=list)
 
@@ -90,12 +90,12 @@ class SystemPackage:
     package: str
     why: str
     source: Source
-    certain: bool                    # named by a manifest (not only listed in Cargo.lock for some feature/target)
+    certain: bool  # named by a manifest (not only listed in Cargo.lock for some feature/target)
 
 
 @dataclass
 class RustEvidence:
-    root: str | None = None                          # "Cargo.toml" when the repository is a Rust one
+    root: str | None = None  # "Cargo.toml" when the repository is a Rust one
     crates: list[Crate] = field(default_factory=list)
     workspace_members: list[str] = field(default_factory=list)
     lockfile: str | None = None
@@ -106,9 +106,9 @@ class RustEvidence:
     ci_toolchains: list[tuple[str, Source]] = field(default_factory=list)
     system_packages: list[SystemPackage] = field(default_factory=list)
     unknown_sys: list[tuple[str, Source]] = field(default_factory=list)
-    feature_gated: list[tuple[str, Source]] = field(default_factory=list)   # optional, off by default
-    cargo_config: str | None = None                  # .cargo/config.toml, copied with the manifests
-    vendored: bool = False                           # .cargo/config replaces crates.io by a directory
+    feature_gated: list[tuple[str, Source]] = field(default_factory=list)  # optional, off by default
+    cargo_config: str | None = None  # .cargo/config.toml, copied with the manifests
+    vendored: bool = False  # .cargo/config replaces crates.io by a directory
     services: list[ServiceRequirement] = field(default_factory=list)
     warnings: list[ScanWarning] = field(default_factory=list)
 
@@ -231,8 +231,15 @@ def _scan_crates(files: RepoFiles, ev: Evidence, rust: RustEvidence) -> None:
         ev.warn("Cargo.toml", None, f"more than {MAX_CRATES} crates; the rest were not read")
 
 
-def _read_crate(files: RepoFiles, ev: Evidence, folder: str, inherited: dict, ws_deps: dict,
-                queue: list[str], preloaded: dict | None) -> Crate | None:
+def _read_crate(
+    files: RepoFiles,
+    ev: Evidence,
+    folder: str,
+    inherited: dict,
+    ws_deps: dict,
+    queue: list[str],
+    preloaded: dict | None,
+) -> Crate | None:
     manifest = f"{folder}/Cargo.toml" if folder else "Cargo.toml"
     if preloaded is not None:
         data = preloaded
@@ -298,8 +305,13 @@ def _dependency_tables(data: dict) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     scopes = [data] + [t for t in _table(data.get("target")).values() if isinstance(t, dict)]
     for scope in scopes:
-        for key, kind in (("dependencies", "normal"), ("dev-dependencies", "dev"), ("dev_dependencies", "dev"),
-                          ("build-dependencies", "build"), ("build_dependencies", "build")):
+        for key, kind in (
+            ("dependencies", "normal"),
+            ("dev-dependencies", "dev"),
+            ("dev_dependencies", "dev"),
+            ("build-dependencies", "build"),
+            ("build_dependencies", "build"),
+        ):
             table = scope.get(key)
             if isinstance(table, dict):
                 out.append((kind, table))
@@ -310,7 +322,7 @@ def _resolve_workspace_dep(spec: Any, ws_spec: Any) -> Any:
     """``foo = { workspace = true, features = [...] }`` takes package/path from the workspace."""
     if isinstance(spec, dict) and spec.get("workspace") is True and ws_spec is not None:
         base = dict(ws_spec) if isinstance(ws_spec, dict) else {"version": ws_spec}
-        base.pop("path", None)      # relative to the root; the root's scan follows it
+        base.pop("path", None)  # relative to the root; the root's scan follows it
         return {**base, **{k: v for k, v in spec.items() if k != "workspace"}}
     return spec
 
@@ -352,8 +364,11 @@ def _scan_lock(files: RepoFiles, ev: Evidence, rust: RustEvidence) -> None:
     rust.lockfile = "Cargo.lock"
     data = loaded[1]
     version = data.get("version")
-    rust.lock_version = version if isinstance(version, int) and not isinstance(version, bool) else (
-        1 if "metadata" in data else 2 if data.get("package") else None)
+    rust.lock_version = (
+        version
+        if isinstance(version, int) and not isinstance(version, bool)
+        else (1 if "metadata" in data else 2 if data.get("package") else None)
+    )
     packages = data.get("package")
     for entry in (packages if isinstance(packages, list) else [])[:MAX_LOCK_PACKAGES]:
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
@@ -368,7 +383,7 @@ def _scan_toolchain(files: RepoFiles, ev: Evidence, rust: RustEvidence) -> None:
             continue
         stripped = text.strip()
         if rel == "rust-toolchain" and stripped and "\n" not in stripped and "[" not in stripped:
-            channel = stripped             # the legacy one-line form
+            channel = stripped  # the legacy one-line form
             components: list[str] = []
         else:
             loaded = load_toml(files, rel, ev, rel)
@@ -399,14 +414,19 @@ def _scan_cargo_config(files: RepoFiles, ev: Evidence, rust: RustEvidence) -> No
         for name, source in _table(loaded[1].get("source")).items():
             if isinstance(source, dict) and (source.get("directory") or source.get("local-registry")):
                 rust.vendored = True
-                ev.warn(rel, line_of(loaded[0], str(name)), "crates come from a vendored directory; "
-                        "`cargo fetch` needs it and runs after the source is copied")
+                ev.warn(
+                    rel,
+                    line_of(loaded[0], str(name)),
+                    "crates come from a vendored directory; `cargo fetch` needs it and runs after the source is copied",
+                )
         return
 
 
 # ---------------------------------------------------------------------- CI workflows
-_TOOLCHAIN_ACTION = re.compile(r"^(?:dtolnay/rust-toolchain|actions-rs/toolchain|actions-rust-lang/setup-rust-toolchain)"
-                               r"(?:@(?P<ref>[\w.\-]+))?$")
+_TOOLCHAIN_ACTION = re.compile(
+    r"^(?:dtolnay/rust-toolchain|actions-rs/toolchain|actions-rust-lang/setup-rust-toolchain)"
+    r"(?:@(?P<ref>[\w.\-]+))?$"
+)
 
 
 def _scan_workflows(files: RepoFiles, ev: Evidence, rust: RustEvidence) -> None:
@@ -443,7 +463,7 @@ def _scan_step(rust: RustEvidence, rel: str, text: str, step: dict) -> None:
         for part in re.split(r"&&|\|\||;", line):
             argv = part.split()
             while argv and "=" in argv[0] and not argv[0].startswith("-"):
-                argv = argv[1:]                 # FOO=bar cargo test
+                argv = argv[1:]  # FOO=bar cargo test
             if argv[:1] == ["cross"]:
                 argv = ["cargo", *argv[1:]]
             if argv[:1] == ["cargo"] and len(argv) > 1 and len(rust.ci_commands) < MAX_CI_COMMANDS:

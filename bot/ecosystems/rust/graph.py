@@ -77,25 +77,54 @@ def stub_targets(ev: RustEvidence) -> list[str]:
 
 
 def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
-    rt = graph.add(Node(RUNTIME, "RUNTIME", "rust", "SATISFIED" if choice.satisfied else "MISSING", action="from",
-                        attrs={"version": choice.version, "base_image": choice.image, "reason": choice.reason,
-                               "floor": choice.floor, "floor_why": choice.floor_why}))
+    rt = graph.add(
+        Node(
+            RUNTIME,
+            "RUNTIME",
+            "rust",
+            "SATISFIED" if choice.satisfied else "MISSING",
+            action="from",
+            attrs={
+                "version": choice.version,
+                "base_image": choice.image,
+                "reason": choice.reason,
+                "floor": choice.floor,
+                "floor_why": choice.floor_why,
+            },
+        )
+    )
     if choice.floor_why:
-        rt.add_evidence(choice.floor_why.rsplit(" in ", 1)[-1] if " in " in choice.floor_why else "Cargo.toml",
-                        None, choice.floor_why)
+        rt.add_evidence(
+            choice.floor_why.rsplit(" in ", 1)[-1] if " in " in choice.floor_why else "Cargo.toml",
+            None,
+            choice.floor_why,
+        )
     target = graph.add(Node(TARGET, "TARGET", "build and run the tests", "UNKNOWN"))
     command, why = test_command(ev)
     plain = [a for a in command if a != "--no-fail-fast"]
     collect = [*plain, "--", "--list"] if command[1] == "test" else ["cargo", "nextest", "list", *plain[3:]]
-    target.attrs.update({"command": command, "collect_command": collect, "build_command": build_command(ev),
-                         "result_format": "libtest"})
+    target.attrs.update(
+        {"command": command, "collect_command": collect, "build_command": build_command(ev), "result_format": "libtest"}
+    )
     for e in why:
         target.add_evidence(*e)
     graph.edge(TARGET, RUNTIME)
     manifests = sorted({c.manifest for c in ev.crates})
-    m = graph.add(Node(MANIFESTS, "CONFIG", "Cargo manifests", "SATISFIED", action="cargo_fetch",
-                       attrs={"files": manifests, "stubs": stub_targets(ev), "lock": ev.lockfile,
-                              "cargo_config": None if ev.vendored else ev.cargo_config}))
+    m = graph.add(
+        Node(
+            MANIFESTS,
+            "CONFIG",
+            "Cargo manifests",
+            "SATISFIED",
+            action="cargo_fetch",
+            attrs={
+                "files": manifests,
+                "stubs": stub_targets(ev),
+                "lock": ev.lockfile,
+                "cargo_config": None if ev.vendored else ev.cargo_config,
+            },
+        )
+    )
     for rel in manifests[:20]:
         m.add_evidence(rel, None, "manifest")
     graph.edge(MANIFESTS, RUNTIME)
@@ -105,14 +134,16 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
         lock.add_evidence(ev.lockfile, None, f"Cargo.lock format {ev.lock_version}")
         graph.edge(MANIFESTS, LOCK)
     for p in ev.system_packages:
-        s = graph.add(Node(f"systemlib:{p.package}", "SYSTEMLIB", p.package, "SATISFIED", action="apt",
-                           attrs={"why": p.why}))
+        s = graph.add(
+            Node(f"systemlib:{p.package}", "SYSTEMLIB", p.package, "SATISFIED", action="apt", attrs={"why": p.why})
+        )
         s.add_evidence(*_ev(p.source))
-        graph.edge(MANIFESTS, s.id)       # build scripts run from the fetch layer's build on
+        graph.edge(MANIFESTS, s.id)  # build scripts run from the fetch layer's build on
         graph.edge(s.id, RUNTIME)
     if ev.uses_nextest:
-        n = graph.add(Node(NEXTEST, "TOOL", "cargo-nextest", "SATISFIED", action="cargo_install",
-                           attrs={"spec": NEXTEST_SPEC}))
+        n = graph.add(
+            Node(NEXTEST, "TOOL", "cargo-nextest", "SATISFIED", action="cargo_install", attrs={"spec": NEXTEST_SPEC})
+        )
         graph.edge(TARGET, n.id)
         graph.edge(n.id, RUNTIME)
     seen: set[str] = set()
@@ -121,8 +152,16 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
         if key in seen:
             continue
         seen.add(key)
-        s = graph.add(Node(f"service:{key}", "SERVICE", svc.name, "UNKNOWN", action="service",
-                           attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)}))
+        s = graph.add(
+            Node(
+                f"service:{key}",
+                "SERVICE",
+                svc.name,
+                "UNKNOWN",
+                action="service",
+                attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)},
+            )
+        )
         for src in svc.evidence:
             s.add_evidence(*_ev(src))
         graph.edge(TARGET, s.id)

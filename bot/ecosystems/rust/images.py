@@ -26,7 +26,7 @@ OFFICIAL_RUST = tuple(f"1.{minor}" for minor in range(56, 98))
 
 @dataclass(frozen=True)
 class DebianToolchain:
-    version: str          # rustc major.minor the suite ships
+    version: str  # rustc major.minor the suite ships
     suite: str
     rustc_package: str
     cargo_package: str
@@ -40,15 +40,22 @@ DEBIAN_TOOLCHAINS = (
 
 
 def rust_recipe(tc: DebianToolchain) -> ImageRecipe:
-    probe = ("set -e; for t in rustc cargo rustdoc gcc cc; do command -v $t >/dev/null; done; "
-             "! command -v pkg-config >/dev/null; "
-             f"rustc --version | grep -q '^rustc {re.escape(tc.version)}\\.'; "
-             "rustc --version | cut -d' ' -f2")
+    probe = (
+        "set -e; for t in rustc cargo rustdoc gcc cc; do command -v $t >/dev/null; done; "
+        "! command -v pkg-config >/dev/null; "
+        f"rustc --version | grep -q '^rustc {re.escape(tc.version)}\\.'; "
+        "rustc --version | cut -d' ' -f2"
+    )
     return ImageRecipe(
-        tag=f"rust:{tc.version}-slim", template="images/rust/rust.Dockerfile.j2", base=f"debian:{tc.suite}-slim",
-        kind="rust", name=tc.version, version=tc.version,
+        tag=f"rust:{tc.version}-slim",
+        template="images/rust/rust.Dockerfile.j2",
+        base=f"debian:{tc.suite}-slim",
+        kind="rust",
+        name=tc.version,
+        version=tc.version,
         variables={"rustc_package": tc.rustc_package, "cargo_package": tc.cargo_package, "suite": tc.suite},
-        probe=("sh", "-c", probe), version_env="RUST_VERSION",
+        probe=("sh", "-c", probe),
+        version_env="RUST_VERSION",
         env={"CARGO_HOME": "/usr/local/cargo"},
         aliases=(f"rust:{tc.version}-slim-{tc.suite}",),
     )
@@ -65,8 +72,14 @@ def local_versions(image_tags: Iterable[str]) -> list[str]:
     return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
 
 
-def bootstrap(engine, settings, versions: Iterable[str] | None = None, *, force: bool = False,
-              log_line: Callable[[str], None] = log.info) -> list:
+def bootstrap(
+    engine,
+    settings,
+    versions: Iterable[str] | None = None,
+    *,
+    force: bool = False,
+    log_line: Callable[[str], None] = log.info,
+) -> list:
     """Build the Rust stand-ins (all, or ``versions``) on top of the Debian stand-ins, which must
     be present already (``setupbot images bootstrap`` makes them). Nothing else is rebuilt."""
     from bot.engine.images import Outcome, build_standin
@@ -82,8 +95,14 @@ def bootstrap(engine, settings, versions: Iterable[str] | None = None, *, force:
     outcomes = []
     for recipe in chosen:
         if not engine.image_exists(recipe.base):
-            outcomes.append(Outcome(recipe.tag, "failed", 0.0, f"its base {recipe.base} is not present: run "
-                                                                 "`setupbot images bootstrap` first"))
+            outcomes.append(
+                Outcome(
+                    recipe.tag,
+                    "failed",
+                    0.0,
+                    f"its base {recipe.base} is not present: run `setupbot images bootstrap` first",
+                )
+            )
             continue
         outcome = build_standin(engine, settings, recipe, force=force, log_line=log_line)
         log_line(f"{outcome.action:7} {outcome.tag} ({outcome.seconds:.0f}s)")

@@ -73,8 +73,9 @@ def offered(engine) -> list[str]:
     return images.local_versions(engine.image_tags("rust"))
 
 
-def prove(engine, repo: Path | str, available: Sequence[str] | None = None, *, tag: str | None = None,
-          timeout: float = 900) -> Proof:
+def prove(
+    engine, repo: Path | str, available: Sequence[str] | None = None, *, tag: str | None = None, timeout: float = 900
+) -> Proof:
     """Build the plan's Dockerfile with the repository as context and run its test command."""
     import time
 

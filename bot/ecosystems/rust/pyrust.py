@@ -53,8 +53,14 @@ def extend_python_plan(plan: Any) -> None:
     found = rust_builder(plan.repo)
     if found is None:
         if (Path(plan.repo) / "Cargo.toml").is_file():
-            plan.warnings.append(ScanWarning("Cargo.toml", None, "a Cargo.toml beside the Python project, and the "
-                                             "Python build does not use it (no maturin or setuptools-rust)"))
+            plan.warnings.append(
+                ScanWarning(
+                    "Cargo.toml",
+                    None,
+                    "a Cargo.toml beside the Python project, and the "
+                    "Python build does not use it (no maturin or setuptools-rust)",
+                )
+            )
         return
     builder, file, line = found
     graph = plan.graph
@@ -64,8 +70,16 @@ def extend_python_plan(plan: Any) -> None:
     if rust is not None:
         packages += [p for p in rust.packages() if p not in packages and p not in _PYTHON_IMAGE_HAS]
     for package in packages:
-        node = graph.add(Node(f"systemlib:{package}", "SYSTEMLIB", package, "SATISFIED", action="apt",
-                              attrs={"why": why if package in TOOLCHAIN else f"a crate's build script needs {package}"}))
+        node = graph.add(
+            Node(
+                f"systemlib:{package}",
+                "SYSTEMLIB",
+                package,
+                "SATISFIED",
+                action="apt",
+                attrs={"why": why if package in TOOLCHAIN else f"a crate's build script needs {package}"},
+            )
+        )
         node.add_evidence(file, line, f"build requires {builder}")
         if PROJECT in graph.nodes:
             graph.edge(PROJECT, node.id)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from bot.verify.results import FAILED, PASSED, SKIPPED, TestResults
 
-MAX_TEXT = 8_000_000          # the head and tail of a larger log are parsed
+MAX_TEXT = 8_000_000  # the head and tail of a larger log are parsed
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RUNNING = re.compile(r"^\s*Running (?:(unittests) )?(\S+) \(([^)]*)\)\s*$")
 _DOCTESTS = re.compile(r"^\s*Doc-tests (\S+)\s*$")
@@ -33,8 +33,10 @@ _RESULT = re.compile(r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (
 _STDOUT_HEAD = re.compile(r"^---- (.+?) stdout ----\s*$")
 _PANIC = re.compile(r"^thread '[^']*'(?: \(\d+\))? panicked at [^\n]*:\s*$")
 _OLD_PANIC = re.compile(r"^thread '[^']*' panicked at '(.*)', \S+:\d+:\d+\s*$")
-_NEXTEST = re.compile(r"^\s*(PASS|FAIL|SIGSEGV|SIGABRT|SIGKILL|TIMEOUT|ABORT|SKIP|LEAK|FLAKY)\s+\[\s*[\d.]+s\]\s+"
-                      r"(?:\(\s*\d+/\d+\)\s+)?(\S+)\s+(\S.*?)\s*$")
+_NEXTEST = re.compile(
+    r"^\s*(PASS|FAIL|SIGSEGV|SIGABRT|SIGKILL|TIMEOUT|ABORT|SKIP|LEAK|FLAKY)\s+\[\s*[\d.]+s\]\s+"
+    r"(?:\(\s*\d+/\d+\)\s+)?(\S+)\s+(\S.*?)\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def _binary(path: str) -> str:
 def _bounded(text: str) -> str:
     text = _ANSI.sub("", text or "")
     if len(text) > MAX_TEXT:
-        text = text[: MAX_TEXT // 2] + "\n" + text[-MAX_TEXT // 2:]
+        text = text[: MAX_TEXT // 2] + "\n" + text[-MAX_TEXT // 2 :]
     return text.replace("\r\n", "\n")
 
 
@@ -64,7 +66,7 @@ def parse_libtest(text: str, *, exit_code: int | None = None) -> TestResults:
     structured was found), never an exception."""
     results = TestResults(exit_code=exit_code)
     suite = ""
-    pending: dict[str, str] = {}          # libtest name -> test id, for the message lookup
+    pending: dict[str, str] = {}  # libtest name -> test id, for the message lookup
     block: str | None = None
     after_panic = False
     for line in _bounded(text).split("\n"):
@@ -97,9 +99,9 @@ def parse_libtest(text: str, *, exit_code: int | None = None) -> TestResults:
         if block is None or block in results.messages:
             continue
         if _PANIC.match(line):
-            after_panic = True                  # the message is the next line (rustc >= 1.73)
+            after_panic = True  # the message is the next line (rustc >= 1.73)
             continue
-        old = _OLD_PANIC.match(line)            # older rustc: "panicked at 'message', file:line:col"
+        old = _OLD_PANIC.match(line)  # older rustc: "panicked at 'message', file:line:col"
         if old:
             results.messages[block] = old.group(1)[:300]
         elif after_panic and line.strip():
@@ -113,11 +115,11 @@ def libtest_summaries(text: str) -> list[Summary]:
     out: list[Summary] = []
     suite = ""
     for line in _bounded(text).split("\n"):
-        if (m := _RUNNING.match(line)):
+        if m := _RUNNING.match(line):
             suite = f"{_binary(m.group(3))}:{m.group(2)}"
-        elif (m := _DOCTESTS.match(line)):
+        elif m := _DOCTESTS.match(line):
             suite = f"doc:{m.group(1)}"
-        elif (m := _RESULT.match(line)):
+        elif m := _RESULT.match(line):
             out.append(Summary(suite, int(m.group(2)), int(m.group(3)), int(m.group(4))))
     return out
 
@@ -133,7 +135,7 @@ def parse_nextest(text: str, *, exit_code: int | None = None) -> TestResults:
         test_id = f"{binary}::{name}"
         outcome = PASSED if status in ("PASS", "LEAK", "FLAKY") else SKIPPED if status == "SKIP" else FAILED
         if results.outcomes.get(test_id) == PASSED and outcome == FAILED:
-            continue                       # a retry line after a pass does not undo it
+            continue  # a retry line after a pass does not undo it
         results.outcomes[test_id] = outcome
     results.junit_found = bool(results.outcomes)
     return results

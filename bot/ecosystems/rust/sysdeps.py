@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SystemNeed:
-    packages: tuple[str, ...]          # Debian packages to apt-get install
-    why: str                           # what the build script looks for, for the report
-    bundled: bool = False              # builds its own copy by default; the package is a fallback
+    packages: tuple[str, ...]  # Debian packages to apt-get install
+    why: str  # what the build script looks for, for the report
+    bundled: bool = False  # builds its own copy by default; the package is a fallback
 
 
 def _need(*packages: str, why: str, bundled: bool = False) -> SystemNeed:
@@ -33,8 +33,9 @@ SYSTEM_CRATES: dict[str, SystemNeed] = {
     "libz-sys": _need("zlib1g-dev", "pkg-config", why="zlib.pc"),
     "libz-ng-sys": _need("cmake", why="builds zlib-ng with cmake", bundled=True),
     "curl-sys": _need("libcurl4-openssl-dev", "pkg-config", why="libcurl.pc"),
-    "libgit2-sys": _need("libgit2-dev", "pkg-config", why="libgit2.pc (vendored when the system one does not match)",
-                         bundled=True),
+    "libgit2-sys": _need(
+        "libgit2-dev", "pkg-config", why="libgit2.pc (vendored when the system one does not match)", bundled=True
+    ),
     "libssh2-sys": _need("libssh2-1-dev", "pkg-config", why="libssh2.pc", bundled=True),
     "pq-sys": _need("libpq-dev", why="libpq (pg_config)"),
     "mysqlclient-sys": _need("default-libmysqlclient-dev", "pkg-config", why="mysqlclient.pc"),
@@ -99,9 +100,17 @@ SYSTEM_CRATES: dict[str, SystemNeed] = {
     "proj-sys": _need("libproj-dev", "pkg-config", "libclang-dev", why="proj.pc and bindgen"),
     "gdal-sys": _need("libgdal-dev", "pkg-config", "libclang-dev", why="gdal.pc and bindgen"),
     "geos-sys": _need("libgeos-dev", why="geos-config"),
-    "ffmpeg-sys-next": _need("libavcodec-dev", "libavformat-dev", "libavutil-dev", "libswscale-dev",
-                             "libavfilter-dev", "libavdevice-dev", "libclang-dev", "pkg-config",
-                             why="the FFmpeg .pc files and bindgen"),
+    "ffmpeg-sys-next": _need(
+        "libavcodec-dev",
+        "libavformat-dev",
+        "libavutil-dev",
+        "libswscale-dev",
+        "libavfilter-dev",
+        "libavdevice-dev",
+        "libclang-dev",
+        "pkg-config",
+        why="the FFmpeg .pc files and bindgen",
+    ),
     "libgpiod-sys": _need("libgpiod-dev", why="libgpiod"),
     "libmount-sys": _need("libmount-dev", "pkg-config", why="mount.pc"),
     "libarchive3-sys": _need("libarchive-dev", "pkg-config", why="libarchive.pc"),
@@ -131,13 +140,42 @@ BUILD_TOOLS: dict[str, SystemNeed] = {
 # Crates that bundle protoc make protobuf-compiler unnecessary.
 PROTOC_BUNDLED = frozenset({"protobuf-src", "protoc-bin-vendored"})
 
-FOREIGN_SYS = frozenset({
-    "windows-sys", "winapi", "core-foundation-sys", "security-framework-sys", "io-kit-sys", "objc-sys",
-    "objc2-encode", "js-sys", "web-sys", "fsevent-sys", "mach-sys", "mach2", "linux-raw-sys", "inotify-sys",
-    "errno-dragonfly", "hermit-abi", "redox_syscall", "android_system_properties", "kqueue-sys",
-    "coreaudio-sys", "cocoa", "coreservices-sys", "system-configuration-sys", "ndk-sys", "oboe-sys",
-    "wasi", "winreg", "windows-targets", "libc", "rustix", "nix", "widestring",
-})
+FOREIGN_SYS = frozenset(
+    {
+        "windows-sys",
+        "winapi",
+        "core-foundation-sys",
+        "security-framework-sys",
+        "io-kit-sys",
+        "objc-sys",
+        "objc2-encode",
+        "js-sys",
+        "web-sys",
+        "fsevent-sys",
+        "mach-sys",
+        "mach2",
+        "linux-raw-sys",
+        "inotify-sys",
+        "errno-dragonfly",
+        "hermit-abi",
+        "redox_syscall",
+        "android_system_properties",
+        "kqueue-sys",
+        "coreaudio-sys",
+        "cocoa",
+        "coreservices-sys",
+        "system-configuration-sys",
+        "ndk-sys",
+        "oboe-sys",
+        "wasi",
+        "winreg",
+        "windows-targets",
+        "libc",
+        "rustix",
+        "nix",
+        "widestring",
+    }
+)
 
 
 def is_sys_name(name: str) -> bool:

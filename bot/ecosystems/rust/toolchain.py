@@ -19,11 +19,11 @@ from bot.ecosystems.rust.evidence import EDITION_FLOOR, LOCK_FLOOR, RustEvidence
 
 @dataclass
 class RustChoice:
-    version: str | None          # "1.85"; None when nothing is offered at all
-    satisfied: bool              # every floor holds
+    version: str | None  # "1.85"; None when nothing is offered at all
+    satisfied: bool  # every floor holds
     reason: str
-    floor: str | None = None     # the highest floor, "1.85"
-    floor_why: str = ""          # "rust-version = 1.85 in crates/a/Cargo.toml"
+    floor: str | None = None  # the highest floor, "1.85"
+    floor_why: str = ""  # "rust-version = 1.85 in crates/a/Cargo.toml"
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -62,22 +62,37 @@ def pinned(ev: RustEvidence) -> tuple[str, str] | None:
 def choose_toolchain(ev: RustEvidence, available: Sequence[str]) -> RustChoice:
     offered = sorted({_minor(v) for v in available if re.fullmatch(r"\d+\.\d+(?:\.\d+)?", v)}, key=version_key)
     hard = floors(ev)
-    floor, floor_why = (hard[0] if hard else (None, ""))
+    floor, floor_why = hard[0] if hard else (None, "")
     warnings: list[str] = []
     if ev.toolchain and not pinned(ev):
         if ev.toolchain.channel.startswith(("nightly", "beta")):
-            warnings.append(f"{ev.toolchain.source.file} asks for {ev.toolchain.channel}; the image carries a stable "
-                            "toolchain, so features that need nightly will not build")
+            warnings.append(
+                f"{ev.toolchain.source.file} asks for {ev.toolchain.channel}; the image carries a stable "
+                "toolchain, so features that need nightly will not build"
+            )
     if not offered:
-        return RustChoice(None, False, "no rust:X.Y-slim image is offered on this engine "
-                          "(run `setupbot images bootstrap` or let a registry answer)", floor, floor_why, warnings)
+        return RustChoice(
+            None,
+            False,
+            "no rust:X.Y-slim image is offered on this engine "
+            "(run `setupbot images bootstrap` or let a registry answer)",
+            floor,
+            floor_why,
+            warnings,
+        )
     fitting = [v for v in offered if floor is None or version_key(v) >= version_key(floor)]
     if not fitting:
         newest = offered[-1]
-        return RustChoice(newest, False,
-                          f"{floor_why} needs rustc {floor} or newer, and the newest image offered here is "
-                          f"rust:{newest}-slim (offered: {', '.join(offered)}); the build will fail until a "
-                          f"rust:{floor}-slim or newer image is available", floor, floor_why, warnings)
+        return RustChoice(
+            newest,
+            False,
+            f"{floor_why} needs rustc {floor} or newer, and the newest image offered here is "
+            f"rust:{newest}-slim (offered: {', '.join(offered)}); the build will fail until a "
+            f"rust:{floor}-slim or newer image is available",
+            floor,
+            floor_why,
+            warnings,
+        )
     pin = pinned(ev)
     if pin:
         want, why = pin
@@ -90,5 +105,9 @@ def choose_toolchain(ev: RustEvidence, available: Sequence[str]) -> RustChoice:
             return RustChoice(above[0], True, f"nearest offered above the pin ({why})", floor, floor_why, warnings)
         warnings.append(f"{why}: no image at or above it is offered; using the newest, rust:{fitting[-1]}-slim")
     newest = fitting[-1]
-    why = f"the newest offered that meets {floor_why}" if floor else "the newest offered (no rust-version or edition floor)"
+    why = (
+        f"the newest offered that meets {floor_why}"
+        if floor
+        else "the newest offered (no rust-version or edition floor)"
+    )
     return RustChoice(newest, True, why, floor, floor_why, warnings)
