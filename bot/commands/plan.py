@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from bot.commands._common import add_json_flag, human, write_json
 from bot.errors import InputError
@@ -34,10 +35,18 @@ def run(args: argparse.Namespace) -> int:
     if not repo.is_dir():
         raise InputError(f"{repo} is not a directory", "Pass the path of a repository checkout.")
     settings = load_settings(repo)
+    # for_setup_loop=False: show the plan of an ecosystem the setup loop does not drive yet
+    # (Rust) instead of refusing it; `run` and `github` still refuse such a repository.
     plan = make_plan(
-        repo, settings, available_pythons=args.python or default_pythons(settings), resolve=not args.no_resolve
+        repo,
+        settings,
+        available_pythons=args.python or default_pythons(settings),
+        resolve=not args.no_resolve,
+        for_setup_loop=False,
     )
     out = human(args)
+    if not hasattr(plan, "python"):
+        return _show_other_plan(args, plan, out)
     if not args.quiet:
         out.write(plan.graph.render_text() + "\n\n")
         out.write("---- Dockerfile ----\n")
@@ -56,3 +65,27 @@ def run(args: argparse.Namespace) -> int:
     if write_json(args, "plan", plan.to_json()) is not None and args.json != "-":
         out.write(f"plan written to {args.json}\n")
     return 0
+
+
+def _show_other_plan(args: argparse.Namespace, plan: Any, out: Any) -> int:
+    """A plan led by an ecosystem other than Python (today Rust): its graph, its Dockerfile and
+    its toolchain choice, as text. `setupbot run` does not prove such a plan yet."""
+    ecosystems = ", ".join(plan.graph.meta.get("ecosystems", [])) or "unknown"
+    if getattr(args, "json", None) is not None:
+        raise InputError(
+            f"--json: plan documents (setupbot.plan/1) describe Python plans; this plan is led by {ecosystems}",
+            "Run `setupbot plan` without --json to see the plan as text.",
+        )
+    choice = plan.choice
+    if not args.quiet:
+        out.write(plan.graph.render_text() + "\n\n")
+        out.write("---- Dockerfile ----\n")
+        out.write(plan.dockerfile or "(none: no image satisfies the toolchain floor)\n")
+        out.write("---- end ----\n\n")
+    for w in choice.warnings:
+        out.write(f"warning: {w}\n")
+    out.write(
+        f"{ecosystems}: {choice.image or 'no image'} ({choice.reason}); tests: {' '.join(plan.test_command)}\n"
+        "note: `setupbot run` does not build and prove this ecosystem's plans yet (issue 18)\n"
+    )
+    return 0 if choice.satisfied else 1

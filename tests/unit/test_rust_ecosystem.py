@@ -43,6 +43,23 @@ def test_a_rust_led_run_says_plainly_the_loop_does_not_drive_it_yet():
     assert plan.choice.image == "rust:1.85-slim" and "cargo fetch --locked" in plan.dockerfile
 
 
+def test_setupbot_plan_shows_a_rust_plan_as_text_and_refuses_json(capsys, monkeypatch):
+    from bot.cli import main
+
+    # the unit tier has no engine to ask which rust images it holds
+    monkeypatch.setattr(RustEcosystem, "available_versions", lambda self, settings: ["1.85"])
+
+    assert main(["plan", str(REPOS / "rust-sys"), "--no-resolve"]) == 0
+    out = capsys.readouterr().out
+    # the -sys crate's Debian packages, the fetch layer before the source, and the test command
+    assert "libssl-dev" in out and "pkg-config" in out
+    assert out.index("cargo fetch --locked") < out.index('COPY [".", "."]')
+    assert "rust: rust:1.85-slim" in out and "tests: cargo test --locked" in out
+    assert "does not build and prove" in out
+    assert main(["plan", str(REPOS / "rust-sys"), "--no-resolve", "--json", "-"]) == 3
+    assert "led by rust" in capsys.readouterr().err
+
+
 def test_devcontainer_gets_rust_analyzer():
     out = RustEcosystem().devcontainer({"customizations": {"vscode": {"extensions": ["a"]}}}, None)
     assert out["customizations"]["vscode"]["extensions"] == ["a", "rust-lang.rust-analyzer"]
