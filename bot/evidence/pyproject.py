@@ -357,73 +357,24 @@ def _classifiers(ev: Evidence, classifiers: list[Any], rel: str, text: str) -> N
 
 
 def _poetry(ev: Evidence, poetry: dict[str, Any], rel: str, text: str) -> None:
-    from bot.evidence.model import PythonConstraint
-
     proj = ev.project
     proj.manager = "poetry"
     proj.name = proj.name or poetry.get("name")
     if not proj.installable and ("name" in poetry):
         proj.installable = True
     _classifiers(ev, poetry.get("classifiers") or [], rel, text)
-
-    def deps_table(table: Any, group: str, where: str, start_line: int | None) -> None:
-        if not isinstance(table, dict):
-            return
-        for name, value in table.items():
-            line = line_of(text, f"{name} =", start_line or 1) or line_of(text, name, start_line or 1)
-            source = Source(rel, line, where)
-            if name.lower() == "python":
-                if isinstance(value, str) and group == MAIN:
-                    ev.python.append(PythonConstraint("requires", poetry_constraint(value) or ">=3", source))
-                continue
-            optional = False
-            extras: list[str] = []
-            markers = []
-            if isinstance(value, str):
-                constraint = poetry_constraint(value)
-            elif isinstance(value, dict):
-                if any(k in value for k in ("path", "git", "url")):
-                    if "git" in value or "url" in value:
-                        ev.warn(rel, line, f"{name}: VCS/URL dependency kept as a name only")
-                    else:
-                        continue
-                constraint = poetry_constraint(value.get("version", ""))
-                optional = bool(value.get("optional"))
-                extras = [e for e in value.get("extras", []) if isinstance(e, str)]
-                if isinstance(value.get("python"), str):
-                    py = poetry_constraint(value["python"])
-                    if py:
-                        markers.append(
-                            " and ".join(
-                                f'python_version {op} "{v}"'
-                                for op, v in re.findall(r"(>=|<=|==|!=|<|>)\s*([0-9.]+)", py)
-                            )
-                        )
-                if isinstance(value.get("markers"), str):
-                    markers.append(value["markers"])
-            elif isinstance(value, list):
-                # several constraints keyed by python version: take the first, with its marker
-                first = value[0] if value else {}
-                constraint = poetry_constraint(first.get("version", "")) if isinstance(first, dict) else ""
-            else:
-                continue
-            spec = name + (f"[{','.join(extras)}]" if extras else "") + constraint
-            markers = [m for m in markers if m]
-            if markers:
-                spec += "; " + " and ".join(f"({m})" for m in markers)
-            g = group
-            if optional and group == MAIN:
-                g = "extra:?"
-            req = ev.add_requirement(spec, g, source, optional=optional)
-            if req and optional:
-                for extra, members in (poetry.get("extras") or {}).items():
-                    if name in members or name.lower() in [str(x).lower() for x in members]:
-                        req.group = f"extra:{extra}"
-
-    deps_table(
-        poetry.get("dependencies"), MAIN, "tool.poetry.dependencies", line_of(text, "[tool.poetry.dependencies]")
+    doc = _Doc(ev, rel, text)
+    _poetry_deps(
+        doc,
+        poetry,
+        poetry.get("dependencies"),
+        MAIN,
+        "tool.poetry.dependencies",
+        line_of(text, "[tool.poetry.dependencies]"),
     )
-    deps_table(
+    _poetry_deps(
+        doc,
+        poetry,
         poetry.get("dev-dependencies"),
         TEST,
         "tool.poetry.dev-dependencies",
@@ -432,7 +383,9 @@ def _poetry(ev: Evidence, poetry: dict[str, Any], rel: str, text: str) -> None:
     for gname, g in sorted((poetry.get("group") or {}).items()):
         if isinstance(g, dict):
             group = TEST if is_test_group(gname) else f"group:{gname}"
-            deps_table(
+            _poetry_deps(
+                doc,
+                poetry,
                 g.get("dependencies"),
                 group,
                 f"tool.poetry.group.{gname}.dependencies",
@@ -442,3 +395,72 @@ def _poetry(ev: Evidence, poetry: dict[str, Any], rel: str, text: str) -> None:
         proj.extras[extra] = [str(m) for m in members] if isinstance(members, list) else []
         if is_test_group(extra):
             ev.test_extras.append((extra, Source(rel, line_of(text, extra), f"poetry extra {extra}")))
+
+
+def _poetry_deps(doc: _Doc, poetry: dict[str, Any], table: Any, group: str, where: str, start_line: int | None) -> None:
+    """One Poetry dependency table: python is a constraint, the rest requirements (optional ones in their extra)."""
+    from bot.evidence.model import PythonConstraint
+
+    ev, rel, text = doc.ev, doc.rel, doc.text
+    if not isinstance(table, dict):
+        return
+    for name, value in table.items():
+        line = line_of(text, f"{name} =", start_line or 1) or line_of(text, name, start_line or 1)
+        source = Source(rel, line, where)
+        if name.lower() == "python":
+            if isinstance(value, str) and group == MAIN:
+                ev.python.append(PythonConstraint("requires", poetry_constraint(value) or ">=3", source))
+            continue
+        parts = _poetry_value(ev, rel, line, name, value)
+        if parts is None:
+            continue
+        constraint, optional, extras, markers = parts
+        spec = name + (f"[{','.join(extras)}]" if extras else "") + constraint
+        markers = [m for m in markers if m]
+        if markers:
+            spec += "; " + " and ".join(f"({m})" for m in markers)
+        g = group
+        if optional and group == MAIN:
+            g = "extra:?"
+        req = ev.add_requirement(spec, g, source, optional=optional)
+        if req and optional:
+            for extra, members in (poetry.get("extras") or {}).items():
+                if name in members or name.lower() in [str(x).lower() for x in members]:
+                    req.group = f"extra:{extra}"
+
+
+def _poetry_value(
+    ev: Evidence, rel: str, line: int | None, name: str, value: Any
+) -> tuple[str, bool, list[str], list[str]] | None:
+    """A Poetry dependency value as (constraint, optional, extras, markers); None to skip it."""
+    optional = False
+    extras: list[str] = []
+    markers = []
+    if isinstance(value, str):
+        constraint = poetry_constraint(value)
+    elif isinstance(value, dict):
+        if any(k in value for k in ("path", "git", "url")):
+            if "git" in value or "url" in value:
+                ev.warn(rel, line, f"{name}: VCS/URL dependency kept as a name only")
+            else:
+                return None
+        constraint = poetry_constraint(value.get("version", ""))
+        optional = bool(value.get("optional"))
+        extras = [e for e in value.get("extras", []) if isinstance(e, str)]
+        if isinstance(value.get("python"), str):
+            py = poetry_constraint(value["python"])
+            if py:
+                markers.append(
+                    " and ".join(
+                        f'python_version {op} "{v}"' for op, v in re.findall(r"(>=|<=|==|!=|<|>)\s*([0-9.]+)", py)
+                    )
+                )
+        if isinstance(value.get("markers"), str):
+            markers.append(value["markers"])
+    elif isinstance(value, list):
+        # several constraints keyed by python version: take the first, with its marker
+        first = value[0] if value else {}
+        constraint = poetry_constraint(first.get("version", "")) if isinstance(first, dict) else ""
+    else:
+        return None
+    return constraint, optional, extras, markers
