@@ -152,21 +152,44 @@ def render_summary(
     lines = ["# setupbot benchmark", ""]
     if not records:
         return "\n".join(lines + ["No results yet: run `setupbot bench --repos FILE` first.", ""])
-    if commands:
-        lines.append("Produced by:" if len(commands) == 1 else "Produced by these commands (resumed runs):")
-        lines.append("```sh")
-        lines += commands
-        lines.append("```")
+    lines += _produced_by_lines(commands)
+    lines += _method_lines(records, systems, repos)
+    for note in notes or []:
+        lines.append(note)
         lines.append("")
-    lines.append(
+    lines += _commit_lines(records)
+    lines.append(f"![EBSR and pass share by system and difficulty]({chart_name})")
+    lines.append("")
+    lines += _per_system_lines(records)
+    lines += _target_lines(records)
+    lines += _difficulty_lines(records, systems)
+    lines += _per_repository_lines(records, systems, repos)
+    lines += _missing_blob_lines(records, systems)
+    return "\n".join(lines)
+
+
+def _produced_by_lines(commands: list[str] | None) -> list[str]:
+    """The commands that produced the results, as a shell block."""
+    if not commands:
+        return []
+    lines = ["Produced by:" if len(commands) == 1 else "Produced by these commands (resumed runs):", "```sh"]
+    lines += commands
+    lines.append("```")
+    lines.append("")
+    return lines
+
+
+def _method_lines(records: list[dict], systems: list[str], repos: list[tuple[str, str]]) -> list[str]:
+    """How every system is scored, and what each system is."""
+    lines = [
         f"{len(repos)} repositories × {len(systems)} systems ({', '.join(systems)}). "
         "Every Dockerfile is scored in a fresh build with no cache, the repository at the "
         "pinned commit as context (no `.git`). EBSR: `python -m pytest --collect-only -q` exits 0 "
         "in the built image. Tests: JUnit counts of `python -m pytest -p no:cacheprovider`. "
         "Pass share: passed / (passed + failed + errors); ESSR: passed / gold count, where the "
-        "list gives one."
-    )
-    lines.append("")
+        "list gives one.",
+        "",
+    ]
     reused = sum(1 for r in records if r.get("replay_reused"))
     if "setupbot" in systems:
         lines.append(
@@ -189,26 +212,29 @@ def render_summary(
         "the imports (the project itself is not installed), then pytest.",
         "",
     ]
-    for note in notes or []:
-        lines.append(note)
-        lines.append("")
+    return lines
+
+
+def _commit_lines(records: list[dict]) -> list[str]:
+    """Which setupbot commit produced which result, when a resumed run mixes them."""
     commits: dict[str, list[str]] = {}
     for r in records:
         if r["system"] == "setupbot":
             commits.setdefault(r.get("setupbot_commit") or "", []).append(r["repo"].split("/")[-1])
-    if len(commits) > 1 or "" in commits and len(commits) == 1 and records:
-        parts = [
-            f"`{c}`: {', '.join(sorted(names))}"
-            if c
-            else f"not recorded (runs before commit tracking): {', '.join(sorted(names))}"
-            for c, names in sorted(commits.items(), key=lambda kv: (kv[0] == "", kv[0]))
-        ]
-        lines.append("setupbot code per result (resumed runs): " + "; ".join(parts) + ".")
-        lines.append("")
-    lines.append(f"![EBSR and pass share by system and difficulty]({chart_name})")
-    lines.append("")
+    if not (len(commits) > 1 or "" in commits and len(commits) == 1 and records):
+        return []
+    parts = [
+        f"`{c}`: {', '.join(sorted(names))}"
+        if c
+        else f"not recorded (runs before commit tracking): {', '.join(sorted(names))}"
+        for c, names in sorted(commits.items(), key=lambda kv: (kv[0] == "", kv[0]))
+    ]
+    return ["setupbot code per result (resumed runs): " + "; ".join(parts) + ".", ""]
 
-    lines += [
+
+def _per_system_lines(records: list[dict]) -> list[str]:
+    """The per-system table: EBSR, pass share, ESSR, times, image size, tokens, steps, repairs."""
+    lines = [
         "## Per system",
         "",
         "| system | repos | EBSR | mean pass share | mean ESSR (gold) | median produce | median build | "
@@ -224,39 +250,47 @@ def render_summary(
             f"{_size(a.median_image)} | {a.tokens} | {steps} | {a.repairs} |"
         )
     lines.append("")
+    return lines
 
+
+def _target_lines(records: list[dict]) -> list[str]:
+    """setupbot against the round's targets: EBSR, tokens, image size, budget overshoot, determinism."""
     setupbot = next((a for a in aggregate(records) if a.system == "setupbot"), None)
-    if setupbot is not None:
-        # The round's targets (issue: setupbot EBSR >= 85% deterministic, 0 tokens, median image <= 1 GB).
-        checks = [
-            (f"EBSR {_pct(setupbot.ebsr_rate)} ≥ 85%", setupbot.ebsr_rate >= 0.85),
-            (f"tokens {setupbot.tokens} = 0", setupbot.tokens == 0),
-            (
-                f"median image {_size(setupbot.median_image)} ≤ 1 GB",
-                setupbot.median_image is not None and setupbot.median_image <= 1e9,
-            ),
-        ]
-        lines.append("Targets for setupbot: " + "; ".join(f"{text} {'✓' if ok else '✗'}" for text, ok in checks) + ".")
+    if setupbot is None:
+        return []
+    # The round's targets (issue: setupbot EBSR >= 85% deterministic, 0 tokens, median image <= 1 GB).
+    checks = [
+        (f"EBSR {_pct(setupbot.ebsr_rate)} ≥ 85%", setupbot.ebsr_rate >= 0.85),
+        (f"tokens {setupbot.tokens} = 0", setupbot.tokens == 0),
+        (
+            f"median image {_size(setupbot.median_image)} ≤ 1 GB",
+            setupbot.median_image is not None and setupbot.median_image <= 1e9,
+        ),
+    ]
+    lines = ["Targets for setupbot: " + "; ".join(f"{text} {'✓' if ok else '✗'}" for text, ok in checks) + ".", ""]
+    over = overshoot(records)
+    if over is not None:
+        share, repo, seconds, budget = over
+        lines.append(
+            f"Budget: the largest overshoot of a setupbot run over budgets.wall_clock is "
+            f"{share * 100:+.1f} % ({repo}: {seconds:.0f}s of {budget:.0f}s; target ≤ 5 %) "
+            f"{'✓' if share <= 0.05 else '✗'}."
+        )
+    same, checked = identical_share(records)
+    if checked:
+        # issue 16: the final Dockerfile built twice with no cache gives the same package sets
+        lines.append(
+            f"Determinism: {same}/{checked} repositories ({_pct(same / checked)}) give identical "
+            "`pip freeze --all` and `dpkg-query -W` in two no-cache builds of the final Dockerfile "
+            f"(target ≥ 95% {'✓' if same / checked >= 0.95 else '✗'})."
+        )
         lines.append("")
-        over = overshoot(records)
-        if over is not None:
-            share, repo, seconds, budget = over
-            lines.append(
-                f"Budget: the largest overshoot of a setupbot run over budgets.wall_clock is "
-                f"{share * 100:+.1f} % ({repo}: {seconds:.0f}s of {budget:.0f}s; target ≤ 5 %) "
-                f"{'✓' if share <= 0.05 else '✗'}."
-            )
-        same, checked = identical_share(records)
-        if checked:
-            # issue 16: the final Dockerfile built twice with no cache gives the same package sets
-            lines.append(
-                f"Determinism: {same}/{checked} repositories ({_pct(same / checked)}) give identical "
-                "`pip freeze --all` and `dpkg-query -W` in two no-cache builds of the final Dockerfile "
-                f"(target ≥ 95% {'✓' if same / checked >= 0.95 else '✗'})."
-            )
-            lines.append("")
+    return lines
 
-    lines += [
+
+def _difficulty_lines(records: list[dict], systems: list[str]) -> list[str]:
+    """EBSR per difficulty and system."""
+    lines = [
         "## EBSR per difficulty",
         "",
         "| difficulty | " + " | ".join(systems) + " |",
@@ -266,8 +300,12 @@ def render_summary(
         cells = [f"{ok}/{n} ({_pct(ok / n if n else None)})" if n else "–" for ok, n in (row[s] for s in systems)]
         lines.append(f"| {difficulty} | " + " | ".join(cells) + " |")
     lines.append("")
+    return lines
 
-    lines += [
+
+def _per_repository_lines(records: list[dict], systems: list[str], repos: list[tuple[str, str]]) -> list[str]:
+    """One row per repository and system."""
+    lines = [
         "## Per repository",
         "",
         "| repository | difficulty | system | EBSR | passed / failed / errors | ESSR | produce | build | "
@@ -280,37 +318,47 @@ def render_summary(
             found = by_pair.get((name, system))
             if found is None:
                 continue
-            r = found
-            t = r.get("tests") or {}
-            tests = f"{t.get('passed', 0)} / {t.get('failed', 0)} / {t.get('errors', 0)}"
-            if r.get("test_timed_out"):
-                tests += " (timeout)"
-            status = r.get("status", "")
-            if status != "ok" and r.get("reason"):
-                status += ": " + r["reason"].splitlines()[0][:120]
-            lines.append(
-                f"| {_cell(name)}@{sha[:8]} | {r.get('difficulty') or '–'} | {system} | "
-                f"{'✓' if r.get('ebsr') else '✗'} | {tests} | {_pct(r.get('essr'))} | "
-                f"{_secs(r.get('produce_seconds'))} | {_secs(r.get('build_seconds'))} | "
-                f"{_size(r.get('image_bytes'))} | {_lock_cell(r)} | {_determinism_cell(r)} | {_cell(status)} |"
-            )
+            lines.append(_repository_row(name, sha, system, found))
     lines.append("")
+    return lines
+
+
+def _repository_row(name: str, sha: str, system: str, r: dict) -> str:
+    """One repository's result for one system, as a table row."""
+    t = r.get("tests") or {}
+    tests = f"{t.get('passed', 0)} / {t.get('failed', 0)} / {t.get('errors', 0)}"
+    if r.get("test_timed_out"):
+        tests += " (timeout)"
+    status = r.get("status", "")
+    if status != "ok" and r.get("reason"):
+        status += ": " + r["reason"].splitlines()[0][:120]
+    return (
+        f"| {_cell(name)}@{sha[:8]} | {r.get('difficulty') or '–'} | {system} | "
+        f"{'✓' if r.get('ebsr') else '✗'} | {tests} | {_pct(r.get('essr'))} | "
+        f"{_secs(r.get('produce_seconds'))} | {_secs(r.get('build_seconds'))} | "
+        f"{_size(r.get('image_bytes'))} | {_lock_cell(r)} | {_determinism_cell(r)} | {_cell(status)} |"
+    )
+
+
+def _missing_blob_lines(records: list[dict], systems: list[str]) -> list[str]:
+    """The files the snapshot export had to skip (large blobs), per repository."""
     missing = [
         (r["repo"], r["export"]["missing_blobs"])
         for r in records
         if r["system"] == systems[0] and (r.get("export") or {}).get("missing_blobs")
     ]
-    if missing:
-        lines += [
-            "## Files absent from the snapshots",
-            "",
-            "Blobs of 4 MiB or more are not in the stored snapshots; the export skipped them:",
-            "",
-        ]
-        for name, paths in missing:
-            lines.append(f"- {name}: {len(paths)} file(s): " + ", ".join(f"`{p}`" for p in paths[:6]))
-        lines.append("")
-    return "\n".join(lines)
+    if not missing:
+        return []
+    lines = [
+        "## Files absent from the snapshots",
+        "",
+        "Blobs of 4 MiB or more are not in the stored snapshots; the export skipped them:",
+        "",
+    ]
+    for name, paths in missing:
+        lines.append(f"- {name}: {len(paths)} file(s): " + ", ".join(f"`{p}`" for p in paths[:6]))
+    lines.append("")
+    return lines
 
 
 def render_chart(records: list[dict], path: Path) -> Path:

@@ -148,25 +148,16 @@ def _dist_name(n: Node) -> str:
         return n.name
 
 
+Step = dict[str, Any]
+
+
 def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     order = graph.topological()
     by_action: dict[str, list[Node]] = {}
     for n in order:
         if n.action:
             by_action.setdefault(n.action, []).append(n)
-    rt = graph.runtime
-    steps: list[dict[str, Any]] = []
-    base = rt.attrs.get("base_image", "python:3.12-slim")
-    if rt.attrs.get("base_digest") and "@" not in base:
-        base = f"{base}@{rt.attrs['base_digest']}"  # pulled from a registry: pinned
-    steps.append(
-        {
-            "op": "FROM",
-            "image": base,
-            "nodes": [rt],
-            "comments": [f"Python {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}".strip()] + _where([rt]),
-        }
-    )
+    steps: list[dict[str, Any]] = [_from_step(graph.runtime)]
     envs = by_action.get("env", [])
     if envs:
         steps.append(
@@ -177,28 +168,92 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                 "comments": [n.attrs["why"] for n in envs if n.attrs.get("why")][:2] + _where(envs),
             }
         )
-    cons = by_action.get("constraint", [])
+    steps += _constraint_steps(graph, by_action.get("constraint", []))
+    steps += _system_steps(by_action)
+    steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
+    locked = locked_names(graph)
+    steps += _lock_steps(graph, locked)
+    native = native_lock(graph)
+    # what the repository's own lock installs is not installed a second time
+    covered = set(native.attrs.get("covers", [])) if native is not None else set()
+    pips = [n for n in by_action.get("pip", []) if n.name not in locked and n.name not in covered]
+    via = _requirement_files(graph, pips, locked)
+    steps += _requirement_file_steps(pips, via)
+    steps += _pip_steps([n for n in pips if n.attrs.get("via_file") not in via])
+    repairs = sorted((n for n in by_action.get("repair-pip", []) if n.name not in locked), key=lambda n: n.name)
+    if repairs:
+        steps.append(
+            {
+                "op": "RUN",
+                "head": len(PIP),
+                "nodes": repairs,
+                "commands": [[*PIP, *[_spec(n) for n in repairs]]],
+                "comments": ["added by repairs"],
+            }
+        )
+    steps += _native_before_source_steps(graph, native)
+    steps.append({"op": "COPY", "src": ["."], "dest": WORKDIR, "nodes": [], "comments": ["the source"]})
+    projects = by_action.get("project", [])
+    steps += _native_after_source_steps(native, projects)
+    steps += _member_steps(projects, locked)
+    for n in projects:
+        if not n.attrs.get("member"):
+            steps += _project_steps(graph, n, locked, native)
+    steps += _tool_and_run_steps(by_action, locked | covered)
+    tgt = graph.target
+    steps.append(
+        {
+            "op": "CMD",
+            "argv": list(tgt.attrs.get("command") or ["python", "-m", "pytest"]),
+            "nodes": [tgt],
+            "comments": ["the tests"],
+        }
+    )
+    return steps
+
+
+def _from_step(rt: Node) -> Step:
+    """The base image, pinned by digest when it came from a registry."""
+    base = rt.attrs.get("base_image", "python:3.12-slim")
+    if rt.attrs.get("base_digest") and "@" not in base:
+        base = f"{base}@{rt.attrs['base_digest']}"  # pulled from a registry: pinned
+    return {
+        "op": "FROM",
+        "image": base,
+        "nodes": [rt],
+        "comments": [f"Python {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}".strip()] + _where([rt]),
+    }
+
+
+def _constraint_steps(graph: DepGraph, cons: list[Node]) -> list[Step]:
+    """The constraints file every pip install honours, unless a proven lock already pins everything."""
     from bot.graph.plan import constraint_specs
 
     specs = constraint_specs(graph)
     # a lock already satisfies every constraint it was frozen under (and pip's hash-checking
     # mode and a constraints file do not mix)
-    if cons and specs and not locked_names(graph):
-        lock = graph.nodes.get("config:lock")
-        why = f"pins from {lock.name}" if lock is not None and lock.action == "constraint" else "pins"
-        reasons = sorted(
-            {e[2] for n in cons if n.attrs.get("kind") != "lock" for e in n.evidence if e[0] == "uv pip compile"}
-        )
-        steps.append(
-            {
-                "op": "RUN",
-                "head": 4,
-                "nodes": cons,
-                "comments": [why + ", applied to every pip install"] + reasons[:2] + _where(cons),
-                "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints", *specs]],
-            }
-        )
-        steps.append({"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []})
+    if not (cons and specs and not locked_names(graph)):
+        return []
+    lock = graph.nodes.get("config:lock")
+    why = f"pins from {lock.name}" if lock is not None and lock.action == "constraint" else "pins"
+    reasons = sorted(
+        {e[2] for n in cons if n.attrs.get("kind") != "lock" for e in n.evidence if e[0] == "uv pip compile"}
+    )
+    return [
+        {
+            "op": "RUN",
+            "head": 4,
+            "nodes": cons,
+            "comments": [why + ", applied to every pip install"] + reasons[:2] + _where(cons),
+            "commands": [["sh", "-c", 'printf "%s\\n" "$@" > ' + CONSTRAINTS_FILE, "constraints", *specs]],
+        },
+        {"op": "ENV", "pairs": [("PIP_CONSTRAINT", CONSTRAINTS_FILE)], "nodes": cons, "comments": []},
+    ]
+
+
+def _system_steps(by_action: dict[str, list[Node]]) -> list[Step]:
+    """The Debian packages (at the replayed versions when known) and the development user."""
+    steps: list[Step] = []
     apts = sorted(by_action.get("apt", []), key=lambda n: n.name)
     if apts:
         pinned_apt = any(n.attrs.get("version") for n in apts)
@@ -235,97 +290,108 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                 "commands": [["useradd", "--create-home", n.name] for n in users],
             }
         )
-    steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
-    locked = locked_names(graph)
+    return steps
+
+
+def _lock_steps(graph: DepGraph, locked: set[str]) -> list[Step]:
+    """The clean replay's proven lock, installed without resolution (uv for a large set)."""
     lock_node = graph.nodes.get(LOCK_NODE)
-    if locked and lock_node is not None:
-        # the exact set the clean replay proved (issue 16): no resolution at build time, so a new
-        # upstream release cannot change the image; what the lock covers is not installed again
-        lock_file = lock_node.attrs["file"]
-        steps.append({"op": "COPY", "src": [lock_file], "dest": LOCK_PATH, "nodes": [lock_node], "comments": []})
-        flags = ["--require-hashes"] if lock_node.attrs.get("hashed") else []
-        count = int(lock_node.attrs.get("count") or len(locked))
-        if count >= UV_LOCK_MINIMUM:
-            # uv installs a large set much faster than pip (45 distributions: 121 s against
-            # 191 s, fetching uv included); it runs from a throwaway folder, so it is not part of
-            # the image or its package set
-            commands = [
-                [*PIP, "--target", "/tmp/uv", "uv"],
-                ["/tmp/uv/bin/uv", "pip", "install", "--system", "--no-cache", *flags, "--no-deps", "-r", LOCK_PATH],
-                ["rm", "-rf", "/tmp/uv"],
-            ]
-        else:
-            commands = [[*PIP, *flags, "--no-deps", "-r", LOCK_PATH]]
-        steps.append(
-            {
-                "op": "RUN",
-                "head": None,
-                "nodes": [lock_node],
-                "commands": commands,
-                "comments": [
-                    f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
-                    f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
-                    "refresh with: setupbot run --refresh-lock"
-                ],
-            }
-        )
-    native = native_lock(graph)
-    # what the repository's own lock installs is not installed a second time
-    covered = set(native.attrs.get("covers", [])) if native is not None else set()
-    pips = [n for n in by_action.get("pip", []) if n.name not in locked and n.name not in covered]
+    if not (locked and lock_node is not None):
+        return []
+    # the exact set the clean replay proved (issue 16): no resolution at build time, so a new
+    # upstream release cannot change the image; what the lock covers is not installed again
+    lock_file = lock_node.attrs["file"]
+    flags = ["--require-hashes"] if lock_node.attrs.get("hashed") else []
+    count = int(lock_node.attrs.get("count") or len(locked))
+    if count >= UV_LOCK_MINIMUM:
+        # uv installs a large set much faster than pip (45 distributions: 121 s against
+        # 191 s, fetching uv included); it runs from a throwaway folder, so it is not part of
+        # the image or its package set
+        commands = [
+            [*PIP, "--target", "/tmp/uv", "uv"],
+            ["/tmp/uv/bin/uv", "pip", "install", "--system", "--no-cache", *flags, "--no-deps", "-r", LOCK_PATH],
+            ["rm", "-rf", "/tmp/uv"],
+        ]
+    else:
+        commands = [[*PIP, *flags, "--no-deps", "-r", LOCK_PATH]]
+    return [
+        {"op": "COPY", "src": [lock_file], "dest": LOCK_PATH, "nodes": [lock_node], "comments": []},
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": [lock_node],
+            "commands": commands,
+            "comments": [
+                f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
+                f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
+                "refresh with: setupbot run --refresh-lock"
+            ],
+        },
+    ]
+
+
+def _requirement_files(graph: DepGraph, pips: list[Node], locked: set[str]) -> list[str]:
+    """The repository's requirement files that can be installed as written."""
     # a file that names a dependency the plan left out (not on the index, does not build) cannot
     # be installed as written: its remaining requirements are installed one by one instead
     spoiled = {n.attrs.get("via_file") for n in graph.nodes.values() if n.attrs.get("dropped")}
     # so is a file whose name holds a control character (it could not be written into COPY); with
     # a proven lock every dependency comes from the lock instead
-    via = (
-        []
-        if locked
-        else sorted(
+    if locked:
+        return []
+    return sorted(
+        {
+            n.attrs["via_file"]
+            for n in pips
+            if n.attrs.get("via_file") and n.attrs["via_file"] not in spoiled and not _has_control(n.attrs["via_file"])
+        }
+    )
+
+
+def _requirement_file_steps(pips: list[Node], via: list[str]) -> list[Step]:
+    """COPY each requirement file, then install them with -r (hash-pinned files alone)."""
+    steps: list[Step] = []
+    if not via:
+        return steps
+    via_nodes = [n for n in pips if n.attrs.get("via_file") in via]
+    for f in via:
+        steps.append(
             {
-                n.attrs["via_file"]
-                for n in pips
-                if n.attrs.get("via_file")
-                and n.attrs["via_file"] not in spoiled
-                and not _has_control(n.attrs["via_file"])
+                "op": "COPY",
+                "src": [f],
+                "dest": f if "/" in f else "./",
+                "nodes": [n for n in via_nodes if n.attrs["via_file"] == f],
+                "comments": [],
             }
         )
-    )
-    if via:
-        via_nodes = [n for n in pips if n.attrs.get("via_file") in via]
-        for f in via:
-            steps.append(
-                {
-                    "op": "COPY",
-                    "src": [f],
-                    "dest": f if "/" in f else "./",
-                    "nodes": [n for n in via_nodes if n.attrs["via_file"] == f],
-                    "comments": [],
-                }
-            )
-        # a file that pins with --hash is installed as it is, alone: pip checks the hashes of
-        # everything in one invocation once any requirement has one
-        hashed = [f for f in via if any(n.attrs.get("via_hashed") for n in via_nodes if n.attrs["via_file"] == f)]
-        plain = [f for f in via if f not in hashed]
-        for group_files, comment in (
-            (plain, "dependencies from the repository's requirement files"),
-            *[([f], f"dependencies pinned with hashes by {f}, as they are") for f in hashed],
-        ):
-            if not group_files:
-                continue
-            cmd = list(PIP)
-            for f in group_files:
-                cmd += ["-r", f]
-            steps.append(
-                {
-                    "op": "RUN",
-                    "head": len(PIP),
-                    "nodes": [n for n in via_nodes if n.attrs["via_file"] in group_files],
-                    "commands": [cmd],
-                    "comments": [comment],
-                }
-            )
-    rest = [n for n in pips if n.attrs.get("via_file") not in via]
+    # a file that pins with --hash is installed as it is, alone: pip checks the hashes of
+    # everything in one invocation once any requirement has one
+    hashed = [f for f in via if any(n.attrs.get("via_hashed") for n in via_nodes if n.attrs["via_file"] == f)]
+    plain = [f for f in via if f not in hashed]
+    for group_files, comment in (
+        (plain, "dependencies from the repository's requirement files"),
+        *[([f], f"dependencies pinned with hashes by {f}, as they are") for f in hashed],
+    ):
+        if not group_files:
+            continue
+        cmd = list(PIP)
+        for f in group_files:
+            cmd += ["-r", f]
+        steps.append(
+            {
+                "op": "RUN",
+                "head": len(PIP),
+                "nodes": [n for n in via_nodes if n.attrs["via_file"] in group_files],
+                "commands": [cmd],
+                "comments": [comment],
+            }
+        )
+    return steps
+
+
+def _pip_steps(rest: list[Node]) -> list[Step]:
+    """The remaining packages by name: the main dependencies, then the test dependencies."""
+    steps: list[Step] = []
     for group, label in (("main", "dependencies"), ("test", "test dependencies")):
         nodes = sorted([n for n in rest if (n.attrs.get("group") == "main") == (group == "main")], key=lambda n: n.name)
         if nodes:
@@ -342,136 +408,151 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                     + _where(nodes),
                 }
             )
-    repairs = sorted((n for n in by_action.get("repair-pip", []) if n.name not in locked), key=lambda n: n.name)
-    if repairs:
-        steps.append(
-            {
-                "op": "RUN",
-                "head": len(PIP),
-                "nodes": repairs,
-                "commands": [[*PIP, *[_spec(n) for n in repairs]]],
-                "comments": ["added by repairs"],
-            }
-        )
-    if native is not None and native.attrs.get("tool") == "uv":
-        # the lock's dependencies before the source, so the layer survives source edits
-        steps.append(
-            {"op": "COPY", "src": ["pyproject.toml", native.name], "dest": "./", "nodes": [native], "comments": []}
-        )
-        steps.append(
-            {
-                "op": "RUN",
-                "head": None,
-                "nodes": [native],
-                "commands": [[*PIP, "uv"], [*UV_SYNC, "--no-install-project", *_uv_extras(graph)]],
-                "comments": [f"dependencies from {native.name}, as locked"] + _where([native]),
-            }
-        )
-    steps.append({"op": "COPY", "src": ["."], "dest": WORKDIR, "nodes": [], "comments": ["the source"]})
-    projects = by_action.get("project", [])
-    if native is not None and (native.attrs.get("tool") == "pipenv" or not projects):
-        cmds = NATIVE_AFTER_SOURCE.get(native.attrs.get("tool"), [])
-        if cmds:
-            steps.append(
-                {
-                    "op": "RUN",
-                    "head": None,
-                    "nodes": [native],
-                    "commands": [list(c) for c in cmds],
-                    "comments": [f"dependencies from {native.name}, as locked"] + _where([native]),
-                }
-            )
+    return steps
+
+
+def _native_before_source_steps(graph: DepGraph, native: Node | None) -> list[Step]:
+    """A uv lock's dependencies before the source, so the layer survives source edits."""
+    if native is None or native.attrs.get("tool") != "uv":
+        return []
+    return [
+        {"op": "COPY", "src": ["pyproject.toml", native.name], "dest": "./", "nodes": [native], "comments": []},
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": [native],
+            "commands": [[*PIP, "uv"], [*UV_SYNC, "--no-install-project", *_uv_extras(graph)]],
+            "comments": [f"dependencies from {native.name}, as locked"] + _where([native]),
+        },
+    ]
+
+
+def _native_after_source_steps(native: Node | None, projects: list[Node]) -> list[Step]:
+    """A native lock that installs from the checkout (pipenv, or no project to install it with)."""
+    if native is None or not (native.attrs.get("tool") == "pipenv" or not projects):
+        return []
+    cmds = NATIVE_AFTER_SOURCE.get(cast(str, native.attrs.get("tool")), [])
+    if not cmds:
+        return []
+    return [
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": [native],
+            "commands": [list(c) for c in cmds],
+            "comments": [f"dependencies from {native.name}, as locked"] + _where([native]),
+        }
+    ]
+
+
+def _member_steps(projects: list[Node], locked: set[str]) -> list[Step]:
+    """The workspace members, editable, in one pip call in dependency order."""
     members = sorted((n for n in projects if n.attrs.get("member")), key=lambda n: n.attrs.get("order", 0))
-    if members:
-        # one pip call for every member: a member's dependency on another is met by the other's
-        # folder in the same call, never looked up on an index (with a lock, nothing else is)
-        cmd = [*PIP, "--no-deps"] if locked else list(PIP)
-        for n in members:
-            extras = n.attrs.get("extras") or []
-            cmd += ["-e", n.attrs["path"] + (f"[{','.join(extras)}]" if extras else "")]
-        steps.append(
-            {
-                "op": "RUN",
-                "head": None,
-                "nodes": members,
-                "commands": [cmd],
-                "comments": ["the workspace members, editable, in dependency order"] + _where(members),
-            }
-        )
-    for n in projects:
-        if n.attrs.get("member"):
-            continue
+    if not members:
+        return []
+    # one pip call for every member: a member's dependency on another is met by the other's
+    # folder in the same call, never looked up on an index (with a lock, nothing else is)
+    cmd = [*PIP, "--no-deps"] if locked else list(PIP)
+    for n in members:
         extras = n.attrs.get("extras") or []
-        target = "." + (f"[{','.join(extras)}]" if extras else "")
-        tool = n.attrs.get("install_with", "pip")
-        if n.attrs.get("deps_only"):
-            # an application, not an installable package: its dependencies are installed above
-            # (Poetry's --no-root, uv's --no-install-project); it runs from the checkout
-            steps.append(
-                {
-                    "op": "ENV",
-                    "pairs": [("PYTHONPATH", WORKDIR)],
-                    "nodes": [n],
-                    "comments": ["the project is not an installable package: run from the checkout"] + _where([n]),
-                }
-            )
-            if tool == "poetry" and not locked:
-                steps.append(
-                    {
-                        "op": "RUN",
-                        "head": None,
-                        "nodes": [n],
-                        "comments": [],
-                        "commands": [
-                            [*PIP, "poetry"],
-                            ["poetry", "config", "virtualenvs.create", "false"],
-                            ["poetry", "install", "--no-interaction", "--no-root"],
-                        ],
-                    }
-                )
-            continue
-        if locked:
-            # every dependency is in the lock: only the project itself is left to install
-            cmds = {
-                "poetry": [
-                    ["poetry", "config", "virtualenvs.create", "false"],
-                    ["poetry", "install", "--no-interaction", "--only-root"],
-                ],
-                "uv": [["uv", "pip", "install", "--system", "--no-deps", "-e", target]],
-            }.get(tool, [[*PIP, "--no-deps", "-e", target]])
-            if tool in ("poetry", "uv") and tool not in locked:
-                cmds = [[*PIP, "--no-deps", "-e", target]]
-        elif native is not None and tool == "uv":
-            cmds = [[*UV_SYNC, *_uv_extras(graph)]]
-        elif tool == "poetry":
-            cmds = [
-                [*PIP, "poetry"],
-                ["poetry", "config", "virtualenvs.create", "false"],
-                ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])],
-            ]
-        elif tool == "pdm":
-            cmds = [
-                [*PIP, "pdm"],
-                ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
-                [*PIP, "-r", "/tmp/requirements.txt"],
-                [*PIP, "-e", target],
-            ]
-        elif tool == "uv":
-            cmds = [[*PIP, "uv"], ["uv", "pip", "install", "--system", "-e", target]]
-        else:
-            cmds = [[*PIP, "-e", target]]
+        cmd += ["-e", n.attrs["path"] + (f"[{','.join(extras)}]" if extras else "")]
+    return [
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": members,
+            "commands": [cmd],
+            "comments": ["the workspace members, editable, in dependency order"] + _where(members),
+        }
+    ]
+
+
+def _project_steps(graph: DepGraph, n: Node, locked: set[str], native: Node | None) -> list[Step]:
+    """The project itself: run from the checkout when it is no package, else installed editable."""
+    extras = n.attrs.get("extras") or []
+    target = "." + (f"[{','.join(extras)}]" if extras else "")
+    tool = n.attrs.get("install_with", "pip")
+    if n.attrs.get("deps_only"):
+        return _deps_only_steps(n, tool, locked)
+    return [
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": [n],
+            "commands": _project_commands(graph, tool, target, extras, locked, native),
+            "comments": ["the project with its test extras" if extras else "the project"] + _where([n]),
+        }
+    ]
+
+
+def _deps_only_steps(n: Node, tool: str, locked: set[str]) -> list[Step]:
+    """An application, not an installable package: it runs from the checkout."""
+    # its dependencies are installed above (Poetry's --no-root, uv's --no-install-project)
+    steps: list[Step] = [
+        {
+            "op": "ENV",
+            "pairs": [("PYTHONPATH", WORKDIR)],
+            "nodes": [n],
+            "comments": ["the project is not an installable package: run from the checkout"] + _where([n]),
+        }
+    ]
+    if tool == "poetry" and not locked:
         steps.append(
             {
                 "op": "RUN",
                 "head": None,
                 "nodes": [n],
-                "commands": cmds,
-                "comments": ["the project with its test extras" if extras else "the project"] + _where([n]),
+                "comments": [],
+                "commands": [
+                    [*PIP, "poetry"],
+                    ["poetry", "config", "virtualenvs.create", "false"],
+                    ["poetry", "install", "--no-interaction", "--no-root"],
+                ],
             }
         )
-    tools = sorted(
-        (n for n in by_action.get("tool", []) if _dist_name(n) not in locked | covered), key=lambda n: n.name
-    )
+    return steps
+
+
+def _project_commands(
+    graph: DepGraph, tool: str, target: str, extras: list[str], locked: set[str], native: Node | None
+) -> list[list[str]]:
+    """How the project installs: with its own tool, or only itself when a lock holds the rest."""
+    if locked:
+        # every dependency is in the lock: only the project itself is left to install
+        cmds = {
+            "poetry": [
+                ["poetry", "config", "virtualenvs.create", "false"],
+                ["poetry", "install", "--no-interaction", "--only-root"],
+            ],
+            "uv": [["uv", "pip", "install", "--system", "--no-deps", "-e", target]],
+        }.get(tool, [[*PIP, "--no-deps", "-e", target]])
+        if tool in ("poetry", "uv") and tool not in locked:
+            cmds = [[*PIP, "--no-deps", "-e", target]]
+        return cmds
+    if native is not None and tool == "uv":
+        return [[*UV_SYNC, *_uv_extras(graph)]]
+    if tool == "poetry":
+        return [
+            [*PIP, "poetry"],
+            ["poetry", "config", "virtualenvs.create", "false"],
+            ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])],
+        ]
+    if tool == "pdm":
+        return [
+            [*PIP, "pdm"],
+            ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
+            [*PIP, "-r", "/tmp/requirements.txt"],
+            [*PIP, "-e", target],
+        ]
+    if tool == "uv":
+        return [[*PIP, "uv"], ["uv", "pip", "install", "--system", "-e", target]]
+    return [[*PIP, "-e", target]]
+
+
+def _tool_and_run_steps(by_action: dict[str, list[Node]], installed: set[str]) -> list[Step]:
+    """The test tools nothing above installs, then the commands repairs added."""
+    steps: list[Step] = []
+    tools = sorted((n for n in by_action.get("tool", []) if _dist_name(n) not in installed), key=lambda n: n.name)
     if tools:
         steps.append(
             {
@@ -486,15 +567,6 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         steps.append(
             {"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])], "comments": _where([n])}
         )
-    tgt = graph.target
-    steps.append(
-        {
-            "op": "CMD",
-            "argv": list(tgt.attrs.get("command") or ["python", "-m", "pytest"]),
-            "nodes": [tgt],
-            "comments": ["the tests"],
-        }
-    )
     return steps
 
 

@@ -93,6 +93,38 @@ def scan_file(
     out: list[Requirement] = []
     base = posixpath.dirname(rel)
     clean = True
+    for lineno, line in _logical_lines(text):
+        line = re.sub(r"(^|\s)#.*$", "", line).strip()
+        if not line:
+            continue
+        src = Source(rel, lineno, "requirements")
+        if line.startswith(("-r ", "--requirement", "-r", "-c ", "--constraint", "-c")):
+            clean = False  # -r needs the included file in the build context too: install line by line
+            out += _include(files, ev, base, line, group, done, depth)
+            continue
+        if line.startswith(("-e ", "--editable")):
+            clean = False
+            out += _editable(ev, rel, lineno, line, src, group)
+            continue
+        if line.startswith("-"):
+            _pip_option(ev, rel, lineno, line)
+            clean = False
+            continue
+        req = _requirement_line(ev, rel, lineno, line, src, group, constraint)
+        if req is None:
+            clean = False
+            continue
+        out.append(req)
+    if via_ok and clean and depth == 0 and group in (MAIN, TEST):
+        hashed = "--hash" in text
+        for r in out:
+            r.via_file = rel
+            r.hashed = hashed
+    return out
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """The file's logical lines (backslash continuations joined), each with its first line number."""
     logical: list[tuple[int, str]] = []
     buf, start = "", 0
     for i, raw in enumerate(text.splitlines(), 1):
@@ -107,89 +139,88 @@ def scan_file(
         buf = ""
     if buf:
         logical.append((start, buf))
-    for lineno, line in logical:
-        line = re.sub(r"(^|\s)#.*$", "", line).strip()
-        if not line:
-            continue
-        src = Source(rel, lineno, "requirements")
-        if line.startswith(("-r ", "--requirement", "-r", "-c ", "--constraint", "-c")):
-            is_c = line.startswith(("-c", "--constraint"))
-            clean = False  # -r needs the included file in the build context too: install line by line
-            target = re.sub(r"^(-r|-c|--requirement|--constraint)\s*=?\s*", "", line).strip()
-            path = posixpath.normpath(posixpath.join(base, target))
-            if is_c:
-                for _ in scan_file(files, ev, path, "constraint", done=done, depth=depth + 1, constraint=True):
-                    pass
-            else:
-                child_group = group if group != "other" else classify(path)
-                out += scan_file(files, ev, path, child_group, done=done, depth=depth + 1)
-            continue
-        if line.startswith(("-e ", "--editable")):
-            target = re.sub(r"^(-e|--editable)\s*=?\s*", "", line).strip()
-            clean = False
-            if target.startswith((".", "/")) or "://" not in target and "@" not in target:
-                _local_extras(ev, target, src, group)
-                ev.warn(rel, lineno, f"editable path {target!r}: installed with the project, not before it")
-                req = Requirement(target, "", group, src, local=True)
-                ev.requirements.append(req)
-                continue
-            m = re.search(r"#egg=([A-Za-z0-9_.\-]+)", target)
-            if m:
-                r = ev.add_requirement(f"{m.group(1)} @ {target.split('#')[0]}", group, src)
-                if r:
-                    out.append(r)
-            continue
-        if line.startswith("-"):
-            opt = line.split()[0]
-            if opt in (
-                "-i",
-                "--index-url",
-                "--extra-index-url",
-                "-f",
-                "--find-links",
-                "--trusted-host",
-                "--pre",
-                "--prefer-binary",
-                "--no-binary",
-                "--only-binary",
-                "--use-feature",
-            ):
-                ev.warn(rel, lineno, f"pip option {opt} ignored (the default index is used)")
-                clean = False
-                continue
-            ev.warn(rel, lineno, f"unknown pip option {opt}; ignored")
-            clean = False
-            continue
-        spec = re.sub(r"\s--hash[=\s]\S+", "", line).strip()
-        if spec.startswith((".", "/")) or spec in (".",) or re.match(r"^file:", spec):
-            _local_extras(ev, spec, src, group)
-            ev.warn(rel, lineno, f"local path {spec!r}: installed with the project, not before it")
-            ev.requirements.append(Requirement(spec, "", group, src, local=True))
-            clean = False
-            continue
-        parsed = parse_spec(spec)
+    return logical
+
+
+def _include(
+    files: RepoFiles, ev: Evidence, base: str, line: str, group: str, done: set[str], depth: int
+) -> list[Requirement]:
+    """-r / -c: the included file's requirements (a constraints file adds constraints only)."""
+    is_c = line.startswith(("-c", "--constraint"))
+    target = re.sub(r"^(-r|-c|--requirement|--constraint)\s*=?\s*", "", line).strip()
+    path = posixpath.normpath(posixpath.join(base, target))
+    if is_c:
+        for _ in scan_file(files, ev, path, "constraint", done=done, depth=depth + 1, constraint=True):
+            pass
+        return []
+    child_group = group if group != "other" else classify(path)
+    return scan_file(files, ev, path, child_group, done=done, depth=depth + 1)
+
+
+def _editable(ev: Evidence, rel: str, lineno: int, line: str, src: Source, group: str) -> list[Requirement]:
+    """-e: a local path is installed with the project; a VCS URL with #egg= is a requirement."""
+    target = re.sub(r"^(-e|--editable)\s*=?\s*", "", line).strip()
+    if target.startswith((".", "/")) or "://" not in target and "@" not in target:
+        _local_extras(ev, target, src, group)
+        ev.warn(rel, lineno, f"editable path {target!r}: installed with the project, not before it")
+        req = Requirement(target, "", group, src, local=True)
+        ev.requirements.append(req)
+        return []
+    m = re.search(r"#egg=([A-Za-z0-9_.\-]+)", target)
+    if m:
+        r = ev.add_requirement(f"{m.group(1)} @ {target.split('#')[0]}", group, src)
+        if r:
+            return [r]
+    return []
+
+
+def _pip_option(ev: Evidence, rel: str, lineno: int, line: str) -> None:
+    """A pip option line: warned about and ignored (the default index is used)."""
+    opt = line.split()[0]
+    if opt in (
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "--trusted-host",
+        "--pre",
+        "--prefer-binary",
+        "--no-binary",
+        "--only-binary",
+        "--use-feature",
+    ):
+        ev.warn(rel, lineno, f"pip option {opt} ignored (the default index is used)")
+        return
+    ev.warn(rel, lineno, f"unknown pip option {opt}; ignored")
+
+
+def _requirement_line(
+    ev: Evidence, rel: str, lineno: int, line: str, src: Source, group: str, constraint: bool
+) -> Requirement | None:
+    """One requirement line, recorded; None for a local path or a line that does not parse."""
+    spec = re.sub(r"\s--hash[=\s]\S+", "", line).strip()
+    if spec.startswith((".", "/")) or spec in (".",) or re.match(r"^file:", spec):
+        _local_extras(ev, spec, src, group)
+        ev.warn(rel, lineno, f"local path {spec!r}: installed with the project, not before it")
+        ev.requirements.append(Requirement(spec, "", group, src, local=True))
+        return None
+    parsed = parse_spec(spec)
+    if parsed is None:
+        # a conda-style pin (name=1.0) is a common slip
+        m = re.match(r"^([A-Za-z0-9_.\-]+)=([0-9][^=]*)$", spec)
+        if m:
+            parsed = parse_spec(f"{m.group(1)}=={m.group(2)}")
         if parsed is None:
-            # a conda-style pin (name=1.0) is a common slip
-            m = re.match(r"^([A-Za-z0-9_.\-]+)=([0-9][^=]*)$", spec)
-            if m:
-                parsed = parse_spec(f"{m.group(1)}=={m.group(2)}")
-            if parsed is None:
-                ev.warn(rel, lineno, f"cannot parse requirement {spec!r}; ignored")
-                clean = False
-                continue
-        name, text_spec = parsed
-        req = Requirement(text_spec, canonicalize_name(name), group, src)
-        if constraint:
-            ev.constraints.append(req)
-        else:
-            ev.requirements.append(req)
-        out.append(req)
-    if via_ok and clean and depth == 0 and group in (MAIN, TEST):
-        hashed = "--hash" in text
-        for r in out:
-            r.via_file = rel
-            r.hashed = hashed
-    return out
+            ev.warn(rel, lineno, f"cannot parse requirement {spec!r}; ignored")
+            return None
+    name, text_spec = parsed
+    req = Requirement(text_spec, canonicalize_name(name), group, src)
+    if constraint:
+        ev.constraints.append(req)
+    else:
+        ev.requirements.append(req)
+    return req
 
 
 def _local_extras(ev: Evidence, target: str, src: Source, group: str) -> None:

@@ -68,21 +68,8 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
     except (SyntaxError, ValueError) as exc:
         ev.warn(rel, getattr(exc, "lineno", None), f"cannot parse setup.py: {exc.msg if hasattr(exc, 'msg') else exc}")
         return
-    names: dict[str, ast.AST] = {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            names[stmt.targets[0].id] = stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-            names[stmt.target.id] = stmt.value
-    setup_call = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            fn = node.func
-            fname = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
-            if fname == "setup" and setup_call is None:
-                setup_call = node
-            if fname in ("Extension", "cythonize", "Pybind11Extension", "CMakeExtension", "RustExtension"):
-                proj.c_extensions = proj.c_extensions or Source(rel, node.lineno, f"{fname}(...) in setup.py")
+    names = _module_names(tree)
+    setup_call = _find_setup_call(tree, ev, rel)
     # requirements files named in setup.py (open("requirements.txt") etc.)
     for m in re.finditer(r"""["']([\w./-]*requirements[\w./-]*\.txt)["']""", text):
         path = m.group(1)
@@ -93,66 +80,100 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
         ev.warn(rel, None, "no setup() call found; setup.py read for names only")
         return
     for kw in setup_call.keywords:
-        if kw.arg is None:
-            continue
-        src = Source(rel, kw.value.lineno, f"setup({kw.arg}=...)")
-        try:
-            val = _value(kw.value, names)
-        except _Unresolved:
-            if kw.arg in ("install_requires", "extras_require", "tests_require", "python_requires"):
-                ev.warn(rel, kw.value.lineno, f"setup({kw.arg}=...) is computed; not read statically")
-            if kw.arg in ("ext_modules",):
-                proj.c_extensions = proj.c_extensions or src
-            if kw.arg == "use_scm_version":
-                proj.scm_version, proj.scm_tool = src, "setuptools-scm"
-            continue
-        if kw.arg == "name" and isinstance(val, str):
-            proj.name, proj.name_source = val, src
-        elif kw.arg == "python_requires" and isinstance(val, str):
-            ev.python.append(PythonConstraint("requires", val, src))
-        elif kw.arg == "install_requires":
-            for spec in _specs(val):
-                ev.add_requirement(spec, MAIN, Source(rel, line_of(text, spec) or src.line, "install_requires"))
-        elif kw.arg == "tests_require":
-            for spec in _specs(val):
-                ev.add_requirement(spec, TEST, Source(rel, line_of(text, spec) or src.line, "tests_require"))
-        elif kw.arg == "extras_require" and isinstance(val, dict):
-            for extra, specs in sorted(val.items(), key=lambda kv: str(kv[0])):
-                extra_name = str(extra).split(":")[0]
-                proj.extras[extra_name] = list(_specs(specs))
-                for spec in _specs(specs):
-                    ev.add_requirement(
-                        spec,
-                        f"extra:{extra_name}",
-                        Source(rel, line_of(text, spec) or src.line, f"extras_require[{extra_name}]"),
-                        optional=True,
-                    )
-                if (
-                    is_test_group(extra_name)
-                    and extra_name.lower() != "dev"
-                    or extra_name.lower() in ("test", "tests", "testing")
-                ):
-                    ev.test_extras.append((extra_name, src))
-            if "dev" in val and not any(is_test_group(str(e)) and str(e) != "dev" for e in val):
-                ev.test_extras.append(("dev", src))
-        elif kw.arg == "setup_requires":
-            for spec in _specs(val):
-                low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
-                if low in SCM_BUILD_TOOLS:
-                    proj.scm_version, proj.scm_tool = src, SCM_BUILD_TOOLS[low]
-                if low in ("cython", "pybind11", "cffi", "setuptools-rust"):
-                    proj.c_extensions = proj.c_extensions or src
-        elif kw.arg == "use_scm_version" and val:
-            proj.scm_version, proj.scm_tool = src, "setuptools-scm"
-        elif kw.arg == "ext_modules" and val:
+        if kw.arg is not None:
+            _setup_keyword(ev, rel, text, kw, names)
+
+
+def _module_names(tree: ast.Module) -> dict[str, ast.AST]:
+    """The module-level assignments, so setup(install_requires=REQS) can be read."""
+    names: dict[str, ast.AST] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            names[stmt.targets[0].id] = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            names[stmt.target.id] = stmt.value
+    return names
+
+
+def _find_setup_call(tree: ast.Module, ev: Evidence, rel: str) -> ast.Call | None:
+    """The first setup(...) call; any Extension-like call marks the project as compiling."""
+    proj = ev.project
+    setup_call = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            fname = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+            if fname == "setup" and setup_call is None:
+                setup_call = node
+            if fname in ("Extension", "cythonize", "Pybind11Extension", "CMakeExtension", "RustExtension"):
+                proj.c_extensions = proj.c_extensions or Source(rel, node.lineno, f"{fname}(...) in setup.py")
+    return setup_call
+
+
+def _setup_keyword(ev: Evidence, rel: str, text: str, kw: ast.keyword, names: dict[str, ast.AST]) -> None:
+    """One setup() keyword: name, python_requires, requirements, extras, SCM, extensions, classifiers."""
+    proj = ev.project
+    src = Source(rel, kw.value.lineno, f"setup({kw.arg}=...)")
+    try:
+        val = _value(kw.value, names)
+    except _Unresolved:
+        if kw.arg in ("install_requires", "extras_require", "tests_require", "python_requires"):
+            ev.warn(rel, kw.value.lineno, f"setup({kw.arg}=...) is computed; not read statically")
+        if kw.arg in ("ext_modules",):
             proj.c_extensions = proj.c_extensions or src
-        elif kw.arg == "classifiers":
-            for c in _specs(val):
-                cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
-                if cm:
-                    ev.python.append(
-                        PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier"))
-                    )
+        if kw.arg == "use_scm_version":
+            proj.scm_version, proj.scm_tool = src, "setuptools-scm"
+        return
+    if kw.arg == "name" and isinstance(val, str):
+        proj.name, proj.name_source = val, src
+    elif kw.arg == "python_requires" and isinstance(val, str):
+        ev.python.append(PythonConstraint("requires", val, src))
+    elif kw.arg == "install_requires":
+        for spec in _specs(val):
+            ev.add_requirement(spec, MAIN, Source(rel, line_of(text, spec) or src.line, "install_requires"))
+    elif kw.arg == "tests_require":
+        for spec in _specs(val):
+            ev.add_requirement(spec, TEST, Source(rel, line_of(text, spec) or src.line, "tests_require"))
+    elif kw.arg == "extras_require" and isinstance(val, dict):
+        _extras_require(ev, rel, text, val, src)
+    elif kw.arg == "setup_requires":
+        for spec in _specs(val):
+            low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
+            if low in SCM_BUILD_TOOLS:
+                proj.scm_version, proj.scm_tool = src, SCM_BUILD_TOOLS[low]
+            if low in ("cython", "pybind11", "cffi", "setuptools-rust"):
+                proj.c_extensions = proj.c_extensions or src
+    elif kw.arg == "use_scm_version" and val:
+        proj.scm_version, proj.scm_tool = src, "setuptools-scm"
+    elif kw.arg == "ext_modules" and val:
+        proj.c_extensions = proj.c_extensions or src
+    elif kw.arg == "classifiers":
+        for c in _specs(val):
+            cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+            if cm:
+                ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
+
+
+def _extras_require(ev: Evidence, rel: str, text: str, val: dict, src: Source) -> None:
+    """setup(extras_require=...): the extras, and which of them the tests need."""
+    for extra, specs in sorted(val.items(), key=lambda kv: str(kv[0])):
+        extra_name = str(extra).split(":")[0]
+        ev.project.extras[extra_name] = list(_specs(specs))
+        for spec in _specs(specs):
+            ev.add_requirement(
+                spec,
+                f"extra:{extra_name}",
+                Source(rel, line_of(text, spec) or src.line, f"extras_require[{extra_name}]"),
+                optional=True,
+            )
+        if (
+            is_test_group(extra_name)
+            and extra_name.lower() != "dev"
+            or extra_name.lower() in ("test", "tests", "testing")
+        ):
+            ev.test_extras.append((extra_name, src))
+    if "dev" in val and not any(is_test_group(str(e)) and str(e) != "dev" for e in val):
+        ev.test_extras.append(("dev", src))
 
 
 def _specs(val: Any) -> list[str]:

@@ -26,6 +26,7 @@ from bot.github.publish import PublishResult, operation, publish_environment
 from bot.incremental import changed_inputs, parse_recorded
 from bot.outputs import PLAN, GeneratedOutputs, has_marker
 from bot.report.changes import Comparison, compare_with_base, environment_diff, environment_lines
+from bot.report.model import ReportData
 from bot.report.render import (
     COMMENT_MARKER,
     BodyContext,
@@ -199,97 +200,138 @@ def handle_event(
 
     notes = [generated.note] if generated.note else []
     if decision.kind in ("publish", "drift"):
-        # A manual run on a branch targets that branch; on a tag (or without a ref) the default one.
-        on_branch = event.name == "workflow_dispatch" and event.ref.startswith("refs/heads/")
-        base = event.ref.removeprefix("refs/heads/") if on_branch else event.default_branch
-        wanted = decision.kind == "publish"
-        if decision.kind == "drift":
-            outcome.drift = [
-                p
-                for p, text in generated.files.items()
-                if p != generated.report_path
-                and p not in getattr(generated, "volatile", ())
-                and _differs(provider.read_file(event.repository, p, base), text)
-            ]
-            notes.append(
-                ("drift: " + ", ".join(outcome.drift)) if outcome.drift else "no drift: the merged environment matches"
-            )
-            wanted = bool(outcome.drift)
-        if wanted and not report.proven_ok and not gate.draft_below_gate:
-            notes.append(
-                f"verdict {report.verdict}{'' if report.replay_ok else ' without a passing clean replay'}"
-                f" is below the {gate.min_verdict} gate: no pull request "
-                "(publish.draft_below_gate opens a draft instead)"
-            )
-            wanted = False
-        if wanted:
-            result = publish_environment(
-                provider,
-                event.repository,
-                base=base,
-                files=generated.files,
-                fingerprint=generated.fingerprint,
-                title=title_for(report, base),
-                body=_body(provider, event.repository, base, generated, url),
-                labels=labels,
-                draft=not report.proven_ok,
-                commit_message=_commit_message(report),
-                volatile=getattr(generated, "volatile", ()),
-            )
-            outcome.publish = result
-            outcome.pr_number = result.number
-            outcome.pr_url = result.url
-            notes.append(_publish_note(result, base))
+        _publish_or_drift(event, provider, generated, gate, outcome, notes, labels, url)
     elif decision.kind in ("verify", "summary"):
-        base_text = provider.read_file(
-            event.repository, _plan_path(generated), event.base or event.default_branch or "main"
-        )
-        head_text = generated.files.get(_plan_path(generated))
-        failure = next((p.claim + (f" — {p.reason}" if p.reason else "") for p in report.unproven_items), "")
-        outcome.comparison = compare_with_base(
-            _plan_doc(base_text),
-            _plan_doc(head_text),
-            head_verdict=report.verdict,
-            head_replay_ok=report.replay_ok,
-            gate=gate.min_verdict,
-            base_branch=event.base or "main",
-            failure=failure,
-        )
-        if decision.kind == "summary":
-            notes.append("pull request from a fork: read-only token, so setupbot wrote this summary only")
-        elif event.sha:
-            failing = exit_code(outcome, gate.fail_on) != 0 or outcome.comparison.regression
-            description = (
-                outcome.comparison.summary
-                if outcome.comparison.regression
-                else f"verdict {report.verdict}; {outcome.comparison.summary}"
-            )
-            try:
-                provider.set_status(
-                    event.repository, event.sha, "failure" if failing else "success", description, target_url=url
-                )
-            except GitHubError as exc:
-                notes.append(f"no commit status set: {exc.what} (the verify job needs statuses: write)")
-                log.warning(notes[-1])
-        if decision.kind == "verify" and event.pr_number:
-            try:
-                provider.upsert_comment(
-                    event.repository,
-                    int(event.pr_number),
-                    COMMENT_MARKER,
-                    render_comment(report, outcome.comparison, event.base),
-                )
-            except GitHubError as exc:
-                # The verify job's token has statuses: write, not pull-requests: write: the commit
-                # status and the job summary carry the result.
-                notes.append(f"no comment posted: {exc.what}")
-                log.info(notes[-1])
+        _verify_pull_request(event, provider, generated, gate, outcome, notes, url)
 
     outcome.summary = render_job_summary(
         report, event=event.name, note="; ".join(notes), comparison=outcome.comparison, base=event.base, url=url
     )
     write_job_summary(outcome.summary, env)
     return outcome
+
+
+def _publish_or_drift(
+    event: Event,
+    provider: Provider,
+    generated: GeneratedOutputs,
+    gate: PublishSettings,
+    outcome: Outcome,
+    notes: list[str],
+    labels: tuple[str, ...],
+    url: str,
+) -> None:
+    """Publish (or, for a drift check, publish only what drifted) unless the verdict is below the gate."""
+    decision = outcome.decision
+    report = generated.report
+    # A manual run on a branch targets that branch; on a tag (or without a ref) the default one.
+    on_branch = event.name == "workflow_dispatch" and event.ref.startswith("refs/heads/")
+    base = event.ref.removeprefix("refs/heads/") if on_branch else event.default_branch
+    wanted = decision.kind == "publish"
+    if decision.kind == "drift":
+        outcome.drift = [
+            p
+            for p, text in generated.files.items()
+            if p != generated.report_path
+            and p not in getattr(generated, "volatile", ())
+            and _differs(provider.read_file(event.repository, p, base), text)
+        ]
+        notes.append(
+            ("drift: " + ", ".join(outcome.drift)) if outcome.drift else "no drift: the merged environment matches"
+        )
+        wanted = bool(outcome.drift)
+    if wanted and not report.proven_ok and not gate.draft_below_gate:
+        notes.append(
+            f"verdict {report.verdict}{'' if report.replay_ok else ' without a passing clean replay'}"
+            f" is below the {gate.min_verdict} gate: no pull request "
+            "(publish.draft_below_gate opens a draft instead)"
+        )
+        wanted = False
+    if wanted:
+        result = publish_environment(
+            provider,
+            event.repository,
+            base=base,
+            files=generated.files,
+            fingerprint=generated.fingerprint,
+            title=title_for(report, base),
+            body=_body(provider, event.repository, base, generated, url),
+            labels=labels,
+            draft=not report.proven_ok,
+            commit_message=_commit_message(report),
+            volatile=getattr(generated, "volatile", ()),
+        )
+        outcome.publish = result
+        outcome.pr_number = result.number
+        outcome.pr_url = result.url
+        notes.append(_publish_note(result, base))
+
+
+def _verify_pull_request(
+    event: Event,
+    provider: Provider,
+    generated: GeneratedOutputs,
+    gate: PublishSettings,
+    outcome: Outcome,
+    notes: list[str],
+    url: str,
+) -> None:
+    """Compare the pull request's plan with the base's; report it as a commit status and a comment."""
+    decision = outcome.decision
+    report = generated.report
+    base_text = provider.read_file(
+        event.repository, _plan_path(generated), event.base or event.default_branch or "main"
+    )
+    head_text = generated.files.get(_plan_path(generated))
+    failure = next((p.claim + (f" — {p.reason}" if p.reason else "") for p in report.unproven_items), "")
+    comparison = outcome.comparison = compare_with_base(
+        _plan_doc(base_text),
+        _plan_doc(head_text),
+        head_verdict=report.verdict,
+        head_replay_ok=report.replay_ok,
+        gate=gate.min_verdict,
+        base_branch=event.base or "main",
+        failure=failure,
+    )
+    if decision.kind == "summary":
+        notes.append("pull request from a fork: read-only token, so setupbot wrote this summary only")
+    elif event.sha:
+        _set_verify_status(event, provider, report, gate, outcome, comparison, notes, url)
+    if decision.kind == "verify" and event.pr_number:
+        try:
+            provider.upsert_comment(
+                event.repository,
+                int(event.pr_number),
+                COMMENT_MARKER,
+                render_comment(report, comparison, event.base),
+            )
+        except GitHubError as exc:
+            # The verify job's token has statuses: write, not pull-requests: write: the commit
+            # status and the job summary carry the result.
+            notes.append(f"no comment posted: {exc.what}")
+            log.info(notes[-1])
+
+
+def _set_verify_status(
+    event: Event,
+    provider: Provider,
+    report: ReportData,
+    gate: PublishSettings,
+    outcome: Outcome,
+    comparison: Comparison,
+    notes: list[str],
+    url: str,
+) -> None:
+    """The commit status: failure when the gate fails or the plan regressed against the base."""
+    failing = exit_code(outcome, gate.fail_on) != 0 or comparison.regression
+    description = comparison.summary if comparison.regression else f"verdict {report.verdict}; {comparison.summary}"
+    try:
+        provider.set_status(
+            event.repository, event.sha, "failure" if failing else "success", description, target_url=url
+        )
+    except GitHubError as exc:
+        notes.append(f"no commit status set: {exc.what} (the verify job needs statuses: write)")
+        log.warning(notes[-1])
 
 
 def _publish_note(result: PublishResult, base: str) -> str:

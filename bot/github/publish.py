@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bot.errors import GitHubError
-from bot.github.provider import Provider, check_branch, check_paths
+from bot.github.provider import Provider, PullInfo, check_branch, check_paths
 from bot.markers import has_marker
 from bot.report.render import HANDBACK_COMMENT_MARKER, handback_ticked, read_fingerprint
 
@@ -80,14 +80,50 @@ def publish_environment(
     if not files:
         raise GitHubError("nothing to publish: no files were generated")
     render = body if callable(body) else (lambda previous, text=body: text)
+    open_pulls = provider.find_pulls(repo, branch, "open")
+    on_base = {path: provider.read_file(repo, path, base) for path in sorted(files)}
+    files = _without_theirs(files, on_base, base)
 
-    def result(action, pr=None):
+    def result(action: str, pr: PullInfo | None = None) -> PublishResult:
         return PublishResult(
             action, pr.number if pr else None, pr.url if pr else "", branch, fingerprint, sorted(files)
         )
 
-    open_pulls = provider.find_pulls(repo, branch, "open")
-    on_base = {path: provider.read_file(repo, path, base) for path in sorted(files)}
+    run_only = set(volatile)
+    if all(on_base[path] == text for path, text in files.items() if path not in run_only):
+        pr = _close_as_on_base(provider, repo, base, open_pulls)
+        return result("closed", pr) if pr is not None else result("none")
+
+    branch_sha = provider.branch_sha(repo, branch)
+    head_fp = _commit_fingerprint(provider.commit_message(repo, branch_sha)) if branch_sha else None
+    message = f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
+    if open_pulls:
+        pr = open_pulls[0]
+        action = _refresh_open_pull(
+            provider, repo, base, branch, pr, branch_sha, head_fp, fingerprint, title, files, message, render
+        )
+        return result(action, pr)
+
+    declined, previous = _earlier_proposal(provider, repo, branch, branch_sha, fingerprint)
+    if declined is not None:
+        return result("declined", declined)
+    if head_fp != fingerprint:
+        base_sha = provider.branch_sha(repo, base)
+        if base_sha is None:
+            raise GitHubError(f"base branch {base!r} does not exist in {repo}")
+        commit = provider.commit_files(repo, base_sha, files, message)
+        provider.set_branch(repo, branch, commit)
+    pr = provider.create_pull(repo, base, branch, title, render(previous), draft=draft)
+    if labels:
+        try:
+            provider.add_labels(repo, pr.number, list(labels))
+        except GitHubError as exc:  # labels are a convenience; the PR stands without them
+            log.warning("could not label #%d: %s", pr.number, exc.what)
+    return result("created", pr)
+
+
+def _without_theirs(files: dict[str, str], on_base: dict[str, str | None], base: str) -> dict[str, str]:
+    """The files minus those ``base`` holds without setupbot's marker (a person's own files)."""
     # The files were generated from a checkout that need not be ``base`` as it is now (a manual run
     # on a tag, a push to base since): a file ``base`` holds without setupbot's marker is a
     # person's, like a maintainer's own root .dockerignore, and the pull request never replaces it.
@@ -95,46 +131,63 @@ def publish_environment(
     if theirs:
         log.info("%s holds its own %s (no setupbot marker): left out of the pull request", base, ", ".join(theirs))
         files = {p: t for p, t in files.items() if p not in theirs}
-    run_only = set(volatile)
-    if all(on_base[path] == text for path, text in files.items() if path not in run_only):
-        if open_pulls:
-            pr = open_pulls[0]
-            provider.add_comment(
-                repo,
-                pr.number,
-                f"`{base}` already has the environment this pull request "
-                "proposed, so setupbot closes it. Nothing else to do.",
-            )
-            provider.close_pull(repo, pr.number)
-            log.info("%s already has the files; closed #%d", base, pr.number)
-            return result("closed", pr)
+    return files
+
+
+def _close_as_on_base(provider: Provider, repo: str, base: str, open_pulls: list[PullInfo]) -> PullInfo | None:
+    """``base`` already has the files: the open pull request (if any) is closed with a comment."""
+    if not open_pulls:
         log.info("%s already has the files: no pull request", base)
-        return result("none")
+        return None
+    pr = open_pulls[0]
+    provider.add_comment(
+        repo,
+        pr.number,
+        f"`{base}` already has the environment this pull request proposed, so setupbot closes it. Nothing else to do.",
+    )
+    provider.close_pull(repo, pr.number)
+    log.info("%s already has the files; closed #%d", base, pr.number)
+    return pr
 
-    branch_sha = provider.branch_sha(repo, branch)
-    head_fp = _commit_fingerprint(provider.commit_message(repo, branch_sha)) if branch_sha else None
-    if open_pulls:
-        pr = open_pulls[0]
-        if branch_sha and head_fp is None and not handback_ticked(pr.body):
-            if provider.find_comment(repo, pr.number, HANDBACK_COMMENT_MARKER) is None:
-                provider.add_comment(repo, pr.number, HANDBACK_COMMENT)
-            log.info("someone else committed on %s: not updating #%d", branch, pr.number)
-            return result("held", pr)
-        if read_fingerprint(pr.body) == fingerprint and head_fp == fingerprint:
-            if pr.title != title:
-                provider.update_pull(repo, pr.number, title, pr.body)
-                return result("updated", pr)
-            log.info("pull request #%d is up to date", pr.number)
-            return result("unchanged", pr)
-        if head_fp != fingerprint:
-            parent = _parent(provider, repo, base, branch_sha if head_fp is not None else None, files)
-            commit = provider.commit_files(
-                repo, parent, files, f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
-            )
-            provider.set_branch(repo, branch, commit)
-        provider.update_pull(repo, pr.number, title, render(""))
-        return result("updated", pr)
 
+def _refresh_open_pull(
+    provider: Provider,
+    repo: str,
+    base: str,
+    branch: str,
+    pr: PullInfo,
+    branch_sha: str | None,
+    head_fp: str | None,
+    fingerprint: str,
+    title: str,
+    files: dict[str, str],
+    message: str,
+    render: Callable[[str], str],
+) -> str:
+    """The open pull request: held when someone else committed, else left, retitled or updated."""
+    if branch_sha and head_fp is None and not handback_ticked(pr.body):
+        if provider.find_comment(repo, pr.number, HANDBACK_COMMENT_MARKER) is None:
+            provider.add_comment(repo, pr.number, HANDBACK_COMMENT)
+        log.info("someone else committed on %s: not updating #%d", branch, pr.number)
+        return "held"
+    if read_fingerprint(pr.body) == fingerprint and head_fp == fingerprint:
+        if pr.title != title:
+            provider.update_pull(repo, pr.number, title, pr.body)
+            return "updated"
+        log.info("pull request #%d is up to date", pr.number)
+        return "unchanged"
+    if head_fp != fingerprint:
+        parent = _parent(provider, repo, base, branch_sha if head_fp is not None else None, files)
+        commit = provider.commit_files(repo, parent, files, message)
+        provider.set_branch(repo, branch, commit)
+    provider.update_pull(repo, pr.number, title, render(""))
+    return "updated"
+
+
+def _earlier_proposal(
+    provider: Provider, repo: str, branch: str, branch_sha: str | None, fingerprint: str
+) -> tuple[PullInfo | None, str]:
+    """A proposal closed without merging: declined again when nothing changed, else mentioned."""
     previous = ""
     closed = [p for p in provider.find_pulls(repo, branch, "closed") if not p.merged]
     if closed:
@@ -146,27 +199,13 @@ def publish_environment(
             log.info(
                 "pull request #%d was closed without merging and nothing changed since; not reopening", last.number
             )
-            return result("declined", last)
+            return last, previous
         if not handed_back:
             previous = (
                 f"An earlier proposal, #{last.number}, was closed without merging. The environment's "
                 "inputs have changed since, so setupbot proposes again; close this one to decline it too."
             )
-    if head_fp != fingerprint:
-        base_sha = provider.branch_sha(repo, base)
-        if base_sha is None:
-            raise GitHubError(f"base branch {base!r} does not exist in {repo}")
-        commit = provider.commit_files(
-            repo, base_sha, files, f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
-        )
-        provider.set_branch(repo, branch, commit)
-    pr = provider.create_pull(repo, base, branch, title, render(previous), draft=draft)
-    if labels:
-        try:
-            provider.add_labels(repo, pr.number, list(labels))
-        except GitHubError as exc:  # labels are a convenience; the PR stands without them
-            log.warning("could not label #%d: %s", pr.number, exc.what)
-    return result("created", pr)
+    return None, previous
 
 
 HANDBACK_COMMENT = (

@@ -10,7 +10,7 @@ from packaging.requirements import Requirement as PkgReq
 from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
-from bot.evidence.model import MAIN, TEST, Evidence, ScanWarning, Source
+from bot.evidence.model import MAIN, TEST, Evidence, LockFile, Project, Requirement, ScanWarning, Source
 from bot.evidence.services import service_clients
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
@@ -78,78 +78,114 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     project_name = canonicalize_name(proj.name) if proj.name else None
     lock = ev.locks[0] if ev.locks else None
     if lock:
-        g.meta["lock"] = {"kind": lock.kind, "file": lock.file}
-        # the lock's pins constrain every pip install, so pip installs what the lock says
-        # without poetry/pdm/uv in the image
-        ln = g.add(
-            Node(
-                "config:lock",
-                "CONFIG",
-                lock.file,
-                "SATISFIED",
-                action="constraint",
-                attrs={
-                    "kind": "lock",
-                    "tool": lock.kind,
-                    "pins": dict(sorted(lock.pins.items())),
-                    "versions": dict(sorted(lock.versions.items())),
-                },
-            )
-        )
-        ln.add_evidence(lock.file, None, f"{len(lock.pins)} pins from the {lock.kind} lock")
+        _add_lock(g, lock)
+    test_extras = _test_extras(ev)
+    if proj.installable:
+        _add_project(g, proj, test_extras)
+    _add_members(g, ev)
+    reqs = [r for r in ev.requirements if not r.local and r.name]
+    has_pip_manifest = any(r.group != "conda" for r in reqs)
+    declared = _add_requirements(g, reqs, test_extras, project_name, lock, has_pip_manifest, warnings)
+    _link_declared_packages(g, declared)
+    _add_constraints(g, ev)
+    local = ev.local_modules | ({project_name.replace("-", "_")} if project_name else set())
+    _add_imports(g, ev, registry, declared, local, not has_pip_manifest)
+    _add_system_libraries(g, ev, reqs, warnings)
+    _add_test_tools(g, ev)
+    _add_services(g, ev)
+    _add_test_env(g, ev)
+    _link_constraints(g)
+    _add_target_hints(target, ev, local)
+    return g
 
-    # -- the project itself ------------------------------------------------------------------
+
+def _add_lock(g: DepGraph, lock: LockFile) -> None:
+    """The lock's pins constrain every pip install, so pip installs what the lock says."""
+    g.meta["lock"] = {"kind": lock.kind, "file": lock.file}
+    # the lock's pins constrain every pip install, so pip installs what the lock says
+    # without poetry/pdm/uv in the image
+    ln = g.add(
+        Node(
+            "config:lock",
+            "CONFIG",
+            lock.file,
+            "SATISFIED",
+            action="constraint",
+            attrs={
+                "kind": "lock",
+                "tool": lock.kind,
+                "pins": dict(sorted(lock.pins.items())),
+                "versions": dict(sorted(lock.versions.items())),
+            },
+        )
+    )
+    ln.add_evidence(lock.file, None, f"{len(lock.pins)} pins from the {lock.kind} lock")
+
+
+def _test_extras(ev: Evidence) -> list[str]:
+    """Which of the project's extras the tests need installed."""
     test_extras = []
     for extra, _src in ev.test_extras:
-        if extra in proj.extras and extra not in test_extras:
+        if extra in ev.project.extras and extra not in test_extras:
             test_extras.append(extra)
     # "dev"-style extras usually bundle docs, linters and release tools: when an extra made for
     # the tests exists, it is enough
     if any("test" in e.lower() for e in test_extras):
         test_extras = [e for e in test_extras if "test" in e.lower()]
-    if proj.installable:
-        pnode = g.add(
+    return test_extras
+
+
+def _add_project(g: DepGraph, proj: Project, test_extras: list[str]) -> None:
+    """The project itself, installed editable with its test extras (and a pretend SCM version)."""
+    pnode = g.add(
+        Node(
+            PROJECT,
+            "PACKAGE",
+            proj.name or "(this project)",
+            "UNKNOWN",
+            action="project",
+            attrs={
+                "extras": sorted(test_extras),
+                "editable": True,
+                "install_with": "pip",
+                "manager": proj.manager or "",
+                "build_backend": proj.build_backend or "",
+            },
+        )
+    )
+    if proj.install_source:
+        pnode.add_evidence(*_ev(proj.install_source))
+    link_runtime(g, PROJECT)
+    g.edge("target:tests", PROJECT)
+    if proj.scm_version:
+        _add_scm_env(g, proj, proj.scm_version)
+
+
+def _add_scm_env(g: DepGraph, proj: Project, scm_version: Source) -> None:
+    """The environment variables that stand in for the version an SCM plugin reads from .git."""
+    for var in SCM_ENV.get(proj.scm_tool or "setuptools-scm", ["SETUPTOOLS_SCM_PRETEND_VERSION"]):
+        value = "1" if var.endswith("BYPASS") else SCM_PRETEND_VERSION
+        n = g.add(
             Node(
-                PROJECT,
-                "PACKAGE",
-                proj.name or "(this project)",
-                "UNKNOWN",
-                action="project",
+                f"config:env:{var}",
+                "CONFIG",
+                var,
+                "SATISFIED",
+                action="env",
                 attrs={
-                    "extras": sorted(test_extras),
-                    "editable": True,
-                    "install_with": "pip",
-                    "manager": proj.manager or "",
-                    "build_backend": proj.build_backend or "",
+                    "kind": "env",
+                    "value": value,
+                    "why": f"{proj.scm_tool} needs a version and the build context has no .git",
                 },
             )
         )
-        if proj.install_source:
-            pnode.add_evidence(*_ev(proj.install_source))
-        link_runtime(g, PROJECT)
-        g.edge("target:tests", PROJECT)
-        if proj.scm_version:
-            for var in SCM_ENV.get(proj.scm_tool or "setuptools-scm", ["SETUPTOOLS_SCM_PRETEND_VERSION"]):
-                value = "1" if var.endswith("BYPASS") else SCM_PRETEND_VERSION
-                n = g.add(
-                    Node(
-                        f"config:env:{var}",
-                        "CONFIG",
-                        var,
-                        "SATISFIED",
-                        action="env",
-                        attrs={
-                            "kind": "env",
-                            "value": value,
-                            "why": f"{proj.scm_tool} needs a version and the build context has no .git",
-                        },
-                    )
-                )
-                n.add_evidence(*_ev(proj.scm_version))
-                link_runtime(g, n.id)
-                g.edge(PROJECT, n.id)
+        n.add_evidence(*_ev(scm_version))
+        link_runtime(g, n.id)
+        g.edge(PROJECT, n.id)
 
-    # -- workspace members: installed editable from their folders, in dependency order ---------
+
+def _add_members(g: DepGraph, ev: Evidence) -> None:
+    """Workspace members: installed editable from their folders, in dependency order."""
     for i, m in enumerate(getattr(ev, "members", []) or []):
         mid = f"{MEMBER_PREFIX}{m.path}"
         mn = g.add(
@@ -182,33 +218,30 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             if other is not None:
                 g.edge(mid, f"{MEMBER_PREFIX}{other.path}")
 
-    # -- declared requirements ----------------------------------------------------------------
-    reqs = [r for r in ev.requirements if not r.local and r.name]
-    has_pip_manifest = any(r.group != "conda" for r in reqs)
+
+def _add_requirements(
+    g: DepGraph,
+    reqs: list[Requirement],
+    test_extras: list[str],
+    project_name: str | None,
+    lock: LockFile | None,
+    has_pip_manifest: bool,
+    warnings: list[ScanWarning],
+) -> dict[str, Node]:
+    """Declared requirements: which are installed, in which group, pinned by the lock or not."""
     installed_groups = {MAIN, TEST} | {f"extra:{e}" for e in test_extras}
     declared: dict[str, Node] = {}
     for r in reqs:
         if project_name and r.name == project_name:
-            # a self-reference (test = ["pkg[all]"]) names extras of the project itself
-            try:
-                extras = PkgReq(r.spec).extras
-            except InvalidRequirement:
-                extras = set()
-            if PROJECT in g.nodes and extras and r.group in installed_groups:
-                g.nodes[PROJECT].attrs["extras"] = sorted(set(g.nodes[PROJECT].attrs["extras"]) | extras)
+            _add_self_extras(g, r, installed_groups)
             continue
         group = r.group
         install = group in installed_groups or (group == "conda" and not has_pip_manifest)
-        if install and r.name in NOT_ON_LINUX:
-            try:
-                marker = PkgReq(r.spec).marker
-            except InvalidRequirement:
-                marker = None
-            if marker is None:
-                warnings.append(
-                    ScanWarning(r.source.file, r.source.line, f"{r.name} installs only on Windows/macOS; left out")
-                )
-                install = False
+        if install and r.name in NOT_ON_LINUX and not _has_marker(r.spec):
+            warnings.append(
+                ScanWarning(r.source.file, r.source.line, f"{r.name} installs only on Windows/macOS; left out")
+            )
+            install = False
         norm_group = MAIN if group in (MAIN, "conda") else TEST if install else group
         nid = f"package:{r.name}"
         existing = g.nodes.get(nid)
@@ -231,6 +264,30 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         n = g.add(Node(nid, "PACKAGE", r.name, "UNKNOWN", action="pip" if install else None, attrs=attrs))
         n.add_evidence(*_ev(r.source))
         declared[r.name] = n
+    return declared
+
+
+def _add_self_extras(g: DepGraph, r: Requirement, installed_groups: set[str]) -> None:
+    """A self-reference (test = ["pkg[all]"]) names extras of the project itself."""
+    try:
+        extras = PkgReq(r.spec).extras
+    except InvalidRequirement:
+        extras = set()
+    if PROJECT in g.nodes and extras and r.group in installed_groups:
+        g.nodes[PROJECT].attrs["extras"] = sorted(set(g.nodes[PROJECT].attrs["extras"]) | extras)
+
+
+def _has_marker(spec: str) -> bool:
+    """Whether a requirement carries an environment marker (an unparsable one has none)."""
+    try:
+        marker = PkgReq(spec).marker
+    except InvalidRequirement:
+        marker = None
+    return marker is not None
+
+
+def _link_declared_packages(g: DepGraph, declared: dict[str, Node]) -> None:
+    """Installed packages hang off the runtime and the project; every package counts as declared."""
     for nid, n in list(g.nodes.items()):
         if n.type == "PACKAGE" and n.action == "pip":
             link_runtime(g, nid)
@@ -238,6 +295,10 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
                 g.edge(PROJECT, nid)
         if n.type == "PACKAGE" and nid != PROJECT:
             declared.setdefault(n.name, n)
+
+
+def _add_constraints(g: DepGraph, ev: Evidence) -> None:
+    """The repository's pip constraints, as constraint nodes."""
     for c in ev.constraints:
         n = g.add(
             Node(
@@ -251,9 +312,11 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         )
         n.add_evidence(*_ev(c.source))
 
-    # -- imports --------------------------------------------------------------------------------
-    no_manifest = not has_pip_manifest
-    local = ev.local_modules | ({project_name.replace("-", "_")} if project_name else set())
+
+def _add_imports(
+    g: DepGraph, ev: Evidence, registry: Registry, declared: dict[str, Node], local: set[str], no_manifest: bool
+) -> None:
+    """Third-party imports: mapped to a declared package, or to a distribution the plan adds."""
     by_module: dict[str, list] = {}
     for use in ev.imports:
         if is_stdlib(use.module) or use.module in local:
@@ -278,118 +341,102 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             inode.attrs["uses"] = len(uses)
         dist = declared_for(module, declared_names)
         if dist:
-            pn = declared[dist]
-            g.edge(inode.id, pn.id, "mapping")
-            if pn.action is None and required_in_tests:
-                # declared only in a non-test extra, but the tests import it unconditionally
-                pn.action = "pip"
-                pn.attrs["group"] = TEST
-                pn.attrs["promoted"] = "imported by tests"
-                # declared only in a non-installed file (often one cell of a version matrix):
-                # keep the name and extras, let the resolver pick the version
-                try:
-                    r0 = PkgReq(pn.attrs.get("spec", pn.name))
-                    pn.attrs["spec"] = r0.name + (f"[{','.join(sorted(r0.extras))}]" if r0.extras else "")
-                except InvalidRequirement:
-                    pass
-                link_runtime(g, pn.id)
-                if PROJECT in g.nodes:
-                    g.edge(PROJECT, pn.id)
-            inode.state = "SATISFIED" if pn.action else "UNKNOWN"
+            _map_to_declared(g, inode, declared[dist], required_in_tests)
             continue
         # without any manifest the imports are all there is to go on (optional ones stay out:
         # the code runs without them); with one, only what the tests import unconditionally
         want = required_in_tests or (no_manifest and any(not u.optional for u in uses))
-        cands = candidates_for(module)
-        chosen = None
-        in_table = known_distribution(module) is not None
-        if in_table:
-            chosen = cands[0]
-        elif want:
-            for cand in cands[:2]:
-                exists = registry.exists(cand)
-                if exists:
-                    chosen = cand
-                    break
-                if exists is None:
-                    inode.attrs["registry"] = "unknown (offline or not checked)"
-                    break
-            else:
-                inode.state = "MISSING"
-                inode.attrs["registry"] = "no distribution found"
-        if chosen is None:
-            inode.attrs["candidate"] = canonicalize_name(cands[0])
-            continue
-        name = canonicalize_name(chosen)
-        if name in NOT_ON_LINUX:
-            inode.attrs["platform"] = "not installable on Linux"
-            continue
-        nid = f"package:{name}"
-        pn = g.nodes.get(nid) or g.add(
-            Node(
-                nid,
-                "PACKAGE",
-                name,
-                "UNKNOWN",
-                action="pip" if want else None,
-                attrs={"spec": chosen, "group": TEST if not no_manifest else MAIN, "source": "import"},
-            )
-        )
-        pn.add_evidence(inode.evidence[0][0], inode.evidence[0][1], f"import {module}")
-        if want and pn.action is None:
-            pn.action = "pip"
-        if pn.action:
-            link_runtime(g, nid)
-            if PROJECT in g.nodes:
-                g.edge(PROJECT, nid)
-        g.edge(inode.id, nid, "mapping")
-        inode.state = "SATISFIED" if pn.action else "UNKNOWN"
+        _map_to_distribution(g, inode, module, want, registry, no_manifest)
 
-    # -- system libraries ----------------------------------------------------------------------
+
+def _map_to_declared(g: DepGraph, inode: Node, pn: Node, required_in_tests: bool) -> None:
+    """An import a declared package provides; promoted to installed when the tests need it."""
+    g.edge(inode.id, pn.id, "mapping")
+    if pn.action is None and required_in_tests:
+        # declared only in a non-test extra, but the tests import it unconditionally
+        pn.action = "pip"
+        pn.attrs["group"] = TEST
+        pn.attrs["promoted"] = "imported by tests"
+        # declared only in a non-installed file (often one cell of a version matrix):
+        # keep the name and extras, let the resolver pick the version
+        try:
+            r0 = PkgReq(pn.attrs.get("spec", pn.name))
+            pn.attrs["spec"] = r0.name + (f"[{','.join(sorted(r0.extras))}]" if r0.extras else "")
+        except InvalidRequirement:
+            pass
+        link_runtime(g, pn.id)
+        if PROJECT in g.nodes:
+            g.edge(PROJECT, pn.id)
+    inode.state = "SATISFIED" if pn.action else "UNKNOWN"
+
+
+def _choose_distribution(inode: Node, module: str, want: bool, registry: Registry) -> str | None:
+    """The distribution an undeclared import most likely comes from (the table, else the registry)."""
+    cands = candidates_for(module)
+    chosen = None
+    in_table = known_distribution(module) is not None
+    if in_table:
+        chosen = cands[0]
+    elif want:
+        for cand in cands[:2]:
+            exists = registry.exists(cand)
+            if exists:
+                chosen = cand
+                break
+            if exists is None:
+                inode.attrs["registry"] = "unknown (offline or not checked)"
+                break
+        else:
+            inode.state = "MISSING"
+            inode.attrs["registry"] = "no distribution found"
+    if chosen is None:
+        inode.attrs["candidate"] = canonicalize_name(cands[0])
+    return chosen
+
+
+def _map_to_distribution(
+    g: DepGraph, inode: Node, module: str, want: bool, registry: Registry, no_manifest: bool
+) -> None:
+    """An undeclared import: the package node it maps to, installed when the tests need it."""
+    chosen = _choose_distribution(inode, module, want, registry)
+    if chosen is None:
+        return
+    name = canonicalize_name(chosen)
+    if name in NOT_ON_LINUX:
+        inode.attrs["platform"] = "not installable on Linux"
+        return
+    nid = f"package:{name}"
+    pn = g.nodes.get(nid) or g.add(
+        Node(
+            nid,
+            "PACKAGE",
+            name,
+            "UNKNOWN",
+            action="pip" if want else None,
+            attrs={"spec": chosen, "group": TEST if not no_manifest else MAIN, "source": "import"},
+        )
+    )
+    pn.add_evidence(inode.evidence[0][0], inode.evidence[0][1], f"import {module}")
+    if want and pn.action is None:
+        pn.action = "pip"
+    if pn.action:
+        link_runtime(g, nid)
+        if PROJECT in g.nodes:
+            g.edge(PROJECT, nid)
+    g.edge(inode.id, nid, "mapping")
+    inode.state = "SATISFIED" if pn.action else "UNKNOWN"
+
+
+def _add_system_libraries(g: DepGraph, ev: Evidence, reqs: list[Requirement], warnings: list[ScanWarning]) -> None:
+    """Debian packages: those the packages need, those CI installs, git, the dev user, a compiler."""
     compile_reasons: list[tuple[str, int | None, str]] = []
-    if proj.c_extensions:
-        compile_reasons.append(_ev(proj.c_extensions))
+    if ev.project.c_extensions:
+        compile_reasons.append(_ev(ev.project.c_extensions))
         if PROJECT in g.nodes:
             g.nodes[PROJECT].attrs["compiles"] = True
-    table = system_table()
-    for n in list(g.of_type("PACKAGE")):
-        if n.action != "pip":
-            continue
-        info = table.get(n.name)
-        if not info:
-            continue
-        for deb in info.get("apt", []):
-            s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
-            s.add_evidence("bot/graph/data/system_packages.json", None, f"{n.name} needs {deb}")
-            link_runtime(g, s.id)
-            g.edge(n.id, s.id)
-        if info.get("compile"):
-            compile_reasons.append(("bot/graph/data/system_packages.json", None, f"{n.name} builds from source"))
-            n.attrs["compiles"] = True
-    for deb, src in ev.apt_packages:
-        if _APT_SKIP.match(deb):
-            continue
-        s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
-        s.add_evidence(*_ev(src))
-        link_runtime(g, s.id)
-        if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
-            compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))
-    # alternatives apt refuses to install together: keep one (the repository's own choice first)
-    from bot.graph.alternatives import choose
-
-    apts = [n.name for n in g.of_type("SYSTEMLIB") if n.action == "apt"]
-    declared_apt = [deb for deb, _ in ev.apt_packages]
-    for deb, keep in sorted(choose(apts, declared_apt).items()):
-        n = g.nodes[f"systemlib:{deb}"]
-        n.action, n.state = None, "UNKNOWN"
-        n.attrs["excluded"] = f"conflicts with {keep}, which the plan keeps"
-        warnings.append(
-            ScanWarning(
-                n.evidence[0][0] if n.evidence else "",
-                None,
-                f"{deb} and {keep} cannot be installed together; kept {keep}",
-            )
-        )
+    _add_table_apt(g, compile_reasons)
+    _add_declared_apt(g, ev, compile_reasons)
+    _drop_apt_conflicts(g, ev, warnings)
     if any(r.spec.split("@", 1)[-1].strip().startswith("git+") for r in reqs if "@" in r.spec):
         s = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
         s.add_evidence("requirements", None, "a dependency is installed from a git URL")
@@ -414,7 +461,59 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         for s in g.of_type("SYSTEMLIB"):
             g.edge(PROJECT, s.id)
 
-    # -- test tools -----------------------------------------------------------------------------
+
+def _add_table_apt(g: DepGraph, compile_reasons: list[tuple[str, int | None, str]]) -> None:
+    """The Debian packages the system table says an installed package needs (and which compile)."""
+    table = system_table()
+    for n in list(g.of_type("PACKAGE")):
+        if n.action != "pip":
+            continue
+        info = table.get(n.name)
+        if not info:
+            continue
+        for deb in info.get("apt", []):
+            s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
+            s.add_evidence("bot/graph/data/system_packages.json", None, f"{n.name} needs {deb}")
+            link_runtime(g, s.id)
+            g.edge(n.id, s.id)
+        if info.get("compile"):
+            compile_reasons.append(("bot/graph/data/system_packages.json", None, f"{n.name} builds from source"))
+            n.attrs["compiles"] = True
+
+
+def _add_declared_apt(g: DepGraph, ev: Evidence, compile_reasons: list[tuple[str, int | None, str]]) -> None:
+    """The Debian packages the repository's CI installs, minus those a slim image must not get."""
+    for deb, src in ev.apt_packages:
+        if _APT_SKIP.match(deb):
+            continue
+        s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
+        s.add_evidence(*_ev(src))
+        link_runtime(g, s.id)
+        if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
+            compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))
+
+
+def _drop_apt_conflicts(g: DepGraph, ev: Evidence, warnings: list[ScanWarning]) -> None:
+    """Alternatives apt refuses to install together: keep one (the repository's own choice first)."""
+    from bot.graph.alternatives import choose
+
+    apts = [n.name for n in g.of_type("SYSTEMLIB") if n.action == "apt"]
+    declared_apt = [deb for deb, _ in ev.apt_packages]
+    for deb, keep in sorted(choose(apts, declared_apt).items()):
+        n = g.nodes[f"systemlib:{deb}"]
+        n.action, n.state = None, "UNKNOWN"
+        n.attrs["excluded"] = f"conflicts with {keep}, which the plan keeps"
+        warnings.append(
+            ScanWarning(
+                n.evidence[0][0] if n.evidence else "",
+                None,
+                f"{deb} and {keep} cannot be installed together; kept {keep}",
+            )
+        )
+
+
+def _add_test_tools(g: DepGraph, ev: Evidence) -> None:
+    """pytest and its plugins, unless the project already installs them."""
     pytest_node = g.add(Node("tool:pytest", "TOOL", "pytest", "SATISFIED", action="tool", attrs={"spec": "pytest"}))
     pytest_node.add_evidence(
         *(_ev(ev.pytest_config) if ev.pytest_config else ("setupbot", None, "collection runs pytest"))
@@ -444,7 +543,9 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
             if n.action == "pip":
                 g.edge(t.id, n.id)
 
-    # -- services and test environment --------------------------------------------------------
+
+def _add_services(g: DepGraph, ev: Evidence) -> None:
+    """The services the tests need, one per kind."""
     seen_kinds: set[str] = set()
     for svc in ev.services:
         key = svc.kind if svc.kind != "other" else svc.name
@@ -464,6 +565,10 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         for svc_src in svc.evidence:
             s.add_evidence(*_ev(svc_src))
         g.edge("target:tests", s.id)
+
+
+def _add_test_env(g: DepGraph, ev: Evidence) -> None:
+    """The environment variables the tests run with."""
     for env_name, (value, env_src) in sorted(ev.env.items()):
         n = g.add(
             Node(
@@ -476,11 +581,19 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         )
         n.add_evidence(*_ev(env_src))
         g.edge("target:tests", n.id)
+
+
+def _link_constraints(g: DepGraph) -> None:
+    """Every install step depends on every constraint (lock or pip constraint)."""
     for n in g.of_type("CONFIG"):
         if n.action == "constraint":
             for p in list(g.nodes.values()):
                 if p.action in ("pip", "project", "tool"):
                     g.edge(p.id, n.id)
+
+
+def _add_target_hints(target: Node, ev: Evidence, local: set[str]) -> None:
+    """Hints on the test target: the services the client libraries talk to, removed stdlib imports."""
     clients = service_clients(ev)
     if clients:
         # a hint, never a service started on its own: which kinds the code's client libraries
@@ -489,4 +602,3 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     target.attrs["removed_stdlib"] = sorted(
         {u.module for u in ev.imports if u.module in REMOVED_STDLIB and not u.optional and u.module not in local}
     )
-    return g

@@ -22,8 +22,8 @@ from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs
 from bot.graph.mapping import Registry
 from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import use_native_lock
-from bot.graph.resolve import names_in_error, sdist_only, uv_compile
-from bot.graph.runtime import OFFICIAL_PYTHONS, choose_python
+from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile
+from bot.graph.runtime import OFFICIAL_PYTHONS, RuntimeChoice, choose_python
 
 log = logging.getLogger(__name__)
 Warning = ScanWarning  # noqa: A001 - the contract's name for (file, line, message)
@@ -325,6 +325,50 @@ def make_plan(
     registry = registry if registry is not None else Registry()
     g = build_graph(ev, registry, warnings)
     t_graph = time.monotonic()
+    available_pythons = _offered_pythons(available_pythons)
+    g.meta["available_pythons"] = sorted(available_pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+    # runtime
+    removed = g.target.attrs.get("removed_stdlib", [])
+    choice = _choose_runtime(g, ev, available_pythons, removed, warnings)
+    rt = g.runtime
+    _drop_untested_lock(g, ev, choice.version, warnings)
+    _add_stdlib_backports(g, ev, removed, choice.version)
+
+    # target
+    _set_test_command(g, ev)
+
+    # the repository's own lock is installed by its own tool, unless it is stale (issue 16)
+    use_native_lock(g, warnings)
+    # the lock of a previous run stands while its inputs do (issue 16)
+    g.meta["inputs_hash"] = inputs_hash(g)
+    reused = _reuse_lock(repo, ev, g, settings, warnings) if resolve else None
+    # a refresh asks for today's resolution, not a cached one
+    cached = not getattr(getattr(settings, "output", None), "refresh_lock", False)
+
+    # resolution
+    t_res = time.monotonic()
+    if reused is not None:
+        _apply_reused_lock(g, reused.pins, choice.version, resolve_timeout, index_url)
+    elif resolve:
+        _resolve_and_record(g, choice.version, warnings, resolve_timeout, index_url, cached)
+    else:
+        g.meta["resolution"] = {"ok": None, "skipped": "--no-resolve"}
+    for n in g.of_type("PACKAGE"):
+        if n.id == PROJECT:
+            n.state = "SATISFIED" if rt.state == "SATISFIED" else "UNKNOWN"
+    t_end = time.monotonic()
+    plan = Plan(
+        repo.resolve(),
+        g,
+        sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
+        {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0},
+    )
+    return plan
+
+
+def _offered_pythons(available_pythons: list[str] | None) -> list[str]:
+    """The Python versions the images offer (the official list unless told); none is an error."""
     if available_pythons is None:
         # the planner never asks the engine itself (the graph layer sits below it): a caller that
         # has an engine passes bot.engine.images.default_pythons(settings)
@@ -337,10 +381,13 @@ def make_plan(
             "Run `setupbot images bootstrap` to build offline stand-ins, or point "
             "images.registry at a registry or pull-through cache that answers.",
         )
-    g.meta["available_pythons"] = sorted(available_pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+    return available_pythons
 
-    # runtime
-    removed = g.target.attrs.get("removed_stdlib", [])
+
+def _choose_runtime(
+    g: DepGraph, ev: Evidence, available_pythons: list[str], removed: list[str], warnings: list[ScanWarning]
+) -> RuntimeChoice:
+    """The Python version and base image, under the ceilings that removed stdlib modules set."""
     ceilings = sorted({(REMOVED_STDLIB[m][0], f"imports {m}") for m in removed if REMOVED_STDLIB[m][1] is None})
     choice = choose_python(ev.python, available_pythons, ceilings)
     warnings += choice.warnings
@@ -352,13 +399,18 @@ def make_plan(
         rt.add_evidence(c.source.file, c.source.line, f"{c.kind} {c.value}")
     if not rt.evidence:
         rt.add_evidence("setupbot", None, choice.reason)
+    return choice
+
+
+def _drop_untested_lock(g: DepGraph, ev: Evidence, version: str, warnings: list[ScanWarning]) -> None:
+    """The project's lock pins are dropped when the chosen Python is not one the project tests."""
     # a lock resolved for Pythons the project tests may pin builds that have no wheels for a
     # newer one (greenlet 1.1 on 3.11): beyond the tested versions, ranges are safer than pins
     tested = {c.value for c in ev.python if c.kind == "tested"}
     lock_node = g.nodes.get("config:lock")
-    if lock_node is not None and tested and choice.version not in tested:
+    if lock_node is not None and tested and version not in tested:
         lock_node.action = None
-        lock_node.attrs["ignored"] = f"Python {choice.version} is not among the tested {', '.join(sorted(tested))}"
+        lock_node.attrs["ignored"] = f"Python {version} is not among the tested {', '.join(sorted(tested))}"
         for n in g.of_type("PACKAGE"):
             n.attrs.pop("pinned", None)
             n.attrs.pop("lock", None)
@@ -368,11 +420,14 @@ def make_plan(
                 None,
                 f"lock pins not used: the project tests Python "
                 f"{', '.join(sorted(tested, key=lambda v: tuple(map(int, v.split('.')))))}, "
-                f"the image has {choice.version}",
+                f"the image has {version}",
             )
         )
-    # modules the chosen Python no longer ships
-    ver = tuple(int(x) for x in choice.version.split("."))
+
+
+def _add_stdlib_backports(g: DepGraph, ev: Evidence, removed: list[str], version: str) -> None:
+    """The backport distributions for modules the chosen Python no longer ships."""
+    ver = tuple(int(x) for x in version.split("."))
     for m in removed:
         since, backport = REMOVED_STDLIB[m]
         if ver >= tuple(int(x) for x in since.split(".")) and backport:
@@ -402,7 +457,9 @@ def make_plan(
             for t in g.of_type("TOOL"):
                 g.edge(t.id, nid)
 
-    # target
+
+def _set_test_command(g: DepGraph, ev: Evidence) -> None:
+    """The test target's command and collect-only command, with the evidence for them."""
     command, cmd_ev = choose_test_command(ev, g)
     command, cmd_ev = member_test_command(ev, command, cmd_ev)
     tgt = g.target
@@ -417,129 +474,120 @@ def make_plan(
     if not tgt.evidence:
         tgt.add_evidence("setupbot", None, "default: python -m pytest")
 
-    # the repository's own lock is installed by its own tool, unless it is stale (issue 16)
-    use_native_lock(g, warnings)
-    # the lock of a previous run stands while its inputs do (issue 16)
-    g.meta["inputs_hash"] = inputs_hash(g)
-    reused = _reuse_lock(repo, ev, g, settings, warnings) if resolve else None
-    # a refresh asks for today's resolution, not a cached one
-    cached = not getattr(getattr(settings, "output", None), "refresh_lock", False)
 
-    # resolution
-    t_res = time.monotonic()
-    if reused is not None:
-        pins = reused.pins
-        g.meta["resolution"] = {
-            "ok": True,
-            "seconds": 0.0,
-            "error": "",
-            "skipped": "",
-            "python": choice.version,
-            "dropped": [],
-            "from_lock": g.nodes[LOCK_NODE].attrs["file"],
-            "pins": dict(sorted(pins.items())),
-        }
-        for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
-            if n.action in ("pip", "tool", "repair-pip") and n.name in pins:
-                n.attrs["resolved"] = pins[n.name]
-                n.state = "SATISFIED"
-        needs_build = sdist_only(pins, choice.version, timeout=resolve_timeout, index_url=index_url)
-        g.meta["resolution"]["sdist_only"] = needs_build
-        if needs_build:
-            _add_compiler(
-                g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}")
+def _apply_reused_lock(
+    g: DepGraph, pins: dict[str, str], version: str, resolve_timeout: float, index_url: str | None
+) -> None:
+    """A previous run's lock stands: its pins are the resolution (and sdists still need a compiler)."""
+    g.meta["resolution"] = {
+        "ok": True,
+        "seconds": 0.0,
+        "error": "",
+        "skipped": "",
+        "python": version,
+        "dropped": [],
+        "from_lock": g.nodes[LOCK_NODE].attrs["file"],
+        "pins": dict(sorted(pins.items())),
+    }
+    for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+        if n.action in ("pip", "tool", "repair-pip") and n.name in pins:
+            n.attrs["resolved"] = pins[n.name]
+            n.state = "SATISFIED"
+    needs_build = sdist_only(pins, version, timeout=resolve_timeout, index_url=index_url)
+    g.meta["resolution"]["sdist_only"] = needs_build
+    if needs_build:
+        _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {version}"))
+
+
+def _resolve_and_record(
+    g: DepGraph, version: str, warnings: list[ScanWarning], resolve_timeout: float, index_url: str | None, cached: bool
+) -> None:
+    """Resolve with uv on the host and record the outcome on the graph (pins, or what failed)."""
+    res, dropped = _resolve(g, version, warnings, resolve_timeout, index_url, use_cache=cached)
+    g.meta["resolution"] = {
+        "ok": res.ok,
+        "seconds": round(res.seconds, 2),
+        "error": res.error[-2000:],
+        "skipped": res.skipped,
+        "python": version,
+        "dropped": dropped,
+        "not_on_host": [{"requirement": r, "why": w} for r, w in res.refused],
+        "unbuilt": res.unbuilt,
+    }
+    # SECURITY.md S12: these are resolved and built only inside the runner container
+    for line, why in res.refused:
+        warnings.append(
+            ScanWarning(
+                ".", None, f"not resolved on the host ({why}): {line[:200]!r}; it is installed in the container"
             )
-    elif resolve:
-        res, dropped = _resolve(g, choice.version, warnings, resolve_timeout, index_url, use_cache=cached)
-        g.meta["resolution"] = {
-            "ok": res.ok,
-            "seconds": round(res.seconds, 2),
-            "error": res.error[-2000:],
-            "skipped": res.skipped,
-            "python": choice.version,
-            "dropped": dropped,
-            "not_on_host": [{"requirement": r, "why": w} for r, w in res.refused],
-            "unbuilt": res.unbuilt,
-        }
-        # SECURITY.md S12: these are resolved and built only inside the runner container
-        for line, why in res.refused:
-            warnings.append(
-                ScanWarning(
-                    ".", None, f"not resolved on the host ({why}): {line[:200]!r}; it is installed in the container"
-                )
+        )
+    if res.unbuilt:
+        warnings.append(
+            ScanWarning(
+                ".",
+                None,
+                "no wheel, so not resolved on the host (resolution never builds): "
+                + ", ".join(res.unbuilt)
+                + "; built in the container",
             )
-        if res.unbuilt:
-            warnings.append(
-                ScanWarning(
-                    ".",
-                    None,
-                    "no wheel, so not resolved on the host (resolution never builds): "
-                    + ", ".join(res.unbuilt)
-                    + "; built in the container",
-                )
-            )
-            _add_compiler(
-                g, ("uv pip compile --no-build", None, f"{res.unbuilt[0]} has no wheel for Python {choice.version}")
-            )
-        if res.ok and not res.skipped:
-            for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
-                if n.action in ("pip", "tool", "repair-pip") and n.name in res.pins:
-                    n.attrs["resolved"] = res.pins[n.name]
-                    n.state = "SATISFIED"
-                    n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {choice.version}")
-            if _numpy2_guard(g, res.pins, choice.version, warnings):
-                again = uv_compile(
-                    install_specs(g),
-                    choice.version,
-                    timeout=resolve_timeout,
-                    index_url=index_url,
-                    constraints=constraint_specs(g),
-                    use_cache=cached,
-                )
-                if again.ok:
-                    res = again
-                    g.meta["resolution"]["numpy_guard"] = "numpy<2"
-                    for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
-                        if n.name in res.pins:
-                            n.attrs["resolved"] = res.pins[n.name]
-                else:
-                    g.remove("config:constraint:numpy<2")
-            # every pin, transitive ones too: the loop compares them with the repository's era
-            g.meta["resolution"]["pins"] = dict(sorted(res.pins.items()))
-            # something without a wheel for this Python compiles in the image: it needs a compiler
-            needs_build = sdist_only(
-                res.pins, choice.version, timeout=resolve_timeout, index_url=index_url, use_cache=cached
-            )
-            g.meta["resolution"]["sdist_only"] = needs_build or (res.unbuilt[0] if res.unbuilt else None)
-            if needs_build:
-                _add_compiler(
-                    g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {choice.version}")
-                )
-        elif res.skipped:
-            warnings.append(ScanWarning(".", None, f"resolution skipped: {res.skipped}"))
-        else:
-            names = names_in_error(res.error, {n.name for n in g.of_type("PACKAGE")})
-            last = res.error.strip().splitlines()[-1] if res.error.strip() else "unknown error"
-            warnings.append(
-                ScanWarning(
-                    ".", None, f"uv could not resolve the dependencies for Python {choice.version}: {last[:300]}"
-                )
-            )
-            for pkg in names:
-                failed = g.nodes.get(f"package:{pkg}")
-                if failed is not None:
-                    failed.state = "MISSING"
-                    failed.add_evidence("uv pip compile", None, "named in the resolution failure")
+        )
+        _add_compiler(g, ("uv pip compile --no-build", None, f"{res.unbuilt[0]} has no wheel for Python {version}"))
+    if res.ok and not res.skipped:
+        _record_pins(g, res, version, warnings, resolve_timeout, index_url, cached)
+    elif res.skipped:
+        warnings.append(ScanWarning(".", None, f"resolution skipped: {res.skipped}"))
     else:
-        g.meta["resolution"] = {"ok": None, "skipped": "--no-resolve"}
-    for n in g.of_type("PACKAGE"):
-        if n.id == PROJECT:
-            n.state = "SATISFIED" if rt.state == "SATISFIED" else "UNKNOWN"
-    t_end = time.monotonic()
-    plan = Plan(
-        repo.resolve(),
-        g,
-        sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
-        {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0},
-    )
-    return plan
+        _record_resolution_failure(g, res, version, warnings)
+
+
+def _record_pins(
+    g: DepGraph,
+    res: Resolution,
+    version: str,
+    warnings: list[ScanWarning],
+    resolve_timeout: float,
+    index_url: str | None,
+    cached: bool,
+) -> None:
+    """A successful resolution: every node's resolved version, the numpy<2 guard, sdist-only pins."""
+    for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+        if n.action in ("pip", "tool", "repair-pip") and n.name in res.pins:
+            n.attrs["resolved"] = res.pins[n.name]
+            n.state = "SATISFIED"
+            n.add_evidence("uv pip compile", None, f"resolves to {res.pins[n.name]} on Python {version}")
+    if _numpy2_guard(g, res.pins, version, warnings):
+        again = uv_compile(
+            install_specs(g),
+            version,
+            timeout=resolve_timeout,
+            index_url=index_url,
+            constraints=constraint_specs(g),
+            use_cache=cached,
+        )
+        if again.ok:
+            res = again
+            g.meta["resolution"]["numpy_guard"] = "numpy<2"
+            for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
+                if n.name in res.pins:
+                    n.attrs["resolved"] = res.pins[n.name]
+        else:
+            g.remove("config:constraint:numpy<2")
+    # every pin, transitive ones too: the loop compares them with the repository's era
+    g.meta["resolution"]["pins"] = dict(sorted(res.pins.items()))
+    # something without a wheel for this Python compiles in the image: it needs a compiler
+    needs_build = sdist_only(res.pins, version, timeout=resolve_timeout, index_url=index_url, use_cache=cached)
+    g.meta["resolution"]["sdist_only"] = needs_build or (res.unbuilt[0] if res.unbuilt else None)
+    if needs_build:
+        _add_compiler(g, ("uv pip compile --only-binary", None, f"{needs_build} has no wheel for Python {version}"))
+
+
+def _record_resolution_failure(g: DepGraph, res: Resolution, version: str, warnings: list[ScanWarning]) -> None:
+    """A failed resolution: a warning with uv's last line, and the packages it names marked missing."""
+    names = names_in_error(res.error, {n.name for n in g.of_type("PACKAGE")})
+    last = res.error.strip().splitlines()[-1] if res.error.strip() else "unknown error"
+    warnings.append(ScanWarning(".", None, f"uv could not resolve the dependencies for Python {version}: {last[:300]}"))
+    for pkg in names:
+        failed = g.nodes.get(f"package:{pkg}")
+        if failed is not None:
+            failed.state = "MISSING"
+            failed.add_evidence("uv pip compile", None, "named in the resolution failure")

@@ -295,156 +295,180 @@ def from_pipeline(
     if plan is None:
         plan = _get(run_record, "plan") or None
     if plan is not None:
-        data.python = str(_get(plan, "python", "") or "")
-        data.base_image = str(_get(plan, "base_image", "") or "")
-        data.base_image_digest = str(_get(plan, "base_image_digest", "") or "")
-        data.base_image_origin = str(_get(plan, "base_image_origin", "") or "")
-        data.test_command = list(_get(plan, "test_command", []) or [])
-        data.requirements = requirement_rows(plan)
-        data.lock = _lock_summary(plan)
-        data.warnings += [_warning_text(w) for w in _get(plan, "warnings", []) or []]
-        for svc in _get(plan, "services", []) or []:
-            data.services.append(ServiceUse(name=str(_get(svc, "name", "")), image=str(_get(svc, "image", "") or "")))
-
+        _add_plan(data, plan)
     if run_record is not None:
-        replay = _get(run_record, "replay") or None
-        if replay is not None:
-            data.replay_ok = bool(_get(replay, "ok", False))
-            parts = [
-                f"{k.replace('_', ' ')} {_get(replay, k)}"
-                for k in ("collect_exit", "test_exit")
-                if _get(replay, k) is not None
-            ]
-            # the replay's duration is a timing: it goes to the PR body and the job summary
-            # (through ``timings``), never into the committed report
-            if _get(replay, "seconds") is not None and "replay_seconds" not in data.timings:
-                data.timings["replay_seconds"] = float(_get(replay, "seconds"))
-            if _get(replay, "note"):
-                parts.append(str(_get(replay, "note")))  # e.g. the test run timed out
-            data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
-            data.proven.append(
-                ProofItem(
-                    "clean replay: the compiled Dockerfile rebuilt from scratch and ran the tests",
-                    data.replay_ok,
-                    data.replay_detail,
-                )
-            )
-        tests = _get(run_record, "tests")
-        if tests is not None:
-            data.tests = _test_counts(tests)
-        for repair in _get(run_record, "repairs", []) or []:
-            cand = _get(repair, "candidate")
-            if cand is not None:
-                describe = getattr(cand, "describe", None)
-                text = describe() if callable(describe) else str(_get(cand, "why", cand))
-                # what failed, and why this fix applies: the reviewer checks the reason, not the verb
-                sig = _get(repair, "signature")
-                sig_text = sig.describe() if hasattr(sig, "describe") else ""
-                why = str(_get(cand, "why", "") or "")
-                if sig_text or why:
-                    text += " — " + "; ".join(t for t in (f"for {sig_text}" if sig_text else "", why) if t)
-                unit = _get(cand, "unit_id")
-                data.repairs.append(Repair(text, [str(unit)] if unit else []))
-            else:
-                data.repairs.append(
-                    Repair(
-                        str(_get(repair, "description", repair)), [str(u) for u in (_get(repair, "unit_ids", []) or [])]
-                    )
-                )
-        data.timings.update({str(k): float(v) for k, v in (_get(run_record, "timings", {}) or {}).items()})
-        usage = _get(run_record, "llm_usage", {}) or {}
-        data.llm_tokens = int(_get(usage, "tokens", 0) or _get(run_record, "llm_tokens", 0) or 0)
-        data.degraded = bool(_get(run_record, "degraded", False))
-        for refusal in _get(usage, "refusals", []) or []:
-            data.refused_actions.append(
-                f"{_get(refusal, 'reason', refusal)} — reply: {_get(refusal, 'reply', '')}"[:400]
-            )
-        data.warnings += [_warning_text(w) for w in _get(run_record, "warnings", []) or []]
-        for m in _get(run_record, "members", []) or []:
-            # a workspace: every member with the results of its own tests
-            t = _get(m, "tests", {}) or {}
-            ran = int(t.get("passed", 0)) + int(t.get("failed", 0)) + int(t.get("error", 0))
-            data.proven.append(
-                ProofItem(
-                    f"member {_get(m, 'name', '')} ({_get(m, 'path', '')}): {t.get('passed', 0)} passed, "
-                    f"{t.get('failed', 0)} failed, {t.get('error', 0)} errors, {t.get('skipped', 0)} skipped",
-                    ran > 0,
-                    "tested by CI" if _get(m, "tested_by_ci") else "no workflow names it",
-                )
-            )
-        for item in _get(run_record, "unresolved", []) or []:
-            data.proven.append(
-                ProofItem(
-                    str(_get(item, "message", "") or _get(item, "key", item)),
-                    False,
-                    str(_get(item, "category", "") or "unresolved by the loop"),
-                )
-            )
-
+        _add_run_record(data, run_record)
     if verification is None:
         data.tier_reason = data.tier_reason or "no prosecutor and judge: they did not run"
     else:
-        verdict = _get(verification, "verdict", {})
-        if isinstance(verdict, str):
-            data.verdict = verdict
-        elif verdict:
-            data.verdict = str(_get(verdict, "tier", data.verdict))
-            data.tier_reason = "; ".join(str(r) for r in (_get(verdict, "reasons", []) or []))
-        charges = {str(_get(c, "id", i)): c for i, c in enumerate(_get(verification, "charges", []) or [])}
-        rulings = _get(verification, "rulings", []) or []
-        ruled = set()
-        for r in rulings:
-            c = charges.get(str(_get(r, "charge_id", "")), {})
-            ruled.add(str(_get(r, "charge_id", "")))
-            subject = _get(c, "subject", "")
-            data.charges.append(
-                Charge(
-                    charge=f"{_get(r, 'kind', _get(c, 'kind', ''))}{': ' + str(subject) if subject else ''}",
-                    ruling=str(_get(r, "decision", "")),
-                    reason=str(_get(r, "reason", "") or ""),
-                )
-            )
-        for cid, c in charges.items():
-            if cid not in ruled:
-                data.charges.append(Charge(f"{_get(c, 'kind', '')}: {_get(c, 'subject', '')}", "not ruled", ""))
-        needed = _get(_get(verification, "attribution", {}) or {}, "needed", {}) or {}
-        by_name = {s.name: s for s in data.services}
-        for s in _get(verification, "services", []) or []:
-            name = str(_get(s, "name", ""))
-            svc = by_name.get(name) or ServiceUse(name=name)
-            svc.image = str(_get(s, "image", "") or _get(s, "requested_image", "") or svc.image)
-            svc.healthy = bool(_get(s, "healthy", True))
-            svc.tests = list(needed.get(name, svc.tests))
-            if name not in by_name:
-                data.services.append(svc)
-            data.proven.append(
-                ProofItem(
-                    f"service {name} started and answered its health check", svc.healthy, str(_get(s, "note", "") or "")
-                )
-            )
-        for s in _get(verification, "siblings", []) or []:
-            name = str(_get(s, "name", ""))
-            data.siblings.append(
-                SiblingRepo(
-                    name=name,
-                    source=str(_get(s, "source", "") or ""),
-                    healthy=bool(_get(s, "healthy", True)),
-                    tests=list(needed.get(name, _get(s, "tests", []) or [])),
-                )
-            )
-        for p in _get(verification, "proven", []) or []:
-            data.proven.append(
-                ProofItem(str(_get(p, "claim", p)), bool(_get(p, "proven", True)), str(_get(p, "reason", "") or ""))
-            )
-        for r in data.charges:
-            if r.ruling == "dismissed":
-                data.proven.append(ProofItem(f"charge answered: {r.charge}", True, r.reason))
-            elif r.ruling == "upheld":
-                data.proven.append(ProofItem(f"charge stands: {r.charge}", False, r.reason))
-        data.warnings += [_warning_text(w) for w in _get(verification, "warnings", []) or []]
-        if run_record is None:
-            tests = _get(verification, "tests_with_siblings")
-            if tests:
-                data.tests = _test_counts(tests)
+        _add_verification(data, verification, run_record)
     data.reproduce = default_reproduce(output_dir, data.test_command)
     return data
+
+
+def _add_plan(data: ReportData, plan: Any) -> None:
+    """What the plan decided: Python, base image, test command, requirements, lock, services."""
+    data.python = str(_get(plan, "python", "") or "")
+    data.base_image = str(_get(plan, "base_image", "") or "")
+    data.base_image_digest = str(_get(plan, "base_image_digest", "") or "")
+    data.base_image_origin = str(_get(plan, "base_image_origin", "") or "")
+    data.test_command = list(_get(plan, "test_command", []) or [])
+    data.requirements = requirement_rows(plan)
+    data.lock = _lock_summary(plan)
+    data.warnings += [_warning_text(w) for w in _get(plan, "warnings", []) or []]
+    for svc in _get(plan, "services", []) or []:
+        data.services.append(ServiceUse(name=str(_get(svc, "name", "")), image=str(_get(svc, "image", "") or "")))
+
+
+def _add_run_record(data: ReportData, run_record: Any) -> None:
+    """What the loop did: the clean replay, test counts, repairs, timings, LLM use, members."""
+    replay = _get(run_record, "replay") or None
+    if replay is not None:
+        _add_replay(data, replay)
+    tests = _get(run_record, "tests")
+    if tests is not None:
+        data.tests = _test_counts(tests)
+    for repair in _get(run_record, "repairs", []) or []:
+        data.repairs.append(_repair_entry(repair))
+    data.timings.update({str(k): float(v) for k, v in (_get(run_record, "timings", {}) or {}).items()})
+    usage = _get(run_record, "llm_usage", {}) or {}
+    data.llm_tokens = int(_get(usage, "tokens", 0) or _get(run_record, "llm_tokens", 0) or 0)
+    data.degraded = bool(_get(run_record, "degraded", False))
+    for refusal in _get(usage, "refusals", []) or []:
+        data.refused_actions.append(f"{_get(refusal, 'reason', refusal)} — reply: {_get(refusal, 'reply', '')}"[:400])
+    data.warnings += [_warning_text(w) for w in _get(run_record, "warnings", []) or []]
+    for m in _get(run_record, "members", []) or []:
+        # a workspace: every member with the results of its own tests
+        t = _get(m, "tests", {}) or {}
+        ran = int(t.get("passed", 0)) + int(t.get("failed", 0)) + int(t.get("error", 0))
+        data.proven.append(
+            ProofItem(
+                f"member {_get(m, 'name', '')} ({_get(m, 'path', '')}): {t.get('passed', 0)} passed, "
+                f"{t.get('failed', 0)} failed, {t.get('error', 0)} errors, {t.get('skipped', 0)} skipped",
+                ran > 0,
+                "tested by CI" if _get(m, "tested_by_ci") else "no workflow names it",
+            )
+        )
+    for item in _get(run_record, "unresolved", []) or []:
+        data.proven.append(
+            ProofItem(
+                str(_get(item, "message", "") or _get(item, "key", item)),
+                False,
+                str(_get(item, "category", "") or "unresolved by the loop"),
+            )
+        )
+
+
+def _add_replay(data: ReportData, replay: Any) -> None:
+    """The clean replay's outcome, as a proof item (its duration goes to the timings only)."""
+    data.replay_ok = bool(_get(replay, "ok", False))
+    parts = [
+        f"{k.replace('_', ' ')} {_get(replay, k)}" for k in ("collect_exit", "test_exit") if _get(replay, k) is not None
+    ]
+    # the replay's duration is a timing: it goes to the PR body and the job summary
+    # (through ``timings``), never into the committed report
+    if _get(replay, "seconds") is not None and "replay_seconds" not in data.timings:
+        data.timings["replay_seconds"] = float(_get(replay, "seconds"))
+    if _get(replay, "note"):
+        parts.append(str(_get(replay, "note")))  # e.g. the test run timed out
+    data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
+    data.proven.append(
+        ProofItem(
+            "clean replay: the compiled Dockerfile rebuilt from scratch and ran the tests",
+            data.replay_ok,
+            data.replay_detail,
+        )
+    )
+
+
+def _repair_entry(repair: Any) -> Repair:
+    """One repair the loop applied: what it did, for which failure, and why it applies."""
+    cand = _get(repair, "candidate")
+    if cand is None:
+        return Repair(str(_get(repair, "description", repair)), [str(u) for u in (_get(repair, "unit_ids", []) or [])])
+    describe = getattr(cand, "describe", None)
+    text = describe() if callable(describe) else str(_get(cand, "why", cand))
+    # what failed, and why this fix applies: the reviewer checks the reason, not the verb
+    sig = _get(repair, "signature")
+    sig_text = sig.describe() if hasattr(sig, "describe") else ""
+    why = str(_get(cand, "why", "") or "")
+    if sig_text or why:
+        text += " — " + "; ".join(t for t in (f"for {sig_text}" if sig_text else "", why) if t)
+    unit = _get(cand, "unit_id")
+    return Repair(text, [str(unit)] if unit else [])
+
+
+def _add_verification(data: ReportData, verification: Any, run_record: Any) -> None:
+    """What verification found: the verdict, charges and rulings, services, siblings, proofs."""
+    verdict = _get(verification, "verdict", {})
+    if isinstance(verdict, str):
+        data.verdict = verdict
+    elif verdict:
+        data.verdict = str(_get(verdict, "tier", data.verdict))
+        data.tier_reason = "; ".join(str(r) for r in (_get(verdict, "reasons", []) or []))
+    _add_charges(data, verification)
+    needed = _get(_get(verification, "attribution", {}) or {}, "needed", {}) or {}
+    _add_verified_services(data, verification, needed)
+    for s in _get(verification, "siblings", []) or []:
+        name = str(_get(s, "name", ""))
+        data.siblings.append(
+            SiblingRepo(
+                name=name,
+                source=str(_get(s, "source", "") or ""),
+                healthy=bool(_get(s, "healthy", True)),
+                tests=list(needed.get(name, _get(s, "tests", []) or [])),
+            )
+        )
+    for p in _get(verification, "proven", []) or []:
+        data.proven.append(
+            ProofItem(str(_get(p, "claim", p)), bool(_get(p, "proven", True)), str(_get(p, "reason", "") or ""))
+        )
+    for r in data.charges:
+        if r.ruling == "dismissed":
+            data.proven.append(ProofItem(f"charge answered: {r.charge}", True, r.reason))
+        elif r.ruling == "upheld":
+            data.proven.append(ProofItem(f"charge stands: {r.charge}", False, r.reason))
+    data.warnings += [_warning_text(w) for w in _get(verification, "warnings", []) or []]
+    if run_record is None:
+        tests = _get(verification, "tests_with_siblings")
+        if tests:
+            data.tests = _test_counts(tests)
+
+
+def _add_charges(data: ReportData, verification: Any) -> None:
+    """The prosecutor's charges with the judge's rulings (an unruled charge says so)."""
+    charges = {str(_get(c, "id", i)): c for i, c in enumerate(_get(verification, "charges", []) or [])}
+    rulings = _get(verification, "rulings", []) or []
+    ruled = set()
+    for r in rulings:
+        c = charges.get(str(_get(r, "charge_id", "")), {})
+        ruled.add(str(_get(r, "charge_id", "")))
+        subject = _get(c, "subject", "")
+        data.charges.append(
+            Charge(
+                charge=f"{_get(r, 'kind', _get(c, 'kind', ''))}{': ' + str(subject) if subject else ''}",
+                ruling=str(_get(r, "decision", "")),
+                reason=str(_get(r, "reason", "") or ""),
+            )
+        )
+    for cid, c in charges.items():
+        if cid not in ruled:
+            data.charges.append(Charge(f"{_get(c, 'kind', '')}: {_get(c, 'subject', '')}", "not ruled", ""))
+
+
+def _add_verified_services(data: ReportData, verification: Any, needed: Any) -> None:
+    """The services verification started: image, health, the tests that need them."""
+    by_name = {s.name: s for s in data.services}
+    for s in _get(verification, "services", []) or []:
+        name = str(_get(s, "name", ""))
+        svc = by_name.get(name) or ServiceUse(name=name)
+        svc.image = str(_get(s, "image", "") or _get(s, "requested_image", "") or svc.image)
+        svc.healthy = bool(_get(s, "healthy", True))
+        svc.tests = list(needed.get(name, svc.tests))
+        if name not in by_name:
+            data.services.append(svc)
+        data.proven.append(
+            ProofItem(
+                f"service {name} started and answered its health check", svc.healthy, str(_get(s, "note", "") or "")
+            )
+        )

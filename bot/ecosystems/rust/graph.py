@@ -77,6 +77,18 @@ def stub_targets(ev: RustEvidence) -> list[str]:
 
 
 def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
+    _add_runtime(choice, graph)
+    _add_target(ev, graph)
+    _add_manifests(ev, graph)
+    _add_system_packages_and_tools(ev, graph)
+    _add_services(ev, graph)
+    graph.meta.setdefault("ecosystems", [])
+    if "rust" not in graph.meta["ecosystems"]:
+        graph.meta["ecosystems"].append("rust")
+
+
+def _add_runtime(choice: RustChoice, graph: DepGraph) -> None:
+    """The Rust toolchain image the choice settled on, with the floor that bounded it."""
     rt = graph.add(
         Node(
             RUNTIME,
@@ -99,6 +111,10 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
             None,
             choice.floor_why,
         )
+
+
+def _add_target(ev: RustEvidence, graph: DepGraph) -> None:
+    """The test target: cargo test (or nextest), its listing and build commands."""
     target = graph.add(Node(TARGET, "TARGET", "build and run the tests", "UNKNOWN"))
     command, why = test_command(ev)
     plain = [a for a in command if a != "--no-fail-fast"]
@@ -109,6 +125,10 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
     for e in why:
         target.add_evidence(*e)
     graph.edge(TARGET, RUNTIME)
+
+
+def _add_manifests(ev: RustEvidence, graph: DepGraph) -> None:
+    """The Cargo manifests fetched before the source, and Cargo.lock when there is one."""
     manifests = sorted({c.manifest for c in ev.crates})
     m = graph.add(
         Node(
@@ -133,6 +153,10 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
         lock = graph.add(Node(LOCK, "CONFIG", ev.lockfile, "SATISFIED", attrs={"file": ev.lockfile, "kind": "cargo"}))
         lock.add_evidence(ev.lockfile, None, f"Cargo.lock format {ev.lock_version}")
         graph.edge(MANIFESTS, LOCK)
+
+
+def _add_system_packages_and_tools(ev: RustEvidence, graph: DepGraph) -> None:
+    """The Debian packages the -sys crates need, and cargo-nextest when the project uses it."""
     for p in ev.system_packages:
         s = graph.add(
             Node(f"systemlib:{p.package}", "SYSTEMLIB", p.package, "SATISFIED", action="apt", attrs={"why": p.why})
@@ -146,6 +170,10 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
         )
         graph.edge(TARGET, n.id)
         graph.edge(n.id, RUNTIME)
+
+
+def _add_services(ev: RustEvidence, graph: DepGraph) -> None:
+    """The services the tests need, one per kind."""
     seen: set[str] = set()
     for svc in ev.services:
         key = svc.kind if svc.kind != "other" else svc.name
@@ -165,6 +193,3 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
         for src in svc.evidence:
             s.add_evidence(*_ev(src))
         graph.edge(TARGET, s.id)
-    graph.meta.setdefault("ecosystems", [])
-    if "rust" not in graph.meta["ecosystems"]:
-        graph.meta["ecosystems"].append("rust")
