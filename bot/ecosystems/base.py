@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from bot.evidence.files import SKIP_DIRS as EVIDENCE_SKIP_DIRS
+
 if TYPE_CHECKING:  # types only: the seam sits below the stages it describes
     from bot.graph.model import DepGraph
     from bot.graph.plan import Plan
@@ -32,36 +34,9 @@ if TYPE_CHECKING:  # types only: the seam sits below the stages it describes
 
 # Folders never looked into when detecting: dependencies, caches and virtualenvs hold other
 # projects' manifests (a node_modules/ full of package.json says nothing about the repository).
-SKIP_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".tox",
-        ".nox",
-        ".venv",
-        "venv",
-        ".env",
-        "env",
-        "build",
-        "dist",
-        "node_modules",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".eggs",
-        "site-packages",
-        ".ruff_cache",
-        ".idea",
-        ".vscode",
-        "htmlcov",
-        ".direnv",
-        "target",
-        "vendor",
-        ".devcontainer",
-        ".setupbot",
-    }
-)
+# The evidence walk's own list, plus build output and vendored code of other ecosystems
+# (cargo's target/, go's vendor/) and setupbot's own output folders.
+SKIP_DIRS = frozenset(EVIDENCE_SKIP_DIRS | {"target", "vendor", ".devcontainer", ".setupbot"})
 # How deep and how wide detection looks: manifests of a workspace's members sit one or two
 # levels down; a repository with more files than this is judged on the ones seen first.
 MAX_DEPTH = 3

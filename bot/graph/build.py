@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from packaging.requirements import InvalidRequirement
@@ -10,7 +11,17 @@ from packaging.requirements import Requirement as PkgReq
 from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import REMOVED_STDLIB, is_stdlib
-from bot.evidence.model import MAIN, TEST, Evidence, LockFile, Project, Requirement, ScanWarning, Source
+from bot.evidence.model import (
+    MAIN,
+    TEST,
+    Evidence,
+    LockFile,
+    Project,
+    Requirement,
+    ScanWarning,
+    ServiceRequirement,
+    Source,
+)
 from bot.evidence.services import service_clients
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
@@ -92,7 +103,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     _add_imports(g, ev, registry, declared, local, not has_pip_manifest)
     _add_system_libraries(g, ev, reqs, warnings)
     _add_test_tools(g, ev)
-    _add_services(g, ev)
+    add_services(g, ev.services)
     _add_test_env(g, ev)
     _link_constraints(g)
     _add_target_hints(target, ev, local)
@@ -544,10 +555,10 @@ def _add_test_tools(g: DepGraph, ev: Evidence) -> None:
                 g.edge(t.id, n.id)
 
 
-def _add_services(g: DepGraph, ev: Evidence) -> None:
-    """The services the tests need, one per kind."""
+def add_services(g: DepGraph, services: Iterable[ServiceRequirement]) -> None:
+    """The services the tests need, one per kind (every ecosystem's graph adds them this way)."""
     seen_kinds: set[str] = set()
-    for svc in ev.services:
+    for svc in services:
         key = svc.kind if svc.kind != "other" else svc.name
         if key in seen_kinds:
             continue

@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.ecosystems.rust.evidence import RustEvidence
 from bot.ecosystems.rust.toolchain import RustChoice
+from bot.graph.build import add_services
 from bot.graph.model import DepGraph, Node
 
 RUNTIME = "runtime:rust"
@@ -81,7 +82,7 @@ def contribute(ev: RustEvidence, choice: RustChoice, graph: DepGraph) -> None:
     _add_target(ev, graph)
     _add_manifests(ev, graph)
     _add_system_packages_and_tools(ev, graph)
-    _add_services(ev, graph)
+    add_services(graph, ev.services)
     graph.meta.setdefault("ecosystems", [])
     if "rust" not in graph.meta["ecosystems"]:
         graph.meta["ecosystems"].append("rust")
@@ -170,26 +171,3 @@ def _add_system_packages_and_tools(ev: RustEvidence, graph: DepGraph) -> None:
         )
         graph.edge(TARGET, n.id)
         graph.edge(n.id, RUNTIME)
-
-
-def _add_services(ev: RustEvidence, graph: DepGraph) -> None:
-    """The services the tests need, one per kind."""
-    seen: set[str] = set()
-    for svc in ev.services:
-        key = svc.kind if svc.kind != "other" else svc.name
-        if key in seen:
-            continue
-        seen.add(key)
-        s = graph.add(
-            Node(
-                f"service:{key}",
-                "SERVICE",
-                svc.name,
-                "UNKNOWN",
-                action="service",
-                attrs={"kind": svc.kind, "image": svc.image, "ports": list(svc.ports), "env": dict(svc.env)},
-            )
-        )
-        for src in svc.evidence:
-            s.add_evidence(*_ev(src))
-        graph.edge(TARGET, s.id)
