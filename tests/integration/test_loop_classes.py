@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from engine_checks import run_leftovers
 
 from bot.config import load_settings
 from bot.loop import run_setup
@@ -40,36 +41,6 @@ def engine(docker_available):
         subprocess.run(["docker", "network", "rm", net], capture_output=True)
 
 
-def _leftovers(engine) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-a", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    nets = subprocess.run(
-        ["docker", "network", "ls", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    # The engine's own egress network lives as long as the engine (the fixture releases it):
-    # it is not something the run left behind.
-    return out + [n for n in nets if n not in _engine_nets(engine)]
-
-
-def _engine_nets(engine) -> set[str]:
-    if not engine._egress_net:
-        return set()
-    ids = subprocess.run(
-        ["docker", "network", "ls", "-q", "--filter", f"name=^{engine._egress_net}$"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return set(ids)
-
-
 def run(engine, tmp_path, name):
     repo = tmp_path / name
     shutil.copytree(REPOS / name, repo)
@@ -81,7 +52,7 @@ def run(engine, tmp_path, name):
     from bot.knowledge import open_store
 
     record = run_setup(repo, settings, engine, open_store(settings.knowledge))
-    assert _leftovers(engine) == [], "the run left containers or networks behind"
+    assert run_leftovers(engine) == [], "the run left containers or networks behind"
     steps = [(s.action, s.outcome, " ".join(s.command)) for s in record.trajectory.steps]
     return record, steps
 

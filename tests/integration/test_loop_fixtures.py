@@ -6,10 +6,10 @@ the loop confirmed it without repairs."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from engine_checks import run_leftovers
 
 from bot.config import load_settings
 from bot.loop import run_setup
@@ -33,36 +33,6 @@ def engine(docker_available):
     eng.clean(eng.run_id)
 
 
-def _leftovers(engine) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-a", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    nets = subprocess.run(
-        ["docker", "network", "ls", "-q", "--filter", f"label=setupbot.run={engine.run_id}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    # The engine's own egress network lives as long as the engine (the fixture releases it):
-    # it is not something the run left behind.
-    return out + [n for n in nets if n not in _engine_nets(engine)]
-
-
-def _engine_nets(engine) -> set[str]:
-    if not engine._egress_net:
-        return set()
-    ids = subprocess.run(
-        ["docker", "network", "ls", "-q", "--filter", f"name=^{engine._egress_net}$"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return set(ids)
-
-
 def setup(engine, tmp_path, name, extra_units=()):
     from bot.knowledge import Unit, open_store
 
@@ -77,7 +47,7 @@ def setup(engine, tmp_path, name, extra_units=()):
     for unit in extra_units:
         store.add(Unit.from_json(unit), replace=True)
     record = run_setup(repo, settings, engine, store)
-    assert _leftovers(engine) == [], "the run left containers or networks behind"
+    assert run_leftovers(engine) == [], "the run left containers or networks behind"
     steps = [(s.action, s.outcome, " ".join(s.command)) for s in record.trajectory.steps]
     assert record.status == "success", (record.remaining, steps)
     assert record.replay["ok"] and record.replay["collect_exit"] == 0
