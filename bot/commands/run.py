@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
         raise SetupFailed(f"{repo.name}: the run ended without a record", "Rerun with --debug to see why.")
     print(
         f"setupbot: {record.status}"
+        # the loop's status says the setup replayed; whether its tests prove it is the verdict's
+        # to say, and a "success" whose verdict is below the gate must not read as a pass
+        + (f" (setup replayed, but {why})" if record.status == "success" and code == BelowGate.exit_code else "")
         + (" (degraded: the LLM failed, deterministic path used)" if record.degraded else ""),
         file=out,
     )

@@ -89,6 +89,25 @@ def test_run_exit_code_follows_the_gate(tmp_path, monkeypatch, capsys, status, t
     assert code == 0 or "error" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "tier,tests,headline",
+    [
+        ("Full", 5, "setupbot: success\n"),
+        ("Shallow", 5, "setupbot: success (setup replayed, but verdict Shallow is below publish.min_verdict Mostly)"),
+        ("Full", 0, "setupbot: success (setup replayed, but the clean replay ran no test)"),
+    ],
+)
+def test_run_headline_does_not_read_as_a_pass_below_the_gate(tmp_path, monkeypatch, capsys, tier, tests, headline):
+    import bot.pipeline
+
+    monkeypatch.setattr(
+        bot.pipeline, "run_pipeline", lambda *a, **k: _result(tmp_path, status="success", tier=tier, tests=tests)
+    )
+    monkeypatch.setenv("SETUPBOT_PUBLISH_MIN_VERDICT", "Mostly")
+    main(["run", str(tmp_path)])
+    assert headline in capsys.readouterr().out
+
+
 def test_run_with_a_bad_gate_is_a_config_error_before_anything_runs(tmp_path, monkeypatch):
     import bot.pipeline
 
