@@ -429,11 +429,17 @@ class Engine:
             args.append(str(context))
             argv = [self.binary, *args]
             started = time.monotonic()
-            try:
-                # the build log is the repository's output too: capped the same way
-                cap = run_capped(argv, env=env, timeout=timeout)
-            except OSError as exc:
-                raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
+            for attempt in (1, 2):
+                try:
+                    # the build log is the repository's output too: capped the same way
+                    cap = run_capped(argv, env=env, timeout=timeout)
+                except OSError as exc:
+                    raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
+                if attempt == 1 and cap.returncode != 0 and not cap.timed_out and lost_cache_parent(cap.text):
+                    # Another run's clean removed a cached layer while this build stood on it;
+                    # the cache no longer holds it, so the same build simply redoes that step.
+                    continue
+                break
             if cap.timed_out:
                 return BuildResult(
                     False,
@@ -854,6 +860,15 @@ def plain_buildkit_log(text: str) -> str:
     """BuildKit's plain progress prefixes every line with its step and time ("#8 1.234 ");
     without them the log reads like the classic builder's, which diagnosis was written for."""
     return "\n".join(_BUILDKIT_LINE.sub("", line) for line in text.splitlines()) + ("\n" if text.endswith("\n") else "")
+
+
+_LOST_PARENT = re.compile(r"failed to set parent sha256:[0-9a-f]+: unknown parent image ID")
+
+
+def lost_cache_parent(output: str) -> bool:
+    """The classic builder's commit failed because the cached image it built on was removed
+    mid-build (a concurrent `rmi` of another run's images prunes their untagged parents)."""
+    return _LOST_PARENT.search(output) is not None
 
 
 def _engine_failure(output: str) -> bool:

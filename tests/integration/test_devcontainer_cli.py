@@ -4,10 +4,12 @@ that writes a devcontainer -- a plain one (the README's hello-app) and a compose
 service from the repository's CI).
 
 The outputs are the files setupbot writes for the fixture's plan. They name official images,
-as on a runner that pulls them. The plain fixture runs on the shared engine (its python image
-is a stand-in there); the compose one names redis:7, which the fresh engine of the
-`runner_world` fixture pulls through a local registry mirror holding the redis stand-in under
-that name, so the shared engine's tags are never touched.
+as on a runner that pulls them. Both run on the fresh engine of the `runner_world` fixture,
+which pulls python:3.13-slim and redis:7 through a local registry mirror holding the stand-ins
+under those names. Not the shared engine: there, other workers' runs clean their images while
+this build may stand on one of their cached layers, and the classic builder then fails with
+"unknown parent image ID" (a race the product's own builds redo once; the Dev Containers
+client's builds are not ours to retry).
 """
 
 from __future__ import annotations
@@ -38,15 +40,10 @@ def unavailable(reason: str):
 
 @pytest.fixture
 def engine_env(request):
-    """The plain fixture runs on the shared engine, whose store has the python stand-in (and,
-    in CI, the layers of `.ci/run`'s own hello-app run); the compose one on the fresh engine,
-    which pulls redis:7 through the local registry mirror."""
+    """The fresh engine's environment; its store holds nothing the parallel workers touch."""
     if shutil.which("devcontainer") is None:
         unavailable("the devcontainer CLI is missing (pip install devcontainer-rs; it is in the dev extras)")
-    if request.node.callspec.params["name"] == "devcontainer-redis":
-        return {**os.environ, **request.getfixturevalue("runner_world")[2]}
-    request.getfixturevalue("docker_available")
-    return dict(os.environ)
+    return {**os.environ, **request.getfixturevalue("runner_world")[2]}
 
 
 def write_outputs_for(fixture: Path, workdir: Path) -> Path:

@@ -1,0 +1,64 @@
+"""A classic build whose cached parent layer vanished mid-build (another run's clean pruned it)
+is redone once; any other failed build is reported as it is, never retried."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from bot.config import load_settings
+from bot.engine import core
+from bot.engine.capture import Captured
+
+LOST = (
+    "Step 4/9 : RUN pip install pytest\n ---> Using cache\n"
+    "failed to export image: failed to set parent sha256:638ed47a65213cd851c614f0a5b9a6c67185ceb782a93f356643ddb2d41588fd: "
+    "unknown parent image ID sha256:638ed47a65213cd851c614f0a5b9a6c67185ceb782a93f356643ddb2d41588fd\n"
+)
+
+
+@pytest.fixture
+def engine(monkeypatch, tmp_path):
+    if shutil.which("docker") is None:
+        pytest.skip("Engine() needs a docker binary on PATH to name")
+    e = core.Engine(load_settings(None, environ={}), run_id="lostparent", environ={})
+    monkeypatch.setattr(e, "buildkit_available", lambda: False)
+    monkeypatch.setattr(e, "egress_network", lambda: "bridge")
+    return e
+
+
+def _script(monkeypatch, outcomes):
+    calls = []
+
+    def fake(argv, env=None, timeout=None):
+        calls.append(argv)
+        code, text = outcomes[len(calls) - 1]
+        return Captured(code, text, False, len(text))
+
+    monkeypatch.setattr(core, "run_capped", fake)
+    return calls
+
+
+def test_lost_parent_is_recognised_and_nothing_else_is():
+    assert core.lost_cache_parent(LOST)
+    assert not core.lost_cache_parent("ERROR: Could not find a version that satisfies the requirement nope\n")
+    assert not core.lost_cache_parent("unknown parent image ID\n")  # only the builder's own sentence
+
+
+def test_a_build_that_lost_its_cached_parent_is_redone_once(engine, monkeypatch, tmp_path):
+    calls = _script(monkeypatch, [(1, LOST), (0, "Successfully built abc\n")])
+    result = engine.build_raw(tmp_path, "FROM scratch\n", "t:1", {})
+    assert result.ok and len(calls) == 2 and calls[0] == calls[1]
+
+
+def test_it_is_redone_only_once(engine, monkeypatch, tmp_path):
+    calls = _script(monkeypatch, [(1, LOST), (1, LOST), (0, "")])
+    result = engine.build_raw(tmp_path, "FROM scratch\n", "t:1", {})
+    assert not result.ok and len(calls) == 2 and "unknown parent image ID" in result.log
+
+
+def test_an_ordinary_failed_build_is_not_retried(engine, monkeypatch, tmp_path):
+    calls = _script(monkeypatch, [(1, "ERROR: No matching distribution found for nope\n"), (0, "")])
+    result = engine.build_raw(tmp_path, "FROM scratch\n", "t:1", {})
+    assert not result.ok and len(calls) == 1
