@@ -241,30 +241,43 @@ def _ls_tree(git_dir: Path, sha: str) -> list[tuple[str, str, str, str]]:
     return entries
 
 
-def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
-    """Write the tree of ``sha`` into ``dest`` (created; must not exist or be empty).
-
-    Reads every blob through one ``git cat-file --batch`` stream; a blob the snapshot lacks is
-    answered ``<oid> missing`` and its path is recorded in ``missing``.
-    """
-    started = time.monotonic()
-    dest.mkdir(parents=True, exist_ok=True)
-    result = ExportResult(root=dest)
-    entries = _ls_tree(git_dir, sha)
-    # the export has no .git: the commit date travels beside it (the loop's era repairs use it)
+def _commit_date(git_dir: Path, sha: str) -> str:
+    """The committer date of ``sha`` (ISO 8601), or "" when git cannot show it."""
     shown = subprocess.run(
         ["git", f"--git-dir={git_dir}", "show", "-s", "--format=%cI", sha],
         capture_output=True,
         text=True,
         env=host_env(_GIT_ENV),
     )
-    result.commit_date = shown.stdout.strip() if shown.returncode == 0 else ""
-    blobs = [(mode, oid, path) for mode, kind, oid, path in entries if kind == "blob"]
-    for _mode, kind, _oid, path in entries:
-        if kind == "commit":  # a submodule: its content is another repository
-            result.submodules.append(path)
-            (dest / path).mkdir(parents=True, exist_ok=True)
+    return shown.stdout.strip() if shown.returncode == 0 else ""
 
+
+def _write_blob(dest: Path, mode: str, path: str, data: bytes, result: ExportResult) -> None:
+    """Write one blob below ``dest``, as a file or a symlink; a path that would leave ``dest`` is
+    recorded in ``result.unsafe`` and not written."""
+    target = dest / path
+    # A parent that is a symlink (git allows "a" -> "/etc" next to nothing under "a", but a
+    # crafted tree could try) must not carry a write outside the export.
+    if ".." in Path(path).parts or not _within(dest, target.parent):
+        result.unsafe.append(path)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not _within(dest, target.parent):
+        result.unsafe.append(path)
+        return
+    if mode == "120000":
+        # A symlink is kept as a symlink; the build context never follows it out.
+        os.symlink(os.fsdecode(data), target)
+        result.symlinks += 1
+        return
+    target.write_bytes(data)
+    if mode == "100755":
+        target.chmod(0o755)
+    result.files += 1
+
+
+def _export_blobs(git_dir: Path, sha: str, dest: Path, blobs: list[tuple[str, str, str]], result: ExportResult) -> None:
+    """Read ``blobs`` (mode, oid, path) through one ``git cat-file --batch`` stream into ``dest``."""
     env = host_env(_GIT_ENV)
     proc = subprocess.Popen(
         ["git", f"--git-dir={git_dir}", "cat-file", "--batch"],
@@ -299,29 +312,31 @@ def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
             size = int(parts[2])
             data = proc.stdout.read(size)
             proc.stdout.read(1)  # the newline after the content
-            target = dest / path
-            # A parent that is a symlink (git allows "a" -> "/etc" next to nothing under "a", but a
-            # crafted tree could try) must not carry a write outside the export.
-            if ".." in Path(path).parts or not _within(dest, target.parent):
-                result.unsafe.append(path)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not _within(dest, target.parent):
-                result.unsafe.append(path)
-                continue
-            if mode == "120000":
-                # A symlink is kept as a symlink; the build context never follows it out.
-                os.symlink(os.fsdecode(data), target)
-                result.symlinks += 1
-                continue
-            target.write_bytes(data)
-            if mode == "100755":
-                target.chmod(0o755)
-            result.files += 1
+            _write_blob(dest, mode, path, data, result)
     finally:
         feeder.join(timeout=5)
         proc.stdout.close()
         proc.wait(timeout=30)
+
+
+def export_tree(git_dir: Path, sha: str, dest: Path) -> ExportResult:
+    """Write the tree of ``sha`` into ``dest`` (created; must not exist or be empty).
+
+    Reads every blob through one ``git cat-file --batch`` stream; a blob the snapshot lacks is
+    answered ``<oid> missing`` and its path is recorded in ``missing``.
+    """
+    started = time.monotonic()
+    dest.mkdir(parents=True, exist_ok=True)
+    result = ExportResult(root=dest)
+    entries = _ls_tree(git_dir, sha)
+    # the export has no .git: the commit date travels beside it (the loop's era repairs use it)
+    result.commit_date = _commit_date(git_dir, sha)
+    blobs = [(mode, oid, path) for mode, kind, oid, path in entries if kind == "blob"]
+    for _mode, kind, _oid, path in entries:
+        if kind == "commit":  # a submodule: its content is another repository
+            result.submodules.append(path)
+            (dest / path).mkdir(parents=True, exist_ok=True)
+    _export_blobs(git_dir, sha, dest, blobs, result)
     result.seconds = time.monotonic() - started
     return result
 

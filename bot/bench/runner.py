@@ -190,6 +190,142 @@ def _new_engine(opts: BenchOptions):
     return Engine.from_settings(opts.settings)
 
 
+def _pinned_settings(settings: Settings | None, export: ExportResult) -> Settings | None:
+    if export.commit_date and settings is not None and not settings.target.as_of:
+        # the tree is exported without .git: the pinned commit's date is the era reference
+        settings = dataclasses.replace(settings, target=dataclasses.replace(settings.target, as_of=export.commit_date))
+    return settings
+
+
+def _record_production(record: dict, result: SystemResult, system: str, settings: Settings | None) -> None:
+    produced = result.produced
+    record.update(
+        {
+            "produce_seconds": round(produced.seconds, 2),
+            "mode": result.mode,
+            "steps": result.steps,
+            "repairs": result.repairs,
+            "tokens": result.tokens,
+            "details": produced.details,
+        }
+    )
+    if system == "setupbot" and settings is not None:
+        record["budget_seconds"] = settings.budgets.wall_clock  # for the overshoot in the summary
+
+
+def _record_dockerfile(record: dict, artifacts: Path, dockerfile: str) -> None:
+    (artifacts / "Dockerfile").write_text(dockerfile)
+    record["dockerfile_sha256"] = hashlib.sha256(dockerfile.encode()).hexdigest()
+    record["dockerfile_lines"] = sum(
+        1 for ln in dockerfile.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+    )
+
+
+def _scored_context(pristine: Path, scratch: Path, files: dict[str, str]) -> Path:
+    if not files:
+        return pristine
+    # the Dockerfile installs files setupbot writes next to it (the lock): the scored
+    # context is the pristine export plus exactly those files
+    context = copy_tree(pristine, scratch / "context")
+    for rel, text in files.items():
+        target = context / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return context
+
+
+def _fresh_score(
+    engine,
+    repo: BenchRepo,
+    system: str,
+    context: Path,
+    dockerfile: str,
+    artifacts: Path,
+    scratch: Path,
+    opts: BenchOptions,
+) -> tuple[Score, str]:
+    """Build ``dockerfile`` with no cache and run the tests; returns the score and the image tag."""
+    # The context is the pristine export: whatever a system wrote into its copy does
+    # not reach the scored build.
+    tag = image_tag(repo, system, engine.run_id)
+    score = score_dockerfile(
+        engine,
+        context,
+        dockerfile,
+        tag,
+        collect_timeout=opts.collect_timeout,
+        test_timeout=opts.test_timeout,
+        junit_dest=artifacts / "junit.xml",
+        build_log=scratch / "build.log",
+    )
+    if not score.built and (scratch / "build.log").is_file():
+        (artifacts / "build.log.txt").write_text(
+            "\n".join((scratch / "build.log").read_text(errors="replace").splitlines()[-400:])
+        )
+    return score, tag
+
+
+def _produce_and_score(
+    repo: BenchRepo,
+    system: str,
+    pristine: Path,
+    export: ExportResult,
+    opts: BenchOptions,
+    progress: Progress,
+    engine,
+    scratch: Path,
+    record: dict,
+) -> dict:
+    """The body of :func:`run_pair` once its engine exists; fills and returns ``record``."""
+    repo_dir = copy_tree(pristine, scratch / "repo")
+    settings = _pinned_settings(opts.settings, export)
+    ctx = SystemContext(
+        repo_dir=repo_dir,
+        scratch=scratch,
+        engine=engine,
+        settings=settings,
+        test_timeout=opts.test_timeout,
+        pipreqs_timeout=opts.pipreqs_timeout,
+    )
+    progress.step(repo.name, system, "producing a Dockerfile")
+    result: SystemResult = RUNNERS[system](ctx)
+    produced = result.produced
+    _record_production(record, result, system, settings)
+    artifacts = _artifact_dir(opts.out, repo, system)
+    artifacts.mkdir(parents=True, exist_ok=True)
+    if not produced.ok or not produced.dockerfile:
+        record.update({"status": "produce-failed", "reason": produced.reason or "no Dockerfile"})
+        return record
+    _record_dockerfile(record, artifacts, produced.dockerfile)
+    context = _scored_context(pristine, scratch, produced.files)
+    first_image = result.extra.get("image")
+    if result.replay is not None:
+        record["replay_reused"] = True
+        score = result.replay
+    else:
+        record["replay_reused"] = False
+        progress.step(repo.name, system, "fresh no-cache build and tests")
+        score, first_image = _fresh_score(engine, repo, system, context, produced.dockerfile, artifacts, scratch, opts)
+    if opts.determinism and system == "setupbot" and score.built and first_image:
+        progress.step(repo.name, system, "determinism: second no-cache build")
+        record["determinism"] = check_determinism(
+            engine, context, produced.dockerfile, first_image, image_tag(repo, system, engine.run_id) + "-again"
+        )
+    record["status"] = "ok"
+    return _finish(record, score, repo)
+
+
+def _close_pair(record: dict, started: float, engine, opts: BenchOptions, scratch: Path) -> None:
+    record["total_seconds"] = round(time.monotonic() - started, 2)
+    record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if engine is not None and not opts.keep_images:
+        try:
+            record["cleaned"] = engine.clean(engine.run_id)
+        except Exception as exc:  # noqa: BLE001 - report, keep going
+            record["cleanup_error"] = str(exc)[-300:]
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 def run_pair(
     repo: BenchRepo, system: str, pristine: Path, export: ExportResult, opts: BenchOptions, progress: Progress
 ) -> dict:
@@ -202,87 +338,7 @@ def run_pair(
     try:
         engine = _new_engine(opts)
         record["run_id"] = engine.run_id
-        repo_dir = copy_tree(pristine, scratch / "repo")
-        settings = opts.settings
-        if export.commit_date and settings is not None and not settings.target.as_of:
-            # the tree is exported without .git: the pinned commit's date is the era reference
-            settings = dataclasses.replace(
-                settings, target=dataclasses.replace(settings.target, as_of=export.commit_date)
-            )
-        ctx = SystemContext(
-            repo_dir=repo_dir,
-            scratch=scratch,
-            engine=engine,
-            settings=settings,
-            test_timeout=opts.test_timeout,
-            pipreqs_timeout=opts.pipreqs_timeout,
-        )
-        progress.step(repo.name, system, "producing a Dockerfile")
-        result: SystemResult = RUNNERS[system](ctx)
-        produced = result.produced
-        record.update(
-            {
-                "produce_seconds": round(produced.seconds, 2),
-                "mode": result.mode,
-                "steps": result.steps,
-                "repairs": result.repairs,
-                "tokens": result.tokens,
-                "details": produced.details,
-            }
-        )
-        if system == "setupbot" and settings is not None:
-            record["budget_seconds"] = settings.budgets.wall_clock  # for the overshoot in the summary
-        artifacts = _artifact_dir(opts.out, repo, system)
-        artifacts.mkdir(parents=True, exist_ok=True)
-        if not produced.ok or not produced.dockerfile:
-            record.update({"status": "produce-failed", "reason": produced.reason or "no Dockerfile"})
-            return record
-        (artifacts / "Dockerfile").write_text(produced.dockerfile)
-        record["dockerfile_sha256"] = hashlib.sha256(produced.dockerfile.encode()).hexdigest()
-        record["dockerfile_lines"] = sum(
-            1 for ln in produced.dockerfile.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
-        )
-        context = pristine
-        if produced.files:
-            # the Dockerfile installs files setupbot writes next to it (the lock): the scored
-            # context is the pristine export plus exactly those files
-            context = copy_tree(pristine, scratch / "context")
-            for rel, text in produced.files.items():
-                target = context / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
-        first_image = result.extra.get("image")
-        if result.replay is not None:
-            record["replay_reused"] = True
-            score = result.replay
-        else:
-            record["replay_reused"] = False
-            progress.step(repo.name, system, "fresh no-cache build and tests")
-            # The context is the pristine export: whatever a system wrote into its copy does
-            # not reach the scored build.
-            tag = image_tag(repo, system, engine.run_id)
-            first_image = tag
-            score = score_dockerfile(
-                engine,
-                context,
-                produced.dockerfile,
-                tag,
-                collect_timeout=opts.collect_timeout,
-                test_timeout=opts.test_timeout,
-                junit_dest=artifacts / "junit.xml",
-                build_log=scratch / "build.log",
-            )
-            if not score.built and (scratch / "build.log").is_file():
-                (artifacts / "build.log.txt").write_text(
-                    "\n".join((scratch / "build.log").read_text(errors="replace").splitlines()[-400:])
-                )
-        if opts.determinism and system == "setupbot" and score.built and first_image:
-            progress.step(repo.name, system, "determinism: second no-cache build")
-            record["determinism"] = check_determinism(
-                engine, context, produced.dockerfile, first_image, image_tag(repo, system, engine.run_id) + "-again"
-            )
-        record["status"] = "ok"
-        return _finish(record, score, repo)
+        return _produce_and_score(repo, system, pristine, export, opts, progress, engine, scratch, record)
     except EngineError as exc:
         record.update({"status": "infra-error", "reason": exc.render()[-1500:]})
         return record
@@ -299,14 +355,7 @@ def run_pair(
         )
         return record
     finally:
-        record["total_seconds"] = round(time.monotonic() - started, 2)
-        record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        if engine is not None and not opts.keep_images:
-            try:
-                record["cleaned"] = engine.clean(engine.run_id)
-            except Exception as exc:  # noqa: BLE001 - report, keep going
-                record["cleanup_error"] = str(exc)[-300:]
-        shutil.rmtree(scratch, ignore_errors=True)
+        _close_pair(record, started, engine, opts, scratch)
 
 
 def run_repo(repo: BenchRepo, systems: list[str], opts: BenchOptions, progress: Progress) -> list[dict]:
