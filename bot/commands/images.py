@@ -48,33 +48,44 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bot.engine import Engine, images
+    from bot.engine import Engine
 
     overrides = {"engine": {"kind": getattr(args, "engine", None)}}
     settings = load_settings(None, overrides=overrides)
     engine = Engine.from_settings(settings)
     if args.images_command == "list":
-        engine.ping()
-        pythons = images.local_pythons(engine)
-        services = images.available_services(engine)
-        out = human(args)
-        print("python: " + (" ".join(pythons) if pythons else "(none: run `setupbot images bootstrap`)"), file=out)
-        if services:
-            for s in services:
-                print(f"service: {s.name} {s.version} {s.image}".rstrip(), file=out)
-        else:
-            print("service: (none)", file=out)
-        write_json(
-            args,
-            "images",
-            {
-                "action": "list",
-                "pythons": list(pythons),
-                "services": [{"name": s.name, "version": str(s.version), "image": s.image} for s in services],
-                "images": [],
-            },
-        )
-        return 0
+        return _list(args, engine)
+    return _bootstrap(args, engine, settings)
+
+
+def _list(args: argparse.Namespace, engine) -> int:
+    from bot.engine import images
+
+    engine.ping()
+    pythons = images.local_pythons(engine)
+    services = images.available_services(engine)
+    out = human(args)
+    print("python: " + (" ".join(pythons) if pythons else "(none: run `setupbot images bootstrap`)"), file=out)
+    if services:
+        for s in services:
+            print(f"service: {s.name} {s.version} {s.image}".rstrip(), file=out)
+    else:
+        print("service: (none)", file=out)
+    write_json(
+        args,
+        "images",
+        {
+            "action": "list",
+            "pythons": list(pythons),
+            "services": [{"name": s.name, "version": str(s.version), "image": s.image} for s in services],
+            "images": [],
+        },
+    )
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace, engine, settings) -> int:
+    from bot.engine import images
 
     wanted: list[str] | None = None
     if args.services is not None:

@@ -90,77 +90,92 @@ def _add_units(store, path: Path, replace: bool) -> int:
     return 0 if not bad else InputError.exit_code
 
 
+def _list(args: argparse.Namespace, store) -> int:
+    units = []
+    out = human(args)
+    for u in store.all():
+        if args.category and u.category != args.category:
+            continue
+        t = u.telemetry
+        units.append({"id": u.id, "category": u.category, "title": u.title, "tier": t.tier_name, **t.to_json()})
+        print(
+            f"{u.id:45} {u.category:8} {t.tier_name:6} hits={t.hits} ok={t.successes} fail={t.failures}  {u.title}",
+            file=out,
+        )
+    write_json(args, "knowledge-list", {"store": store.describe(), "units": units})
+    return 0
+
+
+def _show(args: argparse.Namespace, store) -> int:
+    unit = store.get(args.unit_id)
+    if unit is None:
+        raise KnowledgeError(f"no unit {args.unit_id!r}", "See `setupbot knowledge list`.")
+    data = unit.to_json()
+    data["telemetry"]["tier"] = unit.telemetry.tier_name
+    data["telemetry"]["success_rate"] = round(unit.telemetry.success_rate, 3)
+    print(json.dumps(data, indent=2))
+    return 0
+
+
+def _export(args: argparse.Namespace, store) -> int:
+    text = json.dumps({"units": [u.to_json() for u in store.all()]}, indent=1) + "\n"
+    if args.output:
+        args.output.write_text(text)
+        print(f"exported {store.count()} units to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _approve(args: argparse.Namespace, store) -> int:
+    unit = store.get(args.unit_id)
+    if unit is None:
+        raise KnowledgeError(f"no unit {args.unit_id!r}", "See `setupbot knowledge list --category quarantined`.")
+    if not store.approve(args.unit_id):
+        raise KnowledgeError(
+            f"unit {args.unit_id!r} is not quarantined (category {unit.category})",
+            "Only units learned from an LLM in a shared store wait for approval.",
+        )
+    print(f"approved {args.unit_id}: retrieval offers it from now on")
+    return 0
+
+
+def _query(args: argparse.Namespace, store, settings) -> int:
+    from bot.knowledge import Retriever
+
+    if str(args.log) != "-" and not args.log.is_file():
+        raise InputError(f"{args.log} does not exist", "Pass the file holding the failing output.")
+    text = sys.stdin.read() if str(args.log) == "-" else args.log.read_text(errors="replace")
+    context = {
+        k: v for k, v in (("python", args.python), ("suite", args.suite), ("tool", args.tool), ("os", "debian")) if v
+    }
+    cands = Retriever(store, settings).retrieve(text, context)
+    if not cands:
+        print("no matching experience")
+        return 0
+    for c in cands:
+        print(c.describe())
+        print(f"    {c.unit.advice}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     settings, store = _open(args)
     with store:
         cmd = args.knowledge_command
         if cmd == "list":
-            units = []
-            out = human(args)
-            for u in store.all():
-                if args.category and u.category != args.category:
-                    continue
-                t = u.telemetry
-                units.append({"id": u.id, "category": u.category, "title": u.title, "tier": t.tier_name, **t.to_json()})
-                print(
-                    f"{u.id:45} {u.category:8} {t.tier_name:6} hits={t.hits} ok={t.successes} "
-                    f"fail={t.failures}  {u.title}",
-                    file=out,
-                )
-            write_json(args, "knowledge-list", {"store": store.describe(), "units": units})
-            return 0
+            return _list(args, store)
         if cmd == "show":
-            unit = store.get(args.unit_id)
-            if unit is None:
-                raise KnowledgeError(f"no unit {args.unit_id!r}", "See `setupbot knowledge list`.")
-            data = unit.to_json()
-            data["telemetry"]["tier"] = unit.telemetry.tier_name
-            data["telemetry"]["success_rate"] = round(unit.telemetry.success_rate, 3)
-            print(json.dumps(data, indent=2))
-            return 0
+            return _show(args, store)
         if cmd in ("add", "import"):
             return _add_units(store, args.file, args.replace)
         if cmd == "export":
-            text = json.dumps({"units": [u.to_json() for u in store.all()]}, indent=1) + "\n"
-            if args.output:
-                args.output.write_text(text)
-                print(f"exported {store.count()} units to {args.output}")
-            else:
-                sys.stdout.write(text)
-            return 0
+            return _export(args, store)
         if cmd == "approve":
-            unit = store.get(args.unit_id)
-            if unit is None:
-                raise KnowledgeError(
-                    f"no unit {args.unit_id!r}", "See `setupbot knowledge list --category quarantined`."
-                )
-            if not store.approve(args.unit_id):
-                raise KnowledgeError(
-                    f"unit {args.unit_id!r} is not quarantined (category {unit.category})",
-                    "Only units learned from an LLM in a shared store wait for approval.",
-                )
-            print(f"approved {args.unit_id}: retrieval offers it from now on")
-            return 0
+            return _approve(args, store)
         if cmd == "stats":
             print(json.dumps(store.stats(), indent=2))
             return 0
         if cmd == "query":
-            from bot.knowledge import Retriever
-
-            if str(args.log) != "-" and not args.log.is_file():
-                raise InputError(f"{args.log} does not exist", "Pass the file holding the failing output.")
-            text = sys.stdin.read() if str(args.log) == "-" else args.log.read_text(errors="replace")
-            context = {
-                k: v
-                for k, v in (("python", args.python), ("suite", args.suite), ("tool", args.tool), ("os", "debian"))
-                if v
-            }
-            cands = Retriever(store, settings).retrieve(text, context)
-            if not cands:
-                print("no matching experience")
-                return 0
-            for c in cands:
-                print(c.describe())
-                print(f"    {c.unit.advice}")
-            return 0
+            return _query(args, store, settings)
     return 2

@@ -121,10 +121,8 @@ def _targets(args: argparse.Namespace, provider) -> list[str]:
     return [i.full_name for i in chosen]
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = load_settings(None)
-    token = settings.github.token or os.environ.get("GITHUB_TOKEN", "")
-    status = args.action == "status"
+def _check_args(args: argparse.Namespace, token: str, status: bool) -> None:
+    """The argument errors that need no GitHub call."""
     if not status and not args.ref:
         raise InputError("--ref is required to roll out", "Pass the full commit SHA of setupbot to pin.")
     if not token and not (args.dry_run or status):
@@ -132,6 +130,60 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise InputError("--limit must be at least 1", "Leave --limit out to take every matching repository.")
     parse_only(args.only)  # an unknown ecosystem name is a configuration error before any call
+
+
+def _is_dry_run(args: argparse.Namespace, matched: int) -> bool:
+    """--dry-run, or a rollout to more than --confirm-over repositories without --yes."""
+    if args.dry_run:
+        return True
+    if matched > args.confirm_over and not args.yes:
+        print(
+            f"setupbot rollout: {matched} repositories match (more than {args.confirm_over}): dry run. "
+            "Check the plan below, then rerun with --yes to open the pull requests.",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
+def _report(args: argparse.Namespace, results: list, provider, dry_run: bool, matched: int, out) -> None:
+    for r in results:
+        where = f" #{r.number}" if r.number else ""
+        print(
+            f"{r.repo}: {r.action}{where}{(' ' + r.path) if r.path else ''} [cron {r.cron}]"
+            f"{(' - ' + r.detail) if r.detail else ''}",
+            file=out,
+        )
+    would = [str(a) for a in provider.actions] if isinstance(provider, DryRunProvider) else []
+    for action in would:
+        print(f"  would {action}", file=out)
+    write_json(
+        args,
+        "rollout",
+        {
+            "dry_run": dry_run,
+            "matched": matched,
+            "would": would,
+            "repos": [
+                {
+                    "repo": r.repo,
+                    "action": r.action,
+                    "path": r.path,
+                    "number": r.number,
+                    "detail": r.detail,
+                    "cron": r.cron,
+                }
+                for r in results
+            ],
+        },
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(None)
+    token = settings.github.token or os.environ.get("GITHUB_TOKEN", "")
+    status = args.action == "status"
+    _check_args(args, token, status)
     register_secret(token)
     real = GitHubProvider(token, settings.github.api_url, branch_prefix=settings.github.branch_prefix)
     out = human(args)
@@ -149,14 +201,7 @@ def run(args: argparse.Namespace) -> int:
             f"--ref must be a full 40-character commit SHA, not {args.ref!r}",
             "Pinning to a SHA is what keeps a moved tag from changing every repository's workflow.",
         )
-    dry_run = args.dry_run
-    if not dry_run and len(repos) > args.confirm_over and not args.yes:
-        dry_run = True
-        print(
-            f"setupbot rollout: {len(repos)} repositories match (more than {args.confirm_over}): dry run. "
-            "Check the plan below, then rerun with --yes to open the pull requests.",
-            file=sys.stderr,
-        )
+    dry_run = _is_dry_run(args, len(repos))
     provider = DryRunProvider(inner=real, branch_prefix=settings.github.branch_prefix) if dry_run else real
     from bot import progress
 
@@ -171,36 +216,7 @@ def run(args: argparse.Namespace) -> int:
             labels=tuple(settings.github.labels),
             unsupported=unsupported_reason,
         )
-    for r in results:
-        where = f" #{r.number}" if r.number else ""
-        print(
-            f"{r.repo}: {r.action}{where}{(' ' + r.path) if r.path else ''} [cron {r.cron}]"
-            f"{(' - ' + r.detail) if r.detail else ''}",
-            file=out,
-        )
-    would = [str(a) for a in provider.actions] if isinstance(provider, DryRunProvider) else []
-    for action in would:
-        print(f"  would {action}", file=out)
-    write_json(
-        args,
-        "rollout",
-        {
-            "dry_run": dry_run,
-            "matched": len(repos),
-            "would": would,
-            "repos": [
-                {
-                    "repo": r.repo,
-                    "action": r.action,
-                    "path": r.path,
-                    "number": r.number,
-                    "detail": r.detail,
-                    "cron": r.cron,
-                }
-                for r in results
-            ],
-        },
-    )
+    _report(args, results, provider, dry_run, len(repos), out)
     from bot.errors import GitHubError
 
     return GitHubError.exit_code if any(r.action == "failed" for r in results) else 0

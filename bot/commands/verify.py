@@ -11,7 +11,7 @@ import argparse
 import logging
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from bot.commands._common import add_json_flag, human, meets_gate, write_json
 from bot.config import load_settings
@@ -84,15 +84,11 @@ def _plan_inputs(
     return list(getattr(plan, "services", []) or []), dict(getattr(plan, "env", {}) or {}), command, warnings
 
 
-def run(args: argparse.Namespace) -> int:
-    from bot.engine import Engine
-    from bot.verify.run import verify_environment
-
-    repo = args.path.resolve()
-    if not repo.is_dir():
-        raise InputError(f"{args.path} is not a directory", "Pass the path of a repository checkout.")
-    settings = load_settings(repo)
-    engine = Engine.from_settings(settings)
+def _verify_inputs(
+    args: argparse.Namespace, repo: Path, settings: Any, engine: Any
+) -> tuple[list[Any], list[Any], dict[str, str], list[str] | None, list[str]]:
+    """Services, siblings, CI env, test command and warnings: the plan's, then the settings',
+    then the command line's."""
     warnings: list[str] = []
     plan_services: list[Any] = []
     ci_env: dict[str, str] = {}
@@ -113,6 +109,37 @@ def run(args: argparse.Namespace) -> int:
         command = shlex.split(args.test_command)
     elif settings.target.test_command:
         command = list(settings.target.test_command)
+    return services, siblings, ci_env, command, warnings
+
+
+def _print_record(record: Any, path: Path, out: IO[str]) -> None:
+    verdict = record.verdict
+    print(f"verdict: {verdict.get('tier')}", file=out)
+    for reason in verdict.get("reasons", []):
+        print(f"  - {reason}", file=out)
+    for o in record.services:
+        state = "healthy" if o["healthy"] else "NOT healthy"
+        print(
+            f"service {o['name']}: {o.get('image') or o['requested_image']} {state}"
+            + (f" ({o['note']})" if o.get("note") else ""),
+            file=out,
+        )
+    if record.attribution:
+        for name, tests in record.attribution.get("needed", {}).items():
+            print(f"{len(tests)} tests needed {name}", file=out)
+    print(f"record: {path}", file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bot.engine import Engine
+    from bot.verify.run import verify_environment
+
+    repo = args.path.resolve()
+    if not repo.is_dir():
+        raise InputError(f"{args.path} is not a directory", "Pass the path of a repository checkout.")
+    settings = load_settings(repo)
+    engine = Engine.from_settings(settings)
+    services, siblings, ci_env, command, warnings = _verify_inputs(args, repo, settings, engine)
 
     record = verify_environment(
         engine,
@@ -134,21 +161,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         path = record.write(repo / ".setupbot" / "verification.json", repo=repo)
     verdict = record.verdict
-    out = human(args)
-    print(f"verdict: {verdict.get('tier')}", file=out)
-    for reason in verdict.get("reasons", []):
-        print(f"  - {reason}", file=out)
-    for o in record.services:
-        state = "healthy" if o["healthy"] else "NOT healthy"
-        print(
-            f"service {o['name']}: {o.get('image') or o['requested_image']} {state}"
-            + (f" ({o['note']})" if o.get("note") else ""),
-            file=out,
-        )
-    if record.attribution:
-        for name, tests in record.attribution.get("needed", {}).items():
-            print(f"{len(tests)} tests needed {name}", file=out)
-    print(f"record: {path}", file=out)
+    _print_record(record, path, human(args))
     tier = verdict.get("tier")
     met = meets_gate(tier, settings.publish.min_verdict)
     write_json(
