@@ -75,10 +75,7 @@ def publish_environment(
 
     Never touches ``.github/workflows/`` and makes no write call when nothing changed."""
     branch = bot_branch(provider.branch_prefix, base)
-    check_branch(branch, provider.branch_prefix)
-    check_paths(files, allow_workflows=False)
-    if not files:
-        raise GitHubError("nothing to publish: no files were generated")
+    _check_publishable(provider, branch, files, allow_workflows=False)
     render = body if callable(body) else (lambda previous, text=body: text)
     open_pulls = provider.find_pulls(repo, branch, "open")
     on_base = {path: provider.read_file(repo, path, base) for path in sorted(files)}
@@ -89,13 +86,11 @@ def publish_environment(
             action, pr.number if pr else None, pr.url if pr else "", branch, fingerprint, sorted(files)
         )
 
-    run_only = set(volatile)
-    if all(on_base[path] == text for path, text in files.items() if path not in run_only):
+    if _base_has_files(on_base, files, volatile):
         pr = _close_as_on_base(provider, repo, base, open_pulls)
         return result("closed", pr) if pr is not None else result("none")
 
-    branch_sha = provider.branch_sha(repo, branch)
-    head_fp = _commit_fingerprint(provider.commit_message(repo, branch_sha)) if branch_sha else None
+    branch_sha, head_fp = _branch_head(provider, repo, branch)
     message = f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
     if open_pulls:
         pr = open_pulls[0]
@@ -104,22 +99,75 @@ def publish_environment(
         )
         return result(action, pr)
 
-    declined, previous = _earlier_proposal(provider, repo, branch, branch_sha, fingerprint)
-    if declined is not None:
-        return result("declined", declined)
-    if head_fp != fingerprint:
-        base_sha = provider.branch_sha(repo, base)
-        if base_sha is None:
-            raise GitHubError(f"base branch {base!r} does not exist in {repo}")
-        commit = provider.commit_files(repo, base_sha, files, message)
-        provider.set_branch(repo, branch, commit)
-    pr = provider.create_pull(repo, base, branch, title, render(previous), draft=draft)
+    action, pr = _propose(
+        provider, repo, base, branch, branch_sha, head_fp, fingerprint, files, message, title, render, draft, labels
+    )
+    return result(action, pr)
+
+
+def _check_publishable(provider: Provider, branch: str, files: dict[str, str], *, allow_workflows: bool) -> None:
+    check_branch(branch, provider.branch_prefix)
+    check_paths(files, allow_workflows=allow_workflows)
+    if not files:
+        raise GitHubError("nothing to publish: no files were generated")
+
+
+def _base_has_files(on_base: dict[str, str | None], files: dict[str, str], volatile: Iterable[str]) -> bool:
+    """``base`` holds every file as generated, ``volatile`` ones aside."""
+    run_only = set(volatile)
+    return all(on_base[path] == text for path, text in files.items() if path not in run_only)
+
+
+def _branch_head(provider: Provider, repo: str, branch: str) -> tuple[str | None, str | None]:
+    """The head commit of ``branch`` (None: no branch) and the fingerprint its message carries
+    (None: not a setupbot commit)."""
+    branch_sha = provider.branch_sha(repo, branch)
+    return branch_sha, _commit_fingerprint(provider.commit_message(repo, branch_sha)) if branch_sha else None
+
+
+def _commit_on_base(
+    provider: Provider, repo: str, base: str, branch: str, files: dict[str, str], message: str, **commit_options: bool
+) -> None:
+    """One commit of ``files`` on top of ``base``; ``branch`` is set to it."""
+    base_sha = provider.branch_sha(repo, base)
+    if base_sha is None:
+        raise GitHubError(f"base branch {base!r} does not exist in {repo}")
+    commit = provider.commit_files(repo, base_sha, files, message, **commit_options)
+    provider.set_branch(repo, branch, commit)
+
+
+def _add_labels(provider: Provider, repo: str, number: int, labels: list[str] | tuple[str, ...]) -> None:
     if labels:
         try:
-            provider.add_labels(repo, pr.number, list(labels))
+            provider.add_labels(repo, number, list(labels))
         except GitHubError as exc:  # labels are a convenience; the PR stands without them
-            log.warning("could not label #%d: %s", pr.number, exc.what)
-    return result("created", pr)
+            log.warning("could not label #%d: %s", number, exc.what)
+
+
+def _propose(
+    provider: Provider,
+    repo: str,
+    base: str,
+    branch: str,
+    branch_sha: str | None,
+    head_fp: str | None,
+    fingerprint: str,
+    files: dict[str, str],
+    message: str,
+    title: str,
+    render: Callable[[str], str],
+    draft: bool,
+    labels: list[str] | tuple[str, ...],
+) -> tuple[str, PullInfo]:
+    """No open pull request: ``declined`` when the same proposal was closed, else ``created``."""
+    declined, previous = _earlier_proposal(provider, repo, branch, branch_sha, fingerprint)
+    if declined is not None:
+        return "declined", declined
+    if head_fp != fingerprint:
+        _commit_on_base(provider, repo, base, branch, files, message)
+    pr = provider.create_pull(repo, base, branch, title, render(previous), draft=draft)
+    _add_labels(provider, repo, pr.number, labels)
+    return "created", pr
 
 
 def _without_theirs(files: dict[str, str], on_base: dict[str, str | None], base: str) -> dict[str, str]:
@@ -259,10 +307,7 @@ def publish_pull_request(
     allow_workflows: bool = False,
 ) -> PublishResult:
     """The one-PR-per-branch mechanics shared by the environment PR and the rollout PR."""
-    check_branch(branch, provider.branch_prefix)
-    check_paths(files, allow_workflows=allow_workflows)
-    if not files:
-        raise GitHubError("nothing to publish: no files were generated")
+    _check_publishable(provider, branch, files, allow_workflows=allow_workflows)
     if read_fingerprint(body) != fingerprint:
         raise GitHubError(
             "the PR body does not carry the fingerprint of the files it describes",
@@ -270,8 +315,7 @@ def publish_pull_request(
         )
 
     open_pulls = provider.find_pulls(repo, branch, "open")
-    branch_sha = provider.branch_sha(repo, branch)
-    branch_fp = _commit_fingerprint(provider.commit_message(repo, branch_sha)) if branch_sha else None
+    _branch_sha, branch_fp = _branch_head(provider, repo, branch)
 
     if open_pulls:
         pr = open_pulls[0]
@@ -289,12 +333,8 @@ def publish_pull_request(
             )
 
     if branch_fp != fingerprint:
-        base_sha = provider.branch_sha(repo, base)
-        if base_sha is None:
-            raise GitHubError(f"base branch {base!r} does not exist in {repo}")
         message = f"{commit_message}\n\n{FINGERPRINT_TRAILER} {fingerprint}\n"
-        commit = provider.commit_files(repo, base_sha, files, message, allow_workflows=allow_workflows)
-        provider.set_branch(repo, branch, commit)
+        _commit_on_base(provider, repo, base, branch, files, message, allow_workflows=allow_workflows)
 
     if open_pulls:
         pr = open_pulls[0]
@@ -302,9 +342,5 @@ def publish_pull_request(
             provider.update_pull(repo, pr.number, title, body)
         return PublishResult("updated", pr.number, pr.url, branch, fingerprint, sorted(files))
     pr = provider.create_pull(repo, base, branch, title, body)
-    if labels:
-        try:
-            provider.add_labels(repo, pr.number, list(labels))
-        except GitHubError as exc:  # labels are a convenience; the PR stands without them
-            log.warning("could not label #%d: %s", pr.number, exc.what)
+    _add_labels(provider, repo, pr.number, labels)
     return PublishResult("created", pr.number, pr.url, branch, fingerprint, sorted(files))
