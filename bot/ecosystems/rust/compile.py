@@ -86,7 +86,8 @@ def _fetch_commands(stubs: list[str], locked: bool) -> list[list[str]]:
     return cmds
 
 
-def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
+def _toolchain_steps(graph: DepGraph) -> list[dict[str, Any]]:
+    """The base image, the environment, the system packages and the test runner."""
     rt = graph.nodes[RUNTIME]
     steps: list[dict[str, Any]] = [
         {
@@ -124,10 +125,14 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                 "commands": [["cargo", "install", "--locked", nextest.attrs["spec"]]],
             }
         )
-    steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
+    return steps
+
+
+def _dependency_steps(graph: DepGraph) -> list[dict[str, Any]]:
+    """The manifests alone, then the crates.io fetch they allow."""
     m = graph.nodes[MANIFESTS]
     locked = LOCK in graph.nodes
-    steps += _manifest_copies(list(m.attrs["files"]), m.attrs.get("lock"), m.attrs.get("cargo_config"))
+    steps = _manifest_copies(list(m.attrs["files"]), m.attrs.get("lock"), m.attrs.get("cargo_config"))
     steps[-1]["nodes"] = [m]
     steps.append(
         {
@@ -141,7 +146,12 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked),
         }
     )
-    steps.append({"op": "COPY", "src": ["."], "dest": ".", "nodes": [], "comments": ["the source"]})
+    return steps
+
+
+def _source_steps(graph: DepGraph) -> list[dict[str, Any]]:
+    """The source, its compiled tests, the project's own commands and the test command."""
+    steps: list[dict[str, Any]] = [{"op": "COPY", "src": ["."], "dest": ".", "nodes": [], "comments": ["the source"]}]
     tgt = graph.nodes[TARGET]
     steps.append(
         {
@@ -157,6 +167,14 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             {"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])], "comments": _where([n])}
         )
     steps.append({"op": "CMD", "argv": list(tgt.attrs["command"]), "nodes": [tgt], "comments": ["the tests"]})
+    return steps
+
+
+def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
+    steps = _toolchain_steps(graph)
+    steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
+    steps += _dependency_steps(graph)
+    steps += _source_steps(graph)
     return steps
 
 
