@@ -184,6 +184,10 @@ def _specs(val: Any) -> list[str]:
     return []
 
 
+def _cfg_lines(value: str) -> list[str]:
+    return [v.strip() for v in value.splitlines() if v.strip() and not v.strip().startswith("#")]
+
+
 def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
     rel = "setup.cfg"
     text = files.read_text(rel)
@@ -195,62 +199,72 @@ def _scan_setup_cfg(files: RepoFiles, ev: Evidence) -> None:
     except configparser.Error as exc:
         ev.warn(rel, getattr(exc, "lineno", None), f"malformed setup.cfg: {str(exc).splitlines()[0]}")
         return
-    proj = ev.project
-
-    def lines(value: str) -> list[str]:
-        return [v.strip() for v in value.splitlines() if v.strip() and not v.strip().startswith("#")]
-
     if parser.has_section("metadata"):
-        if parser.has_option("metadata", "name"):
-            proj.name = proj.name or parser.get("metadata", "name").strip()
-            proj.name_source = proj.name_source or Source(rel, line_of(text, "name"), "metadata.name")
-        if parser.has_option("metadata", "classifiers"):
-            for c in lines(parser.get("metadata", "classifiers")):
-                cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
-                if cm:
-                    ev.python.append(
-                        PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier"))
-                    )
+        _scan_cfg_metadata(ev, parser, text, rel)
     if parser.has_section("options"):
-        proj.installable = True
-        proj.install_source = proj.install_source or Source(rel, line_of(text, "[options]"), "setup.cfg [options]")
-        if parser.has_option("options", "python_requires"):
-            ev.python.append(
-                PythonConstraint(
-                    "requires",
-                    parser.get("options", "python_requires").strip(),
-                    Source(rel, line_of(text, "python_requires"), "python_requires"),
-                )
-            )
-        for key, group in (("install_requires", MAIN), ("tests_require", TEST)):
-            if parser.has_option("options", key):
-                start = line_of(text, key) or 1
-                for spec in lines(parser.get("options", key)):
-                    if spec.startswith("file:"):
-                        for f in spec[5:].split(","):
-                            reqmod.scan_file(files, ev, f.strip(), group, via_ok=True)
-                        continue
-                    ev.add_requirement(spec, group, Source(rel, line_of(text, spec, start), key))
-        if parser.has_option("options", "setup_requires"):
-            for spec in lines(parser.get("options", "setup_requires")):
-                low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
-                if low in SCM_BUILD_TOOLS:
-                    proj.scm_version = Source(rel, line_of(text, spec), "setup_requires")
-                    proj.scm_tool = SCM_BUILD_TOOLS[low]
+        _scan_cfg_options(files, ev, parser, text, rel)
     if parser.has_section("options.extras_require"):
-        start = line_of(text, "[options.extras_require]") or 1
-        for extra, value in parser.items("options.extras_require"):
-            proj.extras[extra] = lines(value)
-            for spec in lines(value):
-                ev.add_requirement(
-                    spec,
-                    f"extra:{extra}",
-                    Source(rel, line_of(text, spec, start), f"extras_require.{extra}"),
-                    optional=True,
-                )
-            if is_test_group(extra) and extra != "dev" or extra in ("test", "tests", "testing"):
-                ev.test_extras.append((extra, Source(rel, line_of(text, extra, start), f"test extra {extra}")))
-        if parser.has_option("options.extras_require", "dev") and not any(
-            is_test_group(e) and e != "dev" for e, _ in parser.items("options.extras_require")
-        ):
-            ev.test_extras.append(("dev", Source(rel, line_of(text, "dev", start), "extra dev")))
+        _scan_cfg_extras(ev, parser, text, rel)
+
+
+def _scan_cfg_metadata(ev: Evidence, parser: configparser.RawConfigParser, text: str, rel: str) -> None:
+    proj = ev.project
+    if parser.has_option("metadata", "name"):
+        proj.name = proj.name or parser.get("metadata", "name").strip()
+        proj.name_source = proj.name_source or Source(rel, line_of(text, "name"), "metadata.name")
+    if parser.has_option("metadata", "classifiers"):
+        for c in _cfg_lines(parser.get("metadata", "classifiers")):
+            cm = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", c)
+            if cm:
+                ev.python.append(PythonConstraint("tested", cm.group(1), Source(rel, line_of(text, c), "classifier")))
+
+
+def _scan_cfg_options(
+    files: RepoFiles, ev: Evidence, parser: configparser.RawConfigParser, text: str, rel: str
+) -> None:
+    proj = ev.project
+    proj.installable = True
+    proj.install_source = proj.install_source or Source(rel, line_of(text, "[options]"), "setup.cfg [options]")
+    if parser.has_option("options", "python_requires"):
+        ev.python.append(
+            PythonConstraint(
+                "requires",
+                parser.get("options", "python_requires").strip(),
+                Source(rel, line_of(text, "python_requires"), "python_requires"),
+            )
+        )
+    for key, group in (("install_requires", MAIN), ("tests_require", TEST)):
+        if parser.has_option("options", key):
+            start = line_of(text, key) or 1
+            for spec in _cfg_lines(parser.get("options", key)):
+                if spec.startswith("file:"):
+                    for f in spec[5:].split(","):
+                        reqmod.scan_file(files, ev, f.strip(), group, via_ok=True)
+                    continue
+                ev.add_requirement(spec, group, Source(rel, line_of(text, spec, start), key))
+    if parser.has_option("options", "setup_requires"):
+        for spec in _cfg_lines(parser.get("options", "setup_requires")):
+            low = re.split(r"[<>=!~\[; ]", spec.lower(), maxsplit=1)[0].replace("_", "-")
+            if low in SCM_BUILD_TOOLS:
+                proj.scm_version = Source(rel, line_of(text, spec), "setup_requires")
+                proj.scm_tool = SCM_BUILD_TOOLS[low]
+
+
+def _scan_cfg_extras(ev: Evidence, parser: configparser.RawConfigParser, text: str, rel: str) -> None:
+    proj = ev.project
+    start = line_of(text, "[options.extras_require]") or 1
+    for extra, value in parser.items("options.extras_require"):
+        proj.extras[extra] = _cfg_lines(value)
+        for spec in _cfg_lines(value):
+            ev.add_requirement(
+                spec,
+                f"extra:{extra}",
+                Source(rel, line_of(text, spec, start), f"extras_require.{extra}"),
+                optional=True,
+            )
+        if is_test_group(extra) and extra != "dev" or extra in ("test", "tests", "testing"):
+            ev.test_extras.append((extra, Source(rel, line_of(text, extra, start), f"test extra {extra}")))
+    if parser.has_option("options.extras_require", "dev") and not any(
+        is_test_group(e) and e != "dev" for e, _ in parser.items("options.extras_require")
+    ):
+        ev.test_extras.append(("dev", Source(rel, line_of(text, "dev", start), "extra dev")))

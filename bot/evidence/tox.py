@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import configparser
 import re
+from collections.abc import Callable
 
 from bot.evidence import shellcmd
 from bot.evidence.files import RepoFiles, line_of
@@ -38,6 +39,10 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     _scan_nox(files, ev)
 
 
+# Source of a needle in the file being scanned: (needle, detail) -> Source
+_Src = Callable[[str, str], Source]
+
+
 def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
     parser = configparser.RawConfigParser(strict=False)
     try:
@@ -64,44 +69,7 @@ def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
     factored: dict[str, tuple[str, Source]] = {}
     plain: set[str] = set()
     for section in sections:
-        if parser.has_option(section, "deps"):
-            for raw in parser.get(section, "deps").splitlines():
-                line = raw.strip()
-                if not line or line.startswith("#") or "{[" in line or "{env" in line:
-                    continue
-                m = re.match(r"^([\w,!{}.\-]+):\s*(.+)$", line)
-                if line.startswith(("-r", "-c")):
-                    target = re.sub(r"^-[rc]\s*", "", line).replace("{toxinidir}/", "")
-                    ev.requirement_files.append((target, src(line, f"{section} deps")))
-                    continue
-                if m and not re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*[<>=!~;@]", line):
-                    spec = m.group(2).strip()
-                    if spec.startswith(("-", ".")) or "{" in spec:
-                        continue
-                    name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
-                    factored[name] = (spec, src(line, f"{section} deps ({m.group(1)})"))
-                    continue
-                if line.startswith("-") or line.startswith(".") or "{" in line:
-                    continue
-                req = ev.add_requirement(line, TEST, src(line, f"{section} deps"))
-                if req:
-                    plain.add(req.name)
-        if parser.has_option(section, "extras"):
-            for extra in re.split(r"[,\s]+", parser.get(section, "extras")):
-                extra = extra.strip()
-                if extra and ":" not in extra and "{" not in extra:
-                    ev.test_extras.append((extra, src("extras", f"{section} extras")))
-        if parser.has_option(section, "commands"):
-            body = parser.get(section, "commands")
-            body = re.sub(r"^\s*[\w,!\-]+:\s+", "", body, flags=re.M)
-            body = body.replace("{posargs}", "").replace("{toxinidir}/", "").replace("{envpython}", "python")
-            body = re.sub(r"\{posargs:[^}]*\}", "", body)
-            shellcmd.record_shell(ev, body, rel, src("commands", section).line, f"{section} commands")
-        if parser.has_option(section, "setenv"):
-            for raw in parser.get(section, "setenv").splitlines():
-                m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", raw)
-                if m and "{" not in m.group(2) and m.group(1) not in ("PYTHONPATH",):
-                    ev.env.setdefault(m.group(1), (m.group(2).strip(), src(raw.strip(), f"{section} setenv")))
+        _scan_section(ev, parser, section, rel, src, factored, plain)
     # a dependency that only appears behind a factor (django42: Django>=4.2,<5) still has to be
     # installed: the last one listed is usually the newest
     from packaging.utils import canonicalize_name
@@ -109,6 +77,64 @@ def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
     for name, (spec, source) in factored.items():
         if canonicalize_name(name) not in plain:
             ev.add_requirement(spec, TEST, source)
+
+
+def _scan_section(
+    ev: Evidence,
+    parser: configparser.RawConfigParser,
+    section: str,
+    rel: str,
+    src: _Src,
+    factored: dict[str, tuple[str, Source]],
+    plain: set[str],
+) -> None:
+    """One test environment: its deps, extras, commands and setenv."""
+    if parser.has_option(section, "deps"):
+        _scan_deps(ev, parser.get(section, "deps"), section, src, factored, plain)
+    if parser.has_option(section, "extras"):
+        for extra in re.split(r"[,\s]+", parser.get(section, "extras")):
+            extra = extra.strip()
+            if extra and ":" not in extra and "{" not in extra:
+                ev.test_extras.append((extra, src("extras", f"{section} extras")))
+    if parser.has_option(section, "commands"):
+        body = parser.get(section, "commands")
+        body = re.sub(r"^\s*[\w,!\-]+:\s+", "", body, flags=re.M)
+        body = body.replace("{posargs}", "").replace("{toxinidir}/", "").replace("{envpython}", "python")
+        body = re.sub(r"\{posargs:[^}]*\}", "", body)
+        shellcmd.record_shell(ev, body, rel, src("commands", section).line, f"{section} commands")
+    if parser.has_option(section, "setenv"):
+        for raw in parser.get(section, "setenv").splitlines():
+            m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$", raw)
+            if m and "{" not in m.group(2) and m.group(1) not in ("PYTHONPATH",):
+                ev.env.setdefault(m.group(1), (m.group(2).strip(), src(raw.strip(), f"{section} setenv")))
+
+
+def _scan_deps(
+    ev: Evidence, deps: str, section: str, src: _Src, factored: dict[str, tuple[str, Source]], plain: set[str]
+) -> None:
+    """A ``deps`` value: requirement files, plain requirements (added, their names into ``plain``)
+    and factor-conditional ones (``factored``, by name; added later when no plain one exists)."""
+    for raw in deps.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "{[" in line or "{env" in line:
+            continue
+        m = re.match(r"^([\w,!{}.\-]+):\s*(.+)$", line)
+        if line.startswith(("-r", "-c")):
+            target = re.sub(r"^-[rc]\s*", "", line).replace("{toxinidir}/", "")
+            ev.requirement_files.append((target, src(line, f"{section} deps")))
+            continue
+        if m and not re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*[<>=!~;@]", line):
+            spec = m.group(2).strip()
+            if spec.startswith(("-", ".")) or "{" in spec:
+                continue
+            name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
+            factored[name] = (spec, src(line, f"{section} deps ({m.group(1)})"))
+            continue
+        if line.startswith("-") or line.startswith(".") or "{" in line:
+            continue
+        req = ev.add_requirement(line, TEST, src(line, f"{section} deps"))
+        if req:
+            plain.add(req.name)
 
 
 def _scan_nox(files: RepoFiles, ev: Evidence) -> None:

@@ -58,55 +58,67 @@ def scan_text(ev: Evidence, rel: str, text: str) -> None:
     for k, v in _literal_env(data.get("env")).items():
         ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:"), "workflow env")))
     for job_name, job in jobs.items():
-        if not isinstance(job, dict):
-            continue
-        job_line = line_of(text, f"{job_name}:")
-        test_job = bool(re.search(r"test|pytest|ci|check|build", str(job_name), re.I))
-        strategy = job.get("strategy") or {}
-        matrix = strategy.get("matrix") if isinstance(strategy, dict) else None
-        matrix_py: list[str] = []
-        if isinstance(matrix, dict):
-            for key in ("python-version", "python", "python_version", "py", "pyver", "python-versions"):
-                if key in matrix:
-                    matrix_py += _versions(matrix[key])
-            for inc in matrix.get("include") or []:
-                if isinstance(inc, dict):
-                    for key in ("python-version", "python", "python_version", "py"):
-                        if key in inc:
-                            matrix_py += _versions(inc[key])
-        for v in matrix_py:
+        if isinstance(job, dict):
+            _scan_job(ev, rel, text, job_name, job)
+
+
+def _matrix_pythons(strategy: Any) -> list[str]:
+    """The Python versions of a job's strategy matrix, its ``include`` entries after its axes."""
+    matrix = strategy.get("matrix") if isinstance(strategy, dict) else None
+    matrix_py: list[str] = []
+    if isinstance(matrix, dict):
+        for key in ("python-version", "python", "python_version", "py", "pyver", "python-versions"):
+            if key in matrix:
+                matrix_py += _versions(matrix[key])
+        for inc in matrix.get("include") or []:
+            if isinstance(inc, dict):
+                for key in ("python-version", "python", "python_version", "py"):
+                    if key in inc:
+                        matrix_py += _versions(inc[key])
+    return matrix_py
+
+
+def _scan_job(ev: Evidence, rel: str, text: str, job_name: Any, job: dict) -> None:
+    job_line = line_of(text, f"{job_name}:")
+    test_job = bool(re.search(r"test|pytest|ci|check|build", str(job_name), re.I))
+    for v in _matrix_pythons(job.get("strategy") or {}):
+        ev.python.append(
+            PythonConstraint("tested", v, Source(rel, line_of(text, v, job_line or 1), f"CI matrix {job_name}"))
+        )
+    for k, v in _literal_env(job.get("env")).items():
+        ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), f"job {job_name} env")))
+    services = job.get("services")
+    if isinstance(services, dict):
+        for name, svc in services.items():
+            _service(ev, rel, text, str(name), svc, job_line)
+    for step in job.get("steps") or []:
+        if isinstance(step, dict):
+            _scan_step(ev, rel, text, job_name, job_line, test_job, step)
+
+
+def _scan_step(
+    ev: Evidence, rel: str, text: str, job_name: Any, job_line: int | None, test_job: bool, step: dict
+) -> None:
+    uses = str(step.get("uses") or "")
+    if uses.startswith("actions/setup-python") and isinstance(step.get("with"), dict):
+        for v in _versions(step["with"].get("python-version")):
             ev.python.append(
-                PythonConstraint("tested", v, Source(rel, line_of(text, v, job_line or 1), f"CI matrix {job_name}"))
+                PythonConstraint(
+                    "tested", v, Source(rel, line_of(text, "python-version", job_line or 1), "setup-python")
+                )
             )
-        for k, v in _literal_env(job.get("env")).items():
-            ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), f"job {job_name} env")))
-        services = job.get("services")
-        if isinstance(services, dict):
-            for name, svc in services.items():
-                _service(ev, rel, text, str(name), svc, job_line)
-        for step in job.get("steps") or []:
-            if not isinstance(step, dict):
-                continue
-            uses = str(step.get("uses") or "")
-            if uses.startswith("actions/setup-python") and isinstance(step.get("with"), dict):
-                for v in _versions(step["with"].get("python-version")):
-                    ev.python.append(
-                        PythonConstraint(
-                            "tested", v, Source(rel, line_of(text, "python-version", job_line or 1), "setup-python")
-                        )
-                    )
-            run = step.get("run")
-            if isinstance(run, str):
-                run_line = line_of(text, run.splitlines()[0][:60], job_line or 1) if run.strip() else None
-                shellcmd.record_shell(ev, _EXPR.sub("", run), rel, run_line, f"workflow {job_name}", tests=True)
-            if (
-                isinstance(step.get("env"), dict)
-                and test_job
-                and isinstance(run, str)
-                and shellcmd.test_command(run.strip().splitlines()[-1] if run.strip() else "")
-            ):
-                for k, v in _literal_env(step["env"]).items():
-                    ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), "test step env")))
+    run = step.get("run")
+    if isinstance(run, str):
+        run_line = line_of(text, run.splitlines()[0][:60], job_line or 1) if run.strip() else None
+        shellcmd.record_shell(ev, _EXPR.sub("", run), rel, run_line, f"workflow {job_name}", tests=True)
+    if (
+        isinstance(step.get("env"), dict)
+        and test_job
+        and isinstance(run, str)
+        and shellcmd.test_command(run.strip().splitlines()[-1] if run.strip() else "")
+    ):
+        for k, v in _literal_env(step["env"]).items():
+            ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:", job_line or 1), "test step env")))
 
 
 def _service(ev: Evidence, rel: str, text: str, name: str, svc: Any, job_line: int | None) -> None:
