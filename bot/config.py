@@ -262,27 +262,8 @@ def merge_layer(
                 f"{_at(origin, marks, section)}: unknown section '{section}'.{_suggest(str(section), list(_SECTIONS))}",
                 hint,
             )
-        f = _SECTIONS[section]
         if section in LIST_ITEMS:
-            if value is None:
-                value = []
-            if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-                raise ConfigError(f"{_at(origin, marks, section)}: '{section}' must be a list of mappings")
-            item_fields = {sf.name: sf for sf in dataclasses.fields(LIST_ITEMS[section])}
-            known = list(item_fields)
-            for i, item in enumerate(value):
-                for key, v in item.items():
-                    if key not in known:
-                        raise ConfigError(
-                            f"{_at(origin, marks, section, i, key)}: unknown key '{key}' in {section}[{i}]."
-                            f"{_suggest(str(key), known)}",
-                            f"Known keys of a {section} entry: {', '.join(known)}.",
-                        )
-                    if v is not None:  # checked only: the readers take the values as written
-                        _coerce(
-                            v, item_fields[key].type, f"{_at(origin, marks, section, i, key)}: {section}[{i}].{key}"
-                        )
-            base[section] = tuple(dict(v) for v in value)
+            base[section] = _checked_list(section, value, origin, marks)
             if origins is not None:
                 origins[section] = layer_name or origin
             continue
@@ -290,19 +271,54 @@ def merge_layer(
             continue
         if not isinstance(value, Mapping):
             raise ConfigError(f"{_at(origin, marks, section)}: section '{section}' must be a mapping")
-        cls = cast(Any, f.default_factory)
-        fields = {sf.name: sf for sf in dataclasses.fields(cls)}
-        current = base.setdefault(section, {})
-        for key, v in value.items():
-            if key not in fields:
+        _merge_section(base, section, value, origin, marks, origins, layer_name)
+
+
+def _checked_list(
+    section: str, value: Any, origin: str, marks: Mapping[tuple, int] | None
+) -> tuple[dict[str, Any], ...]:
+    """A list section (services, siblings) as the layer wrote it, once its keys and values check."""
+    if value is None:
+        value = []
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise ConfigError(f"{_at(origin, marks, section)}: '{section}' must be a list of mappings")
+    item_fields = {sf.name: sf for sf in dataclasses.fields(LIST_ITEMS[section])}
+    known = list(item_fields)
+    for i, item in enumerate(value):
+        for key, v in item.items():
+            if key not in known:
                 raise ConfigError(
-                    f"{_at(origin, marks, section, key)}: unknown key '{section}.{key}'."
-                    f"{_suggest(str(key), list(fields))}",
-                    f"Known keys in '{section}': {', '.join(fields)}.",
+                    f"{_at(origin, marks, section, i, key)}: unknown key '{key}' in {section}[{i}]."
+                    f"{_suggest(str(key), known)}",
+                    f"Known keys of a {section} entry: {', '.join(known)}.",
                 )
-            current[key] = _coerce(v, fields[key].type, f"{_at(origin, marks, section, key)}: {section}.{key}")
-            if origins is not None:
-                origins[f"{section}.{key}"] = layer_name or origin
+            if v is not None:  # checked only: the readers take the values as written
+                _coerce(v, item_fields[key].type, f"{_at(origin, marks, section, i, key)}: {section}[{i}].{key}")
+    return tuple(dict(v) for v in value)
+
+
+def _merge_section(
+    base: dict[str, Any],
+    section: str,
+    value: Mapping[str, Any],
+    origin: str,
+    marks: Mapping[tuple, int] | None,
+    origins: dict[str, str] | None,
+    layer_name: str,
+) -> None:
+    """Merge the keys of one mapping section into ``base[section]``, coerced to their types."""
+    cls = cast(Any, _SECTIONS[section].default_factory)
+    fields = {sf.name: sf for sf in dataclasses.fields(cls)}
+    current = base.setdefault(section, {})
+    for key, v in value.items():
+        if key not in fields:
+            raise ConfigError(
+                f"{_at(origin, marks, section, key)}: unknown key '{section}.{key}'.{_suggest(str(key), list(fields))}",
+                f"Known keys in '{section}': {', '.join(fields)}.",
+            )
+        current[key] = _coerce(v, fields[key].type, f"{_at(origin, marks, section, key)}: {section}.{key}")
+        if origins is not None:
+            origins[f"{section}.{key}"] = layer_name or origin
 
 
 def line_marks(text: str) -> dict[tuple, int]:
@@ -473,54 +489,10 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
     refused: list[tuple[str, str]] = []
     for section, value in data.items():
         if section in REPO_LISTS:
-            if not isinstance(value, list):
-                kept[section] = value  # merge_layer explains the shape
-                continue
-            good = []
-            for i, entry in enumerate(value):
-                why = None
-                known = {f.name for f in dataclasses.fields(LIST_ITEMS[section])}
-                if isinstance(entry, Mapping) and not set(entry) - known:  # a typo: merge_layer suggests
-                    why = _sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry)
-                if why:
-                    refused.append((f"{section}[{i}]", why))
-                else:
-                    good.append(entry)
-            kept[section] = good
+            # not a list: merge_layer explains the shape
+            kept[section] = _repo_entries(section, value, repo, refused) if isinstance(value, list) else value
         elif section in REPO_KEYS:
-            if not isinstance(value, Mapping):
-                kept[section] = value
-                continue
-            part = {}
-            for key, v in value.items():
-                if key in REPO_KEYS[section] or key not in {
-                    f.name for f in dataclasses.fields(cast(Any, _SECTIONS[section].default_factory))
-                }:
-                    part[key] = v  # unknown keys stay: merge_layer suggests the right one
-                else:
-                    refused.append((f"{section}.{key}", "set by the operator only"))
-            if section == "target" and isinstance(part.get("env"), Mapping):
-                env = {}
-                for name, v in part["env"].items():
-                    text = "" if v is None else str(v)
-                    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", str(name)):
-                        refused.append((f"target.env.{str(name)[:40]}", "not a variable name"))
-                    elif (
-                        isinstance(v, (list, dict)) or any(ord(c) < 32 and c != "\t" for c in text) or len(text) > 4096
-                    ):
-                        refused.append((f"target.env.{name}", "the value must be one line of text"))
-                    else:
-                        env[name] = v
-                part["env"] = env
-            if section == "output" and "dir" in part:
-                from bot.markers import check_output_dir
-
-                try:
-                    check_output_dir(str(part["dir"] or ""))
-                except SetupbotError as exc:
-                    del part["dir"]
-                    refused.append(("output.dir", exc.what))
-            kept[section] = part
+            kept[section] = _repo_keys(section, value, refused) if isinstance(value, Mapping) else value
         elif section in _SECTIONS:
             keys = list(value) if isinstance(value, Mapping) else []
             why = _OPERATOR_WHY.get(section, "set by the operator only")
@@ -530,6 +502,59 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
     for key, why in refused:
         log.warning("%s: refused %s: %s", origin, key, why)
     return kept, refused
+
+
+def _repo_entries(section: str, value: list, repo: Path, refused: list[tuple[str, str]]) -> list:
+    """The entries of a list section (siblings, services) the repository may name; the others
+    go to ``refused``."""
+    good = []
+    known = {f.name for f in dataclasses.fields(LIST_ITEMS[section])}
+    for i, entry in enumerate(value):
+        why = None
+        if isinstance(entry, Mapping) and not set(entry) - known:  # a typo: merge_layer suggests
+            why = _sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry)
+        if why:
+            refused.append((f"{section}[{i}]", why))
+        else:
+            good.append(entry)
+    return good
+
+
+def _repo_keys(section: str, value: Mapping[str, Any], refused: list[tuple[str, str]]) -> dict[str, Any]:
+    """The keys of a section the repository may set; operator-only keys go to ``refused``."""
+    part = {}
+    for key, v in value.items():
+        if key in REPO_KEYS[section] or key not in {
+            f.name for f in dataclasses.fields(cast(Any, _SECTIONS[section].default_factory))
+        }:
+            part[key] = v  # unknown keys stay: merge_layer suggests the right one
+        else:
+            refused.append((f"{section}.{key}", "set by the operator only"))
+    if section == "target" and isinstance(part.get("env"), Mapping):
+        part["env"] = _repo_env(part["env"], refused)
+    if section == "output" and "dir" in part:
+        from bot.markers import check_output_dir
+
+        try:
+            check_output_dir(str(part["dir"] or ""))
+        except SetupbotError as exc:
+            del part["dir"]
+            refused.append(("output.dir", exc.what))
+    return part
+
+
+def _repo_env(values: Mapping[Any, Any], refused: list[tuple[str, str]]) -> dict[Any, Any]:
+    """target.env from the repository: variable names, each value one line of text."""
+    env = {}
+    for name, v in values.items():
+        text = "" if v is None else str(v)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", str(name)):
+            refused.append((f"target.env.{str(name)[:40]}", "not a variable name"))
+        elif isinstance(v, (list, dict)) or any(ord(c) < 32 and c != "\t" for c in text) or len(text) > 4096:
+            refused.append((f"target.env.{name}", "the value must be one line of text"))
+        else:
+            env[name] = v
+    return env
 
 
 def load_settings(
@@ -555,26 +580,8 @@ def load_settings(
     )
     environ = os.environ if environ is None else environ
     path = config_file or (Path(environ["SETUPBOT_CONFIG"]) if environ.get("SETUPBOT_CONFIG") else None)
-    refused: list[tuple[str, str]] = []
-    if path is not None:
-        data, marks = read_config_file(Path(path))
-        merge_layer(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
-    elif repo is not None and ((repo / REPO_CONFIG).is_file() or (repo / REPO_CONFIG).is_symlink()):
-        origin = str(repo / REPO_CONFIG)
-        data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
-        data, refused = repo_layer(data, Path(repo), origin)
-        merge_layer(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
-    names: dict[str, str] = {}
-    for section, values in _env_layer(environ, names).items():
-        for key, value in values.items():  # one variable at a time: errors name the variable
-            variable = names[f"{section}.{key}"]
-            merge_layer(
-                merged,
-                {section: {key: value}},
-                f"environment variable {variable}",
-                origins=origins,
-                layer_name=f"environment ({variable})",
-            )
+    refused = _merge_file_layer(merged, path, repo, origins)
+    _merge_env_layer(merged, environ, origins)
     if overrides:
         cleaned = {s: {k: v for k, v in (vals or {}).items() if v is not None} for s, vals in overrides.items()}
         merge_layer(
@@ -596,3 +603,34 @@ def load_settings(
     for secret in settings.secrets():  # from a flag or an operator file, too, not only from env
         register_secret(secret)
     return settings
+
+
+def _merge_file_layer(
+    merged: dict[str, Any], path: Path | None, repo: Path | None, origins: dict[str, str] | None
+) -> list[tuple[str, str]]:
+    """Merge the operator's file (``path``) or else the repository's own; return what the
+    repository's file was refused."""
+    refused: list[tuple[str, str]] = []
+    if path is not None:
+        data, marks = read_config_file(Path(path))
+        merge_layer(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
+    elif repo is not None and ((repo / REPO_CONFIG).is_file() or (repo / REPO_CONFIG).is_symlink()):
+        origin = str(repo / REPO_CONFIG)
+        data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
+        data, refused = repo_layer(data, Path(repo), origin)
+        merge_layer(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
+    return refused
+
+
+def _merge_env_layer(merged: dict[str, Any], environ: Mapping[str, str], origins: dict[str, str] | None) -> None:
+    names: dict[str, str] = {}
+    for section, values in _env_layer(environ, names).items():
+        for key, value in values.items():  # one variable at a time: errors name the variable
+            variable = names[f"{section}.{key}"]
+            merge_layer(
+                merged,
+                {section: {key: value}},
+                f"environment variable {variable}",
+                origins=origins,
+                layer_name=f"environment ({variable})",
+            )
