@@ -5,9 +5,14 @@ pipeline seam that writes the three files for a Rust-led `setupbot run`."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
+import pytest
+
+from bot.compile.devcontainer import parse_devcontainer
 from bot.config import load_settings
 from bot.ecosystems.rust.diagnose import diagnose
 from bot.ecosystems.rust.prove import make_plan
@@ -15,6 +20,7 @@ from bot.ecosystems.rust.repair import apply, decide
 from bot.ecosystems.rust.setup import run_rust_setup
 from bot.ecosystems.rust.verdict import rust_verdict
 from bot.engine.results import BuildResult, ExecResult
+from bot.errors import NotSupported
 from bot.loop.diagnose import Signature
 from bot.verify.results import TestResults
 
@@ -231,3 +237,64 @@ def test_the_rust_verdict_counts_every_failure_and_stops_at_mostly():
     assert tier(results(passed=1, failed=2)) == "Partial"
     assert tier(results(failed=2)) == "Shallow"
     assert tier(results()) == "Shallow"
+
+
+# ------------------------------------------------------------------ the pipeline seam and the files
+
+
+def test_setupbot_run_on_a_rust_crate_writes_the_three_files(tmp_path, monkeypatch, capsys):
+    import bot.pipeline
+    from bot.cli import main
+
+    repo = _copy("rust-crate", tmp_path)
+    engine = Engine(fails=_needs_openssl)
+    monkeypatch.setattr(bot.pipeline.Engine, "from_settings", classmethod(lambda cls, settings: engine))
+    monkeypatch.setenv("SETUPBOT_IMAGES_SOURCE", "standins")
+    assert main(["run", str(repo), "--json", str(tmp_path / "run.json")]) == 0
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["status"] == "success" and doc["verdict"] == "Mostly" and doc["exit_code"] == 0
+    assert doc["ecosystems"] == ["rust"] and doc["replay"]["tests"]["passed"] == 4
+    dockerfile = (repo / ".devcontainer" / "Dockerfile").read_text()
+    assert "FROM rust:1.96-slim" in dockerfile and "libssl-dev" in dockerfile
+    devcontainer = parse_devcontainer((repo / ".devcontainer" / "devcontainer.json").read_text())
+    assert devcontainer["customizations"]["vscode"]["extensions"] == ["rust-lang.rust-analyzer"]
+    assert "remoteUser" not in devcontainer  # the rust image has no dev user: root, as the image
+    report = (repo / ".devcontainer" / "setup-report.md").read_text()
+    first_screen = report[: report.index("### Requirements")]
+    assert "Verdict: **Mostly**" in first_screen and "**Rust 1.96** on `rust:1.96-slim`" in first_screen
+    assert "4 tests passed, 0 failed, 1 skipped" in first_screen and "no network" in first_screen
+    assert "--no-cache" in first_screen
+    assert "repair kept: apt_install libssl-dev pkg-config" in first_screen and "the log said" in first_screen
+    assert "mutation check" in first_screen and "Python" not in first_screen
+    assert "the repository's own `Cargo.lock`" in report
+    assert engine.cleaned == [engine.run_id]
+    run_json = json.loads((repo / ".setupbot" / "run.json").read_text())
+    assert run_json["status"] == "success"
+    # the second run is not skipped as "unchanged": the recorded inputs do not cover Cargo.toml
+    assert main(["run", str(repo)]) == 0
+    assert "nothing rebuilt" not in capsys.readouterr().out
+
+
+def test_publishing_a_rust_led_repository_is_refused_before_any_work(tmp_path):
+    from bot.pipeline import run_pipeline
+
+    repo = _copy("rust-crate", tmp_path)
+    engine = Engine()
+    with pytest.raises(NotSupported) as err:
+        run_pipeline(repo, _settings(repo), engine=engine)
+    assert "setupbot run" in err.value.what and not engine.builds
+    assert not (repo / ".devcontainer").exists()
+
+
+def test_a_failed_rust_run_exits_20_and_still_writes_its_report(tmp_path, monkeypatch):
+    import bot.pipeline
+    from bot.cli import main
+
+    repo = _copy("rust-crate", tmp_path)
+    engine = Engine(fails=lambda text: "error: could not compile `rust_crate` (lib) due to 1 previous error")
+    monkeypatch.setattr(bot.pipeline.Engine, "from_settings", classmethod(lambda cls, settings: engine))
+    monkeypatch.setenv("SETUPBOT_IMAGES_SOURCE", "standins")
+    assert main(["run", str(repo)]) == 20
+    report = (repo / ".devcontainer" / "setup-report.md").read_text()
+    assert "Verdict: **Shallow**" in report and "could not compile 'rust_crate'" in report
+    assert re.search(r"^FROM rust:1\.96-slim$", (repo / ".devcontainer" / "Dockerfile").read_text(), re.M)
