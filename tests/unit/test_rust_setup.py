@@ -220,6 +220,14 @@ def test_a_floor_above_every_offered_image_is_said_plainly_and_nothing_is_built(
     assert nothing.plan is None and "no rust:X.Y-slim image is offered" in nothing.run_record.remaining
 
 
+def test_cargo_toml_only_below_the_root_is_not_supported(tmp_path):
+    (tmp_path / "bindings").mkdir()
+    (tmp_path / "bindings" / "Cargo.toml").write_text('[package]\nname = "b"\nversion = "0.1.0"\n')
+    with pytest.raises(NotSupported) as err:
+        run_rust_setup(tmp_path, _settings(tmp_path), Engine(), available=["1.85"])
+    assert "no Cargo.toml at the root" in err.value.what
+
+
 # ------------------------------------------------------------------ the verdict
 
 

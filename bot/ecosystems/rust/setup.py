@@ -37,7 +37,7 @@ from bot.ecosystems.rust.repair import Decision, apply, decide, repair_key
 from bot.ecosystems.rust.results import parse_results
 from bot.ecosystems.rust.toolchain import RustChoice
 from bot.ecosystems.rust.verdict import judge
-from bot.errors import Interrupted, SetupbotError
+from bot.errors import Interrupted, NotSupported, SetupbotError
 from bot.graph.model import DepGraph
 from bot.loop.diagnose import Signature
 from bot.loop.junit import TestResults as RecordResults
@@ -234,9 +234,22 @@ class RustSetup:
         """Plan; False when there is nothing to build (no image offered, or none meets the floor)."""
         progress.current().stage("plan")
         t0 = time.monotonic()
-        first = make_plan(self.repo, self.offered)
+        try:
+            first = make_plan(self.repo, self.offered)
+        except ValueError as exc:  # Cargo.toml only below the root: no crate or workspace to build
+            raise NotSupported(
+                f"{self.repo.name}: no Cargo.toml at the root, only below it",
+                "The Rust loop sets up a crate or workspace whose Cargo.toml is at the repository root.",
+                markers=["Cargo.toml"],
+            ) from exc
         choice = first.choice
         warnings = [str(w) for w in first.evidence.warnings] + list(choice.warnings)
+        services = sorted(n.name for n in first.graph.of_type("SERVICE"))
+        if services:
+            warnings.append(
+                f"the repository names services ({', '.join(services)}); a Rust run starts none yet, so tests "
+                "that need them fail and the outputs carry no compose file"
+            )
         self.record.warnings.extend(warnings)
         self.record.timings["plan_seconds"] = round(time.monotonic() - t0, 3)
         self.traj.record(
