@@ -210,6 +210,41 @@ def test_the_step_budget_ends_the_run_with_what_remains(tmp_path):
     assert "step budget spent" in out.run_record.remaining and "libssl-dev" in out.run_record.remaining
 
 
+def test_the_wall_clock_ends_the_run_before_a_trial_that_would_not_fit(tmp_path):
+    from bot.ecosystems.rust.setup import RustSetup
+
+    repo = _copy("rust-crate", tmp_path)
+    now = [0.0]
+
+    class SlowEngine(Engine):
+        def build(self, context, text, tag, no_cache=False, timeout=None, **kw):
+            now[0] += 200.0  # a 200 s build of a 300 s budget
+            result = super().build(context, text, tag, no_cache, timeout)
+            return BuildResult(result.ok, tag, result.log, 200.0)
+
+    settings = _settings(repo, wall_clock=300)
+    setup = RustSetup(repo, settings, SlowEngine(fails=_needs_openssl), available=["1.85"], clock=lambda: now[0])
+    rec = setup.run().run_record
+    assert rec.status == "over_budget" and "wall-clock budget spent" in rec.remaining
+    assert "apt_install libssl-dev pkg-config" in rec.remaining and "was not tried" in rec.remaining
+    assert not rec.replay and len(setup.engine.builds) == 1
+
+
+def test_an_interrupted_run_keeps_its_record_and_dockerfile(tmp_path):
+    from bot.errors import Interrupted
+
+    repo = _copy("rust-crate", tmp_path)
+    engine = Engine()
+
+    def stopped(*a, **kw):
+        raise Interrupted("stopped by SIGTERM")
+
+    engine.run_once = stopped
+    out = run_rust_setup(repo, _settings(repo), engine, available=["1.85"])
+    assert out.run_record.status == "interrupted" and "SIGTERM" in out.run_record.remaining
+    assert "FROM rust:1.85-slim" in out.run_record.dockerfile and out.verification is None
+
+
 def test_a_floor_above_every_offered_image_is_said_plainly_and_nothing_is_built(tmp_path):
     repo = _copy("rust-msrv", tmp_path)
     engine = Engine()
