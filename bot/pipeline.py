@@ -22,8 +22,9 @@ from typing import Any
 from bot import progress, safefs
 from bot.config import Settings
 from bot.ecosystems import devcontainer_for, make_plan, select
+from bot.ecosystems.base import own_setup_loop
 from bot.engine import Engine
-from bot.errors import Interrupted, KnowledgeError, SetupbotError
+from bot.errors import Interrupted, KnowledgeError, NotSupported, SetupbotError
 from bot.graph import DepGraph
 from bot.graph.plan import Plan
 from bot.knowledge import open_store
@@ -138,9 +139,16 @@ def run_pipeline(
     verify: bool = True,
     write: bool = True,
     repository: str = "",
+    own_loops: bool = False,
 ) -> PipelineResult:
     """The whole run. Outputs and records are written whatever happens: success, budget
-    exhausted, or SIGTERM/SIGINT (``result.interrupted`` then names the signal)."""
+    exhausted, or SIGTERM/SIGINT (``result.interrupted`` then names the signal).
+
+    ``own_loops``: a lead ecosystem with a setup loop of its own (``DrivesOwnSetup``, today
+    Rust) runs it; without it such a repository is refused (NotSupported). `setupbot run` turns
+    it on; publishing (`setupbot github`) leaves it off because its reuse of a recorded
+    environment (bot.incremental) hashes only what the Python scan reads, and would call a
+    changed Cargo.toml unchanged."""
     repo = Path(repo).resolve()
     result = PipelineResult(repo=repo)
     signals = _Signals()
@@ -157,6 +165,7 @@ def run_pipeline(
             verify=verify,
             write=write,
             repository=repository,
+            own_loops=own_loops,
         )
     result.interrupted = signals.received
     return result
@@ -175,64 +184,39 @@ def _run_pipeline(
     verify: bool,
     write: bool,
     repository: str,
+    own_loops: bool,
 ) -> None:
     # The ecosystems come from the registry; a repository none recognises is not planned, built
     # or written to (no Dockerfile, no pull request): NotSupported says what was found.
     selection = select(repo)
     if not selection.supported:
         raise selection.error()
+    own_setup = own_setup_loop(selection.lead)
+    if own_setup is not None and not own_loops:
+        raise _not_published(repo, selection)
     result.ecosystems = selection.names
     result.warnings += [f"refused in .github/setupbot.yml: {key}: {why}" for key, why in settings.refused]
     started = time.monotonic()
     deadline = started + float(settings.budgets.wall_clock)
     engine = engine or Engine.from_settings(settings)
-    if store is None and use_knowledge:
-        store = open_knowledge(settings, result.warnings)
-    if llm is None:
-        llm = make_llm(settings)
-
     if write:
-        from bot.outputs import prepare_build_context
-
-        note = prepare_build_context(repo)
-        if note:
-            result.warnings.append(note)
-    captured: dict[str, Any] = {}
-
-    def plan_once(*args: Any, **kwargs: Any) -> Any:
-        captured["plan"] = make_plan(*args, selection=selection, **kwargs)
-        return captured["plan"]
-
+        _prepare_build_context(repo, result)
     try:
-        # The trajectory is written at the end, not streamed into the repository: a file that
-        # changes inside the build context would defeat the layer cache between iterations.
-        record = run_setup(repo, settings, engine, store, llm, make_plan=plan_once)
-        result.run_record = record
-        result.plan = _final_plan(captured["plan"], record) if "plan" in captured else None
-        tag = (record.replay or {}).get("tag")
-        if (
-            verify
-            and record.replay.get("ok")
-            and tag
-            and result.plan is not None
-            and record.status not in ("interrupted", "over_budget")
-        ):
-            result.image_size = engine.image_size(tag)
-            timeout = _verification_timeout(record, settings, deadline - time.monotonic())
-            if timeout is None:
-                result.warnings.append(
-                    f"verification skipped: {deadline - time.monotonic():.0f}s of the "
-                    f"{settings.budgets.wall_clock}s budget left, too little for the "
-                    "prosecutor and judge"
-                )
-            else:
-                progress.current().stage("verify")
-                try:
-                    result.verification = _verify(
-                        engine, repo, tag, result.plan, settings, result.warnings, test_timeout=timeout
-                    )
-                except Interrupted as exc:
-                    result.warnings.append(f"verification did not complete: {exc.what}")
+        if own_setup is not None:
+            _run_own_setup(own_setup, repo, settings, engine, result, verify=verify)
+        else:
+            _run_shared_setup(
+                repo,
+                settings,
+                engine,
+                result,
+                selection,
+                deadline,
+                store=store,
+                llm=llm,
+                use_knowledge=use_knowledge,
+                verify=verify,
+            )
     except Interrupted as exc:
         # outside the loop (opening the experience base, sizing the image): the record, if any,
         # is written as it stands
@@ -241,9 +225,109 @@ def _run_pipeline(
         signals.finishing()
         if not settings.engine.keep_containers:
             engine.clean(engine.run_id)
+    if write:
+        _write_outputs(repo, settings, result, repository)
+    log.info("run finished after %.0fs (budget %ss)", time.monotonic() - started, settings.budgets.wall_clock)
 
+
+def _prepare_build_context(repo: Path, result: PipelineResult) -> None:
+    from bot.outputs import prepare_build_context
+
+    note = prepare_build_context(repo)
+    if note:
+        result.warnings.append(note)
+
+
+def _not_published(repo: Path, selection: Any) -> NotSupported:
+    lead = selection.lead
+    return NotSupported(
+        f"{repo.name}: a {lead.title}-led repository; it is set up by `setupbot run`, not published yet",
+        "Publishing waits until the reuse of a recorded environment (bot.incremental) reads this "
+        f"ecosystem's manifests; run `setupbot run` on the checkout to get the {lead.title} environment.",
+        markers=list(selection.detections[0].markers),
+    )
+
+
+def _run_own_setup(
+    setup: Any, repo: Path, settings: Settings, engine: Any, result: PipelineResult, *, verify: bool
+) -> None:
+    """The lead ecosystem's own loop: its plan, run record and verdict go where the shared
+    loop's and the verification's do, so the outputs, records and exit code are made one way."""
+    outcome = setup(repo, settings, engine, verify=verify)
+    result.run_record = outcome.run_record
+    result.plan = outcome.plan
+    result.verification = outcome.verification
+    replay = getattr(outcome.run_record, "replay", None) or {}
+    if replay.get("ok") and replay.get("tag"):
+        try:
+            result.image_size = engine.image_size(replay["tag"])
+        except SetupbotError as exc:
+            result.warnings.append(f"image size not measured: {exc.what}")
+
+
+def _run_shared_setup(
+    repo: Path,
+    settings: Settings,
+    engine: Any,
+    result: PipelineResult,
+    selection: Any,
+    deadline: float,
+    *,
+    store: Any,
+    llm: Any,
+    use_knowledge: bool,
+    verify: bool,
+) -> None:
+    """The shared (Python) setup loop, then the prosecutor and judge on its replay image."""
+    if store is None and use_knowledge:
+        store = open_knowledge(settings, result.warnings)
+    if llm is None:
+        llm = make_llm(settings)
+    captured: dict[str, Any] = {}
+
+    def plan_once(*args: Any, **kwargs: Any) -> Any:
+        captured["plan"] = make_plan(*args, selection=selection, **kwargs)
+        return captured["plan"]
+
+    # The trajectory is written at the end, not streamed into the repository: a file that
+    # changes inside the build context would defeat the layer cache between iterations.
+    record = run_setup(repo, settings, engine, store, llm, make_plan=plan_once)
+    result.run_record = record
+    result.plan = _final_plan(captured["plan"], record) if "plan" in captured else None
+    tag = (record.replay or {}).get("tag")
+    if (
+        verify
+        and record.replay.get("ok")
+        and tag
+        and result.plan is not None
+        and record.status not in ("interrupted", "over_budget")
+    ):
+        _verify_replay(engine, repo, tag, record, settings, result, deadline)
+
+
+def _verify_replay(
+    engine: Any, repo: Path, tag: str, record: Any, settings: Settings, result: PipelineResult, deadline: float
+) -> None:
+    result.image_size = engine.image_size(tag)
+    timeout = _verification_timeout(record, settings, deadline - time.monotonic())
+    if timeout is None:
+        result.warnings.append(
+            f"verification skipped: {deadline - time.monotonic():.0f}s of the "
+            f"{settings.budgets.wall_clock}s budget left, too little for the "
+            "prosecutor and judge"
+        )
+        return
+    progress.current().stage("verify")
+    try:
+        result.verification = _verify(engine, repo, tag, result.plan, settings, result.warnings, test_timeout=timeout)
+    except Interrupted as exc:
+        result.warnings.append(f"verification did not complete: {exc.what}")
+
+
+def _write_outputs(repo: Path, settings: Settings, result: PipelineResult, repository: str) -> None:
+    """The files (when a plan is known) and the run records (when the loop left a record)."""
     plan_known = result.plan is not None or bool(getattr(result.run_record, "plan", None))
-    if write and plan_known:
+    if plan_known:
         progress.current().stage("write")
         result.generated = outputs_from_pipeline(
             repo,
@@ -259,9 +343,8 @@ def _run_pipeline(
             customise_devcontainer=devcontainer_for,
         )
         result.written = write_outputs(repo, result.generated)
-    if write and result.run_record is not None:
+    if result.run_record is not None:
         result.records = write_run_records(repo, result)
-    log.info("run finished after %.0fs (budget %ss)", time.monotonic() - started, settings.budgets.wall_clock)
 
 
 def _verification_timeout(record: Any, settings: Settings, left: float) -> int | None:

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _show_other_plan(args: argparse.Namespace, plan: Any, out: Any) -> int:
     """A plan led by an ecosystem other than Python (today Rust): its graph, its Dockerfile and
-    its toolchain choice, as text. `setupbot run` does not prove such a plan yet."""
+    its toolchain choice, as text; `setupbot run` proves it through the ecosystem's own loop."""
     ecosystems = ", ".join(plan.graph.meta.get("ecosystems", [])) or "unknown"
     if getattr(args, "json", None) is not None:
         raise InputError(
@@ -86,6 +86,7 @@ def _show_other_plan(args: argparse.Namespace, plan: Any, out: Any) -> int:
         out.write(f"warning: {w}\n")
     out.write(
         f"{ecosystems}: {choice.image or 'no image'} ({choice.reason}); tests: {' '.join(plan.test_command)}\n"
-        "note: `setupbot run` does not build and prove this ecosystem's plans yet (issue 18)\n"
+        "note: `setupbot run` builds and proves this plan through the ecosystem's own setup loop; "
+        "`setupbot github` does not publish it yet\n"
     )
     return 0 if choice.satisfied else 1

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     }
     settings = load_settings(repo, overrides=overrides)
     meets_gate("Full", settings.publish.min_verdict)  # a bad gate is a config error before the run
-    if not args.force:
+    if not args.force and _incremental_applies(repo):
         from bot.incremental import check, unchanged_note
 
         state = check(repo, settings)
@@ -90,16 +90,39 @@ def run(args: argparse.Namespace) -> int:
 
     with progress.use(reporter_for(args, f"run {repo.name}")):
         try:
-            result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge, verify=not args.no_verify)
+            result = run_pipeline(
+                repo, settings, use_knowledge=not args.no_knowledge, verify=not args.no_verify, own_loops=True
+            )
         except NotSupported as exc:
             return _not_supported(args, repo, settings, exc)
     code, why, tier = outcome(result, settings.publish.min_verdict, not args.no_verify)
-    out = human(args)
     record = result.run_record
     if record is None:  # stopped before the loop had a record: nothing was written
         if code == Interrupted.exit_code:
             raise Interrupted(f"{repo.name}: stopped before the run began")
         raise SetupFailed(f"{repo.name}: the run ended without a record", "Rerun with --debug to see why.")
+    written = _print_summary(args, repo, result, code, why)
+    _write_run_json(args, repo, settings, result, code, why, tier, written)
+    _raise_for(code, repo, record, why)
+    return 0
+
+
+def _incremental_applies(repo: Path) -> bool:
+    """Whether a recorded environment may be reused unchanged. Not for a repository whose lead
+    ecosystem runs its own setup loop (Rust): the recorded inputs (bot.incremental) hash what the
+    Python scan reads, which leaves Cargo.toml and Cargo.lock out, so a changed manifest would
+    read as unchanged."""
+    from bot.ecosystems import select
+    from bot.ecosystems.base import own_setup_loop
+
+    selection = select(repo)
+    return selection.lead is None or own_setup_loop(selection.lead) is None
+
+
+def _print_summary(args: argparse.Namespace, repo: Path, result, code: int, why: str) -> list[str]:
+    """The human summary; returns the files written (for the JSON document)."""
+    out = human(args)
+    record = result.run_record
     print(
         f"setupbot: {record.status}"
         # the loop's status says the setup replayed; whether its tests prove it is the verdict's
@@ -131,6 +154,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change", file=out)
     for path in result.records:
         print(f"  record {path.relative_to(repo)}", file=out)
+    return written
+
+
+def _write_run_json(
+    args: argparse.Namespace, repo: Path, settings, result, code: int, why: str, tier, written: list[str]
+) -> None:
+    record = result.run_record
     write_json(
         args,
         "run",
@@ -152,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
             "ecosystems": list(getattr(result, "ecosystems", [])),
         },
     )
+
+
+def _raise_for(code: int, repo: Path, record, why: str) -> None:
+    """The error of a non-zero exit code, with what to do next."""
     if code == Interrupted.exit_code:
         raise Interrupted(
             f"{repo.name}: stopped before the end",
@@ -182,7 +216,6 @@ def run(args: argparse.Namespace) -> int:
             "The files are written; the report says what the verdict rests on. Lower "
             "publish.min_verdict to accept this verdict.",
         )
-    return 0
 
 
 def _unchanged(args: argparse.Namespace, repo: Path, settings, state, note: str) -> int:

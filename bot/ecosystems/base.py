@@ -230,6 +230,40 @@ class Ecosystem(Protocol):
         ...
 
 
+@dataclass
+class SetupOutcome:
+    """What an ecosystem's own setup loop hands back to the pipeline: the same three things the
+    shared loop and the verification give it, so the outputs, the run records and the exit code
+    are made the one way. ``plan``: the plan as the loop left it, in the shape the outputs read
+    (``test_command``, ``base_image``, ``graph``, ``dockerfile``, ``to_json()``, ...);
+    ``run_record``: a ``bot.loop.records.RunRecord``; ``verification``: an object with a
+    ``verdict`` dict (``tier``, ``reasons``) and ``to_json()``, or None when nothing was judged."""
+
+    plan: Any = None
+    run_record: Any = None
+    verification: Any = None
+
+
+@runtime_checkable
+class DrivesOwnSetup(Protocol):
+    """Optional, next to ``Ecosystem``: an ecosystem whose plans the shared setup loop cannot
+    drive (that loop builds, collects with pytest and repairs through Python's atoms) brings its
+    own loop. The pipeline asks the lead ecosystem for it (``own_setup_loop``) and runs the
+    shared loop otherwise. Not a member of ``Ecosystem``, so ecosystems without one need nothing.
+
+    ``setup`` plans, builds, runs the tests, repairs and replays from scratch within
+    ``settings.budgets``; it catches ``Interrupted`` and returns the record as it stands (status
+    ``interrupted``), and leaves the engine's containers to the caller's ``engine.clean``.
+    ``verify=False`` (``--no-verify``) returns no verdict."""
+
+    def setup(self, repo: Path, settings: Any, engine: Any, *, verify: bool = True) -> SetupOutcome: ...
+
+
+def own_setup_loop(ecosystem: Any) -> Callable[..., SetupOutcome] | None:
+    """The ecosystem's own setup loop (``DrivesOwnSetup.setup``), or None: the shared one."""
+    return ecosystem.setup if isinstance(ecosystem, DrivesOwnSetup) else None
+
+
 def list_files(
     repo: Path, *, max_depth: int = MAX_DEPTH, limit: int = MAX_FILES, skip: Callable[[str], bool] | None = None
 ) -> list[str]:

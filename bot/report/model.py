@@ -100,6 +100,8 @@ class ReportData:
     # Keys of the repository's .github/setupbot.yml that only the operator may set (S11)
     refused_config: list[str] = field(default_factory=list)
     python: str = ""
+    # the lead runtime when it is not Python ("Rust 1.85"); the report names it instead of Python
+    runtime: str = ""
     base_image: str = ""
     base_image_digest: str = ""  # registry images only
     base_image_origin: str = ""  # "registry" | "standin" | "local" | "not resolved"
@@ -309,12 +311,14 @@ def from_pipeline(
 def _add_plan(data: ReportData, plan: Any) -> None:
     """What the plan decided: Python, base image, test command, requirements, lock, services."""
     data.python = str(_get(plan, "python", "") or "")
+    data.runtime = str(_get(plan, "runtime", "") or "")
     data.base_image = str(_get(plan, "base_image", "") or "")
     data.base_image_digest = str(_get(plan, "base_image_digest", "") or "")
     data.base_image_origin = str(_get(plan, "base_image_origin", "") or "")
     data.test_command = list(_get(plan, "test_command", []) or [])
     data.requirements = requirement_rows(plan)
-    data.lock = _lock_summary(plan)
+    # an ecosystem whose lock is not a graph node of Python's (Cargo.lock) says it itself
+    data.lock = dict(_get(plan, "lock_summary", None) or _lock_summary(plan))
     data.warnings += [_warning_text(w) for w in _get(plan, "warnings", []) or []]
     for svc in _get(plan, "services", []) or []:
         data.services.append(ServiceUse(name=str(_get(svc, "name", "")), image=str(_get(svc, "image", "") or "")))

@@ -1,5 +1,6 @@
 """Rust behind the ecosystem seam: detection, the Protocol, the registry, the plan that the
-setup loop cannot drive yet, and a maturin project's Python plan getting a Rust toolchain."""
+Python setup loop refuses (Rust has its own, tests/unit/test_rust_setup.py), and a maturin
+project's Python plan getting a Rust toolchain."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_detection_from_files_and_checkouts():
     assert select_files("x", ["Cargo.toml", "go.mod"]).foreign == ["go.mod"]
 
 
-def test_a_rust_led_run_says_plainly_the_loop_does_not_drive_it_yet():
+def test_the_python_loop_is_refused_a_rust_plan_plainly():
     rust = RustEcosystem()
     with pytest.raises(NotSupported) as err:
         rust.make_plan(REPOS / "rust-crate", None, available_rust=["1.85"])
@@ -55,7 +56,7 @@ def test_setupbot_plan_shows_a_rust_plan_as_text_and_refuses_json(capsys, monkey
     assert "libssl-dev" in out and "pkg-config" in out
     assert out.index("cargo fetch --locked") < out.index('COPY [".", "."]')
     assert "rust: rust:1.85-slim" in out and "tests: cargo test --locked" in out
-    assert "does not build and prove" in out
+    assert "`setupbot run` builds and proves this plan" in out
     assert main(["plan", str(REPOS / "rust-sys"), "--no-resolve", "--json", "-"]) == 3
     assert "led by rust" in capsys.readouterr().err
 

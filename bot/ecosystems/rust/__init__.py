@@ -5,7 +5,9 @@ The modules, stage by stage: ``evidence`` (Cargo manifests, lock, toolchain, -sy
 ``toolchain`` (the rust:<ver>-slim choice), ``graph`` (DepGraph nodes), ``compile`` (Dockerfile
 steps through the one template), ``results`` (libtest / nextest output), ``diagnose`` (the Rust
 failure classes), ``images`` (the image family and the Debian stand-ins), ``prove`` (plan, build
-and test on the engine), ``pyrust`` (Python packages that build Rust).
+and test on the engine), ``repair`` (the repairs the diagnosis names), ``setup`` (the setup loop
+`setupbot run` drives: build, test, repair, clean replay), ``verdict`` (the verdict and the
+report's proof of a Rust run), ``pyrust`` (Python packages that build Rust).
 """
 
 from __future__ import annotations
@@ -67,19 +69,14 @@ class RustEcosystem:
     def available_versions(self, settings: Any) -> list[str]:
         """The rust:X.Y-slim images on this engine, and the official tags when a registry answers;
         the official list when no engine answers."""
-        from bot.ecosystems.rust.images import local_versions
+        from bot.ecosystems.rust.setup import offered_versions
         from bot.engine import Engine
-        from bot.engine.sources import ImageSource
         from bot.errors import SetupbotError
 
         try:
-            engine = Engine.from_settings(settings)
-            found = set(local_versions(engine.image_tags("rust")))
-            if settings.images.source != "standins" and ImageSource(engine).registry_answers():
-                found.update(OFFICIAL_RUST)
+            return offered_versions(Engine.from_settings(settings), settings)
         except (SetupbotError, OSError):
             return list(OFFICIAL_RUST)
-        return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
 
     def bootstrap_images(
         self,
@@ -103,9 +100,10 @@ class RustEcosystem:
         return choose_toolchain(evidence, available)
 
     def make_plan(self, repo: Path, settings: Any = None, **options: Any) -> Any:
-        """The Rust plan (``bot.ecosystems.rust.prove.RustPlan``). The shared setup loop drives
-        Python plans only so far: the pipeline says so for a Rust-led repository instead of
-        handing this plan to a loop that expects a Python runtime."""
+        """The Rust plan (``bot.ecosystems.rust.prove.RustPlan``). Callers that expect a Python
+        plan (the shared setup loop, `setupbot verify`'s prosecutor) are refused with
+        NotSupported unless they pass ``for_setup_loop=False``: a Rust-led `setupbot run` goes
+        through ``setup`` instead."""
         from bot.ecosystems.rust.prove import make_plan
 
         available = (
@@ -118,13 +116,20 @@ class RustEcosystem:
             from bot.errors import NotSupported
 
             raise NotSupported(
-                f"{Path(repo).name}: a Rust repository (Cargo.toml at the root); the setup loop does not "
-                "drive Rust plans yet",
-                "Nothing was written and no pull request opened. The Rust plan is made, built and tested by "
-                "bot.ecosystems.rust.prove (issue #18) until the loop takes non-Python runtimes.",
+                f"{Path(repo).name}: a Rust repository (Cargo.toml at the root); the Python setup loop and "
+                "its prosecutor and judge do not take Rust plans",
+                "`setupbot run` sets Rust repositories up through their own loop (bot.ecosystems.rust.setup).",
                 markers=["Cargo.toml"],
             )
         return plan
+
+    def setup(self, repo: Path, settings: Any, engine: Any, *, verify: bool = True) -> Any:
+        """The Rust setup loop (``bot.ecosystems.base.DrivesOwnSetup``): plan, build, run the
+        tests with no network, repair what the diagnosis names, replay from scratch; the
+        verdict from the replay's results (``bot.ecosystems.rust.verdict``)."""
+        from bot.ecosystems.rust.setup import run_rust_setup
+
+        return run_rust_setup(repo, settings, engine, verify=verify)
 
     def extend_plan(self, plan: Any, settings: Any = None) -> None:
         from bot.ecosystems.rust.pyrust import extend_python_plan
@@ -153,11 +158,26 @@ class RustEcosystem:
         return diagnose(output)
 
     def devcontainer(self, config: dict[str, Any], plan: Any) -> dict[str, Any]:
-        """rust-analyzer, for a Rust-led plan and for a Python plan that builds Rust alike."""
+        """rust-analyzer, for a Rust-led plan and for a Python plan that builds Rust alike. A
+        Rust-led plan also loses what the shared builder assumes of Python: the Python extension
+        and interpreter path, and the ``dev`` user that only the Python Dockerfile creates (the
+        rust image's toolchain and CARGO_HOME belong to root, so the editor attaches as root)."""
         out = dict(config)
         custom = dict(out.get("customizations") or {})
         vscode = dict(custom.get("vscode") or {})
-        vscode["extensions"] = list(dict.fromkeys([*vscode.get("extensions", []), *self.devcontainer_extensions]))
+        extensions = [*vscode.get("extensions", []), *self.devcontainer_extensions]
+        if _rust_led(plan):
+            extensions = [e for e in extensions if e != "ms-python.python"]
+            settings = {k: v for k, v in dict(vscode.get("settings") or {}).items() if not k.startswith("python.")}
+            vscode["settings"] = settings
+            out.pop("remoteUser", None)
+            out.pop("updateRemoteUserUID", None)
+        vscode["extensions"] = list(dict.fromkeys(extensions))
         custom["vscode"] = vscode
         out["customizations"] = custom
         return out
+
+
+def _rust_led(plan_json: Any) -> bool:
+    """Whether the plan (its JSON) was made by the Rust setup loop: Rust leads it."""
+    return isinstance(plan_json, dict) and plan_json.get("ecosystem") == "rust"

@@ -89,10 +89,13 @@ def _fetch_commands(stubs: list[str], locked: bool) -> list[list[str]]:
 def _toolchain_steps(graph: DepGraph) -> list[dict[str, Any]]:
     """The base image, the environment, the system packages and the test runner."""
     rt = graph.nodes[RUNTIME]
+    base = rt.attrs["base_image"]
+    if rt.attrs.get("base_digest") and "@" not in base:
+        base = f"{base}@{rt.attrs['base_digest']}"  # pulled from a registry: pinned, as for Python
     steps: list[dict[str, Any]] = [
         {
             "op": "FROM",
-            "image": rt.attrs["base_image"],
+            "image": base,
             "nodes": [rt],
             "comments": [f"Rust {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}"],
         }

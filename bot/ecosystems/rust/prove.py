@@ -2,9 +2,8 @@
 graph -> Dockerfile -> build it from scratch -> run the test command in a fresh, hardened
 container with no network -> per-test results, or the diagnosis of the failure.
 
-This is the Rust path end to end on the real engine. The shared setup loop (repairs, siblings,
-the report) is driven through the ``Ecosystem`` seam once the core asks the registry for it;
-until then this is what ``RustEcosystem.make_plan`` and the engine tests use.
+One proof, no repairs: the engine tests use it, and ``make_plan`` is where the Rust setup loop
+(``bot.ecosystems.rust.setup``, what `setupbot run` drives) starts.
 """
 
 from __future__ import annotations

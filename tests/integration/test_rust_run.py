@@ -1,0 +1,121 @@
+"""`setupbot run` on a Rust-led repository, on the real engine: the Rust setup loop builds the
+crate, runs its tests with no network, replays from scratch and writes the Dockerfile, the
+devcontainer.json and the report; nothing of the run is left on the engine.
+
+The rust:<ver>-slim stand-in comes from the same fixture as the other Rust engine tests
+(test_rust_engine: built from the debian:trixie-slim stand-in when missing, then reused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from engine_checks import run_leftovers
+from test_rust_engine import _standins, engine  # noqa: F401  (the module's engine fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+REPOS = ROOT / "tests" / "fixtures" / "repos"
+
+pytestmark = [pytest.mark.slow]
+
+
+def _images_of(run_id: str) -> list[str]:
+    out = subprocess.run(
+        ["docker", "images", "-aq", "--filter", f"label=setupbot.run={run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+def _run(repo: Path, run_id: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SETUPBOT_")}
+    # the machine's engine settings (e.g. SETUPBOT_ENGINE_NETWORK_MODE on a host without docker0)
+    env.update({k: v for k, v in os.environ.items() if k.startswith("SETUPBOT_ENGINE_")})
+    # the local rust stand-ins only: a registry would offer (and pull) newer official images
+    env.update(SETUPBOT_RUN_ID=run_id, PYTHONPATH=str(ROOT), SETUPBOT_IMAGES_SOURCE="standins")
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "run", str(repo), "--json", "-"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,
+    )
+
+
+@pytest.mark.timeout(1700)  # the run's own bound is 1500 s
+def test_setupbot_run_sets_up_a_rust_crate_and_writes_the_three_files(engine, tmp_path):  # noqa: F811
+    from bot.compile.devcontainer import parse_devcontainer
+    from bot.engine.core import new_run_id
+
+    _standins(engine, ["1.85"])
+    repo = tmp_path / "rust-crate"
+    shutil.copytree(REPOS / "rust-crate", repo)
+    run_id = new_run_id()
+    r = _run(repo, run_id)
+    assert r.returncode == 0, r.stderr[-4000:]
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "success" and doc["verdict"] == "Mostly" and doc["ecosystems"] == ["rust"]
+    tests = doc["replay"]["tests"]
+    assert (tests["total"], tests["passed"], tests["failed"], tests["skipped"]) == (5, 4, 0, 1)
+
+    out = repo / ".devcontainer"
+    dockerfile = (out / "Dockerfile").read_text()
+    version = re.search(r"^FROM rust:(\d+\.\d+)-slim$", dockerfile, re.M).group(1)
+    devcontainer = parse_devcontainer((out / "devcontainer.json").read_text())
+    assert "rust-lang.rust-analyzer" in devcontainer["customizations"]["vscode"]["extensions"]
+    report = (out / "setup-report.md").read_text()
+    first_screen = report[: report.index("### Requirements")]
+    assert "Verdict: **Mostly**" in first_screen
+    assert f"**Rust {version}** on `rust:{version}-slim`" in first_screen
+    assert "4 tests passed, 0 failed, 1 skipped" in first_screen and "no network" in first_screen
+    assert "built from scratch (--no-cache)" in first_screen and "mutation check" in first_screen
+
+    replays = [json.loads(line) for line in (repo / ".setupbot" / "trajectory.jsonl").read_text().splitlines()]
+    assert any(s["action"] == "replay" and "--no-cache" in s["command"] for s in replays)
+    assert run_leftovers(SimpleNamespace(run_id=run_id, _egress_net=None)) == [], "containers or networks left"
+    assert _images_of(run_id) == [], "the run left images behind"
+
+
+@pytest.mark.extended
+@pytest.mark.timeout(1700)
+def test_a_sys_crate_whose_plan_lacks_its_library_is_repaired_from_the_build_log(
+    engine,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """The plan's -dev packages taken out: the build script's failure is diagnosed, the
+    repair (libssl-dev and pkg-config) kept, and the replay from scratch links OpenSSL."""
+    from bot.config import load_settings
+    from bot.ecosystems.rust import setup as rust_setup
+
+    _standins(engine, ["1.85"])
+    repo = tmp_path / "rust-sys"
+    shutil.copytree(REPOS / "rust-sys", repo)
+    planned = rust_setup.make_plan
+
+    def without_system_packages(path, offered):
+        plan = planned(path, offered)
+        for node_id in [n for n in plan.graph.nodes if n.startswith("systemlib:")]:
+            plan.graph.remove(node_id)
+        return plan
+
+    monkeypatch.setattr(rust_setup, "make_plan", without_system_packages)
+    settings = load_settings(repo, environ={}, overrides={"images": {"source": "standins"}})
+    out = rust_setup.run_rust_setup(repo, settings, engine, available=["1.85"])
+    rec = out.run_record
+    steps = [(s.action, s.outcome, " ".join(s.command)) for s in rec.trajectory.steps]
+    assert rec.status == "success", (rec.remaining, steps)
+    assert [r.candidate.describe() for r in rec.repairs] == ["apt_install libssl-dev pkg-config"], steps
+    assert "openssl-sys" in rec.repairs[0].log_excerpt
+    assert rec.replay["tests"]["passed"] == 1 and "libssl-dev" in rec.dockerfile
+    assert out.verification.verdict["tier"] == "Mostly"
