@@ -175,6 +175,25 @@ ExistingReader = Callable[[str], "str | None"]
 CustomiseDevcontainer = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
+@dataclass
+class _Placement:
+    """Where each rendered file goes: into ``files`` to be written, or, when a person wrote the
+    file at that path (no marker), into ``kept`` as the diff setupbot does not apply."""
+
+    existing: ExistingReader | None
+    files: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
+
+    def place(self, path: str, text: str) -> bool:
+        """File ``text`` at ``path``; False when the file there is kept."""
+        current = self.existing(path) if self.existing else None
+        if current is not None and not has_marker(current):
+            self.kept[path] = unified_diff(path, current, text)
+            return False
+        self.files[path] = text
+        return True
+
+
 def generate_outputs(
     report: ReportData,
     *,
@@ -201,6 +220,55 @@ def generate_outputs(
     out = check_output_dir(output_dir)
     services = list(services)
     name = project or report.repository or "setupbot environment"
+    env_files = _environment_files(
+        report,
+        out,
+        name,
+        dockerfile_text=dockerfile_text,
+        plan_json=plan_json,
+        services=services,
+        app_env=app_env,
+        post_create=post_create,
+        lock_text=lock_text,
+        existing=existing,
+        customise_devcontainer=customise_devcontainer,
+    )
+    placement = _Placement(existing)
+    for path, text in env_files.items():
+        placement.place(path, text)
+    files = placement.files
+    if plan_json is not None:
+        text = render_plan_json(plan_json, report, inputs=inputs, outputs={p: _sha(t) for p, t in files.items()})
+        placement.place(f"{out}/{PLAN}", text)
+
+    volatile = _place_timeline(placement, report, out, name, timeline_steps)
+    report_path = _place_report(placement, report, out, services)
+    return GeneratedOutputs(
+        files=files,
+        report=report,
+        report_path=report_path,
+        kept=placement.kept,
+        fingerprint=fingerprint_files(files, exclude=volatile),
+        volatile=volatile,
+    )
+
+
+def _environment_files(
+    report: ReportData,
+    out: str,
+    name: str,
+    *,
+    dockerfile_text: str,
+    plan_json: Any,
+    services: list[Any],
+    app_env: dict[str, str] | None,
+    post_create: list[str] | None,
+    lock_text: str,
+    existing: ExistingReader | None,
+    customise_devcontainer: CustomiseDevcontainer | None,
+) -> dict[str, str]:
+    """The files that make the environment (Dockerfile, devcontainer.json, compose file, lock,
+    .dockerignore), by repository-relative path, before any is checked against what is there."""
     env_files: dict[str, str] = {f"{out}/{DOCKERFILE}": mark_dockerfile(dockerfile_text)}
     # the repository's own compose file is extended, not copied (issue 16)
     base_file, base_names = base_compose(services) if services else (None, {})
@@ -229,23 +297,13 @@ def generate_outputs(
     if lock_text:
         env_files[f"{out}/{LOCK}"] = lock_text
     env_files[DOCKERIGNORE] = render_dockerignore(copied_sources(dockerfile_text))
-    files: dict[str, str] = {}
-    kept: dict[str, str] = {}
-    for path, text in env_files.items():
-        current = existing(path) if existing else None
-        if current is not None and not has_marker(current):
-            kept[path] = unified_diff(path, current, text)
-            continue
-        files[path] = text
-    if plan_json is not None:
-        plan_path = f"{out}/{PLAN}"
-        text = render_plan_json(plan_json, report, inputs=inputs, outputs={p: _sha(t) for p, t in files.items()})
-        current = existing(plan_path) if existing else None
-        if current is not None and not has_marker(current):
-            kept[plan_path] = unified_diff(plan_path, current, text)
-        else:
-            files[plan_path] = text
+    return env_files
 
+
+def _place_timeline(
+    placement: _Placement, report: ReportData, out: str, name: str, timeline_steps: Iterable[dict[str, Any]]
+) -> list[str]:
+    """Place the stage timeline SVG when there are steps; returns the volatile paths."""
     volatile: list[str] = []
     report.timeline = ""
     steps = list(timeline_steps)
@@ -254,34 +312,23 @@ def generate_outputs(
         # and out of the fingerprint; the report links it only when setupbot writes it
         svg_path = f"{out}/{TIMELINE_FILE}"
         svg = render_timeline_svg(steps, title=f"stage timeline: {name}")
-        current = existing(svg_path) if existing else None
-        if current is not None and not has_marker(current):
-            kept[svg_path] = unified_diff(svg_path, current, svg)
-        else:
-            files[svg_path] = svg
+        if placement.place(svg_path, svg):
             volatile.append(svg_path)
             report.timeline = TIMELINE_FILE
+    return volatile
 
+
+def _place_report(placement: _Placement, report: ReportData, out: str, services: list[Any]) -> str:
+    """Render the setup report over everything placed so far and place it; returns its path."""
     report_path = f"{out}/{REPORT}"
     report.output_dir = out
     report.reproduce = default_reproduce(out, report.test_command, services=bool(services))
-    report.files = [*files, report_path]
-    report.pending_changes = dict(kept)
+    report.files = [*placement.files, report_path]
+    report.pending_changes = dict(placement.kept)
     report_text = render_report(report)
-    current = existing(report_path) if existing else None
-    if current is not None and not has_marker(current):
-        kept[report_path] = unified_diff(report_path, current, report_text)
+    if not placement.place(report_path, report_text):
         report.files.remove(report_path)
-    else:
-        files[report_path] = report_text
-    return GeneratedOutputs(
-        files=files,
-        report=report,
-        report_path=report_path,
-        kept=kept,
-        fingerprint=fingerprint_files(files, exclude=volatile),
-        volatile=volatile,
-    )
+    return report_path
 
 
 def _sha(text: str) -> str:

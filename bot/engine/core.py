@@ -28,7 +28,7 @@ from bot.config import Settings
 from bot.engine import dockerfile as dockerfile_facts
 from bot.engine import egress as egress_guard
 from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
-from bot.engine.capture import run_capped
+from bot.engine.capture import Captured, run_capped
 from bot.engine.egress import EgressFacts
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
@@ -384,62 +384,15 @@ class Engine:
         with tempfile.TemporaryDirectory(prefix="setupbot-build-") as tmp:
             dockerfile = Path(tmp) / "Dockerfile"
             dockerfile.write_text(text)
-            args = ["build", "-f", str(dockerfile)]
-            # BuildKit knows only default/none/host; "bridge" is what both builders do by default.
-            if self.settings.engine.network_mode not in ("bridge", "default"):
-                args += ["--network", self.settings.engine.network_mode]
             buildkit = self.kind == "docker" and self.buildkit_available()
-            if (
-                not buildkit
-                and self.settings.engine.network_mode in ("bridge", "default")
-                and self.egress_network() not in ("bridge", "default")
-            ):
-                # the classic builder runs RUN steps on a user-defined network: the same rules
-                args += ["--network", self.egress_network()]
-            if not buildkit:
-                # RUN steps execute repository code (setup.py during pip install): the classic
-                # builder's containers get the runner's memory and CPU limits (SECURITY.md S7).
-                # BuildKit takes no per-build limits on the command line.
-                args += [
-                    "--memory",
-                    self.limits.memory,
-                    "--memory-swap",
-                    self.limits.memory,
-                    "--cpu-period",
-                    "100000",
-                    "--cpu-quota",
-                    str(int(self.limits.cpus * 100000)),
-                ]
-                # The classic builder keeps the container of a failed RUN step unless told
-                # otherwise: a failed build must leave nothing behind.
-                args.append("--force-rm")
-            for t in tags:
-                args += ["-t", t]
-            for k, v in labels.items():
-                args += ["--label", f"{k}={v}"]
-            for k, v in (build_args or {}).items():
-                args += ["--build-arg", f"{k}={v}"]
-            if no_cache:
-                args.append("--no-cache")
+            argv = self._build_argv(
+                dockerfile, context, tags, labels, build_args=build_args, no_cache=no_cache, buildkit=buildkit
+            )
             env = host_env()
             if self.kind == "docker":
                 env["DOCKER_BUILDKIT"] = "1" if buildkit else "0"
-                if buildkit:
-                    args.append("--progress=plain")
-            args.append(str(context))
-            argv = [self.binary, *args]
             started = time.monotonic()
-            for attempt in (1, 2):
-                try:
-                    # the build log is the repository's output too: capped the same way
-                    cap = run_capped(argv, env=env, timeout=timeout)
-                except OSError as exc:
-                    raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
-                if attempt == 1 and cap.returncode != 0 and not cap.timed_out and lost_cache_parent(cap.text):
-                    # Another run's clean removed a cached layer while this build stood on it;
-                    # the cache no longer holds it, so the same build simply redoes that step.
-                    continue
-                break
+            cap = self._run_build(argv, env, timeout)
             if cap.timed_out:
                 return BuildResult(
                     False,
@@ -460,6 +413,78 @@ class Engine:
                     stderr=out,
                 )
             return BuildResult(cap.returncode == 0, tags[0], out, seconds)
+
+    def _build_argv(
+        self,
+        dockerfile: Path,
+        context: Path,
+        tags: Sequence[str],
+        labels: Mapping[str, str],
+        *,
+        build_args: Mapping[str, str] | None,
+        no_cache: bool,
+        buildkit: bool,
+    ) -> list[str]:
+        """The ``build`` command line for ``dockerfile`` over ``context``."""
+        args = ["build", "-f", str(dockerfile)]
+        # BuildKit knows only default/none/host; "bridge" is what both builders do by default.
+        if self.settings.engine.network_mode not in ("bridge", "default"):
+            args += ["--network", self.settings.engine.network_mode]
+        if not buildkit:
+            args += self._classic_builder_args()
+        for t in tags:
+            args += ["-t", t]
+        for k, v in labels.items():
+            args += ["--label", f"{k}={v}"]
+        for k, v in (build_args or {}).items():
+            args += ["--build-arg", f"{k}={v}"]
+        if no_cache:
+            args.append("--no-cache")
+        if self.kind == "docker" and buildkit:
+            args.append("--progress=plain")
+        args.append(str(context))
+        return [self.binary, *args]
+
+    def _classic_builder_args(self) -> list[str]:
+        """What the classic (non-BuildKit) builder is told: the egress network, the limits and
+        to leave no container behind."""
+        args: list[str] = []
+        mode = self.settings.engine.network_mode
+        if mode in ("bridge", "default") and self.egress_network() not in ("bridge", "default"):
+            # the classic builder runs RUN steps on a user-defined network: the same rules
+            args += ["--network", self.egress_network()]
+        # RUN steps execute repository code (setup.py during pip install): the classic
+        # builder's containers get the runner's memory and CPU limits (SECURITY.md S7).
+        # BuildKit takes no per-build limits on the command line.
+        args += [
+            "--memory",
+            self.limits.memory,
+            "--memory-swap",
+            self.limits.memory,
+            "--cpu-period",
+            "100000",
+            "--cpu-quota",
+            str(int(self.limits.cpus * 100000)),
+        ]
+        # The classic builder keeps the container of a failed RUN step unless told
+        # otherwise: a failed build must leave nothing behind.
+        args.append("--force-rm")
+        return args
+
+    def _run_build(self, argv: list[str], env: dict[str, str], timeout: float) -> Captured:
+        """Run the build command, once more when it lost its cached parent layer."""
+        for attempt in (1, 2):
+            try:
+                # the build log is the repository's output too: capped the same way
+                cap = run_capped(argv, env=env, timeout=timeout)
+            except OSError as exc:
+                raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
+            if attempt == 1 and cap.returncode != 0 and not cap.timed_out and lost_cache_parent(cap.text):
+                # Another run's clean removed a cached layer while this build stood on it;
+                # the cache no longer holds it, so the same build simply redoes that step.
+                continue
+            break
+        return cap
 
     def ca_derivative(self, base: str) -> str:
         """A transient image: ``base`` plus the CA bundle, labelled with this run (cleaned up

@@ -410,6 +410,20 @@ def build_standin(
 
     log_line(f"build {recipe.tag} from {recipe.base}")
     stage = f"setupbot/standin-build:{digest}"
+    failed = _build_stage(engine, recipe, extra, stage, started)
+    if failed is None:
+        failed = _finish_standin(engine, recipe, stage, digest, started)
+    if failed is not None:
+        return failed
+    save_archive(engine, settings, archive, [recipe.tag, *recipe.aliases], log_line)
+    return Outcome(recipe.tag, "built", time.monotonic() - started)
+
+
+def _build_stage(
+    engine: Engine, recipe: ImageRecipe, extra: dict[str, str], stage: str, started: float
+) -> Outcome | None:
+    """Build the recipe's own Dockerfile (rendered with its context files) as ``stage``; the
+    failed outcome when it does not build, else None."""
     with tempfile.TemporaryDirectory(prefix="setupbot-standin-") as tmp:
         context = Path(tmp)
         variables = recipe.template_variables(extra)
@@ -431,7 +445,13 @@ def build_standin(
         first = engine.build_raw(context, text, stage, {LABEL: "1"}, build_args=build_args)
         if not first.ok:
             return Outcome(recipe.tag, "failed", time.monotonic() - started, first.log[-3000:])
+    return None
 
+
+def _finish_standin(engine: Engine, recipe: ImageRecipe, stage: str, digest: str, started: float) -> Outcome | None:
+    """Probe ``stage`` (its answer may become an environment variable), then build the labelled
+    stand-in and its aliases from it with the CA bundle; the stage is untagged either way. The
+    failed outcome, or None when the stand-in is built."""
     env = dict(recipe.env)
     try:
         if recipe.probe:
@@ -462,8 +482,7 @@ def build_standin(
             return Outcome(recipe.tag, "failed", time.monotonic() - started, final.log[-3000:])
     finally:
         engine.untag(stage)
-    save_archive(engine, settings, archive, [recipe.tag, *recipe.aliases], log_line)
-    return Outcome(recipe.tag, "built", time.monotonic() - started)
+    return None
 
 
 def bootstrap(

@@ -208,40 +208,7 @@ def _uv_compile(
 ) -> Resolution:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
-        req = Path(tmp) / "requirements.in"
-        req.write_text("\n".join(requirements) + "\n")
-        argv = [
-            uv,
-            "pip",
-            "compile",
-            "--no-build",
-            "--python-version",
-            python,
-            "--no-header",
-            "--no-annotate",
-            "--quiet",
-            "--python-platform",
-            "x86_64-unknown-linux-gnu",
-            str(req),
-        ]
-        if index_url:
-            argv[3:3] = ["--index-url", index_url]
-        else:
-            # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...): uv reads only
-            # its own variables by itself.
-            from bot.indexes import host_index_config
-
-            argv[3:3] = host_index_config().uv_args()
-        if only_binary:
-            # the same promise as --no-build (uv refuses both together): nothing is built
-            i = argv.index("--no-build")
-            argv[i : i + 1] = ["--only-binary", ":all:"]
-        if exclude_newer:
-            argv[3:3] = ["--exclude-newer", exclude_newer]
-        if constraints:
-            cons = Path(tmp) / "constraints.txt"
-            cons.write_text("\n".join(constraints) + "\n")
-            argv[3:3] = ["--constraint", str(cons)]
+        argv = _compile_argv(uv, Path(tmp), requirements, python, index_url, constraints, only_binary, exclude_newer)
         env = host_env()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
@@ -255,12 +222,66 @@ def _uv_compile(
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip()
         return Resolution(False, error="\n".join(err.splitlines()[-25:]), seconds=elapsed)
+    return Resolution(True, _compiled_pins(proc.stdout), seconds=elapsed)
+
+
+def _compile_argv(
+    uv: str,
+    tmp: Path,
+    requirements: list[str],
+    python: str,
+    index_url: str | None,
+    constraints: list[str] | None,
+    only_binary: bool,
+    exclude_newer: str | None,
+) -> list[str]:
+    """The ``uv pip compile`` command line; the requirements (and constraints) files it reads
+    are written into ``tmp``."""
+    req = tmp / "requirements.in"
+    req.write_text("\n".join(requirements) + "\n")
+    argv = [
+        uv,
+        "pip",
+        "compile",
+        "--no-build",
+        "--python-version",
+        python,
+        "--no-header",
+        "--no-annotate",
+        "--quiet",
+        "--python-platform",
+        "x86_64-unknown-linux-gnu",
+        str(req),
+    ]
+    if index_url:
+        argv[3:3] = ["--index-url", index_url]
+    else:
+        # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...): uv reads only
+        # its own variables by itself.
+        from bot.indexes import host_index_config
+
+        argv[3:3] = host_index_config().uv_args()
+    if only_binary:
+        # the same promise as --no-build (uv refuses both together): nothing is built
+        i = argv.index("--no-build")
+        argv[i : i + 1] = ["--only-binary", ":all:"]
+    if exclude_newer:
+        argv[3:3] = ["--exclude-newer", exclude_newer]
+    if constraints:
+        cons = tmp / "constraints.txt"
+        cons.write_text("\n".join(constraints) + "\n")
+        argv[3:3] = ["--constraint", str(cons)]
+    return argv
+
+
+def _compiled_pins(output: str) -> dict[str, str]:
+    """The ``name==version`` lines of uv's output, by canonical name."""
     pins = {}
-    for line in proc.stdout.splitlines():
+    for line in output.splitlines():
         m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?==([^\s;]+)", line.strip())
         if m:
             pins[str(canonicalize_name(m.group(1)))] = m.group(2)
-    return Resolution(True, pins, seconds=elapsed)
+    return pins
 
 
 def names_in_error(error: str, candidates: set[str]) -> list[str]:

@@ -43,30 +43,10 @@ def choose_python(
         raise ValueError("choose_python needs at least one available Python version")
     available = sorted(set(available), key=_key)
     warnings: list[ScanWarning] = []
-    hard: list[tuple[SpecifierSet, PythonConstraint]] = []
-    for c in constraints:
-        if c.kind != "requires":
-            continue
-        try:
-            hard.append((SpecifierSet(c.value.replace(" ", "")), c))
-        except InvalidSpecifier:
-            warnings.append(
-                ScanWarning(c.source.file, c.source.line, f"cannot read Python requirement {c.value!r}; ignored")
-            )
+    hard = _hard_constraints(constraints, warnings)
     ok = [v for v in available if all(series_allows(s, v) for s, _ in hard)]
     if not ok:
-        text = ", ".join(f"{c.value} ({c.source.short()})" for _, c in hard)
-        warnings.append(
-            ScanWarning(
-                hard[0][1].source.file if hard else ".",
-                hard[0][1].source.line if hard else None,
-                f"no available Python ({', '.join(available)}) satisfies {text}",
-            )
-        )
-        # the nearest version in the direction of the floor, flagged MISSING: never a silent guess
-        floor_above = all(s.contains("3.40.0") for s, _ in hard)
-        version = available[-1] if floor_above else available[0]
-        return RuntimeChoice(version, False, f"unsatisfiable: {text}", [c for _, c in hard], warnings)
+        return _unsatisfiable(hard, available, warnings)
     used = [c for _, c in hard]
     pins = [c for c in constraints if c.kind == "pin" and c.value in ok]
     if pins:
@@ -86,6 +66,56 @@ def choose_python(
         below = [v for v in candidates if _key(v) < _key(version)]
         if below:
             candidates = below
+    kept_below = f" (kept below {ceilings[0][0]}: {ceilings[0][1]})" if ceilings and candidates != ok else ""
+    return _prefer_tested(constraints, candidates, used, warnings, kept_below)
+
+
+def _hard_constraints(
+    constraints: list[PythonConstraint], warnings: list[ScanWarning]
+) -> list[tuple[SpecifierSet, PythonConstraint]]:
+    """The readable ``requires`` constraints as specifier sets; an unreadable one is a warning."""
+    hard: list[tuple[SpecifierSet, PythonConstraint]] = []
+    for c in constraints:
+        if c.kind != "requires":
+            continue
+        try:
+            hard.append((SpecifierSet(c.value.replace(" ", "")), c))
+        except InvalidSpecifier:
+            warnings.append(
+                ScanWarning(c.source.file, c.source.line, f"cannot read Python requirement {c.value!r}; ignored")
+            )
+    return hard
+
+
+def _unsatisfiable(
+    hard: list[tuple[SpecifierSet, PythonConstraint]], available: list[str], warnings: list[ScanWarning]
+) -> RuntimeChoice:
+    """The choice when no available version satisfies the hard constraints: said in a warning
+    and flagged unsatisfied."""
+    text = ", ".join(f"{c.value} ({c.source.short()})" for _, c in hard)
+    warnings.append(
+        ScanWarning(
+            hard[0][1].source.file if hard else ".",
+            hard[0][1].source.line if hard else None,
+            f"no available Python ({', '.join(available)}) satisfies {text}",
+        )
+    )
+    # the nearest version in the direction of the floor, flagged MISSING: never a silent guess
+    floor_above = all(s.contains("3.40.0") for s, _ in hard)
+    version = available[-1] if floor_above else available[0]
+    return RuntimeChoice(version, False, f"unsatisfiable: {text}", [c for _, c in hard], warnings)
+
+
+def _prefer_tested(
+    constraints: list[PythonConstraint],
+    candidates: list[str],
+    used: list[PythonConstraint],
+    warnings: list[ScanWarning],
+    kept_below: str,
+) -> RuntimeChoice:
+    """Among the allowed ``candidates`` (oldest first): the newest the project tests; else the
+    newest not above what it tests, or the closest to it; else the newest. ``kept_below`` says
+    why a ceiling narrowed the candidates, for the last case."""
     tested = sorted({c.value for c in constraints if c.kind == "tested"}, key=_key)
     tested_ok = [v for v in candidates if v in tested]
     if tested_ok:
@@ -103,6 +133,4 @@ def choose_python(
         # everything offered is newer than what the project tests: stay as close as possible
         return RuntimeChoice(candidates[0], True, f"closest available to the tested {newest_tested}", used, warnings)
     reason = "newest available satisfying " + (", ".join(c.value for c in used) if used else "no stated constraint")
-    if ceilings and candidates != ok:
-        reason += f" (kept below {ceilings[0][0]}: {ceilings[0][1]})"
-    return RuntimeChoice(candidates[-1], True, reason, used, warnings)
+    return RuntimeChoice(candidates[-1], True, reason + kept_below, used, warnings)

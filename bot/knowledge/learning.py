@@ -76,7 +76,14 @@ def _atom_strings(atoms: Sequence[Atom]) -> list[str]:
 
 def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
     """Regex for ``line`` and atoms templated against it."""
-    atom_values = _atom_strings(atoms)
+    tokens = _line_tokens(line, _atom_strings(atoms))
+    pattern, group_of = _pattern_of(line, tokens)
+    return pattern, _template_atoms(atoms, group_of)
+
+
+def _line_tokens(line: str, atom_values: list[str]) -> list[tuple[int, int, str, str | None]]:
+    """The variable parts of ``line``, in order: (start, end, regex, captured value). A value the
+    fix names is captured; paths, hex numbers, versions and numbers become wildcards."""
     tokens: list[tuple[int, int, str, str | None]] = []  # (start, end, regex, captured value)
     taken: list[tuple[int, int]] = []
 
@@ -108,6 +115,12 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
                 tokens.append((s, e, repl_here, None))
                 taken.append((s, e))
     tokens.sort()
+    return tokens
+
+
+def _pattern_of(line: str, tokens: list[tuple[int, int, str, str | None]]) -> tuple[str, dict[str, int]]:
+    """The regex for ``line`` with its ``tokens`` replaced, and the group number of each
+    captured value."""
     parts: list[str] = []
     pos, group_of = 0, {}
     n = 0
@@ -122,6 +135,11 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
     pattern = "".join(parts)
     # re.escape escapes spaces; tolerate any run of blanks instead
     pattern = re.sub(r"(?:\\ )+", lambda m: r"\s+", pattern)
+    return pattern, group_of
+
+
+def _template_atoms(atoms: Sequence[Atom], group_of: dict[str, int]) -> list[Atom]:
+    """``atoms`` with every argument equal to a captured value replaced by ``{match:N}``."""
 
     def template(v: Any) -> Any:
         if isinstance(v, str):
@@ -135,8 +153,7 @@ def generalise(line: str, atoms: Sequence[Atom]) -> tuple[str, list[Atom]]:
             return {k: template(x) for k, x in v.items()}
         return v
 
-    templated = [Atom(a.kind, {k: template(v) for k, v in a.args.items()}) for a in atoms]
-    return pattern, templated
+    return [Atom(a.kind, {k: template(v) for k, v in a.args.items()}) for a in atoms]
 
 
 def _same_fix(a: Sequence[Atom], b: Sequence[Atom]) -> bool:

@@ -321,6 +321,28 @@ def _project_name(graph: DepGraph) -> str | None:
     return canonicalize_name(node.name)
 
 
+@dataclass
+class _Replay:
+    """What the clean replay installed, in the terms the lock needs."""
+
+    apt: list[str]  # the Debian packages the Dockerfile installs
+    base: InstalledSet  # the base image's own distributions, which are not reinstalled
+    pins: dict[str, str]
+    apt_versions: dict[str, str]
+
+
+@dataclass
+class _Draft:
+    """A new lock, the graph that installs it and the Dockerfile compiled from that graph."""
+
+    lock: RequirementsLock
+    text: str
+    locked: DepGraph
+    compiler: Any  # the build-essential node left out, or None
+    notes: list[str]
+    dockerfile: str
+
+
 def lock_environment(
     engine: Any,
     repo: Path,
@@ -342,6 +364,48 @@ def lock_environment(
     if native is not None:
         # the repository's own lock already fixes the set; a second lock would compete with it
         return LockOutcome("native", f"installed from the repository's {native.name}", file=native.name, tag=replay_tag)
+    replay = _read_replay(engine, graph, replay_tag, rel, t0)
+    if isinstance(replay, LockOutcome):
+        return replay
+    target = Path(repo) / rel
+    current = target.read_text() if target.is_file() and not target.is_symlink() else None
+    kept = _keep_current(graph, replay, target, current, rel=rel, replay_tag=replay_tag, t0=t0)
+    if kept is not None:
+        return kept
+    draft = _draft_lock(graph, replay, rel, index_url, timeout, compile_dockerfile)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(draft.text)
+    tag = replay_tag.rsplit(":", 1)[0] + ":locked"
+    reason = _try_locked(engine, repo, graph, replay, draft, tag, compile_dockerfile)
+    if reason:
+        _put_back(target, current)
+        return LockOutcome(
+            "failed",
+            reason,
+            lock=draft.lock,
+            file=rel,
+            notes=draft.notes,
+            apt_versions=replay.apt_versions,
+            seconds=time.monotonic() - t0,
+        )
+    return LockOutcome(
+        "locked",
+        "",
+        lock=draft.lock,
+        text=draft.text,
+        file=rel,
+        tag=tag,
+        dockerfile=draft.dockerfile,
+        apt_versions=replay.apt_versions,
+        notes=draft.notes,
+        seconds=time.monotonic() - t0,
+        graph=draft.locked,
+    )
+
+
+def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: float) -> _Replay | LockOutcome:
+    """Freeze the replay image and the base image; an outcome instead when the replay cannot be
+    listed or holds something an index lock cannot pin."""
     apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt")
     replay = installed_set(engine, replay_tag, apt)
     if not replay.ok:
@@ -362,9 +426,14 @@ def lock_environment(
             seconds=time.monotonic() - t0,
         )
     apt_versions = {n: replay.debs[n] for n in apt if n in replay.debs}
-    python = graph.runtime.attrs.get("version", "")
-    target = Path(repo) / rel
-    current = target.read_text() if target.is_file() and not target.is_symlink() else None
+    return _Replay(apt, base, pins, apt_versions)
+
+
+def _keep_current(
+    graph: DepGraph, replay: _Replay, target: Path, current: str | None, *, rel: str, replay_tag: str, t0: float
+) -> LockOutcome | None:
+    """The outcome when the lock file already there stays as it is: a person wrote it, or the
+    replay reproduced it exactly. None when a new lock is to be written."""
     if target.is_symlink() or (current is not None and not has_marker(current)):
         return LockOutcome(
             "skipped",
@@ -374,7 +443,12 @@ def lock_environment(
         )
     existing = parse_lock(current) if current else None
     node = graph.nodes.get("config:requirements-lock")
-    if existing is not None and node is not None and existing.pins == pins and existing.debs == apt_versions:
+    if (
+        existing is not None
+        and node is not None
+        and existing.pins == replay.pins
+        and existing.debs == replay.apt_versions
+    ):
         # the replay was built from this very lock and reproduced it
         return LockOutcome(
             "unchanged",
@@ -383,15 +457,31 @@ def lock_environment(
             text=current or "",
             file=rel,
             tag=replay_tag,
-            apt_versions=apt_versions,
+            apt_versions=replay.apt_versions,
             seconds=time.monotonic() - t0,
         )
-    entries, notes = fetch_hashes(pins, python, index_url=index_url, timeout=timeout)
-    lock = RequirementsLock(entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python, debs=apt_versions)
+    return None
+
+
+def _draft_lock(
+    graph: DepGraph,
+    replay: _Replay,
+    rel: str,
+    index_url: str | None,
+    timeout: float,
+    compile_dockerfile: Callable[[DepGraph], Any],
+) -> _Draft:
+    """Hash the replay's pins into a lock, apply it to a copy of the graph (without the compiler
+    when nothing needs one) and compile that graph's Dockerfile."""
+    python = graph.runtime.attrs.get("version", "")
+    entries, notes = fetch_hashes(replay.pins, python, index_url=index_url, timeout=timeout)
+    lock = RequirementsLock(
+        entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python, debs=replay.apt_versions
+    )
     text = lock.render()
     locked = DepGraph.from_json(graph.to_json())
-    apply_lock(locked, lock, rel, source="frozen from the clean replay", apt_versions=apt_versions)
-    compiler = _unneeded_compiler(locked, pins, python, index_url, timeout)
+    apply_lock(locked, lock, rel, source="frozen from the clean replay", apt_versions=replay.apt_versions)
+    compiler = _unneeded_compiler(locked, replay.pins, python, index_url, timeout)
     if compiler is not None:
         # every locked distribution installs from a wheel and the project compiles nothing:
         # the image is tried without the compiler (issue 16: build-essential only when needed)
@@ -399,47 +489,58 @@ def lock_environment(
         compiler.attrs["dropped"] = "every locked distribution has a wheel"
         notes.append("build-essential left out: every locked distribution installs from a wheel")
     dockerfile = compile_dockerfile(locked).text
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    tag = replay_tag.rsplit(":", 1)[0] + ":locked"
+    return _Draft(lock, text, locked, compiler, notes, dockerfile)
 
-    def failed(reason: str) -> LockOutcome:
-        if current is None:
-            target.unlink(missing_ok=True)
-        else:
-            target.write_text(current)
-        return LockOutcome(
-            "failed", reason, lock=lock, file=rel, notes=notes, apt_versions=apt_versions, seconds=time.monotonic() - t0
-        )
 
-    build = engine.build(repo, dockerfile, tag)
-    if not build.ok and compiler is not None:
-        # it needed the compiler after all: put it back
-        compiler.action = "apt"
-        compiler.attrs.pop("dropped", None)
-        notes[-1] = "build-essential kept: the locked image did not build without it"
-        dockerfile = compile_dockerfile(locked).text
-        build = engine.build(repo, dockerfile, tag)
+def _put_back(target: Path, current: str | None) -> None:
+    """Restore the lock file as it was before this attempt (absent when there was none)."""
+    if current is None:
+        target.unlink(missing_ok=True)
+    else:
+        target.write_text(current)
+
+
+def _try_locked(
+    engine: Any,
+    repo: Path,
+    graph: DepGraph,
+    replay: _Replay,
+    draft: _Draft,
+    tag: str,
+    compile_dockerfile: Callable[[DepGraph], Any],
+) -> str:
+    """Build the locked image as ``tag`` and compare it with the replay: why the lock cannot be
+    kept, or empty when it reproduces the proven set."""
+    build = _build_locked(engine, repo, draft, tag, compile_dockerfile)
     if not build.ok:
-        return failed("the locked Dockerfile did not build: " + " ".join(build.log.strip().splitlines()[-3:])[:400])
-    again = installed_set(engine, tag, apt)
-    again_pins, _ = lockable_pins(again, base, _project_name(graph))
-    if not again.ok or again_pins != pins:
-        diff = sorted(set(again_pins.items()) ^ set(pins.items()))[:5]
-        return failed(f"the locked image differs from the replay: {diff or again.error}")
-    return LockOutcome(
-        "locked",
-        "",
-        lock=lock,
-        text=text,
-        file=rel,
-        tag=tag,
-        dockerfile=dockerfile,
-        apt_versions=apt_versions,
-        notes=notes,
-        seconds=time.monotonic() - t0,
-        graph=locked,
-    )
+        return "the locked Dockerfile did not build: " + " ".join(build.log.strip().splitlines()[-3:])[:400]
+    return _differs_from_replay(engine, tag, graph, replay)
+
+
+def _build_locked(
+    engine: Any, repo: Path, draft: _Draft, tag: str, compile_dockerfile: Callable[[DepGraph], Any]
+) -> Any:
+    """Build the locked Dockerfile; when it was left without the compiler and does not build,
+    the compiler goes back in and it is built once more (``draft`` records what was built)."""
+    build = engine.build(repo, draft.dockerfile, tag)
+    if not build.ok and draft.compiler is not None:
+        # it needed the compiler after all: put it back
+        draft.compiler.action = "apt"
+        draft.compiler.attrs.pop("dropped", None)
+        draft.notes[-1] = "build-essential kept: the locked image did not build without it"
+        draft.dockerfile = compile_dockerfile(draft.locked).text
+        build = engine.build(repo, draft.dockerfile, tag)
+    return build
+
+
+def _differs_from_replay(engine: Any, tag: str, graph: DepGraph, replay: _Replay) -> str:
+    """Why the locked image's distributions are not the replay's; empty when they are."""
+    again = installed_set(engine, tag, replay.apt)
+    again_pins, _ = lockable_pins(again, replay.base, _project_name(graph))
+    if not again.ok or again_pins != replay.pins:
+        diff = sorted(set(again_pins.items()) ^ set(replay.pins.items()))[:5]
+        return f"the locked image differs from the replay: {diff or again.error}"
+    return ""
 
 
 def _unneeded_compiler(

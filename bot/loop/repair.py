@@ -907,13 +907,8 @@ def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
     repository's own CI installs; leave out what the static plan only guessed (system packages
     from the distribution table, distributions guessed from imports, extras that are not for
     the tests), one group at a time."""
-    from packaging.utils import canonicalize_name
-
     out: list[tuple[str, Candidate]] = []
-    have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
-    ci = [
-        s for s in ci_install_specs(repo) if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, maxsplit=1)[0]) not in have
-    ]
+    ci = _ci_specs_not_planned(repo, graph)
     if ci:
         out.append(
             (
@@ -925,61 +920,69 @@ def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
                 ),
             )
         )
+    for name, manager, packages, why in _guessed_groups(graph):
+        if packages:
+            drop = Atom("drop_package", {"manager": manager, "packages": packages})
+            out.append((name, Candidate([drop], "rule", why=why)))
+    return [(name, cand) for name, cand in out if _atoms_valid(cand)]
+
+
+def _ci_specs_not_planned(repo: Path, graph: Any) -> list[str]:
+    """What the repository's CI, tox or nox installs by name that the plan does not install."""
+    from packaging.utils import canonicalize_name
+
+    have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
+    return [
+        s for s in ci_install_specs(repo) if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, maxsplit=1)[0]) not in have
+    ]
+
+
+def _guessed_groups(graph: Any) -> list[tuple[str, str, list[str], str]]:
+    """The groups the static plan only guessed, in the order they are tried: (strategy name,
+    package manager, packages, why). A group may be empty."""
     guessed_apt = sorted(
         n.name
         for n in graph.of_type("SYSTEMLIB")
         if n.action == "apt" and n.evidence and all(e[0] == "bot/graph/data/system_packages.json" for e in n.evidence)
     )
-    if guessed_apt:
-        out.append(
-            (
-                "leave out the system packages the plan guessed",
-                Candidate(
-                    [Atom("drop_package", {"manager": "apt", "packages": guessed_apt})],
-                    "rule",
-                    why="the plan added them from its table, not from the repository",
-                ),
-            )
-        )
     guessed_pip = sorted(
         n.name for n in graph.of_type("PACKAGE") if n.action == "pip" and n.attrs.get("source") == "import"
     )
-    if guessed_pip:
-        out.append(
-            (
-                "leave out the distributions guessed from imports",
-                Candidate(
-                    [Atom("drop_package", {"manager": "pip", "packages": guessed_pip})],
-                    "rule",
-                    why="the plan guessed them from import names",
-                ),
-            )
-        )
     optional = sorted(
         n.name
         for n in graph.of_type("PACKAGE")
         if n.action == "pip" and str(n.attrs.get("group", "")).startswith(("extra:", "group:", "docs"))
     )
-    if optional:
-        out.append(
-            (
-                "leave out the optional extras and docs requirements",
-                Candidate(
-                    [Atom("drop_package", {"manager": "pip", "packages": optional})],
-                    "rule",
-                    why="optional parts the plan installed",
-                ),
-            )
-        )
-    valid = []
-    for name, cand in out:
-        try:
-            for a in cand.atoms:
-                a.validate()
-        except AtomError:
-            continue
-        valid.append((name, cand))
-    return valid
+    return [
+        (
+            "leave out the system packages the plan guessed",
+            "apt",
+            guessed_apt,
+            "the plan added them from its table, not from the repository",
+        ),
+        (
+            "leave out the distributions guessed from imports",
+            "pip",
+            guessed_pip,
+            "the plan guessed them from import names",
+        ),
+        (
+            "leave out the optional extras and docs requirements",
+            "pip",
+            optional,
+            "optional parts the plan installed",
+        ),
+    ]
+
+
+def _atoms_valid(cand: Candidate) -> bool:
+    """Whether every atom of ``cand`` validates."""
+    try:
+        for a in cand.atoms:
+            a.validate()
+    except AtomError:
+        return False
+    return True
 
 
 def knowledge_candidates(retriever: Any, log_text: str, context: Mapping[str, str], limit: int) -> list[Candidate]:

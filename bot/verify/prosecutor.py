@@ -222,13 +222,7 @@ def check_test_run(results: TestResults | None) -> tuple[list[Charge], dict[str,
             )
         ], {}
     charges: list[Charge] = []
-    reasons = []
-    if results.timed_out:
-        reasons.append("the test run timed out")
-    if not results.junit_found:
-        reasons.append("no JUnit report was written")
-    if results.exit_code is not None and results.exit_code not in _COMPLETE_EXIT and results.exit_code != 5:
-        reasons.append(f"the runner exited with code {results.exit_code}")
+    reasons = _incomplete_reasons(results)
     if reasons:
         charges.append(
             Charge(
@@ -241,35 +235,56 @@ def check_test_run(results: TestResults | None) -> tuple[list[Charge], dict[str,
                 {"reasons": reasons, "exit_code": results.exit_code},
             )
         )
-    if results.exit_code == 5 or (results.junit_found and results.total == 0 and not reasons):
-        charges.append(Charge("no-tests", "no_tests", "test run", "no test was collected", [], CRITICAL, {}))
-    elif results.total and results.skipped == results.total:
-        reasons_skipped = sorted({m for t, m in results.messages.items()})[:10]
-        charges.append(
-            Charge(
-                "all-skipped",
-                "all_skipped",
-                "test run",
-                f"all {results.total} tests were skipped\n" + "\n".join(reasons_skipped),
-                [],
-                CRITICAL,
-                {"skip_messages": reasons_skipped},
-            )
-        )
-    failing = sorted(t for t, o in results.outcomes.items() if o in (FAILED, ERROR))
-    if failing:
-        charges.append(
-            Charge(
-                "tests-failed",
-                "tests_failed",
-                f"{len(failing)} tests",
-                "\n".join(f"{t}: {results.messages.get(t, '')}" for t in failing[:15]),
-                [],
-                MAJOR,
-                {"tests": failing, "messages": {t: results.messages.get(t, "") for t in failing}},
-            )
-        )
+    for charge in (_collection_charge(results, reasons), _failed_tests_charge(results)):
+        if charge is not None:
+            charges.append(charge)
     return charges, results.summary()
+
+
+def _incomplete_reasons(results: TestResults) -> list[str]:
+    """Why the test run did not go through its whole lifecycle; empty when it did."""
+    reasons = []
+    if results.timed_out:
+        reasons.append("the test run timed out")
+    if not results.junit_found:
+        reasons.append("no JUnit report was written")
+    if results.exit_code is not None and results.exit_code not in _COMPLETE_EXIT and results.exit_code != 5:
+        reasons.append(f"the runner exited with code {results.exit_code}")
+    return reasons
+
+
+def _collection_charge(results: TestResults, reasons: list[str]) -> Charge | None:
+    """The charge when no test was collected or every test was skipped."""
+    if results.exit_code == 5 or (results.junit_found and results.total == 0 and not reasons):
+        return Charge("no-tests", "no_tests", "test run", "no test was collected", [], CRITICAL, {})
+    if results.total and results.skipped == results.total:
+        reasons_skipped = sorted({m for t, m in results.messages.items()})[:10]
+        return Charge(
+            "all-skipped",
+            "all_skipped",
+            "test run",
+            f"all {results.total} tests were skipped\n" + "\n".join(reasons_skipped),
+            [],
+            CRITICAL,
+            {"skip_messages": reasons_skipped},
+        )
+    return None
+
+
+def _failed_tests_charge(results: TestResults) -> Charge | None:
+    """The charge naming the tests that failed or errored, if any did."""
+    failing = sorted(t for t, o in results.outcomes.items() if o in (FAILED, ERROR))
+    if not failing:
+        return None
+    return Charge(
+        "tests-failed",
+        "tests_failed",
+        f"{len(failing)} tests",
+        "\n".join(f"{t}: {results.messages.get(t, '')}" for t in failing[:15]),
+        [],
+        MAJOR,
+        {"tests": failing, "messages": {t: results.messages.get(t, "") for t in failing}},
+    )
 
 
 @dataclass

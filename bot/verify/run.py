@@ -10,16 +10,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.verify.facts import RepoFacts
-from bot.verify.judge import judge
+from bot.verify.judge import Ruling, judge
 from bot.verify.mutation import mutation_check
-from bot.verify.prosecutor import Executor, prosecute, run, tail
+from bot.verify.prosecutor import Executor, Prosecution, prosecute, run, tail
 from bot.verify.record import VerificationRecord
 from bot.verify.results import TestResults, attribute, parse_junit
-from bot.verify.services import ServiceManager, ServiceSpec, forward_targets, start_localhost_forwarding
+from bot.verify.services import (
+    ServiceManager,
+    ServiceSpec,
+    ServicesStarted,
+    forward_targets,
+    start_localhost_forwarding,
+)
 from bot.verify.siblings import SiblingManager, SiblingSpec
 from bot.verify.verdict import decide
 
@@ -73,6 +80,30 @@ class _Session:
         return self._cm.__exit__(*exc)
 
 
+@dataclass
+class _Runner:
+    """Opens the fresh role containers of one verification on its network and runs the tests
+    in them; ``forwards`` fills in once the services are up."""
+
+    engine: Any
+    image: str
+    net: Any
+    command: list[str]
+    timeout: int
+    copy: Path | None
+    workdir: str
+    python: str
+    forwards: list[str] = field(default_factory=list)
+
+    def session(self, env: Mapping[str, str], role: str) -> _Session:
+        forwards = self.forwards if role != "verify-without" else ()
+        return _Session(self.engine, self.image, env, self.net, role, self.copy, self.workdir, forwards, self.python)
+
+    def tests(self, env: Mapping[str, str], role: str) -> TestResults:
+        with self.session(env, role) as s:
+            return run_tests(s, self.command, self.timeout)
+
+
 def verify_environment(
     engine: Any,
     repo: Path,
@@ -94,98 +125,147 @@ def verify_environment(
 ) -> VerificationRecord:
     started = time.monotonic()
     repo = Path(repo)
-    record = VerificationRecord(image=image, repo=str(repo), warnings=list(warnings))
-    facts = RepoFacts.from_repo(repo)
-    record.facts = facts.to_json()
-    record.warnings += facts.warnings
+    record, facts = _begin_record(image, repo, warnings)
     specs = [ServiceSpec.from_any(s) for s in services]
     sibling_specs = list(siblings)
     command = list(test_command or [python, "-m", "pytest"])
     base_env = dict(ci_env or {})
     copy = repo if copy_repo else None
 
-    forwards: list[str] = []
-
-    def session(env: Mapping[str, str], role: str, net: str | None) -> _Session:
-        return _Session(
-            engine, image, env, net, role, copy, workdir, forwards if role != "verify-without" else (), python
-        )
-
     with engine.network() as net:
+        runner = _Runner(engine, image, net, command, test_timeout, copy, workdir, python)
         without: TestResults | None = None
         if specs or sibling_specs:
-            with session(base_env, "verify-without", net) as s:
-                without = run_tests(s, command, test_timeout)
+            without = runner.tests(base_env, "verify-without")
             record.tests_without_siblings = without.to_json()
 
         with ServiceManager(engine, net) as service_manager, SiblingManager(engine, net, repo) as sibling_manager:
             started_services = service_manager.start(specs, ci_env=base_env)
             sibling_outcomes, sibling_env = sibling_manager.start(sibling_specs)
-            record.services = [o.to_json() for o in started_services.outcomes]
-            record.siblings = [o.to_json() for o in sibling_outcomes]
-            for o in started_services.outcomes:
-                if o.note:
-                    record.warnings.append(f"service {o.name}: {o.note}")
-            for so in sibling_outcomes:
-                if so.note:
-                    record.warnings.append(f"sibling {so.name}: {so.note}")
-            env = {**base_env, **started_services.env, **sibling_env}
-            if forward_localhost:
-                # tests that hard-code localhost:5432 reach the sibling too (CI maps the ports)
-                forwards[:] = forward_targets(started_services.outcomes, specs)
-                record.checks["localhost_forwards"] = list(forwards)
-            record.wired_env = sorted(set(env) - set(base_env) | {k for k in base_env if env[k] != base_env[k]})
+            env = _wire(
+                record, runner, started_services, sibling_outcomes, sibling_env, specs, base_env, forward_localhost
+            )
 
-            with session(env, "verify-with", net) as s:
-                with_ = run_tests(s, command, test_timeout)
+            with_ = runner.tests(env, "verify-with")
             record.tests_with_siblings = with_.to_json()
-
-            with session(env, "prosecutor", net) as s:
-                prosecution = prosecute(s, facts, with_, python=python, checks=checks)
-            record.checks.update(prosecution.checks)
-            record.charges = [c.to_json() for c in prosecution.charges]
-
-            with session(env, "judge", net) as s:
-                rulings = judge(s, facts, prosecution.charges, python=python, repo=repo, test_command=command)
-            record.rulings = [r.to_json() for r in rulings]
-
-            mutation_result = None
-            if mutation:
-                if facts.own_modules:
-                    with session(env, "mutation", net) as s:
-                        mutation_result = mutation_check(
-                            s, facts.own_modules[0], with_, lambda ex: run_tests(ex, command, test_timeout), python
-                        )
-                else:
-                    mutation_result = {"ran": False, "note": "no own top-level module found"}
-                record.mutation = mutation_result
+            prosecution, rulings, mutation_result = _examine(
+                runner, env, record, facts, with_, repo=repo, checks=checks, mutation=mutation
+            )
 
             # Which tests needed which sibling: take them away one at a time (a test that needs
             # several is counted for the first one removed).
-            healthy = [o.name for o in started_services.outcomes if o.healthy] + [
-                o.name for o in sibling_outcomes if o.healthy
-            ]
+            healthy = started_services.healthy_names + [o.name for o in sibling_outcomes if o.healthy]
             if without is not None and healthy:
                 removal_runs: dict[str, TestResults] = {}
                 if attribute_each and len(healthy) > 1:
-                    previous = with_
-                    for name in healthy:
-                        if name in service_manager.handles_by_name:
-                            service_manager.remove(name)
-                        else:
-                            sibling_manager.remove(name)
-                        with session(env, f"verify-minus-{name}", net) as s:
-                            current = run_tests(s, command, test_timeout)
-                        # a test counts for ``name`` if it passed before this removal only
-                        removal_runs[name] = TestResults(
-                            outcomes={
-                                t: ("failed" if previous.outcomes.get(t) == "passed" and o != "passed" else "passed")
-                                for t, o in current.outcomes.items()
-                            }
-                        )
-                        previous = current
+                    removal_runs = _removal_runs(runner, env, with_, healthy, service_manager, sibling_manager)
                 record.attribution = attribute(without, with_, removal_runs, healthy).to_json()
 
     record.verdict = decide(prosecution.charges, rulings, with_, mutation_result).to_json()
     record.seconds = round(time.monotonic() - started, 2)
     return record
+
+
+def _begin_record(image: str, repo: Path, warnings: Iterable[str]) -> tuple[VerificationRecord, RepoFacts]:
+    """A new record holding the repository's facts (and their warnings after the given ones)."""
+    record = VerificationRecord(image=image, repo=str(repo), warnings=list(warnings))
+    facts = RepoFacts.from_repo(repo)
+    record.facts = facts.to_json()
+    record.warnings += facts.warnings
+    return record, facts
+
+
+def _wire(
+    record: VerificationRecord,
+    runner: _Runner,
+    started_services: ServicesStarted,
+    sibling_outcomes: Sequence[Any],
+    sibling_env: Mapping[str, str],
+    specs: Sequence[ServiceSpec],
+    base_env: Mapping[str, str],
+    forward_localhost: bool,
+) -> dict[str, str]:
+    """The environment the tests get with the services and siblings up. Records the started
+    services and siblings (with their notes as warnings), the localhost ports the later test
+    containers forward to them when asked, and which variables the wiring set or changed."""
+    service_outcomes = started_services.outcomes
+    record.services = [o.to_json() for o in service_outcomes]
+    record.siblings = [o.to_json() for o in sibling_outcomes]
+    for o in service_outcomes:
+        if o.note:
+            record.warnings.append(f"service {o.name}: {o.note}")
+    for so in sibling_outcomes:
+        if so.note:
+            record.warnings.append(f"sibling {so.name}: {so.note}")
+    env = {**base_env, **started_services.env, **sibling_env}
+    if forward_localhost:
+        # tests that hard-code localhost:5432 reach the sibling too (CI maps the ports)
+        runner.forwards[:] = forward_targets(service_outcomes, specs)
+        record.checks["localhost_forwards"] = list(runner.forwards)
+    record.wired_env = sorted(set(env) - set(base_env) | {k for k in base_env if env[k] != base_env[k]})
+    return env
+
+
+def _examine(
+    runner: _Runner,
+    env: Mapping[str, str],
+    record: VerificationRecord,
+    facts: RepoFacts,
+    with_: TestResults,
+    *,
+    repo: Path,
+    checks: Iterable[str],
+    mutation: bool,
+) -> tuple[Prosecution, list[Ruling], dict[str, Any] | None]:
+    """The prosecutor, the judge and (when asked) the mutation check, each in a fresh container;
+    returns (prosecution, rulings, mutation result) and records them."""
+    python = runner.python
+    with runner.session(env, "prosecutor") as s:
+        prosecution = prosecute(s, facts, with_, python=python, checks=checks)
+    record.checks.update(prosecution.checks)
+    record.charges = [c.to_json() for c in prosecution.charges]
+
+    with runner.session(env, "judge") as s:
+        rulings = judge(s, facts, prosecution.charges, python=python, repo=repo, test_command=runner.command)
+    record.rulings = [r.to_json() for r in rulings]
+
+    mutation_result: dict[str, Any] | None = None
+    if mutation:
+        if facts.own_modules:
+            with runner.session(env, "mutation") as s:
+                mutation_result = mutation_check(
+                    s, facts.own_modules[0], with_, lambda ex: run_tests(ex, runner.command, runner.timeout), python
+                )
+        else:
+            mutation_result = {"ran": False, "note": "no own top-level module found"}
+        record.mutation = mutation_result
+    return prosecution, rulings, mutation_result
+
+
+def _removal_runs(
+    runner: _Runner,
+    env: Mapping[str, str],
+    with_: TestResults,
+    healthy: Sequence[str],
+    service_manager: ServiceManager,
+    sibling_manager: SiblingManager,
+) -> dict[str, TestResults]:
+    """Remove the healthy services and siblings one at a time, running the tests after each
+    removal; for each name, which tests it took down."""
+    removal_runs: dict[str, TestResults] = {}
+    previous = with_
+    for name in healthy:
+        if name in service_manager.handles_by_name:
+            service_manager.remove(name)
+        else:
+            sibling_manager.remove(name)
+        current = runner.tests(env, f"verify-minus-{name}")
+        # a test counts for ``name`` if it passed before this removal only
+        removal_runs[name] = TestResults(
+            outcomes={
+                t: ("failed" if previous.outcomes.get(t) == "passed" and o != "passed" else "passed")
+                for t, o in current.outcomes.items()
+            }
+        )
+        previous = current
+    return removal_runs

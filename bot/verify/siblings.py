@@ -37,6 +37,53 @@ log = logging.getLogger(__name__)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,40}$")
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$")
 
+# the keys a `siblings:` entry may have
+_SIBLING_KEYS = {
+    "name",
+    "path",
+    "url",
+    "ref",
+    "dockerfile",
+    "plan",
+    "port",
+    "probe",
+    "env",
+    "wire",
+    "command",
+    "health_timeout",
+}
+
+
+def _sibling_name(entry: Mapping[str, Any]) -> str:
+    """The sibling's name from a ``siblings:`` entry, after checking that the entry has only
+    known keys and that the name can be a host name."""
+    unknown = set(entry) - _SIBLING_KEYS
+    if unknown:
+        raise ConfigError(
+            f"siblings: unknown key(s) {', '.join(sorted(unknown))}", f"Known keys: {', '.join(sorted(_SIBLING_KEYS))}."
+        )
+    name = str(entry.get("name") or "").strip().lower()
+    if not _NAME.match(name):
+        raise ConfigError(
+            f"siblings: {name!r} is not a usable name",
+            "Use lower-case letters, digits, '-' and '_' (it becomes a host name).",
+        )
+    return name
+
+
+def _check_port(name: str, port: Any) -> None:
+    """A sibling's ``port:`` is absent or a number from 1 to 65535."""
+    if (
+        port is not None
+        and not (isinstance(port, int) or str(port).isdigit())
+        or port is not None
+        and not 0 < int(port) < 65536
+    ):
+        raise ConfigError(
+            f"siblings.{name}: port must be a number from 1 to 65535, not {str(port)[:40]!r}",
+            "Set `port:` to the port the sibling listens on.",
+        )
+
 
 @dataclass(frozen=True)
 class SiblingSpec:
@@ -55,31 +102,7 @@ class SiblingSpec:
 
     @classmethod
     def from_setting(cls, entry: Mapping[str, Any]) -> SiblingSpec:
-        known = {
-            "name",
-            "path",
-            "url",
-            "ref",
-            "dockerfile",
-            "plan",
-            "port",
-            "probe",
-            "env",
-            "wire",
-            "command",
-            "health_timeout",
-        }
-        unknown = set(entry) - known
-        if unknown:
-            raise ConfigError(
-                f"siblings: unknown key(s) {', '.join(sorted(unknown))}", f"Known keys: {', '.join(sorted(known))}."
-            )
-        name = str(entry.get("name") or "").strip().lower()
-        if not _NAME.match(name):
-            raise ConfigError(
-                f"siblings: {name!r} is not a usable name",
-                "Use lower-case letters, digits, '-' and '_' (it becomes a host name).",
-            )
+        name = _sibling_name(entry)
         path, url = str(entry.get("path") or ""), str(entry.get("url") or "")
         if not isinstance(entry.get("path") or "", str) or not isinstance(entry.get("url") or "", str):
             raise ConfigError(f"siblings.{name}: `path` and `url` are text")
@@ -89,16 +112,7 @@ class SiblingSpec:
         if ref and not _REF.match(ref):
             raise ConfigError(f"siblings.{name}: {ref!r} is not a git ref")
         port = entry.get("port")
-        if (
-            port is not None
-            and not (isinstance(port, int) or str(port).isdigit())
-            or port is not None
-            and not 0 < int(port) < 65536
-        ):
-            raise ConfigError(
-                f"siblings.{name}: port must be a number from 1 to 65535, not {str(port)[:40]!r}",
-                "Set `port:` to the port the sibling listens on.",
-            )
+        _check_port(name, port)
         health = entry.get("health_timeout")
         if health is not None and not str(health).isdigit():
             raise ConfigError(f"siblings.{name}: health_timeout must be a number of seconds, not {str(health)[:40]!r}")
