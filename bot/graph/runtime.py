@@ -52,22 +52,48 @@ def choose_python(
     if pins:
         # .python-version over a Dockerfile or conda pin: the first pin in scan order wins
         return RuntimeChoice(pins[0].value, True, f"pinned by {pins[0].source.short()}", used + [pins[0]], warnings)
-    for c in constraints:
-        if c.kind == "pin" and c.value not in ok:
-            warnings.append(
-                ScanWarning(
-                    c.source.file,
-                    c.source.line,
-                    f"Python {c.value} is pinned but not available or not allowed; ignored",
-                )
-            )
     candidates = ok
     for version, _why in ceilings or []:
         below = [v for v in candidates if _key(v) < _key(version)]
         if below:
             candidates = below
+    nearest = _nearest_to_pin(constraints, candidates, warnings)
+    if nearest is not None:
+        pin, version = nearest
+        why = f"nearest offered to Python {pin.value}, pinned by {pin.source.short()}"
+        return RuntimeChoice(version, True, why, used + [pin], warnings)
     kept_below = f" (kept below {ceilings[0][0]}: {ceilings[0][1]})" if ceilings and candidates != ok else ""
     return _prefer_tested(constraints, candidates, used, warnings, kept_below)
+
+
+def _nearest_to_pin(
+    constraints: list[PythonConstraint], candidates: list[str], warnings: list[ScanWarning]
+) -> tuple[PythonConstraint, str] | None:
+    """A pin (.python-version, ...) whose version is not offered or not allowed: the allowed
+    version nearest to it (the newer one on a tie), since that is the closest to what its
+    developers run -- and to what their lock's wheels were made for. Each such pin is a
+    warning; the first one in scan order chooses."""
+    chosen: tuple[PythonConstraint, str] | None = None
+    for c in constraints:
+        if c.kind != "pin":
+            continue
+        try:
+            pinned = _key(c.value)
+        except ValueError:
+            continue
+        near = min(
+            candidates,
+            key=lambda v: (abs(_key(v).minor - pinned.minor) + 100 * abs(_key(v).major - pinned.major), -_key(v).minor),
+        )
+        warnings.append(
+            ScanWarning(
+                c.source.file,
+                c.source.line,
+                f"Python {c.value} is pinned but not offered here or not allowed; the nearest offered, {near}, is used",
+            )
+        )
+        chosen = chosen or (c, near)
+    return chosen
 
 
 def _hard_constraints(

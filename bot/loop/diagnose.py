@@ -346,7 +346,13 @@ RULES: list[Rule] = [
         "configuration",
         r"(?:[Ss]et|[Dd]efine|[Mm]issing|[Rr]equired) (?:the )?(?:environment variable|env var) ['\"`]?([A-Z][A-Z0-9_]{2,})",
     ),
-    _rule("missing_env", "configuration", r"['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:environment variable )?is not set"),
+    # (not debconf's "(TERM is not set, so the dialog frontend is not usable.)", which every apt
+    # step without a terminal prints and which says nothing about the failure)
+    _rule(
+        "missing_env",
+        "configuration",
+        r"(?<!debconf: \()(?<![\w(])['\"`]?([A-Z][A-Z0-9_]{2,})['\"`]? (?:environment variable )?is not set",
+    ),
     _rule(
         "scm_version",
         "configuration",
@@ -410,6 +416,17 @@ _GENERIC = {
     ),
     "missing_module": ("newer_syntax",),
     "no_matching_distribution": ("python_floor", "python_pin"),
+    "locked_build_failed": (
+        "missing_header",
+        "missing_compiler",
+        "missing_pkg_config",
+        "missing_pkg_config_module",
+        "missing_rust",
+        "missing_command",
+        "python_floor",
+        "missing_shared_lib",
+        "python_pin",
+    ),
     "dependency_conflict": ("python_floor",),
 }
 
@@ -451,6 +468,8 @@ def diagnose(output: str) -> list[Signature]:
         if ident not in found or pos < found[ident][0]:
             found[ident] = (pos, sig)
     for pos, sig in _pin_signatures(output):
+        found.setdefault(sig.ident, (pos, sig))
+    for pos, sig in _locked_builds(output):
         found.setdefault(sig.ident, (pos, sig))
     for pos, sig in _native_submodules(output):
         found.setdefault(sig.ident, (pos, sig))
@@ -500,6 +519,33 @@ def _pin_signatures(output: str) -> Iterator[tuple[int, Signature]]:
                     f"{m.group(1)}=={m.group(2)} needs Python {spec}: no release of it installs on this Python",
                 ),
             )
+
+
+_INCLUDED = re.compile(r"`([A-Za-z0-9][\w.\-]*)` \(v([\w.+!\-]+)\) was included because")
+_BUILD_FAILED = re.compile(
+    r"Failed to build|build backend returned an error|Build failures usually indicate|"
+    r"Failed to build a native library|maturin failed|failed-wheel-build"
+)
+
+
+def _locked_builds(output: str) -> Iterator[tuple[int, Signature]]:
+    """uv installing from a lock (``uv sync --frozen``) built a locked release from its sdist and
+    the build failed: uv names the release ("`pydantic-core` (v2.18.3) was included because
+    ..."). The lock fixes the version, so a release with no wheel for this Python is built from
+    source; the Python its wheels were made for is the usual way out."""
+    if not _BUILD_FAILED.search(output):
+        return
+    for m in _INCLUDED.finditer(output):
+        key = f"{m.group(1)}=={m.group(2)}"
+        yield (
+            m.start(),
+            Signature(
+                "locked_build_failed",
+                "version",
+                key,
+                f"{key} (from the lock) was built from source and the build failed",
+            ),
+        )
 
 
 _SUBMODULE = re.compile(r"No module named '([A-Za-z_]\w*)\.([\w.]+)'")

@@ -597,11 +597,20 @@ def _older_python_for_an_old_pin(sig: Signature, ctx: RuleContext) -> list[Candi
     # newest first (pip did not say which Python the release needs)
     if "==" not in sig.key:
         return []
+    return _older_pythons(ctx, f"{sig.key} may only have releases for older Pythons")
+
+
+@rule("locked_build_failed")
+def _older_python_for_a_locked_sdist(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    # the lock pins a release that had to be built from source here: its wheels are most likely
+    # for the Pythons of its day
+    return _older_pythons(ctx, f"the lock pins {sig.key}, which has no wheel for Python {ctx.python} here")
+
+
+def _older_pythons(ctx: RuleContext, why: str) -> list[Candidate]:
+    """``switch_python`` to each offered Python below the current one, newest first."""
     older = sorted((v for v in ctx.available_pythons if Version(v) < Version(ctx.python)), key=Version, reverse=True)
-    return [
-        _one("switch_python", f"{sig.key} may only have releases for older Pythons; {v} is offered", version=v)
-        for v in older
-    ]
+    return [_one("switch_python", f"{why}; {v} is offered", version=v) for v in older]
 
 
 @rule("not_a_package")
