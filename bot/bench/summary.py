@@ -208,7 +208,7 @@ def _ecosystem_lines(ecosystem: str, records: list[dict]) -> list[str]:
     title = ecosystem.capitalize()
     lines = [f"## {title} repositories", ""]
     lines += [ECOSYSTEM_METHODS.get(ecosystem, f"Scored the {title} way."), ""]
-    lines += [f"Not part of the Python figures above: {len(_repos_in(records))} {title} repositories.", ""]
+    lines += [f"{_repositories(len(_repos_in(records)), title)}, not counted in the Python figures.", ""]
     lines += [
         "| system | repos | EBSR | mean pass share | median produce | median build | median image | "
         "median steps | repairs |",
@@ -223,9 +223,13 @@ def _ecosystem_lines(ecosystem: str, records: list[dict]) -> list[str]:
     lines.append("")
     for system in _systems_in(skipped):
         rs = [r for r in skipped if r["system"] == system]
-        lines += [f"`{system}` skipped on {len(rs)} repositories: {rs[0].get('reason', '')}.", ""]
+        lines += [f"`{system}` skipped on {_repositories(len(rs))}: {rs[0].get('reason', '')}.", ""]
     lines += _side_by_side_lines(scored)
     return lines
+
+
+def _repositories(n: int, title: str = "") -> str:
+    return f"{n} {title + ' ' if title else ''}{'repository' if n == 1 else 'repositories'}"
 
 
 def _side_by_side_lines(records: list[dict]) -> list[str]:

@@ -260,9 +260,9 @@ def test_rust_rows_have_their_own_section_and_stay_out_of_the_python_figures():
     assert "1 repositories × 2 systems (setupbot, declared)" in python
     assert "| setupbot | 1 | 1/1 (100.0%) |" in python and "rs/itoa" not in python and "gone/x" not in python
     assert "Targets for setupbot: EBSR 100.0% ≥ 85% ✓" in python
-    assert "`cargo test --no-run`" in rust and "Not part of the Python figures above: 2 Rust repositories." in rust
+    assert "`cargo test --no-run`" in rust and "2 Rust repositories, not counted in the Python figures." in rust
     assert "| setupbot | 2 | 1/2 (50.0%) |" in rust and "| declared | 2 | 1/2 (50.0%) |" in rust
-    assert "| pipreqs |" not in rust and "`pipreqs` skipped on 1 repositories: pipreqs infers Python" in rust
+    assert "| pipreqs |" not in rust and "`pipreqs` skipped on 1 repository: pipreqs infers Python" in rust
     assert "| repository | difficulty | setupbot | declared |" in rust
     assert "| rs/itoa@bbbbbbbb | easy | ✓ 40 / 0 / 1, 50s, 800 MB | ✓ 38 / 0 / 1, 50s, 800 MB |" in rust
     assert "✗ tests-not-built: `cargo test --no-run` exited 101" in rust
