@@ -4,8 +4,10 @@ container work.
 The committed plan JSON (``<output.dir>/setupbot-plan.json``) records, next to the plan:
 
 - ``inputs``: a hash of every file the repository scan read (manifests, lock files, CI files,
-  tox/nox, README and docs commands, pytest configuration, compose files), of the imports found in
-  the source (not the source itself: a change to a function body changes no requirement), of the
+  tox/nox, README and docs commands, pytest configuration, compose files) and of every file the
+  repository's ecosystems name as their plan's inputs (``input_files``: Cargo.toml, Cargo.lock,
+  rust-toolchain*, through ``bot.ecosystems.base.NamesInputs``), of the imports found in the
+  source (not the source itself: a change to a function body changes no requirement), of the
   settings that shape the environment, and of the setupbot version;
 - ``verified``: the verdict, whether the clean replay passed and the test counts;
 - ``outputs``: a hash of each environment file (Dockerfile, devcontainer.json, compose.yaml).
@@ -23,6 +25,7 @@ import json
 import logging
 import posixpath
 import subprocess
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,9 @@ SHAPING_SETTINGS = ("target", "services", "siblings", "output", "images")
 CONFIG_FILES = (".github/setupbot.yml", ".github/setupbot.yaml")
 # Python files read for what they declare (not only for their imports).
 MANIFEST_PY = ("setup.py", "noxfile.py", "conftest.py")
+# The files an ecosystem names as its plan's inputs (``bot.ecosystems.input_files``): the layers
+# below the ecosystems take it as a function, they do not import the registry.
+InputFiles = Callable[[Path], Iterable[str]]
 
 
 def _digest(data: bytes) -> str:
@@ -81,12 +87,14 @@ def _read(root: Path, rel: str) -> bytes | None:
         return None
 
 
-def environment_inputs(repo: Path, settings: Any = None) -> dict[str, Any]:
-    """What the plan reads from ``repo``, hashed: ``{"digest": ..., "files": {path: hash}, ...}``."""
+def environment_inputs(repo: Path, settings: Any = None, input_files: InputFiles | None = None) -> dict[str, Any]:
+    """What the plan reads from ``repo``, hashed: ``{"digest": ..., "files": {path: hash}, ...}``.
+    ``input_files``: the files the repository's ecosystems name beside the shared scan's."""
     root = Path(repo).resolve()
     ev = scan_repository(root)
+    named = set(input_files(root)) if input_files is not None else set()
     files: dict[str, str] = {}
-    for rel in sorted(set(ev.files_seen) | {c for c in CONFIG_FILES if (root / c).is_file()}):
+    for rel in sorted(set(ev.files_seen) | named | {c for c in CONFIG_FILES if (root / c).is_file()}):
         path = root / rel
         if rel.startswith(".setupbot/") or path.is_symlink() or not path.is_file():
             continue
@@ -181,11 +189,12 @@ class Check:
     since: str = ""
 
 
-def check(repo: Path, settings: Any) -> Check:
-    """Whether ``repo`` holds a recorded environment whose inputs match the checkout's."""
+def check(repo: Path, settings: Any, input_files: InputFiles | None = None) -> Check:
+    """Whether ``repo`` holds a recorded environment whose inputs match the checkout's
+    (``input_files`` as for ``environment_inputs``: the same as when the record was written)."""
     repo = Path(repo).resolve()
     out = check_output_dir(settings.output.dir)
-    inputs = environment_inputs(repo, settings)
+    inputs = environment_inputs(repo, settings, input_files)
     if not (repo / out).resolve().is_relative_to(repo):
         return Check(False, f"{out} leads outside the repository", None, inputs)
     recorded = read_recorded(repo, out)

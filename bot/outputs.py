@@ -27,7 +27,7 @@ from bot.compile.compose import (
 )
 from bot.compile.devcontainer import build_devcontainer, render_devcontainer
 from bot.errors import InputError
-from bot.incremental import environment_inputs
+from bot.incremental import InputFiles, environment_inputs
 from bot.markers import (
     COMPOSE,
     DEVCONTAINER,
@@ -501,10 +501,12 @@ def outputs_from_pipeline(
     gate: str = "",
     refused_config: Iterable[tuple[str, str]] = (),
     customise_devcontainer: CustomiseDevcontainer | None = None,
+    input_files: InputFiles | None = None,
 ) -> GeneratedOutputs:
     """Adapter from the pipeline's records to the files. ``plan`` is a ``bot.graph.Plan``; without
     it the plan JSON kept in the run record is used. The Dockerfile is the run record's final one
-    (repairs included) when there is a run record, else the plan's compiled one."""
+    (repairs included) when there is a run record, else the plan's compiled one. ``input_files``:
+    the files the ecosystems name as their plan's inputs, recorded with the others."""
     report = from_pipeline(
         plan, run_record, verification, repository=repository, output_dir=output_dir, image_size=image_size
     )
@@ -540,7 +542,7 @@ def outputs_from_pipeline(
         post_create=_field(source, "post_create_command"),
         lock_text=_field(run_record, "lock_text", "") or "",
         existing=existing or disk_reader(repo),
-        inputs=_inputs(repo, settings),
+        inputs=_inputs(repo, settings, input_files),
         customise_devcontainer=customise_devcontainer,
         timeline_steps=trajectory_steps(run_record),
     )
@@ -556,9 +558,9 @@ def trajectory_steps(run_record: Any) -> list[dict[str, Any]]:
     return [s.to_json() if hasattr(s, "to_json") else s for s in steps if hasattr(s, "to_json") or isinstance(s, dict)]
 
 
-def _inputs(repo: Path, settings: Any) -> dict[str, Any] | None:
+def _inputs(repo: Path, settings: Any, input_files: InputFiles | None = None) -> dict[str, Any] | None:
     try:
-        return environment_inputs(repo, settings)
+        return environment_inputs(repo, settings, input_files)
     except (OSError, InputError) as exc:  # no record: the next run simply does the work again
         log.warning("inputs not recorded: %s", exc)
         return None

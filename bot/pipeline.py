@@ -21,7 +21,7 @@ from typing import Any
 
 from bot import progress, safefs
 from bot.config import Settings
-from bot.ecosystems import devcontainer_for, make_plan, select
+from bot.ecosystems import devcontainer_for, input_files, make_plan, select
 from bot.ecosystems.base import own_setup_loop
 from bot.engine import Engine
 from bot.errors import Interrupted, KnowledgeError, NotSupported, SetupbotError
@@ -341,6 +341,7 @@ def _write_outputs(repo: Path, settings: Settings, result: PipelineResult, repos
             gate=settings.publish.min_verdict,
             refused_config=settings.refused,
             customise_devcontainer=devcontainer_for,
+            input_files=input_files,
         )
         result.written = write_outputs(repo, result.generated)
     if result.run_record is not None:

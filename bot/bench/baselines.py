@@ -7,6 +7,11 @@
 - ``pipreqs``: requirements inferred from the imports by the PyPI ``pipreqs`` tool (run on the
   host, time-boxed), then pytest. The project itself is not installed: the baseline is the
   import-inference approach as published (Graph2Env's "pipreqs static baseline").
+
+A Rust repository's ``declared`` baseline is the naive Rust template
+(``templates/bench/declared-rust.Dockerfile.j2``): the newest ``rust:X.Y-slim`` offered, the
+repository copied in, the crates fetched and the test binaries built in the image, ``cargo test``.
+``pipreqs`` infers Python imports and has no Rust counterpart.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from bot.templating import make_environment
 BASE_IMAGE = "python:3.11-slim"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 TEMPLATE = "bench/declared.Dockerfile.j2"
+RUST_TEMPLATE = "bench/declared-rust.Dockerfile.j2"
 _REQ_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9_,.\- ]+\])?$")
 
 
@@ -53,8 +59,8 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _template() -> jinja2.Template:
-    return make_environment(trim_blocks=True, lstrip_blocks=True).get_template(TEMPLATE)
+def _template(name: str = TEMPLATE) -> jinja2.Template:
+    return make_environment(trim_blocks=True, lstrip_blocks=True).get_template(name)
 
 
 def render_baseline(
@@ -178,6 +184,25 @@ def produce_declared(repo: Path) -> Produced:
             "warnings": warnings,
         },
     )
+
+
+def produce_declared_rust(rust_versions: Sequence[str]) -> Produced:
+    """The naive Rust Dockerfile on the newest ``rust:X.Y-slim`` in ``rust_versions`` (oldest
+    first, as ``bot.ecosystems.rust.setup.offered_versions`` gives them); none offered: no
+    Dockerfile, and the reason."""
+    started = time.monotonic()
+    if not rust_versions:
+        return Produced(
+            "declared",
+            seconds=time.monotonic() - started,
+            ok=False,
+            reason="no rust:X.Y-slim image is offered on this engine (`setupbot images bootstrap --ecosystem rust`)",
+        )
+    image = f"rust:{rust_versions[-1]}-slim"
+    text = _template(RUST_TEMPLATE).render(
+        system="declared", base_image=image, provenance="the newest Rust image offered, cargo fetch, cargo test."
+    )
+    return Produced("declared", text, time.monotonic() - started, details={"base_image": image})
 
 
 # --- pipreqs ---------------------------------------------------------------------------------

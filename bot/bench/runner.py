@@ -24,9 +24,10 @@ from bot import __version__
 from bot.bench import results as results_io
 from bot.bench.determinism import check_determinism
 from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new_scratch, prepare_git_dir
-from bot.bench.score import Score, score_dockerfile
+from bot.bench.score import Score, run_cargo_tests_in_image, score_dockerfile
 from bot.bench.systems import RUNNERS, SYSTEMS, SystemContext, SystemResult
 from bot.config import Settings
+from bot.ecosystems import select
 from bot.engine import Engine
 from bot.errors import EngineError, InputError, SetupbotError
 
@@ -77,7 +78,7 @@ class Progress:
     def finish_pair(self, repo: str, system: str, record: dict) -> None:
         with self._lock:
             self.done += 1
-        verdict = "EBSR ✓" if record.get("ebsr") else "EBSR ✗"
+        verdict = "skipped" if record.get("status") == "skipped" else "EBSR ✓" if record.get("ebsr") else "EBSR ✗"
         tests = record.get("tests") or {}
         detail = (
             f"{tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed"
@@ -131,11 +132,13 @@ def setupbot_commit() -> str:
     return _COMMIT[0]
 
 
-def _base_record(repo: BenchRepo, system: str) -> dict:
+def _base_record(repo: BenchRepo, system: str, ecosystem: str = "") -> dict:
     return {
         "repo": repo.name,
         "sha": repo.sha,
         "system": system,
+        # the lead ecosystem of the exported tree; "" when the tree could not be exported
+        "ecosystem": ecosystem,
         "difficulty": repo.difficulty,
         "gold": repo.gold,
         "setupbot_version": __version__,
@@ -179,7 +182,8 @@ def _finish(record: dict, score: Score | None, repo: BenchRepo) -> dict:
         if repo.gold:
             record["essr"] = round(min(t.passed / repo.gold, 1.0), 4)
         if record.get("status") in (None, "ok"):
-            record["status"] = "ok" if score.ebsr else "build-failed" if not score.built else "collect-failed"
+            unscored = "tests-not-built" if record.get("ecosystem") == "rust" else "collect-failed"
+            record["status"] = "ok" if score.ebsr else "build-failed" if not score.built else unscored
     return record
 
 
@@ -243,11 +247,20 @@ def _fresh_score(
     artifacts: Path,
     scratch: Path,
     opts: BenchOptions,
+    ecosystem: str = "python",
 ) -> tuple[Score, str]:
     """Build ``dockerfile`` with no cache and run the tests; returns the score and the image tag."""
     # The context is the pristine export: whatever a system wrote into its copy does
     # not reach the scored build.
     tag = image_tag(repo, system, engine.run_id)
+    score_image = None
+    if ecosystem == "rust":
+
+        def score_image(engine, tag: str, score: Score) -> Score:
+            return run_cargo_tests_in_image(
+                engine, tag, score, collect_timeout=opts.collect_timeout, test_timeout=opts.test_timeout
+            )
+
     score = score_dockerfile(
         engine,
         context,
@@ -257,12 +270,30 @@ def _fresh_score(
         test_timeout=opts.test_timeout,
         junit_dest=artifacts / "junit.xml",
         build_log=scratch / "build.log",
+        score_image=score_image,
     )
     if not score.built and (scratch / "build.log").is_file():
         (artifacts / "build.log.txt").write_text(
             "\n".join((scratch / "build.log").read_text(errors="replace").splitlines()[-400:])
         )
     return score, tag
+
+
+def _produce(
+    system: str, ecosystem: str, pristine: Path, export: ExportResult, opts: BenchOptions, engine, scratch: Path
+) -> SystemResult:
+    """Run ``system`` on a private copy of the tree, for the repository's lead ecosystem."""
+    ctx = SystemContext(
+        repo_dir=copy_tree(pristine, scratch / "repo"),
+        scratch=scratch,
+        engine=engine,
+        settings=_pinned_settings(opts.settings, export),
+        test_timeout=opts.test_timeout,
+        pipreqs_timeout=opts.pipreqs_timeout,
+        collect_timeout=opts.collect_timeout,
+        ecosystem=ecosystem,
+    )
+    return RUNNERS[system](ctx)
 
 
 def _produce_and_score(
@@ -277,20 +308,14 @@ def _produce_and_score(
     record: dict,
 ) -> dict:
     """The body of :func:`run_pair` once its engine exists; fills and returns ``record``."""
-    repo_dir = copy_tree(pristine, scratch / "repo")
-    settings = _pinned_settings(opts.settings, export)
-    ctx = SystemContext(
-        repo_dir=repo_dir,
-        scratch=scratch,
-        engine=engine,
-        settings=settings,
-        test_timeout=opts.test_timeout,
-        pipreqs_timeout=opts.pipreqs_timeout,
-    )
     progress.step(repo.name, system, "producing a Dockerfile")
-    result: SystemResult = RUNNERS[system](ctx)
+    ecosystem = record.get("ecosystem") or "python"
+    result = _produce(system, ecosystem, pristine, export, opts, engine, scratch)
     produced = result.produced
-    _record_production(record, result, system, settings)
+    _record_production(record, result, system, _pinned_settings(opts.settings, export))
+    if result.skipped:
+        record.update({"status": "skipped", "reason": result.skipped})
+        return record
     artifacts = _artifact_dir(opts.out, repo, system)
     artifacts.mkdir(parents=True, exist_ok=True)
     if not produced.ok or not produced.dockerfile:
@@ -299,14 +324,16 @@ def _produce_and_score(
     _record_dockerfile(record, artifacts, produced.dockerfile)
     context = _scored_context(pristine, scratch, produced.files)
     first_image = result.extra.get("image")
+    record["replay_reused"] = result.replay is not None
     if result.replay is not None:
-        record["replay_reused"] = True
         score = result.replay
     else:
-        record["replay_reused"] = False
         progress.step(repo.name, system, "fresh no-cache build and tests")
-        score, first_image = _fresh_score(engine, repo, system, context, produced.dockerfile, artifacts, scratch, opts)
-    if opts.determinism and system == "setupbot" and score.built and first_image:
+        score, first_image = _fresh_score(
+            engine, repo, system, context, produced.dockerfile, artifacts, scratch, opts, ecosystem
+        )
+    # the determinism check compares pip freeze and dpkg-query: a Python measure
+    if opts.determinism and system == "setupbot" and ecosystem == "python" and score.built and first_image:
         progress.step(repo.name, system, "determinism: second no-cache build")
         record["determinism"] = check_determinism(
             engine, context, produced.dockerfile, first_image, image_tag(repo, system, engine.run_id) + "-again"
@@ -326,6 +353,13 @@ def _close_pair(record: dict, started: float, engine, opts: BenchOptions, scratc
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+def export_ecosystem(tree: Path) -> str:
+    """The lead ecosystem of an exported tree (``bot.ecosystems.select``); "python" when none is
+    recognised (the Python systems then say what they make of it)."""
+    lead = select(tree).lead
+    return lead.name if lead is not None else "python"
+
+
 def run_pair(
     repo: BenchRepo, system: str, pristine: Path, export: ExportResult, opts: BenchOptions, progress: Progress
 ) -> dict:
@@ -336,6 +370,7 @@ def run_pair(
     scratch = new_scratch(f"setupbot-bench-{repo.slug}-{system}-")
     engine = None
     try:
+        record["ecosystem"] = export_ecosystem(pristine)
         engine = _new_engine(opts)
         record["run_id"] = engine.run_id
         return _produce_and_score(repo, system, pristine, export, opts, progress, engine, scratch, record)

@@ -1,18 +1,33 @@
 """Scoring one Dockerfile: a fresh build without cache, the repository at the pinned commit as
 context, then test collection (EBSR) and the test run (JUnit counts) inside the built image,
-through the engine's hardened sessions with timeouts."""
+through the engine's hardened sessions with timeouts.
+
+A Rust repository is scored the Rust way (``run_cargo_tests_in_image``): EBSR is
+``cargo test --no-run`` (the test binaries build) exiting 0, and the counts come from libtest's
+text output (``bot.ecosystems.rust.results``).
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from bot.ecosystems.rust.results import parse_results
 from bot.junit import read_junit
 
 COLLECT_COMMAND = ["python", "-m", "pytest", "--collect-only", "-q"]
 JUNIT_IN_CONTAINER = "/tmp/setupbot-bench-junit.xml"
 TEST_COMMAND = ["python", "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={JUNIT_IN_CONTAINER}", "-q"]
+# Rust: the test binaries build (EBSR), then every test runs (libtest counts). Both in a fresh
+# container with no network: the crates were fetched in the image build.
+CARGO_EBSR_COMMAND = ["cargo", "test", "--no-run"]
+CARGO_TEST_COMMAND = ["cargo", "test", "--no-fail-fast"]
+# cargo names each test binary on stderr and the binary reports on stdout: one stream keeps a
+# test under the binary that ran it (as the Rust setup loop does)
+_MERGED = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
 
 
 @dataclass
@@ -212,6 +227,53 @@ def run_tests_in_image(
     return score
 
 
+_CARGO_ERROR = re.compile(r"^error(\[E\d+\])?: .*")
+
+
+def cargo_cause(output: str) -> str:
+    """Why cargo failed, in one line: its first ``error:`` line (the later ones are follow-ups
+    such as "could not compile"), else the last line."""
+    lines = [ln.strip() for ln in (output or "").splitlines() if ln.strip()]
+    for line in lines:
+        if _CARGO_ERROR.match(line):
+            return line[:240]
+    return lines[-1][:240] if lines else ""
+
+
+def run_cargo_tests_in_image(engine, image: str, score: Score, *, collect_timeout: int, test_timeout: int) -> Score:
+    """EBSR (``cargo test --no-run`` exits 0) and, when the test binaries build, the test run
+    with its libtest counts; fills ``score``. Each in a fresh container with no network."""
+    built = engine.run_once(image, [*_MERGED, *CARGO_EBSR_COMMAND], timeout=collect_timeout, network="none")
+    score.collect_exit = None if built.timed_out else built.exit_code
+    score.collect_seconds = round(built.duration, 2)
+    score.collect_tail = tail(built.output)
+    score.ebsr = built.exit_code == 0 and not built.timed_out
+    if not score.ebsr:
+        score.reason = (
+            "`cargo test --no-run` timed out"
+            if built.timed_out
+            else f"`cargo test --no-run` exited {built.exit_code}: {cargo_cause(built.output)}"
+        )
+        return score
+    run = engine.run_once(image, [*_MERGED, *CARGO_TEST_COMMAND], timeout=test_timeout, network="none")
+    score.test_exit = None if run.timed_out else run.exit_code
+    score.test_seconds = round(run.duration, 2)
+    score.test_timed_out = bool(run.timed_out)
+    score.test_tail = tail(run.output)
+    results = parse_results(run.output, exit_code=run.exit_code)
+    # libtest has no "error" outcome: a test that panics or a binary that aborts is a failure
+    score.tests = TestCounts(passed=results.passed, failed=results.failed, skipped=results.skipped)
+    score.collected = results.total or None
+    score.counts_from = "libtest" if results.outcomes else ""
+    if run.timed_out:
+        score.reason = f"test run stopped by the {test_timeout}s timeout"
+    return score
+
+
+# How a built image is scored: (engine, tag, score) -> score
+ImageScorer = Callable[[Any, str, Score], Score]
+
+
 def score_dockerfile(
     engine,
     context: Path,
@@ -222,8 +284,10 @@ def score_dockerfile(
     test_timeout: int = 900,
     junit_dest: Path | None = None,
     build_log: Path | None = None,
+    score_image: ImageScorer | None = None,
 ) -> Score:
-    """Build ``dockerfile_text`` with no cache over ``context`` and score the image."""
+    """Build ``dockerfile_text`` with no cache over ``context`` and score the image (with pytest,
+    unless ``score_image`` scores it another way)."""
     score = Score()
     result = engine.build(context, dockerfile_text, tag, no_cache=True, log_path=build_log)
     score.build_seconds = round(result.seconds, 2)
@@ -236,6 +300,8 @@ def score_dockerfile(
         score.image_bytes = int(engine.image_size(tag))
     except Exception:  # noqa: BLE001 - a size we cannot read is missing, not fatal
         score.image_bytes = None
+    if score_image is not None:
+        return score_image(engine, tag, score)
     return run_tests_in_image(
         engine, tag, score, collect_timeout=collect_timeout, test_timeout=test_timeout, junit_dest=junit_dest
     )

@@ -1,5 +1,11 @@
 """SUMMARY.md and chart.png from the JSON lines: the per-pair table, per-system aggregates and
-EBSR per difficulty. Regenerated from the records alone (``setupbot bench --report-only``)."""
+EBSR per difficulty. Regenerated from the records alone (``setupbot bench --report-only``).
+
+The EBSR figures, the targets and the chart are Python's. Repositories another ecosystem leads
+(Rust) are scored another way (``cargo test --no-run``, libtest counts), so they get a section of
+their own and never enter the Python figures. A repository whose tree could not be exported has
+no known ecosystem: it is listed apart and counted in neither.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,22 @@ from bot.bench.determinism import identical_share
 from bot.bench.systems import SYSTEMS
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
+# How each ecosystem other than Python is scored, for its section of the summary.
+ECOSYSTEM_METHODS = {
+    "rust": (
+        "EBSR: `cargo test --no-run` (the test binaries build) exits 0 in the built image; tests: "
+        "libtest's counts of `cargo test --no-fail-fast` (an ignored test counts as skipped), both in a "
+        "fresh container with no network. `setupbot` runs the Rust setup loop (as `setupbot run` does) "
+        "and its clean replay's image is scored; `declared` is the naive template: the newest "
+        "`rust:X.Y-slim` offered, `COPY . .`, `cargo fetch` and `cargo test --no-run` in the build."
+    ),
+}
+
+
+def ecosystem_of(record: dict) -> str:
+    """The record's lead ecosystem: "python" for records from before the benchmark knew
+    ecosystems (no key), "" for a tree that could not be exported."""
+    return str(record["ecosystem"] or "") if "ecosystem" in record else "python"
 
 
 def _systems_in(records: list[dict]) -> list[str]:
@@ -147,25 +169,108 @@ def render_summary(
     chart_name: str = "chart.png",
     notes: list[str] | None = None,
 ) -> str:
-    systems = _systems_in(records)
-    repos = sorted({(r["repo"], r.get("sha", "")) for r in records}, key=lambda x: x[0].lower())
     lines = ["# setupbot benchmark", ""]
     if not records:
         return "\n".join(lines + ["No results yet: run `setupbot bench --repos FILE` first.", ""])
+    python = [r for r in records if ecosystem_of(r) == "python"]
+    systems = _systems_in(python)
+    repos = _repos_in(python)
     lines += _produced_by_lines(commands)
-    lines += _method_lines(records, systems, repos)
+    if python:
+        lines += _method_lines(python, systems, repos)
     for note in notes or []:
         lines.append(note)
         lines.append("")
     lines += _commit_lines(records)
-    lines.append(f"![EBSR and pass share by system and difficulty]({chart_name})")
-    lines.append("")
-    lines += _per_system_lines(records)
-    lines += _target_lines(records)
-    lines += _difficulty_lines(records, systems)
-    lines += _per_repository_lines(records, systems, repos)
-    lines += _missing_blob_lines(records, systems)
+    if python:
+        lines.append(f"![EBSR and pass share by system and difficulty]({chart_name})")
+        lines.append("")
+        lines += _per_system_lines(python)
+        lines += _target_lines(python)
+        lines += _difficulty_lines(python, systems)
+        lines += _per_repository_lines(python, systems, repos)
+    for ecosystem in sorted({ecosystem_of(r) for r in records} - {"python", ""}):
+        lines += _ecosystem_lines(ecosystem, [r for r in records if ecosystem_of(r) == ecosystem])
+    lines += _unexported_lines([r for r in records if ecosystem_of(r) == ""])
+    lines += _missing_blob_lines(records, _systems_in(records))
     return "\n".join(lines)
+
+
+def _repos_in(records: list[dict]) -> list[tuple[str, str]]:
+    return sorted({(r["repo"], r.get("sha", "")) for r in records}, key=lambda x: x[0].lower())
+
+
+def _ecosystem_lines(ecosystem: str, records: list[dict]) -> list[str]:
+    """One ecosystem's own section: how it is scored, per system, and per repository with the
+    systems side by side. Systems skipped for it are named, not scored."""
+    scored = [r for r in records if r.get("status") != "skipped"]
+    skipped = [r for r in records if r.get("status") == "skipped"]
+    title = ecosystem.capitalize()
+    lines = [f"## {title} repositories", ""]
+    lines += [ECOSYSTEM_METHODS.get(ecosystem, f"Scored the {title} way."), ""]
+    lines += [f"{_repositories(len(_repos_in(records)), title)}, not counted in the Python figures.", ""]
+    lines += [
+        "| system | repos | EBSR | mean pass share | median produce | median build | median image | "
+        "median steps | repairs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for a in aggregate(scored):
+        steps = "–" if a.median_steps is None else f"{a.median_steps:g}"
+        lines.append(
+            f"| {a.system} | {a.repos} | {a.ebsr}/{a.repos} ({_pct(a.ebsr_rate)}) | {_pct(a.mean_pass_share)} | "
+            f"{_secs(a.median_produce)} | {_secs(a.median_build)} | {_size(a.median_image)} | {steps} | {a.repairs} |"
+        )
+    lines.append("")
+    for system in _systems_in(skipped):
+        rs = [r for r in skipped if r["system"] == system]
+        lines += [f"`{system}` skipped on {_repositories(len(rs))}: {rs[0].get('reason', '')}.", ""]
+    lines += _side_by_side_lines(scored)
+    return lines
+
+
+def _repositories(n: int, title: str = "") -> str:
+    return f"{n} {title + ' ' if title else ''}{'repository' if n == 1 else 'repositories'}"
+
+
+def _side_by_side_lines(records: list[dict]) -> list[str]:
+    """One row per repository, one column per system: EBSR, passed / failed / skipped, status."""
+    systems = _systems_in(records)
+    by_pair = {(r["repo"], r["system"]): r for r in records}
+    lines = [
+        "| repository | difficulty | " + " | ".join(systems) + " |",
+        "|---|---|" + "---|" * len(systems),
+    ]
+    for name, sha in _repos_in(records):
+        cells = []
+        for system in systems:
+            r = by_pair.get((name, system))
+            cells.append("–" if r is None else _side_by_side_cell(r))
+        difficulty = next((r.get("difficulty") for r in records if r["repo"] == name and r.get("difficulty")), "–")
+        lines.append(f"| {_cell(name)}@{sha[:8]} | {difficulty} | " + " | ".join(cells) + " |")
+    lines += ["", "A cell: EBSR, then passed / failed / skipped tests, build time and image size, or why not.", ""]
+    return lines
+
+
+def _side_by_side_cell(r: dict) -> str:
+    t = r.get("tests") or {}
+    if r.get("ebsr"):
+        text = f"✓ {t.get('passed', 0)} / {t.get('failed', 0)} / {t.get('skipped', 0)}"
+        text += " (timeout)" if r.get("test_timed_out") else ""
+        return _cell(f"{text}, {_secs(r.get('build_seconds'))}, {_size(r.get('image_bytes'))}")
+    why = (r.get("reason") or "").splitlines()[0][:120] if r.get("reason") else ""
+    return _cell(f"✗ {r.get('status', '')}" + (f": {why}" if why else ""))
+
+
+def _unexported_lines(records: list[dict]) -> list[str]:
+    """Repositories whose tree could not be exported: no ecosystem known, no system scored."""
+    if not records:
+        return []
+    lines = ["## Not exported", "", "Counted in no figure above (the tree was never read):", ""]
+    for name, sha in _repos_in(records):
+        r = next(r for r in records if r["repo"] == name)
+        lines.append(f"- {name}@{sha[:8]}: " + _cell((r.get("reason") or r.get("status", "")).splitlines()[0][:200]))
+    lines.append("")
+    return lines
 
 
 def _produced_by_lines(commands: list[str] | None) -> list[str]:
@@ -426,8 +531,9 @@ def write_report(
 ) -> tuple[Path, Path | None]:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     chart: Path | None = None
-    if records:
-        chart = render_chart(records, chart_path)
+    python = [r for r in records if ecosystem_of(r) == "python"]
+    if python:  # the chart draws the Python figures
+        chart = render_chart(python, chart_path)
     try:
         chart_ref = chart_path.resolve().relative_to(summary_path.parent.resolve()).as_posix()
     except ValueError:

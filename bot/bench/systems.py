@@ -1,6 +1,12 @@
 """The systems a benchmark compares. Each one turns an exported repository into a Dockerfile
 (timed); ``setupbot`` may also hand back its own clean-replay score, which the runner reuses
-instead of building the same Dockerfile a second time."""
+instead of building the same Dockerfile a second time.
+
+The repository's lead ecosystem (``SystemContext.ecosystem``, from ``bot.ecosystems.select``)
+decides what each system does: for a lead with a setup loop of its own (Rust), ``setupbot`` runs
+that loop, as `setupbot run` does; ``declared`` renders that ecosystem's naive template; a
+system with nothing to offer the ecosystem (``pipreqs`` outside Python) is skipped with a reason.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.bench.baselines import Produced, produce_declared, produce_pipreqs
-from bot.bench.score import Score, TestCounts
+from bot.bench.baselines import Produced, produce_declared, produce_declared_rust, produce_pipreqs
+from bot.bench.score import Score, TestCounts, run_cargo_tests_in_image
+from bot.ecosystems import REGISTRY
+from bot.ecosystems.base import own_setup_loop
+from bot.ecosystems.rust.setup import offered_versions
 from bot.knowledge import open_store
 from bot.loop import run_setup
 from bot.loop.llm import LLMPlanner
@@ -26,6 +35,8 @@ class SystemContext:
     settings: Any  # bot.config.Settings
     test_timeout: int = 900
     pipreqs_timeout: int = 300
+    collect_timeout: int = 600
+    ecosystem: str = "python"  # the repository's lead ecosystem
 
 
 @dataclass
@@ -37,13 +48,22 @@ class SystemResult:
     tokens: int = 0
     mode: str = ""
     extra: dict = field(default_factory=dict)
+    skipped: str = ""  # why the system does not apply to this repository: no Dockerfile, no score
 
 
 def run_declared(ctx: SystemContext) -> SystemResult:
+    if ctx.ecosystem == "rust":
+        produced = produce_declared_rust(offered_versions(ctx.engine, ctx.settings))
+        return SystemResult(produced, steps=0, repairs=0, mode="template")
     return SystemResult(produce_declared(ctx.repo_dir), steps=0, repairs=0, mode="template")
 
 
 def run_pipreqs(ctx: SystemContext) -> SystemResult:
+    if ctx.ecosystem != "python":
+        why = (
+            f"pipreqs infers Python requirements from imports; it has nothing to say about a {ctx.ecosystem} repository"
+        )
+        return SystemResult(Produced("pipreqs", ok=False, reason=why), steps=0, repairs=0, mode="skipped", skipped=why)
     return SystemResult(
         produce_pipreqs(ctx.repo_dir, ctx.scratch, timeout=ctx.pipreqs_timeout), steps=0, repairs=0, mode="template"
     )
@@ -107,26 +127,10 @@ def _llm_for(settings: Any) -> Any:
     return LLMPlanner(settings.llm, secrets=settings.secrets())
 
 
-def run_setupbot(ctx: SystemContext) -> SystemResult:
-    """The full setup loop; its clean replay of the final Dockerfile is reused when the run
-    succeeded (that replay is already a fresh no-cache build at the pinned commit)."""
-    import dataclasses
-
-    started = time.monotonic()
-    # A fresh seeded store per repository: results do not depend on the order in which the
-    # benchmark visits repositories, and the user's own store is left alone.
-    knowledge = dataclasses.replace(ctx.settings.knowledge, url="", path=str(ctx.scratch / "knowledge.sqlite"))
-    store = open_store(knowledge)
-    llm = _llm_for(ctx.settings)
-    try:
-        record = run_setup(ctx.repo_dir, ctx.settings, ctx.engine, store, llm=llm)
-    finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
-    seconds = time.monotonic() - started
+def _produced_from_record(record: Any, seconds: float) -> Produced:
+    """The final Dockerfile of a setup loop's RunRecord, and what the run says about itself."""
     text = record.dockerfile or ""
-    produced = Produced(
+    return Produced(
         "setupbot",
         text,
         seconds,
@@ -141,6 +145,30 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
             "degraded": record.degraded,
         },
     )
+
+
+def run_setupbot(ctx: SystemContext) -> SystemResult:
+    """The full setup loop; its clean replay of the final Dockerfile is reused when the run
+    succeeded (that replay is already a fresh no-cache build at the pinned commit). A lead
+    ecosystem with a loop of its own (Rust) runs that one."""
+    import dataclasses
+
+    own = own_setup_loop(REGISTRY.get(ctx.ecosystem))
+    if own is not None:
+        return run_own_setup(ctx, own)
+    started = time.monotonic()
+    # A fresh seeded store per repository: results do not depend on the order in which the
+    # benchmark visits repositories, and the user's own store is left alone.
+    knowledge = dataclasses.replace(ctx.settings.knowledge, url="", path=str(ctx.scratch / "knowledge.sqlite"))
+    store = open_store(knowledge)
+    llm = _llm_for(ctx.settings)
+    try:
+        record = run_setup(ctx.repo_dir, ctx.settings, ctx.engine, store, llm=llm)
+    finally:
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
+    produced = _produced_from_record(record, time.monotonic() - started)
     lock = (record.replay or {}).get("lock") or {}
     if record.lock_text and lock.get("file"):
         produced.files[lock["file"]] = record.lock_text
@@ -153,6 +181,47 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
         repairs=len(record.repairs),
         tokens=int(usage.get("tokens") or 0),
         mode="llm" if llm is not None else "deterministic",
+        extra={"image": (record.replay or {}).get("tag") if record.status == "success" else None},
+    )
+
+
+# --- setupbot through an ecosystem's own loop (Rust) ------------------------------------------
+
+
+def own_replay_score(ctx: SystemContext, record: Any) -> Score | None:
+    """The image of a successful clean replay (a no-cache build of the final Dockerfile), scored
+    the ecosystem's way without building it again; None when the run did not end in one."""
+    tag = (record.replay or {}).get("tag")
+    if record.status != "success" or not tag or ctx.ecosystem != "rust":
+        return None
+    score = Score(built=True, build_seconds=_replay_build_seconds(record))
+    try:
+        score.image_bytes = int(ctx.engine.image_size(tag))
+    except Exception:  # noqa: BLE001 - a size we cannot read is missing, not fatal
+        score.image_bytes = None
+    return run_cargo_tests_in_image(
+        ctx.engine, tag, score, collect_timeout=ctx.collect_timeout, test_timeout=ctx.test_timeout
+    )
+
+
+def run_own_setup(ctx: SystemContext, setup: Any) -> SystemResult:
+    """The lead ecosystem's own setup loop (``DrivesOwnSetup.setup``), verdict included; its
+    clean replay's image is scored instead of building the final Dockerfile a second time."""
+    started = time.monotonic()
+    outcome = setup(ctx.repo_dir, ctx.settings, ctx.engine, verify=True)
+    record = outcome.run_record
+    produced = _produced_from_record(record, time.monotonic() - started)
+    lock = (getattr(outcome.plan, "lock_summary", None) or {}) if outcome.plan is not None else {}
+    produced.details["lock"] = {"status": "native", "count": lock.get("count")} if lock.get("native") else None
+    verdict = getattr(outcome.verification, "verdict", None) or {}
+    produced.details["verdict"] = verdict.get("tier")
+    return SystemResult(
+        produced,
+        replay=own_replay_score(ctx, record),
+        steps=len(record.trajectory),
+        repairs=len(record.repairs),
+        tokens=0,
+        mode="deterministic",
         extra={"image": (record.replay or {}).get("tag") if record.status == "success" else None},
     )
 

@@ -78,16 +78,15 @@ def _report(args, records_filter=None) -> int:
     chart = args.chart or args.out.parent / "chart.png"
     meta = results_io.read_meta(args.out)
     # "notes" in run.json: what a reader must know about how the results were put together
-    write_report(records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None)
-    print(
-        f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {chart}" if records else ""), file=human(args)
-    )
+    _, drawn = write_report(records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None)
+    # the chart draws the Python figures: a run of Rust repositories only has none
+    print(f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {drawn}" if drawn else ""), file=human(args))
     write_json(
         args,
         "bench",
         {
             "summary": str(summary),
-            "chart": str(chart) if records else None,
+            "chart": str(drawn) if drawn else None,
             "records": [
                 {
                     "repo": r.get("repo"),

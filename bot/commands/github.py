@@ -55,10 +55,11 @@ def reuse_recorded(
     ``trusted_plan(path)`` returns the plan JSON the base branch holds. On a pull request the
     checkout is the author's: a plan JSON they edited could claim any verdict, so the record is
     reused only when it is byte-for-byte the base branch's."""
+    from bot.ecosystems import input_files
     from bot.incremental import check, unchanged_note
     from bot.report.model import TestCounts, from_pipeline
 
-    state = check(repo, settings)
+    state = check(repo, settings, input_files)
     if not state.unchanged or state.recorded is None:
         log.info("container work needed: %s", state.reason)
         return None

@@ -79,9 +79,10 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(repo, overrides=overrides)
     meets_gate("Full", settings.publish.min_verdict)  # a bad gate is a config error before the run
     if not args.force and _incremental_applies(repo):
+        from bot.ecosystems import input_files
         from bot.incremental import check, unchanged_note
 
-        state = check(repo, settings)
+        state = check(repo, settings, input_files)
         if state.unchanged:
             return _unchanged(args, repo, settings, state, unchanged_note(state))
 
@@ -109,14 +110,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _incremental_applies(repo: Path) -> bool:
     """Whether a recorded environment may be reused unchanged. Not for a repository whose lead
-    ecosystem runs its own setup loop (Rust): the recorded inputs (bot.incremental) hash what the
-    Python scan reads, which leaves Cargo.toml and Cargo.lock out, so a changed manifest would
-    read as unchanged."""
+    ecosystem runs its own setup loop without naming its plan's input files (``NamesInputs``):
+    the recorded inputs (bot.incremental) would hash only what the Python scan reads, so a
+    changed manifest would read as unchanged. Rust names them (Cargo.toml, Cargo.lock, ...)."""
     from bot.ecosystems import select
-    from bot.ecosystems.base import own_setup_loop
+    from bot.ecosystems.base import NamesInputs, own_setup_loop
 
-    selection = select(repo)
-    return selection.lead is None or own_setup_loop(selection.lead) is None
+    lead = select(repo).lead
+    return lead is None or own_setup_loop(lead) is None or isinstance(lead, NamesInputs)
 
 
 def _print_summary(args: argparse.Namespace, repo: Path, result, code: int, why: str) -> list[str]:

@@ -26,6 +26,7 @@ from bot.ecosystems.base import (
     basename,
     depth,
     list_files,
+    own_input_files,
 )
 from bot.ecosystems.python import PythonEcosystem
 from bot.ecosystems.rust import RustEcosystem
@@ -243,6 +244,13 @@ def make_plan(
     return plan
 
 
+def input_files(repo: Path | str, registry: Mapping[str, Ecosystem] | None = None) -> list[str]:
+    """The files every ecosystem of ``repo`` names as its plan's inputs (``NamesInputs``),
+    sorted: what ``bot.incremental`` hashes beside the shared scan's files."""
+    selection = select(repo, registry)
+    return sorted({rel for eco in [selection.lead, *selection.joining] for rel in own_input_files(eco, Path(repo))})
+
+
 def unsupported_reason(repo: str, root_files: Sequence[str]) -> str:
     """Why ``setupbot rollout`` skips a repository seen by its root file names: "not supported
     yet: found ..." when they show only foreign manifests; "" otherwise. A root that names
@@ -311,6 +319,7 @@ __all__ = [
     "detect_files",
     "devcontainer_for",
     "foreign_markers",
+    "input_files",
     "list_files",
     "make_plan",
     "parse_only",

@@ -264,6 +264,21 @@ def own_setup_loop(ecosystem: Any) -> Callable[..., SetupOutcome] | None:
     return ecosystem.setup if isinstance(ecosystem, DrivesOwnSetup) else None
 
 
+@runtime_checkable
+class NamesInputs(Protocol):
+    """Optional, next to ``Ecosystem``: the files of ``repo`` this ecosystem's plan reads
+    (manifests, locks, toolchain files), repository-relative posix paths. ``bot.incremental``
+    hashes them beside what the shared scan reads, so that a changed Cargo.toml makes the next
+    run redo the work; an ecosystem without it adds nothing to that hash."""
+
+    def input_files(self, repo: Path) -> list[str]: ...
+
+
+def own_input_files(ecosystem: Any, repo: Path) -> list[str]:
+    """The files ``ecosystem`` names as its plan's inputs (``NamesInputs``), or []."""
+    return list(ecosystem.input_files(repo)) if isinstance(ecosystem, NamesInputs) else []
+
+
 def list_files(
     repo: Path, *, max_depth: int = MAX_DEPTH, limit: int = MAX_FILES, skip: Callable[[str], bool] | None = None
 ) -> list[str]:

@@ -102,6 +102,8 @@ class ReportData:
     python: str = ""
     # the lead runtime when it is not Python ("Rust 1.85"); the report names it instead of Python
     runtime: str = ""
+    # the lead ecosystem when the plan names it ("rust"); "" for a Python plan
+    ecosystem: str = ""
     base_image: str = ""
     base_image_digest: str = ""  # registry images only
     base_image_origin: str = ""  # "registry" | "standin" | "local" | "not resolved"
@@ -139,6 +141,18 @@ class ReportData:
     def proven_ok(self) -> bool:
         """Only then may a title, body or summary say "proven" or "verified"."""
         return bool(self.replay_ok) and self.at_gate
+
+    @property
+    def bootstrap_command(self) -> str:
+        """The command that builds the offline stand-in of this plan's base image: another
+        ecosystem's images are built only when it is named."""
+        extra = f" --ecosystem {self.ecosystem}" if self.ecosystem and self.ecosystem != "python" else ""
+        return f"setupbot images bootstrap{extra}"
+
+    @property
+    def lock_unit(self) -> str:
+        """What the lock pins, in the ecosystem's own word (Python: distributions; Rust: crates)."""
+        return str(self.lock.get("unit") or "distributions")
 
     @property
     def total_seconds(self) -> float:
@@ -312,6 +326,7 @@ def _add_plan(data: ReportData, plan: Any) -> None:
     """What the plan decided: Python, base image, test command, requirements, lock, services."""
     data.python = str(_get(plan, "python", "") or "")
     data.runtime = str(_get(plan, "runtime", "") or "")
+    data.ecosystem = str(_get(plan, "ecosystem", "") or "")
     data.base_image = str(_get(plan, "base_image", "") or "")
     data.base_image_digest = str(_get(plan, "base_image_digest", "") or "")
     data.base_image_origin = str(_get(plan, "base_image_origin", "") or "")

@@ -313,9 +313,15 @@ def test_setupbot_run_on_a_rust_crate_writes_the_three_files(tmp_path, monkeypat
     assert engine.cleaned == [engine.run_id]
     run_json = json.loads((repo / ".setupbot" / "run.json").read_text())
     assert run_json["status"] == "success"
-    # the second run is not skipped as "unchanged": the recorded inputs do not cover Cargo.toml
+    # the recorded inputs cover the Cargo files: an unchanged checkout is not rebuilt, a changed
+    # Cargo.toml is
+    capsys.readouterr()
+    builds = len(engine.builds)
     assert main(["run", str(repo)]) == 0
-    assert "nothing rebuilt" not in capsys.readouterr().out
+    assert "nothing rebuilt" in capsys.readouterr().out and len(engine.builds) == builds
+    (repo / "Cargo.toml").write_text((repo / "Cargo.toml").read_text() + "\n[profile.dev]\nopt-level = 1\n")
+    assert main(["run", str(repo)]) == 0
+    assert "nothing rebuilt" not in capsys.readouterr().out and len(engine.builds) > builds
 
 
 def test_publishing_a_rust_led_repository_is_refused_before_any_work(tmp_path):

@@ -58,6 +58,14 @@ class RustEcosystem:
 
         return scan_repository(repo, output_dir)
 
+    def input_files(self, repo: Path) -> list[str]:
+        """What the Rust scan reads (``bot.ecosystems.base.NamesInputs``): every Cargo.toml,
+        Cargo.lock, rust-toolchain(.toml), .cargo/config(.toml), the workflows; a change to any
+        of them is a change to the environment's inputs."""
+        from bot.ecosystems.rust.evidence import files_read
+
+        return files_read(repo)
+
     def contribute(self, evidence: Any, graph: Any, warnings: list[Any]) -> None:
         from bot.ecosystems.rust.graph import contribute
         from bot.ecosystems.rust.toolchain import choose_toolchain

@@ -170,6 +170,16 @@ def version_key(text: str) -> tuple[int, ...]:
 # ---------------------------------------------------------------------- entry point
 def scan_repository(repo: Path | str, output_dir: str | None = None) -> RustEvidence:
     """Read a checkout. ``RustEvidence.found`` is False when there is no Cargo.toml at the root."""
+    return _scan_checkout(repo, output_dir)[0]
+
+
+def files_read(repo: Path | str, output_dir: str | None = None) -> list[str]:
+    """The files the scan reads (every Cargo.toml, Cargo.lock, rust-toolchain*, .cargo/config,
+    workflows, compose files), repository-relative: the Rust plan's inputs."""
+    return sorted(_scan_checkout(repo, output_dir)[1].files_seen)
+
+
+def _scan_checkout(repo: Path | str, output_dir: str | None) -> tuple[RustEvidence, Evidence]:
     ev = Evidence(repo=Path(repo).resolve())
     files = RepoFiles(Path(repo), ev, output_dir)
     if files.exists("Cargo.toml"):
@@ -178,7 +188,7 @@ def scan_repository(repo: Path | str, output_dir: str | None = None) -> RustEvid
         compose_services.scan_compose(files, ev)
     rust = scan(files, ev)
     rust.warnings = list(ev.warnings)
-    return rust
+    return rust, ev
 
 
 def scan(files: RepoFiles, ev: Evidence) -> RustEvidence:

@@ -74,6 +74,8 @@ class RustSetupPlan:
     choice: RustChoice
     warnings: list[str] = field(default_factory=list)
 
+    ecosystem = "rust"  # the report names the lead ecosystem (its stand-ins, its words)
+
     @property
     def version(self) -> str:
         return str(self.graph.nodes[RUNTIME].attrs.get("version") or "")
@@ -118,7 +120,14 @@ class RustSetupPlan:
         if lock is None:
             return {}
         count = sum(len(v) for v in self.evidence.lock_packages.values())
-        return {"native": True, "file": lock.name, "tool": "cargo fetch --locked", "count": count, "refresh": ""}
+        return {
+            "native": True,
+            "file": lock.name,
+            "tool": "cargo fetch --locked",
+            "count": count,
+            "unit": "crates",
+            "refresh": "",
+        }
 
     @property
     def dockerfile(self) -> Any:
@@ -383,7 +392,8 @@ class RustSetup:
         try:
             resolved = resolve(image)
         except SetupbotError as exc:
-            self._stop("unresolved", f"{image}: {exc.what}", "rust_image")
+            hint = "`setupbot images bootstrap --ecosystem rust` builds the offline stand-ins"
+            self._stop("unresolved", f"{image}: {exc.what} ({hint})", "rust_image")
             return False
         rt.attrs.update(base_digest=resolved.digest, base_origin=resolved.origin, base_resolved=image)
         return True

@@ -75,7 +75,7 @@ def choose_toolchain(ev: RustEvidence, available: Sequence[str]) -> RustChoice:
             None,
             False,
             "no rust:X.Y-slim image is offered on this engine "
-            "(run `setupbot images bootstrap` or let a registry answer)",
+            "(run `setupbot images bootstrap --ecosystem rust` or let a registry answer)",
             floor,
             floor_why,
             warnings,
