@@ -4,7 +4,8 @@ EBSR per difficulty. Regenerated from the records alone (``setupbot bench --repo
 The EBSR figures, the targets and the chart are Python's. Repositories another ecosystem leads
 (Rust) are scored another way (``cargo test --no-run``, libtest counts), so they get a section of
 their own and never enter the Python figures. A repository whose tree could not be exported has
-no known ecosystem: it is listed apart and counted in neither.
+no known ecosystem: it is listed apart, and counted as a failure in the Python figures (the
+default list), so that a missing tree never raises an EBSR.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ ECOSYSTEM_METHODS = {
         "`rust:X.Y-slim` offered, `COPY . .`, `cargo fetch` and `cargo test --no-run` in the build."
     ),
 }
+
+
+# The records the Python figures count: Python's, and the trees that could not be exported.
+PYTHON_FIGURES = ("python", "")
 
 
 def ecosystem_of(record: dict) -> str:
@@ -172,7 +177,7 @@ def render_summary(
     lines = ["# setupbot benchmark", ""]
     if not records:
         return "\n".join(lines + ["No results yet: run `setupbot bench --repos FILE` first.", ""])
-    python = [r for r in records if ecosystem_of(r) == "python"]
+    python = [r for r in records if ecosystem_of(r) in PYTHON_FIGURES]
     systems = _systems_in(python)
     repos = _repos_in(python)
     lines += _produced_by_lines(commands)
@@ -265,7 +270,12 @@ def _unexported_lines(records: list[dict]) -> list[str]:
     """Repositories whose tree could not be exported: no ecosystem known, no system scored."""
     if not records:
         return []
-    lines = ["## Not exported", "", "Counted in no figure above (the tree was never read):", ""]
+    lines = [
+        "## Not exported",
+        "",
+        "Counted as failures in the Python figures (the tree was never read, so its ecosystem is unknown):",
+        "",
+    ]
     for name, sha in _repos_in(records):
         r = next(r for r in records if r["repo"] == name)
         lines.append(f"- {name}@{sha[:8]}: " + _cell((r.get("reason") or r.get("status", "")).splitlines()[0][:200]))
@@ -531,7 +541,7 @@ def write_report(
 ) -> tuple[Path, Path | None]:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     chart: Path | None = None
-    python = [r for r in records if ecosystem_of(r) == "python"]
+    python = [r for r in records if ecosystem_of(r) in PYTHON_FIGURES]
     if python:  # the chart draws the Python figures
         chart = render_chart(python, chart_path)
     try:
