@@ -146,9 +146,8 @@ def run_pipeline(
 
     ``own_loops``: a lead ecosystem with a setup loop of its own (``DrivesOwnSetup``, today
     Rust) runs it; without it such a repository is refused (NotSupported). `setupbot run` turns
-    it on; publishing (`setupbot github`) leaves it off because its reuse of a recorded
-    environment (bot.incremental) hashes only what the Python scan reads, and would call a
-    changed Cargo.toml unchanged."""
+    it on; publishing (`setupbot github`) leaves it off: the pull-request lifecycle (reruns,
+    merges, declines, human edits) is tested on Python environments only so far."""
     repo = Path(repo).resolve()
     result = PipelineResult(repo=repo)
     signals = _Signals()
@@ -242,8 +241,8 @@ def _not_published(repo: Path, selection: Any) -> NotSupported:
     lead = selection.lead
     return NotSupported(
         f"{repo.name}: a {lead.title}-led repository; it is set up by `setupbot run`, not published yet",
-        "Publishing waits until the reuse of a recorded environment (bot.incremental) reads this "
-        f"ecosystem's manifests; run `setupbot run` on the checkout to get the {lead.title} environment.",
+        "Publishing is switched on once the pull-request lifecycle is tested on this ecosystem; run "
+        f"`setupbot run` on the checkout to get the {lead.title} environment.",
         markers=list(selection.detections[0].markers),
     )
 
