@@ -29,8 +29,19 @@ LOCK_PATH = "/tmp/requirements.lock"
 # from this many locked distributions on, uv installs the lock (fetching uv costs ~15 s)
 UV_LOCK_MINIMUM = 20
 # uv installs into the image's own Python (the official images' prefix), as uv's Docker guide
-# does; --inexact keeps what earlier steps installed (repairs, tools)
-UV_SYNC = ["env", "UV_PROJECT_ENVIRONMENT=/usr/local", "uv", "sync", "--frozen", "--inexact", "--all-groups"]
+# does; --inexact keeps what earlier steps installed (repairs, tools). UV_PYTHON names that
+# Python: otherwise a .python-version in the checkout (3.10 when the image is 3.11) makes uv
+# fetch a managed interpreter of its own, which a build with no route to it cannot do.
+UV_SYNC = [
+    "env",
+    "UV_PROJECT_ENVIRONMENT=/usr/local",
+    "UV_PYTHON=/usr/local/bin/python",
+    "uv",
+    "sync",
+    "--frozen",
+    "--inexact",
+    "--all-groups",
+]
 # a native lock with no project to install alongside it (or pipenv, which has no project mode)
 NATIVE_AFTER_SOURCE = {
     "pipenv": [[*PIP, "pipenv"], ["pipenv", "install", "--system", "--deploy", "--dev"]],

@@ -44,6 +44,16 @@ def test_uv_lock_is_synced_frozen_before_the_source_and_the_project_after():
     assert not any("stale" in w.message for w in p.warnings)
 
 
+def test_uv_sync_uses_the_images_python_whatever_python_version_says(tmp_path):
+    # modelcontextprotocol/python-sdk pins 3.10 in .python-version; on a 3.11 image the sync
+    # after the source (which brings that file) asked uv for a managed 3.10 and failed offline
+    repo = copy("plan-uv-groups", tmp_path)
+    (repo / ".python-version").write_text("3.10\n")
+    text = plan(repo).dockerfile.text
+    syncs = [line for line in text.splitlines() if "uv sync" in line]
+    assert len(syncs) == 2 and all("UV_PYTHON=/usr/local/bin/python" in line for line in syncs)
+
+
 def test_poetry_lock_is_installed_by_poetry():
     text = plan(REPOS / "plan-poetry-only").dockerfile.text
     assert "requests" not in before_source(text) and "pytest" not in before_source(text)
