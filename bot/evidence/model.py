@@ -166,6 +166,8 @@ class Evidence:
     # workspaces and monorepos (bot.evidence.workspace): how they were found and the members
     workspace: str = ""
     members: list[Any] = field(default_factory=list)
+    # the root's own test folder when the root is itself a package beside its members
+    root_tests: Source | None = None
     # setupbot's own outputs met while scanning (path -> why), left out of the evidence
     generated: dict[str, str] = field(default_factory=dict)
 

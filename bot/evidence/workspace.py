@@ -97,7 +97,18 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     if not buildable or isinstance(workspace, dict) and not isinstance(data.get("build-system"), dict):
         # the root only holds workspace or tooling configuration: not a package to install
         ev.project.installable = False
+    else:
+        ev.root_tests = _root_tests(files)
     _ci_members(files, ev)
+
+
+def _root_tests(files: RepoFiles) -> Source | None:
+    """The root package's own test folder (a workspace whose root is a package too, like an SDK
+    with its examples as members): its tests are the project's, and run beside the members'."""
+    for sub in ("tests", "test"):
+        if any(f.startswith(f"{sub}/") for f in files.all_files()):
+            return Source(f"{sub}/", None, "the root package's tests")
+    return None
 
 
 def _list(value: Any) -> list:

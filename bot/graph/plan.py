@@ -168,6 +168,11 @@ def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple
     why = [(m.ci.file, m.ci.line, m.ci.detail) for m in tested if m.ci is not None] or [
         (m.source.file, m.source.line, f"workspace member {m.name}") for m in tested
     ]
+    root = getattr(ev, "root_tests", None)
+    if root is not None:
+        # the root is a package with tests of its own: they come first
+        folders.insert(0, root.file.rstrip("/"))
+        why.insert(0, (root.file, root.line, root.detail))
     return ["python", "-m", "pytest", "--import-mode=importlib", *folders], [*cmd_ev, *why]
 
 

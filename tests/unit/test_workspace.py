@@ -149,3 +149,27 @@ def test_wrong_types_in_a_workspace_are_ignored_not_a_crash(tmp_path):
     )
     ev = scan_repository(tmp_path)
     assert not any("workspace scanner failed" in w.message for w in ev.warnings), ev.warnings
+
+
+def test_a_package_root_with_members_runs_its_own_tests_first(tmp_path):
+    # modelcontextprotocol/python-sdk: the SDK is the root package (tests/), its example servers
+    # are uv workspace members; only the members' folders were tested, and the SDK's 100 tests not
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "sdk"\nversion = "1"\nrequires-python = ">=3.10"\n\n'
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+        '[tool.uv.workspace]\nmembers = ["examples/servers/*"]\n'
+    )
+    (tmp_path / "src" / "sdk").mkdir(parents=True)
+    (tmp_path / "src" / "sdk" / "__init__.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_sdk.py").write_text("def test_it():\n    pass\n")
+    server = tmp_path / "examples" / "servers" / "echo"
+    server.mkdir(parents=True)
+    (server / "pyproject.toml").write_text('[project]\nname = "echo-server"\nversion = "0"\ndependencies = ["sdk"]\n')
+    ev = scan_repository(tmp_path)
+    assert ev.project.installable and ev.root_tests is not None
+    plan = make_plan(tmp_path, None, available_pythons=PYTHONS, resolve=False)
+    assert plan.test_command[3:] == ["--import-mode=importlib", "tests", "examples/servers/echo"]
+    assert ("tests/", None, "the root package's tests") in plan.graph.target.evidence
+    # a virtual root has no tests of its own to add
+    assert scan_repository(REPOS / "mono-uv-workspace").root_tests is None
