@@ -206,7 +206,7 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     steps.append({"op": "COPY", "src": ["."], "dest": WORKDIR, "nodes": [], "comments": ["the source"]})
     projects = by_action.get("project", [])
     steps += _native_after_source_steps(native, projects)
-    steps += _member_steps(projects, locked)
+    steps += _member_steps(graph, projects, locked, native)
     for n in projects:
         if not n.attrs.get("member"):
             steps += _project_steps(graph, n, locked, native)
@@ -432,10 +432,26 @@ def _native_before_source_steps(graph: DepGraph, native: Node | None) -> list[St
             "op": "RUN",
             "head": None,
             "nodes": [native],
-            "commands": [[*PIP, "uv"], [*UV_SYNC, "--no-install-project", *_uv_extras(graph)]],
+            "commands": [[*PIP, "uv"], [*UV_SYNC, *_uv_deps_only(graph), *_uv_extras(graph)]],
             "comments": [f"dependencies from {native.name}, as locked"] + _where([native]),
         },
     ]
+
+
+def _has_members(graph: DepGraph) -> bool:
+    return any(n.attrs.get("member") for n in graph.nodes.values() if n.action == "project")
+
+
+def _uv_deps_only(graph: DepGraph) -> list[str]:
+    """Before the source: every locked dependency and no project. In a workspace that is every
+    member's dependencies and no member (``--no-install-project`` skips only the root, and a
+    member the root needs would be built from a folder not copied yet)."""
+    return ["--all-packages", "--no-install-workspace"] if _has_members(graph) else ["--no-install-project"]
+
+
+def _uv_all_packages(graph: DepGraph) -> list[str]:
+    """After the source: the workspace members too, editable, from the lock."""
+    return ["--all-packages"] if _has_members(graph) else []
 
 
 def _native_after_source_steps(native: Node | None, projects: list[Node]) -> list[Step]:
@@ -456,11 +472,24 @@ def _native_after_source_steps(native: Node | None, projects: list[Node]) -> lis
     ]
 
 
-def _member_steps(projects: list[Node], locked: set[str]) -> list[Step]:
-    """The workspace members, editable, in one pip call in dependency order."""
+def _member_steps(graph: DepGraph, projects: list[Node], locked: set[str], native: Node | None) -> list[Step]:
+    """The workspace members, editable, in one pip call in dependency order; with a uv lock, uv
+    installs them from it (pip would resolve their dependencies anew, past the lock)."""
     members = sorted((n for n in projects if n.attrs.get("member")), key=lambda n: n.attrs.get("order", 0))
     if not members:
         return []
+    if native is not None and native.attrs.get("tool") == "uv":
+        if any(not n.attrs.get("member") for n in projects):
+            return []  # the root project's `uv sync --all-packages` installs them with it
+        return [
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": members,
+                "commands": [[*UV_SYNC, "--all-packages", *_uv_extras(graph)]],
+                "comments": [f"the workspace members, editable, from {native.name}"] + _where(members),
+            }
+        ]
     # one pip call for every member: a member's dependency on another is met by the other's
     # folder in the same call, never looked up on an index (with a lock, nothing else is)
     cmd = [*PIP, "--no-deps"] if locked else list(PIP)
@@ -541,7 +570,7 @@ def _project_commands(
             cmds = [[*PIP, "--no-deps", "-e", target]]
         return cmds
     if native is not None and tool == "uv":
-        return [[*UV_SYNC, *_uv_extras(graph)]]
+        return [[*UV_SYNC, *_uv_all_packages(graph), *_uv_extras(graph)]]
     if tool == "poetry":
         return [
             [*PIP, "poetry"],

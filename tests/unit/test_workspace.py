@@ -173,3 +173,24 @@ def test_a_package_root_with_members_runs_its_own_tests_first(tmp_path):
     assert ("tests/", None, "the root package's tests") in plan.graph.target.evidence
     # a virtual root has no tests of its own to add
     assert scan_repository(REPOS / "mono-uv-workspace").root_tests is None
+
+
+def test_a_uv_locked_workspace_installs_its_members_from_the_lock_not_with_pip(tmp_path):
+    # pip resolving the members' dependencies anew moved five locked releases, and the uv sync
+    # after it failed reinstalling them (modelcontextprotocol/python-sdk)
+    import shutil
+
+    repo = tmp_path / "ws"
+    shutil.copytree(REPOS / "mono-uv-workspace", repo)
+    (repo / "uv.lock").write_text(
+        'version = 1\nrequires-python = ">=3.10"\n\n'
+        '[[package]]\nname = "attrs"\nversion = "23.2.0"\nsource = { registry = "https://pypi.org/simple" }\n\n'
+        '[[package]]\nname = "pytest"\nversion = "8.2.0"\nsource = { registry = "https://pypi.org/simple" }\n\n'
+        '[[package]]\nname = "core-lib"\nversion = "0.1"\nsource = { editable = "packages/core-lib" }\n\n'
+        '[[package]]\nname = "app-lib"\nversion = "0.1"\nsource = { editable = "packages/app-lib" }\n'
+    )
+    text = make_plan(repo, None, available_pythons=PYTHONS, resolve=False).dockerfile.text
+    before, after = text.split('COPY [".", "/workspace"]')
+    assert "uv sync --frozen --inexact --all-groups --all-packages --no-install-workspace" in before
+    assert "--no-install-project" not in text and " -e packages/" not in text and "-e 'packages/" not in text
+    assert "uv sync --frozen --inexact --all-groups --all-packages" in after
