@@ -360,12 +360,18 @@ def _add_run_record(data: ReportData, run_record: Any) -> None:
         # a workspace: every member with the results of its own tests
         t = _get(m, "tests", {}) or {}
         ran = int(t.get("passed", 0)) + int(t.get("failed", 0)) + int(t.get("error", 0))
+        name = f"member {_get(m, 'name', '')} ({_get(m, 'path', '')})"
+        ci = "tested by CI" if _get(m, "tested_by_ci") else "no workflow names it"
+        if not ran and not int(t.get("skipped", 0)):
+            # installed and importable, but its folder holds no test: nothing to prove it by
+            data.proven.append(ProofItem(f"{name}: installed; no test was collected from it", False, ci))
+            continue
         data.proven.append(
             ProofItem(
-                f"member {_get(m, 'name', '')} ({_get(m, 'path', '')}): {t.get('passed', 0)} passed, "
+                f"{name}: {t.get('passed', 0)} passed, "
                 f"{t.get('failed', 0)} failed, {t.get('error', 0)} errors, {t.get('skipped', 0)} skipped",
                 ran > 0,
-                "tested by CI" if _get(m, "tested_by_ci") else "no workflow names it",
+                ci,
             )
         )
     for item in _get(run_record, "unresolved", []) or []:

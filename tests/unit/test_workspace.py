@@ -118,6 +118,11 @@ def test_results_and_report_per_member():
     report = from_pipeline(plan, {"members": members, "replay": {"ok": True}})
     claims = [p.claim for p in report.proven]
     assert "member core-lib (packages/core-lib): 1 passed, 0 failed, 0 errors, 0 skipped" in claims
+    # a member whose folder holds no test says so, instead of a row of zeros
+    idle = [{**members[0], "tests": {"passed": 0, "failed": 0, "error": 0, "skipped": 0}}]
+    item = from_pipeline(plan, {"members": idle, "replay": {"ok": True}}).proven[-1]
+    assert item.claim == "member core-lib (packages/core-lib): installed; no test was collected from it"
+    assert not item.proven and item.reason == "tested by CI"
 
 
 def test_pdm_and_hatch_path_dependency_lines(tmp_path):
