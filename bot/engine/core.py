@@ -871,6 +871,12 @@ class Engine:
             if self.run_cli(["rmi", "-f", target], check=False).returncode == 0 and image_id not in seen:
                 seen.append(image_id)
         counts["images"] = len(seen)
+        if run_id is None or run_id == self.run_id:
+            # this engine's own networks are gone: a later use of it makes them anew instead of
+            # naming a removed one ("network ...-egress not found")
+            self.egress = None
+            self._egress_net = None
+            self._internal_networks.clear()
         return counts
 
 
