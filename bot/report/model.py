@@ -7,7 +7,7 @@ PR body and the job summary can be rendered and tested without running a setup.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -473,12 +473,38 @@ def _add_charges(data: ReportData, verification: Any) -> None:
             Charge(
                 charge=f"{_get(r, 'kind', _get(c, 'kind', ''))}{': ' + str(subject) if subject else ''}",
                 ruling=str(_get(r, "decision", "")),
-                reason=str(_get(r, "reason", "") or ""),
+                reason=str(_get(r, "reason", "") or "") + _dismissed_summary(_get(r, "dismissed_tests", {}) or {}),
             )
         )
     for cid, c in charges.items():
         if cid not in ruled:
             data.charges.append(Charge(f"{_get(c, 'kind', '')}: {_get(c, 'subject', '')}", "not ruled", ""))
+
+
+# Why the judge set a failing test aside, in the reviewer's words (bot.verify.judge's rules).
+DISMISSAL_WORDS = {
+    "own_assertion": "their own assertions failed",
+    "external_cause": "they reach outside the container",
+    "not_reproduced": "they passed when run again",
+}
+
+
+def _dismissed_summary(dismissed: Mapping[str, str]) -> str:
+    """Which failing tests a ruling set aside, and by which rule: the reviewer sees what was
+    waved through ("own_assertion: test_md::test_parsing ×4, ...") and can disagree."""
+    if not dismissed:
+        return ""
+    by_rule: dict[str, dict[str, int]] = {}
+    for test, rule_ in dismissed.items():
+        short = test.split("[", 1)[0].rsplit(".", 1)[-1]
+        names = by_rule.setdefault(str(rule_), {})
+        names[short] = names.get(short, 0) + 1
+    parts = []
+    for rule_, names in sorted(by_rule.items()):
+        shown = [f"{n} ×{k}" if k > 1 else n for n, k in list(names.items())[:3]]
+        more = f", … and {len(names) - 3} more" if len(names) > 3 else ""
+        parts.append(f"{DISMISSAL_WORDS.get(rule_, rule_)} ({rule_}): {', '.join(shown)}{more}")
+    return " — " + "; ".join(parts)
 
 
 def _add_verified_services(data: ReportData, verification: Any, needed: Any) -> None:

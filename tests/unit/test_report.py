@@ -255,3 +255,34 @@ def test_a_timed_out_replay_says_so():
     )
     data = from_pipeline(None, run, None, repository="octo/slow")
     assert data.replay_ok and note in data.replay_detail
+
+
+def test_a_dismissed_test_failure_names_the_tests_and_the_rule():
+    # volfpeter/htmy: "14 failing tests are not the environment's fault" and nothing else; the
+    # reviewer could not see that all 14 were Markdown-rendering comparisons
+    from bot.verify.record import VerificationRecord
+
+    ver = VerificationRecord(
+        image="setupbot-env",
+        repo="htmy",
+        charges=[{"id": "tests-failed", "kind": "tests_failed", "subject": "3 tests", "evidence": "x"}],
+        rulings=[
+            {
+                "charge_id": "tests-failed",
+                "kind": "tests_failed",
+                "decision": "dismissed",
+                "rule": "own_assertion+external_cause",
+                "reason": "3 failing tests are not the environment's fault",
+                "dismissed_tests": {
+                    "tests.test_md::test_parsing[a-b]": "own_assertion",
+                    "tests.test_md::test_parsing[c.d-e]": "own_assertion",
+                    "tests.test_net::test_fetch": "external_cause",
+                },
+            }
+        ],
+        verdict={"tier": "Full", "reasons": ["no charge stands"]},
+    )
+    reason = from_pipeline(None, None, ver).charges[0].reason
+    assert reason.startswith("3 failing tests are not the environment's fault — ")
+    assert "their own assertions failed (own_assertion): test_md::test_parsing ×2" in reason
+    assert "they reach outside the container (external_cause): test_net::test_fetch" in reason
