@@ -398,35 +398,25 @@ RULES: list[Rule] = [
     _rule("assertion", "test", r"^E\s+(AssertionError\b.*|assert .*)$", key=lambda m: ""),
 ]
 
+# What makes a native build fail, more precisely than "the build failed".
+_BUILD_CAUSES = (
+    "missing_header",
+    "missing_compiler",
+    "missing_pkg_config",
+    "missing_pkg_config_module",
+    "missing_rust",
+    "missing_command",
+    "python_floor",
+    "missing_shared_lib",
+    "python_pin",
+)
 # Kinds that are usually a symptom of a more precise signature in the same log; they are
 # dropped when the precise one is present.
 _GENERIC = {
-    "wheel_build_failed": (
-        "missing_header",
-        "missing_compiler",
-        "missing_pkg_config",
-        "missing_pkg_config_module",
-        "missing_rust",
-        "missing_command",
-        "python_floor",
-        "scm_version",
-        "missing_shared_lib",
-        "not_a_package",
-        "python_pin",
-    ),
+    "wheel_build_failed": (*_BUILD_CAUSES, "scm_version", "not_a_package"),
     "missing_module": ("newer_syntax",),
     "no_matching_distribution": ("python_floor", "python_pin"),
-    "locked_build_failed": (
-        "missing_header",
-        "missing_compiler",
-        "missing_pkg_config",
-        "missing_pkg_config_module",
-        "missing_rust",
-        "missing_command",
-        "python_floor",
-        "missing_shared_lib",
-        "python_pin",
-    ),
+    "locked_build_failed": _BUILD_CAUSES,
     "dependency_conflict": ("python_floor",),
 }
 

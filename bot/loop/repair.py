@@ -933,7 +933,7 @@ def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
         if packages:
             drop = Atom("drop_package", {"manager": manager, "packages": packages})
             out.append((name, Candidate([drop], "rule", why=why)))
-    return [(name, cand) for name, cand in out if _atoms_valid(cand)]
+    return [(name, cand) for name, cand in out if _valid(cand)]
 
 
 def _ci_specs_not_planned(repo: Path, graph: Any) -> list[str]:
@@ -982,16 +982,6 @@ def _guessed_groups(graph: Any) -> list[tuple[str, str, list[str], str]]:
             "optional parts the plan installed",
         ),
     ]
-
-
-def _atoms_valid(cand: Candidate) -> bool:
-    """Whether every atom of ``cand`` validates."""
-    try:
-        for a in cand.atoms:
-            a.validate()
-    except AtomError:
-        return False
-    return True
 
 
 def knowledge_candidates(retriever: Any, log_text: str, context: Mapping[str, str], limit: int) -> list[Candidate]:
