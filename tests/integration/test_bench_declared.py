@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from doubles.git import git as _git
 
 from bot.bench import results as results_io
 from bot.bench.repos import BenchRepo
@@ -47,16 +48,6 @@ FILES = {
             assert add(0.1, 0.2) == 0.3
     """),
 }
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 def _mirror(tmp_path: Path, name: str, files: dict[str, str]) -> tuple[Path, BenchRepo]:

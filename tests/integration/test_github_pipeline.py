@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from doubles.git import git
 from doubles.github_api import GitHubDouble
 
 from bot.cli import main
@@ -18,22 +19,6 @@ from bot.cli import main
 ROOT = Path(__file__).parents[2]
 EVENTS = ROOT / "tests" / "fixtures" / "events"
 REPO = "octo/app"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={
-            "GIT_AUTHOR_NAME": "t",
-            "GIT_AUTHOR_EMAIL": "t@e",
-            "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@e",
-            "PATH": "/usr/bin:/bin",
-        },
-    ).stdout.strip()
 
 
 def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monkeypatch, capsys):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from doubles.git import git as _git
 
 from bot.bench.repos import BenchRepo, export_tree, find_git_dir, parse_repo_list, prepare_git_dir, read_repo_list
 from bot.errors import InputError
@@ -70,16 +70,6 @@ def test_dev_list_parses_without_warnings():
 
 
 # --- export ------------------------------------------------------------------------------------
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import base64
 import contextlib
 import gzip
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from doubles.git import git as _git
 
 from bot.bench import results as results_io
 from bot.bench.repos import BenchRepo
@@ -137,16 +137,6 @@ def test_failed_build_and_failed_collection_are_scored_as_such(tmp_path):
     score = score_dockerfile(engine, tmp_path, "FROM x\n# NOCOLLECT\n", "t:2")
     assert score.built and not score.ebsr and score.collect_exit == 2
     assert len(engine.execs) == 1  # no test run after a failed collection
-
-
-def _git(cwd, *args):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture

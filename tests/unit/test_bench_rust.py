@@ -6,10 +6,10 @@ Python figures."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from doubles.git import git as _git
 
 from bot.bench import results as results_io
 from bot.bench.baselines import produce_declared_rust
@@ -69,16 +69,6 @@ class RustEngine:
 @pytest.fixture(autouse=True)
 def _reset():
     RustEngine.instances.clear()
-
-
-def _git(cwd, *args):
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
+from doubles.git import git
 from doubles.github_api import GitHubDouble
 
 import bot.commands.github as github_command
@@ -120,22 +120,6 @@ class Pipeline:
         )
         write_outputs(repo, generated)  # as the pipeline does
         return generated
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={
-            "GIT_AUTHOR_NAME": "t",
-            "GIT_AUTHOR_EMAIL": "t@e",
-            "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@e",
-            "PATH": "/usr/bin:/bin",
-        },
-    ).stdout.strip()
 
 
 class World:
