@@ -125,7 +125,7 @@ class GitHubSettings:
 
 @dataclass(frozen=True)
 class ServiceItem:
-    """One entry of ``services:``: a service the tests need (bot/verify/services.py reads it)."""
+    """One entry of ``services:``: a service the tests need (bot/services.py reads it)."""
 
     name: str = ""
     image: str = ""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import progress, safefs
+from bot import services as svc
 from bot.config import Settings
 from bot.ecosystems import devcontainer_for, input_files, make_plan, select
 from bot.ecosystems.base import own_setup_loop
@@ -32,7 +33,6 @@ from bot.loop.llm import LLMPlanner
 from bot.loop.orchestrator import run_setup
 from bot.outputs import outputs_from_pipeline, write_outputs
 from bot.redact import global_redactor
-from bot.verify import services as svc
 from bot.verify import siblings as sib
 from bot.verify.run import verify_environment
 

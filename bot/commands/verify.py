@@ -13,10 +13,10 @@ import shlex
 from pathlib import Path
 from typing import IO, Any
 
+from bot import services as svc
 from bot.commands._common import add_json_flag, human, meets_gate, write_json
 from bot.config import load_settings
 from bot.errors import BelowGate, InputError, NotSupported
-from bot.verify import services as svc
 from bot.verify import siblings as sib
 
 log = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ import yaml
 from bot.catalogue import KINDS, canonical, split_image
 from bot.markers import MARKER_TEXT
 from bot.programs import source
+from bot.services import ServiceSpec, container_env, wiring_env
 from bot.templating import environment
 
 COMPOSE_MARKER = f"{MARKER_TEXT}: remove this line to keep your own version"
@@ -48,8 +49,6 @@ def _evidence_of(s: Any) -> list[tuple[str, str]]:
 def base_compose(services: Iterable[Any]) -> tuple[str | None, dict[str, str]]:
     """The repository's own compose file (at its root, one Compose reads by default) that defines
     the services, and for each service setupbot starts, its name in that file."""
-    from bot.verify.services import ServiceSpec
-
     chosen: str | None = None
     names: dict[str, str] = {}
     for s in services:
@@ -73,8 +72,6 @@ def compose_services(services: Iterable[Any], base_names: dict[str, str] | None 
     and the health check (the service catalogue's Compose form).
     ``base_names`` (bot.compile.compose.base_compose) maps services the repository's compose file
     defines to their names there."""
-    from bot.verify.services import ServiceSpec, container_env
-
     base_names = base_names or {}
     out = []
     for s in services:
@@ -104,8 +101,6 @@ def compose_services(services: Iterable[Any], base_names: dict[str, str] | None 
 def app_environment(services: Iterable[Any], env: dict[str, str] | None = None) -> dict[str, str]:
     """What the app container needs to find its services (as the verification wired them), with
     the repository's own test variables winning."""
-    from bot.verify.services import ServiceSpec, wiring_env
-
     return wiring_env([ServiceSpec.from_any(s) for s in services], env or {})
 
 
@@ -118,8 +113,6 @@ def context_for(output_dir: str) -> str:
 def localhost_forwards(services: Iterable[Any]) -> list[str]:
     """LISTEN:ALIAS:PORT for each service: the app container relays localhost to it, as the
     verification's runner did, so tests written for CI's mapped ports work in the devcontainer."""
-    from bot.verify.services import ServiceSpec
-
     out: list[str] = []
     for s in services:
         spec = ServiceSpec.from_any(s)

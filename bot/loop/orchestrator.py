@@ -29,6 +29,7 @@ from bot.loop.target import TargetMixin, TargetOutcome, compare, finds_no_tests,
 from bot.loop.trajectory import Budget, Trajectory
 from bot.loop.trials import TrialsMixin
 from bot.loop.workspace import Workspace, WorkspaceMixin
+from bot.services import ServiceManager
 
 __all__ = [
     "KeptRepair",
@@ -65,8 +66,6 @@ def _default_available_pythons(engine: Any) -> list[str]:
 
 
 def _default_service_manager(engine: Any, network: str) -> Any:
-    from bot.verify.services import ServiceManager
-
     return ServiceManager(engine, network)
 
 

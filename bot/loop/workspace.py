@@ -14,6 +14,7 @@ from bot.errors import SetupbotError
 from bot.loop.diagnose import diagnose
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome
+from bot.services import ServiceSpec, forward_targets, start_localhost_forwarding
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,6 @@ class WorkspaceMixin(LoopBase):
         reqs = self._service_requirements()
         if not reqs:
             return None
-        from bot.verify.services import ServiceSpec, forward_targets
-
         network = ws.stack.enter_context(self.engine.network())
         manager = ws.stack.enter_context(self.service_manager(self.engine, network))
         t0 = time.monotonic()
@@ -153,8 +152,6 @@ class WorkspaceMixin(LoopBase):
 
     def _ensure_forwarding(self, ws: Workspace) -> None:
         """The localhost relay runs in the runner (a rolled-back container has none)."""
-        from bot.verify.services import start_localhost_forwarding
-
         if not start_localhost_forwarding(ws.session, ws.forwards):
             note = "localhost forwarding to the services did not start; tests must use the service names"
             if note not in self.record.warnings:

@@ -1,4 +1,4 @@
-# A small TCP relay started inside the runner container (bot.verify.services) and the devcontainer's
+# A small TCP relay started inside the runner container (bot.services) and the devcontainer's
 # app service (bot.compile.compose): CI jobs reach services on localhost (the runner maps the ports),
 # and many test suites hard-code "localhost:5432" where no variable can redirect them. Each argument
 # is LISTEN_PORT:HOST:PORT. Standard library only: it runs on the analysed repository's interpreter.

@@ -14,19 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.verify.facts import RepoFacts
-from bot.verify.judge import Ruling, judge
-from bot.verify.mutation import mutation_check
-from bot.verify.prosecutor import Executor, Prosecution, prosecute, run, tail
-from bot.verify.record import VerificationRecord
-from bot.verify.results import TestResults, attribute, parse_junit
-from bot.verify.services import (
+from bot.services import (
     ServiceManager,
     ServiceSpec,
     ServicesStarted,
     forward_targets,
     start_localhost_forwarding,
 )
+from bot.verify.facts import RepoFacts
+from bot.verify.judge import Ruling, judge
+from bot.verify.mutation import mutation_check
+from bot.verify.prosecutor import Executor, Prosecution, prosecute, run, tail
+from bot.verify.record import VerificationRecord
+from bot.verify.results import TestResults, attribute, parse_junit
 from bot.verify.siblings import SiblingManager, SiblingSpec
 from bot.verify.verdict import decide
 

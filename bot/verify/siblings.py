@@ -30,7 +30,7 @@ from typing import Any
 from bot import safefs
 from bot.errors import ConfigError, SetupbotError
 from bot.hostenv import host_env
-from bot.verify.services import wait_healthy
+from bot.services import wait_healthy
 
 log = logging.getLogger(__name__)
 

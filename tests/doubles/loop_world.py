@@ -137,7 +137,7 @@ class FakePlan:
 
     @property
     def services(self) -> list:
-        from bot.verify.services import specs_from_atoms
+        from bot.services import specs_from_atoms
 
         return self._services + specs_from_atoms(Atom.from_json(a) for a in self._atoms("start_service"))
 

@@ -21,7 +21,7 @@ from bot.evidence.model import ServiceRequirement
 from bot.graph import make_plan
 from bot.graph.mapping import Registry
 from bot.outputs import outputs_from_pipeline, write_outputs
-from bot.verify.services import ServiceManager
+from bot.services import ServiceManager
 
 MEMCACHED = KINDS["memcached"].standin.tag if KINDS["memcached"].standin else ""
 # the memcached text protocol over a plain socket: the client needs nothing from PyPI

@@ -25,7 +25,7 @@ from bot.loop.diagnose import diagnose, service_for
 from bot.outputs import generate_outputs
 from bot.paths import templates_dir
 from bot.report import ReportData
-from bot.verify.services import ServiceSpec, health_argv, service_env, specs_from_diagnosis
+from bot.services import ServiceSpec, health_argv, service_env, specs_from_diagnosis
 
 ROOT = Path(__file__).parents[2]
 

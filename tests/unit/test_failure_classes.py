@@ -221,7 +221,7 @@ def test_a_missing_top_level_module_is_still_an_install(tmp_path):
 def test_catalogue_knows_every_common_service_image(image, kind):
     from bot.catalogue import kind_of
     from bot.evidence.services import service_kind
-    from bot.verify.services import ServiceSpec
+    from bot.services import ServiceSpec
 
     assert kind_of(image=image) == kind
     # the evidence's kind reaches the same catalogue kind (the plan's requirement -> a spec)
@@ -262,7 +262,7 @@ def test_the_loop_reports_services_it_could_not_start(tmp_path):
 
 
 def test_forwarder_listens_on_both_loopbacks():
-    from bot.verify.services import FORWARDER
+    from bot.services import FORWARDER
 
     assert '"127.0.0.1", "::1"' in FORWARDER and "EADDRINUSE" in FORWARDER
     compile(FORWARDER, "forwarder", "exec")
@@ -343,7 +343,7 @@ def test_devcontainer_compose_relays_localhost_to_each_service():
     import yaml
 
     from bot.compile.compose import render_compose
-    from bot.verify.services import FORWARDER
+    from bot.services import FORWARDER
 
     app = yaml.safe_load(
         render_compose(services=[{"name": "postgres", "image": "postgres:16"}, {"name": "cache", "image": "redis:7"}])

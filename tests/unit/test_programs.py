@@ -9,7 +9,7 @@ from bot import programs
 from bot.compile.compose import app_command
 from bot.verify.mutation import MUTATE
 from bot.verify.prosecutor import IMPORT_PROBE
-from bot.verify.services import FORWARDER
+from bot.services import FORWARDER
 
 
 @pytest.mark.parametrize("name", programs.PROGRAMS)

@@ -9,7 +9,7 @@ import pytest
 from bot.atoms import Atom
 from bot.catalogue import kind_of, resolve_image, split_image
 from bot.errors import ConfigError, EngineError
-from bot.verify.services import (
+from bot.services import (
     ServiceManager,
     ServiceSpec,
     health_argv,
@@ -300,7 +300,7 @@ def test_manager_missing_image_and_failed_start_are_outcomes():
 
 
 def test_forward_targets_cover_kind_and_mapped_ports():
-    from bot.verify.services import ServiceOutcome, forward_targets
+    from bot.services import ServiceOutcome, forward_targets
 
     specs = [
         ServiceSpec.from_any({"name": "db", "image": "postgres:16", "ports": ["5433:5432"]}),
