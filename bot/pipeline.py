@@ -21,13 +21,13 @@ from typing import Any
 
 from bot import progress, safefs
 from bot import services as svc
+from bot.compile.plan import Plan
 from bot.config import Settings
 from bot.ecosystems import devcontainer_for, input_files, make_plan, select
 from bot.ecosystems.base import own_setup_loop
 from bot.engine import Engine
 from bot.errors import Interrupted, KnowledgeError, NotSupported, SetupbotError
 from bot.graph import DepGraph
-from bot.graph.plan import Plan
 from bot.knowledge import open_store
 from bot.loop.llm import LLMPlanner
 from bot.loop.orchestrator import run_setup

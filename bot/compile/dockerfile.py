@@ -238,7 +238,7 @@ def _from_step(rt: Node) -> Step:
 
 def _constraint_steps(graph: DepGraph, cons: list[Node]) -> list[Step]:
     """The constraints file every pip install honours, unless a proven lock already pins everything."""
-    from bot.graph.plan import constraint_specs
+    from bot.graph.specs import constraint_specs
 
     specs = constraint_specs(graph)
     # a lock already satisfies every constraint it was frozen under (and pip's hash-checking

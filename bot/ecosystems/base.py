@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from bot.evidence.files import SKIP_DIRS as EVIDENCE_SKIP_DIRS
 
 if TYPE_CHECKING:  # types only: the seam sits below the stages it describes
+    from bot.compile.plan import Plan
     from bot.graph.model import DepGraph
-    from bot.graph.plan import Plan
     from bot.loop.diagnose import Signature
     from bot.verify.results import TestResults
 

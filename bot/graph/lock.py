@@ -101,7 +101,7 @@ def inputs_hash(graph: DepGraph) -> str:
     """What the lock was resolved from: every install spec (the ranges), every constraint, the
     native lock's pins, the Python, the base image and the system packages. The same
     repository files give the same hash; a changed range or a new dependency changes it."""
-    from bot.graph.plan import constraint_specs
+    from bot.graph.specs import constraint_specs
 
     specs = []
     for n in graph.of_type("PACKAGE") + graph.of_type("TOOL"):

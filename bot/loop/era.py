@@ -95,7 +95,7 @@ class EraMixin(LoopBase):
         date, source = reference_date(self.repo, self.settings)
         if not date:
             return None
-        from bot.graph.plan import install_specs
+        from bot.graph.specs import install_specs
 
         t0 = time.monotonic()
         era = resolve_era(install_specs(self.graph), self.python, date, source)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import progress
+from bot.compile.plan import make_plan
 from bot.errors import Interrupted, LLMError
 from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
 from bot.loop.era import EraMixin
@@ -45,8 +46,6 @@ __all__ = [
 
 
 def _default_make_plan(repo: Path, settings: Any, available_pythons: Sequence[str]) -> Any:
-    from bot.graph import make_plan  # type: ignore[attr-defined]
-
     return make_plan(repo, settings, available_pythons=list(available_pythons))
 
 

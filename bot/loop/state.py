@@ -25,7 +25,7 @@ class LoopBase:
     store: Any
     llm: Any
     retriever: Any
-    plan: Any  # a view over the graph (bot.graph.plan.Plan)
+    plan: Any  # a view over the graph (bot.compile.plan.Plan)
     compile: Callable[[Any], Any]
     service_manager: Callable[[Any, str], Any]
     available: list[str]

@@ -244,8 +244,8 @@ class SiblingManager:
     def dockerfile_text(self, spec: SiblingSpec, source: Path) -> str:
         if spec.plan:
             try:
+                from bot.compile.plan import make_plan
                 from bot.engine.images import available_pythons
-                from bot.graph import make_plan
             except ImportError as exc:
                 raise ConfigError(f"siblings.{spec.name}: planning a sibling needs bot.graph ({exc})") from exc
             from bot.config import load_settings

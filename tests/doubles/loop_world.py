@@ -108,7 +108,7 @@ def fake_compile(graph: FakeGraph) -> Any:
 
 
 class FakePlan:
-    """A view over a FakeGraph, as bot.graph.plan.Plan is over a DepGraph: what a kept repair
+    """A view over a FakeGraph, as bot.compile.plan.Plan is over a DepGraph: what a kept repair
     put into the graph (a Python, a service, an environment variable, a test command) is what
     the plan says."""
 

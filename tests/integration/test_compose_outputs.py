@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.compile.plan import make_plan
 from bot.evidence.model import ServiceRequirement
-from bot.graph import make_plan
 from bot.graph.mapping import Registry
 from bot.outputs import outputs_from_pipeline, write_outputs
 

@@ -47,8 +47,8 @@ def engine_env(request):
 
 
 def write_outputs_for(fixture: Path, workdir: Path) -> Path:
+    from bot.compile.plan import make_plan
     from bot.config import load_settings
-    from bot.graph import make_plan
     from bot.outputs import outputs_from_pipeline, write_outputs
 
     repo = workdir / f"{fixture.name}-{os.getpid()}"

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from bot.compile import compile_dockerfile
+from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine import Engine
-from bot.graph import make_plan
 from bot.graph.lock import apply_lock, parse_lock
 from bot.graph.mapping import Registry
 from bot.graph.model import Node
-from bot.graph.plan import install_specs
 from bot.graph.resolve import uv_compile
+from bot.graph.specs import install_specs
 from bot.loop.lock import installed_set, lock_environment
 
 

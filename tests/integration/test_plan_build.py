@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine import Engine
-from bot.graph import make_plan
 from bot.graph.mapping import Registry
 
 pytestmark = pytest.mark.slow

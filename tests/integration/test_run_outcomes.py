@@ -66,7 +66,7 @@ def test_run_whose_tests_cannot_be_found_exits_below_gate(docker_available, tmp_
     report = (repo / ".devcontainer" / "setup-report.md").read_text()
     assert "ran no test" in report
     # the files it wrote are not evidence for the next plan
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
 
     plan = make_plan(repo, None, available_pythons=["3.11", "3.13"], resolve=False)
     cited = {e[0] for n in plan.graph.nodes.values() for e in n.evidence}

@@ -15,10 +15,10 @@ import yaml
 
 from bot.catalogue import KINDS
 from bot.compile.devcontainer import parse_devcontainer
+from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine import Engine
 from bot.evidence.model import ServiceRequirement
-from bot.graph import make_plan
 from bot.graph.mapping import Registry
 from bot.outputs import outputs_from_pipeline, write_outputs
 from bot.services import ServiceManager

@@ -15,8 +15,8 @@ import pytest
 
 from bot.config import load_settings
 from bot.engine import Engine
-from bot.verify.run import verify_environment
 from bot.services import ServiceManager
+from bot.verify.run import verify_environment
 
 REPOS = Path(__file__).resolve().parents[1] / "fixtures" / "repos"
 SERVICE_IMAGES = ("postgres:17", "pgvector/pgvector:pg17", "redis:8", "mariadb:11", "rabbitmq:4-management")

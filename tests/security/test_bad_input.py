@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.compile.plan import make_plan
 from bot.config import load_settings
-from bot.graph import make_plan
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "bad-input"
 PYTHONS = ["3.11", "3.13"]

@@ -14,7 +14,7 @@ from dockerfile_parse import DockerfileParser
 
 from bot.compile import compile_dockerfile
 from bot.compile.dockerfile import DockerfileInjection, plan_steps, verify_dockerfile
-from bot.graph import make_plan
+from bot.compile.plan import make_plan
 from bot.graph.mapping import Registry
 from bot.graph.model import Node
 

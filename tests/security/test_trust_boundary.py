@@ -224,7 +224,7 @@ def test_verification_facts_do_not_follow_links(repo, host, name):
 
 
 def test_evidence_scanner_and_plan_do_not_follow_links(repo, host):
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
 
     (repo / "requirements.txt").symlink_to(host / "secret.txt")
     (repo / "README.md").symlink_to(host / "secret.txt")
@@ -414,9 +414,9 @@ def test_alias_bomb_in_a_workflow_is_a_warning(repo):
 
 
 def test_directory_tree_1100_levels_deep(repo):
+    from bot.compile.plan import make_plan
     from bot.evidence.files import RepoFiles
     from bot.evidence.model import Evidence
-    from bot.graph import make_plan
     from bot.loop.repair import _django_settings_modules
     from bot.verify.facts import RepoFacts
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.atoms import ATOM_KINDS, Atom, AtomError
 from bot.compile import compile_dockerfile
-from bot.graph import make_plan
+from bot.compile.plan import make_plan
 from bot.graph.apply import APPLY
 
 EXAMPLES = {

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.compile import compile_dockerfile
-from bot.graph import DepGraph, make_plan
+from bot.compile.plan import make_plan
+from bot.graph import DepGraph
 from bot.graph.mapping import Registry
 
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"

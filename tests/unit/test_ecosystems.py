@@ -15,6 +15,7 @@ from doubles.github_api import GitHubDouble
 
 import bot.ecosystems as ecosystems
 from bot.cli import main
+from bot.compile.plan import Plan
 from bot.ecosystems import (
     FOREIGN_MARKERS,
     REGISTRY,
@@ -32,7 +33,6 @@ from bot.errors import EXIT_CODES, ConfigError, NotSupported
 from bot.github.provider import GitHubProvider, RetryPolicy
 from bot.github.rollout import rollout
 from bot.graph.model import DepGraph, Node
-from bot.graph.plan import Plan
 
 ROOT = Path(__file__).parents[2]
 REPOS = ROOT / "tests" / "fixtures" / "repos"

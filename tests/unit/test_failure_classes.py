@@ -44,7 +44,7 @@ def test_application_layout_is_classified_and_installs_dependencies_only(log, tm
 
 
 def test_package_mode_false_is_not_installable(tmp_path):
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
     from bot.graph.mapping import Registry
 
     (tmp_path / "pyproject.toml").write_text(
@@ -119,7 +119,7 @@ def test_apt3_solver_conflict_line(tmp_path):
 
 
 def test_plan_keeps_one_of_two_alternatives(tmp_path):
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
     from bot.graph.mapping import Registry
 
     (tmp_path / "requirements.txt").write_text("pycurl\n")
@@ -273,8 +273,8 @@ def test_forwarder_listens_on_both_loopbacks():
 
 def test_an_installed_declared_provider_is_preferred_over_the_same_named_distribution(tmp_path):
 
+    from bot.compile.plan import Plan
     from bot.graph.model import DepGraph, Node
-    from bot.graph.plan import Plan
     from bot.loop.orchestrator import SetupLoop
     from bot.loop.repair import Candidate
 
@@ -311,7 +311,7 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
 
 
 def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
     from bot.graph.mapping import Registry
     from bot.loop.repair import ci_install_specs, generic_candidates
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.compile.plan import make_plan
 from bot.evidence import scan_repository
 from bot.evidence.generated import generated_reason
-from bot.graph import make_plan
 from bot.markers import MARKER_TEXT
 from bot.outputs import outputs_from_pipeline, stable_plan_json, write_outputs
 

@@ -10,8 +10,9 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from bot.atoms import ATOM_KINDS, Atom, AtomError
+from bot.compile.plan import make_plan
 from bot.evidence.model import PythonConstraint, Source
-from bot.graph import DepGraph, make_plan
+from bot.graph import DepGraph
 from bot.graph.mapping import Registry, import_table
 from bot.graph.runtime import choose_python
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.graph import make_plan
+from bot.compile.plan import make_plan
 from bot.graph.mapping import Registry
 from bot.graph.resolve import sdist_only, uv_compile
 

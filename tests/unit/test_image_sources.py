@@ -223,7 +223,7 @@ def test_a_pinned_digest_that_differs_from_the_local_image_is_not_taken_from_the
 
 # ------------------------------------------------------------------ the plan
 def test_make_plan_with_no_python_offered_is_a_clear_error_not_an_index_error():
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
 
     with pytest.raises(ImageUnavailableError) as exc:
         make_plan(FIXTURES / "plan-setup-py-only", load_settings(None, environ={}), available_pythons=[], resolve=False)
@@ -231,7 +231,7 @@ def test_make_plan_with_no_python_offered_is_a_clear_error_not_an_index_error():
 
 
 def test_a_registry_digest_pins_the_generated_from_line_and_reaches_plan_json():
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
 
     plan = make_plan(
         FIXTURES / "plan-setup-py-only", load_settings(None, environ={}), available_pythons=["3.13"], resolve=False

@@ -94,8 +94,8 @@ sys.exit(0)
 
 
 def test_build_gets_the_index_as_build_args_and_the_generated_file_stays_clean(tmp_path, fake_docker):
+    from bot.compile.plan import make_plan
     from bot.engine.core import Engine
-    from bot.graph import make_plan
 
     settings = load_settings(None, environ={}, overrides={"ca": {"file": ""}})
     engine = Engine(settings, run_id="t1", environ={"HOME": str(tmp_path), "PIP_INDEX_URL": SECRET_INDEX})

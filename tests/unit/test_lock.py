@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bot.compile import compile_dockerfile
+from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine.results import BuildResult, ExecResult
-from bot.graph import make_plan
 from bot.graph.lock import (
     LOCK_NODE,
     MARKER_LINE,
@@ -168,7 +168,7 @@ def _with_lock(tmp_path: Path, inputs: str) -> Path:
 
 
 def test_plan_reuses_the_lock_while_its_inputs_are_unchanged(tmp_path, monkeypatch):
-    from bot.graph import plan as plan_mod
+    from bot.compile import plan as plan_mod
 
     monkeypatch.setattr(plan_mod, "sdist_only", lambda *a, **k: None)
     monkeypatch.setattr(plan_mod, "uv_compile", lambda *a, **k: pytest.fail("a reused lock is not resolved again"))
@@ -181,7 +181,7 @@ def test_plan_reuses_the_lock_while_its_inputs_are_unchanged(tmp_path, monkeypat
 
 
 def test_refresh_lock_and_changed_inputs_resolve_anew(tmp_path, monkeypatch):
-    from bot.graph import plan as plan_mod
+    from bot.compile import plan as plan_mod
     from bot.graph.resolve import Resolution
 
     calls = []

@@ -447,8 +447,8 @@ def test_the_base_image_is_resolved_once_and_its_digest_pins_the_compiled_from(t
     and records its digest (a registry image) or none (a stand-in) on the runtime node, which
     the compiler turns into `FROM python:3.13-slim@sha256:...`."""
     from bot.compile import compile_dockerfile
+    from bot.compile.plan import make_plan
     from bot.engine.sources import ResolvedImage
-    from bot.graph import make_plan
     from bot.loop.orchestrator import SetupLoop
 
     digest = "sha256:" + "ef" * 32

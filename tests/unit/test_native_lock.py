@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from bot.graph import make_plan
+from bot.compile.plan import make_plan
 from bot.graph.mapping import Registry
 
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"

@@ -155,7 +155,7 @@ def test_fingerprint_ignores_the_report_only():
 
 
 def test_every_fixture_repository_gets_a_schema_valid_devcontainer(repos_dir, tmp_path):
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
 
     fixtures = sorted(p for p in repos_dir.iterdir() if p.is_dir())
     assert fixtures, "no fixture repositories"
@@ -178,7 +178,7 @@ def test_every_fixture_repository_gets_a_schema_valid_devcontainer(repos_dir, tm
 
 
 def test_outputs_from_a_run_record_alone_use_its_final_dockerfile(repos_dir):
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
     from bot.loop.records import RunRecord
 
     repo = repos_dir / "loop-scm"
@@ -209,7 +209,7 @@ def test_devcontainer_has_a_non_root_user_git_and_the_interpreter_and_matches_th
 
     from bot.compile import compile_dockerfile
     from bot.compile.devcontainer import SCHEMA_PATH
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
     from bot.graph.mapping import Registry
 
     schema = json.loads(SCHEMA_PATH.read_text())
@@ -235,7 +235,7 @@ def test_devcontainer_has_a_non_root_user_git_and_the_interpreter_and_matches_th
 
 
 def test_compose_variant_extends_the_repository_compose_file_instead_of_copying_it():
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
     from bot.graph.mapping import Registry
 
     repo = Path(__file__).parents[1] / "fixtures" / "repos" / "plan-compose"

@@ -7,9 +7,9 @@ import pytest
 
 from bot import programs
 from bot.compile.compose import app_command
+from bot.services import FORWARDER
 from bot.verify.mutation import MUTATE
 from bot.verify.prosecutor import IMPORT_PROBE
-from bot.services import FORWARDER
 
 
 @pytest.mark.parametrize("name", programs.PROGRAMS)

@@ -142,7 +142,7 @@ def test_deterministic_report_shows_zero_tokens_and_degraded_flag():
 def test_from_pipeline_reads_the_real_records(repos_dir):
     """The adapter against the producers' own types: Plan, RunRecord, VerificationRecord."""
     from bot.atoms import Atom
-    from bot.graph import make_plan
+    from bot.compile.plan import make_plan
     from bot.loop.diagnose import Signature
     from bot.loop.junit import TestResults
     from bot.loop.records import KeptRepair, RunRecord

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.compile.plan import make_plan
 from bot.evidence import scan_repository
-from bot.graph import make_plan
 from bot.graph.build import PROJECT
-from bot.graph.plan import install_specs
+from bot.graph.specs import install_specs
 from bot.loop.junit import TestResults
 from bot.loop.records import member_results
 from bot.report.model import from_pipeline

@@ -2,7 +2,7 @@
 
 The adapter delegates to the modules that already do the work, stage by stage:
 evidence ``bot.evidence.scan_repository``; graph ``bot.graph.build.build_graph``; runtime
-``bot.graph.runtime.choose_python``; the plan ``bot.graph.plan.make_plan``; Dockerfile steps
+``bot.graph.runtime.choose_python``; the plan ``bot.compile.plan.make_plan``; Dockerfile steps
 ``bot.compile.dockerfile.plan_steps``; JUnit results ``bot.verify.results.parse_junit``;
 diagnosis ``bot.loop.diagnose.diagnose``. It adds detection, which nothing did before: every
 repository used to get a Python plan.
@@ -150,7 +150,7 @@ class PythonEcosystem:
         return choose_python(list(evidence.python), list(available), ceilings)
 
     def make_plan(self, repo: Path, settings: Any = None, **options: Any) -> Any:
-        from bot.graph.plan import make_plan
+        from bot.compile.plan import make_plan
 
         known = ("available_pythons", "resolve", "registry", "resolve_timeout", "index_url")
         if options.get("available_versions") is not None and options.get("available_pythons") is None:
@@ -186,7 +186,7 @@ class PythonEcosystem:
         return out
 
     def test_command(self, evidence: Any, graph: Any) -> tuple[list[str], list[tuple[str, int | None, str]]]:
-        from bot.graph.plan import choose_test_command, member_test_command
+        from bot.graph.specs import choose_test_command, member_test_command
 
         command, why = choose_test_command(evidence, graph)
         return member_test_command(evidence, command, why)

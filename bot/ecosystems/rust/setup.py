@@ -65,7 +65,7 @@ def offered_versions(engine: Any, settings: Any) -> list[str]:
 
 @dataclass
 class RustSetupPlan:
-    """The Rust plan as the outputs and the report read it (the facts ``bot.graph.plan.Plan``
+    """The Rust plan as the outputs and the report read it (the facts ``bot.compile.plan.Plan``
     gives for Python): a view over the graph, so a kept repair is in it at once."""
 
     repo: Path

@@ -1,4 +1,5 @@
-"""make_plan: evidence -> DepGraph -> runtime -> resolution -> Dockerfile."""
+"""make_plan: evidence -> DepGraph -> runtime -> resolution -> Dockerfile. The plan is a view over
+the graph and compiles its Dockerfile, so it sits in the compile layer, above the graph it reads."""
 
 from __future__ import annotations
 
@@ -13,17 +14,19 @@ from packaging.utils import canonicalize_name
 
 from bot import safefs
 from bot.atoms import Atom
+from bot.compile.dockerfile import compile_dockerfile
 from bot.evidence import scan_repository
 from bot.evidence.files import MAX_BYTES
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
-from bot.graph.build import PROJECT, build_graph, install_spec
+from bot.graph.build import PROJECT, build_graph
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import Registry
 from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import use_native_lock
 from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile
 from bot.graph.runtime import OFFICIAL_PYTHONS, RuntimeChoice, choose_python
+from bot.graph.specs import choose_test_command, constraint_specs, install_specs, member_test_command
 
 log = logging.getLogger(__name__)
 Warning = ScanWarning  # noqa: A001 - the contract's name for (file, line, message)
@@ -96,8 +99,6 @@ class Plan:
 
     @property
     def dockerfile(self):
-        from bot.compile import compile_dockerfile
-
         return compile_dockerfile(self.graph)
 
     def to_json(self) -> dict[str, Any]:
@@ -121,87 +122,8 @@ class Plan:
         }
 
 
-def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tuple[str, int | None, str]]]:
-    installed = {n.name for n in g.of_type("PACKAGE") if n.action == "pip"}
-    uses_pytest = (
-        ev.pytest_config is not None
-        or "pytest" in installed
-        or any(
-            (c[0][0] in ("pytest", "py.test") or "pytest" in c[0][:3]) and not c[1].detail.startswith("docs")
-            for c in ev.test_commands
-        )
-    )
-    ranked = sorted(ev.test_commands, key=lambda c: (c[1].detail.startswith("docs"), 0))
-    if uses_pytest:
-        for argv, src in ranked:
-            if "pytest" in argv[:3] or argv[0] in ("pytest", "py.test"):
-                return ["python", "-m", "pytest"], [(src.file, src.line, src.detail)]
-        return ["python", "-m", "pytest"], [
-            (ev.pytest_config.file, ev.pytest_config.line, "pytest configuration")
-        ] if ev.pytest_config else []
-    for argv, src in ranked:
-        if argv[0] in ("tox", "nox"):
-            continue
-        cmd = ["python", *argv[1:]] if argv[0].startswith("python") else list(argv)
-        if any(ch in a for a in cmd for ch in "*?["):
-            # the target runs without a shell, so a glob would reach the runner unexpanded:
-            # pytest runs unittest-style tests from the folder just as well
-            folders = sorted({a.rsplit("/", 1)[0] for a in cmd if "/" in a and any(ch in a for ch in "*?[")})
-            return ["python", "-m", "pytest", *folders], [(src.file, src.line, src.detail + " (glob: run with pytest)")]
-        return cmd, [(src.file, src.line, src.detail)]
-    return ["python", "-m", "pytest"], []
-
-
 _NOT_FOUND = re.compile(r"Because (\S+?)(?:\[[^\]]*\])? was not found in the package registry")
 _BUILD_FAILED = re.compile(r"Failed to build `([^=`@ ]+)")
-
-
-def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple[list[str], list]:
-    """In a workspace, pytest runs the test folders of the members CI tests (all members when
-    no workflow names one), each file imported by its path so that two members' tests/test_x.py
-    do not collide. The record splits the results per member."""
-    members = list(getattr(ev, "members", []) or [])
-    if not members or command[:3] != ["python", "-m", "pytest"] or len(command) > 3:
-        return command, cmd_ev
-    tested = [m for m in members if m.ci is not None] or members
-    folders = [m.tests or m.path for m in tested]
-    why = [(m.ci.file, m.ci.line, m.ci.detail) for m in tested if m.ci is not None] or [
-        (m.source.file, m.source.line, f"workspace member {m.name}") for m in tested
-    ]
-    root = getattr(ev, "root_tests", None)
-    if root is not None:
-        # the root is a package with tests of its own: they come first
-        folders.insert(0, root.file.rstrip("/"))
-        why.insert(0, (root.file, root.line, root.detail))
-    return ["python", "-m", "pytest", "--import-mode=importlib", *folders], [*cmd_ev, *why]
-
-
-def install_specs(g: DepGraph) -> list[str]:
-    specs = []
-    for n in g.of_type("PACKAGE") + g.of_type("TOOL"):
-        if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:
-            specs.append(install_spec(n.attrs["spec"], n.attrs.get("pinned")))
-    return sorted(set(specs))
-
-
-def constraint_specs(g: DepGraph) -> list[str]:
-    """Every pin that applies to every pip install: repairs' pip_constraint atoms, -c files, and
-    the lock file's pins for packages nothing else constrains."""
-    out: list[str] = []
-    for n in g.of_type("CONFIG"):
-        if n.action != "constraint":
-            continue
-        if n.attrs.get("kind") == "lock":
-            continue
-        out.append(n.attrs["spec"])
-    lock = g.nodes.get("config:lock")
-    if lock is not None and lock.action == "constraint":
-        taken = {canonicalize_name(re.split(r"[<>=!~\[; ]", s, maxsplit=1)[0]) for s in out}
-        direct = {n.name for n in g.of_type("PACKAGE") if n.action in ("pip", "repair-pip")}
-        for name, version in sorted(lock.attrs.get("pins", {}).items()):
-            if name not in taken and name not in direct:
-                out.append(f"{name}=={version}")
-    return out
 
 
 def _resolve(
