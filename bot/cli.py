@@ -21,7 +21,7 @@ import os
 import sys
 import traceback
 
-from bot import __version__
+from bot import __version__, progress
 from bot.errors import Interrupted, SetupbotError
 from bot.redact import Redactor, global_redactor, setup_logging
 
@@ -103,8 +103,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "github":
             # the action's log gets the same progress lines as `run` (the command is the pipeline)
-            from bot import progress
-
             with progress.use(progress.make_reporter("github", quiet=args.quiet, verbose=args.verbose)):
                 return int(args.func(args) or 0)
         return int(args.func(args) or 0)

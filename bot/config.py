@@ -19,7 +19,9 @@ from typing import Any, cast
 import yaml
 
 from bot import safefs, yamlsafe
+from bot.catalogue import KINDS, kind_of, split_image
 from bot.errors import ConfigError, SetupbotError
+from bot.markers import check_output_dir
 from bot.paths import PACKAGE_DIR
 from bot.redact import register_secret
 
@@ -465,8 +467,6 @@ def _sibling_refusal(entry: Mapping[str, Any], repo: Path) -> str | None:
 def _service_refusal(entry: Mapping[str, Any]) -> str | None:
     """Why a service named by the repository's file is refused: only catalogue services (their
     own images or the known variants of them) start from a repository's word."""
-    from bot.catalogue import KINDS, kind_of, split_image
-
     image = str(entry.get("image") or "").strip()
     try:
         ports = [int(p) for p in (entry.get("ports") or []) if str(p).isdigit()]
@@ -533,8 +533,6 @@ def _repo_keys(section: str, value: Mapping[str, Any], refused: list[tuple[str, 
     if section == "target" and isinstance(part.get("env"), Mapping):
         part["env"] = _repo_env(part["env"], refused)
     if section == "output" and "dir" in part:
-        from bot.markers import check_output_dir
-
         try:
             check_output_dir(str(part["dir"] or ""))
         except SetupbotError as exc:

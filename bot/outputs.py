@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import safefs
+from bot.compile import compile_dockerfile
 from bot.compile.compose import (
     app_environment,
     app_service_name,
@@ -524,8 +525,6 @@ def outputs_from_pipeline(
         elif compiled is not None:
             dockerfile_text = compiled.text
         else:
-            from bot.compile import compile_dockerfile  # the compiler is the one source of Dockerfiles
-
             dockerfile_text = compile_dockerfile(source.graph).text
     services = list(_field(source, "services", []) or [])
     app_env = {str(k): str(v) for k, v in dict(_field(source, "env", {}) or {}).items()}

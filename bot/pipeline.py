@@ -31,7 +31,7 @@ from bot.graph import DepGraph
 from bot.knowledge import open_store
 from bot.loop.llm import LLMPlanner
 from bot.loop.orchestrator import run_setup
-from bot.outputs import outputs_from_pipeline, write_outputs
+from bot.outputs import outputs_from_pipeline, prepare_build_context, write_outputs
 from bot.redact import global_redactor
 from bot.verify import siblings as sib
 from bot.verify.run import verify_environment
@@ -230,8 +230,6 @@ def _run_pipeline(
 
 
 def _prepare_build_context(repo: Path, result: PipelineResult) -> None:
-    from bot.outputs import prepare_build_context
-
     note = prepare_build_context(repo)
     if note:
         result.warnings.append(note)

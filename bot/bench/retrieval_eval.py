@@ -29,6 +29,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bot.knowledge import Retriever, open_store
+
 ROOT = Path(__file__).resolve().parents[2]
 # the part of a bench record that holds the failure, by the record's status
 FAILURE_FIELDS = {"build-failed": "build_log_tail", "collect-failed": "collect_tail"}
@@ -110,8 +112,6 @@ def score(logs: Iterable[RealLog], labels: dict[str, Any], retrieve: Callable[[s
 def seed_retriever(tmp: Path) -> Callable[[str], list[str]]:
     """Retrieval over a fresh store holding the packaged seed units, as a first run has it, with
     the context the setup loop passes (bot/loop/orchestrator.py ``candidates_for``)."""
-    from bot.knowledge import Retriever, open_store
-
     settings = SimpleNamespace(url="", path=str(tmp / "knowledge.sqlite"), k=10, offer=3)
     retriever = Retriever(open_store(settings), settings)
     context = {"python": "3.11", "os": "debian"}

@@ -30,6 +30,7 @@ from bot.config import Settings
 from bot.ecosystems import select
 from bot.engine import Engine
 from bot.errors import EngineError, InputError, SetupbotError
+from bot.hostenv import host_env
 
 
 @dataclass
@@ -106,8 +107,6 @@ def setupbot_commit() -> str:
     that results from resumed runs say which code produced them."""
     if not _COMMIT:
         import subprocess
-
-        from bot.hostenv import host_env
 
         here = Path(__file__).resolve().parent
         try:

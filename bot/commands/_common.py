@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from bot import progress
 from bot.errors import ConfigError
 
 # Strongest first; "Failed" is below every gate.
@@ -74,6 +75,4 @@ def meets_gate(tier: str | None, min_verdict: str) -> bool:
 
 def reporter_for(args: argparse.Namespace, title: str):
     """The progress reporter of a long command, honouring --quiet/--verbose."""
-    from bot import progress
-
     return progress.make_reporter(title, quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False))

@@ -17,9 +17,11 @@ import jinja2
 
 from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
+from bot.graph.build import install_spec
 from bot.graph.lock import LOCK_NODE, locked_names
 from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import native_lock
+from bot.graph.specs import constraint_specs
 from bot.templating import make_environment
 
 WORKDIR = "/workspace"
@@ -139,8 +141,6 @@ def _where(nodes: list[Node], limit: int = 3) -> list[str]:
 
 
 def _spec(n: Node) -> str:
-    from bot.graph.build import install_spec
-
     return install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned"))
 
 
@@ -238,8 +238,6 @@ def _from_step(rt: Node) -> Step:
 
 def _constraint_steps(graph: DepGraph, cons: list[Node]) -> list[Step]:
     """The constraints file every pip install honours, unless a proven lock already pins everything."""
-    from bot.graph.specs import constraint_specs
-
     specs = constraint_specs(graph)
     # a lock already satisfies every constraint it was frozen under (and pip's hash-checking
     # mode and a constraints file do not mix)

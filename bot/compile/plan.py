@@ -15,13 +15,14 @@ from packaging.utils import canonicalize_name
 from bot import safefs
 from bot.atoms import Atom
 from bot.compile.dockerfile import compile_dockerfile
+from bot.errors import ImageUnavailableError
 from bot.evidence import scan_repository
 from bot.evidence.files import MAX_BYTES
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
 from bot.graph.build import PROJECT, build_graph
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
-from bot.graph.mapping import Registry
+from bot.graph.mapping import DATA, Registry
 from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import use_native_lock
 from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile
@@ -174,8 +175,6 @@ def _numpy2_guard(g: DepGraph, pins: dict[str, str], python: str, warnings: list
 
     from packaging.version import InvalidVersion, Version
 
-    from bot.graph.mapping import DATA
-
     numpy = pins.get("numpy")
     if not numpy or "config:constraint:numpy<2" in g.nodes:
         return False
@@ -301,8 +300,6 @@ def _offered_pythons(available_pythons: list[str] | None) -> list[str]:
         # has an engine passes bot.engine.images.default_pythons(settings)
         available_pythons = list(OFFICIAL_PYTHONS)
     if not available_pythons:
-        from bot.errors import ImageUnavailableError
-
         raise ImageUnavailableError(
             "no Python image is offered: the local store has no python:X.Y-slim image and no registry answers",
             "Run `setupbot images bootstrap` to build offline stand-ins, or point "

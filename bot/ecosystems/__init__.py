@@ -26,6 +26,7 @@ from bot.ecosystems.base import (
     basename,
     depth,
     list_files,
+    matches,
     own_input_files,
 )
 from bot.ecosystems.python import PythonEcosystem
@@ -73,11 +74,6 @@ FOREIGN_MARKERS: dict[str, str] = {
 }
 # How deep foreign markers are looked for (the root and the first level: a frontend/ or cmd/).
 FOREIGN_DEPTH = 1
-
-
-def matches(name: str, patterns: Iterable[str]) -> bool:
-    """Whether the file name ``name`` matches one of ``patterns`` (names or globs)."""
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 @dataclass

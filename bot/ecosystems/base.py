@@ -17,8 +17,9 @@ on it). It imports nothing from the pipeline stages, so every layer may import i
 
 from __future__ import annotations
 
+import fnmatch
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -314,6 +315,11 @@ def list_files(
             break
         level = nxt
     return out
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    """Whether the file name ``name`` matches one of ``patterns`` (names or globs)."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def basename(rel: str) -> str:

@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot.config import Settings
 from bot.engine import dockerfile as dockerfile_facts
@@ -32,14 +31,12 @@ from bot.engine.capture import Captured, run_capped
 from bot.engine.egress import EgressFacts
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
+from bot.engine.session import RunnerSession
+from bot.engine.sources import ImageSource
 from bot.errors import EngineError, ImageUnavailableError
 from bot.hostenv import host_env
 from bot.indexes import host_index_config
 from bot.templating import render_template
-
-if TYPE_CHECKING:
-    from bot.engine.session import RunnerSession
-    from bot.engine.sources import ImageSource
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +276,6 @@ class Engine:
         """``image`` present under its official name (pulled through the image source when
         missing): a bot.engine.sources.ResolvedImage with its registry digest, or none for a
         stand-in."""
-        from bot.engine.sources import ImageSource
 
         if self._source is None:
             self._source = ImageSource(self)
@@ -727,7 +723,6 @@ class Engine:
         network: str | None = None,
         name_hint: str = "runner",
     ) -> RunnerSession:
-        from bot.engine.session import RunnerSession
 
         return RunnerSession(self, image, env=env, workdir=workdir, network=network, name_hint=name_hint)
 

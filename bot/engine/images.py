@@ -34,6 +34,7 @@ from bot.config import Settings
 from bot.engine.ca import CA_ENV, CA_LABEL
 from bot.engine.core import LABEL, Engine
 from bot.engine.recipes import ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes, rootfs_tag, service_recipes
+from bot.engine.sources import ImageSource
 from bot.errors import ConfigError, ImageUnavailableError
 from bot.graph.runtime import OFFICIAL_PYTHONS
 from bot.hostenv import host_env
@@ -105,8 +106,6 @@ def cache_dir(settings: Settings) -> Path:
 def available_pythons(engine: Engine) -> list[str]:
     """Every Python the image source offers (bot.engine.sources): the local store's, plus the
     official tags when a registry answers. None at all is an ImageUnavailableError naming the fix."""
-    from bot.engine.sources import ImageSource
-
     return ImageSource(engine).offered_pythons()
 
 

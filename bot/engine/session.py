@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.engine.ca import CA_ENV, CONTAINER_EXTRA
+from bot.engine.ca import CA_ENV, CONTAINER_EXTRA, MERGE_SCRIPT
 from bot.engine.results import ExecResult
 from bot.errors import EngineError
 from bot.paths import templates_dir
@@ -85,7 +85,6 @@ class RunnerSession:
         self._started = True
 
     def _install_ca(self) -> None:
-        from bot.engine.ca import MERGE_SCRIPT
 
         assert self.engine.ca is not None
         script = (templates_dir() / "images" / MERGE_SCRIPT).read_bytes()

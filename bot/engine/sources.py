@@ -143,7 +143,7 @@ class ImageSource:
 
     # ------------------------------------------------------------------ what is offered
     def local_pythons(self) -> list[str]:
-        from bot.engine.images import local_pythons
+        from bot.engine.images import local_pythons  # images -> core -> sources: a cycle at import
 
         return local_pythons(self.engine)
 
@@ -184,7 +184,7 @@ class ImageSource:
         if digest and found != digest:
             return None
         labels = (info.get("Config") or {}).get("Labels") or {}
-        from bot.engine.images import STANDIN_LABEL
+        from bot.engine.images import STANDIN_LABEL  # images -> core -> sources: a cycle at import
 
         if found:
             return ResolvedImage(ref, "registry", found)

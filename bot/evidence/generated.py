@@ -21,6 +21,9 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path
 
+from bot import safefs
+from bot.markers import has_marker
+
 RECORDS_DIR = ".setupbot"
 PLAN_FILE = "setupbot-plan.json"
 # The names setupbot writes into the output folder (bot.outputs); only these are opened to look
@@ -32,8 +35,6 @@ HEAD_BYTES = 4096
 
 
 def carries_marker(text: str) -> bool:
-    from bot.markers import has_marker  # the writer's own test, so reader and writer agree
-
     return has_marker(text)
 
 
@@ -60,8 +61,6 @@ def generated_reason(rel: str, text: str | None = None, output_dir: str | None =
     if reason:
         return reason
     if text is None and root is not None and _worth_opening(rel, output_dir):
-        from bot import safefs  # the one reader: a link out of the repository is not opened
-
         try:
             text = safefs.read_bytes(root, rel, max_bytes=HEAD_BYTES, head=True).decode("utf-8", errors="replace")
         except (OSError, safefs.UnsafePath):

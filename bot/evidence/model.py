@@ -9,6 +9,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from bot.evidence.reqparse import parse_spec
+
 
 @dataclass(frozen=True)
 class Source:
@@ -175,8 +177,6 @@ class Evidence:
         self.warnings.append(ScanWarning(file, line, message))
 
     def add_requirement(self, spec: str, group: str, source: Source, **kw: Any) -> Requirement | None:
-        from bot.evidence.reqparse import parse_spec
-
         parsed = parse_spec(spec)
         if parsed is None:
             self.warn(source.file, source.line, f"cannot parse requirement {spec!r}; ignored")

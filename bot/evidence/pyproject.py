@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.evidence import pytest_config
+from bot.evidence import requirements as reqmod
+from bot.evidence import tox as toxmod
 from bot.evidence.files import RepoFiles, as_table, line_of, load_toml
-from bot.evidence.model import MAIN, TEST, Evidence, Source
+from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source
 from bot.evidence.reqparse import poetry_constraint
 
 SCM_BUILD_TOOLS = {
@@ -126,8 +128,6 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
         pytest_config.record(ev, rel, pytest_opts, text)
     tox = tool.get("tox")
     if isinstance(tox, dict) and isinstance(tox.get("legacy_tox_ini"), str):
-        from bot.evidence import tox as toxmod
-
         toxmod.scan_text(ev, tox["legacy_tox_ini"], rel, line_offset=line_of(text, "legacy_tox_ini") or 0)
 
 
@@ -174,8 +174,6 @@ def _project_table(doc: _Doc, data: dict[str, Any], project: dict[str, Any]) -> 
         proj.name_source = src("name", "project.name")
     rp = project.get("requires-python")
     if isinstance(rp, str) and rp.strip():
-        from bot.evidence.model import PythonConstraint
-
         ev.python.append(PythonConstraint("requires", rp, src("requires-python", "requires-python")))
     deps = project.get("dependencies") or []
     if not isinstance(deps, list):
@@ -234,8 +232,6 @@ def _scm_from_tool(doc: _Doc, tool: dict[str, Any]) -> None:
 
 def _setuptools_dynamic(files: RepoFiles, doc: _Doc, setuptools_dyn: dict[str, Any]) -> None:
     """[tool.setuptools.dynamic]: dependencies read from requirement files."""
-    from bot.evidence import requirements as reqmod
-
     ev = doc.ev
     deps = setuptools_dyn.get("dependencies")
     if isinstance(deps, dict):
@@ -314,8 +310,6 @@ def _flit(doc: _Doc, flit: dict[str, Any]) -> None:
             doc.add(d, group, f"tool.flit.metadata.requires-extra.{extra}")
     rp = meta.get("requires-python")
     if isinstance(rp, str):
-        from bot.evidence.model import PythonConstraint
-
         doc.ev.python.append(PythonConstraint("requires", rp, doc.src("requires-python", "flit requires-python")))
 
 
@@ -348,8 +342,6 @@ def _dependency_groups(ev: Evidence, groups: dict[str, Any], rel: str, text: str
 
 
 def _classifiers(ev: Evidence, classifiers: list[Any], rel: str, text: str) -> None:
-    from bot.evidence.model import PythonConstraint
-
     for c in classifiers:
         m = re.match(r"Programming Language :: Python :: (3\.\d+)\s*$", str(c))
         if m:
@@ -399,8 +391,6 @@ def _poetry(ev: Evidence, poetry: dict[str, Any], rel: str, text: str) -> None:
 
 def _poetry_deps(doc: _Doc, poetry: dict[str, Any], table: Any, group: str, where: str, start_line: int | None) -> None:
     """One Poetry dependency table: python is a constraint, the rest requirements (optional ones in their extra)."""
-    from bot.evidence.model import PythonConstraint
-
     ev, rel, text = doc.ev, doc.rel, doc.text
     if not isinstance(table, dict):
         return

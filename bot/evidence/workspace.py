@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 from bot.evidence.files import RepoFiles, as_table, line_of
 from bot.evidence.model import MAIN, TEST, Evidence, Source
+from bot.evidence.reqparse import poetry_constraint
 
 MEMBER_DIRS = ("libs", "packages", "lib", "projects", "src/packages")
 
@@ -231,8 +232,6 @@ def _member(files: RepoFiles, ev: Evidence, folder: str, found: Source) -> Membe
         if isinstance(spec, dict) and "path" in spec:
             member.requires.append(canonicalize_name(name_))
         elif isinstance(spec, str):
-            from bot.evidence.reqparse import poetry_constraint
-
             add(f"{name_}{poetry_constraint(spec)}", MAIN, "tool.poetry.dependencies")
     for sub in ("tests", "test"):
         if any(f.startswith(f"{folder}/{sub}/") for f in files.all_files()):

@@ -23,6 +23,7 @@ from bot.evidence.model import (
     Source,
 )
 from bot.evidence.services import service_clients
+from bot.graph.alternatives import choose
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
 from bot.graph.model import DepGraph, Node
@@ -506,8 +507,6 @@ def _add_declared_apt(g: DepGraph, ev: Evidence, compile_reasons: list[tuple[str
 
 def _drop_apt_conflicts(g: DepGraph, ev: Evidence, warnings: list[ScanWarning]) -> None:
     """Alternatives apt refuses to install together: keep one (the repository's own choice first)."""
-    from bot.graph.alternatives import choose
-
     apts = [n.name for n in g.of_type("SYSTEMLIB") if n.action == "apt"]
     declared_apt = [deb for deb, _ in ev.apt_packages]
     for deb, keep in sorted(choose(apts, declared_apt).items()):

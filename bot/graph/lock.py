@@ -22,6 +22,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from bot.graph.model import DepGraph, Node
+from bot.graph.specs import constraint_specs
 
 LOCK_NAME = "requirements.lock"
 LOCK_NODE = "config:requirements-lock"
@@ -101,8 +102,6 @@ def inputs_hash(graph: DepGraph) -> str:
     """What the lock was resolved from: every install spec (the ranges), every constraint, the
     native lock's pins, the Python, the base image and the system packages. The same
     repository files give the same hash; a changed range or a new dependency changes it."""
-    from bot.graph.specs import constraint_specs
-
     specs = []
     for n in graph.of_type("PACKAGE") + graph.of_type("TOOL"):
         if n.action in ("pip", "tool", "repair-pip") and "spec" in n.attrs:

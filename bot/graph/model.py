@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.graph.phases import phase_of
+
 NODE_TYPES = ("TARGET", "IMPORT", "PACKAGE", "RUNTIME", "TOOL", "SYSTEMLIB", "SERVICE", "CONFIG")
 STATES = ("MISSING", "SATISFIED", "UNKNOWN")
 EDGE_KINDS = ("prerequisite", "mapping")
@@ -122,8 +124,6 @@ class DepGraph:
         order, and the Dockerfile, is the same for the same graph."""
         from graphlib import TopologicalSorter
 
-        from bot.graph.phases import phase_of
-
         ts: TopologicalSorter[str] = TopologicalSorter()
         for nid in sorted(self.nodes):
             ts.add(nid)
@@ -197,6 +197,6 @@ class DepGraph:
 
     # -- repairs ------------------------------------------------------------------------
     def apply_atom(self, atom: Any, evidence: Iterable[Any] | str | None = None) -> list[str]:
-        from bot.graph.apply import apply_atom
+        from bot.graph.apply import apply_atom  # apply.py builds on this module's DepGraph: a cycle at import
 
         return apply_atom(self, atom, evidence)

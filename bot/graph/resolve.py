@@ -258,7 +258,6 @@ def _compile_argv(
     else:
         # The host's private index or mirror (PIP_INDEX_URL, pip.conf, ...): uv reads only
         # its own variables by itself.
-        from bot.indexes import host_index_config
 
         argv[3:3] = host_index_config().uv_args()
     if only_binary:

@@ -281,11 +281,13 @@ def open_store(knowledge_settings: Any = None, *, seed: bool = True) -> Store:
                 f"knowledge.url {url.split('@')[-1]!r} is not a PostgreSQL URL",
                 "Use postgresql://user:password@host:port/db, or leave it empty for SQLite.",
             )
-        from bot.knowledge.postgres_store import PostgresStore
+        from bot.knowledge.postgres_store import (
+            PostgresStore,
+        )  # builds on Store (a cycle at import); psycopg loads only for a shared store
 
         store: Store = PostgresStore(url)
     else:
-        from bot.knowledge.sqlite_store import SQLiteStore
+        from bot.knowledge.sqlite_store import SQLiteStore  # builds on Store: a cycle at import
 
         store = SQLiteStore(Path(path).expanduser() if path else default_sqlite_path())
     if seed:

@@ -8,6 +8,7 @@ import re
 
 from bot.atoms import Atom
 from bot.errors import SetupbotError
+from bot.graph.build import install_spec
 from bot.loop.diagnose import Signature
 from bot.loop.repair import Candidate, knowledge_candidates, merge_candidates, rule_candidates
 from bot.loop.state import LoopBase
@@ -91,8 +92,6 @@ class CandidatesMixin(LoopBase):
             return {}
 
     def _plan_specs(self) -> dict[str, str]:
-        from bot.graph.build import install_spec
-
         return {
             n.name: install_spec(n.attrs.get("spec", n.name), n.attrs.get("pinned") or n.attrs.get("resolved"))
             for n in self.graph.of_type("PACKAGE")

@@ -8,8 +8,10 @@ import time
 from typing import Any
 
 from bot.atoms import Atom
+from bot.graph.era import reference_date, resolve_era
+from bot.graph.specs import install_specs
 from bot.loop.diagnose import Signature
-from bot.loop.repair import Candidate
+from bot.loop.repair import Candidate, distribution_for
 from bot.loop.state import LoopBase
 
 # distributions that sdists need to build (build isolation): never pinned as part of an era set
@@ -87,15 +89,12 @@ class EraMixin(LoopBase):
     def _era(self) -> Any:
         """The era resolution of the graph's requirements (once per Python), or None when the
         run has no reference date."""
-        from bot.graph.era import reference_date, resolve_era
-
         cache = self._era_cache
         if cache is not None and cache.python == self.python:
             return cache
         date, source = reference_date(self.repo, self.settings)
         if not date:
             return None
-        from bot.graph.specs import install_specs
 
         t0 = time.monotonic()
         era = resolve_era(install_specs(self.graph), self.python, date, source)
@@ -135,8 +134,6 @@ class EraMixin(LoopBase):
         if era is None or not era.pins:
             return []
         from packaging.utils import canonicalize_name
-
-        from bot.loop.repair import distribution_for
 
         current = self._current_pins()
         drifted = era.drifted(current)

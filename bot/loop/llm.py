@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from bot import safefs
 from bot.atoms import Atom, AtomError
 from bot.errors import LLMError
+from bot.loop.repair import Candidate
 from bot.redact import Redactor, global_redactor
 
 log = logging.getLogger(__name__)
@@ -585,8 +586,6 @@ class PlannerHost(Protocol):
 
 
 def _candidate_for(action: Action, units: Mapping[str, Any]) -> Any:
-    from bot.loop.repair import Candidate
-
     if action.action in ("pip_install", "apt_install"):
         return Candidate([Atom(action.action, {"packages": action.packages})], "llm", why=action.why)
     if action.action == "test_command":

@@ -19,12 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from bot import progress
+from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
+from bot.engine.images import available_pythons
 from bot.errors import Interrupted, LLMError
+from bot.knowledge import Retriever
 from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
 from bot.loop.era import EraMixin
+from bot.loop.llm import run_planner_turns
 from bot.loop.records import KeptRepair, RunRecord, member_results
-from bot.loop.repair import Candidate, knowledge_candidates
+from bot.loop.repair import Candidate, generic_candidates, knowledge_candidates
 from bot.loop.replay import ReplayMixin, _last_lines
 from bot.loop.target import TargetMixin, TargetOutcome, compare, finds_no_tests, ran_count, runs_more_tests
 from bot.loop.trajectory import Budget, Trajectory
@@ -50,18 +54,11 @@ def _default_make_plan(repo: Path, settings: Any, available_pythons: Sequence[st
 
 
 def _default_compile(graph: Any) -> Any:
-    from bot.compile import compile_dockerfile  # type: ignore[attr-defined]
-
     return compile_dockerfile(graph)
 
 
 def _default_available_pythons(engine: Any) -> list[str]:
-    try:
-        from bot.engine.images import available_pythons  # type: ignore[attr-defined]
-
-        return list(available_pythons(engine))
-    except (ImportError, AttributeError):
-        return ["3.11", "3.13"]
+    return list(available_pythons(engine))
 
 
 def _default_service_manager(engine: Any, network: str) -> Any:
@@ -92,8 +89,6 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self.llm = llm
         self.retriever = retriever
         if self.retriever is None and store is not None:
-            from bot.knowledge import Retriever  # type: ignore[attr-defined]
-
             self.retriever = Retriever(store, settings.knowledge)
         self.make_plan = make_plan
         self.compile = compile_dockerfile
@@ -272,8 +267,6 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
 
     def generic_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         """No rule or unit repairs what is left: the generic strategies, each once per run."""
-        from bot.loop.repair import generic_candidates
-
         tried = self.tried.setdefault(("generic", ""), set())
         for strategy, cand in generic_candidates(self.repo, self.graph):
             if cand.key() in tried or self.budget.exhausted():
@@ -291,8 +284,6 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         return False, ws
 
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
-        from bot.loop.llm import run_planner_turns
-
         return run_planner_turns(self.llm, self, ws)
 
     # -- what the LLM planner may ask of the loop (bot.loop.llm.PlannerHost) --------------------

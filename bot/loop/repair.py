@@ -21,6 +21,9 @@ from packaging.version import Version
 
 from bot import safefs
 from bot.atoms import Atom, AtomError
+from bot.evidence.shellcmd import commands, pip_install
+from bot.evidence.yamlload import load_yaml
+from bot.graph.alternatives import group_of
 from bot.graph.mapping import repair_distribution
 from bot.graph.runtime import series_allows
 from bot.loop.diagnose import Signature, service_for
@@ -626,8 +629,6 @@ def _deps_only(sig: Signature, ctx: RuleContext) -> list[Candidate]:
 
 @rule("apt_conflict")
 def _one_side_of_a_conflict(sig: Signature, ctx: RuleContext) -> list[Candidate]:
-    from bot.graph.alternatives import group_of
-
     first, _, second = sig.key.partition("|")
     group = group_of(first) or group_of(second) or ()
     # keep the preferred side of a known group; else the one apt named first
@@ -838,8 +839,6 @@ def _workflow_run_blocks(repo: Path) -> list[str]:
     the one safe reader: a link out of the repository is not followed."""
     from types import SimpleNamespace
 
-    from bot.evidence.yamlload import load_yaml
-
     blocks: list[str] = []
 
     def walk(node: Any) -> None:
@@ -874,8 +873,6 @@ def ci_install_specs(repo: Path) -> list[str]:
     """The distributions the repository's own CI, tox and nox install by name
     (``pip install X Y``, tox ``deps``, nox ``session.install("X")``), in the order found.
     Only requirement specifiers are kept: no options, URLs, paths or shell expansions."""
-    from bot.evidence.shellcmd import commands, pip_install
-
     found: list[str] = []
 
     def keep(spec: str) -> None:

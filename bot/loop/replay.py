@@ -6,8 +6,12 @@ from __future__ import annotations
 import time
 
 from bot.errors import SetupbotError
+from bot.graph.model import DepGraph
+from bot.knowledge import learn_unit
 from bot.loop.diagnose import Signature
+from bot.loop.lock import lock_environment
 from bot.loop.records import member_results
+from bot.loop.repair import find_test_dirs, next_python
 from bot.loop.state import LoopBase
 from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, ran_count
 from bot.loop.workspace import Workspace
@@ -124,11 +128,8 @@ class ReplayMixin(LoopBase):
         """Lock what the clean replay proved (bot.loop.lock, issue 16): the graph then compiles
         to a Dockerfile that installs the lock, and the replay tag becomes the locked image's,
         which the verification runs on. A lock that does not reproduce the set is not kept."""
-        from bot.graph.model import DepGraph
-
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return  # stand-in collaborators (tests) have no image to freeze
-        from bot.loop.lock import lock_environment
 
         t0 = time.monotonic()
         try:
@@ -178,7 +179,6 @@ class ReplayMixin(LoopBase):
         sources = [
             f"{e[0]}" + (f":{e[1]}" if e[1] else "") + f" ({e[2]})" for e in (getattr(target, "evidence", None) or [])
         ][:3]
-        from bot.loop.repair import find_test_dirs
 
         dirs = find_test_dirs(self.repo)
         where = (
@@ -221,8 +221,6 @@ class ReplayMixin(LoopBase):
 
     def _no_python_note(self, sig: Signature) -> str:
         """Pins that need a Python none of the offered images has: say so plainly."""
-        from bot.loop.repair import next_python
-
         offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
         if sig.kind == "python_pin" and next_python(sig.key, self.available, "") is None:
             return (
@@ -240,8 +238,6 @@ class ReplayMixin(LoopBase):
             if kept not in self.record.repairs:
                 continue
             try:
-                from bot.knowledge import learn_unit
-
                 # a shared store holds what the LLM taught in quarantine until a person approves
                 # it (`setupbot knowledge approve ID`): other repositories never run it unseen
                 quarantine = kept.candidate.source == "llm" and bool(getattr(self.store, "shared", False))
@@ -253,5 +249,5 @@ class ReplayMixin(LoopBase):
                     quarantine=quarantine,
                 )
                 self.traj.record("learn", outcome="ok", detail={"unit": uid})
-            except (SetupbotError, ImportError) as exc:
+            except SetupbotError as exc:
                 self.record.warnings.append(f"learning: {exc}")

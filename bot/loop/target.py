@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot import safefs
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.junit import TestResults, parse_junit
 from bot.loop.repair import Candidate
@@ -150,8 +151,6 @@ def unittest_ran(output: str) -> bool:
 def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
     """(path, url) of the git submodules in ``.gitmodules`` that are empty or missing in the
     checkout and that ``output`` mentions (``/workspace/<path>/...`` or ``<path>/...``)."""
-    from bot import safefs
-
     text = safefs.try_read_text(repo, ".gitmodules", max_bytes=256 * 1024)
     if text is None:
         return []

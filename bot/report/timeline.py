@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.report.render import environment
+from bot.report.render import REPORT_MARKER, environment
 
 TIMELINE_FILE = "setup-timeline.svg"  # next to the setup report in the output folder
 # characters XML 1.0 cannot carry even escaped (control characters, lone surrogates, U+FFFE/F)
@@ -110,8 +110,6 @@ def _ticks(total: float) -> list[int]:
 def render_timeline_svg(steps: Iterable[dict[str, Any]], *, width: int = 640, title: str = "stage timeline") -> str:
     """The SVG text (templates/report/_timeline.svg.j2); an empty trajectory gives an empty chart.
     Its first line is setupbot's marker, as an XML comment: a person who removes it keeps the file."""
-    from bot.report.render import REPORT_MARKER
-
     bars = bars_from_steps(steps)
     lanes = [lane for lane in LANES if any(b.lane == lane for b in bars)] or list(LANES[:1])
     total = max([b.start + b.seconds for b in bars] + [1.0])

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot import safefs
 from bot.redact import global_redactor
 
 RECORD_VERSION = 1
@@ -45,8 +46,6 @@ class VerificationRecord:
         is refused, SECURITY.md S13). Without it, ``path`` is the operator's own choice."""
         text = global_redactor()(json.dumps(self.to_json(), indent=2, sort_keys=False, default=str)) + "\n"
         if repo is not None:
-            from bot import safefs
-
             root = Path(repo).resolve()
             target = Path(path) if Path(path).is_absolute() else root / path
             rel = Path(os.path.normpath(target.absolute())).relative_to(root).as_posix()

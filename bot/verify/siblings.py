@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from bot import safefs
+from bot.compile.plan import make_plan
+from bot.config import load_settings
+from bot.engine.images import available_pythons
 from bot.errors import ConfigError, SetupbotError
 from bot.hostenv import host_env
 from bot.services import wait_healthy
@@ -243,13 +246,6 @@ class SiblingManager:
 
     def dockerfile_text(self, spec: SiblingSpec, source: Path) -> str:
         if spec.plan:
-            try:
-                from bot.compile.plan import make_plan
-                from bot.engine.images import available_pythons
-            except ImportError as exc:
-                raise ConfigError(f"siblings.{spec.name}: planning a sibling needs bot.graph ({exc})") from exc
-            from bot.config import load_settings
-
             plan = make_plan(source, load_settings(source), available_pythons(self.engine))
             return plan.dockerfile.text
         try:

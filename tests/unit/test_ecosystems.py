@@ -426,7 +426,7 @@ def test_the_plan_s_ecosystems_add_their_editor_extensions(toy, tmp_path):
 
 
 def test_python_offers_what_the_engine_has_else_the_official_tags(monkeypatch):
-    import bot.engine.images as images
+    import bot.ecosystems.python as images  # the module that calls available_pythons
     from bot.config import load_settings
     from bot.errors import EngineError
 

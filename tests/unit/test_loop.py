@@ -295,6 +295,7 @@ E   ModuleNotFoundError: No module named 'streamlib.broker'
 def _era_world(monkeypatch, era_pins):
     """The era resolution answers as uv would for the reference date (no network)."""
     import bot.graph.era as era_mod
+    import bot.loop.era as loop_era
     from bot.graph.resolve import Resolution
 
     calls = []
@@ -304,6 +305,7 @@ def _era_world(monkeypatch, era_pins):
         return era_mod.Era(date=date, source=source, python=python, resolution=Resolution(True, dict(era_pins)))
 
     monkeypatch.setattr(era_mod, "resolve_era", fake_resolve)
+    monkeypatch.setattr(loop_era, "resolve_era", fake_resolve)  # the loop's era trial calls it
     return calls
 
 

@@ -14,7 +14,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bot.ecosystems.base import CompileSnippet, Detection, ImageFamily, TestRunner, basename, depth, list_files
+from bot.compile.devcontainer import INTERPRETER
+from bot.compile.dockerfile import plan_steps
+from bot.compile.plan import make_plan
+from bot.ecosystems.base import CompileSnippet, Detection, ImageFamily, TestRunner, basename, depth, list_files, matches
+from bot.engine import Engine
+from bot.engine.images import available_pythons
+from bot.errors import SetupbotError
+from bot.evidence import scan_repository
+from bot.evidence.imports import REMOVED_STDLIB
+from bot.evidence.model import ScanWarning
+from bot.graph.build import build_graph
+from bot.graph.mapping import Registry
+from bot.graph.runtime import choose_python
+from bot.graph.specs import choose_test_command, member_test_command
+from bot.loop.diagnose import diagnose
+from bot.verify.results import parse_junit
 
 # Files that make a repository a Python project. Manifests at the root are certain; the rest
 # are weaker signs (a lone tox.ini or .python-version is still Python's).
@@ -88,8 +103,6 @@ class PythonEcosystem:
         return self.detect_files(list_files(repo))
 
     def detect_files(self, files: Sequence[str]) -> Detection | None:
-        from bot.ecosystems import matches
-
         manifests = [f for f in files if basename(f) in MANIFESTS]
         others = [f for f in files if matches(basename(f), OTHER_MARKERS)]
         sources = [f for f in files if f.endswith(".py")]
@@ -113,14 +126,9 @@ class PythonEcosystem:
 
     # -- evidence and graph --------------------------------------------------------------------
     def scan(self, repo: Path, output_dir: str | None = None) -> Any:
-        from bot.evidence import scan_repository
-
         return scan_repository(repo, output_dir)
 
     def contribute(self, evidence: Any, graph: Any, warnings: list[Any]) -> None:
-        from bot.graph.build import build_graph
-        from bot.graph.mapping import Registry
-
         built = build_graph(evidence, Registry(), warnings)
         for node in built.nodes.values():
             if node.id not in graph.nodes:
@@ -131,10 +139,6 @@ class PythonEcosystem:
             graph.meta.setdefault(key, value)
 
     def available_versions(self, settings: Any) -> list[str]:
-        from bot.engine import Engine
-        from bot.engine.images import available_pythons
-        from bot.errors import SetupbotError
-
         try:
             found = list(available_pythons(Engine.from_settings(settings)))
         except (SetupbotError, OSError):  # no engine here: plan against the official tags
@@ -142,16 +146,11 @@ class PythonEcosystem:
         return found or list(self.image_family.versions)
 
     def choose_version(self, evidence: Any, available: Sequence[str]) -> Any:
-        from bot.evidence.imports import REMOVED_STDLIB
-        from bot.graph.runtime import choose_python
-
         removed = sorted({u.module for u in evidence.imports if u.module in REMOVED_STDLIB})
         ceilings = sorted({(REMOVED_STDLIB[m][0], f"imports {m}") for m in removed if REMOVED_STDLIB[m][1] is None})
         return choose_python(list(evidence.python), list(available), ceilings)
 
     def make_plan(self, repo: Path, settings: Any = None, **options: Any) -> Any:
-        from bot.compile.plan import make_plan
-
         known = ("available_pythons", "resolve", "registry", "resolve_timeout", "index_url")
         if options.get("available_versions") is not None and options.get("available_pythons") is None:
             options["available_pythons"] = options["available_versions"]
@@ -160,7 +159,6 @@ class PythonEcosystem:
     def extend_plan(self, plan: Any, settings: Any = None) -> None:
         # Python joining a plan another ecosystem leads (Python bindings in a crate's folder):
         # not planned yet, and the report says so rather than leaving it out silently.
-        from bot.evidence.model import ScanWarning
 
         found = self.detect(Path(plan.repo))
         if found is not None:
@@ -175,8 +173,6 @@ class PythonEcosystem:
 
     # -- compile, target, results, diagnosis ------------------------------------------------------
     def compile_snippets(self, graph: Any) -> list[CompileSnippet]:
-        from bot.compile.dockerfile import plan_steps
-
         out = []
         after_source = False
         for step in plan_steps(graph):
@@ -186,24 +182,16 @@ class PythonEcosystem:
         return out
 
     def test_command(self, evidence: Any, graph: Any) -> tuple[list[str], list[tuple[str, int | None, str]]]:
-        from bot.graph.specs import choose_test_command, member_test_command
-
         command, why = choose_test_command(evidence, graph)
         return member_test_command(evidence, command, why)
 
     def parse_results(self, text: str) -> Any:
-        from bot.verify.results import parse_junit
-
         return parse_junit(text)
 
     def diagnose(self, output: str) -> list[Any]:
-        from bot.loop.diagnose import diagnose
-
         return diagnose(output)
 
     def devcontainer(self, config: dict[str, Any], plan: Any) -> dict[str, Any]:
-        from bot.compile.devcontainer import INTERPRETER
-
         out = dict(config)
         custom = dict(out.get("customizations") or {})
         vscode = dict(custom.get("vscode") or {})

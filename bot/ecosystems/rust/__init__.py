@@ -17,7 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from bot.ecosystems.base import CompileSnippet, Detection, ImageFamily, TestRunner, basename, depth, list_files
+from bot.ecosystems.rust import images
+from bot.ecosystems.rust.compile import compile_snippets
+from bot.ecosystems.rust.diagnose import diagnose
+from bot.ecosystems.rust.evidence import files_read, scan_repository
+from bot.ecosystems.rust.graph import contribute, test_command
 from bot.ecosystems.rust.images import OFFICIAL_RUST
+from bot.ecosystems.rust.prove import make_plan
+from bot.ecosystems.rust.pyrust import extend_python_plan
+from bot.ecosystems.rust.results import parse_results
+from bot.ecosystems.rust.setup import offered_versions, run_rust_setup
+from bot.ecosystems.rust.toolchain import choose_toolchain
+from bot.engine import Engine
+from bot.errors import NotSupported, SetupbotError
 
 
 class RustEcosystem:
@@ -54,22 +66,15 @@ class RustEcosystem:
 
     # -- evidence and graph --------------------------------------------------------------------
     def scan(self, repo: Path, output_dir: str | None = None) -> Any:
-        from bot.ecosystems.rust.evidence import scan_repository
-
         return scan_repository(repo, output_dir)
 
     def input_files(self, repo: Path) -> list[str]:
         """What the Rust scan reads (``bot.ecosystems.base.NamesInputs``): every Cargo.toml,
         Cargo.lock, rust-toolchain(.toml), .cargo/config(.toml), the workflows; a change to any
         of them is a change to the environment's inputs."""
-        from bot.ecosystems.rust.evidence import files_read
-
         return files_read(repo)
 
     def contribute(self, evidence: Any, graph: Any, warnings: list[Any]) -> None:
-        from bot.ecosystems.rust.graph import contribute
-        from bot.ecosystems.rust.toolchain import choose_toolchain
-
         choice = choose_toolchain(evidence, self.image_family.versions)
         contribute(evidence, choice, graph)
         warnings.extend(evidence.warnings)
@@ -77,10 +82,6 @@ class RustEcosystem:
     def available_versions(self, settings: Any) -> list[str]:
         """The rust:X.Y-slim images on this engine, and the official tags when a registry answers;
         the official list when no engine answers."""
-        from bot.ecosystems.rust.setup import offered_versions
-        from bot.engine import Engine
-        from bot.errors import SetupbotError
-
         try:
             return offered_versions(Engine.from_settings(settings), settings)
         except (SetupbotError, OSError):
@@ -97,14 +98,10 @@ class RustEcosystem:
     ) -> list[Any]:
         """Build the rust:X.Y-slim stand-ins from Debian's toolchains (``setupbot images
         bootstrap --ecosystem rust``); the Debian stand-ins must be there first."""
-        from bot.ecosystems.rust import images
-
         kwargs = {"log_line": log_line} if log_line else {}
         return images.bootstrap(engine, settings, versions, force=force, **kwargs)
 
     def choose_version(self, evidence: Any, available: Sequence[str]) -> Any:
-        from bot.ecosystems.rust.toolchain import choose_toolchain
-
         return choose_toolchain(evidence, available)
 
     def make_plan(self, repo: Path, settings: Any = None, **options: Any) -> Any:
@@ -112,8 +109,6 @@ class RustEcosystem:
         plan (the shared setup loop, `setupbot verify`'s prosecutor) are refused with
         NotSupported unless they pass ``for_setup_loop=False``: a Rust-led `setupbot run` goes
         through ``setup`` instead."""
-        from bot.ecosystems.rust.prove import make_plan
-
         available = (
             options.get("available_rust")
             or options.get("available_versions")
@@ -121,8 +116,6 @@ class RustEcosystem:
         )
         plan = make_plan(repo, list(available))
         if options.get("for_setup_loop", True):
-            from bot.errors import NotSupported
-
             raise NotSupported(
                 f"{Path(repo).name}: a Rust repository (Cargo.toml at the root); the Python setup loop and "
                 "its prosecutor and judge do not take Rust plans",
@@ -135,34 +128,22 @@ class RustEcosystem:
         """The Rust setup loop (``bot.ecosystems.base.DrivesOwnSetup``): plan, build, run the
         tests with no network, repair what the diagnosis names, replay from scratch; the
         verdict from the replay's results (``bot.ecosystems.rust.verdict``)."""
-        from bot.ecosystems.rust.setup import run_rust_setup
-
         return run_rust_setup(repo, settings, engine, verify=verify)
 
     def extend_plan(self, plan: Any, settings: Any = None) -> None:
-        from bot.ecosystems.rust.pyrust import extend_python_plan
-
         extend_python_plan(plan)
 
     # -- compile, target, results, diagnosis ------------------------------------------------------
     def compile_snippets(self, graph: Any) -> list[CompileSnippet]:
-        from bot.ecosystems.rust.compile import compile_snippets
-
         return compile_snippets(graph)
 
     def test_command(self, evidence: Any, graph: Any) -> tuple[list[str], list[tuple[str, int | None, str]]]:
-        from bot.ecosystems.rust.graph import test_command
-
         return test_command(evidence)
 
     def parse_results(self, text: str) -> Any:
-        from bot.ecosystems.rust.results import parse_results
-
         return parse_results(text)
 
     def diagnose(self, output: str) -> list[Any]:
-        from bot.ecosystems.rust.diagnose import diagnose
-
         return diagnose(output)
 
     def devcontainer(self, config: dict[str, Any], plan: Any) -> dict[str, Any]:

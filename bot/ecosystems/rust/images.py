@@ -15,7 +15,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from bot.engine.images import Outcome, build_standin
 from bot.engine.recipes import ImageRecipe
+from bot.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +84,6 @@ def bootstrap(
 ) -> list:
     """Build the Rust stand-ins (all, or ``versions``) on top of the Debian stand-ins, which must
     be present already (``setupbot images bootstrap`` makes them). Nothing else is rebuilt."""
-    from bot.engine.images import Outcome, build_standin
-    from bot.errors import ConfigError
-
     recipes = image_recipes(tuple(settings.images.suites))
     known = {r.name: r for r in recipes}
     chosen = list(known.values()) if versions is None else []

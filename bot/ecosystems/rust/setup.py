@@ -37,6 +37,7 @@ from bot.ecosystems.rust.repair import Decision, apply, decide, repair_key
 from bot.ecosystems.rust.results import parse_results
 from bot.ecosystems.rust.toolchain import RustChoice
 from bot.ecosystems.rust.verdict import judge
+from bot.engine.sources import ImageSource
 from bot.errors import Interrupted, NotSupported, SetupbotError
 from bot.graph.model import DepGraph
 from bot.loop.diagnose import Signature
@@ -54,8 +55,6 @@ def offered_versions(engine: Any, settings: Any) -> list[str]:
     tags when a registry answers (images.source is not ``standins``)."""
     found = set(images.local_versions(engine.image_tags("rust")))
     try:
-        from bot.engine.sources import ImageSource
-
         if settings.images.source != "standins" and ImageSource(engine).registry_answers():
             found.update(images.OFFICIAL_RUST)
     except SetupbotError as exc:
