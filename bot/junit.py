@@ -1,14 +1,17 @@
-"""One reader of JUnit XML (pytest's --junitxml, and any runner that writes the format).
+"""One reader of JUnit XML (pytest's --junitxml, and any runner that writes the format), and the
+one type of a test run's results.
 
-The loop (bot.loop.junit), the verification (bot.verify.results) and the benchmark
-(bot.bench.score) keep their own result types, each with what it needs of a failure; the XML is
-walked here only, so a test's outcome is decided by one rule everywhere.
+The XML is walked here only, so a test's outcome is decided by one rule everywhere. The loop
+(bot.loop.target), the verification (bot.verify.run), the Rust setup and the benchmark read a run
+as ``TestResults``; ``TestCounts`` is the counts alone, as the report and the benchmark keep them.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 
@@ -50,3 +53,137 @@ def read_junit(xml_text: str) -> list[JUnitCase] | None:
             )
         )
     return cases
+
+
+@dataclass
+class TestResults:
+    """Outcomes of one test run. ``outcomes`` maps a test id (classname::name) to passed / failed /
+    error / skipped; ``messages`` keeps each failure's text (its first line, or the message and
+    traceback the diagnosis reads, as the parser was asked)."""
+
+    __test__ = False  # not a pytest test class
+
+    outcomes: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+    junit_found: bool = True
+    exit_code: int | None = 0
+    timed_out: bool = False
+    output_tail: str = ""
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o in self.outcomes.values() if o == outcome)
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def passed(self) -> int:
+        return self.count(PASSED)
+
+    @property
+    def failed(self) -> int:
+        """Failures and errors together."""
+        return self.count(FAILED) + self.count(ERROR)
+
+    @property
+    def skipped(self) -> int:
+        return self.count(SKIPPED)
+
+    @property
+    def pass_rate(self) -> float:
+        """Passed over tests that ran (skips excluded); 0.0 when none ran."""
+        ran = self.total - self.skipped
+        return self.passed / ran if ran else 0.0
+
+    def counts(self) -> dict[str, int]:
+        """Tests per outcome, errors apart from failures, and the total: the run record's form
+        (``replay.tests``, a workspace member's ``tests``), which the report and the bench read."""
+        return {o: self.count(o) for o in (PASSED, FAILED, ERROR, SKIPPED)} | {"total": self.total}
+
+    def failure_text(self) -> str:
+        return "\n".join(f"{k}: {v}" for k, v in self.messages.items())
+
+    def record_json(self) -> dict[str, Any]:
+        """The run record's ``tests``: the counts and every test's outcome."""
+        return {"summary": self.counts(), "outcomes": self.outcomes}
+
+    def summary(self) -> dict[str, Any]:
+        """The verification record's summary: failures and errors together, and how the run ended."""
+        return {
+            "total": self.total,
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "junit_found": self.junit_found,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.summary(),
+            "tests": dict(sorted(self.outcomes.items())),
+            "messages": dict(sorted(self.messages.items())),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TestResults:
+        return cls(
+            outcomes=dict(data.get("tests") or {}),
+            messages=dict(data.get("messages") or {}),
+            junit_found=bool(data.get("junit_found", True)),
+            exit_code=data.get("exit_code"),
+            timed_out=bool(data.get("timed_out", False)),
+        )
+
+
+def parse_junit(xml_text: str, *, tracebacks: bool = False) -> TestResults:
+    """A run's results from its JUnit XML; unreadable XML gives ``junit_found=False``. A test
+    reported twice (a teardown error after a pass) keeps its failure. ``tracebacks`` keeps each
+    failure's message and traceback (the last 3,000 characters: what the diagnosis reads);
+    otherwise its first line (300 characters: what a report shows)."""
+    results = TestResults()
+    cases = read_junit(xml_text)
+    if cases is None:
+        results.junit_found = False
+        return results
+    for case in cases:
+        if case.test_id in results.outcomes and results.outcomes[case.test_id] != PASSED:
+            continue
+        if case.outcome in (FAILED, ERROR):
+            if tracebacks:
+                message = (case.message + "\n" + case.text).strip()[-3000:]
+            else:
+                first = (case.message or case.text).strip().splitlines()[:1]
+                message = first[0][:300] if first else ""
+        else:
+            message = case.message[-3000:] if tracebacks else case.message[:300]
+        results.outcomes[case.test_id] = case.outcome
+        if message:
+            results.messages[case.test_id] = message
+    return results
+
+
+@dataclass
+class TestCounts:
+    """How many tests ended each way (``collected`` where a collection counted them)."""
+
+    __test__ = False  # a data record, not a pytest test class
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    collected: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.errors + self.skipped
+
+    def to_json(self) -> dict[str, int]:
+        """The counts and their total; ``collected`` only where a collection counted the tests."""
+        data = asdict(self)
+        if not self.collected:
+            del data["collected"]
+        return {**data, "total": self.total}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.ecosystems.rust.results import parse_results
-from bot.junit import read_junit
+from bot.junit import TestCounts, read_junit
 
 COLLECT_COMMAND = ["python", "-m", "pytest", "--collect-only", "-q"]
 JUNIT_IN_CONTAINER = "/tmp/setupbot-bench-junit.xml"
@@ -28,23 +28,6 @@ CARGO_TEST_COMMAND = ["cargo", "test", "--no-fail-fast"]
 # cargo names each test binary on stderr and the binary reports on stdout: one stream keeps a
 # test under the binary that ran it (as the Rust setup loop does)
 _MERGED = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
-
-
-@dataclass
-class TestCounts:
-    __test__ = False  # not a pytest class
-
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.passed + self.failed + self.errors + self.skipped
-
-    def to_json(self) -> dict:
-        return {**asdict(self), "total": self.total}
 
 
 def parse_junit_counts(xml_text: str) -> TestCounts | None:

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.bench.baselines import Produced, produce_declared, produce_declared_rust, produce_pipreqs
-from bot.bench.score import Score, TestCounts, run_cargo_tests_in_image
+from bot.bench.score import Score, run_cargo_tests_in_image
 from bot.ecosystems import REGISTRY
 from bot.ecosystems.base import own_setup_loop
 from bot.ecosystems.rust.setup import offered_versions
+from bot.junit import TestCounts
 from bot.knowledge import open_store
 from bot.loop import run_setup
 from bot.loop.llm import LLMPlanner
@@ -73,7 +74,7 @@ def run_pipreqs(ctx: SystemContext) -> SystemResult:
 
 
 def _counts_from_summary(summary: dict) -> TestCounts:
-    """TestCounts from the loop's ``TestResults.summary()`` (passed/failed/error/skipped)."""
+    """TestCounts from a run record's ``TestResults.counts()`` (passed/failed/error/skipped)."""
     return TestCounts(
         passed=int(summary.get("passed") or 0),
         failed=int(summary.get("failed") or 0),

@@ -57,7 +57,8 @@ def reuse_recorded(
     reused only when it is byte-for-byte the base branch's."""
     from bot.ecosystems import input_files
     from bot.incremental import check, unchanged_note
-    from bot.report.model import TestCounts, from_pipeline
+    from bot.junit import TestCounts
+    from bot.report.model import from_pipeline
 
     state = check(repo, settings, input_files)
     if not state.unchanged or state.recorded is None:

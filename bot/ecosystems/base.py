@@ -29,8 +29,8 @@ from bot.evidence.files import SKIP_DIRS as EVIDENCE_SKIP_DIRS
 if TYPE_CHECKING:  # types only: the seam sits below the stages it describes
     from bot.compile.plan import Plan
     from bot.graph.model import DepGraph
+    from bot.junit import TestResults
     from bot.loop.diagnose import Signature
-    from bot.verify.results import TestResults
 
 
 # Folders never looked into when detecting: dependencies, caches and virtualenvs hold other

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.junit import TestResults
 from bot.loop.diagnose import Signature
-from bot.loop.junit import TestResults
 from bot.loop.repair import Candidate
 from bot.loop.trajectory import Trajectory
 
@@ -76,7 +76,7 @@ class RunRecord:
             "degraded": self.degraded,
             "repairs": [r.to_json() for r in self.repairs],
             "replay": self.replay,
-            "tests": self.tests.to_json(),
+            "tests": self.tests.record_json(),
             "timings": self.timings,
             "unresolved": self.unresolved,
             "remaining": self.remaining,
@@ -101,6 +101,6 @@ def member_results(graph: Any, results: TestResults) -> list[dict[str, Any]]:
         prefix = n.attrs["path"].replace("/", ".") + "."
         own = TestResults({t: o for t, o in results.outcomes.items() if t.startswith(prefix)})
         out.append(
-            {"name": n.name, "path": n.attrs["path"], "tested_by_ci": bool(n.attrs.get("ci")), "tests": own.summary()}
+            {"name": n.name, "path": n.attrs["path"], "tested_by_ci": bool(n.attrs.get("ci")), "tests": own.counts()}
         )
     return out

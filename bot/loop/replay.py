@@ -110,7 +110,7 @@ class ReplayMixin(LoopBase):
             "tests_ran": ran_count(o),
             "collect_exit": o.collect_exit,
             "test_exit": o.test_exit,
-            "tests": o.results.summary(),
+            "tests": o.results.counts(),
             "note": o.note,
             "signatures": [s.to_json() for s in o.signatures],
             "seconds": round(time.monotonic() - t0, 3),

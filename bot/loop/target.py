@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot import safefs
+from bot.junit import TestResults, parse_junit
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
-from bot.loop.junit import TestResults, parse_junit
 from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
 
@@ -56,7 +56,7 @@ class TargetOutcome:
             "collect_exit": self.collect_exit,
             "test_exit": self.test_exit,
             "signatures": [s.to_json() for s in self.signatures],
-            "tests": self.results.summary(),
+            "tests": self.results.counts(),
             "note": self.note,
         }
 
@@ -243,7 +243,7 @@ class TargetMixin(LoopBase):
         if _is_pytest(cmd):
             xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
             if xml.exit_code == 0:
-                results = parse_junit(xml.output)
+                results = parse_junit(xml.output, tracebacks=True)
                 junit = bool(xml.output.strip())
         sigs = diagnose(r.output + "\n" + results.failure_text())
         collect_exit = 0 if collect is not None or r.exit_code in (0, 1) else r.exit_code

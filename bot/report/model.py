@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.graph.lock import lock_summary
 from bot.graph.model import DepGraph
+from bot.junit import TestCounts
 
 VERDICT_TIERS = ("Full", "Mostly", "Partial", "Shallow", "Failed")
 
@@ -24,17 +25,6 @@ class ProofItem:
     claim: str
     proven: bool
     reason: str = ""
-
-
-@dataclass
-class TestCounts:
-    __test__ = False  # a data record, not a pytest test class
-
-    collected: int = 0
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    errors: int = 0
 
 
 @dataclass

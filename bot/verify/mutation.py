@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bot.junit import PASSED, TestResults
 from bot.programs import source
 from bot.verify.prosecutor import Executor, run, tail
-from bot.verify.results import PASSED, TestResults
 
 MARKER = "setupbot mutation check"
 

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.junit import ERROR, FAILED, TestResults
 from bot.programs import source
 from bot.verify.facts import RepoFacts
-from bot.verify.results import ERROR, FAILED, TestResults
 
 CRITICAL = "critical"  # the environment is not usable as set up
 MAJOR = "major"  # part of it does not work

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.junit import TestResults, parse_junit
 from bot.services import (
     ServiceManager,
     ServiceSpec,
@@ -26,7 +27,7 @@ from bot.verify.judge import Ruling, judge
 from bot.verify.mutation import mutation_check
 from bot.verify.prosecutor import Executor, Prosecution, prosecute, run, tail
 from bot.verify.record import VerificationRecord
-from bot.verify.results import TestResults, attribute, parse_junit
+from bot.verify.results import attribute
 from bot.verify.siblings import SiblingManager, SiblingSpec
 from bot.verify.verdict import decide
 

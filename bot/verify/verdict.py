@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.junit import TestResults
 from bot.verify.judge import Ruling
 from bot.verify.prosecutor import Charge
-from bot.verify.results import TestResults
 
 FULL, MOSTLY, PARTIAL, SHALLOW = "Full", "Mostly", "Partial", "Shallow"
 TIERS = (FULL, MOSTLY, PARTIAL, SHALLOW)

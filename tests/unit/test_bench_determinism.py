@@ -10,10 +10,11 @@ from bot.bench.baselines import Produced
 from bot.bench.determinism import PackageSets, check_determinism, compare, identical_share, package_sets
 from bot.bench.repos import BenchRepo, ExportResult
 from bot.bench.runner import BenchOptions, Progress, run_pair
-from bot.bench.score import Score, TestCounts
+from bot.bench.score import Score
 from bot.bench.summary import render_summary
 from bot.bench.systems import SystemResult
 from bot.engine.results import BuildResult, ExecResult
+from bot.junit import TestCounts
 
 FREEZE_A = "attrs==23.1.0\npip==24.0\nrequests==2.31.0\n[notice] A new release of pip is available\n"
 FREEZE_B = "attrs==23.2.0\npip==24.0\nrequests==2.31.0\n"

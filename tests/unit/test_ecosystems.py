@@ -336,7 +336,7 @@ class ToyEcosystem:
         return list(self.test_runner.command), [("toy.toml", None, "toy")]
 
     def parse_results(self, text):
-        from bot.verify.results import TestResults
+        from bot.junit import TestResults
 
         return TestResults(outcomes={line.split()[1]: "passed" for line in text.splitlines() if line.startswith("ok ")})
 

@@ -1,9 +1,13 @@
-"""One JUnit reader behind the loop's, the verification's and the benchmark's results."""
+"""One JUnit reader and one results type behind the loop's, the verification's and the
+benchmark's results."""
+
+from functools import partial
 
 from bot.bench.score import parse_junit_counts
-from bot.junit import read_junit
-from bot.loop.junit import parse_junit as loop_parse
-from bot.verify.results import parse_junit as verify_parse
+from bot.junit import TestResults, parse_junit, read_junit
+
+loop_parse = partial(parse_junit, tracebacks=True)  # what the loop keeps: the diagnosis reads it
+verify_parse = parse_junit  # what the verification keeps: the report shows it
 
 XML = """<testsuites><testsuite>
 <testcase classname="t.test_a" name="test_ok"/>
@@ -39,3 +43,21 @@ def test_unreadable_xml_is_said_the_same_way():
     assert read_junit("<testsuite><testcase") is None
     assert loop_parse("").outcomes == {} and not verify_parse("").junit_found
     assert parse_junit_counts("not xml") is None
+
+
+def test_a_test_reported_twice_keeps_its_failure():
+    xml = """<testsuite><testcase classname="t" name="a"/>
+<testcase classname="t" name="a"><error message="teardown broke"/></testcase>
+<testcase classname="t" name="b"><failure message="first"/></testcase>
+<testcase classname="t" name="b"/></testsuite>"""
+    for parse in (loop_parse, verify_parse):
+        r = parse(xml)
+        assert r.outcomes == {"t::a": "error", "t::b": "failed"}
+        assert r.counts() == {"passed": 0, "failed": 1, "error": 1, "skipped": 0, "total": 2}
+        assert r.summary()["failed"] == 2  # the verification counts failures and errors together
+
+
+def test_results_survive_their_verification_json():
+    r = verify_parse(XML)
+    back = TestResults.from_json(r.to_json())
+    assert back.outcomes == r.outcomes and back.messages == r.messages and back.summary() == r.summary()

@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from doubles.loop_world import FakeEngine, FakeRetriever, Need, World, fake_compile, fake_plan_maker  # noqa: E402
 
 from bot.config import load_settings  # noqa: E402
+from bot.junit import TestResults  # noqa: E402
 from bot.loop.diagnose import Signature  # noqa: E402
-from bot.loop.junit import TestResults  # noqa: E402
 from bot.loop.orchestrator import run_setup  # noqa: E402
 from bot.loop.target import TargetOutcome, ran_count, runs_more_tests  # noqa: E402
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bot.loop.junit import parse_junit
+from bot.junit import parse_junit
 from bot.loop.trajectory import Budget, Trajectory
 from bot.redact import register_secret
 
@@ -17,8 +17,9 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 
 
 def test_junit_outcomes():
-    r = parse_junit(JUNIT)
-    assert r.summary() == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "total": 4}
+    r = parse_junit(JUNIT, tracebacks=True)
+    assert r.counts() == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "total": 4}
+    assert r.record_json()["summary"] == r.counts() and r.record_json()["outcomes"] == r.outcomes
     assert r.outcomes["tests.test_b::test_err"] == "error"
     assert "fixture 'db' not found" in r.failure_text()
 

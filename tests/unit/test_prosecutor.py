@@ -8,9 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from bot.junit import TestResults, parse_junit
 from bot.verify.facts import CoreRequirement, RepoFacts
 from bot.verify.prosecutor import LocalExecutor, check_entry_points, check_imports, check_pip, check_test_run, prosecute
-from bot.verify.results import TestResults, parse_junit
 
 
 def _executor(tmp_path: Path, extra_path: Path | None = None) -> LocalExecutor:

@@ -143,8 +143,8 @@ def test_from_pipeline_reads_the_real_records(repos_dir):
     """The adapter against the producers' own types: Plan, RunRecord, VerificationRecord."""
     from bot.atoms import Atom
     from bot.compile.plan import make_plan
+    from bot.junit import TestResults
     from bot.loop.diagnose import Signature
-    from bot.loop.junit import TestResults
     from bot.loop.records import KeptRepair, RunRecord
     from bot.loop.repair import Candidate
     from bot.verify.record import VerificationRecord

@@ -21,8 +21,8 @@ from bot.ecosystems.rust.setup import run_rust_setup
 from bot.ecosystems.rust.verdict import rust_verdict
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import NotSupported
+from bot.junit import TestResults
 from bot.loop.diagnose import Signature
-from bot.verify.results import TestResults
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOS = ROOT / "tests" / "fixtures" / "repos"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from bot.junit import TestResults, parse_junit
 from bot.verify.judge import DISMISSED, UPHELD, Ruling
 from bot.verify.prosecutor import Charge
-from bot.verify.results import TestResults, attribute, parse_junit
+from bot.verify.results import attribute
 from bot.verify.verdict import FULL, MOSTLY, PARTIAL, SHALLOW, decide
 
 

@@ -9,7 +9,7 @@ from bot.compile.plan import make_plan
 from bot.evidence import scan_repository
 from bot.graph.build import PROJECT
 from bot.graph.specs import install_specs
-from bot.loop.junit import TestResults
+from bot.junit import TestResults
 from bot.loop.records import member_results
 from bot.report.model import from_pipeline
 

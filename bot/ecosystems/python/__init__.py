@@ -28,8 +28,8 @@ from bot.graph.build import build_graph
 from bot.graph.mapping import Registry
 from bot.graph.runtime import choose_python
 from bot.graph.specs import choose_test_command, member_test_command
+from bot.junit import parse_junit
 from bot.loop.diagnose import diagnose
-from bot.verify.results import parse_junit
 
 # Files that make a repository a Python project. Manifests at the root are certain; the rest
 # are weaker signs (a lone tox.ini or .python-version is still Python's).

@@ -20,7 +20,7 @@ from bot.ecosystems.rust.graph import TARGET, contribute
 from bot.ecosystems.rust.results import parse_results
 from bot.ecosystems.rust.toolchain import RustChoice, choose_toolchain
 from bot.graph.model import DepGraph
-from bot.verify.results import TestResults
+from bot.junit import TestResults
 
 
 @dataclass

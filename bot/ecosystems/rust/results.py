@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.verify.results import FAILED, PASSED, SKIPPED, TestResults
+from bot.junit import FAILED, PASSED, SKIPPED, TestResults
 
 MAX_TEXT = 8_000_000  # the head and tail of a larger log are parsed
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

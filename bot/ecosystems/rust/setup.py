@@ -40,11 +40,10 @@ from bot.ecosystems.rust.verdict import judge
 from bot.engine.sources import ImageSource
 from bot.errors import Interrupted, NotSupported, SetupbotError
 from bot.graph.model import DepGraph
+from bot.junit import TestResults
 from bot.loop.diagnose import Signature
-from bot.loop.junit import TestResults as RecordResults
 from bot.loop.records import KeptRepair, RunRecord
 from bot.loop.trajectory import Budget
-from bot.verify.results import TestResults
 
 log = logging.getLogger(__name__)
 TAIL = 2000
@@ -337,7 +336,7 @@ class RustSetup:
             output_tail=run.output[-TAIL:],
             duration=run.duration,
             outcome="timeout" if run.timed_out else ("ok" if run.exit_code == 0 else "failed"),
-            detail={"tests": results.summary(), "network": "none"},
+            detail={"tests": results.counts(), "network": "none"},
         )
         return Attempt(
             tag, True, run.output, sigs, results, run.exit_code, run.timed_out, seconds=time.monotonic() - t0
@@ -411,14 +410,14 @@ class RustSetup:
             "ok": state.built and (state.ran > 0 or state.exit_code == 0),
             "tests_ran": state.ran,
             "test_exit": state.exit_code,
-            "tests": results.summary() if state.built else {},
+            "tests": results.counts() if state.built else {},
             "note": "the test run timed out" if state.timed_out else "",
             "signatures": [s.to_json() for s in state.signatures],
             "seconds": round(time.monotonic() - t0, 3),
             "tag": state.tag,
             "detail": self._replay_detail(state),
         }
-        self.record.tests = RecordResults(dict(results.outcomes), dict(results.messages))
+        self.record.tests = TestResults(dict(results.outcomes), dict(results.messages))
         self.traj.record(
             "replay-result", outcome="ok" if self.record.replay["ok"] else "failed", detail=self.record.replay
         )

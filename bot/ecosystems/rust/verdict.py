@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bot.junit import ERROR, FAILED, TestResults
 from bot.verify.judge import UPHELD, Ruling
 from bot.verify.prosecutor import Charge
-from bot.verify.results import ERROR, FAILED, TestResults
 from bot.verify.verdict import FULL, MOSTLY, decide
 
 CEILING = MOSTLY
