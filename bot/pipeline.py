@@ -26,7 +26,7 @@ from bot.config import Settings
 from bot.ecosystems import devcontainer_for, input_files, make_plan, select
 from bot.ecosystems.base import own_setup_loop
 from bot.engine import Engine
-from bot.errors import Interrupted, KnowledgeError, NotSupported, SetupbotError
+from bot.errors import Interrupted, KnowledgeError, SetupbotError
 from bot.graph import DepGraph
 from bot.knowledge import open_store
 from bot.loop.llm import LLMPlanner
@@ -139,15 +139,11 @@ def run_pipeline(
     verify: bool = True,
     write: bool = True,
     repository: str = "",
-    own_loops: bool = False,
 ) -> PipelineResult:
     """The whole run. Outputs and records are written whatever happens: success, budget
-    exhausted, or SIGTERM/SIGINT (``result.interrupted`` then names the signal).
-
-    ``own_loops``: a lead ecosystem with a setup loop of its own (``DrivesOwnSetup``, today
-    Rust) runs it; without it such a repository is refused (NotSupported). `setupbot run` turns
-    it on; publishing (`setupbot github`) leaves it off: the pull-request lifecycle (reruns,
-    merges, declines, human edits) is tested on Python environments only so far."""
+    exhausted, or SIGTERM/SIGINT (``result.interrupted`` then names the signal). A lead
+    ecosystem with a setup loop of its own (``DrivesOwnSetup``, today Rust) runs it; the rest
+    share the setup loop."""
     repo = Path(repo).resolve()
     result = PipelineResult(repo=repo)
     signals = _Signals()
@@ -164,7 +160,6 @@ def run_pipeline(
             verify=verify,
             write=write,
             repository=repository,
-            own_loops=own_loops,
         )
     result.interrupted = signals.received
     return result
@@ -183,7 +178,6 @@ def _run_pipeline(
     verify: bool,
     write: bool,
     repository: str,
-    own_loops: bool,
 ) -> None:
     # The ecosystems come from the registry; a repository none recognises is not planned, built
     # or written to (no Dockerfile, no pull request): NotSupported says what was found.
@@ -191,8 +185,6 @@ def _run_pipeline(
     if not selection.supported:
         raise selection.error()
     own_setup = own_setup_loop(selection.lead)
-    if own_setup is not None and not own_loops:
-        raise _not_published(repo, selection)
     result.ecosystems = selection.names
     result.warnings += [f"refused in .github/setupbot.yml: {key}: {why}" for key, why in settings.refused]
     started = time.monotonic()
@@ -233,16 +225,6 @@ def _prepare_build_context(repo: Path, result: PipelineResult) -> None:
     note = prepare_build_context(repo)
     if note:
         result.warnings.append(note)
-
-
-def _not_published(repo: Path, selection: Any) -> NotSupported:
-    lead = selection.lead
-    return NotSupported(
-        f"{repo.name}: a {lead.title}-led repository; it is set up by `setupbot run`, not published yet",
-        "Publishing is switched on once the pull-request lifecycle is tested on this ecosystem; run "
-        f"`setupbot run` on the checkout to get the {lead.title} environment.",
-        markers=list(selection.detections[0].markers),
-    )
 
 
 def _run_own_setup(

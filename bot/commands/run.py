@@ -91,9 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     with progress.use(reporter_for(args, f"run {repo.name}")):
         try:
-            result = run_pipeline(
-                repo, settings, use_knowledge=not args.no_knowledge, verify=not args.no_verify, own_loops=True
-            )
+            result = run_pipeline(repo, settings, use_knowledge=not args.no_knowledge, verify=not args.no_verify)
         except NotSupported as exc:
             return _not_supported(args, repo, settings, exc)
     code, why, tier = outcome(result, settings.publish.min_verdict, not args.no_verify)

@@ -119,3 +119,76 @@ def test_a_sys_crate_whose_plan_lacks_its_library_is_repaired_from_the_build_log
     assert "openssl-sys" in rec.repairs[0].log_excerpt
     assert rec.replay["tests"]["passed"] == 1 and "libssl-dev" in rec.dockerfile
     assert out.verification.verdict["tier"] == "Mostly"
+
+
+@pytest.mark.timeout(1700)
+def test_setupbot_github_publishes_a_rust_crate_and_the_merged_environment_stays(
+    engine,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    capsys,
+):
+    """`setupbot github` with the real pipeline against the REST double, on a Rust-led
+    repository: a push opens the pull request with the Rust environment, the maintainer merges
+    it, and the next push changes nothing (no write call, byte-identical files)."""
+    from doubles.git import git
+    from doubles.github_api import GitHubDouble
+
+    from bot.cli import main
+
+    _standins(engine, ["1.85"])
+    monkeypatch.setenv("SETUPBOT_IMAGES_SOURCE", "standins")  # the local rust stand-ins only
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPOS / "rust-crate", checkout)
+    git(checkout, "init", "-q", "-b", "main")
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-q", "-m", "initial")
+    source = {
+        str(p.relative_to(checkout)): p.read_text()
+        for p in checkout.rglob("*")
+        if p.is_file() and ".git" not in p.parts
+    }
+    events = ROOT / "tests" / "fixtures" / "events"
+    with GitHubDouble() as double:
+        double.add_repo("octo/crate", source)
+        double.grant("ghs_rust_pipeline", contents="write", pull_requests="write")
+        monkeypatch.setenv("GITHUB_TOKEN", "ghs_rust_pipeline")
+        monkeypatch.setenv("SETUPBOT_GITHUB_API_URL", double.base_url)
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+        monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output.txt"))
+        argv = ["github", "--event-name", "push", "--event-path", str(events / "push.json"), "--repo", str(checkout)]
+
+        assert main(argv) == 0, capsys.readouterr().out[-3000:]
+        pulls = double.pulls("octo/crate")
+        assert len(pulls) == 1, pulls
+        on_main = double.repos["octo/crate"].files_at("main")
+        proposed = {
+            p: b.decode()
+            for p, b in double.repos["octo/crate"].files_at("setupbot/main").items()
+            if on_main.get(p) != b
+        }
+        assert {".devcontainer/Dockerfile", ".devcontainer/devcontainer.json", ".devcontainer/setup-report.md"} <= set(
+            proposed
+        ), sorted(proposed)
+        assert re.search(r"^FROM rust:1\.85-slim$", proposed[".devcontainer/Dockerfile"], re.M)
+        assert "rust-lang.rust-analyzer" in proposed[".devcontainer/devcontainer.json"]
+        assert "Verdict: **Mostly**" in proposed[".devcontainer/setup-report.md"]
+        assert "pr-operation=created" in (tmp_path / "output.txt").read_text().splitlines()
+
+        # the maintainer merges; the action's next checkout of main has the files
+        double.push("octo/crate", "main", proposed, "Merge pull request #1")
+        double.close_pull("octo/crate", 1, merged=True)
+        git(checkout, "clean", "-q", "-fdx")
+        for rel, text in proposed.items():
+            (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+            (checkout / rel).write_text(text)
+        git(checkout, "add", "-A")
+        git(checkout, "commit", "-q", "-m", "Merge pull request #1")
+        writes = len(double.write_calls())
+
+        assert main(argv) == 0, capsys.readouterr().out[-3000:]
+        assert len(double.write_calls()) == writes, "the merged environment came back"
+        assert len(double.pulls("octo/crate")) == 1
+        assert "environment inputs unchanged since" in (tmp_path / "summary.md").read_text()
+        assert {rel: (checkout / rel).read_text() for rel in proposed} == proposed
+        assert double.schema_errors == []

@@ -324,15 +324,18 @@ def test_setupbot_run_on_a_rust_crate_writes_the_three_files(tmp_path, monkeypat
     assert "nothing rebuilt" not in capsys.readouterr().out and len(engine.builds) > builds
 
 
-def test_publishing_a_rust_led_repository_is_refused_before_any_work(tmp_path):
+def test_the_pipeline_that_publishes_runs_the_rust_loop(tmp_path, monkeypatch):
+    """`setupbot github` produces through run_pipeline: a Rust-led repository gets its own loop
+    there too, and the outputs a pull request carries (no refusal, as before publishing was on)."""
     from bot.pipeline import run_pipeline
 
+    monkeypatch.setenv("SETUPBOT_IMAGES_SOURCE", "standins")
     repo = _copy("rust-crate", tmp_path)
     engine = Engine()
-    with pytest.raises(NotSupported) as err:
-        run_pipeline(repo, _settings(repo), engine=engine)
-    assert "setupbot run" in err.value.what and not engine.builds
-    assert not (repo / ".devcontainer").exists()
+    result = run_pipeline(repo, _settings(repo), engine=engine)
+    assert result.ecosystems == ["rust"] and engine.builds
+    assert result.generated is not None
+    assert (repo / ".devcontainer" / "Dockerfile").read_text().count("FROM rust:") == 1
 
 
 def test_a_failed_rust_run_exits_20_and_still_writes_its_report(tmp_path, monkeypatch):
