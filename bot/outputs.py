@@ -293,7 +293,13 @@ def _environment_files(
     env_files[f"{out}/{DEVCONTAINER}"] = render_devcontainer(devcontainer)
     if services:
         env_files[f"{out}/{COMPOSE}"] = render_compose(
-            services=services, app_env=app_env, output_dir=out, base_names=base_names, app_name=app_name
+            services=services,
+            app_env=app_env,
+            output_dir=out,
+            base_names=base_names,
+            app_name=app_name,
+            # the localhost relay is a Python program: a plan of another ecosystem gets none
+            relay=not isinstance(plan_json, dict) or plan_json.get("ecosystem", "python") == "python",
         )
     if lock_text:
         env_files[f"{out}/{LOCK}"] = lock_text

@@ -150,10 +150,14 @@ def render_compose(
     output_dir: str = ".devcontainer",
     base_names: dict[str, str] | None = None,
     app_name: str = "app",
+    relay: bool = True,
 ) -> str:
+    """The compose file: the app (the development container) and the services. ``relay``: the
+    app relays localhost to the services with the Python forwarder; off for an image without
+    Python (a Rust toolchain image), whose tests reach the services by name through the env."""
     env = environment()
     services = list(services)
-    forwards = localhost_forwards(services)
+    forwards = localhost_forwards(services) if relay else []
     text = (
         env.get_template("compose.yaml.j2")
         .render(

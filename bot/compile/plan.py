@@ -19,7 +19,7 @@ from bot.errors import ImageUnavailableError
 from bot.evidence import scan_repository
 from bot.evidence.files import MAX_BYTES
 from bot.evidence.imports import REMOVED_STDLIB
-from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement, Source
+from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement
 from bot.graph.build import PROJECT, build_graph
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import DATA, Registry
@@ -27,7 +27,13 @@ from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import use_native_lock
 from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile
 from bot.graph.runtime import OFFICIAL_PYTHONS, RuntimeChoice, choose_python
-from bot.graph.specs import choose_test_command, constraint_specs, install_specs, member_test_command
+from bot.graph.specs import (
+    choose_test_command,
+    constraint_specs,
+    install_specs,
+    member_test_command,
+    service_requirements,
+)
 
 log = logging.getLogger(__name__)
 Warning = ScanWarning  # noqa: A001 - the contract's name for (file, line, message)
@@ -76,19 +82,7 @@ class Plan:
 
     @property
     def services(self) -> list[ServiceRequirement]:
-        out = []
-        for n in self.graph.of_type("SERVICE"):
-            out.append(
-                ServiceRequirement(
-                    n.name,
-                    n.attrs.get("kind", "other"),
-                    n.attrs.get("image", ""),
-                    list(n.attrs.get("ports", [])),
-                    dict(n.attrs.get("env", {})),
-                    [Source(f, ln, d) for f, ln, d in n.evidence],
-                )
-            )
-        return out
+        return service_requirements(self.graph)
 
     @property
     def env(self) -> dict[str, str]:

@@ -8,7 +8,7 @@ import re
 
 from packaging.utils import canonicalize_name
 
-from bot.evidence.model import Evidence
+from bot.evidence.model import Evidence, ServiceRequirement, Source
 from bot.graph.build import install_spec
 from bot.graph.model import DepGraph
 
@@ -90,3 +90,19 @@ def constraint_specs(g: DepGraph) -> list[str]:
             if name not in taken and name not in direct:
                 out.append(f"{name}=={version}")
     return out
+
+
+def service_requirements(g: DepGraph) -> list[ServiceRequirement]:
+    """The services the graph holds (the plan's, and those a kept repair started), with their
+    evidence: what a run starts beside its tests and the compose file carries."""
+    return [
+        ServiceRequirement(
+            n.name,
+            n.attrs.get("kind", "other"),
+            n.attrs.get("image", ""),
+            list(n.attrs.get("ports", [])),
+            dict(n.attrs.get("env", {})),
+            [Source(f, ln, d) for f, ln, d in n.evidence],
+        )
+        for n in g.of_type("SERVICE")
+    ]

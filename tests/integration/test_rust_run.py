@@ -192,3 +192,27 @@ def test_setupbot_github_publishes_a_rust_crate_and_the_merged_environment_stays
         assert "environment inputs unchanged since" in (tmp_path / "summary.md").read_text()
         assert {rel: (checkout / rel).read_text() for rel in proposed} == proposed
         assert double.schema_errors == []
+
+
+@pytest.mark.timeout(1700)
+def test_a_rust_crate_whose_tests_need_redis_runs_them_beside_the_service(engine, tmp_path):  # noqa: F811
+    """The compose file names redis: the Rust loop starts it from the catalogue on a private
+    network, the test reaches it through REDIS_URL and passes, in the replay too, and the outputs
+    carry the compose file that extends the repository's own."""
+    from bot.engine.core import new_run_id
+
+    _standins(engine, ["1.85"])
+    repo = tmp_path / "rust-redis"
+    shutil.copytree(REPOS / "rust-redis", repo)
+    run_id = new_run_id()
+    r = _run(repo, run_id)
+    assert r.returncode == 0, r.stderr[-4000:]
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "success" and doc["ecosystems"] == ["rust"]
+    tests = doc["replay"]["tests"]
+    assert (tests["passed"], tests["failed"]) == (2, 0), tests  # the unit test and the one that pings redis
+    out = repo / ".devcontainer"
+    report = (out / "setup-report.md").read_text()
+    assert "on a private network with only redis" in report
+    assert (out / "compose.yaml").is_file()
+    assert run_leftovers(SimpleNamespace(run_id=run_id, _egress_net=None)) == [], "containers or networks left"

@@ -5,12 +5,14 @@ pipeline seam that writes the three files for a Rust-led `setupbot run`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.compile.devcontainer import parse_devcontainer
 from bot.config import load_settings
@@ -350,3 +352,71 @@ def test_a_failed_rust_run_exits_20_and_still_writes_its_report(tmp_path, monkey
     report = (repo / ".devcontainer" / "setup-report.md").read_text()
     assert "Verdict: **Shallow**" in report and "could not compile 'rust_crate'" in report
     assert re.search(r"^FROM rust:1\.96-slim$", (repo / ".devcontainer" / "Dockerfile").read_text(), re.M)
+
+
+class ServicesEngine(Engine):
+    """The engine double with private networks; each test run records its network and env."""
+
+    @contextlib.contextmanager
+    def network(self, name_hint="net"):
+        yield f"setupbot-{self.run_id}-net"
+
+    def run_once(self, image, argv, *, timeout=300, env=None, network="none"):
+        self.runs.append({"image": image, "argv": list(argv), "network": network, "env": dict(env or {})})
+        return ExecResult(list(argv), self.test_exit, self.test_output, 1.0)
+
+
+class Services:
+    """The service manager double: every service starts healthy and is wired as the real one wires it."""
+
+    opened: list[str] = []
+
+    def __init__(self, engine, network):
+        self.network = network
+
+    def __enter__(self):
+        Services.opened.append(self.network)
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def start(self, requirements, ci_env=None):
+        from bot.services import ServiceOutcome, ServiceSpec, ServicesStarted, wiring_env
+
+        specs = [ServiceSpec.from_any(r) for r in requirements]
+        outcomes = [ServiceOutcome(s.name, s.kind, s.image, s.image, s.alias, True) for s in specs]
+        return ServicesStarted(outcomes, wiring_env(specs, ci_env or {}))
+
+
+def test_a_rust_crate_whose_compose_file_names_redis_runs_its_tests_beside_it(tmp_path, monkeypatch):
+    """Services through the same catalogue as Python: the compose file's redis starts on a private
+    network, the tests (and the replay) run there wired by REDIS_URL, and the outputs carry it."""
+    import bot.ecosystems.rust.setup as rust_setup
+    import bot.pipeline
+    from bot.cli import main
+
+    repo = _copy("rust-crate", tmp_path)
+    (repo / "docker-compose.yml").write_text("services:\n  redis:\n    image: redis:7\n    ports: ['6379:6379']\n")
+    engine = ServicesEngine()
+    monkeypatch.setattr(bot.pipeline.Engine, "from_settings", classmethod(lambda cls, settings: engine))
+    monkeypatch.setattr(rust_setup, "ServiceManager", Services)
+    monkeypatch.setenv("SETUPBOT_IMAGES_SOURCE", "standins")
+    Services.opened = []
+    assert main(["run", str(repo), "--json", str(tmp_path / "run.json")]) == 0
+    net = f"setupbot-{engine.run_id}-net"
+    assert engine.runs and all(r["network"] == net for r in engine.runs), engine.runs
+    assert all(r["env"]["REDIS_URL"] == "redis://redis:6379/0" for r in engine.runs)
+    assert len(Services.opened) == len(engine.runs)  # each run, the replay's too, beside its services
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["status"] == "success" and not any("starts none" in w for w in doc.get("warnings", []))
+    plan = json.loads((repo / ".devcontainer" / "setupbot-plan.json").read_text())
+    assert [s["name"] for s in plan["plan"]["services"]] == ["redis"]
+    report = (repo / ".devcontainer" / "setup-report.md").read_text()
+    assert "on a private network with only redis" in report and "with no network" not in report
+    devcontainer = parse_devcontainer((repo / ".devcontainer" / "devcontainer.json").read_text())
+    assert devcontainer["dockerComposeFile"] == ["../docker-compose.yml", "compose.yaml"]  # extended, not copied
+    compose = yaml.safe_load((repo / ".devcontainer" / "compose.yaml").read_text())
+    # the rust image has no Python: no localhost relay, the tests find redis by its name
+    assert compose["services"]["app"]["command"] == ["sleep", "infinity"]
+    assert compose["services"]["app"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"

@@ -17,6 +17,7 @@ The run's verdict comes from the replay's per-test results (``verdict``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -36,14 +37,16 @@ from bot.ecosystems.rust.prove import make_plan
 from bot.ecosystems.rust.repair import Decision, apply, decide, repair_key
 from bot.ecosystems.rust.results import parse_results
 from bot.ecosystems.rust.toolchain import RustChoice
-from bot.ecosystems.rust.verdict import judge
+from bot.ecosystems.rust.verdict import isolation, judge
 from bot.engine.sources import ImageSource
 from bot.errors import Interrupted, NotSupported, SetupbotError
 from bot.graph.model import DepGraph
+from bot.graph.specs import service_requirements
 from bot.junit import TestResults
 from bot.loop.diagnose import Signature
 from bot.loop.records import KeptRepair, RunRecord
 from bot.loop.trajectory import Budget
+from bot.services import ServiceManager
 
 log = logging.getLogger(__name__)
 TAIL = 2000
@@ -105,7 +108,8 @@ class RustSetupPlan:
 
     @property
     def services(self) -> list[Any]:
-        return []  # a Rust run starts no service yet: the outputs carry none it did not prove
+        """The services the tests ran beside (CI ``services:`` blocks, compose files)."""
+        return service_requirements(self.graph)
 
     @property
     def env(self) -> dict[str, str]:
@@ -143,7 +147,7 @@ class RustSetupPlan:
             "toolchain_reason": self.choice.reason,
             "test_command": self.test_command,
             "collect_command": self.collect_command,
-            "services": [],
+            "services": [s.to_json() for s in self.services],
             "env": {},
             "lock_summary": self.lock_summary,
             "warnings": list(self.warnings),
@@ -198,8 +202,10 @@ class RustSetup:
         available: Sequence[str] | None = None,
         verify: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        service_manager: Callable[[Any, str], Any] | None = None,
     ) -> None:
         self.repo = Path(repo)
+        self.service_manager = service_manager or ServiceManager
         self.settings = settings
         self.engine = engine
         self.verify = verify
@@ -251,12 +257,6 @@ class RustSetup:
             ) from exc
         choice = first.choice
         warnings = [str(w) for w in first.evidence.warnings] + list(choice.warnings)
-        services = sorted(n.name for n in first.graph.of_type("SERVICE"))
-        if services:
-            warnings.append(
-                f"the repository names services ({', '.join(services)}); a Rust run starts none yet, so tests "
-                "that need them fail and the outputs carry no compose file"
-            )
         self.record.warnings.extend(warnings)
         self.record.timings["plan_seconds"] = round(time.monotonic() - t0, 3)
         self.traj.record(
@@ -323,7 +323,10 @@ class RustSetup:
     def _test(self, tag: str, final: bool, t0: float) -> Attempt:
         command = self.plan.test_command if self.plan else []
         argv = ["sh", "-c", 'exec "$@" 2>&1', "sh", *command]
-        run = self.engine.run_once(tag, argv, timeout=self.budget.timeout_for_command(final=final), network="none")
+        with contextlib.ExitStack() as stack:
+            env, network = self._start_services(stack)
+            timeout = self.budget.timeout_for_command(final=final)
+            run = self.engine.run_once(tag, argv, timeout=timeout, env=env or None, network=network)
         self.budget.measured(target=run.duration)
         self.record.timings["test_seconds"] = self.record.timings.get("test_seconds", 0.0) + run.duration
         results = parse_results(run.output, exit_code=run.exit_code)
@@ -336,11 +339,34 @@ class RustSetup:
             output_tail=run.output[-TAIL:],
             duration=run.duration,
             outcome="timeout" if run.timed_out else ("ok" if run.exit_code == 0 else "failed"),
-            detail={"tests": results.counts(), "network": "none"},
+            detail={"tests": results.counts(), "network": network},
         )
         return Attempt(
             tag, True, run.output, sigs, results, run.exit_code, run.timed_out, seconds=time.monotonic() - t0
         )
+
+    def _start_services(self, stack: contextlib.ExitStack) -> tuple[dict[str, str], str]:
+        """The graph's services on a private network of their own (closed with ``stack``), and the
+        env that wires the tests to them; with none, the tests get no network at all."""
+        reqs = service_requirements(self.graph) if self.plan is not None else []
+        if not reqs:
+            return {}, "none"
+        network = stack.enter_context(self.engine.network())
+        manager = stack.enter_context(self.service_manager(self.engine, network))
+        t0 = time.monotonic()
+        started = manager.start(reqs, ci_env={})
+        self.traj.record(
+            "services",
+            command=[o.name for o in started.outcomes],
+            duration=time.monotonic() - t0,
+            outcome="ok" if started.all_healthy else "unhealthy",
+            detail={"services": [o.to_json() for o in started.outcomes]},
+        )
+        for o in started.outcomes:
+            note = f"service {o.name} ({o.requested_image or o.kind}) was not started: {o.note or 'not healthy'}"
+            if not o.healthy and note not in self.record.warnings:
+                self.record.warnings.append(note)
+        return dict(started.env), network
 
     def _build_timeout(self, final: bool) -> int:
         limit = int(getattr(self.settings.engine, "build_timeout", 1800) or 1800)
@@ -437,7 +463,7 @@ class RustSetup:
         r = state.results or TestResults()
         return (
             f"built from scratch (--no-cache) from {base}; `{' '.join(self.plan.test_command if self.plan else [])}` "
-            f"in a fresh container with no network: {r.passed} passed, {r.failed} failed, {r.skipped} skipped"
+            f"in a fresh container {isolation(self.plan)}: {r.passed} passed, {r.failed} failed, {r.skipped} skipped"
         )
 
     def _stopped(self, state: Attempt, decision: Decision) -> None:

@@ -86,6 +86,12 @@ def rust_verdict(results: TestResults | None) -> tuple[dict[str, Any], list[Char
     return verdict.to_json(), charges, rulings
 
 
+def isolation(plan: Any) -> str:
+    """Where the tests ran: with no network, or on a private one shared only with the services."""
+    names = [s.name for s in getattr(plan, "services", None) or []]
+    return f"on a private network with only {', '.join(names)}" if names else "with no network"
+
+
 def proof_items(plan: Any, record: Any, results: TestResults | None) -> list[dict[str, Any]]:
     """The report's first screen for a Rust run: the toolchain and why, the test run without a
     network, each kept repair with the log line that caused it, and what was not checked."""
@@ -103,7 +109,7 @@ def proof_items(plan: Any, record: Any, results: TestResults | None) -> list[dic
         items.append(
             {
                 "claim": f"{results.passed} tests passed, {results.failed} failed, {results.skipped} skipped: "
-                f"`{' '.join(plan.test_command)}` in a fresh container with no network",
+                f"`{' '.join(plan.test_command)}` in a fresh container {isolation(plan)}",
                 "proven": ran > 0 and results.failed == 0,
                 "reason": "every crate came from the image's fetch layer; the build compiled the tests first"
                 if ran
