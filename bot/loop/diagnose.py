@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from bot import catalogue
+from bot.junit import FAILED, TestResults
 
 SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
 
@@ -616,3 +617,17 @@ def collection_signatures(output: str) -> list[Signature]:
         first = first if _E_LINE.match(first) else ""
         sigs.append(Signature("collection_error", "version", "", (first or "test collection failed").strip()[:300]))
     return sigs
+
+
+_ASSERTION = re.compile(r"\bAssertionError\b|^\s*(?:E\s+)?assert\s", re.M)
+
+
+def assertion_failures(results: TestResults) -> list[str]:
+    """The failing tests whose failure is an assertion the test made (a value it compared), not an
+    exception the code under test raised: what a newer release of a dependency can change by
+    producing other output (a renderer's markup, a formatter's message)."""
+    return [
+        test
+        for test, outcome in results.outcomes.items()
+        if outcome == FAILED and _ASSERTION.search(results.messages.get(test, ""))
+    ]

@@ -35,6 +35,9 @@ class World:
     test_times_out: bool = False  # the test run (not collection) hits the command timeout
     runner: tuple[int, str] | None = None  # (exit, output) of a non-pytest test command
     skipped: int = 0  # of the tests, how many pytest reports as skipped
+    # (what makes them pass, how many): tests that fail on an assertion until it is installed,
+    # as a test comparing a dependency's output fails on a newer release of it
+    assert_fails: tuple[str, int] | None = None
 
     def unmet(self, state: State, stage: str) -> str | None:
         for need in self.needs:
@@ -235,9 +238,13 @@ class FakeSession:
                 return ExecResult(
                     argv, -1, "tests/test_x.py ....." + (("\n" + out) if out else ""), float(timeout), timed_out=True
                 )
+            drifted = world.assert_fails is not None and world.assert_fails[0] not in have.have
+            failing = world.assert_fails[1] if drifted and world.assert_fails else 0
+            assertion = "AssertionError: assert '&lt;b&gt;x&lt;/b&gt;' == '&lt;strong&gt;x&lt;/strong&gt;'"
             cases = "".join(
                 f'<testcase classname="tests.test_x" name="test_{i}">'
                 + (f'<error message="setup">{_xml(out)}</error>' if out and i == 0 else "")
+                + (f'<failure message="{assertion}">E   assert ...</failure>' if 0 < i <= failing else "")
                 + ('<skipped message="needs a GPU"/>' if i >= world.tests - world.skipped else "")
                 + "</testcase>"
                 for i in range(world.tests)
@@ -245,6 +252,8 @@ class FakeSession:
             self.engine.last_junit = f'<testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>'
             if out:
                 return ExecResult(argv, 1, out + "\n1 error", 0.3)
+            if failing:
+                return ExecResult(argv, 1, f"{failing} failed, {world.tests - failing} passed", 0.3)
             return ExecResult(argv, 0, f"{world.tests} passed", 0.3)
         if world.runner is not None and argv[:2] == ["python", "runtests.py"]:
             return ExecResult(argv, world.runner[0], world.runner[1], 0.3)

@@ -470,3 +470,88 @@ def test_the_base_image_is_resolved_once_and_its_digest_pins_the_compiled_from(t
     assert calls == ["python:3.13-slim"]
     assert loop.graph.runtime.attrs["base_origin"] == "registry"
     assert f"FROM python:3.13-slim@{digest}" in compile_dockerfile(loop.graph).text
+
+
+def _drift_run(tmp_path, monkeypatch, world, era_pins, as_of="2025-03-01"):
+    calls = _era_world(monkeypatch, era_pins)
+    engine = FakeEngine(world)
+    overrides = {"target": {"as_of": as_of}} if as_of else {}
+    s = load_settings(tmp_path, environ={}, overrides=overrides)
+    rec = run_setup(
+        tmp_path,
+        s,
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker(pins={"pygments": "2.21.0", "markdown": "3.8"}),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11", "3.13"],
+    )
+    return rec, engine, calls
+
+
+def test_assertion_failures_that_a_newer_release_caused_get_the_era_set(tmp_path, monkeypatch):
+    """Most tests fail on their own assertions (a renderer's markup changed in a newer Pygments):
+    the releases current at the reference date are tried once, kept because more tests pass and
+    fewer fail, and the replay builds them in."""
+    world = World([], tests=6, assert_fails=("pip:pygments==2.19.1", 4))
+    rec, engine, calls = _drift_run(tmp_path, monkeypatch, world, {"pygments": "2.19.1", "markdown": "3.8"})
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_constraint pygments==2.19.1"]
+    assert (
+        rec.repairs[0].signature.kind == "assertion_drift"
+        and "4 of 4 failing tests" in rec.repairs[0].signature.message
+    )
+    replay = [b for b in engine.builds if b["no_cache"]]
+    assert replay and "pygments==2.19.1" in replay[-1]["text"]
+    assert rec.replay["tests"]["failed"] == 0 and rec.replay["tests"]["passed"] == 6
+    assert len(calls) == 1
+
+
+def test_an_era_set_that_does_not_fix_the_assertions_is_taken_back_and_tried_once(tmp_path, monkeypatch):
+    """The failing assertions are the project's own (the era set changes nothing): the trial is
+    rolled back, the run still ends in a replayed success with the failures, and no second trial."""
+    world = World([], tests=6, assert_fails=("pip:something-else==1", 3))
+    rec, engine, _ = _drift_run(tmp_path, monkeypatch, world, {"pygments": "2.19.1", "markdown": "3.8"})
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == []
+    trials = [s for s in rec.trajectory.steps if s.action in ("keep", "rollback")]
+    assert [s.action for s in trials] == ["rollback"] and trials[0].outcome == "unchanged"
+    assert rec.replay["tests"]["failed"] == 3
+    assert not any("pygments" in b["text"] for b in engine.builds if b["no_cache"])
+
+
+def test_no_era_trial_without_a_reference_date_or_when_failures_are_not_assertions(tmp_path, monkeypatch):
+    world = World([], tests=6, assert_fails=("pip:pygments==2.19.1", 4))
+    rec, _, calls = _drift_run(tmp_path, monkeypatch, world, {"pygments": "2.19.1"}, as_of=None)
+    assert rec.status == "success" and kept(rec) == [] and calls == []
+    # an exception the code raised is not an assertion the test made
+    from bot.junit import TestResults
+    from bot.loop.diagnose import assertion_failures
+
+    results = TestResults(
+        {"t::a": "failed", "t::b": "failed", "t::c": "error", "t::d": "failed"},
+        {
+            "t::a": "AssertionError: assert '<b>' == '<strong>'",
+            "t::b": "KeyError: 'name'\nTraceback ...",
+            "t::c": "AssertionError in fixture setup",
+            "t::d": "def test_d():\n>       assert render(x) == expected\nE       assert 1 == 2",
+        },
+    )
+    assert assertion_failures(results) == ["t::a", "t::d"]
+
+
+def test_the_era_set_for_assertions_is_kept_only_when_it_helps():
+    from bot.junit import TestResults
+    from bot.loop.diagnose import Signature
+
+    sig = Signature("assertion_drift", "test", "", "4 of 4 failing tests fail on an assertion")
+
+    def outcome(passed, failed):
+        outcomes = {f"t::p{i}": "passed" for i in range(passed)} | {f"t::f{i}": "failed" for i in range(failed)}
+        return TargetOutcome("done", [], results=TestResults(outcomes))
+
+    assert compare(outcome(2, 4), outcome(6, 0), sig) == "improved"
+    assert compare(outcome(2, 4), outcome(4, 2), sig) == "improved"  # fewer failures is progress
+    assert compare(outcome(2, 4), outcome(2, 4), sig) == "unchanged"
+    assert compare(outcome(2, 4), outcome(1, 2), sig) == "worse"  # fewer pass: something broke
