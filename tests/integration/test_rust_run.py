@@ -150,7 +150,7 @@ def test_setupbot_github_publishes_a_rust_crate_and_the_merged_environment_stays
     }
     events = ROOT / "tests" / "fixtures" / "events"
     with GitHubDouble() as double:
-        double.add_repo("octo/crate", source)
+        double.add_repo("octo/app", source)
         double.grant("ghs_rust_pipeline", contents="write", pull_requests="write")
         monkeypatch.setenv("GITHUB_TOKEN", "ghs_rust_pipeline")
         monkeypatch.setenv("SETUPBOT_GITHUB_API_URL", double.base_url)
@@ -159,13 +159,11 @@ def test_setupbot_github_publishes_a_rust_crate_and_the_merged_environment_stays
         argv = ["github", "--event-name", "push", "--event-path", str(events / "push.json"), "--repo", str(checkout)]
 
         assert main(argv) == 0, capsys.readouterr().out[-3000:]
-        pulls = double.pulls("octo/crate")
+        pulls = double.pulls("octo/app")
         assert len(pulls) == 1, pulls
-        on_main = double.repos["octo/crate"].files_at("main")
+        on_main = double.repos["octo/app"].files_at("main")
         proposed = {
-            p: b.decode()
-            for p, b in double.repos["octo/crate"].files_at("setupbot/main").items()
-            if on_main.get(p) != b
+            p: b.decode() for p, b in double.repos["octo/app"].files_at("setupbot/main").items() if on_main.get(p) != b
         }
         assert {".devcontainer/Dockerfile", ".devcontainer/devcontainer.json", ".devcontainer/setup-report.md"} <= set(
             proposed
@@ -176,8 +174,8 @@ def test_setupbot_github_publishes_a_rust_crate_and_the_merged_environment_stays
         assert "pr-operation=created" in (tmp_path / "output.txt").read_text().splitlines()
 
         # the maintainer merges; the action's next checkout of main has the files
-        double.push("octo/crate", "main", proposed, "Merge pull request #1")
-        double.close_pull("octo/crate", 1, merged=True)
+        double.push("octo/app", "main", proposed, "Merge pull request #1")
+        double.close_pull("octo/app", 1, merged=True)
         git(checkout, "clean", "-q", "-fdx")
         for rel, text in proposed.items():
             (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -188,7 +186,7 @@ def test_setupbot_github_publishes_a_rust_crate_and_the_merged_environment_stays
 
         assert main(argv) == 0, capsys.readouterr().out[-3000:]
         assert len(double.write_calls()) == writes, "the merged environment came back"
-        assert len(double.pulls("octo/crate")) == 1
+        assert len(double.pulls("octo/app")) == 1
         assert "environment inputs unchanged since" in (tmp_path / "summary.md").read_text()
         assert {rel: (checkout / rel).read_text() for rel in proposed} == proposed
         assert double.schema_errors == []
