@@ -125,6 +125,8 @@ def command_line(args: argparse.Namespace) -> str:
         argv += ["--collect-timeout", str(args.collect_timeout)]
     if args.force:
         argv.append("--force")
+    if args.determinism:
+        argv.append("--determinism")
     return " ".join(shlex.quote(a) for a in argv)
 
 

@@ -409,3 +409,15 @@ def test_summary_gives_the_largest_overshoot_over_the_budget():
         "largest overshoot of a setupbot run over budgets.wall_clock is +12.5 % (o/b: 90s of 80s; target ≤ 5 %) ✗"
         in text
     )
+
+
+def test_the_recorded_command_says_every_flag_that_changes_the_results():
+    from bot.cli import build_parser
+    from bot.commands.bench import command_line
+
+    args = build_parser().parse_args(
+        ["bench", "--repos", "r.tsv", "--systems", "setupbot", "--jobs", "2", "--determinism", "--force"]
+    )
+    line = command_line(args)
+    assert line.startswith("setupbot bench --repos r.tsv --systems setupbot")
+    assert "--jobs 2" in line and "--force" in line and line.endswith("--determinism")
