@@ -12,6 +12,7 @@ artifact: only a clean replay (no cache, fresh container, nothing carried over) 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -290,7 +291,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         whole = self.era_candidates(sig)  # no distribution is named: the whole era set only
         if not whole or not self.budget.can_start(self._trial_estimate(whole[-1])):
             return False
-        kept, _ = self.try_candidate(ws, whole[-1], sig, [])
+        # the report says which tests made the trial, beside the releases it pinned
+        cand = dataclasses.replace(whole[-1], why=f"{sig.message}; {whole[-1].why}")
+        kept, _ = self.try_candidate(ws, cand, sig, [])
         return kept
 
     def generic_step(self, ws: Workspace) -> tuple[bool, Workspace]:
