@@ -502,6 +502,8 @@ def test_assertion_failures_that_a_newer_release_caused_get_the_era_set(tmp_path
         rec.repairs[0].signature.kind == "assertion_drift"
         and "4 of 4 failing tests" in rec.repairs[0].signature.message
     )
+    why = rec.repairs[0].candidate.why
+    assert why.startswith("4 of 4 failing tests fail on an assertion (first: tests.test_x::test_1); ")
     replay = [b for b in engine.builds if b["no_cache"]]
     assert replay and "pygments==2.19.1" in replay[-1]["text"]
     assert rec.replay["tests"]["failed"] == 0 and rec.replay["tests"]["passed"] == 6
