@@ -19,6 +19,31 @@ from bot.services import ServiceSpec, forward_targets, start_localhost_forwardin
 log = logging.getLogger(__name__)
 
 
+def start_services(manager: Any, reqs: Sequence[Any], ci_env: Mapping[str, str], traj: Any, warnings: list[str]) -> Any:
+    """Start ``reqs`` with ``manager``, record the "services" step in ``traj``, and say in
+    ``warnings`` (the report) each service the repository declares that could not be started.
+    The Python loop and the Rust loop both start their services through this."""
+    t0 = time.monotonic()
+    started = manager.start(reqs, ci_env=dict(ci_env))
+    traj.record(
+        "services",
+        command=[getattr(o, "name", "?") for o in started.outcomes],
+        duration=time.monotonic() - t0,
+        outcome="ok" if started.all_healthy else "unhealthy",
+        detail={"services": [o.to_json() for o in started.outcomes]},
+    )
+    for o in started.outcomes:
+        if getattr(o, "healthy", True):
+            continue
+        note = (
+            f"service {getattr(o, 'name', '?')} ({getattr(o, 'requested_image', '') or getattr(o, 'kind', '')}) "
+            f"was not started: {getattr(o, 'note', '') or 'not healthy'}"
+        )
+        if note not in warnings:
+            warnings.append(note)
+    return started
+
+
 class Workspace:
     def __init__(self, tag: str, dockerfile: Any) -> None:
         self.tag = tag
@@ -111,17 +136,8 @@ class WorkspaceMixin(LoopBase):
             return None
         network = ws.stack.enter_context(self.engine.network())
         manager = ws.stack.enter_context(self.service_manager(self.engine, network))
-        t0 = time.monotonic()
-        started = manager.start(reqs, ci_env=env)
+        started = start_services(manager, reqs, env, self.traj, self.record.warnings)
         env.update(started.env)
-        self.traj.record(
-            "services",
-            command=[getattr(o, "name", "?") for o in started.outcomes],
-            duration=time.monotonic() - t0,
-            outcome="ok" if started.all_healthy else "unhealthy",
-            detail={"services": [o.to_json() for o in started.outcomes]},
-        )
-        self._note_services(started.outcomes)
         # CI reaches services on localhost: relay 127.0.0.1/::1 to each sibling
         ws.forwards = forward_targets(started.outcomes, [ServiceSpec.from_any(r) for r in reqs])
         return network
@@ -154,17 +170,5 @@ class WorkspaceMixin(LoopBase):
         """The localhost relay runs in the runner (a rolled-back container has none)."""
         if not start_localhost_forwarding(ws.session, ws.forwards):
             note = "localhost forwarding to the services did not start; tests must use the service names"
-            if note not in self.record.warnings:
-                self.record.warnings.append(note)
-
-    def _note_services(self, outcomes: Sequence[Any]) -> None:
-        """A service the repository declares that could not be started is said in the report."""
-        for o in outcomes:
-            if getattr(o, "healthy", True):
-                continue
-            note = (
-                f"service {getattr(o, 'name', '?')} ({getattr(o, 'requested_image', '') or getattr(o, 'kind', '')}) "
-                f"was not started: {getattr(o, 'note', '') or 'not healthy'}"
-            )
             if note not in self.record.warnings:
                 self.record.warnings.append(note)

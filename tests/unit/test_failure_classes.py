@@ -240,25 +240,32 @@ def test_a_service_without_a_stand_in_is_named_in_the_report():
 def test_the_loop_reports_services_it_could_not_start(tmp_path):
     from types import SimpleNamespace
 
-    from bot.loop.orchestrator import SetupLoop
+    from bot.loop.workspace import start_services
 
-    loop = SetupLoop.__new__(SetupLoop)
-    loop.record = SimpleNamespace(warnings=[])
-    loop._note_services(
-        [
-            SimpleNamespace(
-                name="db",
-                requested_image="mongo:7",
-                kind="mongodb",
-                healthy=False,
-                note="mongo:7: no mongodb stand-in image is present",
-            ),
-            SimpleNamespace(name="cache", requested_image="redis:7", kind="redis", healthy=True, note=""),
-        ]
-    )
-    assert loop.record.warnings == [
-        "service db (mongo:7) was not started: mongo:7: no mongodb stand-in image is present"
+    outcomes = [
+        SimpleNamespace(
+            name="db",
+            requested_image="mongo:7",
+            kind="mongodb",
+            healthy=False,
+            note="mongo:7: no mongodb stand-in image is present",
+            to_json=lambda: {"name": "db"},
+        ),
+        SimpleNamespace(
+            name="cache",
+            requested_image="redis:7",
+            kind="redis",
+            healthy=True,
+            note="",
+            to_json=lambda: {"name": "cache"},
+        ),
     ]
+    manager = SimpleNamespace(start=lambda reqs, ci_env: SimpleNamespace(outcomes=outcomes, env={}, all_healthy=False))
+    steps, warnings = [], []
+    traj = SimpleNamespace(record=lambda action, **kw: steps.append((action, kw["outcome"])))
+    start_services(manager, [], {}, traj, warnings)
+    assert warnings == ["service db (mongo:7) was not started: mongo:7: no mongodb stand-in image is present"]
+    assert steps == [("services", "unhealthy")]
 
 
 def test_forwarder_listens_on_both_loopbacks():

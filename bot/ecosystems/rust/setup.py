@@ -46,6 +46,7 @@ from bot.junit import TestResults
 from bot.loop.diagnose import Signature
 from bot.loop.records import KeptRepair, RunRecord
 from bot.loop.trajectory import Budget
+from bot.loop.workspace import start_services
 from bot.services import ServiceManager
 
 log = logging.getLogger(__name__)
@@ -353,19 +354,7 @@ class RustSetup:
             return {}, "none"
         network = stack.enter_context(self.engine.network())
         manager = stack.enter_context(self.service_manager(self.engine, network))
-        t0 = time.monotonic()
-        started = manager.start(reqs, ci_env={})
-        self.traj.record(
-            "services",
-            command=[o.name for o in started.outcomes],
-            duration=time.monotonic() - t0,
-            outcome="ok" if started.all_healthy else "unhealthy",
-            detail={"services": [o.to_json() for o in started.outcomes]},
-        )
-        for o in started.outcomes:
-            note = f"service {o.name} ({o.requested_image or o.kind}) was not started: {o.note or 'not healthy'}"
-            if not o.healthy and note not in self.record.warnings:
-                self.record.warnings.append(note)
+        started = start_services(manager, reqs, {}, self.traj, self.record.warnings)
         return dict(started.env), network
 
     def _build_timeout(self, final: bool) -> int:
