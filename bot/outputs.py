@@ -298,8 +298,8 @@ def _environment_files(
             output_dir=out,
             base_names=base_names,
             app_name=app_name,
-            # the localhost relay is a Python program: a plan of another ecosystem gets none
-            relay=not isinstance(plan_json, dict) or plan_json.get("ecosystem", "python") == "python",
+            # the plan says whether its image can run the localhost relay (a Python program)
+            relay=not isinstance(plan_json, dict) or plan_json.get("localhost_relay", True) is not False,
         )
     if lock_text:
         env_files[f"{out}/{LOCK}"] = lock_text

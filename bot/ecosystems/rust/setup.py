@@ -149,6 +149,9 @@ class RustSetupPlan:
             "test_command": self.test_command,
             "collect_command": self.collect_command,
             "services": [s.to_json() for s in self.services],
+            # the compose file's localhost relay is a Python program, and the rust image has no
+            # Python: the tests reach each service by its name (the catalogue's wiring env)
+            "localhost_relay": False,
             "env": {},
             "lock_summary": self.lock_summary,
             "warnings": list(self.warnings),
