@@ -127,3 +127,24 @@ def test_install_module_units_are_generated_from_the_import_table(tmp_path):
     bad.write_text("generate:\n  kind: install-module\n  modules: [no_such_module_anywhere]\n")
     with pytest.raises(KnowledgeError, match="no_such_module_anywhere"):
         load_units_file(bad)
+
+
+def test_the_import_mismatch_repair_puts_the_import_mode_in_the_image_not_only_in_the_command():
+    """Duplicate test basenames and relative imports from test folders without __init__.py (the
+    layout of xhluca/bm25s): the repair's import mode goes in the image's PYTEST_ADDOPTS, so that
+    plain `pytest` in the dev container (and the benchmark's collection) collects as the verified
+    command did; the test command itself is left as the evidence chose it."""
+    from bot.compile.dockerfile import compile_dockerfile
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+
+    unit = next(u for u in seed_units() if u.id == "verify-import-mismatch")
+    repo = Path(__file__).parents[1] / "fixtures" / "repos" / "loop-app-flat"
+    graph = make_plan(repo, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False)).graph
+    command = list(graph.target.attrs["command"])
+    for atom in unit.atoms:
+        graph.apply_atom(atom, "test")
+    text = compile_dockerfile(graph).text
+    assert 'PYTEST_ADDOPTS="--import-mode=importlib"' in text or "PYTEST_ADDOPTS=--import-mode=importlib" in text
+    assert graph.target.attrs["command"] == command and "--import-mode" not in " ".join(command)
+    assert "find . -name __pycache__" in text
