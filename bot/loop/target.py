@@ -135,7 +135,12 @@ def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | Non
         if any(s.key and s.key == target.key and s.ident != target.ident for s in new):
             return "worse"
         if target.ident in after.idents():
-            return "worse" if new else "unchanged"
+            if new:
+                return "worse"
+            # it fixed another of the failures the run had (a unit retrieved for the targeted
+            # failure's excerpt that installs the module missing beside it): progress all the same;
+            # the trial's caller attributes the repair to the failure that went (``fixed``)
+            return "improved" if before.idents() - after.idents() else "unchanged"
         return "improved"
     # no target (an LLM action): better when the run got further or has fewer setup failures
     if STAGE_RANK[after.stage] > STAGE_RANK[before.stage] or after.passed:
@@ -143,6 +148,15 @@ def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | Non
     if len(after.setup_failures) < len(before.setup_failures) and not new:
         return "improved"
     return "worse" if new else "unchanged"
+
+
+def fixed(before: TargetOutcome, after: TargetOutcome, target: Signature | None) -> Signature | None:
+    """The failure a kept trial fixed: ``target`` when it went, else the first of the run's other
+    setup failures that went (see ``compare``)."""
+    if target is None or target.ident not in after.idents():
+        return target
+    gone = [s for s in before.setup_failures if s.ident not in after.idents()]
+    return gone[0] if gone else target
 
 
 _UNITTEST_RAN = re.compile(r"^Ran ([1-9]\d*) tests? in [\d.]+s\s*$\s*(?:^\s*$\s*)*^(?:FAILED \(|OK\b)", re.M)

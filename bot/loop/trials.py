@@ -12,7 +12,7 @@ from bot.loop.diagnose import Signature
 from bot.loop.records import Checkpoint, KeptRepair
 from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
-from bot.loop.target import TargetOutcome, changes_test_command, compare, runs_more_tests
+from bot.loop.target import TargetOutcome, changes_test_command, compare, fixed, runs_more_tests
 from bot.loop.workspace import Workspace
 
 
@@ -145,8 +145,9 @@ class TrialsMixin(LoopBase):
         progress.current().trial(cand.describe())
         if sig is not None:
             self.tried.setdefault(sig.ident, set()).add(cand.key())
-        before_idents = ws.outcome.idents()
-        excerpt = _excerpt(ws.outcome.log, sig)
+        before = ws.outcome
+        before_idents = before.idents()
+        excerpt = _excerpt(before.log, sig)
         cp = self.checkpoint(ws)
         if cand.in_container and ws.session is not None:
             verdict, _ = self.trial_in_container(ws, cand, sig, cp)
@@ -157,8 +158,13 @@ class TrialsMixin(LoopBase):
         if verdict == "kept":
             if new_ws is not ws:
                 ws.close()
+            # the report names the failure the repair fixed, which may be another than the target
+            done = fixed(before, new_ws.outcome, sig)
+            if done is not sig and done is not None:
+                self.tried.setdefault(done.ident, set()).add(cand.key())
+                excerpt = _excerpt(before.log, done)
             self._keep(
-                KeptRepair(sig, cand, excerpt, checkpoint=cp, alternatives=alternatives, before_idents=before_idents)
+                KeptRepair(done, cand, excerpt, checkpoint=cp, alternatives=alternatives, before_idents=before_idents)
             )
             return True, new_ws
         self.failed_in_state.setdefault(frozenset(before_idents), set()).add(cand.key())

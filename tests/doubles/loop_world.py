@@ -38,8 +38,14 @@ class World:
     # (what makes them pass, how many): tests that fail on an assertion until it is installed,
     # as a test comparing a dependency's output fails on a newer release of it
     assert_fails: tuple[str, int] | None = None
+    # every unmet need of a stage shows at once (pytest's collection reports each module's error),
+    # not only the first
+    together: bool = False
 
     def unmet(self, state: State, stage: str) -> str | None:
+        if self.together:
+            shown = [n.output for n in self.needs if n.stage == stage and n.satisfied_by not in state.have]
+            return "\n".join(shown) if shown else None
         for need in self.needs:
             if need.stage != stage:
                 continue

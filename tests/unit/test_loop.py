@@ -557,3 +557,55 @@ def test_the_era_set_for_assertions_is_kept_only_when_it_helps():
     assert compare(outcome(2, 4), outcome(4, 2), sig) == "improved"  # fewer failures is progress
     assert compare(outcome(2, 4), outcome(2, 4), sig) == "unchanged"
     assert compare(outcome(2, 4), outcome(1, 2), sig) == "worse"  # fewer pass: something broke
+
+
+MISMATCH = (
+    "import file mismatch:\n"
+    "imported module 'test_a' has this __file__ attribute:\n  /workspace/tests/one/test_a.py\n"
+    "which is not the same as the test file we want to collect:\n  /workspace/tests/two/test_a.py"
+)
+MISSING_NUMBA = "E   ModuleNotFoundError: No module named 'numba'"
+
+
+def test_a_trial_that_fixes_another_failure_of_the_run_is_kept_for_that_failure(tmp_path):
+    # xhluca/bm25s: one collection shows two failures. The experience base, asked about the
+    # first (duplicate test basenames), also offers the module missing beside it; installing it
+    # leaves the first but fixes the second. That is progress: kept, and attributed to the
+    # failure it fixed, not tried again for it and not refused as "failed in this state".
+    world = World([Need("env:PYTEST_ADDOPTS", MISMATCH), Need("pip:numba", MISSING_NUMBA)], together=True)
+    retriever = FakeRetriever(
+        [
+            {
+                "id": "u-missing",
+                "signal": r"No module named '(numba)'",
+                "atoms": [{"kind": "pip_install", "packages": ["{match:1}"]}],
+            },
+            {
+                "id": "u-mismatch",
+                "signal": r"import file mismatch",
+                "atoms": [{"kind": "set_env", "name": "PYTEST_ADDOPTS", "value": "--import-mode=importlib"}],
+            },
+        ]
+    )
+    rec, _ = run(tmp_path, world, retriever)
+    assert rec.status == "success", rec.remaining
+    assert sorted(kept(rec)) == ["pip_install numba", "set_env PYTEST_ADDOPTS=--import-mode=importlib"]
+    numba = next(r for r in rec.repairs if r.candidate.describe() == "pip_install numba")
+    assert numba.signature.kind == "missing_module" and numba.signature.key == "numba"
+    assert [s.outcome for s in rec.trajectory.steps if s.action == "rollback"] == []
+
+
+def test_compare_counts_another_failure_fixed_as_progress():
+    from bot.loop.target import fixed
+
+    mismatch = Signature("import_path_mismatch", "verification", "", "import file mismatch:")
+    numba = Signature("missing_module", "installation", "numba", "")
+    before = TargetOutcome("collect", [mismatch, numba], collect_exit=2)
+    other_gone = TargetOutcome("collect", [mismatch], collect_exit=2)
+    assert compare(before, other_gone, mismatch) == "improved"
+    assert fixed(before, other_gone, mismatch) == numba
+    assert fixed(before, TargetOutcome("collect", [numba], collect_exit=2), mismatch) == mismatch
+    assert compare(before, before, mismatch) == "unchanged"
+    # the other failure went but a new one came: worse, as before
+    new = TargetOutcome("collect", [mismatch, Signature("missing_module", "installation", "llvmlite", "")])
+    assert compare(before, new, mismatch) == "worse"
