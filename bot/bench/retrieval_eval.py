@@ -118,16 +118,45 @@ def seed_retriever(tmp: Path) -> Callable[[str], list[str]]:
     return lambda text: [c.unit.id for c in retriever.retrieve(text, context)]
 
 
+def evaluate(results: Path, labels_path: Path) -> tuple[list[RealLog], Scores]:
+    """The harvested logs of ``results`` and their scores against the labels at ``labels_path``."""
+    logs = harvest(results)
+    labels = json.loads(labels_path.read_text())["cases"]
+    with tempfile.TemporaryDirectory(prefix="setupbot-retrieval-eval-") as tmp:
+        return logs, score(logs, labels, seed_retriever(Path(tmp)))
+
+
+def summary_lines(results: Path, labels_path: Path) -> list[str]:
+    """The SUMMARY.md section: the retrieval figures on the failure logs of these results."""
+    logs, s = evaluate(results, labels_path)
+    lines = [
+        "## Experience-base retrieval on the real failure logs",
+        "",
+        f"The failure excerpts of these results (every system's failed builds and collections, "
+        f"{len(logs)} distinct logs), each labelled by hand in `{labels_path.name}` with the seed "
+        "units that hold a right fix (or none), retrieved from a fresh store of the seed units as a "
+        "first run has it (`python -m bot.bench.retrieval_eval`).",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| labelled logs | {s.cases} ({s.with_unit} whose fix a seed unit holds, {s.cases - s.with_unit} whose fix none holds) |",
+        f"| precision@1 (a right first offer; no offer where no unit holds the fix) | {s.precision_at_1:.3f} ({s.hits1}/{s.cases}) |",
+        f"| precision@1 where a unit holds the fix | {s.precision_at_1_with_unit:.3f} ({s.hits1_with_unit}/{s.with_unit}) |",
+        f"| recall@3 where a unit holds the fix | {s.recall_at_3:.3f} ({s.hits3}/{s.with_unit}) |",
+        "",
+    ]
+    if s.unlabelled:
+        lines += [f"Unlabelled, left out: {', '.join(s.unlabelled)}.", ""]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     ap.add_argument("--labels", type=Path, default=ROOT / "bench" / "retrieval-labels.json")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
-    logs = harvest(args.results)
-    labels = json.loads(args.labels.read_text())["cases"]
-    with tempfile.TemporaryDirectory(prefix="setupbot-retrieval-eval-") as tmp:
-        s = score(logs, labels, seed_retriever(Path(tmp)))
+    logs, s = evaluate(args.results, args.labels)
     if args.json:
         print(
             json.dumps(

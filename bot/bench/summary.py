@@ -173,7 +173,10 @@ def render_summary(
     commands: list[str] | None = None,
     chart_name: str = "chart.png",
     notes: list[str] | None = None,
+    sections: list[str] | None = None,
 ) -> str:
+    """The summary; ``sections``: further markdown lines (the retrieval figures) before the list
+    of files absent from the snapshots."""
     lines = ["# setupbot benchmark", ""]
     if not records:
         return "\n".join(lines + ["No results yet: run `setupbot bench --repos FILE` first.", ""])
@@ -197,6 +200,7 @@ def render_summary(
     for ecosystem in sorted({ecosystem_of(r) for r in records} - {"python", ""}):
         lines += _ecosystem_lines(ecosystem, [r for r in records if ecosystem_of(r) == ecosystem])
     lines += _unexported_lines([r for r in records if ecosystem_of(r) == ""])
+    lines += sections or []
     lines += _missing_blob_lines(records, _systems_in(records))
     return "\n".join(lines)
 
@@ -538,6 +542,7 @@ def write_report(
     *,
     commands: list[str] | None = None,
     notes: list[str] | None = None,
+    sections: list[str] | None = None,
 ) -> tuple[Path, Path | None]:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     chart: Path | None = None
@@ -548,5 +553,7 @@ def write_report(
         chart_ref = chart_path.resolve().relative_to(summary_path.parent.resolve()).as_posix()
     except ValueError:
         chart_ref = str(chart_path)
-    summary_path.write_text(render_summary(records, commands=commands, chart_name=chart_ref, notes=notes) + "\n")
+    summary_path.write_text(
+        render_summary(records, commands=commands, chart_name=chart_ref, notes=notes, sections=sections) + "\n"
+    )
     return summary_path, chart

@@ -69,6 +69,7 @@ def add_parser(sub) -> None:
 
 def _report(args, records_filter=None) -> int:
     from bot.bench import results as results_io
+    from bot.bench.retrieval_eval import summary_lines as retrieval_summary
     from bot.bench.summary import write_report
 
     records = results_io.load_records(args.out)
@@ -77,8 +78,13 @@ def _report(args, records_filter=None) -> int:
     summary = args.summary or args.out.parent / "SUMMARY.md"
     chart = args.chart or args.out.parent / "chart.png"
     meta = results_io.read_meta(args.out)
+    # the retrieval figures on these results' failure logs, where the hand labels sit beside them
+    labels = args.out.parent / "retrieval-labels.json"
+    sections = retrieval_summary(args.out, labels) if labels.is_file() and records_filter is None else None
     # "notes" in run.json: what a reader must know about how the results were put together
-    _, drawn = write_report(records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None)
+    _, drawn = write_report(
+        records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None, sections=sections
+    )
     # the chart draws the Python figures: a run of Rust repositories only has none
     print(f"setupbot bench: {len(records)} record(s) -> {summary}" + (f", {drawn}" if drawn else ""), file=human(args))
     write_json(

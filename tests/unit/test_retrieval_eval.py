@@ -61,3 +61,44 @@ def test_every_harvested_bench_log_is_labelled_with_known_units(tmp_path):
     # the seed store answers a real log: the setuptools-scm failure of a real build
     scm = next(lg for lg in logs if "setuptools-scm was unable to detect version" in lg.text)
     assert retrieve(scm.text)[:3] and "install-setuptools-scm" in retrieve(scm.text)[:3]
+
+
+def test_the_bench_summary_carries_the_retrieval_figures_of_its_results(tmp_path):
+    """`setupbot bench --report-only` writes the section when the hand labels sit beside the
+    results; its figures are those of the evaluation."""
+    from bot.cli import main
+
+    out = tmp_path / "results"
+    _write(
+        out,
+        [
+            {
+                "repo": "a/b",
+                "system": "setupbot",
+                "status": "collect-failed",
+                "ecosystem": "python",
+                "collect_tail": "E   ModuleNotFoundError: No module named 'yaml'",
+            },
+            {
+                "repo": "c/d",
+                "system": "setupbot",
+                "status": "collect-failed",
+                "ecosystem": "python",
+                "collect_tail": "E   AssertionError: the fixture data is not there",
+            },
+        ],
+    )
+    labels = {
+        "cases": {
+            "a/b|setupbot|collect_tail": {"units": ["install-module-generic"]},
+            "c/d|setupbot|collect_tail": {"units": []},
+        }
+    }
+    (tmp_path / "retrieval-labels.json").write_text(json.dumps(labels))
+    assert main(["bench", "--report-only", "--out", str(out)]) == 0
+    text = (tmp_path / "SUMMARY.md").read_text()
+    assert "## Experience-base retrieval on the real failure logs" in text
+    logs = harvest(out)
+    s = score(logs, labels["cases"], seed_retriever(tmp_path))
+    assert f"| recall@3 where a unit holds the fix | {s.recall_at_3:.3f} ({s.hits3}/1) |" in text
+    assert f"({s.hits1}/2)" in text and "2 distinct logs" in text
