@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot import __version__
+from bot.bench import previous
 from bot.bench import results as results_io
 from bot.bench.determinism import check_determinism
 from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new_scratch, prepare_git_dir
 from bot.bench.score import Score, run_cargo_tests_in_image, score_dockerfile
-from bot.bench.systems import RUNNERS, SYSTEMS, SystemContext, SystemResult
+from bot.bench.systems import SYSTEMS, SystemContext, SystemResult, runner_for
 from bot.config import Settings
 from bot.ecosystems import select
 from bot.engine import Engine
@@ -212,7 +213,7 @@ def _record_production(record: dict, result: SystemResult, system: str, settings
             "details": produced.details,
         }
     )
-    if system == "setupbot" and settings is not None:
+    if (system == "setupbot" or system.startswith("setupbot@")) and settings is not None:
         record["budget_seconds"] = settings.budgets.wall_clock  # for the overshoot in the summary
 
 
@@ -292,7 +293,9 @@ def _produce(
         collect_timeout=opts.collect_timeout,
         ecosystem=ecosystem,
     )
-    return RUNNERS[system](ctx)
+    run = runner_for(system)
+    assert run is not None  # run_bench refused unknown systems
+    return run(ctx)
 
 
 def _produce_and_score(
@@ -427,9 +430,16 @@ def run_repo(repo: BenchRepo, systems: list[str], opts: BenchOptions, progress: 
 
 
 def run_bench(opts: BenchOptions, progress_stream=None) -> list[dict]:
-    unknown = [s for s in opts.systems if s not in RUNNERS]
+    unknown = [s for s in opts.systems if runner_for(s) is None]
     if unknown:
-        raise InputError(f"unknown system(s): {', '.join(unknown)}", f"Choose from {', '.join(SYSTEMS)}.")
+        raise InputError(
+            f"unknown system(s): {', '.join(unknown)}",
+            f"Choose from {', '.join(SYSTEMS)}, or setupbot@<commit> for this project's code at another commit.",
+        )
+    for system in opts.systems:
+        rev = previous.revision_of(system)
+        if rev is not None:
+            previous.resolve(rev)  # an unknown commit fails here, before any repository runs
     done = set() if opts.force else results_io.done_pairs(opts.out)
     work: list[tuple[BenchRepo, list[str]]] = []
     skipped = 0

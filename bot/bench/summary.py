@@ -195,6 +195,7 @@ def render_summary(
         lines.append("")
         lines += _per_system_lines(python)
         lines += _target_lines(python)
+        lines += _same_run_lines(python)
         lines += _difficulty_lines(python, systems)
         lines += _per_repository_lines(python, systems, repos)
     for ecosystem in sorted({ecosystem_of(r) for r in records} - {"python", ""}):
@@ -405,6 +406,48 @@ def _target_lines(records: list[dict]) -> list[str]:
         )
         lines.append("")
     return lines
+
+
+def same_run_against(records: list[dict], previous: str) -> tuple[int, float, float, int, int] | None:
+    """setupbot against ``previous`` (a ``setupbot@<rev>`` system) on the repositories both
+    produced in these results: (repositories, median produce of each, EBSR of each)."""
+
+    def by_repo(system: str) -> dict[tuple[str, str], dict]:
+        return {
+            (str(r.get("repo")).lower(), str(r.get("sha"))): r
+            for r in records
+            if r.get("system") == system and isinstance(r.get("produce_seconds"), (int, float))
+        }
+
+    new, old = by_repo("setupbot"), by_repo(previous)
+    both = sorted(set(new) & set(old))
+    if not both:
+        return None
+    median_new = _median(new[k]["produce_seconds"] for k in both) or 0.0
+    median_old = _median(old[k]["produce_seconds"] for k in both) or 0.0
+    return (
+        len(both),
+        median_new,
+        median_old,
+        sum(bool(new[k].get("ebsr")) for k in both),
+        sum(bool(old[k].get("ebsr")) for k in both),
+    )
+
+
+def _same_run_lines(records: list[dict]) -> list[str]:
+    """For each ``setupbot@<rev>`` system in the results: this code against that one, same run."""
+    lines: list[str] = []
+    for system in sorted({str(r.get("system")) for r in records if str(r.get("system")).startswith("setupbot@")}):
+        got = same_run_against(records, system)
+        if got is None:
+            continue
+        n, new, old, ebsr_new, ebsr_old = got
+        ratio = f"{new / old:.2f}" if old else "–"
+        lines.append(
+            f"Same run, against `{system}` on the {n} repositories both produced: median produce "
+            f"{_secs(new)} against {_secs(old)} (ratio {ratio}); EBSR {ebsr_new}/{n} against {ebsr_old}/{n}."
+        )
+    return [*lines, ""] if lines else []
 
 
 def _difficulty_lines(records: list[dict], systems: list[str]) -> list[str]:

@@ -11,10 +11,12 @@ system with nothing to offer the ecosystem (``pipreqs`` outside Python) is skipp
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.bench import previous
 from bot.bench.baselines import Produced, produce_declared, produce_declared_rust, produce_pipreqs
 from bot.bench.score import Score, run_cargo_tests_in_image
 from bot.ecosystems import REGISTRY
@@ -228,3 +230,20 @@ def run_own_setup(ctx: SystemContext, setup: Any) -> SystemResult:
 
 
 RUNNERS = {"setupbot": run_setupbot, "declared": run_declared, "pipreqs": run_pipreqs}
+
+# where the trees of ``setupbot@<rev>`` systems are written out, once per commit
+CODE_CACHE = Path.home() / ".cache" / "setupbot" / "bench-code"
+
+
+def run_setupbot_at(ctx: SystemContext, system: str) -> SystemResult:
+    """``setupbot@<rev>``: this project's code at another commit, run on the same tree
+    (``bot.bench.previous``); its Dockerfile is built and scored by the runner."""
+    produced, meta = previous.produce(system, ctx.repo_dir, ctx.scratch, ctx.settings, CODE_CACHE)
+    return SystemResult(produced, steps=meta.get("steps"), repairs=meta.get("repairs"), mode="deterministic")
+
+
+def runner_for(system: str) -> Callable[[SystemContext], SystemResult] | None:
+    """The function that runs ``system``: one of RUNNERS, or the code of another commit."""
+    if previous.revision_of(system) is not None:
+        return lambda ctx: run_setupbot_at(ctx, system)
+    return RUNNERS.get(system)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.bench import runner as runner_mod
+from bot.bench import systems as systems_mod
 from bot.bench.baselines import Produced
 from bot.bench.determinism import PackageSets, check_determinism, compare, identical_share, package_sets
 from bot.bench.repos import BenchRepo, ExportResult
@@ -115,7 +116,7 @@ def test_runner_builds_with_the_lock_in_the_context_and_checks_determinism(tmp_p
         replay = Score(built=True, ebsr=True, collect_exit=0, tests=TestCounts(passed=1))
         return SystemResult(produced, replay=replay, extra={"image": "setupbot-loop-x:locked"})
 
-    monkeypatch.setitem(runner_mod.RUNNERS, "setupbot", fake_setupbot)
+    monkeypatch.setitem(systems_mod.RUNNERS, "setupbot", fake_setupbot)
     pristine = tmp_path / "tree"
     pristine.mkdir()
     (pristine / "test_a.py").write_text("def test(): pass\n")
