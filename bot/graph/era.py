@@ -11,6 +11,7 @@ the failure it targets goes away.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -95,6 +96,8 @@ class Era:
     python: str = ""
     resolution: Resolution | None = None
     requirements: list[str] = field(default_factory=list)
+    # the set did not resolve together; the pins are each requirement's own release of the date
+    partial: bool = False
 
     @property
     def pins(self) -> dict[str, str]:
@@ -124,4 +127,16 @@ def resolve_era(
     era = Era(date=date, source=source, python=python, requirements=sorted(set(requirements)))
     if date and requirements:
         era.resolution = uv_compile(era.requirements, python, timeout=timeout, index_url=index_url, exclude_newer=date)
+        if not era.resolution.ok:
+            # The set does not resolve without building (the host builds nothing: a dependency
+            # of that era may have only an sdist, as cf-units and cftime had in June 2024).
+            # Each requirement's own release of that date still answers "which release was
+            # current", which is what an era pin for one named distribution needs.
+            alone = uv_compile(
+                era.requirements, python, timeout=timeout, index_url=index_url, exclude_newer=date, no_deps=True
+            )
+            if alone.ok and alone.pins:
+                why = "resolved each requirement alone (--no-deps): " + (era.resolution.error or "")[-500:]
+                era.resolution = dataclasses.replace(alone, error=why)
+                era.partial = True
     return era

@@ -122,6 +122,7 @@ def uv_compile(
     only_binary: bool = False,
     exclude_newer: str | None = None,
     use_cache: bool = True,
+    no_deps: bool = False,
 ) -> Resolution:
     """Resolve on the host without building anything: requirements that are not plain index
     requirements are left out (``refused``), and a distribution that only an sdist could satisfy
@@ -136,7 +137,16 @@ def uv_compile(
     total = 0.0
     for _ in range(_MAX_UNBUILT_RETRIES):
         res = _uv_compile_once(
-            uv, safe, python, timeout, index_url, safe_constraints, only_binary, exclude_newer, use_cache=use_cache
+            uv,
+            safe,
+            python,
+            timeout,
+            index_url,
+            safe_constraints,
+            only_binary,
+            exclude_newer,
+            use_cache=use_cache,
+            no_deps=no_deps,
         )
         total += res.seconds
         names = _unbuilt_names(res.error) if not res.ok else []
@@ -172,6 +182,7 @@ def _uv_compile_once(
     exclude_newer: str | None,
     *,
     use_cache: bool = True,
+    no_deps: bool = False,
 ) -> Resolution:
     if not requirements:
         return Resolution(True)
@@ -183,13 +194,14 @@ def _uv_compile_once(
         constraints=constraints,
         only_binary=only_binary,
         exclude_newer=exclude_newer,
-        host_index=host_index_config().uv_args(),
+        # --no-deps resolves each requirement alone: another answer for the same inputs
+        host_index=host_index_config().uv_args() + (["--no-deps"] if no_deps else []),
     )
     if use_cache:
         hit = _cached(key)
         if hit is not None:
             return hit
-    res = _uv_compile(uv, requirements, python, timeout, index_url, constraints, only_binary, exclude_newer)
+    res = _uv_compile(uv, requirements, python, timeout, index_url, constraints, only_binary, exclude_newer, no_deps)
     # a timeout or a uv that did not run says nothing about the inputs: not cached
     if res.ok or (res.error and "timed out" not in res.error and "could not run" not in res.error):
         _store(key, res)
@@ -205,10 +217,13 @@ def _uv_compile(
     constraints: list[str] | None,
     only_binary: bool,
     exclude_newer: str | None,
+    no_deps: bool = False,
 ) -> Resolution:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
         argv = _compile_argv(uv, Path(tmp), requirements, python, index_url, constraints, only_binary, exclude_newer)
+        if no_deps:
+            argv[3:3] = ["--no-deps"]
         env = host_env()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)

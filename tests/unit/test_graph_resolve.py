@@ -229,3 +229,45 @@ def test_a_dependency_without_wheels_brings_the_compiler(tmp_path, local_index):
         resolve_timeout=60,
     )
     assert "systemlib:build-essential" not in p.graph.nodes and "build-essential" not in p.dockerfile.text
+
+
+def test_no_deps_resolves_each_requirement_alone(local_index):
+    together = uv_compile(["pandas"], "3.11", timeout=60, index_url=local_index)
+    assert together.ok and set(together.pins) == {"pandas", "numpy"}
+    alone = uv_compile(["pandas"], "3.11", timeout=60, index_url=local_index, no_deps=True)
+    assert alone.ok and alone.pins == {"pandas": "1.5.3"}
+
+
+def test_an_era_that_does_not_resolve_without_building_falls_back_to_each_requirements_own_release(monkeypatch):
+    """scitools/iris-grib at 2024-06-22: the set needs cf-units and cftime releases that had only
+    sdists, which the host does not build; the era pin of scitools-iris itself needs no build."""
+    from bot.graph import era as era_mod
+    from bot.graph.resolve import Resolution
+
+    calls = []
+
+    def fake_compile(reqs, python, **kw):
+        calls.append(kw.get("no_deps", False))
+        if kw.get("no_deps"):
+            return Resolution(True, {"scitools-iris": "3.9.0", "numpy": "2.0.0"})
+        return Resolution(
+            False, error="hint: Wheels are required for `cftime` because building from source is disabled"
+        )
+
+    monkeypatch.setattr(era_mod, "uv_compile", fake_compile)
+    era = era_mod.resolve_era(["scitools-iris>=3.0.2", "numpy"], "3.11", "2024-06-22T22:31:14+01:00")
+    assert calls == [False, True]
+    assert era.partial and era.version_of("scitools-iris") == "3.9.0"
+    assert (
+        era.resolution.error.startswith("resolved each requirement alone (--no-deps)")
+        and "cftime" in era.resolution.error
+    )
+    # a set that resolves keeps its full resolution
+    calls.clear()
+    monkeypatch.setattr(
+        era_mod,
+        "uv_compile",
+        lambda reqs, python, **kw: calls.append(kw.get("no_deps", False)) or Resolution(True, {"a": "1"}),
+    )
+    full = era_mod.resolve_era(["a"], "3.11", "2024-06-22")
+    assert calls == [False] and not full.partial and full.pins == {"a": "1"}
