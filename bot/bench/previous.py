@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.bench.baselines import Produced
+from bot.bench.repos import _git  # the benchmark's one git runner (allow-listed environment)
 from bot.errors import InputError
 from bot.hostenv import host_env
 
@@ -45,13 +46,9 @@ def revision_of(system: str) -> str | None:
     return rev
 
 
-def _git(*args: str, cwd: Path = ROOT, timeout: int = 60) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, timeout=timeout, env=host_env())
-
-
 def resolve(rev: str, root: Path = ROOT) -> str:
     """The full commit ``rev`` names in the checkout at ``root``."""
-    proc = _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=root)
+    proc = _git(root / ".git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", timeout=60)
     if proc.returncode != 0:
         raise InputError(f"setupbot@{rev}: no such commit in {root}", "Name a commit of this checkout.")
     return proc.stdout.decode().strip()
@@ -64,11 +61,11 @@ def code_at(rev: str, cache: Path, root: Path = ROOT) -> Path:
     done = dest / ".setupbot-tree-complete"
     if done.is_file():
         return dest
-    top = set(_git("ls-tree", "--name-only", commit, cwd=root).stdout.decode().split())
+    top = set(_git(root / ".git", "ls-tree", "--name-only", commit, timeout=60).stdout.decode().split())
     wanted = [p for p in ("bot", "templates", "schemas", "pyproject.toml") if p in top]
     if "bot" not in wanted:
         raise InputError(f"setupbot@{rev}: commit {commit[:12]} has no bot package", "Name a commit of setupbot.")
-    proc = _git("archive", "--format=tar", commit, "--", *wanted, cwd=root)
+    proc = _git(root / ".git", "archive", "--format=tar", commit, "--", *wanted, timeout=60)
     if proc.returncode != 0:
         raise InputError(f"setupbot@{rev}: git archive failed", proc.stderr.decode(errors="replace")[-300:])
     dest.mkdir(parents=True, exist_ok=True)
