@@ -221,9 +221,9 @@ def _uv_compile(
 ) -> Resolution:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
-        argv = _compile_argv(uv, Path(tmp), requirements, python, index_url, constraints, only_binary, exclude_newer)
-        if no_deps:
-            argv[3:3] = ["--no-deps"]
+        argv = _compile_argv(
+            uv, Path(tmp), requirements, python, index_url, constraints, only_binary, exclude_newer, no_deps
+        )
         env = host_env()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp)
@@ -249,6 +249,7 @@ def _compile_argv(
     constraints: list[str] | None,
     only_binary: bool,
     exclude_newer: str | None,
+    no_deps: bool = False,
 ) -> list[str]:
     """The ``uv pip compile`` command line; the requirements (and constraints) files it reads
     are written into ``tmp``."""
@@ -281,6 +282,8 @@ def _compile_argv(
         argv[i : i + 1] = ["--only-binary", ":all:"]
     if exclude_newer:
         argv[3:3] = ["--exclude-newer", exclude_newer]
+    if no_deps:
+        argv[3:3] = ["--no-deps"]
     if constraints:
         cons = tmp / "constraints.txt"
         cons.write_text("\n".join(constraints) + "\n")
