@@ -114,6 +114,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._era_cache: Any = None  # bot.graph.era.Era, resolved on first use
         self._drift_tried = False  # the era set for failing assertions is tried once per run
         self.providers: dict[str, list[str]] = {}  # module -> installed distributions (runner)
+        self._counts_checked = False
         self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
     # -- plan facts -------------------------------------------------------------------------

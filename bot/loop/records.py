@@ -32,6 +32,9 @@ class KeptRepair:
     checkpoint: Checkpoint | None = None  # the state before the repair: undo_to returns there
     alternatives: list[Candidate] = field(default_factory=list)
     before_idents: set = field(default_factory=set)
+    # tests that passed in the state before the trial: a repair kept on counts alone (the era set
+    # for failing assertions) is checked against the clean replay's
+    before_passed: int | None = None
 
     @property
     def in_container(self) -> bool:

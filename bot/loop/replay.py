@@ -10,7 +10,7 @@ from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
 from bot.loop.diagnose import Signature
 from bot.loop.lock import lock_environment
-from bot.loop.records import member_results
+from bot.loop.records import KeptRepair, member_results
 from bot.loop.repair import find_test_dirs, next_python
 from bot.loop.state import LoopBase
 from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, ran_count
@@ -35,6 +35,13 @@ class ReplayMixin(LoopBase):
             return None
         replay_ws = self.replay()
         outcome = replay_ws.outcome
+        disproved = self._disproved_by_counts(outcome)
+        if disproved is not None and disproved.checkpoint is not None and self.budget.can_replay():
+            # the clean build does not reproduce what the working container showed: without
+            # the repair, the state before it is what the repository had, so replay that
+            self._drop_disproved(replay_ws, disproved)
+            replay_ws.close()
+            return self._finish(over_budget)
         rec.members = member_results(self.graph, outcome.results)
         if self._ran(outcome) or finds_no_tests(outcome):
             if finds_no_tests(outcome) or ran_count(outcome) == 0:
@@ -69,6 +76,42 @@ class ReplayMixin(LoopBase):
             return None
         self._reoffer_unreproduced(outcome)
         return replay_ws
+
+    def _disproved_by_counts(self, outcome: TargetOutcome) -> KeptRepair | None:
+        """A repair kept because more tests passed in the working container (the era set for
+        failing assertions) whose clean replay passes fewer tests than the state before it did.
+        Checked once per run: the replay without it is what the run then stands on."""
+        if self._counts_checked or not self._ran(outcome):
+            return None
+        self._counts_checked = True
+        passed = outcome.results.count("passed")
+        for kept in self.record.repairs:
+            sig = kept.signature
+            if sig is not None and sig.kind == "assertion_drift" and kept.before_passed is not None:
+                if passed < kept.before_passed:
+                    return kept
+        return None
+
+    def _drop_disproved(self, replay_ws: Workspace, kept: KeptRepair) -> None:
+        """Take the graph back to before ``kept`` (with any repair kept after it) and say why.
+        The checkpoint was taken in a working container, not the replay's: only the graph and
+        the record go back."""
+        results = replay_ws.outcome.results
+        passed, failed = results.count("passed"), results.count("failed")
+        assert kept.checkpoint is not None
+        undone = self.undo_to(replay_ws, kept.checkpoint)
+        self.record.warnings.append(
+            f"{kept.candidate.describe()} was kept because more tests passed in the working container, "
+            f"but the clean replay passed {passed} ({failed} failed) against {kept.before_passed} before it: "
+            "left out of the Dockerfile and replayed again"
+            + (f" (also undone: {', '.join(k.candidate.describe() for k in undone[1:])})" if len(undone) > 1 else "")
+        )
+        self.traj.record(
+            "rollback",
+            command=[k.candidate.describe() for k in undone],
+            outcome="replay-disproved",
+            detail={"replay_passed": passed, "replay_failed": failed, "before_passed": kept.before_passed},
+        )
 
     def _reoffer_unreproduced(self, outcome: TargetOutcome) -> None:
         """A kept repair whose failure is back in the clean replay did not reach the image: the

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.loop.diagnose import Signature
-    from bot.loop.records import KeptRepair, RunRecord
+    from bot.loop.records import Checkpoint, KeptRepair, RunRecord
     from bot.loop.repair import Candidate
     from bot.loop.target import TargetOutcome
     from bot.loop.trajectory import Budget, Trajectory
@@ -42,6 +42,7 @@ class LoopBase:
     _era_cache: Any
     providers: dict[str, list[str]]
     reoffered: set  # kept candidates a clean replay disproved, offered again
+    _counts_checked: bool  # the clean replay was checked once against the repairs kept on counts
 
     if TYPE_CHECKING:
         # what one seam calls on another (defined in the mixin named; SetupLoop has them all)
@@ -61,6 +62,8 @@ class LoopBase:
         def era_candidates(self, sig: Signature, log_text: str = "") -> list[Candidate]: ...  # era
 
         def _ran(self, outcome: TargetOutcome) -> bool: ...  # orchestrator
+
+        def undo_to(self, ws: Workspace, cp: Checkpoint, *, depth: int | None = None) -> list[KeptRepair]: ...  # trials
 
     @property
     def graph(self) -> Any:

@@ -164,7 +164,15 @@ class TrialsMixin(LoopBase):
                 self.tried.setdefault(done.ident, set()).add(cand.key())
                 excerpt = _excerpt(before.log, done)
             self._keep(
-                KeptRepair(done, cand, excerpt, checkpoint=cp, alternatives=alternatives, before_idents=before_idents)
+                KeptRepair(
+                    done,
+                    cand,
+                    excerpt,
+                    checkpoint=cp,
+                    alternatives=alternatives,
+                    before_idents=before_idents,
+                    before_passed=before.results.count("passed") if before.results is not None else None,
+                )
             )
             return True, new_ws
         self.failed_in_state.setdefault(frozenset(before_idents), set()).add(cand.key())

@@ -41,6 +41,10 @@ class World:
     # every unmet need of a stage shows at once (pytest's collection reports each module's error),
     # not only the first
     together: bool = False
+    # (what, how many): when what is built into an image with no cache (the clean replay), that
+    # many more tests fail, as a set installed over a working container can differ from what a
+    # clean build resolves
+    clean_breaks: tuple[str, int] | None = None
 
     def unmet(self, state: State, stage: str) -> str | None:
         if self.together:
@@ -246,6 +250,8 @@ class FakeSession:
                 )
             drifted = world.assert_fails is not None and world.assert_fails[0] not in have.have
             failing = world.assert_fails[1] if drifted and world.assert_fails else 0
+            if "clean-breaks" in have.have and world.clean_breaks is not None:
+                failing = min(world.tests - 1, failing + world.clean_breaks[1])
             assertion = "AssertionError: assert '&lt;b&gt;x&lt;/b&gt;' == '&lt;strong&gt;x&lt;/strong&gt;'"
             cases = "".join(
                 f'<testcase classname="tests.test_x" name="test_{i}">'
@@ -284,6 +290,9 @@ class FakeEngine:
     def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None, timeout=None) -> BuildResult:
         state = _have_from_dockerfile(dockerfile_text)
         self.builds.append({"tag": tag, "no_cache": no_cache, "text": dockerfile_text})
+        breaks = self.world.clean_breaks
+        if no_cache and breaks is not None and breaks[0] in state.have:
+            state.have.add("clean-breaks")
         out = self.world.unmet(state, "build")
         if out:
             return BuildResult(False, tag, "Step 3/5 : RUN pip install .\n" + out, 1.0)

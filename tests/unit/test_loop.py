@@ -523,6 +523,37 @@ def test_an_era_set_that_does_not_fix_the_assertions_is_taken_back_and_tried_onc
     assert not any("pygments" in b["text"] for b in engine.builds if b["no_cache"])
 
 
+def test_an_era_set_the_clean_replay_contradicts_is_left_out_and_replayed_again(tmp_path, monkeypatch):
+    """The era set made every test pass in the working container, but the clean build of it
+    passes fewer tests than the state before it did (1 against 2): the run does not publish the
+    worse environment. The era set leaves the graph, a second replay proves the state before
+    it, and the report says why."""
+    world = World([], tests=6, assert_fails=("pip:pygments==2.19.1", 4), clean_breaks=("pip:pygments==2.19.1", 5))
+    rec, engine, _ = _drift_run(tmp_path, monkeypatch, world, {"pygments": "2.19.1", "markdown": "3.8"})
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == []
+    replays = [b for b in engine.builds if b["no_cache"]]
+    assert len(replays) == 2
+    assert "pygments==2.19.1" in replays[0]["text"] and "pygments==2.19.1" not in replays[1]["text"]
+    assert (rec.replay["tests"]["passed"], rec.replay["tests"]["failed"]) == (2, 4)
+    assert "pygments" not in rec.dockerfile
+    said = [w for w in rec.warnings if "clean replay passed 1 (5 failed) against 2 before it" in w]
+    assert said and "left out of the Dockerfile" in said[0], rec.warnings
+    disproved = [s for s in rec.trajectory.steps if s.action == "rollback" and s.outcome == "replay-disproved"]
+    assert len(disproved) == 1
+
+
+def test_an_era_set_the_clean_replay_confirms_stays(tmp_path, monkeypatch):
+    """The clean build passes fewer than the working container (5 of 6) but more than before the
+    era set (2): the repair stays, with one replay."""
+    world = World([], tests=6, assert_fails=("pip:pygments==2.19.1", 4), clean_breaks=("pip:pygments==2.19.1", 1))
+    rec, engine, _ = _drift_run(tmp_path, monkeypatch, world, {"pygments": "2.19.1", "markdown": "3.8"})
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_constraint pygments==2.19.1"]
+    assert len([b for b in engine.builds if b["no_cache"]]) == 1
+    assert (rec.replay["tests"]["passed"], rec.replay["tests"]["failed"]) == (5, 1)
+
+
 def test_no_era_trial_without_a_reference_date_or_when_failures_are_not_assertions(tmp_path, monkeypatch):
     world = World([], tests=6, assert_fails=("pip:pygments==2.19.1", 4))
     rec, _, calls = _drift_run(tmp_path, monkeypatch, world, {"pygments": "2.19.1"}, as_of=None)
