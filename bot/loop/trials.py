@@ -48,11 +48,22 @@ class TrialsMixin(LoopBase):
             ws.target_env = dict(cp.target_env)
         return undone
 
+    @staticmethod
+    def _repair_detail(cand: Candidate, sig: Signature | None) -> str:
+        return (sig.describe() + ": " if sig else "") + (cand.why or cand.describe())
+
     def _apply_to_graph(self, cand: Candidate, sig: Signature | None) -> None:
         # one evidence item (a list of one tuple: apply_atom iterates over items)
-        evidence = [(REPAIR_EVIDENCE, None, (sig.describe() + ": " if sig else "") + (cand.why or cand.describe()))]
+        evidence = [(REPAIR_EVIDENCE, None, self._repair_detail(cand, sig))]
         for atom in cand.atoms:
             self.graph.apply_atom(atom, evidence)
+
+    def _retell(self, cand: Candidate, trialled: Signature | None, fixed_sig: Signature) -> None:
+        """The repair was trialled against one failure and fixed another: the graph's evidence
+        (which the Dockerfile's comment cites) names the one it fixed."""
+        was, now = self._repair_detail(cand, trialled), self._repair_detail(cand, fixed_sig)
+        for node in getattr(self.graph, "nodes", {}).values():
+            node.evidence = [(f, ln, now if f == REPAIR_EVIDENCE and d == was else d) for f, ln, d in node.evidence]
 
     # -- trials -------------------------------------------------------------------------------
     def trial_in_container(
@@ -163,6 +174,7 @@ class TrialsMixin(LoopBase):
             if done is not sig and done is not None:
                 self.tried.setdefault(done.ident, set()).add(cand.key())
                 excerpt = _excerpt(before.log, done)
+                self._retell(cand, sig, done)
             self._keep(
                 KeptRepair(
                     done,

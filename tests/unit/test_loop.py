@@ -640,3 +640,33 @@ def test_compare_counts_another_failure_fixed_as_progress():
     # the other failure went but a new one came: worse, as before
     new = TargetOutcome("collect", [mismatch, Signature("missing_module", "installation", "llvmlite", "")])
     assert compare(before, new, mismatch) == "worse"
+
+
+def test_a_repair_that_fixed_another_failure_cites_that_failure_in_the_dockerfile():
+    """The Dockerfile's comment above a repair names the failure it fixed: a repair trialled
+    against the duplicate-basename failure that fixed the missing module says "missing module
+    numba", not the failure it was offered for."""
+    from types import SimpleNamespace
+
+    from bot.atoms import Atom
+    from bot.compile.dockerfile import _where
+    from bot.graph.model import DepGraph
+    from bot.loop.diagnose import Signature
+    from bot.loop.repair import Candidate
+    from bot.loop.trials import TrialsMixin
+
+    class Host(TrialsMixin):
+        def __init__(self) -> None:
+            self.plan = SimpleNamespace(graph=DepGraph())
+
+    host = Host()
+    mismatch = Signature("import_file_mismatch", "collection", "test_a", "import file mismatch")
+    numba = Signature("missing_module", "import", "numba", "No module named 'numba'")
+    cand = Candidate([Atom("pip_install", {"packages": ["numba"]})], "knowledge", why="the module's distribution")
+    host._apply_to_graph(cand, mismatch)
+    node = host.graph.nodes["package:numba"]
+    assert any("import_file_mismatch" in d for _, _, d in node.evidence)
+    host._retell(cand, mismatch, numba)
+    cited = _where([node])
+    assert cited == [f"repair for {numba.describe()}: the module's distribution"], cited
+    assert not any("import_file_mismatch" in d for _, _, d in node.evidence)
