@@ -50,15 +50,18 @@ from bot.markers import has_marker
 log = logging.getLogger(__name__)
 
 _MARK = "SETUPBOT-DISTS:"
-# Every installed distribution with its version and whether it came from a URL or a path
-# (direct_url.json: editable installs, VCS and local paths), which no index hash can cover.
+# Every installed distribution with its version, whether it came from a URL or a path
+# (direct_url.json: editable installs, VCS and local paths), which no index hash can cover, and
+# whether its wheel was pure Python (the WHEEL file's Root-Is-Purelib: building it from an sdist
+# needs no compiler).
 FREEZE_SCRIPT = (
     "import json, importlib.metadata as m\n"
     "seen = {}\n"
     "for d in m.distributions():\n"
     "    name = d.metadata['Name']\n"
     "    if name and name.lower() not in seen:\n"
-    "        seen[name.lower()] = [name, d.version, bool(d.read_text('direct_url.json'))]\n"
+    "        pure = 'root-is-purelib: true' in (d.read_text('WHEEL') or '').lower()\n"
+    "        seen[name.lower()] = [name, d.version, bool(d.read_text('direct_url.json')), pure]\n"
     f"print({_MARK!r} + json.dumps(sorted(seen.values())))\n"
 )
 DPKG_FORMAT = "${Package}=${Version}\\n"
@@ -69,6 +72,7 @@ class InstalledSet:
     dists: dict[str, str] = field(default_factory=dict)  # canonical name -> version
     from_url: dict[str, str] = field(default_factory=dict)  # installed from a URL or path
     debs: dict[str, str] = field(default_factory=dict)  # Debian package -> version
+    pure: set[str] = field(default_factory=set)  # installed from a pure-Python wheel
     ok: bool = True
     error: str = ""
 
@@ -82,9 +86,12 @@ def parse_freeze_output(output: str) -> InstalledSet:
         rows = json.loads(line[len(_MARK) :])
     except ValueError as exc:
         return InstalledSet(ok=False, error=f"unreadable listing: {exc}")
-    for name, version, direct in rows:
+    for row in rows:
+        name, version, direct = row[:3]
         key = canonicalize_name(name)
         (out.from_url if direct else out.dists)[key] = version
+        if len(row) > 3 and row[3] is True:
+            out.pure.add(key)
     return out
 
 
@@ -329,6 +336,7 @@ class _Replay:
     base: InstalledSet  # the base image's own distributions, which are not reinstalled
     pins: dict[str, str]
     apt_versions: dict[str, str]
+    pure: frozenset[str] = frozenset()  # pins installed from pure-Python wheels
 
 
 @dataclass
@@ -426,7 +434,7 @@ def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: fl
             seconds=time.monotonic() - t0,
         )
     apt_versions = {n: replay.debs[n] for n in apt if n in replay.debs}
-    return _Replay(apt, base, pins, apt_versions)
+    return _Replay(apt, base, pins, apt_versions, frozenset(replay.pure & set(pins)))
 
 
 def _keep_current(
@@ -481,13 +489,14 @@ def _draft_lock(
     text = lock.render()
     locked = DepGraph.from_json(graph.to_json())
     apply_lock(locked, lock, rel, source="frozen from the clean replay", apt_versions=replay.apt_versions)
-    compiler = _unneeded_compiler(locked, replay.pins, python, index_url, timeout)
+    compiler = _unneeded_compiler(locked, replay.pins, python, index_url, timeout, pure=replay.pure)
     if compiler is not None:
-        # every locked distribution installs from a wheel and the project compiles nothing:
-        # the image is tried without the compiler (issue 16: build-essential only when needed)
+        # every locked distribution installs from a wheel or is pure Python, and the project
+        # compiles nothing: the image is tried without the compiler (issue 16: build-essential
+        # only when needed); a build that fails without it gets it back (_build_locked)
         compiler.action = None
-        compiler.attrs["dropped"] = "every locked distribution has a wheel"
-        notes.append("build-essential left out: every locked distribution installs from a wheel")
+        compiler.attrs["dropped"] = "every locked distribution has a wheel or is pure Python"
+        notes.append("build-essential left out: every locked distribution installs from a wheel or is pure Python")
     dockerfile = compile_dockerfile(locked).text
     return _Draft(lock, text, locked, compiler, notes, dockerfile)
 
@@ -544,21 +553,33 @@ def _differs_from_replay(engine: Any, tag: str, graph: DepGraph, replay: _Replay
 
 
 def _unneeded_compiler(
-    graph: DepGraph, pins: Mapping[str, str], python: str, index_url: str | None, timeout: float
+    graph: DepGraph,
+    pins: Mapping[str, str],
+    python: str,
+    index_url: str | None,
+    timeout: float,
+    *,
+    pure: frozenset[str] = frozenset(),
 ) -> Any:
     """The build-essential node when nothing in the locked image compiles: the project has no
     C extension and every pin has a wheel for this Python (one ``--only-binary`` resolution
-    over the exact pins). None otherwise."""
+    over the exact pins), except those the replay installed from a pure-Python wheel: building
+    such an sdist needs no compiler. None otherwise."""
     node = graph.nodes.get("systemlib:build-essential")
     project = graph.nodes.get(PROJECT)
     if node is None or node.action != "apt" or (project is not None and project.attrs.get("compiles")):
         return None
     if any(n.action == "run" for n in graph.nodes.values()):
         return None  # a repair's command may compile: keep what the replay had
-    if not pins or sdist_only(dict(pins), python, timeout=timeout, index_url=index_url) is not None:
+    binary = {n: v for n, v in pins.items() if n not in pure}
+    if not pins:
+        return None
+    if not binary:
+        return node
+    if sdist_only(binary, python, timeout=timeout, index_url=index_url) is not None:
         return None
     # sdist_only answers None also when it could not tell (uv missing): ask for a clean yes
     check = uv_compile(
-        [f"{n}=={v}" for n, v in sorted(pins.items())], python, timeout=timeout, index_url=index_url, only_binary=True
+        [f"{n}=={v}" for n, v in sorted(binary.items())], python, timeout=timeout, index_url=index_url, only_binary=True
     )
     return node if check.ok and not check.skipped else None

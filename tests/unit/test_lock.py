@@ -414,8 +414,10 @@ def _wheels_everywhere(monkeypatch, wheels: bool = True):
     monkeypatch.setattr(
         vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
     )
-    monkeypatch.setattr(resolve, "sdist_only", lambda pins, *a, **k: None if wheels else "psycopg2")
-    monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: Resolution(wheels, {}))
+    # the lock module's own names: the tests never ask the real index
+    for module in (resolve, vlock):
+        monkeypatch.setattr(module, "sdist_only", lambda pins, *a, **k: None if wheels else "psycopg2")
+        monkeypatch.setattr(module, "uv_compile", lambda *a, **k: Resolution(wheels, {}))
 
 
 def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp_path, monkeypatch):
@@ -454,3 +456,67 @@ def test_the_compiler_stays_when_the_project_or_a_pin_compiles(tmp_path, monkeyp
     engine = _PickyEngine(dict(sets), needs_compiler=False)
     out = vlock.lock_environment(engine, repo2, plan(repo2).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and "build-essential" in engine.builds[0]
+
+
+def test_a_pure_python_pin_with_only_an_sdist_does_not_keep_the_compiler(tmp_path, monkeypatch):
+    """flufl.flake8 has no wheel on the index, but the replay installed it from a pure-Python
+    wheel it built: building that sdist needs no compiler, so the locked image is tried without
+    build-essential. The wheel check runs over the other pins only."""
+    from bot.graph.resolve import Resolution
+
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    g = plan(repo).graph
+    monkeypatch.setattr(
+        vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
+    )
+    asked: list[set] = []
+
+    def sdist_only(pins, *a, **k):
+        asked.append(set(pins))
+        return "flufl-flake8" if "flufl-flake8" in pins else None
+
+    monkeypatch.setattr(vlock, "sdist_only", sdist_only)
+    monkeypatch.setattr(
+        vlock, "uv_compile", lambda specs, *a, **k: Resolution(not any("flufl" in s for s in specs), {})
+    )
+    sets = {
+        "t:replay-1": '[["psycopg", "3.2.1", false, false], ["flufl.flake8", "0.10", false, true]]',
+        "python:3.11-slim": "[]",
+    }
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 1
+    assert "build-essential" not in engine.builds[0]
+    assert asked == [{"psycopg"}]
+    assert any("build-essential left out" in n and "pure Python" in n for n in out.notes), out.notes
+    # a pin that is not pure and has only an sdist still keeps it
+    (repo / ".devcontainer" / "requirements.lock").unlink()
+    sets["t:replay-1"] = '[["psycopg", "3.2.1", false, false], ["flufl.flake8", "0.10", false, false]]'
+    engine = _PickyEngine(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and "build-essential" in engine.builds[0]
+
+
+def test_the_freeze_program_reads_purelib_from_the_wheel_file(tmp_path):
+    """The freeze program, run here on a made-up site-packages: a distribution whose WHEEL says
+    Root-Is-Purelib: true is pure; one with false, or with no WHEEL file, is not."""
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    for name, wheel in (("purepkg", "Root-Is-Purelib: true\n"), ("cpkg", "Root-Is-Purelib: false\n"), ("eggpkg", None)):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        if wheel is not None:
+            (info / "WHEEL").write_text("Wheel-Version: 1.0\n" + wheel)
+    # only the made-up folder and the standard library (no site-packages of this interpreter)
+    script = (
+        "import sys; sys.path[:] = [sys.argv[1]] + [p for p in sys.path if 'packages' not in p]\n" + vlock.FREEZE_SCRIPT
+    )
+    r = subprocess.run([sys.executable, "-I", "-c", script, str(site)], capture_output=True, text=True, timeout=60)
+    found = vlock.parse_freeze_output(r.stdout)
+    assert found.ok, r.stderr
+    assert found.dists == {"purepkg": "1.0", "cpkg": "1.0", "eggpkg": "1.0"}
+    assert found.pure == {"purepkg"}
