@@ -198,6 +198,7 @@ def render_summary(
         lines += _same_run_lines(python)
         lines += _difficulty_lines(python, systems)
         lines += _per_repository_lines(python, systems, repos)
+        lines += _time_lines(python)
     for ecosystem in sorted({ecosystem_of(r) for r in records} - {"python", ""}):
         lines += _ecosystem_lines(ecosystem, [r for r in records if ecosystem_of(r) == ecosystem])
     lines += _unexported_lines([r for r in records if ecosystem_of(r) == ""])
@@ -448,6 +449,57 @@ def _same_run_lines(records: list[dict]) -> list[str]:
             f"{_secs(new)} against {_secs(old)} (ratio {ratio}); EBSR {ebsr_new}/{n} against {ebsr_old}/{n}."
         )
     return [*lines, ""] if lines else []
+
+
+# the stages of a setupbot run, as its record times them (the loop's RunRecord.timings)
+STAGES = (
+    ("plan", "plan_seconds"),
+    ("builds", "build_seconds"),
+    ("target runs", "test_seconds"),
+    ("lock", "lock_seconds"),
+)
+
+
+def stage_times(record: dict) -> dict[str, float] | None:
+    """Seconds per stage of one setupbot run, with "other" for what no stage timed (snapshots,
+    trial installs, services, the freeze); None for a record that does not time its target runs."""
+    timings = (record.get("details") or {}).get("timings") or {}
+    if "test_seconds" not in timings or not timings.get("total_seconds"):
+        return None
+    out = {name: float(timings.get(key) or 0.0) for name, key in STAGES}
+    total = float(timings["total_seconds"])
+    out["other"] = max(0.0, total - sum(out.values()))
+    out["total"] = total
+    out["replay"] = float(timings.get("replay_seconds") or 0.0)
+    return out
+
+
+def _time_lines(records: list[dict]) -> list[str]:
+    """Where setupbot's produce time goes, per repository, slowest first (the replay's build
+    and test run are inside builds and target runs; its own column says how much)."""
+    rows = [(r, stage_times(r)) for r in records if r.get("system") == "setupbot"]
+    timed = sorted(((r, t) for r, t in rows if t is not None), key=lambda rt: -rt[1]["total"])
+    if not timed:
+        return []
+    names = [name for name, _ in STAGES] + ["other"]
+    lines = [
+        "## Where setupbot's time goes",
+        "",
+        "| repository | total | " + " | ".join(names) + " | of which the clean replay |",
+        "|---|---|" + "---|" * len(names) + "---|",
+    ]
+    for r, t in timed:
+        share = " | ".join(f"{_secs(t[n])} ({t[n] / t['total']:.0%})" for n in names)
+        lines.append(f"| {r['repo']} | {_secs(t['total'])} | {share} | {_secs(t['replay'])} |")
+    sums = {n: sum(t[n] for _, t in timed) for n in [*names, "total"]}
+    lines += [
+        "",
+        f"Across the {len(timed)} timed runs: "
+        + ", ".join(f"{n} {sums[n] / sums['total']:.0%}" for n in sorted(names, key=lambda n: -sums[n]))
+        + ".",
+        "",
+    ]
+    return lines
 
 
 def _difficulty_lines(records: list[dict], systems: list[str]) -> list[str]:

@@ -159,6 +159,8 @@ class ReplayMixin(LoopBase):
             "seconds": round(time.monotonic() - t0, 3),
             "tag": ws.tag,
         }
+        timings = self.record.timings
+        timings["replay_seconds"] = round(timings.get("replay_seconds", 0.0) + self.record.replay["seconds"], 3)
         self.traj.record(
             "replay-result",
             outcome="ok" if self.record.replay["ok"] else "failed",

@@ -421,3 +421,33 @@ def test_the_recorded_command_says_every_flag_that_changes_the_results():
     line = command_line(args)
     assert line.startswith("setupbot bench --repos r.tsv --systems setupbot")
     assert "--jobs 2" in line and "--force" in line and line.endswith("--determinism")
+
+
+def test_summary_says_where_setupbot_spends_its_time():
+    """A table of the stages each timed setupbot run spent its produce time in, slowest first,
+    with the shares across runs; runs recorded before target runs were timed are left out."""
+    from bot.bench.summary import stage_times
+
+    def rec(repo, total, build, test, lock, plan=2.0, replay=30.0):
+        timings = {
+            "plan_seconds": plan,
+            "build_seconds": build,
+            "test_seconds": test,
+            "lock_seconds": lock,
+            "replay_seconds": replay,
+            "total_seconds": total,
+        }
+        return {"repo": repo, "sha": "a" * 40, "system": "setupbot", "ebsr": True, "details": {"timings": timings}}
+
+    slow, quick = rec("o/slow", 1000.0, 300.0, 600.0, 50.0), rec("o/quick", 100.0, 60.0, 20.0, 10.0)
+    old = {"repo": "o/old", "sha": "b" * 40, "system": "setupbot", "details": {"timings": {"total_seconds": 50.0}}}
+    assert stage_times(old) is None
+    t = stage_times(slow)
+    assert t is not None and t["other"] == 48.0 and t["total"] == 1000.0
+    text = render_summary([quick, slow, old])
+    section = text[text.index("## Where setupbot's time goes") :]
+    table = [ln for ln in section.splitlines() if ln.startswith("| o/")]
+    assert [ln.split(" | ")[0] for ln in table] == ["| o/slow", "| o/quick"]
+    assert table[0] == "| o/slow | 16.7m | 2.0s (0%) | 300s (30%) | 10.0m (60%) | 50s (5%) | 48s (5%) | 30s |"
+    # across both: builds 360 of 1100, target runs 620, lock 60, plan 4, other 56
+    assert "Across the 2 timed runs: target runs 56%, builds 33%, lock 5%, other 5%, plan 0%." in section

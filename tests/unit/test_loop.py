@@ -58,6 +58,9 @@ def kept(rec):
 def test_missing_module_repaired_in_container_and_replayed_clean(tmp_path):
     rec, engine = run(tmp_path, World([Need("pip:PyYAML", MISSING_YAML)]))
     assert rec.status == "success", rec.remaining
+    # the stages the bench's time table reads: target runs (three here) and the replay
+    assert {"plan_seconds", "build_seconds", "test_seconds", "replay_seconds", "total_seconds"} <= set(rec.timings)
+    assert rec.timings["test_seconds"] <= rec.timings["total_seconds"]
     assert kept(rec) == ["pip_install PyYAML"]
     # the replay rebuilt from the compiled Dockerfile without cache, and the repair is in it
     replay = [b for b in engine.builds if b["no_cache"]]
