@@ -517,8 +517,16 @@ def _project_steps(graph: DepGraph, n: Node, locked: set[str], native: Node | No
             "op": "RUN",
             "head": None,
             "nodes": [n],
-            "commands": _project_commands(graph, tool, target, extras, locked, native),
-            "comments": ["the project with its test extras" if extras else "the project"] + _where([n]),
+            "commands": _own_import_commands(
+                _project_commands(graph, tool, target, extras, locked, native), locked, bool(n.attrs.get("self_import"))
+            ),
+            "comments": ["the project with its test extras" if extras else "the project"]
+            + (
+                ["without build isolation and with the checkout on PYTHONPATH: setup.py imports from it"]
+                if n.attrs.get("self_import")
+                else []
+            )
+            + _where([n]),
         }
     ]
 
@@ -549,6 +557,24 @@ def _deps_only_steps(n: Node, tool: str, locked: set[str]) -> list[Step]:
             }
         )
     return steps
+
+
+def _own_import_commands(cmds: list[list[str]], locked: set[str], self_import: bool) -> list[list[str]]:
+    """setup.py imports a module of the checkout under a backend that leaves the checkout off
+    sys.path: pip's editable install runs without build isolation (which would replace
+    PYTHONPATH) and with the checkout on PYTHONPATH; the build tools come first unless the lock
+    has them."""
+    if not self_import or not any(c[: len(PIP)] == PIP and "-e" in c for c in cmds):
+        return cmds
+    out: list[list[str]] = []
+    for c in cmds:
+        if c[: len(PIP)] == PIP and "-e" in c:
+            if not locked:
+                out.append([*PIP, "setuptools", "wheel"])
+            out.append(["env", f"PYTHONPATH={WORKDIR}", *PIP, "--no-build-isolation", *c[len(PIP) :]])
+        else:
+            out.append(c)
+    return out
 
 
 def _project_commands(

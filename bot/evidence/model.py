@@ -131,6 +131,9 @@ class Project:
     scm_version: Source | None = None  # setuptools-scm, hatch-vcs, versioningit, ...
     scm_tool: str | None = None
     c_extensions: Source | None = None
+    # setup.py imports a module of the checkout (its own package for __version__, versioneer.py):
+    # a build backend that does not put the checkout on sys.path cannot run it
+    self_import: Source | None = None
     manager: str | None = None  # poetry | pdm | uv | hatch | flit | setuptools | pipenv | conda
     extras: dict[str, list[str]] = field(default_factory=dict)
 

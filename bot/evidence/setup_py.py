@@ -69,6 +69,9 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
         ev.warn(rel, getattr(exc, "lineno", None), f"cannot parse setup.py: {exc.msg if hasattr(exc, 'msg') else exc}")
         return
     names = _module_names(tree)
+    own = _own_import(tree, files)
+    if own is not None:
+        proj.self_import = Source(rel, own[1], f"setup.py imports {own[0]} from the checkout")
     setup_call = _find_setup_call(tree, ev, rel)
     # requirements files named in setup.py (open("requirements.txt") etc.)
     for m in re.finditer(r"""["']([\w./-]*requirements[\w./-]*\.txt)["']""", text):
@@ -82,6 +85,32 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
     for kw in setup_call.keywords:
         if kw.arg is not None:
             _setup_keyword(ev, rel, text, kw, names)
+
+
+def _own_import(tree: ast.Module, files: RepoFiles) -> tuple[str, int] | None:
+    """The first module of the checkout that setup.py imports at module level (``from mypkg
+    import __version__``, ``import versioneer``), with its line; None when it imports none."""
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        stmt = stack.pop(0)
+        if isinstance(stmt, (ast.If, ast.Try)):
+            stack[:0] = [
+                *stmt.body,
+                *getattr(stmt, "orelse", []),
+                *[s for h in getattr(stmt, "handlers", []) for s in h.body],
+            ]
+            continue
+        if isinstance(stmt, ast.Import):
+            modules = [a.name for a in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            modules = [stmt.module]
+        else:
+            continue
+        for module in modules:
+            top = module.split(".")[0]
+            if files.exists(f"{top}/__init__.py") or files.exists(f"{top}.py"):
+                return top, stmt.lineno
+    return None
 
 
 def _module_names(tree: ast.Module) -> dict[str, ast.AST]:

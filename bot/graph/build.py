@@ -167,6 +167,15 @@ def _add_project(g: DepGraph, proj: Project, test_extras: list[str]) -> None:
     )
     if proj.install_source:
         pnode.add_evidence(*_ev(proj.install_source))
+    if proj.self_import and (proj.build_backend or "").strip() == "setuptools.build_meta":
+        # setuptools.build_meta (unlike its __legacy__ form) leaves the checkout off sys.path, and
+        # pip's isolated build replaces PYTHONPATH: setup.py's import fails before the build starts
+        pnode.attrs["self_import"] = True
+        pnode.add_evidence(
+            proj.self_import.file,
+            proj.self_import.line,
+            proj.self_import.detail + ", which setuptools.build_meta does not put on sys.path",
+        )
     link_runtime(g, PROJECT)
     g.edge("target:tests", PROJECT)
     if proj.scm_version:
