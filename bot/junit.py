@@ -8,8 +8,9 @@ as ``TestResults``; ``TestCounts`` is the counts alone, as the report and the be
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -162,6 +163,62 @@ def parse_junit(xml_text: str, *, tracebacks: bool = False) -> TestResults:
         results.outcomes[case.test_id] = case.outcome
         if message:
             results.messages[case.test_id] = message
+    return results
+
+
+# unittest's (and Django's test runner's) verbose lines: "test_x (pkg.mod.Class.test_x) ... ok",
+# Python 3.10 and older "test_x (pkg.mod.Class) ... ok"; a docstring's first line may stand
+# between the name and the verdict
+_UNITTEST_LINE = re.compile(
+    r"^(?P<name>\w+) \((?P<where>[\w.]+)\)(?:\n[^\n]*?)? \.\.\. "
+    r"(?P<verdict>ok|FAIL|ERROR|skipped\b.*|expected failure|unexpected success)\s*$",
+    re.M,
+)
+_UNITTEST_SECTION = re.compile(
+    r"^={20,}\n(?P<kind>FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\)[^\n]*\n(?:[^\n]*\n)?-{20,}\n(?P<body>.*?)(?=^={20,}$|^-{20,}\nRan |\Z)",
+    re.M | re.S,
+)
+_UNITTEST_VERDICT = {
+    "ok": PASSED,
+    "FAIL": FAILED,
+    "ERROR": ERROR,
+    "expected failure": PASSED,
+    "unexpected success": FAILED,
+}
+
+
+def is_unittest(argv: Sequence[str]) -> bool:
+    """``python -m unittest ...``: the standard library's runner, which writes no JUnit."""
+    return list(argv[1:3]) == ["-m", "unittest"]
+
+
+def _unittest_id(name: str, where: str) -> str:
+    classname = where[: -len(name) - 1] if where.endswith("." + name) else where
+    return f"{classname}::{name}"
+
+
+def parse_unittest(output: str, *, tracebacks: bool = False) -> TestResults:
+    """A run's results from unittest's verbose output (``-v``; Django's ``-v 2`` prints the
+    same lines), with each failure's traceback from the sections after the run. No test line
+    gives empty results with ``junit_found`` False; ``junit_found`` means per-test results
+    were read, as for libtest's text."""
+    results = TestResults()
+    for m in _UNITTEST_LINE.finditer(output or ""):
+        verdict = m.group("verdict")
+        outcome = SKIPPED if verdict.startswith("skipped") else _UNITTEST_VERDICT[verdict]
+        test_id = _unittest_id(m.group("name"), m.group("where"))
+        results.outcomes[test_id] = outcome
+        if outcome == SKIPPED:
+            reason = verdict[len("skipped") :].strip().strip("'\"")
+            if reason:
+                results.messages[test_id] = reason[:300]
+    for m in _UNITTEST_SECTION.finditer(output or ""):
+        test_id = _unittest_id(m.group("name"), m.group("where"))
+        body = m.group("body").strip()
+        if test_id in results.outcomes and body:
+            lines = body.splitlines()
+            results.messages[test_id] = body[-3000:] if tracebacks else lines[-1][:300]
+    results.junit_found = bool(results.outcomes)
     return results
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot import safefs
-from bot.junit import TestResults, parse_junit
+from bot.junit import TestResults, is_unittest, parse_junit, parse_unittest
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
@@ -226,6 +226,8 @@ class TargetMixin(LoopBase):
             cmd = list(self.plan.test_command or ["python", "-m", "pytest"])
         if _is_pytest(cmd) and not any(a.startswith("--junitxml") for a in cmd):
             cmd = [*cmd, f"--junitxml={JUNIT_PATH}"]
+        elif is_unittest(cmd) and not {"-v", "--verbose"} & set(cmd):
+            cmd = [*cmd, "-v"]  # one line per test: the per-test results JUnit gives pytest
         return cmd
 
     def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:
@@ -270,6 +272,11 @@ class TargetMixin(LoopBase):
             if xml.exit_code == 0:
                 results = parse_junit(xml.output, tracebacks=True)
                 junit = bool(xml.output.strip())
+        else:
+            # unittest's verbose lines (and Django's -v 2): per-test results without JUnit
+            from_text = parse_unittest(r.output, tracebacks=True)
+            if from_text.junit_found:
+                results, junit = from_text, True
         sigs = diagnose(r.output + "\n" + results.failure_text())
         collect_exit = 0 if collect is not None or r.exit_code in (0, 1) else r.exit_code
         if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):

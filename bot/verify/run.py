@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.junit import TestResults, parse_junit
+from bot.junit import TestResults, is_unittest, parse_junit, parse_unittest
 from bot.services import (
     ServiceManager,
     ServiceSpec,
@@ -37,14 +37,21 @@ JUNIT_PATH = "/tmp/setupbot-junit.xml"
 
 
 def run_tests(executor: Executor, command: Sequence[str], timeout: int = 1200) -> TestResults:
-    """Run the tests with a JUnit report and read it back."""
+    """Run the tests with a JUnit report and read it back; a unittest run is made verbose and
+    its per-test lines are read instead (as is any runner's that prints them, Django's
+    ``-v 2``)."""
     run(executor, ["rm", "-f", JUNIT_PATH], timeout=30)
     argv = list(command)
     if any("pytest" in part for part in argv[:3]):
         argv += [f"--junitxml={JUNIT_PATH}", "-p", "no:cacheprovider"]
+    elif is_unittest(argv) and not {"-v", "--verbose"} & set(argv):
+        argv.append("-v")
     res = executor.exec(argv, timeout=timeout)
     report = run(executor, ["cat", JUNIT_PATH], timeout=60)
     results = parse_junit(report.output) if report.exit_code == 0 else TestResults(junit_found=False)
+    if not results.junit_found:
+        from_text = parse_unittest(str(getattr(res, "output", "")))
+        results = from_text if from_text.junit_found else results
     results.exit_code = getattr(res, "exit_code", None)
     results.timed_out = bool(getattr(res, "timed_out", False))
     results.output_tail = tail(str(getattr(res, "output", "")), 60, 6000)

@@ -267,7 +267,9 @@ class FakeSession:
             if failing:
                 return ExecResult(argv, 1, f"{failing} failed, {world.tests - failing} passed", 0.3)
             return ExecResult(argv, 0, f"{world.tests} passed", 0.3)
-        if world.runner is not None and argv[:2] == ["python", "runtests.py"]:
+        if world.runner is not None and (
+            argv[:2] == ["python", "runtests.py"] or argv[:3] == ["python", "-m", "unittest"]
+        ):
             return ExecResult(argv, world.runner[0], world.runner[1], 0.3)
         return ExecResult(argv, 0, "", 0.05)
 

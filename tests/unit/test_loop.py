@@ -432,6 +432,45 @@ def test_a_unittest_runner_with_failing_tests_counts_as_ran(tmp_path):
     assert rec.replay["ok"]
 
 
+UNITTEST_VERBOSE = (
+    "test_ok (tests.test_rules.TestRules.test_ok) ... ok\n"
+    "test_bad (tests.test_rules.TestRules.test_bad) ... FAIL\n\n"
+    "======================================================================\n"
+    "FAIL: test_bad (tests.test_rules.TestRules.test_bad)\n"
+    "----------------------------------------------------------------------\n"
+    "AssertionError: 1 != 2\n\n"
+    "----------------------------------------------------------------------\n"
+    "Ran 2 tests in 0.010s\n\nFAILED (failures=1)\n"
+)
+
+
+def test_a_unittest_command_runs_verbose_and_its_tests_are_read_one_by_one(tmp_path):
+    """`python -m unittest` writes no JUnit: the loop adds -v and reads each test's line, so the
+    record holds per-test results as it does for pytest."""
+    engine = FakeEngine(World([], runner=(1, UNITTEST_VERBOSE)))
+    s = load_settings(
+        tmp_path, environ={}, overrides={"target": {"test_command": ["python", "-m", "unittest", "discover", "tests"]}}
+    )
+    rec = run_setup(
+        tmp_path,
+        s,
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker(),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11"],
+    )
+    assert rec.status == "success", rec.remaining
+    assert rec.tests.outcomes == {
+        "tests.test_rules.TestRules::test_ok": "passed",
+        "tests.test_rules.TestRules::test_bad": "failed",
+    }
+    assert (rec.replay["tests"]["passed"], rec.replay["tests"]["failed"]) == (1, 1)
+    ran = [s.command for s in rec.trajectory.steps if s.action == "test"]
+    assert ran and all(c == ["python", "-m", "unittest", "discover", "tests", "-v"] for c in ran), ran
+
+
 def test_a_runner_that_never_started_is_not_ran(tmp_path):
     engine = FakeEngine(World([], runner=(1, "Traceback (most recent call last):\nRuntimeError: no settings\n")))
     rec = run_setup(
