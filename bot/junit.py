@@ -192,6 +192,20 @@ def is_unittest(argv: Sequence[str]) -> bool:
     return list(argv[1:3]) == ["-m", "unittest"]
 
 
+def verbose_argv(argv: Sequence[str]) -> list[str]:
+    """The command with the verbosity that prints one line per test, for the runners built on
+    unittest that write no JUnit: ``python -m unittest`` (``-v``) and Django's ``manage.py
+    test`` (``-v 2``). Other commands, and those that set a verbosity, are left as they are."""
+    out = list(argv)
+    if any(a in ("-v", "--verbose") or a.startswith(("--verbosity", "-v")) for a in out[1:]):
+        return out
+    if is_unittest(out):
+        return [*out, "-v"]
+    if len(out) > 2 and out[1].endswith("manage.py") and out[2] == "test":
+        return [*out, "-v", "2"]
+    return out
+
+
 def _unittest_id(name: str, where: str) -> str:
     classname = where[: -len(name) - 1] if where.endswith("." + name) else where
     return f"{classname}::{name}"

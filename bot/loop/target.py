@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot import safefs
-from bot.junit import TestResults, is_unittest, parse_junit, parse_unittest
+from bot.junit import TestResults, parse_junit, parse_unittest, verbose_argv
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
@@ -226,8 +226,8 @@ class TargetMixin(LoopBase):
             cmd = list(self.plan.test_command or ["python", "-m", "pytest"])
         if _is_pytest(cmd) and not any(a.startswith("--junitxml") for a in cmd):
             cmd = [*cmd, f"--junitxml={JUNIT_PATH}"]
-        elif is_unittest(cmd) and not {"-v", "--verbose"} & set(cmd):
-            cmd = [*cmd, "-v"]  # one line per test: the per-test results JUnit gives pytest
+        else:
+            cmd = verbose_argv(cmd)  # unittest and Django: one line per test, read as JUnit is
         return cmd
 
     def evaluate(self, ws: Workspace, env: Mapping[str, str] | None = None) -> TargetOutcome:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.junit import TestResults, is_unittest, parse_junit, parse_unittest
+from bot.junit import TestResults, parse_junit, parse_unittest, verbose_argv
 from bot.services import (
     ServiceManager,
     ServiceSpec,
@@ -44,8 +44,8 @@ def run_tests(executor: Executor, command: Sequence[str], timeout: int = 1200) -
     argv = list(command)
     if any("pytest" in part for part in argv[:3]):
         argv += [f"--junitxml={JUNIT_PATH}", "-p", "no:cacheprovider"]
-    elif is_unittest(argv) and not {"-v", "--verbose"} & set(argv):
-        argv.append("-v")
+    else:
+        argv = verbose_argv(argv)
     res = executor.exec(argv, timeout=timeout)
     report = run(executor, ["cat", JUNIT_PATH], timeout=60)
     results = parse_junit(report.output) if report.exit_code == 0 else TestResults(junit_found=False)

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from bot.junit import FAILED, PASSED, SKIPPED, is_unittest, parse_unittest
+from bot.junit import FAILED, PASSED, SKIPPED, is_unittest, parse_unittest, verbose_argv
 from bot.verify.facts import RepoFacts
 from bot.verify.judge import Judge
 from bot.verify.prosecutor import Charge, LocalExecutor, check_test_run
@@ -44,6 +44,11 @@ def test_unittest_commands_are_told_apart():
     assert is_unittest(["python", "-m", "unittest", "discover", "tests"])
     assert is_unittest(["python3", "-m", "unittest"])
     assert not is_unittest(["python", "-m", "pytest"]) and not is_unittest(["python", "runtests.py"])
+    assert verbose_argv(["python", "-m", "unittest", "discover", "tests"])[-1] == "-v"
+    assert verbose_argv(["python", "manage.py", "test"]) == ["python", "manage.py", "test", "-v", "2"]
+    assert verbose_argv(["python", "src/manage.py", "test", "--verbosity=3"])[-1] == "--verbosity=3"
+    assert verbose_argv(["python", "-m", "unittest", "-v"]) == ["python", "-m", "unittest", "-v"]
+    assert verbose_argv(["python", "runtests.py"]) == ["python", "runtests.py"]
 
 
 def test_the_verification_reads_each_test_from_a_real_unittest_run(tmp_path):
