@@ -252,7 +252,9 @@ def make_plan(
     removed = g.target.attrs.get("removed_stdlib", [])
     choice = _choose_runtime(g, ev, available_pythons, removed, warnings)
     rt = g.runtime
-    _drop_untested_lock(g, ev, choice.version, warnings)
+    _drop_untested_lock(
+        g, ev, choice.version, warnings, check_wheels=resolve, timeout=resolve_timeout, index_url=index_url
+    )
     _add_stdlib_backports(g, ev, removed, choice.version)
 
     # target
@@ -320,13 +322,47 @@ def _choose_runtime(
     return choice
 
 
-def _drop_untested_lock(g: DepGraph, ev: Evidence, version: str, warnings: list[ScanWarning]) -> None:
-    """The project's lock pins are dropped when the chosen Python is not one the project tests."""
+def _drop_untested_lock(
+    g: DepGraph,
+    ev: Evidence,
+    version: str,
+    warnings: list[ScanWarning],
+    *,
+    check_wheels: bool = False,
+    timeout: float = 120.0,
+    index_url: str | None = None,
+) -> None:
+    """The project's lock pins are dropped when the chosen Python is not one the project tests,
+    unless every pin has a wheel for it (``check_wheels``: one ``--only-binary`` resolution)."""
     # a lock resolved for Pythons the project tests may pin builds that have no wheels for a
-    # newer one (greenlet 1.1 on 3.11): beyond the tested versions, ranges are safer than pins
+    # newer one (greenlet 1.1 on 3.11): beyond the tested versions, ranges are safer than pins,
+    # unless the pins install as they are (typer 0.9 needs the click < 8.2 its lock pins)
     tested = {c.value for c in ev.python if c.kind == "tested"}
     lock_node = g.nodes.get("config:lock")
     if lock_node is not None and tested and version not in tested:
+        pins = dict(lock_node.attrs.get("pins") or {})
+        if check_wheels and pins:
+            res = uv_compile(
+                [f"{n}=={v}" for n, v in sorted(pins.items())],
+                version,
+                timeout=timeout,
+                index_url=index_url,
+                only_binary=True,
+            )
+            if res.ok and not res.skipped:
+                lock_node.add_evidence(
+                    lock_node.name, None, f"every pin has a wheel for Python {version}, which the project does not test"
+                )
+                warnings.append(
+                    ScanWarning(
+                        lock_node.name,
+                        None,
+                        f"lock pins used on Python {version}, which the project does not test "
+                        f"({', '.join(sorted(tested, key=lambda v: tuple(map(int, v.split('.')))))}): "
+                        "every pinned distribution has a wheel for it",
+                    )
+                )
+                return
         lock_node.action = None
         lock_node.attrs["ignored"] = f"Python {version} is not among the tested {', '.join(sorted(tested))}"
         for n in g.of_type("PACKAGE"):

@@ -151,3 +151,37 @@ def test_a_kept_repair_is_cited_with_its_reason():
     assert "# repair for " + why in text
     assert "# repair for toolchain/missing_header (yaml.h)" in text
     assert "from repair" not in text and "setupbot loop" not in text
+
+
+@pytest.mark.parametrize("wheels", [True, False], ids=["every-pin-has-a-wheel", "a-pin-would-build"])
+def test_the_lock_beyond_the_tested_pythons_stands_when_every_pin_has_a_wheel(tmp_path, monkeypatch, wheels):
+    """The project tests 3.9, the image has 3.11: the lock's pins are kept when one
+    --only-binary resolution of them for 3.11 succeeds (typer 0.9 needs the click < 8.2 its lock
+    pins), else dropped for the ranges as before."""
+    import shutil as sh
+
+    from bot.compile import plan as plan_mod
+    from bot.graph.resolve import Resolution
+
+    asked: list[tuple[list[str], str, bool]] = []
+
+    def uv_compile(specs, python, **kw):
+        asked.append((list(specs), python, bool(kw.get("only_binary"))))
+        return Resolution(wheels, {}, error="" if wheels else "no wheels with a matching platform tag")
+
+    monkeypatch.setattr(plan_mod, "uv_compile", uv_compile)
+    monkeypatch.setattr(plan_mod, "_resolve_and_record", lambda *a, **k: None)  # no real resolution
+    monkeypatch.setattr(plan_mod, "_reuse_lock", lambda *a, **k: None)
+    repo = tmp_path / "repo"
+    sh.copytree(REPOS / "plan-poetry-only", repo)
+    (repo / "tox.ini").write_text("[tox]\nenvlist = py39\n")
+    p = make_plan(repo, None, available_pythons=["3.11", "3.13"], resolve=True, registry=Registry(enabled=False))
+    assert p.python == "3.11"
+    assert asked and asked[0][1:] == ("3.11", True) and "requests==2.31.0" in asked[0][0]
+    lock = p.graph.nodes["config:lock"]
+    if wheels:
+        assert lock.action is not None and "poetry install" in p.dockerfile.text
+        assert any("lock pins used on Python 3.11" in w.message for w in p.warnings)
+    else:
+        assert lock.action is None and "poetry install" not in p.dockerfile.text
+        assert any("lock pins not used" in w.message for w in p.warnings)
