@@ -272,7 +272,20 @@ def _warning_text(w: Any) -> str:
         file, line, message = w
     else:
         file, line, message = _get(w, "file"), _get(w, "line"), _get(w, "message", w)
-    return f"{file}:{line}: {message}" if file else str(message)
+    if not file:
+        return str(message)
+    return f"{file}:{line}: {message}" if line else f"{file}: {message}"
+
+
+def _add_warnings(data: Any, items: Any) -> None:
+    """The warnings of one source, each said once: the plan's reach the run record and the
+    verification again."""
+    seen = set(data.warnings)
+    for w in items or []:
+        text = _warning_text(w)
+        if text not in seen:
+            seen.add(text)
+            data.warnings.append(text)
 
 
 def _lock_summary(plan: Any) -> dict[str, Any]:
@@ -324,7 +337,7 @@ def _add_plan(data: ReportData, plan: Any) -> None:
     data.requirements = requirement_rows(plan)
     # an ecosystem whose lock is not a graph node of Python's (Cargo.lock) says it itself
     data.lock = dict(_get(plan, "lock_summary", None) or _lock_summary(plan))
-    data.warnings += [_warning_text(w) for w in _get(plan, "warnings", []) or []]
+    _add_warnings(data, _get(plan, "warnings", []))
     for svc in _get(plan, "services", []) or []:
         data.services.append(ServiceUse(name=str(_get(svc, "name", "")), image=str(_get(svc, "image", "") or "")))
 
@@ -345,7 +358,7 @@ def _add_run_record(data: ReportData, run_record: Any) -> None:
     data.degraded = bool(_get(run_record, "degraded", False))
     for refusal in _get(usage, "refusals", []) or []:
         data.refused_actions.append(f"{_get(refusal, 'reason', refusal)} — reply: {_get(refusal, 'reply', '')}"[:400])
-    data.warnings += [_warning_text(w) for w in _get(run_record, "warnings", []) or []]
+    _add_warnings(data, _get(run_record, "warnings", []))
     for m in _get(run_record, "members", []) or []:
         # a workspace: every member with the results of its own tests
         t = _get(m, "tests", {}) or {}
@@ -443,7 +456,7 @@ def _add_verification(data: ReportData, verification: Any, run_record: Any) -> N
             data.proven.append(ProofItem(f"charge answered: {r.charge}", True, r.reason))
         elif r.ruling == "upheld":
             data.proven.append(ProofItem(f"charge stands: {r.charge}", False, r.reason))
-    data.warnings += [_warning_text(w) for w in _get(verification, "warnings", []) or []]
+    _add_warnings(data, _get(verification, "warnings", []))
     if run_record is None:
         tests = _get(verification, "tests_with_siblings")
         if tests:

@@ -286,3 +286,17 @@ def test_a_dismissed_test_failure_names_the_tests_and_the_rule():
     assert reason.startswith("3 failing tests are not the environment's fault — ")
     assert "their own assertions failed (own_assertion): test_md::test_parsing ×2" in reason
     assert "they reach outside the container (external_cause): test_net::test_fetch" in reason
+
+
+def test_a_warning_the_plan_the_run_and_the_verification_all_carry_is_said_once():
+    """The plan's warnings reach the run record and the verification again: the report says each
+    once, and a warning with no line reads "file: message", not "file:None: message"."""
+    from bot.report.model import from_pipeline
+
+    said = "lock pins used on Python 3.11, which the project does not test (3.10)"
+    data = from_pipeline(
+        plan={"warnings": [{"file": "poetry.lock", "line": None, "message": said}]},
+        run_record={"warnings": [f"poetry.lock: {said}", "another"]},
+        verification={"warnings": [f"poetry.lock: {said}"]},
+    )
+    assert data.warnings == [f"poetry.lock: {said}", "another"]
