@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from bot import catalogue
-from bot.junit import FAILED, TestResults
+from bot.junit import ERROR, FAILED, TestResults
 
 SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
 
@@ -620,6 +620,27 @@ def collection_signatures(output: str) -> list[Signature]:
 
 
 _ASSERTION = re.compile(r"\bAssertionError\b|^\s*(?:E\s+)?assert\s", re.M)
+
+
+# a call into a dependency that its newer release no longer takes: a keyword or an argument it
+# dropped, an attribute or a name it removed (click 8.2's CliRunner(mix_stderr=...))
+_API_DRIFT = re.compile(
+    r"TypeError: .*(?:got an unexpected keyword argument|missing \d+ required (?:positional|keyword-only) "
+    r"arguments?|takes (?:from )?\d+ (?:to \d+ )?positional arguments? but \d+ (?:was|were) given)"
+    r"|AttributeError: (?:module|type object) '[\w.]+' has no attribute"
+    r"|ImportError: cannot import name '\w+' from '[\w.]+'"
+)
+
+
+def api_drift_failures(results: TestResults) -> list[str]:
+    """The failing tests whose failure is a call a dependency no longer takes (a dropped keyword
+    argument, a removed attribute or name): what a newer release changes under a test that
+    passed in the repository's era."""
+    return [
+        test
+        for test, outcome in results.outcomes.items()
+        if outcome in (FAILED, ERROR) and _API_DRIFT.search(results.messages.get(test, ""))
+    ]
 
 
 def assertion_failures(results: TestResults) -> list[str]:

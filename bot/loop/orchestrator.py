@@ -26,7 +26,7 @@ from bot.engine.images import available_pythons
 from bot.errors import Interrupted, LLMError
 from bot.knowledge import Retriever
 from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
-from bot.loop.diagnose import Signature, assertion_failures
+from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures
 from bot.loop.era import EraMixin
 from bot.loop.llm import run_planner_turns
 from bot.loop.records import KeptRepair, RunRecord, member_results
@@ -272,22 +272,27 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         return False, ws
 
     def drift_step(self, ws: Workspace) -> bool:
-        """The tests ran and most of the failing ones fail on their own assertions: the values they
-        expect may be what a dependency produced in the repository's era (a renderer's markup, a
-        formatter's message). One trial per run of the releases current at the reference date,
-        kept only when more tests pass and fewer fail; True when it was kept."""
+        """The tests ran and most of the failing ones fail on their own assertions, or on a call a
+        dependency no longer takes: the values they expect may be what a dependency produced in
+        the repository's era (a renderer's markup, a formatter's message), the calls what its API
+        took then (a dropped keyword argument). One trial per run of the releases current at the
+        reference date, kept only when more tests pass and fewer fail; True when it was kept."""
         out = ws.outcome
         if self._drift_tried or ws.session is None or not out.passed:
             return False
-        failing = assertion_failures(out.results)
+        asserted, api = assertion_failures(out.results), api_drift_failures(out.results)
+        failing = asserted + [t for t in api if t not in asserted]
         if not failing or 2 * len(failing) < out.results.failed:
             return False
         self._drift_tried = True
+        how = " or ".join(
+            w for w, found in (("an assertion", asserted), ("a call the dependency no longer takes", api)) if found
+        )
         sig = Signature(
             "assertion_drift",
             "test",
             "",
-            f"{len(failing)} of {out.results.failed} failing tests fail on an assertion (first: {failing[0]})",
+            f"{len(failing)} of {out.results.failed} failing tests fail on {how} (first: {failing[0]})",
         )
         whole = self.era_candidates(sig)  # no distribution is named: the whole era set only
         if not whole or not self.budget.can_start(self._trial_estimate(whole[-1])):

@@ -596,6 +596,40 @@ def test_an_era_set_the_clean_replay_confirms_stays(tmp_path, monkeypatch):
     assert (rec.replay["tests"]["passed"], rec.replay["tests"]["failed"]) == (5, 1)
 
 
+def test_tests_that_call_what_a_newer_release_dropped_get_the_era_set(tmp_path, monkeypatch):
+    """The tests fail on a call the dependency no longer takes (click 8.2 dropped CliRunner's
+    mix_stderr): the era set is tried once, kept because the tests pass with it."""
+    world = World(
+        [],
+        tests=4,
+        assert_fails=("pip:click==8.1.7", 3),
+        drift_message="TypeError: CliRunner.__init__() got an unexpected keyword argument 'mix_stderr'",
+    )
+    rec, engine, _ = _drift_run(tmp_path, monkeypatch, world, {"click": "8.1.7"})
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_constraint click==8.1.7"]
+    assert "3 of 3 failing tests fail on a call the dependency no longer takes" in rec.repairs[0].signature.message
+    assert (rec.replay["tests"]["passed"], rec.replay["tests"]["failed"]) == (4, 0)
+
+
+def test_which_failures_are_calls_a_dependency_no_longer_takes():
+    from bot.junit import TestResults
+    from bot.loop.diagnose import api_drift_failures
+
+    results = TestResults(
+        {f"t::{k}": "failed" for k in "abcdef"},
+        {
+            "t::a": "TypeError: CliRunner.__init__() got an unexpected keyword argument 'mix_stderr'",
+            "t::b": "AttributeError: module 'numpy' has no attribute 'float'",
+            "t::c": "ImportError: cannot import name 'soft_unicode' from 'markupsafe'",
+            "t::d": "TypeError: unsupported operand type(s) for +: 'int' and 'str'",  # the code's own bug
+            "t::e": "AttributeError: 'NoneType' object has no attribute 'x'",
+            "t::f": "TypeError: f() takes 1 positional argument but 2 were given",
+        },
+    )
+    assert api_drift_failures(results) == ["t::a", "t::b", "t::c", "t::f"]
+
+
 def test_no_era_trial_without_a_reference_date_or_when_failures_are_not_assertions(tmp_path, monkeypatch):
     world = World([], tests=6, assert_fails=("pip:pygments==2.19.1", 4))
     rec, _, calls = _drift_run(tmp_path, monkeypatch, world, {"pygments": "2.19.1"}, as_of=None)
