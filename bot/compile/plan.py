@@ -25,7 +25,7 @@ from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs
 from bot.graph.mapping import DATA, Registry
 from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import use_native_lock
-from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile
+from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile, wheel_resolution
 from bot.graph.runtime import OFFICIAL_PYTHONS, RuntimeChoice, choose_python
 from bot.graph.specs import (
     choose_test_command,
@@ -342,13 +342,7 @@ def _drop_untested_lock(
     if lock_node is not None and tested and version not in tested:
         pins = dict(lock_node.attrs.get("pins") or {})
         if check_wheels and pins:
-            res = uv_compile(
-                [f"{n}=={v}" for n, v in sorted(pins.items())],
-                version,
-                timeout=timeout,
-                index_url=index_url,
-                only_binary=True,
-            )
+            res = wheel_resolution(pins, version, timeout=timeout, index_url=index_url)
             if res.ok and not res.skipped:
                 lock_node.add_evidence(
                     lock_node.name, None, f"every pin has a wheel for Python {version}, which the project does not test"

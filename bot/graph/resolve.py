@@ -317,14 +317,12 @@ _NO_WHEEL = re.compile(
 _NO_WHEEL_ALT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._\-]*)==\S+ (?:has no|only has) .*wheel")
 
 
-def sdist_only(
+def wheel_resolution(
     pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None, use_cache: bool = True
-) -> str | None:
-    """The first pinned distribution with no wheel for ``python`` on Linux (it would compile in
-    the image), or None. One more resolution with ``--only-binary :all:`` over the exact pins."""
-    if not pins:
-        return None
-    res = uv_compile(
+) -> Resolution:
+    """One ``--only-binary :all:`` resolution over the exact pins: it succeeds when every pinned
+    distribution installs from a wheel for ``python`` on Linux."""
+    return uv_compile(
         [f"{n}=={v}" for n, v in sorted(pins.items())],
         python,
         timeout=timeout,
@@ -332,6 +330,16 @@ def sdist_only(
         only_binary=True,
         use_cache=use_cache,
     )
+
+
+def sdist_only(
+    pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None, use_cache: bool = True
+) -> str | None:
+    """The first pinned distribution with no wheel for ``python`` on Linux (it would compile in
+    the image), or None. One more resolution with ``--only-binary :all:`` over the exact pins."""
+    if not pins:
+        return None
+    res = wheel_resolution(pins, python, timeout=timeout, index_url=index_url, use_cache=use_cache)
     if res.ok or res.skipped:
         return None
     for rx in (_NO_WHEEL, _NO_WHEEL_ALT):

@@ -161,6 +161,7 @@ def test_the_lock_beyond_the_tested_pythons_stands_when_every_pin_has_a_wheel(tm
     import shutil as sh
 
     from bot.compile import plan as plan_mod
+    from bot.graph import resolve as resolve_mod
     from bot.graph.resolve import Resolution
 
     asked: list[tuple[list[str], str, bool]] = []
@@ -169,7 +170,8 @@ def test_the_lock_beyond_the_tested_pythons_stands_when_every_pin_has_a_wheel(tm
         asked.append((list(specs), python, bool(kw.get("only_binary"))))
         return Resolution(wheels, {}, error="" if wheels else "no wheels with a matching platform tag")
 
-    monkeypatch.setattr(plan_mod, "uv_compile", uv_compile)
+    # the one --only-binary resolution (bot.graph.resolve.wheel_resolution) reaches this fake
+    monkeypatch.setattr(resolve_mod, "uv_compile", uv_compile)
     monkeypatch.setattr(plan_mod, "_resolve_and_record", lambda *a, **k: None)  # no real resolution
     monkeypatch.setattr(plan_mod, "_reuse_lock", lambda *a, **k: None)
     repo = tmp_path / "repo"

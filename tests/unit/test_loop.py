@@ -410,6 +410,20 @@ UNITTEST_FAILED = (
 )
 
 
+def _run_runner(tmp_path, engine, s):
+    """A run whose test command is the repository's own runner (settings ``s`` name it)."""
+    return run_setup(
+        tmp_path,
+        s,
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker(),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11"],
+    )
+
+
 def _runner_settings(tmp_path):
     return load_settings(tmp_path, environ={}, overrides={"target": {"test_command": ["python", "runtests.py"]}})
 
@@ -418,16 +432,7 @@ def test_a_unittest_runner_with_failing_tests_counts_as_ran(tmp_path):
     """Django's runner exits 1 when its own tests fail: that is the repository's verdict, and the
     run replays instead of ending unresolved."""
     engine = FakeEngine(World([], runner=(1, UNITTEST_FAILED)))
-    rec = run_setup(
-        tmp_path,
-        _runner_settings(tmp_path),
-        engine,
-        None,
-        None,
-        make_plan=fake_plan_maker(),
-        compile_dockerfile=fake_compile,
-        available_pythons=["3.11"],
-    )
+    rec = _run_runner(tmp_path, engine, _runner_settings(tmp_path))
     assert rec.status == "success", rec.remaining
     assert rec.replay["ok"]
 
@@ -451,16 +456,7 @@ def test_a_unittest_command_runs_verbose_and_its_tests_are_read_one_by_one(tmp_p
     s = load_settings(
         tmp_path, environ={}, overrides={"target": {"test_command": ["python", "-m", "unittest", "discover", "tests"]}}
     )
-    rec = run_setup(
-        tmp_path,
-        s,
-        engine,
-        None,
-        None,
-        make_plan=fake_plan_maker(),
-        compile_dockerfile=fake_compile,
-        available_pythons=["3.11"],
-    )
+    rec = _run_runner(tmp_path, engine, s)
     assert rec.status == "success", rec.remaining
     assert rec.tests.outcomes == {
         "tests.test_rules.TestRules::test_ok": "passed",
@@ -473,16 +469,7 @@ def test_a_unittest_command_runs_verbose_and_its_tests_are_read_one_by_one(tmp_p
 
 def test_a_runner_that_never_started_is_not_ran(tmp_path):
     engine = FakeEngine(World([], runner=(1, "Traceback (most recent call last):\nRuntimeError: no settings\n")))
-    rec = run_setup(
-        tmp_path,
-        _runner_settings(tmp_path),
-        engine,
-        None,
-        None,
-        make_plan=fake_plan_maker(),
-        compile_dockerfile=fake_compile,
-        available_pythons=["3.11"],
-    )
+    rec = _run_runner(tmp_path, engine, _runner_settings(tmp_path))
     assert rec.status == "unresolved"
 
 
