@@ -18,7 +18,7 @@ import jinja2
 from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.build import install_spec
-from bot.graph.lock import LOCK_NODE, locked_names
+from bot.graph.lock import LOCK_NODE, WHEELS_STAGE, built_wheels, locked_names
 from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import native_lock
 from bot.graph.specs import constraint_specs
@@ -28,6 +28,11 @@ WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
 CONSTRAINTS_FILE = "/etc/pip-constraints.txt"
 LOCK_PATH = "/tmp/requirements.lock"
+# the builder stage's wheels: built into WHEELS_DIR there, copied to BUILT_DIR in the final stage
+WHEELS_DIR = "/wheels"
+BUILT_DIR = "/tmp/wheels"
+BUILT_FILE = "/tmp/built.txt"
+PIP_WHEEL = ["python", "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", f"--wheel-dir={WHEELS_DIR}"]
 # from this many locked distributions on, uv installs the lock (fetching uv costs ~15 s)
 UV_LOCK_MINIMUM = 20
 # uv installs into the image's own Python (the official images' prefix), as uv's Docker guide
@@ -168,8 +173,11 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     for n in order:
         if n.action:
             by_action.setdefault(n.action, []).append(n)
-    steps: list[dict[str, Any]] = [_from_step(graph.runtime)]
+    built = built_wheels(graph)
+    staged = [n for n in by_action.get("apt", []) if n.attrs.get("stage") == WHEELS_STAGE] if built else []
     envs = by_action.get("env", [])
+    steps: list[dict[str, Any]] = _builder_steps(graph, by_action, built) if staged else []
+    steps.append(_from_step(graph.runtime))
     if envs:
         steps.append(
             {
@@ -180,9 +188,11 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             }
         )
     steps += _constraint_steps(graph, by_action.get("constraint", []))
-    steps += _system_steps(by_action)
+    steps += _system_steps({**by_action, "apt": [n for n in by_action.get("apt", []) if n not in staged]})
     steps.append({"op": "WORKDIR", "path": WORKDIR, "nodes": [], "comments": []})
     locked = locked_names(graph)
+    if staged:
+        steps += _built_wheel_steps(graph, built)
     steps += _lock_steps(graph, locked)
     native = native_lock(graph)
     # what the repository's own lock installs is not installed a second time
@@ -234,6 +244,81 @@ def _from_step(rt: Node) -> Step:
         "nodes": [rt],
         "comments": [f"Python {rt.attrs.get('version')}: {rt.attrs.get('reason', '')}".strip()] + _where([rt]),
     }
+
+
+def _builder_steps(graph: DepGraph, by_action: dict[str, list[Node]], built: dict[str, Any]) -> list[Step]:
+    """A builder stage: the same base, environment and system packages with the compilers, and
+    the wheels of the locked distributions the index has only as source. With a hashed lock
+    pip checks each source archive against the lock's hashes before building it."""
+    staged = [n for n in by_action.get("apt", []) if n.attrs.get("stage") == WHEELS_STAGE]
+    names = sorted(built)
+    frm = _from_step(graph.runtime)
+    frm["stage"] = WHEELS_STAGE
+    frm["comments"] = [
+        f"builder stage: {', '.join(sorted(n.name for n in staged))} only to build wheels of "
+        f"{len(names)} locked distribution(s) the index has no wheel for ({', '.join(names[:4])}"
+        + (f" +{len(names) - 4} more" if len(names) > 4 else "")
+        + "); the final image below installs the wheels and keeps no compiler",
+        *frm["comments"],
+    ]
+    steps: list[Step] = [frm]
+    envs = by_action.get("env", [])
+    if envs:
+        steps.append(
+            {"op": "ENV", "pairs": [(n.name, n.attrs.get("value", "")) for n in envs], "nodes": envs, "comments": []}
+        )
+    steps += _system_steps({"apt": by_action.get("apt", [])})
+    lock_node = graph.nodes[LOCK_NODE]
+    hashed = all(built[n].get("hashes") for n in names)
+    pins = [f"{n}=={built[n]['version']}" for n in names]
+    if hashed:
+        lines = [p + "".join(f" --hash={h}" for h in built[n]["hashes"]) for n, p in zip(names, pins, strict=True)]
+        commands = [
+            ["sh", "-c", 'printf "%s\\n" "$@" > ' + BUILT_FILE, "built", *lines],
+            [*PIP_WHEEL, "--require-hashes", "-r", BUILT_FILE],
+        ]
+        head: int | None = 4
+    else:
+        commands = [[*PIP_WHEEL, *pins]]
+        head = len(PIP_WHEEL)
+    steps.append(
+        {
+            "op": "RUN",
+            "head": head,
+            "nodes": [lock_node, *staged],
+            "commands": commands,
+            "comments": ["wheels from the source archives" + (", checked against the lock's hashes" if hashed else "")],
+        }
+    )
+    return steps
+
+
+def _built_wheel_steps(graph: DepGraph, built: dict[str, Any]) -> list[Step]:
+    """The builder stage's wheels, installed before the lock (which then finds them in place)."""
+    lock_node = graph.nodes[LOCK_NODE]
+    return [
+        {
+            "op": "COPY",
+            "from_stage": WHEELS_STAGE,
+            "src": [WHEELS_DIR],
+            "dest": BUILT_DIR,
+            "nodes": [lock_node],
+            "comments": [f"the wheels the builder stage built ({', '.join(sorted(built)[:4])})"],
+        },
+        {
+            "op": "RUN",
+            "head": None,
+            "nodes": [lock_node],
+            # by name from the folder, not by file path: an install from a path is recorded as
+            # a direct reference (direct_url.json), which is not the index install the replay had
+            "commands": [
+                [*PIP, "--no-deps", "--no-index", "--find-links", BUILT_DIR]
+                + [f"{n}=={built[n]['version']}" for n in sorted(built)],
+                ["rm", "-rf", BUILT_DIR],
+            ],
+            "comments": [],
+        },
+    ]
 
 
 def _constraint_steps(graph: DepGraph, cons: list[Node]) -> list[Step]:
@@ -651,7 +736,7 @@ def _check_value(value: Any, where: str) -> None:
 
 def _validate_steps(steps: list[dict[str, Any]]) -> None:
     for s in steps:
-        for key in ("image", "pairs", "path", "src", "dest", "commands", "argv"):
+        for key in ("image", "stage", "from_stage", "pairs", "path", "src", "dest", "commands", "argv"):
             if key in s:
                 _check_value(s[key], f"{s['op']} {key}")
         # comments are text from the repository's files: flatten, never reject
@@ -664,11 +749,11 @@ def _expected(step: dict[str, Any]) -> tuple[str, Any]:
     """What the parsed-back instruction must hold, from the step the graph gave."""
     op = step["op"]
     if op == "FROM":
-        return op, step["image"]
+        return op, step["image"] + (f" AS {step['stage']}" if step.get("stage") else "")
     if op == "WORKDIR":
         return op, step["path"]
     if op == "COPY":
-        return op, [*step["src"], step["dest"]]
+        return op, [*([f"--from={step['from_stage']}"] if step.get("from_stage") else []), *step["src"], step["dest"]]
     if op == "CMD":
         return op, list(step["argv"])
     if op == "ENV":
@@ -681,6 +766,9 @@ def _expected(step: dict[str, Any]) -> tuple[str, Any]:
 
 def _parsed(instruction: dict[str, Any]) -> tuple[str, Any]:
     op, value = instruction["instruction"], instruction["value"]
+    if op == "COPY" and value.startswith("--from="):
+        flag, _, rest = value.partition(" ")
+        return op, [flag, *json.loads(rest)]
     if op in ("COPY", "CMD"):
         return op, json.loads(value)
     if op == "ENV":

@@ -35,6 +35,12 @@ _INPUTS = re.compile(r"^#\s*inputs:\s*sha256:([0-9a-f]{16,64})", re.M)
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)==([^\s;\\]+)")
 _APT = re.compile(r"^#\s*apt:\s*([a-z0-9][a-z0-9+.\-]*)=(\S+)\s*$", re.M)
 _HASH = re.compile(r"--hash=(sha256:[0-9a-f]{64})")
+_BUILT = re.compile(r"^#\s*builder stage:\s*([A-Za-z0-9][A-Za-z0-9._\-]*)\s*$", re.M)
+# Debian packages that only building needs (compilers): when all they build is the wheels of
+# locked distributions the index has only as source, they stay in a builder stage of that name
+# and out of the final image (issue 16 item 5, issue 18 item 2)
+BUILD_ONLY = ("build-essential", "rustc", "cargo")
+WHEELS_STAGE = "wheels"
 
 
 @dataclass
@@ -50,6 +56,7 @@ class RequirementsLock:
     inputs_hash: str
     python: str = ""
     debs: dict[str, str] = field(default_factory=dict)  # Debian package -> version the replay had
+    built: list[str] = field(default_factory=list)  # distributions built in the builder stage
 
     @property
     def pins(self) -> dict[str, str]:
@@ -68,6 +75,7 @@ class RequirementsLock:
             f"# inputs: sha256:{self.inputs_hash}" + (f" (Python {self.python}, {PLATFORM})" if self.python else ""),
             f"# to refresh: {REFRESH_COMMAND}",
             *[f"# apt: {name}={version}" for name, version in sorted(self.debs.items())],
+            *[f"# builder stage: {name}" for name in sorted(self.built)],
             "#",
         ]
         body = []
@@ -95,7 +103,9 @@ def parse_lock(text: str) -> RequirementsLock | None:
         pin = _PIN.match(block.strip())
         if pin:
             entries.append(LockEntry(canonicalize_name(pin.group(1)), pin.group(2), _HASH.findall(block)))
-    return RequirementsLock(entries, m.group(1), debs=dict(_APT.findall(text)))
+    names = {e.name for e in entries}
+    built = sorted({str(canonicalize_name(b)) for b in _BUILT.findall(text)} & names)
+    return RequirementsLock(entries, m.group(1), debs=dict(_APT.findall(text)), built=built)
 
 
 def inputs_hash(graph: DepGraph) -> str:
@@ -154,7 +164,48 @@ def apply_lock(
         sys_node = graph.nodes.get(f"systemlib:{name}")
         if sys_node is not None and sys_node.action == "apt":
             sys_node.attrs["version"] = version
+    stage_build_tools(graph, lock, lock.built)
     return node
+
+
+def build_tools(graph: DepGraph) -> list[Node]:
+    """The compilers the graph installs (BUILD_ONLY), whatever stage they are in."""
+    return [n for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and n.name in BUILD_ONLY]
+
+
+def stage_build_tools(graph: DepGraph, lock: RequirementsLock, built: list[str]) -> bool:
+    """Move the compilers into the builder stage, which builds the wheels of ``built`` (locked
+    distributions with no wheel on the index): the final image installs those wheels and keeps
+    no compiler. Nothing moves (False) when ``built`` is empty or names no locked distribution.
+    ``unstage_build_tools`` undoes it."""
+    node = graph.nodes.get(LOCK_NODE)
+    entries = {e.name: e for e in lock.entries}
+    names = sorted(n for n in {canonicalize_name(b) for b in built} if n in entries)
+    tools = build_tools(graph)
+    if node is None or not names or not tools:
+        return False
+    node.attrs["built"] = {n: {"version": entries[n].version, "hashes": sorted(entries[n].hashes)} for n in names}
+    for t in tools:
+        t.attrs["stage"] = WHEELS_STAGE
+    return True
+
+
+def unstage_build_tools(graph: DepGraph) -> None:
+    """The compilers back in the final image, and no builder stage."""
+    node = graph.nodes.get(LOCK_NODE)
+    if node is not None:
+        node.attrs.pop("built", None)
+    for t in build_tools(graph):
+        t.attrs.pop("stage", None)
+
+
+def built_wheels(graph: DepGraph) -> dict[str, dict[str, Any]]:
+    """The locked distributions the builder stage builds (name -> version and hashes); empty
+    when the Dockerfile has no builder stage."""
+    node = graph.nodes.get(LOCK_NODE)
+    if node is None or node.action != "requirements-lock":
+        return {}
+    return dict(node.attrs.get("built") or {})
 
 
 def locked_names(graph: DepGraph) -> set[str]:
@@ -187,4 +238,8 @@ def lock_summary(graph: Any) -> dict[str, Any]:
         "hashed": bool(a.get("hashed")),
         "source": a.get("source", ""),
         "refresh": REFRESH_COMMAND,
+        "built": sorted(a.get("built") or {}),
+        "build_tools": sorted(
+            n.name for n in nodes.values() if n.action == "apt" and n.name in BUILD_ONLY and n.attrs.get("stage")
+        ),
     }

@@ -342,9 +342,42 @@ def sdist_only(
     res = wheel_resolution(pins, python, timeout=timeout, index_url=index_url, use_cache=use_cache)
     if res.ok or res.skipped:
         return None
+    return no_wheel_name(res, pins)
+
+
+def no_wheel_name(res: Resolution, pins: dict[str, str], strict: bool = False) -> str | None:
+    """The pinned distribution a failed ``--only-binary`` resolution names as having no wheel;
+    unless ``strict``, else the first pin the error names at all."""
     for rx in (_NO_WHEEL, _NO_WHEEL_ALT):
         m = rx.search(res.error)
         if m:
             return canonicalize_name(m.group(1))
+    if strict:
+        return None
     names = names_in_error(res.error, set(pins))
     return names[0] if names else None
+
+
+def wheel_less(
+    pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None, limit: int = 12
+) -> list[str] | None:
+    """Every pinned distribution with no wheel for ``python`` on Linux: [] when all have one,
+    None when that cannot be told (uv missing, a failure other than a missing wheel, more than
+    ``limit``).
+    One ``--only-binary`` resolution, then one more for each distribution found."""
+    left = dict(pins)
+    found: list[str] = []
+    for _ in range(limit + 1):
+        if not left:
+            return found
+        res = wheel_resolution(left, python, timeout=timeout, index_url=index_url)
+        if res.skipped:
+            return None
+        if res.ok:
+            return found
+        name = no_wheel_name(res, left, strict=True)
+        if name is None or name not in left:
+            return None
+        found.append(name)
+        left.pop(name)
+    return None

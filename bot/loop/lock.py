@@ -40,11 +40,21 @@ from packaging.version import InvalidVersion, Version
 
 from bot.compile import compile_dockerfile as default_compile
 from bot.graph.build import PROJECT
-from bot.graph.lock import LOCK_NAME, PLATFORM, LockEntry, RequirementsLock, apply_lock, inputs_hash, parse_lock
+from bot.graph.lock import (
+    LOCK_NAME,
+    PLATFORM,
+    LockEntry,
+    RequirementsLock,
+    apply_lock,
+    build_tools,
+    inputs_hash,
+    parse_lock,
+    unstage_build_tools,
+)
 from bot.graph.mapping import PYPI_URL
 from bot.graph.model import DepGraph
 from bot.graph.native_lock import native_lock
-from bot.graph.resolve import names_in_error, sdist_only, uv_compile
+from bot.graph.resolve import names_in_error, wheel_less
 from bot.markers import has_marker
 
 log = logging.getLogger(__name__)
@@ -65,6 +75,13 @@ FREEZE_SCRIPT = (
     f"print({_MARK!r} + json.dumps(sorted(seen.values())))\n"
 )
 DPKG_FORMAT = "${Package}=${Version}\\n"
+# The shared libraries that the installed distributions' extension modules link to and the
+# dynamic loader cannot find (ldd's "not found" lines), one per line. A wheel built in the
+# builder stage may link a library only the compilers brought in (libgomp for OpenMP, say).
+MISSING_LIBRARIES_SCRIPT = (
+    "find /usr/local/lib /usr/lib/python3 -xdev -type f -name '*.so*' 2>/dev/null"
+    " | xargs -r ldd 2>/dev/null | grep 'not found' | sed 's/^[[:space:]]*//' | sort -u"
+)
 
 
 @dataclass
@@ -102,6 +119,15 @@ def parse_dpkg_output(output: str) -> dict[str, str]:
         if sep and name and version and re.match(r"^[a-z0-9][a-z0-9+.\-]*(:[a-z0-9]+)?$", name):
             debs[name.split(":")[0]] = version
     return debs
+
+
+def missing_libraries(engine: Any, image: str, timeout: float = 300) -> set[str] | None:
+    """The shared libraries the extension modules in ``image`` need and do not find, read in a
+    throwaway container with no network; None when that could not be read."""
+    r = engine.run_once(image, ["sh", "-c", MISSING_LIBRARIES_SCRIPT], timeout=timeout)
+    if not r.ok:
+        return None
+    return {ln.strip() for ln in r.output.splitlines() if ln.strip().endswith("not found")}
 
 
 def installed_set(engine: Any, image: str, debs: Sequence[str] = (), timeout: float = 300) -> InstalledSet:
@@ -349,6 +375,8 @@ class _Draft:
     compiler: Any  # the build-essential node left out, or None
     notes: list[str]
     dockerfile: str
+    staged: bool = False  # the compilers are in a builder stage (lock.built)
+    target: Path | None = None  # where the lock file is written
 
 
 def lock_environment(
@@ -383,8 +411,9 @@ def lock_environment(
     draft = _draft_lock(graph, replay, rel, index_url, timeout, compile_dockerfile)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(draft.text)
+    draft.target = target
     tag = replay_tag.rsplit(":", 1)[0] + ":locked"
-    reason = _try_locked(engine, repo, graph, replay, draft, tag, compile_dockerfile)
+    reason = _try_locked(engine, repo, graph, replay, draft, tag, compile_dockerfile, replay_tag=replay_tag)
     if reason:
         _put_back(target, current)
         return LockOutcome(
@@ -486,19 +515,31 @@ def _draft_lock(
     lock = RequirementsLock(
         entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python, debs=replay.apt_versions
     )
-    text = lock.render()
+    compiled = _compiled_pins(graph, replay.pins, python, index_url, timeout, pure=replay.pure)
+    if compiled and build_tools(graph):
+        # the compilers build only these wheels: they go in a builder stage (issue 16 item 5)
+        lock.built = compiled
     locked = DepGraph.from_json(graph.to_json())
     apply_lock(locked, lock, rel, source="frozen from the clean replay", apt_versions=replay.apt_versions)
-    compiler = _unneeded_compiler(locked, replay.pins, python, index_url, timeout, pure=replay.pure)
-    if compiler is not None:
+    compiler = locked.nodes.get("systemlib:build-essential")
+    staged = bool(lock.built)
+    if compiled == [] and compiler is not None and compiler.action == "apt":
         # every locked distribution installs from a wheel or is pure Python, and the project
         # compiles nothing: the image is tried without the compiler (issue 16: build-essential
         # only when needed); a build that fails without it gets it back (_build_locked)
         compiler.action = None
         compiler.attrs["dropped"] = "every locked distribution has a wheel or is pure Python"
         notes.append("build-essential left out: every locked distribution installs from a wheel or is pure Python")
+    else:
+        compiler = None
+    if staged:
+        tools = ", ".join(sorted(n.name for n in build_tools(locked)))
+        notes.append(
+            f"{tools} only in a builder stage: the index has no wheel for {', '.join(lock.built)}, "
+            "built there; the final image installs the wheels"
+        )
     dockerfile = compile_dockerfile(locked).text
-    return _Draft(lock, text, locked, compiler, notes, dockerfile)
+    return _Draft(lock, lock.render(), locked, compiler, notes, dockerfile, staged=staged)
 
 
 def _put_back(target: Path, current: str | None) -> None:
@@ -517,21 +558,63 @@ def _try_locked(
     draft: _Draft,
     tag: str,
     compile_dockerfile: Callable[[DepGraph], Any],
+    *,
+    replay_tag: str = "",
 ) -> str:
     """Build the locked image as ``tag`` and compare it with the replay: why the lock cannot be
     kept, or empty when it reproduces the proven set."""
-    build = _build_locked(engine, repo, draft, tag, compile_dockerfile)
+    build = _build_locked(engine, repo, draft, tag, compile_dockerfile, replay_tag=replay_tag)
     if not build.ok:
         return "the locked Dockerfile did not build: " + " ".join(build.log.strip().splitlines()[-3:])[:400]
     return _differs_from_replay(engine, tag, graph, replay)
 
 
+def _unstage(draft: _Draft, why: str, compile_dockerfile: Callable[[DepGraph], Any]) -> None:
+    """The compilers back in the final image and no builder stage; the lock file says so too."""
+    draft.staged = False
+    draft.lock.built = []
+    unstage_build_tools(draft.locked)
+    draft.text = draft.lock.render()
+    if draft.target is not None:
+        draft.target.write_text(draft.text)
+    draft.notes = [n for n in draft.notes if "builder stage" not in n] + [f"no builder stage: {why}"]
+    draft.dockerfile = compile_dockerfile(draft.locked).text
+
+
+def _staged_libraries_missing(engine: Any, tag: str, replay_tag: str) -> str:
+    """The shared libraries the builder stage's image lacks that the replay had; empty when
+    none (or when either image cannot be read: the installed-set check still runs)."""
+    now = missing_libraries(engine, tag)
+    before = missing_libraries(engine, replay_tag) if replay_tag else set()
+    if now is None or before is None:
+        return ""
+    lost = sorted(now - before)
+    return ", ".join(lost[:3])
+
+
 def _build_locked(
-    engine: Any, repo: Path, draft: _Draft, tag: str, compile_dockerfile: Callable[[DepGraph], Any]
+    engine: Any,
+    repo: Path,
+    draft: _Draft,
+    tag: str,
+    compile_dockerfile: Callable[[DepGraph], Any],
+    *,
+    replay_tag: str = "",
 ) -> Any:
     """Build the locked Dockerfile; when it was left without the compiler and does not build,
-    the compiler goes back in and it is built once more (``draft`` records what was built)."""
+    the compiler goes back in and it is built once more (``draft`` records what was built).
+    A builder stage that does not build, or whose final image misses a shared library the
+    replay had, gives way to the one-stage form with the compilers."""
     build = engine.build(repo, draft.dockerfile, tag)
+    if draft.staged:
+        if not build.ok:
+            why = "the image with a builder stage did not build"
+        else:
+            lost = _staged_libraries_missing(engine, tag, replay_tag)
+            why = f"without the compilers the image lacks {lost}" if lost else ""
+        if why:
+            _unstage(draft, why, compile_dockerfile)
+            build = engine.build(repo, draft.dockerfile, tag)
     if not build.ok and draft.compiler is not None:
         # it needed the compiler after all: put it back
         draft.compiler.action = "apt"
@@ -552,7 +635,7 @@ def _differs_from_replay(engine: Any, tag: str, graph: DepGraph, replay: _Replay
     return ""
 
 
-def _unneeded_compiler(
+def _compiled_pins(
     graph: DepGraph,
     pins: Mapping[str, str],
     python: str,
@@ -560,26 +643,20 @@ def _unneeded_compiler(
     timeout: float,
     *,
     pure: frozenset[str] = frozenset(),
-) -> Any:
-    """The build-essential node when nothing in the locked image compiles: the project has no
-    C extension and every pin has a wheel for this Python (one ``--only-binary`` resolution
-    over the exact pins), except those the replay installed from a pure-Python wheel: building
-    such an sdist needs no compiler. None otherwise."""
-    node = graph.nodes.get("systemlib:build-essential")
+) -> list[str] | None:
+    """The locked distributions that compile in the image: those with no wheel for this Python
+    (``--only-binary`` resolutions over the exact pins), except those the replay installed from a
+    pure-Python wheel, whose sdist needs no compiler. [] when none compiles; None when that
+    cannot be told, or when something else compiles: the project itself (a C or Rust extension)
+    or a repair's command."""
     project = graph.nodes.get(PROJECT)
-    if node is None or node.action != "apt" or (project is not None and project.attrs.get("compiles")):
+    if (project is not None and project.attrs.get("compiles")) or graph.meta.get("rust_toolchain"):
         return None
     if any(n.action == "run" for n in graph.nodes.values()):
         return None  # a repair's command may compile: keep what the replay had
-    binary = {n: v for n, v in pins.items() if n not in pure}
     if not pins:
         return None
+    binary = {n: v for n, v in pins.items() if n not in pure}
     if not binary:
-        return node
-    if sdist_only(binary, python, timeout=timeout, index_url=index_url) is not None:
-        return None
-    # sdist_only answers None also when it could not tell (uv missing): ask for a clean yes
-    check = uv_compile(
-        [f"{n}=={v}" for n, v in sorted(binary.items())], python, timeout=timeout, index_url=index_url, only_binary=True
-    )
-    return node if check.ok and not check.skipped else None
+        return []
+    return wheel_less(dict(binary), python, timeout=timeout, index_url=index_url)

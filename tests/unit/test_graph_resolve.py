@@ -14,7 +14,7 @@ import pytest
 
 from bot.compile.plan import make_plan
 from bot.graph.mapping import Registry
-from bot.graph.resolve import sdist_only, uv_compile
+from bot.graph.resolve import sdist_only, uv_compile, wheel_less
 
 pytestmark = pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 
@@ -178,6 +178,15 @@ def test_a_pin_without_a_linux_wheel_is_found(local_index):
         sdist_only({"demo-lib": "1.2.0", "win-only": "1.0.0"}, "3.11", timeout=60, index_url=local_index) == "win-only"
     )
     assert sdist_only({"demo-lib": "1.2.0"}, "3.11", timeout=60, index_url=local_index) is None
+
+
+def test_every_pin_without_a_linux_wheel_is_found(local_index):
+    """wheel_less names all of them (one resolution more per name found), not only the first."""
+    pins = {"demo-lib": "1.2.0", "win-only": "1.0.0", "src-only": "1.0.0"}
+    assert sorted(wheel_less(pins, "3.11", timeout=60, index_url=local_index) or []) == ["src-only", "win-only"]
+    assert wheel_less({"demo-lib": "1.2.0"}, "3.11", timeout=60, index_url=local_index) == []
+    # a pin the index does not have at all is not a missing wheel: it cannot be told
+    assert wheel_less({"demo-lib": "9.9.9"}, "3.11", timeout=60, index_url=local_index) is None
 
 
 def test_numpy2_next_to_a_numpy1_build_gets_a_constraint(tmp_path, local_index):

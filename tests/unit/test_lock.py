@@ -309,7 +309,7 @@ def test_lock_environment_writes_builds_and_checks_the_lock(tmp_path, monkeypatc
     monkeypatch.setattr(
         vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
     )
-    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)  # no resolution here
+    monkeypatch.setattr(vlock, "_compiled_pins", lambda *a, **k: None)  # no resolution here
     engine = _Engine(
         {
             "setupbot-loop-x:replay-2": '[["requests", "2.31.0", false], ["pip", "24.0", false]]',
@@ -333,7 +333,7 @@ def test_a_lock_that_does_not_build_is_not_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(
         vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
     )
-    monkeypatch.setattr(vlock, "_unneeded_compiler", lambda *a, **k: None)
+    monkeypatch.setattr(vlock, "_compiled_pins", lambda *a, **k: None)
     engine = _Engine({"t:replay-1": '[["requests", "2.31.0", false]]', "python:3.11-slim": "[]"}, build_ok=False)
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "failed" and "did not build" in out.reason
@@ -415,9 +415,9 @@ def _wheels_everywhere(monkeypatch, wheels: bool = True):
         vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
     )
     # the lock module's own names: the tests never ask the real index
-    for module in (resolve, vlock):
-        monkeypatch.setattr(module, "sdist_only", lambda pins, *a, **k: None if wheels else "psycopg2")
-        monkeypatch.setattr(module, "uv_compile", lambda *a, **k: Resolution(wheels, {}))
+    monkeypatch.setattr(resolve, "sdist_only", lambda pins, *a, **k: None if wheels else "psycopg2")
+    monkeypatch.setattr(resolve, "uv_compile", lambda *a, **k: Resolution(wheels, {}))
+    monkeypatch.setattr(vlock, "wheel_less", lambda pins, *a, **k: [] if wheels else ["psycopg2"])
 
 
 def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp_path, monkeypatch):
@@ -462,8 +462,6 @@ def test_a_pure_python_pin_with_only_an_sdist_does_not_keep_the_compiler(tmp_pat
     """flufl.flake8 has no wheel on the index, but the replay installed it from a pure-Python
     wheel it built: building that sdist needs no compiler, so the locked image is tried without
     build-essential. The wheel check runs over the other pins only."""
-    from bot.graph.resolve import Resolution
-
     repo = tmp_path / "r"
     shutil.copytree(REPOS / "plan-ci-services", repo)
     g = plan(repo).graph
@@ -472,14 +470,11 @@ def test_a_pure_python_pin_with_only_an_sdist_does_not_keep_the_compiler(tmp_pat
     )
     asked: list[set] = []
 
-    def sdist_only(pins, *a, **k):
+    def wheel_less(pins, *a, **k):
         asked.append(set(pins))
-        return "flufl-flake8" if "flufl-flake8" in pins else None
+        return ["flufl-flake8"] if "flufl-flake8" in pins else []
 
-    monkeypatch.setattr(vlock, "sdist_only", sdist_only)
-    monkeypatch.setattr(
-        vlock, "uv_compile", lambda specs, *a, **k: Resolution(not any("flufl" in s for s in specs), {})
-    )
+    monkeypatch.setattr(vlock, "wheel_less", wheel_less)
     sets = {
         "t:replay-1": '[["psycopg", "3.2.1", false, false], ["flufl.flake8", "0.10", false, true]]',
         "python:3.11-slim": "[]",
@@ -490,12 +485,13 @@ def test_a_pure_python_pin_with_only_an_sdist_does_not_keep_the_compiler(tmp_pat
     assert "build-essential" not in engine.builds[0]
     assert asked == [{"psycopg"}]
     assert any("build-essential left out" in n and "pure Python" in n for n in out.notes), out.notes
-    # a pin that is not pure and has only an sdist still keeps it
+    # a pin that is not pure and has only an sdist still needs it: in a builder stage
     (repo / ".devcontainer" / "requirements.lock").unlink()
     sets["t:replay-1"] = '[["psycopg", "3.2.1", false, false], ["flufl.flake8", "0.10", false, false]]'
     engine = _PickyEngine(dict(sets), needs_compiler=False)
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and "build-essential" in engine.builds[0]
+    assert "AS wheels" in engine.builds[0] and out.lock.built == ["flufl-flake8"]
 
 
 def test_the_freeze_program_reads_purelib_from_the_wheel_file(tmp_path):
