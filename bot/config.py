@@ -97,6 +97,7 @@ class BudgetSettings:
 class OutputSettings:
     dir: str = ".devcontainer"
     refresh_lock: bool = False
+    lock: bool = True
 
 
 @dataclass(frozen=True)
@@ -400,7 +401,7 @@ def _env_layer(environ: Mapping[str, str], names: dict[str, str] | None = None) 
 # (packaged defaults, SETUPBOT_* environment, SETUPBOT_CONFIG, CLI flags, action inputs).
 REPO_KEYS: dict[str, tuple[str, ...]] = {
     "target": ("test_command", "env", "collect_only", "as_of"),
-    "output": ("dir",),
+    "output": ("dir", "lock"),
 }
 REPO_LISTS = ("services", "siblings")
 _OPERATOR_WHY = {

@@ -26,6 +26,11 @@ def add_parser(sub) -> None:
         action="store_true",
         help="resolve the dependencies anew instead of installing from requirements.lock (output.refresh_lock)",
     )
+    p.add_argument(
+        "--no-lock",
+        action="store_true",
+        help="keep the version ranges: write no requirements.lock and build no locked image (output.lock)",
+    )
     p.add_argument("--no-verify", action="store_true", help="skip the prosecutor and judge after the clean replay")
     p.add_argument(
         "--force",
@@ -73,7 +78,11 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         "llm": {"base_url": args.llm_base_url, "model": args.llm_model},
         "budgets": {"max_steps": args.max_steps, "wall_clock": args.wall_clock},
-        "output": {"dir": args.output_dir, "refresh_lock": True if args.refresh_lock else None},
+        "output": {
+            "dir": args.output_dir,
+            "refresh_lock": True if args.refresh_lock else None,
+            "lock": False if getattr(args, "no_lock", False) else None,
+        },
         "engine": {"keep_containers": True if args.keep else None},
     }
     settings = load_settings(repo, overrides=overrides)

@@ -211,6 +211,9 @@ def _reuse_lock(repo: Path, ev: Evidence, g: DepGraph, settings: Any, warnings: 
     lock = parse_lock(text)
     if lock is None or MARKER_LINE not in text.splitlines()[:8]:
         return None
+    if not getattr(output, "lock", True):
+        warnings.append(ScanWarning(rel, None, "output.lock is false: the version ranges are installed, not this lock"))
+        return None
     if getattr(output, "refresh_lock", False):
         warnings.append(ScanWarning(rel, None, "lock refreshed on request: resolved anew"))
         return None

@@ -173,6 +173,10 @@ class ReplayMixin(LoopBase):
         """Lock what the clean replay proved (bot.loop.lock, issue 16): the graph then compiles
         to a Dockerfile that installs the lock, and the replay tag becomes the locked image's,
         which the verification runs on. A lock that does not reproduce the set is not kept."""
+        if not getattr(getattr(self.settings, "output", None), "lock", True):
+            # the maintainer keeps version ranges: the replay's image is the proven one
+            self.record.replay["lock"] = {"status": "off", "reason": "output.lock is false"}
+            return
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return  # stand-in collaborators (tests) have no image to freeze
 

@@ -68,7 +68,8 @@ def _run(repo: Path, run_id: str, *flags: str) -> subprocess.CompletedProcess:
     env.update(_engine_env())
     env.update(SETUPBOT_RUN_ID=run_id, PYTHONPATH=str(ROOT), SETUPBOT_BUDGETS_WALL_CLOCK="900")
     return subprocess.run(
-        [sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", "-", *flags],
+        # no lock: its extra build leaves what the other builds leave, and is cleaned the same way
+        [sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--no-lock", "--json", "-", *flags],
         capture_output=True,
         text=True,
         env=env,

@@ -51,6 +51,7 @@ def test_llm_repairs_an_unclassified_failure_and_refuses_what_the_readme_asks(do
                 "llm": {"base_url": server.base_url, "model": "scripted-model", "api_key": "sk-loop-key-456"},
                 "github": {"token": SENTINEL},
                 "knowledge": {"path": str(tmp_path / "xp.sqlite")},
+                "output": {"lock": False},  # the lock is tested on its own (test_run_cli, test_lock_*)
             },
         )
         engine = Engine.from_settings(settings)

@@ -336,6 +336,7 @@ def test_run_of_a_hostile_repository_runs_nothing_from_it_on_the_host(docker_ava
         overrides={
             "llm": {"base_url": ""},  # no LLM: the deterministic path only
             "budgets": {"max_steps": 2, "wall_clock": 400},
+            "output": {"lock": False},  # not under test here
         },
     )
     engine = Engine.from_settings(settings)

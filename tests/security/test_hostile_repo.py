@@ -123,6 +123,8 @@ def test_hostile_repository_sees_no_secret_and_every_container_is_hardened(
                 # keep everything the run creates until it has been inspected (then clean by label)
                 "engine": {"keep_containers": True, "command_timeout": 300},
                 "budgets": {"max_steps": 30, "wall_clock": 1200},
+                # the lock's extra build shows nothing more about the trust boundary
+                "output": {"lock": False},
             },
         )
         assert settings.github.token == TOKEN_SENTINEL and settings.llm.api_key == LLM_KEY_SENTINEL
