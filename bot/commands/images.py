@@ -40,6 +40,13 @@ def add_parser(sub) -> None:
         "(repeatable; e.g. rust or rust=1.85)",
     )
     b.add_argument("--force", action="store_true", help="rebuild even when the recipe hash matches")
+    b.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        metavar="N",
+        help="images made at once, each as soon as its base is there (default 2)",
+    )
     b.add_argument("--engine", choices=["docker", "podman"], help="container engine (engine.kind)")
     add_json_flag(b, "the outcome of each image (schema setupbot.images/1)")
     lst = isub.add_parser("list", help="Python versions and service images this engine offers")
@@ -101,6 +108,7 @@ def _bootstrap(args: argparse.Namespace, engine, settings) -> int:
             services=wanted,
             force=args.force,
             log_line=lambda line: reporter.stage(line),
+            jobs=max(1, getattr(args, "jobs", 1) or 1),
         )
         outcomes += _ecosystem_images(engine, settings, args, reporter)
     failed = [o for o in outcomes if o.action == "failed"]

@@ -15,6 +15,7 @@ rebuilt. A load keeps the image ID, so the stand-ins built on a loaded base keep
 
 from __future__ import annotations
 
+import concurrent.futures
 import graphlib
 import hashlib
 import json
@@ -492,29 +493,59 @@ def bootstrap(
     *,
     force: bool = False,
     log_line: Callable[[str], None] = log.info,
+    jobs: int = 1,
 ) -> list[Outcome]:
     """Make the chosen stand-ins present (all when ``None``): rootfs, Debian, Python, services.
-    A failure of one image is reported and the others go on; a failed base skips its users."""
+    A failure of one image is reported and the others go on; a failed base skips its users.
+    With ``jobs`` above 1, that many images are made at once, each as soon as its base is
+    there (the builds wait on the network and the disk as much as on the processor)."""
     engine.ping()
     recipes = select_recipes(settings, pythons, services)
+    suites = sorted({r.base.split(":", 1)[1] for r in recipes if r.base.startswith(ROOTFS_REPOSITORY + ":")})
+    jobs = max(1, int(jobs))
     outcomes: list[Outcome] = []
     failed: set[str] = set()
-    for suite in sorted({r.base.split(":", 1)[1] for r in recipes if r.base.startswith(ROOTFS_REPOSITORY + ":")}):
+
+    def rootfs(suite: str) -> Outcome:
         try:
-            outcomes.append(ensure_rootfs(engine, settings, suite, log_line))
+            return ensure_rootfs(engine, settings, suite, log_line)
         except ImageUnavailableError as exc:
-            outcomes.append(Outcome(rootfs_tag(suite), "failed", 0.0, exc.render()))
-            failed.add(rootfs_tag(suite))
-    for recipe in recipes:
-        if recipe.base in failed:
-            outcomes.append(Outcome(recipe.tag, "failed", 0.0, f"skipped: its base {recipe.base} failed"))
-            failed.add(recipe.tag)
-            continue
+            return Outcome(rootfs_tag(suite), "failed", 0.0, exc.render())
+
+    def standin(recipe: ImageRecipe) -> Outcome:
         outcome = build_standin(engine, settings, recipe, force=force, log_line=log_line)
-        outcomes.append(outcome)
-        if outcome.action == "failed":
-            failed.add(recipe.tag)
         log_line(f"{outcome.action:7} {outcome.tag} ({outcome.seconds:.0f}s)")
+        return outcome
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="bootstrap") as pool:
+        for outcome in pool.map(rootfs, suites):
+            outcomes.append(outcome)
+            if outcome.action == "failed":
+                failed.add(outcome.tag)
+        # each recipe as soon as its base is made; the order of ``recipes`` among those ready
+        pending = list(recipes)
+        running: dict[concurrent.futures.Future[Outcome], ImageRecipe] = {}
+        while pending or running:
+            made = {o.tag for o in outcomes}
+            for recipe in list(pending):
+                if recipe.base in failed:
+                    pending.remove(recipe)
+                    outcomes.append(Outcome(recipe.tag, "failed", 0.0, f"skipped: its base {recipe.base} failed"))
+                    failed.add(recipe.tag)
+                elif len(running) < jobs and (recipe.base in made or not any(recipe.base == r.tag for r in recipes)):
+                    pending.remove(recipe)
+                    running[pool.submit(standin, recipe)] = recipe
+            if not running:
+                if pending:  # a base that is neither made nor pending: cannot happen, but never spin
+                    raise RuntimeError(f"stand-ins wait on bases that are not made: {[r.base for r in pending]}")
+                break
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                running.pop(future)
+                outcome = future.result()
+                outcomes.append(outcome)
+                if outcome.action == "failed":
+                    failed.add(outcome.tag)
     return outcomes
 
 

@@ -1,4 +1,5 @@
-"""`setupbot run` through the CLI on the real engine (the pipeline, no stand-in): the files it
+"""`setupbot run` through the CLI on the real engine (the pipeline, no stand-in), on the README's
+example with the README's command (CI's check that the first screen's command works): the files it
 writes into the checkout are the environment it proved, each marked, consistent with each other
 and with the plan; a second run with unchanged inputs starts no container and changes nothing.
 One full pipeline run (a few minutes)."""
@@ -24,10 +25,18 @@ EXAMPLE = ROOT / "examples" / "hello-app"
 OUT = ".devcontainer"
 
 
+def _setupbot() -> list[str]:
+    """The README's command: the installed `setupbot` (CI installs it), else the module."""
+    found = shutil.which("setupbot")
+    if found is None and os.environ.get("CI") == "true":
+        pytest.fail("the setupbot command is not installed (pip install -e .)")
+    return [found] if found else [sys.executable, "-m", "bot"]
+
+
 def setupbot_run(repo: Path, answer: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "bot", "run", str(repo), "--no-knowledge", "--json", str(answer)],
+        [*_setupbot(), "run", str(repo), "--no-knowledge", "--json", str(answer)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -68,8 +77,8 @@ def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
     # the Dockerfile builds FROM the planned image and installs the lock it ships with
     parser = DockerfileParser(fileobj=io.BytesIO(files[f"{OUT}/Dockerfile"].encode()))
     assert parser.baseimage == plan["plan"]["base_image"]
-    if f"{OUT}/requirements.lock" in written:
-        assert "--require-hashes" in parser.content and "--hash=sha256:" in files[f"{OUT}/requirements.lock"]
+    assert f"{OUT}/requirements.lock" in written
+    assert "--require-hashes" in parser.content and "--hash=sha256:" in files[f"{OUT}/requirements.lock"]
     assert json.loads(parser.cmd) == plan["plan"]["test_command"]
 
     # the devcontainer builds that Dockerfile from the repository root and runs the same tests
