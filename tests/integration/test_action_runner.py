@@ -115,6 +115,7 @@ def run_composite(action_dir: Path, with_inputs: dict[str, str], env: dict[str, 
 
 
 @pytest.mark.timeout(2700)  # the action's own bound is 2400 s
+@pytest.mark.slow
 def test_the_action_on_a_fresh_runner_opens_one_pr_from_registry_images(runner_world, tmp_path):
     registry, digests, engine_env = runner_world
     engine_shell = {**os.environ, **engine_env}

@@ -61,6 +61,7 @@ def write_outputs_for(fixture: Path, workdir: Path) -> Path:
 
 @pytest.mark.timeout(1800)  # `devcontainer up`'s own bound is 1500 s
 @pytest.mark.parametrize("name", sorted(FIXTURES))
+@pytest.mark.slow
 def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
     repo = write_outputs_for(FIXTURES[name], tmp_path)
     config_text = (repo / ".devcontainer" / "devcontainer.json").read_text()

@@ -21,6 +21,7 @@ EVENTS = ROOT / "tests" / "fixtures" / "events"
 REPO = "octo/app"
 
 
+@pytest.mark.slow
 def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monkeypatch, capsys):
     if subprocess.run(["docker", "image", "inspect", "python:3.11-slim"], capture_output=True).returncode:
         pytest.fail("python:3.11-slim is missing: run `setupbot images bootstrap` first (CI does)")

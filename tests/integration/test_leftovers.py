@@ -82,6 +82,7 @@ def _validate(doc: dict) -> None:
 
 
 @pytest.mark.timeout(1300)  # the run's own bound is 1200 s
+@pytest.mark.slow
 def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
     repo = tmp_path / "broken"
     (repo / "tests").mkdir(parents=True)
@@ -103,6 +104,7 @@ def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
 
 
 @pytest.mark.timeout(1300)  # the run's own bound is 1200 s
+@pytest.mark.slow
 def test_a_run_below_the_gate_exits_21_and_leaves_nothing(docker_available, tmp_path):
     repo = tmp_path / "shallow"
     shutil.copytree(FIXTURES / "verify-shallow", repo)

@@ -46,6 +46,7 @@ def setupbot_run(repo: Path, answer: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.timeout(1800)
+@pytest.mark.slow
 def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
     repo = tmp_path / "hello-app"
     shutil.copytree(EXAMPLE, repo)

@@ -57,6 +57,7 @@ def _prove(engine, name: str, offered: list[str]):
     return prove(engine, REPOS / name, offered, tag=f"setupbot/rust-proof:{engine.run_id}-{name}".lower())
 
 
+@pytest.mark.slow
 def test_small_crate_with_a_crates_io_dependency_end_to_end(engine):
     _standins(engine, ["1.85"])
     proof = _prove(engine, "rust-crate", ["1.85"])

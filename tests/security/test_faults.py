@@ -105,6 +105,7 @@ def test_a_failing_build_ends_unresolved_with_nothing_left(docker_available, tmp
 @pytest.mark.docker
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("call", ["create_container", "build"])
+@pytest.mark.slow
 def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docker_available, tmp_path, monkeypatch):
     """The engine works for the first image and runner, then fails (connection reset) on the
     next call of the kind: the clean replay's build, or its container."""

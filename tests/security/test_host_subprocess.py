@@ -325,6 +325,7 @@ def test_plan_of_a_hostile_repository_runs_nothing_from_it_on_the_host(hostile, 
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_run_of_a_hostile_repository_runs_nothing_from_it_on_the_host(docker_available, hostile):
     from bot.config import load_settings
     from bot.engine import Engine

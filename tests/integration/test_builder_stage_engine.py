@@ -114,6 +114,7 @@ def _size(tag: str) -> int:
     return int(out.stdout.strip() or 0)
 
 
+@pytest.mark.slow
 def test_a_dependency_with_only_a_source_archive_is_built_in_a_builder_stage(tmp_path, local_index, host_engine):
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
