@@ -18,6 +18,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -165,6 +166,9 @@ class Engine:
         self.limits = Limits.from_settings(settings.engine)
         self.ca: CABundle | None = resolve_ca_bundle(settings.ca.file, environ)
         self._counter = itertools.count(1)
+        # the per-run egress network is made once, also when builds run in threads (images
+        # bootstrap --jobs): two at once would ask for the same bridge name
+        self._egress_lock = threading.Lock()
         self._client = None
         self._buildkit: bool | None = None
         self._internal_networks: set[str] = set()
@@ -568,6 +572,10 @@ class Engine:
         """The network runners reach the registries through: a per-run bridge whose link-local
         and host-bound traffic is dropped where the guard can be set up (bot.engine.egress),
         else the configured network; ``self.egress`` says which, for the report."""
+        with self._egress_lock:
+            return self._egress_network()
+
+    def _egress_network(self) -> str:
         if self.egress is not None:
             return self._egress_net or self.settings.engine.network_mode
         mode = self.settings.engine.network_mode

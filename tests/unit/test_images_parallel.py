@@ -89,3 +89,38 @@ def test_a_failed_base_skips_its_users_and_the_others_go_on(monkeypatch):
     assert by["python:3.11-slim"].action == "failed" and by["python:3.13-slim"].action == "failed"
     assert by["redis:8"].detail == "skipped: its base debian:trixie-slim failed"
     assert [t for e, t in events if e == "start"] == ["debian:trixie-slim"]
+
+
+def test_one_egress_network_per_engine_when_builds_run_in_threads(monkeypatch):
+    """Three builds at once ask for the run's egress network: one is made (two would ask the
+    daemon for the same bridge name, and the second fails)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from bot.config import load_settings
+    from bot.engine import core
+
+    if shutil.which("docker") is None:
+        pytest.skip("Engine() needs a docker binary on PATH to name")
+    e = core.Engine(load_settings(None, environ={}), run_id="threads", environ={})
+    created: list[list[str]] = []
+
+    def run_cli(argv, check=True, timeout=None):
+        if argv[:2] == ["network", "create"]:
+            time.sleep(0.1)  # the daemon takes a while: the other threads arrive meanwhile
+            created.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, "10.0.0.1\n", "")
+
+    monkeypatch.setattr(e, "run_cli", run_cli)
+    monkeypatch.setattr(core.egress_guard, "why_not", lambda kind: "")
+    monkeypatch.setattr(core.egress_guard, "add_rules", lambda run_id, iface: None)
+    monkeypatch.setattr(e, "_release_egress", lambda: None)
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda: got.append(e.egress_network())) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(created) == 1 and len(set(got)) == 1 and got[0].endswith("-egress")
