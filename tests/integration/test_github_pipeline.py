@@ -42,6 +42,9 @@ def test_push_merge_push_with_the_real_pipeline(docker_available, tmp_path, monk
         monkeypatch.setenv("SETUPBOT_GITHUB_API_URL", double.base_url)
         monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
         monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output.txt"))
+        # the pull request's lifecycle, not the lock (test_run_cli and the lock tests have it):
+        # the lock's extra build is left out
+        monkeypatch.setenv("SETUPBOT_OUTPUT_LOCK", "false")
         argv = ["github", "--event-name", "push", "--event-path", str(EVENTS / "push.json"), "--repo", str(checkout)]
 
         started = time.monotonic()
