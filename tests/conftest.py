@@ -77,10 +77,6 @@ def pytest_collection_modifyitems(config, items):
     here, where this pytest reads it, once."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    # the `slow` tests first (a stable sort): the workers start on the long engine runs, and the
-    # short tests fill the gaps at the end instead of a long one running alone there
-    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts the same way
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     for item in items:
         if item.get_closest_marker("serial") is not None:
             item.add_marker(pytest.mark.xdist_group("serial"))

@@ -103,7 +103,7 @@ def test_a_failing_build_ends_unresolved_with_nothing_left(docker_available, tmp
 
 
 @pytest.mark.docker
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("call", ["create_container", "build"])
 @pytest.mark.slow
 def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docker_available, tmp_path, monkeypatch):
@@ -117,8 +117,10 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docke
     (repo / "tests").mkdir(parents=True)
     (repo / "tests" / "test_ok.py").write_text("def test_ok():\n    assert True\n")
     (repo / ".python-version").write_text("3.11\n")
+    # the budget leaves the loop's first build and run room on a loaded CI engine (four builds
+    # beside it took it past 300 s once, and the run ended before the replay the fault is for)
     settings = load_settings(
-        repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 300}, "engine": {"command_timeout": 120}}
+        repo, environ={}, overrides={"budgets": {"max_steps": 4, "wall_clock": 900}, "engine": {"command_timeout": 300}}
     )
     engine = Engine.from_settings(settings)
     real = getattr(engine, call)
@@ -142,6 +144,6 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docke
         assert record.status in ("unresolved", "over_budget", "error")
         assert "engine failed" in (record.remaining + " ".join(record.warnings) + record.trajectory.to_jsonl())
         outcome = record.status
-    assert outcome and time.monotonic() - started < 300
+    assert outcome and time.monotonic() - started < 900  # bounded: the fault ends the run, never a hang
     assert done, f"the first {call} did not happen"
     assert leftovers(engine.run_id) == {"containers": [], "networks": [], "volumes": [], "images": []}
