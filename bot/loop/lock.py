@@ -608,7 +608,8 @@ def _build_locked(
     build = engine.build(repo, draft.dockerfile, tag)
     if draft.staged:
         if not build.ok:
-            why = "the image with a builder stage did not build"
+            tail = " ".join(build.log.strip().splitlines()[-2:])[:300]
+            why = "the image with a builder stage did not build" + (f" ({tail})" if tail else "")
         else:
             lost = _staged_libraries_missing(engine, tag, replay_tag)
             why = f"without the compilers the image lacks {lost}" if lost else ""
