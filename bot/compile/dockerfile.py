@@ -176,7 +176,7 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     built = built_wheels(graph)
     staged = [n for n in by_action.get("apt", []) if n.attrs.get("stage") == WHEELS_STAGE] if built else []
     envs = by_action.get("env", [])
-    steps: list[dict[str, Any]] = _builder_steps(graph, by_action, built) if staged else []
+    steps: list[dict[str, Any]] = _builder_steps(graph, by_action, built, staged) if staged else []
     steps.append(_from_step(graph.runtime))
     if envs:
         steps.append(
@@ -246,11 +246,12 @@ def _from_step(rt: Node) -> Step:
     }
 
 
-def _builder_steps(graph: DepGraph, by_action: dict[str, list[Node]], built: dict[str, Any]) -> list[Step]:
-    """A builder stage: the same base, environment and system packages with the compilers, and
-    the wheels of the locked distributions the index has only as source. With a hashed lock
-    pip checks each source archive against the lock's hashes before building it."""
-    staged = [n for n in by_action.get("apt", []) if n.attrs.get("stage") == WHEELS_STAGE]
+def _builder_steps(
+    graph: DepGraph, by_action: dict[str, list[Node]], built: dict[str, Any], staged: list[Node]
+) -> list[Step]:
+    """A builder stage: the same base, environment and system packages with the compilers
+    (``staged``), and the wheels of the locked distributions the index has only as source. With
+    a hashed lock pip checks each source archive against the lock's hashes before building it."""
     names = sorted(built)
     frm = _from_step(graph.runtime)
     frm["stage"] = WHEELS_STAGE

@@ -565,8 +565,13 @@ def _try_locked(
     kept, or empty when it reproduces the proven set."""
     build = _build_locked(engine, repo, draft, tag, compile_dockerfile, replay_tag=replay_tag)
     if not build.ok:
-        return "the locked Dockerfile did not build: " + " ".join(build.log.strip().splitlines()[-3:])[:400]
+        return "the locked Dockerfile did not build: " + _log_tail(build.log, 3, 400)
     return _differs_from_replay(engine, tag, graph, replay)
+
+
+def _log_tail(log: str, lines: int, limit: int) -> str:
+    """The last ``lines`` lines of a build log on one line, at most ``limit`` characters."""
+    return " ".join(log.strip().splitlines()[-lines:])[:limit]
 
 
 def _unstage(draft: _Draft, why: str, compile_dockerfile: Callable[[DepGraph], Any]) -> None:
@@ -608,7 +613,7 @@ def _build_locked(
     build = engine.build(repo, draft.dockerfile, tag)
     if draft.staged:
         if not build.ok:
-            tail = " ".join(build.log.strip().splitlines()[-2:])[:300]
+            tail = _log_tail(build.log, 2, 300)
             why = "the image with a builder stage did not build" + (f" ({tail})" if tail else "")
         else:
             lost = _staged_libraries_missing(engine, tag, replay_tag)

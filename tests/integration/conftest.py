@@ -100,3 +100,19 @@ def runner_world(tmp_path_factory, docker_available):
                 yield registry, digests, env
     except Unavailable as exc:
         unavailable(str(exc))
+
+
+@pytest.fixture
+def host_engine(docker_available):
+    """An engine whose builds use the host's network: they reach a package index a test serves
+    on 127.0.0.1 (the lock tests)."""
+    import subprocess
+
+    from bot.config import load_settings
+    from bot.engine import Engine
+
+    if subprocess.run(["docker", "image", "inspect", "python:3.11-slim"], capture_output=True).returncode:
+        pytest.fail("python:3.11-slim is missing: run `setupbot images bootstrap` first (CI does)")
+    e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g", "network_mode": "host"}}))
+    yield e
+    e.clean(e.run_id)

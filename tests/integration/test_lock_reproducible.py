@@ -12,7 +12,6 @@ import base64
 import functools
 import hashlib
 import http.server
-import subprocess
 import threading
 import zipfile
 from pathlib import Path
@@ -22,7 +21,6 @@ import pytest
 from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
 from bot.config import load_settings
-from bot.engine import Engine
 from bot.graph.lock import apply_lock, parse_lock
 from bot.graph.mapping import Registry
 from bot.graph.model import Node
@@ -77,16 +75,6 @@ def local_index(tmp_path):
     yield index, f"http://127.0.0.1:{server.server_address[1]}/simple"
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture
-def host_engine(docker_available):
-    if subprocess.run(["docker", "image", "inspect", "python:3.11-slim"], capture_output=True).returncode:
-        pytest.fail("python:3.11-slim is missing: run `setupbot images bootstrap` first (CI does)")
-    # the builds reach the index on the host's loopback
-    e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g", "network_mode": "host"}}))
-    yield e
-    e.clean(e.run_id)
 
 
 @pytest.mark.extended
