@@ -6,6 +6,12 @@ packages the Dockerfile installs are pinned to the versions the replay image has
 Dockerfile is then built and its installed set compared with the replay's: only a lock that
 reproduces the proven set replaces the unlocked Dockerfile.
 
+When the loop's working image was built from the graph's own Dockerfile, the lock is drafted
+from that image before the replay instead (``draft_before_replay``): the clean replay builds the
+locked Dockerfile and runs the tests on it, so one no-cache build proves both the environment
+and its lock, and the run builds one image fewer. A locked replay that does not hold gives way
+to the unlocked replay and the lock after it.
+
 Hashes come from ``uv pip compile --generate-hashes --no-build --no-deps`` over the exact pins
 (nothing is built or run on the host, SECURITY.md S12); distributions with no usable wheel,
 which uv will not hash without building, are looked up in the index's own listing.
@@ -440,6 +446,101 @@ def lock_environment(
     )
 
 
+@dataclass
+class PendingLock:
+    """A lock drafted from the loop's working image before the clean replay. The replay then
+    builds the locked Dockerfile with no cache and runs the tests on it, so one build proves
+    the environment and its lock (``proven_by_replay``); ``withdraw`` puts the lock file back
+    as it was when the replay does not hold."""
+
+    draft: _Draft
+    working: _Replay  # what the working image installed
+    working_tag: str
+    rel: str
+    current: str | None  # the lock file as it was (None: there was none)
+    unlocked: DepGraph  # the graph before the lock was applied
+    seconds: float  # what drafting it took
+
+    def withdraw(self) -> None:
+        if self.draft.target is not None:
+            _put_back(self.draft.target, self.current)
+
+
+def draft_before_replay(
+    engine: Any,
+    repo: Path,
+    graph: DepGraph,
+    *,
+    working_tag: str,
+    output_dir: str,
+    index_url: str | None = None,
+    timeout: float = 120.0,
+    compile_dockerfile: Callable[[DepGraph], Any] | None = None,
+) -> PendingLock | None:
+    """Freeze the working image (built from ``graph``'s own Dockerfile), write the lock and
+    return it with the locked graph for the clean replay to build. None when the lock is left
+    to after the replay (``lock_environment``): a native lock, a graph that already installs a
+    lock, a hand-written lock file, or a set an index lock cannot pin."""
+    compile_dockerfile = compile_dockerfile or default_compile
+    t0 = time.monotonic()
+    if native_lock(graph) is not None or "config:requirements-lock" in graph.nodes:
+        return None
+    rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
+    working = _read_replay(engine, graph, working_tag, rel, t0)
+    if isinstance(working, LockOutcome) or not working.pins:
+        return None
+    target = Path(repo) / rel
+    if target.is_symlink():
+        return None
+    current = target.read_text() if target.is_file() else None
+    if current is not None and not has_marker(current):
+        return None  # a person wrote it: lock_environment says so after the replay
+    source = "frozen from the tested image, then built and tested by the clean replay"
+    draft = _draft_lock(graph, working, rel, index_url, timeout, compile_dockerfile, source)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(draft.text)
+    draft.target = target
+    unlocked = DepGraph.from_json(graph.to_json())
+    return PendingLock(draft, working, working_tag, rel, current, unlocked, time.monotonic() - t0)
+
+
+def proven_by_replay(engine: Any, pending: PendingLock, replay_tag: str) -> LockOutcome:
+    """The clean replay built ``pending``'s locked Dockerfile and its tests held: the lock is
+    kept when the replay image installed the working image's set (and, with a builder stage,
+    lacks no shared library the working image had). Otherwise the lock file is put back and the
+    outcome says why."""
+    t0 = time.monotonic()
+    draft = pending.draft
+    reason = _differs_from_replay(engine, replay_tag, pending.unlocked, pending.working)
+    if not reason and draft.staged:
+        lost = _staged_libraries_missing(engine, replay_tag, pending.working_tag)
+        reason = f"without the compilers the image lacks {lost}" if lost else ""
+    if reason:
+        pending.withdraw()
+        return LockOutcome(
+            "failed",
+            reason,
+            lock=draft.lock,
+            file=pending.rel,
+            notes=draft.notes,
+            apt_versions=pending.working.apt_versions,
+            seconds=pending.seconds + time.monotonic() - t0,
+        )
+    return LockOutcome(
+        "locked",
+        "",
+        lock=draft.lock,
+        text=draft.text,
+        file=pending.rel,
+        tag=replay_tag,
+        dockerfile=draft.dockerfile,
+        apt_versions=pending.working.apt_versions,
+        notes=draft.notes,
+        seconds=pending.seconds + time.monotonic() - t0,
+        graph=draft.locked,
+    )
+
+
 def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: float) -> _Replay | LockOutcome:
     """Freeze the replay image and the base image; an outcome instead when the replay cannot be
     listed or holds something an index lock cannot pin."""
@@ -507,6 +608,7 @@ def _draft_lock(
     index_url: str | None,
     timeout: float,
     compile_dockerfile: Callable[[DepGraph], Any],
+    source: str = "frozen from the clean replay",
 ) -> _Draft:
     """Hash the replay's pins into a lock, apply it to a copy of the graph (without the compiler
     when nothing needs one) and compile that graph's Dockerfile."""
@@ -520,7 +622,7 @@ def _draft_lock(
         # the compilers build only these wheels: they go in a builder stage (issue 16 item 5)
         lock.built = compiled
     locked = DepGraph.from_json(graph.to_json())
-    apply_lock(locked, lock, rel, source="frozen from the clean replay", apt_versions=replay.apt_versions)
+    apply_lock(locked, lock, rel, source=source, apt_versions=replay.apt_versions)
     compiler = locked.nodes.get("systemlib:build-essential")
     staged = bool(lock.built)
     if compiled == [] and compiler is not None and compiler.action == "apt":

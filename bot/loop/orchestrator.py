@@ -29,6 +29,7 @@ from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
 from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures
 from bot.loop.era import EraMixin
 from bot.loop.llm import run_planner_turns
+from bot.loop.lock import LockOutcome, PendingLock
 from bot.loop.records import KeptRepair, RunRecord, member_results
 from bot.loop.repair import Candidate, generic_candidates, knowledge_candidates
 from bot.loop.replay import ReplayMixin, _last_lines
@@ -115,6 +116,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._drift_tried = False  # the era set for failing assertions is tried once per run
         self.providers: dict[str, list[str]] = {}  # module -> installed distributions (runner)
         self._counts_checked = False
+        self._prelock: PendingLock | None = None  # a lock drafted for the clean replay to build
+        self._prelocked: LockOutcome | None = None  # that lock, proven by the replay
+        self._prelock_refused = ""  # why the replay of that lock did not hold (no lock then)
         self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
     # -- plan facts -------------------------------------------------------------------------
@@ -191,8 +195,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             # the tests collected and ran; what is left cannot be repaired here: replay this
             # state, and the record says what remains
         ws.close()
-        # a replay failure is new evidence: keep working in the replayed container
-        return self._finish()
+        # a replay failure is new evidence: keep working in the replayed container; the
+        # working image may be frozen into a lock that the replay builds
+        return self._finish(working=ws)
 
     def _close_record(self, t_start: float) -> None:
         """What the record holds whatever the ending: the Dockerfile, the plan, timings, usage."""

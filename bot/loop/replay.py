@@ -9,7 +9,7 @@ from bot.errors import SetupbotError
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
 from bot.loop.diagnose import Signature
-from bot.loop.lock import lock_environment
+from bot.loop.lock import LockOutcome, PendingLock, draft_before_replay, lock_environment, proven_by_replay
 from bot.loop.records import KeptRepair, member_results
 from bot.loop.repair import find_test_dirs, next_python
 from bot.loop.state import LoopBase
@@ -24,19 +24,24 @@ def _last_lines(text: str, n: int) -> str:
 class ReplayMixin(LoopBase):
     """Clean replay and the run's status."""
 
-    def _finish(self, over_budget: str = "") -> Workspace | None:
+    def _finish(self, over_budget: str = "", working: Workspace | None = None) -> Workspace | None:
         """Clean replay of the current state and the run's status from it. Returns the replay's
         workspace when the loop should keep working in it (a replay failure with budget left),
-        else None (the run is over)."""
+        else None (the run is over). ``working`` is the loop's workspace that reached this
+        state: its image may be frozen into a lock that the replay builds (``_lock_first``)."""
         rec = self.record
         if over_budget and not self.budget.can_replay():
             rec.status = "over_budget"
             rec.remaining = f"{over_budget}; no time left for the clean replay ({self.budget.left:.0f}s left)"
             return None
+        pending = self._lock_first(working) if working is not None and not over_budget else None
         replay_ws = self.replay()
+        if pending is not None and working is not None:
+            replay_ws = self._hold_locked_replay(pending, replay_ws, working)
         outcome = replay_ws.outcome
         disproved = self._disproved_by_counts(outcome)
         if disproved is not None and disproved.checkpoint is not None and self.budget.can_replay():
+            self._withdraw_prelock()
             # the clean build does not reproduce what the working container showed: without
             # the repair, the state before it is what the repository had, so replay that
             self._drop_disproved(replay_ws, disproved)
@@ -59,7 +64,14 @@ class ReplayMixin(LoopBase):
             if over_budget:
                 rec.remaining = over_budget + (f"; {rec.remaining}" if rec.remaining else "")
             replay_ws.close()
-            if rec.status == "success":
+            if rec.status != "success":
+                self._withdraw_prelock()
+            elif self._prelocked is not None:
+                self._record_lock(self._prelocked)
+            elif self._prelock_refused:
+                rec.replay["lock"] = {"status": "failed", "reason": self._prelock_refused}
+                rec.warnings.append(f"environment not locked: {self._prelock_refused}")
+            elif rec.status == "success":
                 if self.budget.can_replay():
                     self.lock_replay()
                 else:  # locking is one more build: it never takes the run past its budget
@@ -168,6 +180,96 @@ class ReplayMixin(LoopBase):
             detail=self.record.replay,
         )
         return ws
+
+    def _lock_first(self, working: Workspace) -> PendingLock | None:
+        """Draft the lock from the working image before the clean replay, so that the replay
+        builds the locked Dockerfile and one no-cache build proves the environment and its
+        lock. Only when that image was built from the graph's own Dockerfile (no repair tried
+        in its container since) and its tests ran and passed, and the budget leaves room.
+        The graph installs the lock until ``_hold_locked_replay`` says otherwise."""
+        if not getattr(getattr(self.settings, "output", None), "lock", True):
+            return None
+        if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
+            return None  # stand-in collaborators (tests) have no image to freeze
+        o = working.outcome
+        if not (self._ran(o) and o.results.count("passed") > 0) or not self.budget.can_replay():
+            return None
+        if getattr(working.dockerfile, "text", None) != self.compile(self.graph).text:
+            return None  # the graph changed after that image was built
+        try:
+            pending = draft_before_replay(
+                self.engine,
+                self.repo,
+                self.graph,
+                working_tag=working.tag,
+                output_dir=self.settings.output.dir,
+                compile_dockerfile=self.compile,
+            )
+        except SetupbotError as exc:
+            self.traj.record("lock-draft", outcome="failed", detail={"reason": exc.what})
+            return None
+        if pending is None:
+            return None
+        self.traj.record(
+            "lock-draft",
+            outcome="ok",
+            duration=pending.seconds,
+            detail={"from": working.tag, "count": len(pending.draft.lock.entries), "notes": pending.draft.notes},
+        )
+        self._prelock = pending
+        self.graph = pending.draft.locked
+        return pending
+
+    def _hold_locked_replay(self, pending: PendingLock, replay_ws: Workspace, working: Workspace) -> Workspace:
+        """The replay of the locked Dockerfile holds when it passes at least the tests the
+        working image passed and installs the same set: the lock is kept (``_prelocked``).
+        Otherwise the lock file and the graph go back to what they were and the unlocked
+        Dockerfile is replayed. A locked image that did not build leaves the lock to after that
+        replay (``lock_replay`` tries without the builder stage, with the compiler); one that
+        built but did not hold is not locked, and the record says why."""
+        o = replay_ws.outcome
+        before = working.outcome.results.count("passed")
+        built = o.stage != "build"
+        why = ""
+        if not (self.record.replay.get("ok") and (ran_count(o) or 0) > 0):
+            why = "the replay of the locked Dockerfile did not pass: " + (
+                o.note or _last_lines(self._remains(o), 2) or "no test ran"
+            )
+        elif o.results.count("passed") < before:
+            why = (
+                f"the replay of the locked Dockerfile passed {o.results.count('passed')} tests, "
+                f"against {before} in the working image"
+            )
+        else:
+            out = proven_by_replay(self.engine, pending, self.record.replay["tag"])
+            if out.ok:
+                self._prelocked = out
+                return replay_ws
+            why = out.reason
+        self._withdraw_prelock()
+        self.traj.record("lock-draft", outcome="failed", detail={"reason": why, "built": built})
+        if built:
+            self._prelock_refused = why
+        replay_ws.close()
+        return self.replay()
+
+    def _withdraw_prelock(self) -> None:
+        """The lock drafted before the replay is not kept: its file and the graph go back."""
+        pending, self._prelock, self._prelocked = self._prelock, None, None
+        if pending is None:
+            return
+        pending.withdraw()
+        self.graph = pending.unlocked
+
+    def _record_lock(self, out: LockOutcome) -> None:
+        """What the record and the report say of a lock that was kept."""
+        self.record.replay["lock"] = out.to_json()
+        self.record.timings["lock_seconds"] = round(out.seconds, 3)
+        self.traj.record("lock", outcome="ok", duration=out.seconds, detail=out.to_json())
+        for note in out.notes:
+            self.record.warnings.append(f"lock: {note}")
+        self.record.lock_text = out.text
+        self.record.replay["tag"] = out.tag
 
     def lock_replay(self) -> None:
         """Lock what the clean replay proved (bot.loop.lock, issue 16): the graph then compiles

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.loop.diagnose import Signature
+    from bot.loop.lock import LockOutcome, PendingLock
     from bot.loop.records import Checkpoint, KeptRepair, RunRecord
     from bot.loop.repair import Candidate
     from bot.loop.target import TargetOutcome
@@ -43,6 +44,9 @@ class LoopBase:
     providers: dict[str, list[str]]
     reoffered: set  # kept candidates a clean replay disproved, offered again
     _counts_checked: bool  # the clean replay was checked once against the repairs kept on counts
+    _prelock: PendingLock | None  # a lock drafted from the working image for the replay to build
+    _prelocked: LockOutcome | None  # that lock, once the replay proved it
+    _prelock_refused: str  # why the replay of that lock did not hold
 
     if TYPE_CHECKING:
         # what one seam calls on another (defined in the mixin named; SetupLoop has them all)

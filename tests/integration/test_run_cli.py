@@ -94,6 +94,12 @@ def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
     record = json.loads((repo / ".setupbot" / "run.json").read_text())
     assert record["status"] == "success" and record["replay"]["ok"] is True
     assert record["run_id"] == result["run_id"]
+    # the clean replay built the locked Dockerfile: one no-cache build proved the environment
+    # and its lock, with no third build after it
+    steps = [json.loads(line) for line in (repo / ".setupbot" / "trajectory.jsonl").read_text().splitlines()]
+    assert [s["action"] for s in steps if s["action"] in ("build", "replay")] == ["build", "replay"], steps
+    lock = record["replay"]["lock"]
+    assert (lock["status"], lock["tag"]) == ("locked", record["replay"]["tag"]), lock
 
     # unchanged inputs: the recorded environment is the answer, and no file changes
     before = {rel: (repo / rel).read_bytes() for rel in written}

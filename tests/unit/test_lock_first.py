@@ -1,0 +1,170 @@
+"""The lock drafted before the clean replay (issue 16: one build proves the environment and its
+lock). The loop freezes its working image, the replay builds the locked Dockerfile, and the lock
+is kept only when that replay holds; otherwise the lock file and the graph go back and the
+unlocked Dockerfile is replayed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bot.compile import compile_dockerfile
+from bot.compile.plan import make_plan
+from bot.config import load_settings
+from bot.engine.results import ExecResult
+from bot.graph.lock import LOCK_NAME, LockEntry
+from bot.graph.mapping import Registry
+from bot.junit import TestResults
+from bot.loop import lock as vlock
+from bot.loop.orchestrator import SetupLoop
+from bot.loop.records import RunRecord
+from bot.loop.target import TargetOutcome
+from bot.loop.trajectory import Budget
+from bot.loop.workspace import Workspace
+
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+H1 = "sha256:" + "a" * 64
+WORK = "setupbot-loop-x:work-1"
+REPLAY = "setupbot-loop-x:replay-2"
+SET = '[["requests", "2.31.0", false], ["pip", "24.0", false]]'
+
+
+class _Engine:
+    """Freezes images from a table (what each image installed)."""
+
+    def __init__(self, sets: dict[str, str]) -> None:
+        self.sets = {"python:3.11-slim": '[["pip", "24.0", false]]', **sets}
+        self.frozen: list[str] = []
+
+    def run_once(self, image, argv, timeout=300, env=None, network="none"):
+        if argv[0] == "dpkg-query":
+            return ExecResult(list(argv), 0, "libpq-dev=15.8\n", 0.1)
+        self.frozen.append(image)
+        return ExecResult(list(argv), 0, "SETUPBOT-DISTS:" + self.sets[image], 0.1)
+
+
+def _outcome(passed: int, stage: str = "done") -> TargetOutcome:
+    results = TestResults({f"t::test_{i}": "passed" for i in range(passed)})
+    return TargetOutcome(stage, results=results, junit=stage == "done", collect_exit=0 if stage == "done" else None)
+
+
+@pytest.fixture
+def loop(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
+    )
+    monkeypatch.setattr(vlock, "_compiled_pins", lambda *a, **k: None)  # no resolution here
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    settings = load_settings(repo, environ={})
+    graph = make_plan(repo, settings, available_pythons=["3.11"], registry=Registry(enabled=False)).graph
+    lp = SetupLoop.__new__(SetupLoop)
+    lp.repo, lp.settings, lp.compile = repo, settings, compile_dockerfile
+    lp.plan = SimpleNamespace(graph=graph)
+    lp.record = RunRecord(repo="r", run_id="x")
+    lp.traj = lp.record.trajectory
+    lp.budget = Budget(max_steps=20, wall_clock=3600, command_timeout=300)
+    lp._prelock, lp._prelocked, lp._prelock_refused = None, None, ""
+    lp.replays = []  # (Dockerfile the replay built, its outcome)
+
+    def replay_with(*outcomes):
+        queue = list(outcomes)
+
+        def replay():
+            outcome = queue.pop(0)
+            text = lp.compile(lp.graph).text
+            lp.replays.append(text)
+            tag = f"setupbot-loop-x:replay-{len(lp.replays) + 1}"
+            lp.record.replay = {"ok": outcome.stage == "done", "tag": tag}
+            ws = Workspace(tag, SimpleNamespace(text=text))
+            ws.outcome = outcome
+            return ws
+
+        lp.replay = replay
+
+    lp.replay_with = replay_with
+    return lp
+
+
+def _working(loop, passed: int = 3) -> Workspace:
+    ws = Workspace(WORK, SimpleNamespace(text=loop.compile(loop.graph).text))
+    ws.outcome = _outcome(passed)
+    return ws
+
+
+def test_the_replay_builds_the_lock_drafted_from_the_working_image(loop):
+    loop.engine = _Engine({WORK: SET, REPLAY: SET})
+    working = _working(loop)
+    pending = loop._lock_first(working)
+    assert pending is not None and WORK in loop.engine.frozen
+    lock_file = loop.repo / ".devcontainer" / LOCK_NAME
+    assert "requests==2.31.0" in lock_file.read_text()
+    loop.replay_with(_outcome(3))
+    ws = loop._hold_locked_replay(pending, loop.replay(), working)
+    # one replay, of the locked Dockerfile: it is the build that proves the lock
+    assert len(loop.replays) == 1
+    assert "--require-hashes" in loop.replays[0] and "libpq-dev=15.8" in loop.replays[0]
+    assert ws.tag == REPLAY and loop._prelocked is not None and loop._prelocked.status == "locked"
+    loop._record_lock(loop._prelocked)
+    assert loop.record.replay["lock"]["count"] == 1 and loop.record.lock_text == lock_file.read_text()
+    assert loop.record.replay["tag"] == REPLAY
+    assert "config:requirements-lock" in loop.graph.nodes
+
+
+def test_a_locked_replay_that_passes_fewer_tests_is_not_locked_and_the_unlocked_one_is_replayed(loop):
+    loop.engine = _Engine({WORK: SET, REPLAY: SET})
+    working = _working(loop, passed=3)
+    pending = loop._lock_first(working)
+    loop.replay_with(_outcome(2), _outcome(3))
+    ws = loop._hold_locked_replay(pending, loop.replay(), working)
+    assert len(loop.replays) == 2
+    assert "--require-hashes" in loop.replays[0] and "requirements.lock" not in loop.replays[1]
+    assert ws.outcome.results.count("passed") == 3
+    assert not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
+    assert "config:requirements-lock" not in loop.graph.nodes and loop._prelocked is None
+    assert "passed 2 tests, against 3" in loop._prelock_refused
+
+
+def test_a_locked_image_that_does_not_build_leaves_the_lock_to_after_the_replay(loop):
+    loop.engine = _Engine({WORK: SET})
+    working = _working(loop)
+    pending = loop._lock_first(working)
+    loop.replay_with(_outcome(0, stage="build"), _outcome(3))
+    loop._hold_locked_replay(pending, loop.replay(), working)
+    assert len(loop.replays) == 2 and not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
+    # lock_replay then tries the lock again (without the builder stage, with the compiler)
+    assert loop._prelock_refused == "" and loop._prelocked is None
+
+
+def test_a_locked_replay_with_another_set_is_not_locked(loop):
+    loop.engine = _Engine({WORK: SET, REPLAY: '[["requests", "2.32.0", false], ["pip", "24.0", false]]'})
+    working = _working(loop)
+    pending = loop._lock_first(working)
+    loop.replay_with(_outcome(3), _outcome(3))
+    loop._hold_locked_replay(pending, loop.replay(), working)
+    assert "differs" in loop._prelock_refused and "2.32.0" in loop._prelock_refused
+    assert not (loop.repo / ".devcontainer" / LOCK_NAME).exists() and len(loop.replays) == 2
+
+
+def test_no_draft_when_the_working_image_is_not_the_graphs_own_build(loop):
+    loop.engine = _Engine({WORK: SET})
+    working = _working(loop)
+    working.dockerfile = SimpleNamespace(text="FROM python:3.11-slim\n")  # a repair changed the graph since
+    assert loop._lock_first(working) is None
+    working = _working(loop, passed=0)  # nothing passed: nothing is proven to lock
+    assert loop._lock_first(working) is None
+    assert loop.engine.frozen == [] and not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
+
+
+def test_no_draft_over_a_hand_written_lock_or_with_the_lock_off(loop):
+    loop.engine = _Engine({WORK: SET})
+    (loop.repo / ".devcontainer").mkdir(exist_ok=True)
+    (loop.repo / ".devcontainer" / LOCK_NAME).write_text("requests==2.0\n")
+    assert loop._lock_first(_working(loop)) is None
+    assert (loop.repo / ".devcontainer" / LOCK_NAME).read_text() == "requests==2.0\n"
+    (loop.repo / ".devcontainer" / LOCK_NAME).unlink()
+    loop.settings = load_settings(loop.repo, environ={}, overrides={"output": {"lock": False}})
+    assert loop._lock_first(_working(loop)) is None
