@@ -34,6 +34,8 @@ class ReplayMixin(LoopBase):
             rec.status = "over_budget"
             rec.remaining = f"{over_budget}; no time left for the clean replay ({self.budget.left:.0f}s left)"
             return None
+        # what an earlier replay found of its lock does not speak for this one
+        self._prelock, self._prelocked, self._prelock_refused = None, None, ""
         pending = self._lock_first(working) if working is not None and not over_budget else None
         replay_ws = self.replay()
         if pending is not None and working is not None:

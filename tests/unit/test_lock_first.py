@@ -168,3 +168,19 @@ def test_no_draft_over_a_hand_written_lock_or_with_the_lock_off(loop):
     (loop.repo / ".devcontainer" / LOCK_NAME).unlink()
     loop.settings = load_settings(loop.repo, environ={}, overrides={"output": {"lock": False}})
     assert loop._lock_first(_working(loop)) is None
+
+
+def test_what_one_replay_found_of_its_lock_does_not_stop_the_next_from_locking(loop, monkeypatch):
+    """A replay that failed (the loop then works on) leaves no refusal behind: the next
+    _finish locks again, here after its replay (its working image is not the graph's build)."""
+    loop.engine = _Engine({WORK: SET})
+    loop._prelock_refused = "an earlier replay passed fewer tests"
+    monkeypatch.setattr(loop, "_disproved_by_counts", lambda outcome: None, raising=False)
+    after = []
+    monkeypatch.setattr(loop, "lock_replay", lambda: after.append(loop.record.replay["tag"]), raising=False)
+    working = _working(loop)
+    working.dockerfile = SimpleNamespace(text="FROM python:3.11-slim\n")
+    loop.replay_with(_outcome(3))
+    assert loop._finish(working=working) is None
+    assert loop.record.status == "success" and after == [REPLAY]
+    assert "lock" not in loop.record.replay and not any("not locked" in w for w in loop.record.warnings)
