@@ -1,5 +1,5 @@
 """Leave nothing behind: a failed build keeps no intermediate container, and a whole `setupbot
-run` -- one that fails and one that ends below the gate -- leaves no container, network, volume or
+run` -- one that fails and one that finds no test and ends below the gate -- leaves no container, network, volume or
 image carrying its run label. Only this test's own run label is counted: other runs may be
 active on the same engine."""
 
@@ -16,9 +16,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine import Engine
 from bot.engine.core import new_run_id
+from bot.errors import BelowGate
 
 ROOT = Path(__file__).parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "repos"
@@ -105,15 +107,24 @@ def test_a_failing_run_leaves_nothing(docker_available, tmp_path):
 
 @pytest.mark.timeout(1300)  # the run's own bound is 1200 s
 @pytest.mark.slow
-def test_a_run_below_the_gate_exits_21_and_leaves_nothing(docker_available, tmp_path):
-    repo = tmp_path / "shallow"
-    shutil.copytree(FIXTURES / "verify-shallow", repo)
+def test_a_run_that_finds_no_test_exits_21_below_the_gate_says_why_and_leaves_nothing(docker_available, tmp_path):
+    """A project with no tests: the replay ran none, so the run is not a success, it ends below
+    the gate (exit 21), and the report says which test commands were tried and where."""
+    repo = tmp_path / "run-no-tests"
+    shutil.copytree(FIXTURES / "run-no-tests", repo)
     run_id = new_run_id()
-    r = _run(repo, run_id, "--max-steps", "8", "--quiet")
+    r = _run(repo, run_id, "--max-steps", "8", "--no-verify")
     doc = json.loads(r.stdout) if r.stdout.strip() else {}
-    assert r.returncode == 21, (r.returncode, doc, r.stderr[-3000:])
+    assert r.returncode == BelowGate.exit_code == 21, (r.returncode, doc, r.stderr[-3000:])
     _validate(doc)
-    # the replay ran only skipped tests: not a success (issue 21), and below the gate
-    assert doc["status"] == "no_tests" and doc["gate"]["met"] is False
-    assert doc["verdict"] in ("Partial", "Shallow", None)
+    assert doc["status"] == "no_tests" and doc["exit_code"] == 21 and doc["run_id"] == run_id
+    assert "no test ran" in r.stderr and "Test commands tried: `python -m pytest`" in r.stderr, r.stderr[-3000:]
+    assert "no tests/, test/" in r.stderr
+    record = json.loads((repo / ".setupbot" / "run.json").read_text())
+    assert record["status"] == "no_tests" and record["replay"]["tests_ran"] == 0
+    assert "ran no test" in (repo / ".devcontainer" / "setup-report.md").read_text()
     assert _count(run_id) == NOTHING
+    # the files it wrote are not evidence for the next plan
+    plan = make_plan(repo, None, available_pythons=["3.11", "3.13"], resolve=False)
+    cited = {e[0] for n in plan.graph.nodes.values() for e in n.evidence}
+    assert not {c for c in cited if c.startswith((".devcontainer/", ".setupbot/"))}, cited
