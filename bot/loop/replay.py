@@ -73,13 +73,12 @@ class ReplayMixin(LoopBase):
             elif self._prelock_refused:
                 rec.replay["lock"] = {"status": "failed", "reason": self._prelock_refused}
                 rec.warnings.append(f"environment not locked: {self._prelock_refused}")
-            elif rec.status == "success":
-                if self.budget.can_replay():
-                    self.lock_replay()
-                else:  # locking is one more build: it never takes the run past its budget
-                    rec.warnings.append(
-                        "environment not locked: too little of the budget left for the build that proves the lock"
-                    )
+            elif self.budget.can_replay():
+                self.lock_replay()
+            else:  # locking is one more build: it never takes the run past its budget
+                rec.warnings.append(
+                    "environment not locked: too little of the budget left for the build that proves the lock"
+                )
             return None
         if over_budget or self.budget.exhausted():
             replay_ws.close()
