@@ -415,9 +415,7 @@ def lock_environment(
     if kept is not None:
         return kept
     draft = _draft_lock(graph, replay, rel, index_url, timeout, compile_dockerfile)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(draft.text)
-    draft.target = target
+    _write_draft(draft, target)
     tag = replay_tag.rsplit(":", 1)[0] + ":locked"
     reason = _try_locked(engine, repo, graph, replay, draft, tag, compile_dockerfile, replay_tag=replay_tag)
     if reason:
@@ -497,9 +495,7 @@ def draft_before_replay(
         return None  # a person wrote it: lock_environment says so after the replay
     source = "frozen from the tested image, then built and tested by the clean replay"
     draft = _draft_lock(graph, working, rel, index_url, timeout, compile_dockerfile, source)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(draft.text)
-    draft.target = target
+    _write_draft(draft, target)
     unlocked = DepGraph.from_json(graph.to_json())
     return PendingLock(draft, working, working_tag, rel, current, unlocked, time.monotonic() - t0)
 
@@ -642,6 +638,13 @@ def _draft_lock(
         )
     dockerfile = compile_dockerfile(locked).text
     return _Draft(lock, lock.render(), locked, compiler, notes, dockerfile, staged=staged)
+
+
+def _write_draft(draft: _Draft, target: Path) -> None:
+    """Write the drafted lock where the Dockerfile's COPY finds it, and remember where."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(draft.text)
+    draft.target = target
 
 
 def _put_back(target: Path, current: str | None) -> None:
