@@ -26,9 +26,11 @@ REFRESH = {"uv": "uv lock", "poetry": "poetry lock", "pdm": "pdm lock", "pipenv"
 MANIFEST = {"uv": "pyproject.toml", "poetry": "pyproject.toml", "pdm": "pyproject.toml", "pipenv": "Pipfile"}
 
 
-def stale_reason(graph: DepGraph, versions: dict[str, list[str]]) -> str | None:
+def stale_reason(graph: DepGraph, versions: dict[str, list[str]], manifest: str = "") -> str | None:
     """Why the lock does not satisfy the manifest, or None. Only what the manifest declares is
-    checked (imports and repairs are setupbot's additions, not the lock's business); a
+    checked: imports, repairs and what a noxfile, tox.ini or workflow installs are setupbot's
+    additions, not the lock's business. ``manifest``: the file the lock's tool locks (a
+    requirement with no evidence from it is skipped; "" checks every declared requirement). A
     requirement whose marker excludes the image's Python is skipped."""
     python = graph.runtime.attrs.get("version", "")
     env = {
@@ -44,6 +46,8 @@ def stale_reason(graph: DepGraph, versions: dict[str, list[str]]) -> str | None:
     }
     for n in sorted(graph.of_type("PACKAGE"), key=lambda n: n.id):
         if n.action != "pip" or n.attrs.get("source") in ("import", "removed-stdlib") or "spec" not in n.attrs:
+            continue
+        if manifest and not any(src == manifest for src, *_ in n.evidence):
             continue
         try:
             req = Requirement(n.attrs["spec"])
@@ -80,7 +84,7 @@ def use_native_lock(graph: DepGraph, warnings: list[ScanWarning]) -> bool:
         return False
     tool = node.attrs["tool"]
     versions = node.attrs.get("versions") or {k: [v] for k, v in (node.attrs.get("pins") or {}).items()}
-    why = stale_reason(graph, versions)
+    why = stale_reason(graph, versions, MANIFEST[tool])
     if why:
         node.action = None
         node.attrs["stale"] = why

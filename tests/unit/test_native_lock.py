@@ -140,3 +140,20 @@ def test_report_and_replay_lock_step_name_the_native_lock(tmp_path):
     assert "the repository's own `poetry.lock` (5 distributions), installed with poetry as it is" in text
     out = lock_environment(object(), tmp_path, g, replay_tag="t:1", output_dir=".devcontainer")
     assert out.status == "native" and not (tmp_path / ".devcontainer").exists()
+
+
+def test_what_a_noxfile_installs_is_not_the_locks_business(tmp_path):
+    # a noxfile session installs coverage, which pyproject.toml does not declare: the uv lock
+    # locks pyproject.toml only, so it is not stale and is synced as it is
+    repo = copy("plan-uv-groups", tmp_path)
+    (repo / "noxfile.py").write_text(
+        "import nox\n\n\n@nox.session\ndef tests(session):\n"
+        '    session.install("coverage[toml]", "pytest")\n    session.run("coverage", "run", "-m", "pytest")\n'
+    )
+    p = plan(repo)
+    assert not any("stale" in w.message for w in p.warnings), [w.message for w in p.warnings]
+    assert "uv sync --frozen" in p.dockerfile.text
+    # a declared requirement the lock lacks still makes it stale
+    manifest = repo / "pyproject.toml"
+    manifest.write_text(manifest.read_text().replace("dependencies = [", 'dependencies = [\n    "attrs>=23",', 1))
+    assert any("uv.lock is stale: attrs is declared but not in the lock" in w.message for w in plan(repo).warnings)
