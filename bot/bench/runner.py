@@ -358,8 +358,14 @@ def _close_pair(record: dict, started: float, engine, opts: BenchOptions, scratc
 def export_ecosystem(tree: Path) -> str:
     """The lead ecosystem of an exported tree (``bot.ecosystems.select``); "python" when none is
     recognised (the Python systems then say what they make of it)."""
-    lead = select(tree).lead
-    return lead.name if lead is not None else "python"
+    return export_ecosystems(tree)[0]
+
+
+def export_ecosystems(tree: Path) -> list[str]:
+    """Every ecosystem of an exported tree, lead first (``["python"]`` when none is recognised):
+    a Python package whose own code is a Rust extension is ``["python", "rust"]``."""
+    names = select(tree).names
+    return names or ["python"]
 
 
 def run_pair(
@@ -372,7 +378,8 @@ def run_pair(
     scratch = new_scratch(f"setupbot-bench-{repo.slug}-{system}-")
     engine = None
     try:
-        record["ecosystem"] = export_ecosystem(pristine)
+        names = export_ecosystems(pristine)
+        record["ecosystem"], record["ecosystems"] = names[0], names
         engine = _new_engine(opts)
         record["run_id"] = engine.run_id
         return _produce_and_score(repo, system, pristine, export, opts, progress, engine, scratch, record)

@@ -20,6 +20,8 @@ from bot.bench.determinism import identical_share
 from bot.bench.systems import SYSTEMS
 
 DIFFICULTY_ORDER = ("easy", "medium", "hard")
+# A Python package whose own code is a Rust extension: its own section, scored the Python way.
+PYTHON_RUST = "python+rust"
 # How each ecosystem other than Python is scored, for its section of the summary.
 ECOSYSTEM_METHODS = {
     "rust": (
@@ -29,7 +31,15 @@ ECOSYSTEM_METHODS = {
         "and its clean replay's image is scored; `declared` is the naive template: the newest "
         "`rust:X.Y-slim` offered, `COPY . .`, `cargo fetch` and `cargo test --no-run` in the build."
     ),
+    PYTHON_RUST: (
+        "Python packages whose own code is a Rust extension (maturin or setuptools-rust): scored as "
+        "the Python repositories are (EBSR: `python -m pytest --collect-only -q` exits 0; tests: JUnit "
+        "counts), but kept out of the Python figures. `setupbot` runs the Python setup loop, which "
+        "joins a Rust toolchain to the Python image (`bot.ecosystems.rust.pyrust`); `declared` and "
+        "`pipreqs` are the Python templates, which have no Rust toolchain."
+    ),
 }
+SECTION_TITLES = {PYTHON_RUST: "Python packages that build Rust"}
 
 
 # The records the Python figures count: Python's, and the trees that could not be exported.
@@ -40,6 +50,15 @@ def ecosystem_of(record: dict) -> str:
     """The record's lead ecosystem: "python" for records from before the benchmark knew
     ecosystems (no key), "" for a tree that could not be exported."""
     return str(record["ecosystem"] or "") if "ecosystem" in record else "python"
+
+
+def section_of(record: dict) -> str:
+    """The summary section a record belongs to: its lead ecosystem, or ``python+rust`` for a
+    Python package whose tree Rust also leads part of (a maturin or setuptools-rust extension)."""
+    lead = ecosystem_of(record)
+    if lead == "python" and "rust" in (record.get("ecosystems") or []):
+        return PYTHON_RUST
+    return lead
 
 
 def _systems_in(records: list[dict]) -> list[str]:
@@ -180,7 +199,7 @@ def render_summary(
     lines = ["# setupbot benchmark", ""]
     if not records:
         return "\n".join(lines + ["No results yet: run `setupbot bench --repos FILE` first.", ""])
-    python = [r for r in records if ecosystem_of(r) in PYTHON_FIGURES]
+    python = [r for r in records if section_of(r) in PYTHON_FIGURES]
     systems = _systems_in(python)
     repos = _repos_in(python)
     lines += _produced_by_lines(commands)
@@ -199,9 +218,9 @@ def render_summary(
         lines += _difficulty_lines(python, systems)
         lines += _per_repository_lines(python, systems, repos)
         lines += _time_lines(python)
-    for ecosystem in sorted({ecosystem_of(r) for r in records} - {"python", ""}):
-        lines += _ecosystem_lines(ecosystem, [r for r in records if ecosystem_of(r) == ecosystem])
-    lines += _unexported_lines([r for r in records if ecosystem_of(r) == ""])
+    for section in sorted({section_of(r) for r in records} - {"python", ""}):
+        lines += _ecosystem_lines(section, [r for r in records if section_of(r) == section])
+    lines += _unexported_lines([r for r in records if section_of(r) == ""])
     lines += sections or []
     lines += _missing_blob_lines(records, _systems_in(records))
     return "\n".join(lines)
@@ -216,10 +235,11 @@ def _ecosystem_lines(ecosystem: str, records: list[dict]) -> list[str]:
     systems side by side. Systems skipped for it are named, not scored."""
     scored = [r for r in records if r.get("status") != "skipped"]
     skipped = [r for r in records if r.get("status") == "skipped"]
-    title = ecosystem.capitalize()
-    lines = [f"## {title} repositories", ""]
+    title = SECTION_TITLES.get(ecosystem, ecosystem.capitalize())
+    lines = [f"## {title}" if ecosystem in SECTION_TITLES else f"## {title} repositories", ""]
     lines += [ECOSYSTEM_METHODS.get(ecosystem, f"Scored the {title} way."), ""]
-    lines += [f"{_repositories(len(_repos_in(records)), title)}, not counted in the Python figures.", ""]
+    named = "" if ecosystem in SECTION_TITLES else title
+    lines += [f"{_repositories(len(_repos_in(records)), named)}, not counted in the Python figures.", ""]
     lines += [
         "| system | repos | EBSR | mean pass share | median produce | median build | median image | "
         "median steps | repairs |",
@@ -641,7 +661,7 @@ def write_report(
 ) -> tuple[Path, Path | None]:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     chart: Path | None = None
-    python = [r for r in records if ecosystem_of(r) in PYTHON_FIGURES]
+    python = [r for r in records if section_of(r) in PYTHON_FIGURES]
     if python:  # the chart draws the Python figures
         chart = render_chart(python, chart_path)
     try:

@@ -14,9 +14,9 @@ from doubles.git import git as _git
 from bot.bench import results as results_io
 from bot.bench.baselines import produce_declared_rust
 from bot.bench.repos import BenchRepo
-from bot.bench.runner import BenchOptions, export_ecosystem, run_bench
+from bot.bench.runner import BenchOptions, export_ecosystem, export_ecosystems, run_bench
 from bot.bench.score import CARGO_EBSR_COMMAND, Score, cargo_cause, run_cargo_tests_in_image, score_dockerfile
-from bot.bench.summary import ecosystem_of, render_summary, write_report
+from bot.bench.summary import ecosystem_of, render_summary, section_of, write_report
 from bot.config import load_settings
 from bot.engine.results import BuildResult, ExecResult
 
@@ -99,6 +99,11 @@ def _options(root, repo, out, systems, **kw) -> BenchOptions:
 
 
 # ------------------------------------------------------------------ the runner
+
+
+def test_a_maturin_package_is_python_led_with_rust_beside_it():
+    assert export_ecosystems(RUST_CRATE.parent / "rust-maturin") == ["python", "rust"]
+    assert export_ecosystems(RUST_CRATE) == ["rust"]
 
 
 def test_the_lead_ecosystem_of_an_export_decides(tmp_path):
@@ -275,3 +280,21 @@ def test_records_round_trip_with_their_ecosystem(tmp_path):
     loaded = {(r["repo"], r["system"]): ecosystem_of(r) for r in results_io.load_records(tmp_path)}
     assert loaded[("rs/fd", "declared")] == "rust" and loaded[("py/a", "setupbot")] == "python"
     assert loaded[("gone/x", "setupbot")] == ""
+
+
+def test_python_packages_that_build_rust_have_their_own_section_scored_the_python_way():
+    pyrust = [
+        _record("py/ext", "setupbot", "python", True, 12, ecosystems=["python", "rust"]),
+        _record("py/ext", "declared", "python", False, ecosystems=["python", "rust"], reason="error: cargo not found"),
+    ]
+    records = MIXED + pyrust
+    assert [section_of(r) for r in pyrust] == ["python+rust", "python+rust"]
+    text = render_summary(records)
+    python, rest = text.split("## Python packages that build Rust")
+    # the Python figures are the Python repositories' alone
+    assert "py/ext" not in python and "| setupbot | 2 | 1/2 (50.0%) |" in python
+    section = rest.split("## Rust repositories")[0]
+    assert "1 repository, not counted in the Python figures." in section
+    assert "`python -m pytest --collect-only -q`" in section
+    assert "| setupbot | 1 | 1/1 (100.0%) |" in section and "| declared | 1 | 0/1 (0.0%) |" in section
+    assert "| py/ext@bbbbbbbb | easy | ✓ 12 / 0 / 1, 50s, 800 MB | ✗ build-failed: error: cargo not found |" in section
