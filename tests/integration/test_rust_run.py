@@ -121,6 +121,26 @@ def test_a_sys_crate_whose_plan_lacks_its_library_is_repaired_from_the_build_log
     assert out.verification.verdict["tier"] == "Mostly"
 
 
+def test_a_build_script_that_runs_rustfmt_gets_the_component_from_the_build_log(engine, tmp_path):  # noqa: F811
+    """The build script formats generated code with rustfmt, which the stand-in's toolchain
+    lacks: the failure is diagnosed, the component added (Debian's package on a stand-in), and
+    the replay from scratch compiles the formatted code and passes its test."""
+    from bot.config import load_settings
+    from bot.ecosystems.rust import setup as rust_setup
+
+    _standins(engine, ["1.85"])
+    repo = tmp_path / "rust-rustfmt"
+    shutil.copytree(REPOS / "rust-rustfmt", repo)
+    settings = load_settings(repo, environ={}, overrides={"images": {"source": "standins"}})
+    out = rust_setup.run_rust_setup(repo, settings, engine, available=["1.85"])
+    rec = out.run_record
+    steps = [(s.action, s.outcome, " ".join(s.command)) for s in rec.trajectory.steps]
+    assert rec.status == "success", (rec.remaining, steps)
+    assert [r.candidate.describe() for r in rec.repairs] == ["add the rustfmt component to the toolchain"], steps
+    assert "error running rustfmt" in rec.repairs[0].log_excerpt
+    assert rec.replay["tests"]["passed"] == 1 and "rustup component add rustfmt" in rec.dockerfile
+
+
 @pytest.mark.timeout(1700)
 def test_setupbot_github_publishes_a_rust_crate_and_the_merged_environment_stays(
     engine,  # noqa: F811

@@ -129,6 +129,42 @@ def test_a_toolchain_floor_switches_to_a_newer_offered_image_or_says_plainly_the
     assert "needs rustc 1.88 or newer" in none.reason and "rust:1.88-slim or newer" in none.reason
 
 
+# a code generator's build script formats its output with rustfmt, which the toolchain lacks
+RUSTFMT_LOG = (
+    "error: failed to run custom build command for `my-grpc v0.1.0 (/workspace/my-grpc)`\n\n"
+    "Caused by:\n  process didn't exit successfully: `/workspace/target/debug/build/my-grpc-0f/build-script-build`"
+    " (exit status: 1)\n  --- stderr\n"
+    '  error running rustfmt: Os { code: 2, kind: NotFound, message: "No such file or directory" }\n'
+)
+
+
+def test_a_build_script_that_runs_rustfmt_gets_the_component_in_both_image_worlds():
+    from bot.ecosystems.rust.compile import compile_dockerfile, component_script
+
+    sigs = diagnose(RUSTFMT_LOG)
+    assert [(s.kind, s.key) for s in sigs if s.kind == "missing_rust_component"] == [
+        ("missing_rust_component", "rustfmt")
+    ]
+    # rustup's proxy on an official image says it its own way
+    proxy = "error: 'cargo-fmt' is not installed for the toolchain '1.96.0-x86_64-unknown-linux-gnu'"
+    assert [s.key for s in diagnose(proxy) if s.kind == "missing_rust_component"] == ["rustfmt"]
+    g = _graph()
+    decision = decide(sigs, g, ["1.85"])
+    assert decision.repair is not None and decision.repair.describe() == "add the rustfmt component to the toolchain"
+    assert decision.repair.to_json()["component"] == "rustfmt"
+    apply(decision.repair, g, decision.signature.message)
+    text = compile_dockerfile(g).text
+    run = next(line for line in text.splitlines() if "rustup component add" in line)
+    # rustup where it manages the toolchain, else the Debian package matching the installed rustc
+    assert "rustup component add rustfmt" in run and 'p="rustfmt-web"' in run and 'p="rustfmt"' in run
+    assert text.index("rustup component add") < text.index("cargo fetch")
+    again = decide(sigs, g, ["1.85"])
+    assert again.repair is None and "installed already" in again.reason
+    assert "rust-web-clippy" in component_script(["clippy"])
+    with pytest.raises(ValueError):
+        component_script(["rustfmt; curl evil"])
+
+
 def test_a_repair_tried_before_is_not_offered_again():
     from bot.ecosystems.rust.repair import repair_key
 

@@ -5,6 +5,7 @@ parse-back check: SECURITY.md S14 holds for Rust as it does for Python).
 The layers, cheapest to invalidate last:
   FROM rust:<ver>-slim                     runtime:rust
   RUN apt-get install <-dev packages>      systemlib:* (from -sys crates and build helpers)
+  RUN <add rustfmt / clippy>               tool:rust-component:* (a build script runs it)
   WORKDIR /workspace
   COPY Cargo.toml, Cargo.lock, member manifests
   RUN <stub sources> && cargo fetch --locked && <remove stubs>   crates.io, once per lock change
@@ -27,7 +28,15 @@ from bot.compile.dockerfile import (
     verify_dockerfile,
 )
 from bot.ecosystems.base import CompileSnippet
-from bot.ecosystems.rust.graph import LOCK, MANIFESTS, NEXTEST, RUNTIME, TARGET
+from bot.ecosystems.rust.graph import (
+    COMPONENT_ACTION,
+    COMPONENTS,
+    LOCK,
+    MANIFESTS,
+    NEXTEST,
+    RUNTIME,
+    TARGET,
+)
 from bot.graph.model import DepGraph, Node
 
 WORKDIR = "/workspace"
@@ -86,6 +95,22 @@ def _fetch_commands(stubs: list[str], locked: bool) -> list[list[str]]:
     return cmds
 
 
+def component_script(names: list[str]) -> str:
+    """The shell that adds toolchain components (names from ``COMPONENTS`` only): ``rustup
+    component add`` where rustup manages the toolchain (the official images), else the Debian
+    packages that match the installed rustc (``rustc-web`` has its own)."""
+    unknown = [n for n in names if n not in COMPONENTS]
+    if unknown:
+        raise ValueError(f"not a toolchain component: {', '.join(unknown)}")
+    plain = " ".join(COMPONENTS[n][0] for n in names)
+    web = " ".join(COMPONENTS[n][1] for n in names)
+    return (
+        f"if command -v rustup >/dev/null 2>&1; then rustup component add {' '.join(names)}; "
+        f'else if dpkg -s rustc-web >/dev/null 2>&1; then p="{web}"; else p="{plain}"; fi '
+        "&& apt-get update && apt-get install -y --no-install-recommends $p && rm -rf /var/lib/apt/lists/*; fi"
+    )
+
+
 def _toolchain_steps(graph: DepGraph) -> list[dict[str, Any]]:
     """The base image, the environment, the system packages and the test runner."""
     rt = graph.nodes[RUNTIME]
@@ -115,6 +140,21 @@ def _toolchain_steps(graph: DepGraph) -> list[dict[str, Any]]:
                     ["apt-get", "install", "-y", "--no-install-recommends", *[n.name for n in apts]],
                     ["rm", "-rf", Glob("/var/lib/apt/lists/*")],
                 ],
+            }
+        )
+    components = sorted((n for n in graph.of_type("TOOL") if n.action == COMPONENT_ACTION), key=lambda n: n.name)
+    if components:
+        steps.append(
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": components,
+                "comments": [
+                    "toolchain components a build script runs: rustup's on an official image, "
+                    "Debian's package on a Debian toolchain"
+                ]
+                + _where(components),
+                "commands": [["sh", "-c", component_script([n.name for n in components])]],
             }
         )
     nextest = graph.nodes.get(NEXTEST)

@@ -6,7 +6,8 @@ shape (bot.loop.diagnose), so the repair knowledge keys on the same kinds across
 Python wheel build, with the Debian package to install in ``key`` where the log names it.
 Rust-only kinds: ``rust_floor`` (a toolchain older than the MSRV or the edition; key: the
 version needed), ``stale_lock`` (Cargo.lock out of date with --locked), ``sys_build_failed``
-(a -sys crate's build script failed; key: the crate), ``nightly_feature``.
+(a -sys crate's build script failed; key: the crate), ``nightly_feature``, ``missing_rust_component``
+(a build script runs rustfmt or clippy, which the toolchain lacks; key: the component).
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ COMMAND_PACKAGES = {
     "libtoolize": "libtool",
 }
 
+# a binary a build script runs -> the toolchain component that ships it
+RUST_COMPONENTS = {"rustfmt": "rustfmt", "cargo-fmt": "rustfmt", "clippy": "clippy", "cargo-clippy": "clippy"}
+
 Rule = tuple[str, str, "re.Pattern[str]", Callable[["re.Match[str]"], str]]
 
 
@@ -189,6 +193,16 @@ RULES: list[Rule] = [
         r"|Failed to find (nasm)|(make): not found|(perl): not found|(git): not found"
         r"|could not execute process `(cmake|make|protoc|perl|clang)[^`]*` \(never executed\))",
         _command,
+    ),
+    # a build script (tonic-build, prost-build) formats generated code with rustfmt: the official
+    # images install the minimal rustup profile and the Debian stand-ins no rustfmt package
+    _rule(
+        "missing_rust_component",
+        "toolchain",
+        r"(?:error running (rustfmt): Os \{ code: 2, kind: NotFound"
+        r"|'(rustfmt|clippy|cargo-fmt|cargo-clippy)' is not installed for the toolchain"
+        r"|\b(rustfmt): (?:command )?not found)",
+        lambda m: RUST_COMPONENTS[next(g for g in m.groups() if g)],
     ),
     _rule(
         "missing_compiler",

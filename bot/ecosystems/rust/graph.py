@@ -19,6 +19,11 @@ RUNTIME = "runtime:rust"
 MANIFESTS = "config:cargo-manifests"
 LOCK = "config:cargo-lock"
 NEXTEST = "tool:cargo-nextest"
+# toolchain components a build script may run (a repair adds them; never repository text):
+# component -> its Debian packages beside rustc, and beside rustc-web (the stand-ins' two toolchains)
+COMPONENT_PREFIX = "tool:rust-component:"
+COMPONENT_ACTION = "rust-component"
+COMPONENTS = {"rustfmt": ("rustfmt", "rustfmt-web"), "clippy": ("rust-clippy", "rust-web-clippy")}
 TARGET = "target:tests"
 # cargo-nextest from crates.io, at a version that builds on rustc 1.85 (the oldest stand-in).
 NEXTEST_SPEC = "cargo-nextest@0.9.92"

@@ -7,6 +7,8 @@ A repair is chosen only when the diagnosis names it; nothing is guessed:
   diagnosis names (``bot.ecosystems.rust.diagnose.packages_for``), with pkg-config for a
   pkg-config lookup, as long as the package is one the rules know (a header or module name the
   tables do not map is no Debian package, and installing a guess would fail the build anew);
+- a build script that runs rustfmt or clippy, which the toolchain lacks: that component of the
+  toolchain (``rustup component add`` on an official image, Debian's package on a stand-in);
 - a toolchain older than the MSRV, the edition or the lock format: the oldest offered
   ``rust:X.Y-slim`` image at or above the version the log names, newer than the one in use;
   when none is offered the decision says so plainly and names the image that is missing.
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from bot.atoms import Atom
 from bot.ecosystems.rust.diagnose import COMMAND_PACKAGES, HEADER_PACKAGES, PC_PACKAGES, packages_for
 from bot.ecosystems.rust.evidence import version_key
-from bot.ecosystems.rust.graph import MANIFESTS, RUNTIME
+from bot.ecosystems.rust.graph import COMPONENT_ACTION, COMPONENT_PREFIX, COMPONENTS, MANIFESTS, RUNTIME
 from bot.ecosystems.rust.sysdeps import SYSTEM_CRATES
 from bot.graph.model import DepGraph, Node
 from bot.loop.diagnose import Signature
@@ -65,10 +67,13 @@ class RustRepair(Candidate):
 
     image: str = ""  # rust:X.Y-slim for a toolchain switch
     version: str = ""
+    component: str = ""  # rustfmt / clippy: a toolchain component a build script runs
 
     def describe(self) -> str:
         if self.image:
             return f"switch the toolchain image to {self.image}"
+        if self.component:
+            return f"add the {self.component} component to the toolchain"
         return super().describe()
 
     @property
@@ -79,6 +84,8 @@ class RustRepair(Candidate):
         out = super().to_json()
         if self.image:
             out["switch_image"] = self.image
+        if self.component:
+            out["component"] = self.component
         return out
 
 
@@ -113,6 +120,15 @@ def apt_repair(sig: Signature, graph: DepGraph) -> Decision | None:
     return Decision(sig, RustRepair([atom], "rule", why=_why(sig)))
 
 
+def component_repair(sig: Signature, graph: DepGraph) -> Decision:
+    """The toolchain component a build script runs (rustfmt, clippy), unless it is there already."""
+    if sig.key not in COMPONENTS:
+        return Decision(sig, None, f"{sig.key} is not a toolchain component the rules know ({sig.message})")
+    if f"{COMPONENT_PREFIX}{sig.key}" in graph.nodes:
+        return Decision(sig, None, f"the {sig.key} component is installed already and the build still fails")
+    return Decision(sig, RustRepair([], "rule", why=_why(sig), component=sig.key))
+
+
 def toolchain_repair(sig: Signature, current: str | None, offered: Sequence[str]) -> Decision:
     """The oldest offered image at or above the version the log names, newer than ``current``."""
     need = sig.key
@@ -136,6 +152,8 @@ def toolchain_repair(sig: Signature, current: str | None, offered: Sequence[str]
 
 def repair_key(repair: RustRepair) -> tuple:
     """What a tried repair is remembered by: its image, or its packages (sorted)."""
+    if repair.component:
+        return ("component", repair.component)
     return ("image", repair.image) if repair.image else ("apt", *sorted(repair.packages))
 
 
@@ -161,6 +179,8 @@ def decide(
             continue
         if sig.kind == "rust_floor":
             found: Decision | None = toolchain_repair(sig, current, offered)
+        elif sig.kind == "missing_rust_component":
+            found = component_repair(sig, graph)
         elif sig.kind in LEFT_TO_THE_DEVELOPER:
             found = Decision(sig, None, f"{LEFT_TO_THE_DEVELOPER[sig.kind]} ({sig.message})")
         else:
@@ -176,8 +196,23 @@ def decide(
 
 
 def apply(repair: RustRepair, graph: DepGraph, evidence: str) -> None:
-    """The repair as a graph change: SYSTEMLIB nodes (action apt) before the fetch layer, or the
-    runtime node's image and version."""
+    """The repair as a graph change: SYSTEMLIB nodes (action apt) before the fetch layer, a TOOL
+    node (action rust-component) for a toolchain component, or the runtime node's image and
+    version."""
+    if repair.component:
+        node = graph.add(
+            Node(
+                f"{COMPONENT_PREFIX}{repair.component}",
+                "TOOL",
+                repair.component,
+                "SATISFIED",
+                action=COMPONENT_ACTION,
+                attrs={"why": "a repair"},
+            )
+        )
+        node.add_evidence("build log", None, evidence[:200])
+        graph.edge(MANIFESTS, node.id)
+        graph.edge(node.id, RUNTIME)
     for pkg in repair.packages:
         node = graph.add(
             Node(f"systemlib:{pkg}", "SYSTEMLIB", pkg, "SATISFIED", action="apt", attrs={"why": "a repair"})
