@@ -49,16 +49,28 @@ UV_SYNC = [
     "--inexact",
     "--all-groups",
 ]
+
+
+# Poetry and PDM run from a virtual environment of their own: installed into the image's Python
+# their own dependencies (requests, packaging, ...) would sit in the project's environment and
+# clash with the project's pins (pip check). Poetry 2 with virtualenvs.create=false installs into
+# the `python` on PATH, the image's own; PDM only exports the lock for pip. The tool stays on
+# PATH for the developers of the container.
+def _tool_venv(tool: str) -> list[list[str]]:
+    return [
+        ["python", "-m", "venv", f"/opt/{tool}"],
+        [f"/opt/{tool}/bin/pip", "install", "--no-cache-dir", tool],
+        ["ln", "-sf", f"/opt/{tool}/bin/{tool}", f"/usr/local/bin/{tool}"],
+    ]
+
+
+POETRY = ["env", "POETRY_VIRTUALENVS_CREATE=false", "poetry"]
 # a native lock with no project to install alongside it (or pipenv, which has no project mode)
 NATIVE_AFTER_SOURCE = {
     "pipenv": [[*PIP, "pipenv"], ["pipenv", "install", "--system", "--deploy", "--dev"]],
-    "poetry": [
-        [*PIP, "poetry"],
-        ["poetry", "config", "virtualenvs.create", "false"],
-        ["poetry", "install", "--no-interaction", "--no-root"],
-    ],
+    "poetry": [*_tool_venv("poetry"), [*POETRY, "install", "--no-interaction", "--no-root"]],
     "pdm": [
-        [*PIP, "pdm"],
+        *_tool_venv("pdm"),
         ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
         [*PIP, "-r", "/tmp/requirements.txt"],
     ],
@@ -635,11 +647,7 @@ def _deps_only_steps(n: Node, tool: str, locked: set[str]) -> list[Step]:
                 "head": None,
                 "nodes": [n],
                 "comments": [],
-                "commands": [
-                    [*PIP, "poetry"],
-                    ["poetry", "config", "virtualenvs.create", "false"],
-                    ["poetry", "install", "--no-interaction", "--no-root"],
-                ],
+                "commands": [*_tool_venv("poetry"), [*POETRY, "install", "--no-interaction", "--no-root"]],
             }
         )
     return steps
@@ -670,10 +678,7 @@ def _project_commands(
     if locked:
         # every dependency is in the lock: only the project itself is left to install
         cmds = {
-            "poetry": [
-                ["poetry", "config", "virtualenvs.create", "false"],
-                ["poetry", "install", "--no-interaction", "--only-root"],
-            ],
+            "poetry": [[*POETRY, "install", "--no-interaction", "--only-root"]],
             "uv": [["uv", "pip", "install", "--system", "--no-deps", "-e", target]],
         }.get(tool, [[*PIP, "--no-deps", "-e", target]])
         if tool in ("poetry", "uv") and tool not in locked:
@@ -683,13 +688,12 @@ def _project_commands(
         return [[*UV_SYNC, *_uv_all_packages(graph), *_uv_extras(graph)]]
     if tool == "poetry":
         return [
-            [*PIP, "poetry"],
-            ["poetry", "config", "virtualenvs.create", "false"],
-            ["poetry", "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])],
+            *_tool_venv("poetry"),
+            [*POETRY, "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])],
         ]
     if tool == "pdm":
         return [
-            [*PIP, "pdm"],
+            *_tool_venv("pdm"),
             ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
             [*PIP, "-r", "/tmp/requirements.txt"],
             [*PIP, "-e", target],

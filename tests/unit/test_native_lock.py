@@ -57,7 +57,11 @@ def test_uv_sync_uses_the_images_python_whatever_python_version_says(tmp_path):
 def test_poetry_lock_is_installed_by_poetry():
     text = plan(REPOS / "plan-poetry-only").dockerfile.text
     assert "requests" not in before_source(text) and "pytest" not in before_source(text)
-    assert "poetry config virtualenvs.create false" in text and "poetry install --no-interaction" in text
+    assert "env POETRY_VIRTUALENVS_CREATE=false poetry install --no-interaction" in text
+    # poetry runs from a virtual environment of its own: its dependencies stay out of the
+    # project's environment (they clashed with the project's pins under pip check)
+    assert "python -m venv /opt/poetry" in text and "/opt/poetry/bin/pip install --no-cache-dir poetry" in text
+    assert "pip install --no-cache-dir poetry" not in text.replace("/opt/poetry/bin/pip", "")
 
 
 def test_stale_poetry_lock_is_a_finding_with_the_refresh_command(tmp_path):
