@@ -36,6 +36,7 @@ from rank_bm25 import BM25Okapi
 from bot.atoms import Atom
 from bot.knowledge.store import Store
 from bot.knowledge.units import Telemetry, Unit
+from bot.logtext import strip_ansi
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +253,8 @@ class Retriever:
     def retrieve(self, log_text: str, context: Mapping[str, Any] | None = None) -> list[Candidate]:
         """The best ``offer`` candidates for a failure output, atoms filled."""
         context = dict(context or {})
-        text = (log_text or "")[-LOG_TAIL:]
+        # colour codes split a signal ("setuptools-scm \x1b[0m\x1b[91mwas unable to detect version")
+        text = strip_ansi(log_text or "")[-LOG_TAIL:]
         candidates = self.candidates(text, context)
         if self.reranker is not None and candidates:
             try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from bot import catalogue
 from bot.junit import ERROR, FAILED, TestResults
+from bot.logtext import strip_ansi
 
 SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
 
@@ -439,15 +440,12 @@ def _iter_matches(output: str) -> Iterator[tuple[int, Signature]]:
             yield m.start(), Signature(kind, category, key, line[:300])
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
 def diagnose(output: str) -> list[Signature]:
     """Every signature in ``output``, earliest first, one per (kind, key)."""
     if not output:
         return []
     # the legacy builder colours a step's stderr: "\x1b[91mE\x1b[0m\x1b[91m: Unable to locate package"
-    output = _ANSI.sub("", output)
+    output = strip_ansi(output)
     # Very long logs: the interesting part is the head (first error) and the tail (summary).
     if len(output) > 2_000_000:
         output = output[:1_000_000] + "\n" + output[-1_000_000:]

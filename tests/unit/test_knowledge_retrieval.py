@@ -40,6 +40,12 @@ def test_offer_and_k_settings(store):
     assert store.get("unit-03").telemetry.offered == 1
 
 
+def test_colour_codes_do_not_split_a_signal(store):
+    # the legacy builder colours a step's stderr mid-line
+    cands = Retriever(store).retrieve("fatal error: widget3.h\x1b[0m\x1b[91m: No such file or directory")
+    assert cands[0].unit.id == "unit-03" and cands[0].exact
+
+
 def test_lexical_only_when_no_signal_matches(store):
     cands = Retriever(store).retrieve("the widget7 headers are not installed")
     assert cands[0].unit.id == "unit-07" and not cands[0].exact

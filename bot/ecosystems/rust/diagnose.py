@@ -16,9 +16,8 @@ import re
 from collections.abc import Callable, Iterator
 
 from bot.ecosystems.rust.sysdeps import SYSTEM_CRATES
+from bot.logtext import strip_ansi
 from bot.loop.diagnose import SERVICE_PORTS, Signature
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # pkg-config module -> the Debian package that ships its .pc file
 PC_PACKAGES = {
@@ -306,7 +305,7 @@ def diagnose(output: str) -> list[Signature]:
     """Every Rust signature in ``output``, earliest first, one per (kind, key)."""
     if not output:
         return []
-    output = _ANSI.sub("", output)
+    output = strip_ansi(output)
     if len(output) > 2_000_000:
         output = output[:1_000_000] + "\n" + output[-1_000_000:]
     found: dict[tuple[str, str], tuple[int, Signature]] = {}
