@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 import tarfile
 import time
@@ -27,6 +26,7 @@ from typing import Any
 
 from bot.bench.baselines import Produced
 from bot.bench.repos import _git  # the benchmark's one git runner (allow-listed environment)
+from bot.engine.capture import run_capped
 from bot.errors import InputError
 from bot.hostenv import host_env
 
@@ -108,17 +108,19 @@ def produce(
     as_of = str(getattr(getattr(settings, "target", None), "as_of", "") or "")
     wall = float(getattr(getattr(settings, "budgets", None), "wall_clock", 0) or 0)
     started = time.monotonic()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "bot", "run", str(repo_dir), "--json", str(out_json), "-q"],
-            capture_output=True,
-            timeout=timeout or (wall + 600 if wall else None),
-            env=child_env(code, scratch, as_of),
-            cwd=str(scratch),
-        )
-        tail = (proc.stderr or b"").decode(errors="replace")[-600:]
-        exit_code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
+    # run_capped: a stopped benchmark (capture.cancel_all) stops the child with SIGTERM, which
+    # cleans up after itself like any interrupted `setupbot run`
+    cap = run_capped(
+        [sys.executable, "-m", "bot", "run", str(repo_dir), "--json", str(out_json), "-q"],
+        env=child_env(code, scratch, as_of),
+        timeout=timeout or (wall + 600 if wall else None),
+        head=0,
+        tail=1 << 16,
+        cwd=str(scratch),
+    )
+    tail = cap.text[-600:]
+    exit_code: int | None = cap.returncode
+    if cap.timed_out:
         tail, exit_code = "the run outlived its budget by 600 s and was stopped", None
     seconds = time.monotonic() - started
     summary = _read_json(out_json)

@@ -29,7 +29,7 @@ from bot.bench.score import Score, run_cargo_tests_in_image, score_dockerfile
 from bot.bench.systems import SYSTEMS, SystemContext, SystemResult, runner_for
 from bot.config import Settings
 from bot.ecosystems import select
-from bot.engine import Engine
+from bot.engine import Engine, capture
 from bot.errors import EngineError, InputError, SetupbotError
 from bot.hostenv import host_env
 
@@ -427,7 +427,11 @@ def run_repo(repo: BenchRepo, systems: list[str], opts: BenchOptions, progress: 
                 records.append(record)
             return records
         for system in systems:
+            if capture.cancelled():
+                break  # the benchmark is stopping: this pair runs on the next resume
             record = run_pair(repo, system, scratch / "tree", export, opts, progress)
+            if capture.cancelled():
+                break  # stopped midway: not a result (the pair reruns on resume)
             results_io.append_record(opts.out, record)
             progress.finish_pair(repo.name, system, record)
             records.append(record)
@@ -437,6 +441,7 @@ def run_repo(repo: BenchRepo, systems: list[str], opts: BenchOptions, progress: 
 
 
 def run_bench(opts: BenchOptions, progress_stream=None) -> list[dict]:
+    capture.reset_cancel()
     unknown = [s for s in opts.systems if runner_for(s) is None]
     if unknown:
         raise InputError(
@@ -480,7 +485,17 @@ def run_bench(opts: BenchOptions, progress_stream=None) -> list[dict]:
         for repo, todo in work:
             records += run_repo(repo, todo, opts, progress)
     else:
-        with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-            for batch in pool.map(lambda item: run_repo(item[0], item[1], opts, progress), work):
-                records += batch
+        # a signal reaches this (the main) thread only: the queued repositories are cancelled
+        # and the running ones stopped (their commands get SIGTERM), so a stopped benchmark
+        # does not go on through its whole list
+        pool = ThreadPoolExecutor(max_workers=opts.jobs)
+        futures = [pool.submit(run_repo, repo, todo, opts, progress) for repo, todo in work]
+        try:
+            for future in futures:
+                records += future.result()
+        except BaseException:
+            capture.cancel_all()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
     return records

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.errors import Interrupted
+
 HEAD_BYTES = 1 << 20  # the start of the output: what was run, the first error
 TAIL_BYTES = 4 << 20  # the end: the summary and the last error
 _READ = 1 << 16
@@ -60,6 +62,57 @@ class HeadTail:
         )
 
 
+# Set by ``cancel_all``: every command run_capped is running is stopped, and no new one starts.
+_CANCELLED = threading.Event()
+# how often a running command looks for a cancellation, and how long a stopped one gets to end
+_POLL_SECONDS = 1.0
+_GRACE_SECONDS = 30.0
+
+
+def cancel_all() -> None:
+    """Stop every command run_capped is running, in every thread, and refuse new ones (each
+    raises ``Interrupted``): a caller whose work runs in worker threads (``setupbot bench
+    --jobs N``), where a signal reaches the main thread only, stops them this way. A stopped
+    command gets SIGTERM and, after a grace period, SIGKILL."""
+    _CANCELLED.set()
+
+
+def cancelled() -> bool:
+    return _CANCELLED.is_set()
+
+
+def reset_cancel() -> None:
+    """Allow commands again (a new benchmark in the same process, a test)."""
+    _CANCELLED.clear()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None) -> bool:
+    """Wait for ``proc``; True when ``timeout`` passed first. Raises ``Interrupted`` (the
+    process stopped) when ``cancel_all`` was called meanwhile."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if _CANCELLED.is_set():
+            _stop(proc)
+            raise Interrupted("stopped: the command was cancelled")
+        left = _POLL_SECONDS if deadline is None else min(_POLL_SECONDS, deadline - time.monotonic())
+        if left <= 0:
+            return True
+        try:
+            proc.wait(timeout=left)
+            return False
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @dataclass
 class Captured:
     returncode: int | None
@@ -76,13 +129,18 @@ def run_capped(
     on_timeout: Callable[[], None] | None = None,
     head: int = HEAD_BYTES,
     tail: int = TAIL_BYTES,
+    cwd: str | None = None,
 ) -> Captured:
     """Run ``argv`` with stdout and stderr merged into a HeadTail buffer. On timeout
     ``on_timeout`` runs first (for example killing inside a container), then the process is
-    killed if it has not ended within 30 s."""
+    killed if it has not ended within 30 s. ``Interrupted`` when ``cancel_all`` was called (the
+    process is stopped), and on any exception while waiting the process is stopped too, so no
+    command outlives the run that started it."""
+    if _CANCELLED.is_set():
+        raise Interrupted("stopped: commands were cancelled")
     buf = HeadTail(head, tail)
     proc = subprocess.Popen(
-        list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env)
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(env), cwd=cwd
     )
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -99,11 +157,13 @@ def run_capped(
 
     reader = threading.Thread(target=pump, name="setupbot-capture", daemon=True)
     reader.start()
-    timed_out = False
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = _wait(proc, timeout)
+    except BaseException:
+        if proc.poll() is None:
+            _stop(proc)
+        raise
+    if timed_out:
         if on_timeout is None:
             proc.kill()
         else:
