@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise SetupFailed(f"{repo.name}: the run ended without a record", "Rerun with --debug to see why.")
     written = _print_summary(args, repo, result, code, why)
     _write_run_json(args, repo, settings, result, code, why, tier, written)
-    _raise_for(code, repo, record, why)
+    _raise_for(code, repo, record, why, getattr(result, "interrupted", "") or "")
     return 0
 
 
@@ -192,11 +192,12 @@ def _write_run_json(
     )
 
 
-def _raise_for(code: int, repo: Path, record, why: str) -> None:
-    """The error of a non-zero exit code, with what to do next."""
+def _raise_for(code: int, repo: Path, record, why: str, signal_name: str = "") -> None:
+    """The error of a non-zero exit code, with what to do next; an interruption names the
+    signal that stopped the run."""
     if code == Interrupted.exit_code:
         raise Interrupted(
-            f"{repo.name}: stopped before the end",
+            f"{repo.name}: stopped before the end" + (f" by {signal_name}" if signal_name else ""),
             "The outputs and records of the state reached so far were written; run "
             f"`setupbot clean --run-id {record.run_id}` if containers remain.",
         )

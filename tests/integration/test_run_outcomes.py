@@ -111,7 +111,7 @@ def test_sigterm_mid_run_writes_outputs_and_records_and_exits_130(docker_availab
     stop = time.monotonic() - sent
     print(f"\nSIGTERM after {sent - started:.0f}s; stopped, wrote and cleaned up in {stop:.1f}s")
     assert proc.returncode == 130, (out, err)
-    assert "SIGTERM" in err
+    assert "SIGTERM" in err, err
     assert stop < 60
     record = assert_wrote_outputs(repo)
     assert record["status"] == "interrupted" and "left undone" in record["remaining"]
