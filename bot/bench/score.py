@@ -4,12 +4,13 @@ through the engine's hardened sessions with timeouts.
 
 A Rust repository is scored the Rust way (``run_cargo_tests_in_image``): EBSR is
 ``cargo test --no-run`` (the test binaries build) exiting 0, and the counts come from libtest's
-text output (``bot.ecosystems.rust.results``).
+text output (``bot.ecosystems.rust.results``) of ``cargo test`` in the same container.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,13 +22,41 @@ from bot.junit import TestCounts, read_junit
 COLLECT_COMMAND = ["python", "-m", "pytest", "--collect-only", "-q"]
 JUNIT_IN_CONTAINER = "/tmp/setupbot-bench-junit.xml"
 TEST_COMMAND = ["python", "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={JUNIT_IN_CONTAINER}", "-q"]
-# Rust: the test binaries build (EBSR), then every test runs (libtest counts). Both in a fresh
-# container with no network: the crates were fetched in the image build.
+# Rust: the test binaries build (EBSR), then every test runs (libtest counts). Both in one fresh
+# container with no network (the crates were fetched in the image build): in two containers the
+# test run compiled the test binaries a second time, which on a large workspace is most of the
+# scoring. A marker line with a per-run nonce (no test can print it) separates the two and
+# carries the build's exit status and time.
 CARGO_EBSR_COMMAND = ["cargo", "test", "--no-run"]
 CARGO_TEST_COMMAND = ["cargo", "test", "--no-fail-fast"]
 # cargo names each test binary on stderr and the binary reports on stdout: one stream keeps a
 # test under the binary that ran it (as the Rust setup loop does)
 _MERGED = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
+
+
+# coreutils' timeout exits 124 when it stopped the command
+TIMEOUT_EXIT = 124
+
+
+def cargo_score_script(nonce: str, build_timeout: int, test_timeout: int) -> list[str]:
+    """The one container's command: build the tests (within ``build_timeout``), say how that
+    went, run them (within ``test_timeout``) if it went."""
+    build, test = " ".join(CARGO_EBSR_COMMAND), " ".join(CARGO_TEST_COMMAND)
+    return [
+        "sh",
+        "-c",
+        f'start=$(date +%s); timeout {int(build_timeout)} {build} 2>&1; s=$?; echo "setupbot-{nonce} $s $(( $(date +%s) - start ))"; '
+        f'[ "$s" -eq 0 ] || exit "$s"; exec timeout {int(test_timeout)} {test} 2>&1',
+    ]
+
+
+def split_cargo_score(output: str, nonce: str) -> tuple[str, int | None, float, str] | None:
+    """(build output, its exit status, its seconds, test output) from the one container's
+    output; None when the build never reported (it was stopped first)."""
+    m = re.search(rf"^setupbot-{re.escape(nonce)} (\d+) (\d+)$", output, re.MULTILINE)
+    if m is None:
+        return None
+    return output[: m.start()], int(m.group(1)), float(m.group(2)), output[m.end() + 1 :]
 
 
 def parse_junit_counts(xml_text: str) -> TestCounts | None:
@@ -225,30 +254,50 @@ def cargo_cause(output: str) -> str:
 
 def run_cargo_tests_in_image(engine, image: str, score: Score, *, collect_timeout: int, test_timeout: int) -> Score:
     """EBSR (``cargo test --no-run`` exits 0) and, when the test binaries build, the test run
-    with its libtest counts; fills ``score``. Each in a fresh container with no network."""
-    built = engine.run_once(image, [*_MERGED, *CARGO_EBSR_COMMAND], timeout=collect_timeout, network="none")
-    score.collect_exit = None if built.timed_out else built.exit_code
-    score.collect_seconds = round(built.duration, 2)
-    score.collect_tail = tail(built.output)
-    score.ebsr = built.exit_code == 0 and not built.timed_out
+    with its libtest counts, in one fresh container with no network; fills ``score``."""
+    nonce = secrets.token_hex(8)
+    run = engine.run_once(
+        image,
+        cargo_score_script(nonce, collect_timeout, test_timeout),
+        timeout=collect_timeout + test_timeout + 30,
+        network="none",
+    )
+    parts = split_cargo_score(run.output, nonce)
+    if parts is None:  # the build did not finish: stopped by the timeout, or the shell failed
+        score.collect_exit = None if run.timed_out else run.exit_code
+        score.collect_seconds = round(run.duration, 2)
+        score.collect_tail = tail(run.output)
+        score.ebsr = False
+        score.reason = (
+            "`cargo test --no-run` timed out"
+            if run.timed_out
+            else f"`cargo test --no-run` exited {run.exit_code}: {cargo_cause(run.output)}"
+        )
+        return score
+    built_output, built_exit, built_seconds, test_output = parts
+    timed_out = built_exit == TIMEOUT_EXIT
+    score.collect_exit = None if timed_out else built_exit
+    score.collect_seconds = built_seconds
+    score.collect_tail = tail(built_output)
+    score.ebsr = built_exit == 0
     if not score.ebsr:
         score.reason = (
             "`cargo test --no-run` timed out"
-            if built.timed_out
-            else f"`cargo test --no-run` exited {built.exit_code}: {cargo_cause(built.output)}"
+            if timed_out
+            else f"`cargo test --no-run` exited {built_exit}: {cargo_cause(built_output)}"
         )
         return score
-    run = engine.run_once(image, [*_MERGED, *CARGO_TEST_COMMAND], timeout=test_timeout, network="none")
-    score.test_exit = None if run.timed_out else run.exit_code
-    score.test_seconds = round(run.duration, 2)
-    score.test_timed_out = bool(run.timed_out)
-    score.test_tail = tail(run.output)
-    results = parse_results(run.output, exit_code=run.exit_code)
+    test_timed_out = bool(run.timed_out) or run.exit_code == TIMEOUT_EXIT
+    score.test_exit = None if test_timed_out else run.exit_code
+    score.test_seconds = round(max(0.0, run.duration - built_seconds), 2)
+    score.test_timed_out = test_timed_out
+    score.test_tail = tail(test_output)
+    results = parse_results(test_output, exit_code=run.exit_code)
     # libtest has no "error" outcome: a test that panics or a binary that aborts is a failure
     score.tests = TestCounts(passed=results.passed, failed=results.failed, skipped=results.skipped)
     score.collected = results.total or None
     score.counts_from = "libtest" if results.outcomes else ""
-    if run.timed_out:
+    if test_timed_out:
         score.reason = f"test run stopped by the {test_timeout}s timeout"
     return score
 

@@ -5,6 +5,7 @@ Python figures."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from bot.bench import results as results_io
 from bot.bench.baselines import produce_declared_rust
 from bot.bench.repos import BenchRepo
 from bot.bench.runner import BenchOptions, export_ecosystem, export_ecosystems, run_bench
-from bot.bench.score import CARGO_EBSR_COMMAND, Score, cargo_cause, run_cargo_tests_in_image, score_dockerfile
+from bot.bench.score import Score, cargo_cause, run_cargo_tests_in_image, score_dockerfile
 from bot.bench.summary import ecosystem_of, render_summary, section_of, write_report
 from bot.config import load_settings
 from bot.engine.results import BuildResult, ExecResult
@@ -29,6 +30,15 @@ COMPILE_ERROR = (
     " --> tests/api.rs:3:5\n"
     'error: could not compile `rust-crate` (test "api") due to 1 previous error\n'
 )
+
+
+def _cargo_container(script: str, ebsr_exit: int, test_output: str = PASS_LOG) -> tuple[int, str]:
+    """What the one scoring container prints for ``script`` (bot.bench.score.cargo_score_script):
+    the build's output, the marker line with its status, then the tests' output."""
+    nonce = re.search(r"setupbot-([0-9a-f]+) ", script).group(1)
+    if ebsr_exit:
+        return ebsr_exit, f"{COMPILE_ERROR}setupbot-{nonce} {ebsr_exit} 3\n"
+    return 0, f"   Compiling rust-crate v0.1.0\nsetupbot-{nonce} 0 3\n{test_output}"
 
 
 class RustEngine:
@@ -54,9 +64,9 @@ class RustEngine:
 
     def run_once(self, image, argv, *, timeout=300, env=None, network="none"):
         self.runs.append({"image": image, "argv": list(argv), "network": network})
-        if "--no-run" in argv:
-            return ExecResult(list(argv), self.ebsr_exit, "" if self.ebsr_exit == 0 else COMPILE_ERROR, 3.0)
-        return ExecResult(list(argv), 0, PASS_LOG, 1.0)
+        if not re.search(r"setupbot-[0-9a-f]+ ", argv[-1]):  # the Rust loop's own test run
+            return ExecResult(list(argv), 0, PASS_LOG, 1.0)
+        return ExecResult(list(argv), *_cargo_container(argv[-1], self.ebsr_exit), 4.0)
 
     def image_size(self, tag):
         return 456_000_000
@@ -126,8 +136,9 @@ def test_setupbot_runs_the_rust_loop_and_its_replay_image_is_scored(rust_mirror,
     # the loop's clean replay is the only no-cache build: the benchmark did not build it again
     assert [b["no_cache"] for b in engine.builds] == [False, True]
     replay_tag = engine.builds[-1]["tag"]
-    scored = [r for r in engine.runs if r["image"] == replay_tag][-2:]
-    assert [r["argv"][4:] for r in scored] == [CARGO_EBSR_COMMAND, ["cargo", "test", "--no-fail-fast"]]
+    scored = [r for r in engine.runs if r["image"] == replay_tag][-1:]
+    # one container builds the tests, then runs them (a second one compiled them again)
+    assert "cargo test --no-run" in scored[0]["argv"][-1] and "cargo test --no-fail-fast" in scored[0]["argv"][-1]
     assert all(r["network"] == "none" for r in engine.runs)
     assert "FROM rust:1.96-slim" in engine.builds[0]["text"]  # the Rust loop's own Dockerfile
     assert engine.cleaned
@@ -196,11 +207,40 @@ def test_cargo_scoring_builds_the_tests_then_counts_them(tmp_path):
     )
     assert score.built and score.ebsr and score.counts_from == "libtest"
     assert (score.tests.passed, score.tests.failed, score.tests.skipped) == (4, 0, 1)
-    assert engine.runs[0]["argv"][:4] == ["sh", "-c", 'exec "$@" 2>&1', "sh"]
+    assert len(engine.runs) == 1 and engine.runs[0]["argv"][:2] == ["sh", "-c"]
+    assert score.collect_seconds == 3.0 and score.test_seconds == 1.0
     timed_out = RustEngine()
     timed_out.run_once = lambda image, argv, **kw: ExecResult(list(argv), 137, "", 60.0, timed_out=True)
     score = run_cargo_tests_in_image(timed_out, "t:2", Score(built=True), collect_timeout=60, test_timeout=90)
     assert not score.ebsr and score.collect_exit is None and score.reason == "`cargo test --no-run` timed out"
+
+
+def test_cargo_scoring_keeps_each_phase_in_its_own_time_and_no_test_can_forge_the_marker():
+    # the build stopped by its own timeout (coreutils' 124)
+    slow_build = RustEngine()
+    slow_build.run_once = lambda image, argv, **kw: ExecResult(
+        list(argv), 124, "   Compiling big\n" + f"setupbot-{_nonce(argv)} 124 60\n", 61.0
+    )
+    score = run_cargo_tests_in_image(slow_build, "t:3", Score(built=True), collect_timeout=60, test_timeout=90)
+    assert not score.ebsr and score.reason == "`cargo test --no-run` timed out" and score.collect_exit is None
+    # the tests stopped by theirs: EBSR holds, the run is marked timed out
+    slow_tests = RustEngine()
+    slow_tests.run_once = lambda image, argv, **kw: ExecResult(
+        list(argv), 124, f"setupbot-{_nonce(argv)} 0 5\nrunning 3 tests\ntest a ... ok\n", 95.0
+    )
+    score = run_cargo_tests_in_image(slow_tests, "t:4", Score(built=True), collect_timeout=60, test_timeout=90)
+    assert score.ebsr and score.test_timed_out and score.reason == "test run stopped by the 90s timeout"
+    # a test that prints a marker of its own does not pass for the build's report
+    forged = RustEngine()
+    forged.run_once = lambda image, argv, **kw: ExecResult(
+        list(argv), 101, COMPILE_ERROR + "setupbot-0000000000000000 0 1\n", 3.0
+    )
+    score = run_cargo_tests_in_image(forged, "t:5", Score(built=True), collect_timeout=60, test_timeout=90)
+    assert not score.ebsr and score.reason.startswith("`cargo test --no-run` exited 101: error[E0425]")
+
+
+def _nonce(argv) -> str:
+    return re.search(r"setupbot-([0-9a-f]+) ", argv[-1]).group(1)
 
 
 def test_cargo_cause_is_the_first_error_line():
