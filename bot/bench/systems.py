@@ -19,7 +19,7 @@ from typing import Any
 from bot.bench import previous
 from bot.bench.baselines import Produced, produce_declared, produce_declared_rust, produce_pipreqs
 from bot.bench.score import Score, run_cargo_tests_in_image
-from bot.ecosystems import REGISTRY
+from bot.ecosystems import REGISTRY, make_plan, select
 from bot.ecosystems.base import own_setup_loop
 from bot.ecosystems.rust.setup import offered_versions
 from bot.junit import TestCounts
@@ -165,8 +165,16 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
     knowledge = dataclasses.replace(ctx.settings.knowledge, url="", path=str(ctx.scratch / "knowledge.sqlite"))
     store = open_store(knowledge)
     llm = _llm_for(ctx.settings)
+    # the plan as `setupbot run` makes it: through the ecosystem registry, so that an ecosystem
+    # detected beside Python joins it (a maturin project's Rust toolchain); the loop's default
+    # plan is Python's alone
+    selection = select(ctx.repo_dir)
+
+    def plan(*args, **kwargs):
+        return make_plan(*args, selection=selection, **kwargs)
+
     try:
-        record = run_setup(ctx.repo_dir, ctx.settings, ctx.engine, store, llm=llm)
+        record = run_setup(ctx.repo_dir, ctx.settings, ctx.engine, store, llm=llm, make_plan=plan)
     finally:
         close = getattr(store, "close", None)
         if callable(close):

@@ -338,3 +338,30 @@ def test_python_packages_that_build_rust_have_their_own_section_scored_the_pytho
     assert "`python -m pytest --collect-only -q`" in section
     assert "| setupbot | 1 | 1/1 (100.0%) |" in section and "| declared | 1 | 0/1 (0.0%) |" in section
     assert "| py/ext@bbbbbbbb | easy | ✓ 12 / 0 / 1, 50s, 800 MB | ✗ build-failed: error: cargo not found |" in section
+
+
+def test_setupbot_in_the_bench_plans_as_setupbot_run_does_with_rust_joined(tmp_path, monkeypatch):
+    # a maturin project: the bench's setupbot plans through the ecosystem registry, as `setupbot
+    # run` does, so the Rust toolchain joins the Python plan (the loop's default plan is
+    # Python's alone, and maturin then fetched a toolchain of its own during the build)
+    from bot.bench import systems
+    from bot.bench.systems import SystemContext, run_setupbot
+
+    repo = tmp_path / "ext"
+    shutil.copytree(RUST_CRATE.parent / "rust-maturin", repo)
+    seen = {}
+
+    def fake_run_setup(repo_dir, settings, engine, store, llm=None, make_plan=None):
+        seen["plan"] = make_plan(repo_dir, settings, ["3.13"])
+        raise RuntimeError("planned")  # the loop itself is not the point here
+
+    monkeypatch.setattr(systems, "run_setup", fake_run_setup)
+    settings = load_settings(repo, environ={}, overrides={"images": {"source": "standins"}})
+    ctx = SystemContext(repo_dir=repo, scratch=tmp_path / "s", engine=None, settings=settings)
+    (tmp_path / "s").mkdir()
+    with pytest.raises(RuntimeError, match="planned"):
+        run_setupbot(ctx)
+    graph = seen["plan"].graph
+    assert {"systemlib:rustc", "systemlib:cargo"} <= set(graph.nodes)
+    assert graph.meta["ecosystems"] == ["python", "rust"]
+    assert "rustc" in seen["plan"].dockerfile.text
