@@ -29,9 +29,6 @@ TEST_COMMAND = ["python", "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml
 # carries the build's exit status and time.
 CARGO_EBSR_COMMAND = ["cargo", "test", "--no-run"]
 CARGO_TEST_COMMAND = ["cargo", "test", "--no-fail-fast"]
-# cargo names each test binary on stderr and the binary reports on stdout: one stream keeps a
-# test under the binary that ran it (as the Rust setup loop does)
-_MERGED = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
 
 
 # coreutils' timeout exits 124 when it stopped the command
@@ -40,7 +37,9 @@ TIMEOUT_EXIT = 124
 
 def cargo_score_script(nonce: str, build_timeout: int, test_timeout: int) -> list[str]:
     """The one container's command: build the tests (within ``build_timeout``), say how that
-    went, run them (within ``test_timeout``) if it went."""
+    went, run them (within ``test_timeout``) if it went. cargo names each test binary on stderr
+    and the binary reports on stdout: one stream (2>&1) keeps a test under the binary that ran
+    it, as the Rust setup loop does."""
     build, test = " ".join(CARGO_EBSR_COMMAND), " ".join(CARGO_TEST_COMMAND)
     return [
         "sh",
@@ -263,27 +262,20 @@ def run_cargo_tests_in_image(engine, image: str, score: Score, *, collect_timeou
         network="none",
     )
     parts = split_cargo_score(run.output, nonce)
-    if parts is None:  # the build did not finish: stopped by the timeout, or the shell failed
-        score.collect_exit = None if run.timed_out else run.exit_code
-        score.collect_seconds = round(run.duration, 2)
-        score.collect_tail = tail(run.output)
-        score.ebsr = False
-        score.reason = (
-            "`cargo test --no-run` timed out"
-            if run.timed_out
-            else f"`cargo test --no-run` exited {run.exit_code}: {cargo_cause(run.output)}"
-        )
-        return score
-    built_output, built_exit, built_seconds, test_output = parts
-    timed_out = built_exit == TIMEOUT_EXIT
-    score.collect_exit = None if timed_out else built_exit
-    score.collect_seconds = built_seconds
+    if parts is None:  # the build did not report: the container's timeout stopped it, or the shell failed
+        built_output, built_exit, built_seconds, test_output = run.output, run.exit_code, run.duration, ""
+        build_timed_out = bool(run.timed_out)
+    else:
+        built_output, built_exit, built_seconds, test_output = parts
+        build_timed_out = built_exit == TIMEOUT_EXIT
+    score.collect_exit = None if build_timed_out else built_exit
+    score.collect_seconds = round(built_seconds, 2)
     score.collect_tail = tail(built_output)
-    score.ebsr = built_exit == 0
+    score.ebsr = parts is not None and built_exit == 0
     if not score.ebsr:
         score.reason = (
             "`cargo test --no-run` timed out"
-            if timed_out
+            if build_timed_out
             else f"`cargo test --no-run` exited {built_exit}: {cargo_cause(built_output)}"
         )
         return score

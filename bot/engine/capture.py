@@ -169,7 +169,7 @@ def run_capped(
         else:
             on_timeout()
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
