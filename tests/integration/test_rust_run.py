@@ -86,6 +86,21 @@ def test_setupbot_run_sets_up_a_rust_crate_and_writes_the_three_files(engine, tm
     assert _images_of(run_id) == [], "the run left images behind"
 
 
+def _loop_on(engine, tmp_path: Path, fixture: str):  # noqa: F811
+    """The Rust setup loop on a copy of ``fixture`` with the 1.85 stand-in: (outcome, record,
+    the trajectory's steps as (action, outcome, command))."""
+    from bot.config import load_settings
+    from bot.ecosystems.rust import setup as rust_setup
+
+    _standins(engine, ["1.85"])
+    repo = tmp_path / fixture
+    shutil.copytree(REPOS / fixture, repo)
+    settings = load_settings(repo, environ={}, overrides={"images": {"source": "standins"}})
+    out = rust_setup.run_rust_setup(repo, settings, engine, available=["1.85"])
+    rec = out.run_record
+    return out, rec, [(s.action, s.outcome, " ".join(s.command)) for s in rec.trajectory.steps]
+
+
 @pytest.mark.extended
 @pytest.mark.timeout(1700)
 def test_a_sys_crate_whose_plan_lacks_its_library_is_repaired_from_the_build_log(
@@ -95,12 +110,8 @@ def test_a_sys_crate_whose_plan_lacks_its_library_is_repaired_from_the_build_log
 ):
     """The plan's -dev packages taken out: the build script's failure is diagnosed, the
     repair (libssl-dev and pkg-config) kept, and the replay from scratch links OpenSSL."""
-    from bot.config import load_settings
     from bot.ecosystems.rust import setup as rust_setup
 
-    _standins(engine, ["1.85"])
-    repo = tmp_path / "rust-sys"
-    shutil.copytree(REPOS / "rust-sys", repo)
     planned = rust_setup.make_plan
 
     def without_system_packages(path, offered):
@@ -110,10 +121,7 @@ def test_a_sys_crate_whose_plan_lacks_its_library_is_repaired_from_the_build_log
         return plan
 
     monkeypatch.setattr(rust_setup, "make_plan", without_system_packages)
-    settings = load_settings(repo, environ={}, overrides={"images": {"source": "standins"}})
-    out = rust_setup.run_rust_setup(repo, settings, engine, available=["1.85"])
-    rec = out.run_record
-    steps = [(s.action, s.outcome, " ".join(s.command)) for s in rec.trajectory.steps]
+    out, rec, steps = _loop_on(engine, tmp_path, "rust-sys")
     assert rec.status == "success", (rec.remaining, steps)
     assert [r.candidate.describe() for r in rec.repairs] == ["apt_install libssl-dev pkg-config"], steps
     assert "openssl-sys" in rec.repairs[0].log_excerpt
@@ -125,16 +133,7 @@ def test_a_build_script_that_runs_rustfmt_gets_the_component_from_the_build_log(
     """The build script formats generated code with rustfmt, which the stand-in's toolchain
     lacks: the failure is diagnosed, the component added (Debian's package on a stand-in), and
     the replay from scratch compiles the formatted code and passes its test."""
-    from bot.config import load_settings
-    from bot.ecosystems.rust import setup as rust_setup
-
-    _standins(engine, ["1.85"])
-    repo = tmp_path / "rust-rustfmt"
-    shutil.copytree(REPOS / "rust-rustfmt", repo)
-    settings = load_settings(repo, environ={}, overrides={"images": {"source": "standins"}})
-    out = rust_setup.run_rust_setup(repo, settings, engine, available=["1.85"])
-    rec = out.run_record
-    steps = [(s.action, s.outcome, " ".join(s.command)) for s in rec.trajectory.steps]
+    _, rec, steps = _loop_on(engine, tmp_path, "rust-rustfmt")
     assert rec.status == "success", (rec.remaining, steps)
     assert [r.candidate.describe() for r in rec.repairs] == ["add the rustfmt component to the toolchain"], steps
     assert "error running rustfmt" in rec.repairs[0].log_excerpt
