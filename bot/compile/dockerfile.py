@@ -132,6 +132,18 @@ def _environment() -> jinja2.Environment:
     return make_environment(filters={"env_quote": _env_quote, "shell_wrapped": _shell_wrapped})
 
 
+def _reasons(nodes: list[Node], limit: int = 3) -> list[str]:
+    """The reasons a plan wrote on the nodes themselves (why a Rust toolchain, and which one),
+    once each."""
+    out: list[str] = []
+    for n in nodes:
+        for key in ("why", "toolchain_why"):
+            text = n.attrs.get(key)
+            if text and text not in out:
+                out.append(str(text))
+    return out[:limit]
+
+
 def _where(nodes: list[Node], limit: int = 3) -> list[str]:
     """Where the nodes come from: the repository's files, then what the setup loop repaired
     (the failure it saw and why the fix applies), so every line can be traced to evidence."""
@@ -370,6 +382,7 @@ def _system_steps(by_action: dict[str, list[Node]]) -> list[Step]:
                 "head": 4,
                 "nodes": apts,
                 "comments": ["system packages" + (", at the versions the clean replay had" if pinned_apt else "")]
+                + _reasons(apts)
                 + _where(apts),
                 "commands": [
                     ["apt-get", "update"],

@@ -39,7 +39,7 @@ _BUILT = re.compile(r"^#\s*builder stage:\s*([A-Za-z0-9][A-Za-z0-9._\-]*)\s*$", 
 # Debian packages that only building needs (compilers): when all they build is the wheels of
 # locked distributions the index has only as source, they stay in a builder stage of that name
 # and out of the final image (issue 16 item 5, issue 18 item 2)
-BUILD_ONLY = ("build-essential", "rustc", "cargo")
+BUILD_ONLY = ("build-essential", "rustc", "cargo", "rustc-web", "cargo-web")
 WHEELS_STAGE = "wheels"
 
 

@@ -76,13 +76,25 @@ class CandidatesMixin(LoopBase):
         # units whose signal matched first, then the obvious rules, then units that are only
         # similar text (lexical/embedding neighbours): those are the weakest evidence
         exact = [c for c in from_store if c.exact]
-        similar = [c for c in from_store if not c.exact]
+        similar = self._fit_for_the_project([c for c in from_store if not c.exact])
         # a missing native submodule is precise: units about missing modules would reinstall
         # the same wheel-less build
         groups = (rules, exact, similar) if sig.kind == "missing_native_submodule" else (exact, rules, similar)
         merged = self._prefer_installed(sig, merge_candidates(*groups))
         cands = [c for c in merged if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
+
+    def _fit_for_the_project(self, similar: list[Candidate]) -> list[Candidate]:
+        """Units offered only for similar text, less those that cannot fit the project: a project
+        that compiles its own extension (C, or Rust through maturin or setuptools-rust) cannot run
+        from the checkout, because the tests import the compiled module, so "dependencies only"
+        is no answer to its failed build."""
+        fitting = [c for c in similar if not any(a.kind == "install_deps_only" for a in c.atoms)]
+        if len(fitting) == len(similar):
+            return similar
+        project = self.graph.nodes.get("package:@project")
+        compiles = (project is not None and project.attrs.get("compiles")) or self.graph.meta.get("rust_toolchain")
+        return fitting if compiles else similar
 
     def _installed_providers(self, ws: Workspace) -> dict[str, list[str]]:
         try:

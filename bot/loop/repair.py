@@ -729,7 +729,17 @@ def _typelib(sig: Signature, ctx: RuleContext) -> list[Candidate]:
 
 @rule("missing_rust")
 def _rust(sig: Signature, ctx: RuleContext) -> list[Candidate]:
-    return [_one("apt_install", "the build needs a Rust toolchain", packages=["rustc", "cargo"])]
+    # Debian's -web pair: the newest toolchain every suite ships (bookworm 1.85 or 1.96, trixie
+    # 1.96; the plain rustc is 1.63 on bookworm), since what compiles here is a crates.io
+    # dependency's sdist, and crates raise their MSRV with their releases. The pair conflicts
+    # with the plain rustc/cargo, which a maturin plan never has alongside (bot.ecosystems.rust.pyrust).
+    return [
+        _one(
+            "apt_install",
+            "the build needs a Rust toolchain: Debian's newest (rustc-web, cargo-web)",
+            packages=["rustc-web", "cargo-web"],
+        )
+    ]
 
 
 @rule("missing_extra")

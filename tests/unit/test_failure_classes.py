@@ -314,6 +314,29 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
     assert [c.describe() for c in loop._prefer_installed(sig, [same_named])] == ["pip_install python-slugify"]
 
 
+def test_a_project_that_compiles_its_extension_is_not_offered_a_checkout_run_for_similar_text(tmp_path):
+    """A failed Rust build of the project reads like a packaging failure (setuptools, package),
+    so the application-layout unit comes back as a lexical neighbour; the compiled module the
+    tests import would then never exist. A unit whose pattern matched still stands."""
+    from bot.compile.plan import Plan
+    from bot.graph.model import DepGraph, Node
+    from bot.loop.orchestrator import SetupLoop
+    from bot.loop.repair import Candidate
+
+    loop = SetupLoop.__new__(SetupLoop)
+    g = DepGraph()
+    g.add(Node("package:@project", "PACKAGE", "@project", "SATISFIED", action="project"))
+    loop.plan = Plan(tmp_path, g)
+    deps_only = Candidate([Atom("install_deps_only", {})], "knowledge", unit_id="install-application-layout")
+    pip = Candidate([Atom("pip_install", {"packages": ["setuptools-rust"]})], "knowledge", unit_id="u2")
+    assert loop._fit_for_the_project([deps_only, pip]) == [deps_only, pip]
+    g.meta["rust_toolchain"] = {"builder": "setuptools-rust"}
+    assert loop._fit_for_the_project([deps_only, pip]) == [pip]
+    del g.meta["rust_toolchain"]
+    g.nodes["package:@project"].attrs["compiles"] = True
+    assert loop._fit_for_the_project([deps_only, pip]) == [pip]
+
+
 # --- generic strategies -------------------------------------------------------------------------
 
 

@@ -125,3 +125,9 @@ def test_meson_required_dependency_quoted(tmp_path):
     assert rules("../meson.build:35:9: ERROR: Dependency 'girepository-2.0' is required but not found.", tmp_path) == [
         "apt_install libgirepository-2.0-dev pkg-config"
     ]
+
+
+def test_a_dependency_that_compiles_rust_gets_debians_newest_toolchain(tmp_path):
+    """A crates.io dependency's sdist: the -web pair (bookworm 1.85/1.96, trixie 1.96), not the
+    plain rustc that is 1.63 on bookworm."""
+    assert rules("      error: can't find Rust compiler", tmp_path) == ["apt_install rustc-web cargo-web"]

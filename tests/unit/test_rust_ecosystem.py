@@ -75,15 +75,52 @@ class _Plan:
 
 
 def test_maturin_project_gets_rustc_and_cargo_with_the_reason():
+    """The fixture's Cargo.lock is format 4 (cargo 1.78): above bookworm's plain rustc 1.63, so
+    the plan takes Debian's -web pair and says why."""
     assert rust_builder(REPOS / "rust-maturin")[0] == "maturin"
     plan = _Plan(REPOS / "rust-maturin")
     extend_python_plan(plan)
-    for name in ("rustc", "cargo"):
+    for name in ("rustc-web", "cargo-web"):
         node = plan.graph.nodes[f"systemlib:{name}"]
         assert node.action == "apt" and "maturin" in node.attrs["why"]
+        assert "Cargo.lock format version 4" in node.attrs["toolchain_why"]
         assert ("package:@project", node.id, "prerequisite") in plan.graph.edges
+    assert "systemlib:rustc" not in plan.graph.nodes and "systemlib:cargo" not in plan.graph.nodes
     assert "systemlib:python3-dev" not in plan.graph.nodes  # the Python image has the headers
-    assert plan.graph.meta["rust_toolchain"]["builder"] == "maturin"
+    meta = plan.graph.meta["rust_toolchain"]
+    assert meta["builder"] == "maturin" and meta["toolchain"] == ["rustc-web", "cargo-web"] and meta["floor"] == "1.78"
+
+
+def _maturin_repo(tmp_path: Path, cargo_extra: str) -> Path:
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires=["maturin>=1,<2"]\nbuild-backend="maturin"\n[project]\nname="x"\nversion="0.1"\n'
+    )
+    (tmp_path / "Cargo.toml").write_text(f'[package]\nname="x"\nversion="0.1.0"\n{cargo_extra}')
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("cargo_extra", "toolchain", "floor", "warned"),
+    [
+        ('edition="2021"\n', ["rustc", "cargo"], "1.56", ""),  # both suites' plain rustc meets it
+        ("", ["rustc", "cargo"], None, ""),  # no floor stated
+        ('edition="2024"\n', ["rustc-web", "cargo-web"], "1.85", ""),  # bookworm's rustc is 1.63
+        ('edition="2021"\nrust-version="1.90"\n', ["rustc-web", "cargo-web"], "1.90", "bookworm-security"),
+        ('edition="2024"\nrust-version="1.99"\n', ["rustc-web", "cargo-web"], "1.99", "newest Rust toolchain"),
+    ],
+)
+def test_the_python_images_rust_toolchain_follows_the_crates_floor(tmp_path, cargo_extra, toolchain, floor, warned):
+    plan = _Plan(_maturin_repo(tmp_path, cargo_extra))
+    extend_python_plan(plan)
+    meta = plan.graph.meta["rust_toolchain"]
+    assert meta["toolchain"] == toolchain and meta["floor"] == floor
+    assert all(f"systemlib:{p}" in plan.graph.nodes for p in toolchain)
+    assert len([n for n in plan.graph.of_type("SYSTEMLIB") if n.name in ("rustc", "rustc-web")]) == 1
+    warnings = [w.message for w in plan.warnings]
+    if warned:
+        assert len(warnings) == 1 and warned in warnings[0] and floor in warnings[0]
+    else:
+        assert warnings == []
 
 
 def test_plain_python_project_gets_nothing(tmp_path):
