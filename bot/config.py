@@ -83,6 +83,7 @@ class KnowledgeSettings:
     path: str = ""
     k: int = 10
     offer: int = 3
+    min_similarity: float = 0.6
     embeddings_model: str = ""
 
 

@@ -41,6 +41,13 @@ from bot.logtext import strip_ansi
 log = logging.getLogger(__name__)
 
 RRF_K = 60
+# A unit whose signal did not match is offered only when its fused similarity reaches this. The
+# fusion counts the match list too, so wording alone (lexical, no embedder) tops out at 0.5 and
+# meaning alone at 0.33: only matches are offered then. On the failure logs of real bench runs
+# every right first offer was a match, and every neighbour offered alone was wrong
+# (bench/SUMMARY.md, retrieval). With embeddings, a unit that wording and meaning both put near
+# the top (ranks 0-5 in each) clears it.
+MIN_SIMILARITY = 0.6
 LOG_TAIL = 60_000  # the end of a log is where the error is; bound the work on huge logs
 LEXICAL_TAIL = 8_000
 EMBED_TAIL = 2_000
@@ -71,6 +78,7 @@ class Candidate:
     atoms: tuple[Atom, ...]
     exact: bool = False
     matched: str = ""
+    similarity: float = 1.0  # the fused rank similarity, 0..1; what a candidate without a match rests on
 
     def describe(self) -> str:
         return f"{self.unit.id} ({self.score:.3f}{', exact' if self.exact else ''}): " + "; ".join(
@@ -219,6 +227,8 @@ class Retriever:
         self.store = store
         self.k = int(getattr(settings, "k", 10) or 10)
         self.offer = int(getattr(settings, "offer", 3) or 3)
+        similarity = getattr(settings, "min_similarity", None)
+        self.min_similarity = float(MIN_SIMILARITY if similarity is None else similarity)
         self.embedder = embedder
         self.reranker = reranker
         self._index: _Index | None = None
@@ -255,7 +265,8 @@ class Retriever:
         context = dict(context or {})
         # colour codes split a signal ("setuptools-scm \x1b[0m\x1b[91mwas unable to detect version")
         text = strip_ansi(log_text or "")[-LOG_TAIL:]
-        candidates = self.candidates(text, context)
+        # a neighbour by wording alone is no evidence of a fix: abstain rather than cost a trial
+        candidates = [c for c in self.candidates(text, context) if c.exact or c.similarity >= self.min_similarity]
         if self.reranker is not None and candidates:
             try:
                 reranked = self.reranker(text, list(candidates))
@@ -291,10 +302,12 @@ class Retriever:
         pool = [i for i in pool if idx.units[i].applies(context)][: self.k * 3]
         telemetry = self.store.telemetry([idx.units[i].id for i in pool])
         scored = []
+        sims: dict[str, float] = {}
         for i in pool:
             unit = idx.units[i]
             t = telemetry.get(unit.id, Telemetry())
             sim = fused[i] / best_possible
+            sims[unit.id] = sim
             # weight ranks specific signals above generic ones when both matched; without a
             # match it can only demote (a generic fallback), never promote
             weight = unit.weight if i in matches else min(unit.weight, 1.0)
@@ -314,6 +327,7 @@ class Retriever:
                     atoms=atoms,
                     exact=is_exact,
                     matched=m.group(0) if m else "",
+                    similarity=round(sims[unit.id], 6),
                 )
             )
             if len(out) == self.k:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -193,7 +194,12 @@ def test_embeddings_are_stored_and_used(store_settings, embeddings_server):
     )
     store.add(make_unit("unit-img", r"zzzz-never-matches-2", packages=("libjpeg-dev",), title="image codec headers"))
     embedder = OpenAIEmbedder(embeddings_server.url, "test-embed")
+    # neither signal matches and the wording shares little: the nearest by meaning alone is
+    # ranked first, and offered only when min_similarity lets a neighbour by meaning alone in
     r = Retriever(store, embedder=embedder)
+    assert r.candidates("could not reach the database server", {})[0].unit.id == "unit-db"
+    assert r.retrieve("could not reach the database server") == []
+    r = Retriever(store, SimpleNamespace(k=10, offer=3, min_similarity=0.3), embedder=embedder)
     cands = r.retrieve("could not reach the database server")
     assert cands[0].unit.id == "unit-db"
     assert store.stats()["with_embedding"] == 2

@@ -33,11 +33,19 @@ def store(tmp_path):
 
 
 def test_offer_and_k_settings(store):
-    r = Retriever(store, SimpleNamespace(k=5, offer=2))
+    # min_similarity 0 offers neighbours by wording too, so the offer cap is what limits
+    r = Retriever(store, SimpleNamespace(k=5, offer=2, min_similarity=0))
     cands = r.retrieve("fatal error: widget3.h: No such file or directory")
     assert len(cands) == 2 and cands[0].unit.id == "unit-03" and cands[0].exact
+    # by default only the match is offered: a neighbour by wording alone is no evidence of a fix
+    assert [
+        c.unit.id
+        for c in Retriever(store, SimpleNamespace(k=5, offer=2)).retrieve(
+            "fatal error: widget3.h: No such file or directory"
+        )
+    ] == ["unit-03"]
     assert len(r.candidates("fatal error: widget3.h: No such file or directory", {})) == 5
-    assert store.get("unit-03").telemetry.offered == 1
+    assert store.get("unit-03").telemetry.offered == 2  # once per retrieve
 
 
 def test_colour_codes_do_not_split_a_signal(store):
@@ -47,7 +55,13 @@ def test_colour_codes_do_not_split_a_signal(store):
 
 
 def test_lexical_only_when_no_signal_matches(store):
-    cands = Retriever(store).retrieve("the widget7 headers are not installed")
+    """Wording alone ranks the neighbour, at a similarity of at most 0.5 (the match list is
+    empty): not offered under the default min_similarity (0.6), offered when lowered."""
+    log = "the widget7 headers are not installed"
+    near = Retriever(store).candidates(log, {})
+    assert near[0].unit.id == "unit-07" and not near[0].exact and 0 < near[0].similarity <= 0.5
+    assert Retriever(store).retrieve(log) == []
+    cands = Retriever(store, SimpleNamespace(k=10, offer=3, min_similarity=0.4)).retrieve(log)
     assert cands[0].unit.id == "unit-07" and not cands[0].exact
 
 
@@ -57,7 +71,8 @@ def test_reranker_hook_reorders_and_failures_fall_back(store):
 
     log = "fatal error: widget3.h: No such file or directory; widget 5 headers"
     plain = Retriever(store).candidates(log, {})
-    reranked = Retriever(store, reranker=reverse, settings=SimpleNamespace(k=10, offer=3)).retrieve(log)
+    everything = SimpleNamespace(k=10, offer=3, min_similarity=0)  # neighbours too, for the reranker
+    reranked = Retriever(store, reranker=reverse, settings=everything).retrieve(log)
     assert reranked[0].unit.id == plain[-1].unit.id
 
     def broken(log, cands):
@@ -136,7 +151,7 @@ def test_llm_reranker_against_a_local_chat_double(store):
     global_redactor().add("ghp_SECRETSECRET123")
     with ScriptedLLMServer([reply, "no json here", {"status": 500}]) as server:
         rr = LLMReranker(server.base_url, "scripted-model")
-        r = Retriever(store, SimpleNamespace(k=10, offer=3), reranker=rr)
+        r = Retriever(store, SimpleNamespace(k=10, offer=3, min_similarity=0), reranker=rr)
         ids = [c.unit.id for c in r.retrieve(log)]
         assert ids[:2] == ["unit-07", "unit-05"]  # the model's order, unknown id dropped
         assert "ghp_SECRETSECRET123" not in json.dumps(server.requests)
