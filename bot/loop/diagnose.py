@@ -377,6 +377,15 @@ RULES: list[Rule] = [
         "verification",
         r"ERROR: (?:file or directory not found|file not found|module or package not found): (\S+)",
     ),
+    # a Rust toolchain is there, older than a crate needs (cargo's MSRV check, or an edition
+    # it does not know): the key is the rustc the crate asks for ("" when only the edition says)
+    _rule(
+        "rust_too_old",
+        "toolchain",
+        r"(?:requires rustc (\d+\.\d+)(?:\.\d+)?(?: or newer)?"
+        r"|feature `edition20(2)4` is required|older than the `20(2)4` edition)",
+        key=lambda m: m.group(1) or ("1.85" if (m.group(2) or m.group(3)) else ""),
+    ),
     _rule(
         "no_test_runner",
         "verification",
@@ -407,6 +416,7 @@ _BUILD_CAUSES = (
     "missing_pkg_config",
     "missing_pkg_config_module",
     "missing_rust",
+    "rust_too_old",
     "missing_command",
     "python_floor",
     "missing_shared_lib",

@@ -742,6 +742,23 @@ def _rust(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     ]
 
 
+@rule("rust_too_old")
+def _newer_rust(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    # the plain pair is 1.63 on bookworm; the -web pair (1.85, 1.96 with bookworm-security;
+    # trixie 1.96) conflicts with it, so it replaces it
+    return [
+        Candidate(
+            [
+                Atom("drop_package", {"manager": "apt", "packages": ["rustc", "cargo"]}),
+                Atom("apt_install", {"packages": ["rustc-web", "cargo-web"]}),
+            ],
+            "rule",
+            why=f"a crate needs rustc {sig.key or 'newer'}; Debian's newer toolchain (rustc-web, cargo-web) "
+            "replaces the plain rustc and cargo",
+        )
+    ]
+
+
 @rule("missing_extra")
 def _extra(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     return [_one("install_extras", f"the extra {sig.key} is not installed", extras=[sig.key])]

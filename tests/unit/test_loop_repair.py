@@ -131,3 +131,35 @@ def test_a_dependency_that_compiles_rust_gets_debians_newest_toolchain(tmp_path)
     """A crates.io dependency's sdist: the -web pair (bookworm 1.85/1.96, trixie 1.96), not the
     plain rustc that is 1.63 on bookworm."""
     assert rules("      error: can't find Rust compiler", tmp_path) == ["apt_install rustc-web cargo-web"]
+
+
+def test_a_crate_that_needs_a_newer_rustc_gets_the_web_pair_in_place_of_the_plain_one(tmp_path):
+    """cargo's MSRV refusal and an edition the old cargo does not know: the plain pair (1.63 on
+    bookworm) makes way for the -web pair, which conflicts with it; applied to a graph, the plain
+    nodes leave the image and the -web ones join."""
+    from bot.graph.apply import apply_atom
+    from bot.graph.model import DepGraph, Node
+
+    msrv = (
+        "error: package `pyo3 v0.29.2` cannot be built because it requires rustc 1.74 or newer, "
+        "while the currently active rustc version is 1.63.0"
+    )
+    edition = (
+        "this version of Cargo is older than the `2024` edition, and only supports `2015`, `2018`, and `2021` editions."
+    )
+    assert [(s.kind, s.key) for s in diagnose(msrv)] == [("rust_too_old", "1.74")]
+    assert [(s.kind, s.key) for s in diagnose("      error: Failed building wheel for x\n" + edition)] == [
+        ("rust_too_old", "1.85")
+    ]  # the precise cause, not the generic wheel failure
+    want = ["drop_package apt rustc cargo; apt_install rustc-web cargo-web"]
+    assert rules(msrv, tmp_path) == want and rules(edition, tmp_path) == want
+
+    g = DepGraph()
+    for name in ("rustc", "cargo", "git"):
+        g.add(Node(f"systemlib:{name}", "SYSTEMLIB", name, "SATISFIED", action="apt"))
+    sig = diagnose(msrv)[0]
+    cand = rule_candidates(sig, repo=tmp_path, python="3.11", available_pythons=["3.11"])[0]
+    for atom in cand.atoms:
+        apply_atom(g, atom, "repair")
+    installed = sorted(n.name for n in g.of_type("SYSTEMLIB") if n.action == "apt")
+    assert installed == ["cargo-web", "git", "rustc-web"]
