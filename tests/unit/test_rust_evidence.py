@@ -277,3 +277,46 @@ libz-sys = { version = "1", optional = true }
     )
     ev = scan_repository(tmp_path)
     assert {"libssl-dev", "libpq-dev", "zlib1g-dev"} <= set(ev.packages()) and not ev.feature_gated
+
+
+def test_components_the_test_job_installs_join_the_plan(tmp_path):
+    """rustfmt installed by the job that runs `cargo test` (a build script may run it) joins the
+    plan, cited at that job's line; clippy installed by a lint job that never tests does not,
+    and a name outside the known components is ignored."""
+    from bot.ecosystems.rust.compile import compile_dockerfile
+    from bot.ecosystems.rust.prove import make_plan
+
+    workflow = """
+name: CI
+on: push
+jobs:
+  lint:
+    runs-on: ubuntu-latest
+    steps:
+      - run: rustup component add rustfmt clippy
+      - run: cargo clippy --all
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: dtolnay/rust-toolchain@stable
+        with:
+          components: llvm-tools-preview
+      - run: rustup component add rustfmt
+      - run: cargo test --all
+"""
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": '[package]\nname = "demo"\nversion = "0.1.0"\nedition = "2021"\n',
+            "src/lib.rs": "",
+            ".github/workflows/ci.yml": workflow,
+        },
+    )
+    ev = scan_repository(tmp_path)
+    assert [(n, s.file, s.line) for n, s in ev.test_components] == [("rustfmt", ".github/workflows/ci.yml", 16)]
+    plan = make_plan(tmp_path, ["1.85"])
+    tools = {n.name: n for n in plan.graph.of_type("TOOL") if n.action == "rust-component"}
+    assert list(tools) == ["rustfmt"]
+    assert tools["rustfmt"].evidence[0][:2] == (".github/workflows/ci.yml", 16)
+    text = compile_dockerfile(plan.graph).text
+    assert "rustup component add rustfmt;" in text and "clippy" not in text

@@ -150,8 +150,7 @@ def _toolchain_steps(graph: DepGraph) -> list[dict[str, Any]]:
                 "head": None,
                 "nodes": components,
                 "comments": [
-                    "toolchain components a build script runs: rustup's on an official image, "
-                    "Debian's package on a Debian toolchain"
+                    "toolchain components: rustup's on an official image, Debian's package on a Debian toolchain"
                 ]
                 + _where(components),
                 "commands": [["sh", "-c", component_script([n.name for n in components])]],

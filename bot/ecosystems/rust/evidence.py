@@ -111,6 +111,8 @@ class RustEvidence:
     vendored: bool = False  # .cargo/config replaces crates.io by a directory
     services: list[ServiceRequirement] = field(default_factory=list)
     warnings: list[ScanWarning] = field(default_factory=list)
+    # toolchain components (rustfmt, clippy) a CI job installs before it runs the tests
+    test_components: list[tuple[str, Source]] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -448,11 +450,46 @@ def _scan_workflows(files: RepoFiles, ev: Evidence, rust: RustEvidence) -> None:
         jobs = data.get("jobs") if isinstance(data, dict) else None
         if not isinstance(jobs, dict):
             continue
-        for job in jobs.values():
+        for job_name, job in jobs.items():
             steps = job.get("steps") if isinstance(job, dict) else None
+            before = len(rust.ci_commands)
+            components: list[tuple[str, Source]] = []
+            # the job's own lines: the same step text often repeats in another job
+            start = line_of(text or "", f"{job_name}:") or 1
             for step in steps if isinstance(steps, list) else []:
                 if isinstance(step, dict):
                     _scan_step(rust, rel, text or "", step)
+                    components += _step_components(rel, text or "", step, start)
+            tests = any(argv[1:2] in (["test"], ["nextest"]) for argv, _ in rust.ci_commands[before:])
+            if tests:
+                known = {name for name, _ in rust.test_components}
+                for name, src in components:
+                    if name not in known:
+                        rust.test_components.append((name, src))
+                        known.add(name)
+
+
+# the components a plan can add (bot.ecosystems.rust.graph.COMPONENTS): names outside it are
+# repository text and go nowhere
+_KNOWN_COMPONENTS = ("rustfmt", "clippy")
+
+
+def _step_components(rel: str, text: str, step: dict, start: int = 1) -> list[tuple[str, Source]]:
+    """The toolchain components a step installs: ``rustup component add X`` in a run step, or
+    a toolchain action's ``components:`` input."""
+    found: list[tuple[str, Source]] = []
+    with_: Any = step.get("with") if isinstance(step.get("with"), dict) else {}
+    if _TOOLCHAIN_ACTION.match(str(step.get("uses") or "")):
+        for name in re.split(r"[\s,]+", str(with_.get("components") or "")):
+            if name in _KNOWN_COMPONENTS:
+                found.append((name, Source(rel, line_of(text, "components", start), "CI toolchain components")))
+    run = step.get("run")
+    if isinstance(run, str):
+        for m in re.finditer(r"rustup\s+component\s+add\s+([^\n;&|]+)", run):
+            for name in m.group(1).split():
+                if name in _KNOWN_COMPONENTS:
+                    found.append((name, Source(rel, line_of(text, m.group(0).strip()[:60], start), "CI run step")))
+    return found
 
 
 def _scan_step(rust: RustEvidence, rel: str, text: str, step: dict) -> None:

@@ -19,7 +19,8 @@ RUNTIME = "runtime:rust"
 MANIFESTS = "config:cargo-manifests"
 LOCK = "config:cargo-lock"
 NEXTEST = "tool:cargo-nextest"
-# toolchain components a build script may run (a repair adds them; never repository text):
+# toolchain components a build script may run (a repair adds them, or the plan when the CI job
+# that runs the tests installs them; only these names, never other repository text):
 # component -> its Debian packages beside rustc, and beside rustc-web (the stand-ins' two toolchains)
 COMPONENT_PREFIX = "tool:rust-component:"
 COMPONENT_ACTION = "rust-component"
@@ -162,7 +163,8 @@ def _add_manifests(ev: RustEvidence, graph: DepGraph) -> None:
 
 
 def _add_system_packages_and_tools(ev: RustEvidence, graph: DepGraph) -> None:
-    """The Debian packages the -sys crates need, and cargo-nextest when the project uses it."""
+    """The Debian packages the -sys crates need, the toolchain components the CI's test job
+    installs, and cargo-nextest when the project uses it."""
     for p in ev.system_packages:
         s = graph.add(
             Node(f"systemlib:{p.package}", "SYSTEMLIB", p.package, "SATISFIED", action="apt", attrs={"why": p.why})
@@ -170,6 +172,22 @@ def _add_system_packages_and_tools(ev: RustEvidence, graph: DepGraph) -> None:
         s.add_evidence(*_ev(p.source))
         graph.edge(MANIFESTS, s.id)  # build scripts run from the fetch layer's build on
         graph.edge(s.id, RUNTIME)
+    for name, src in ev.test_components:
+        if name not in COMPONENTS:
+            continue
+        c = graph.add(
+            Node(
+                f"{COMPONENT_PREFIX}{name}",
+                "TOOL",
+                name,
+                "SATISFIED",
+                action=COMPONENT_ACTION,
+                attrs={"why": "the CI job that runs the tests installs it"},
+            )
+        )
+        c.add_evidence(*_ev(src))
+        graph.edge(MANIFESTS, c.id)  # a build script may run it from the fetch layer's build on
+        graph.edge(c.id, RUNTIME)
     if ev.uses_nextest:
         n = graph.add(
             Node(NEXTEST, "TOOL", "cargo-nextest", "SATISFIED", action="cargo_install", attrs={"spec": NEXTEST_SPEC})
