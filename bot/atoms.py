@@ -24,6 +24,9 @@ strings or lists of strings):
   install_deps_only (none)                     the repository is an application, not an installable
                                                package: install its dependencies only and run it
                                                from the checkout (Poetry's --no-root)
+  install_project  name                        the tests read the project's own distribution metadata
+                                               (importlib.metadata): install the project named, not
+                                               only its dependencies (undoes install_deps_only)
   drop_package     manager: apt|pip, packages  leave what the plan added out of the image (one side
                                                of a Debian conflict, a distribution that shadows
                                                the module a declared one provides)
@@ -127,6 +130,12 @@ def _str_list(kind: str, args: Mapping[str, Any], key: str) -> list[str]:
 
 def _check_none(kind: str, a: Mapping[str, Any]) -> None:
     return None
+
+
+def _check_project_name(kind: str, a: Mapping[str, Any]) -> None:
+    # a unit names it from its signal: {match:N}
+    if not isinstance(a["name"], str) or not (_DIST_NAME.match(a["name"]) or _MATCH_REF.match(a["name"])):
+        raise AtomError(f"{kind}: {a['name']!r} is not a distribution name")
 
 
 def _check_apt(kind: str, a: Mapping[str, Any]) -> None:
@@ -336,6 +345,16 @@ ATOM_KINDS: dict[str, AtomKind] = {
             _no_trial,
             "the project node's deps_only",
             "Dockerfile: the project's dependencies are installed, not the project",
+        ),
+        AtomKind(
+            "install_project",
+            ("name",),
+            _check_project_name,
+            lambda a: f"install_project {a['name']}",
+            False,
+            _no_trial,
+            "the project node loses deps_only, when the name is the project's",
+            "Dockerfile: the project is installed editable",
         ),
         AtomKind(
             "drop_package",

@@ -234,6 +234,24 @@ def _drop_package(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     return changed
 
 
+def is_the_project(g: DepGraph, name: str) -> bool:
+    """Whether ``name`` is the project's own distribution (any name, when the plan has none)."""
+    proj = project_node(g)
+    if proj is None:
+        return False
+    own = proj.name.strip()
+    return own in ("", "(this project)") or canonicalize_name(own) == canonicalize_name(name)
+
+
+def _install_project(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    proj = project_node(g)
+    if proj is None or not is_the_project(g, a["name"]) or not proj.attrs.get("deps_only"):
+        return []
+    proj.attrs.pop("deps_only", None)
+    _cite(proj, ev)
+    return [proj.id]
+
+
 def _git_init(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     return _set_env(g, {"name": "SETUPTOOLS_SCM_PRETEND_VERSION", "value": SCM_PRETEND_VERSION}, ev)
 
@@ -256,6 +274,7 @@ APPLY: dict[str, Callable[[DepGraph, Mapping[str, Any], Evidence], list[str]]] =
     "install_extras": _on_project(_extras),
     "test_command": _test_command,
     "install_deps_only": _on_project(lambda proj, a: proj.attrs.__setitem__("deps_only", True)),
+    "install_project": _install_project,
     "drop_package": _drop_package,
     "git_init": _git_init,
 }

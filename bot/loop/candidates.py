@@ -75,14 +75,43 @@ class CandidatesMixin(LoopBase):
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
         # units whose signal matched first, then the obvious rules, then units that are only
         # similar text (lexical/embedding neighbours): those are the weakest evidence
-        exact = [c for c in from_store if c.exact]
-        similar = self._fit_for_the_project([c for c in from_store if not c.exact])
+        rules = self._own_name_only(rules, sig)
+        exact = self._own_name_only([c for c in from_store if c.exact], sig)
+        similar = self._fit_for_the_project(self._own_name_only([c for c in from_store if not c.exact], sig))
         # a missing native submodule is precise: units about missing modules would reinstall
         # the same wheel-less build
         groups = (rules, exact, similar) if sig.kind == "missing_native_submodule" else (exact, rules, similar)
         merged = self._prefer_installed(sig, merge_candidates(*groups))
         cands = [c for c in merged if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
+
+    def _own_name_only(self, cands: list[Candidate], sig: Signature | None = None) -> list[Candidate]:
+        """``install_project`` only for the project's own name: the metadata a failure misses may
+        be a dependency's, which installing the project does not give. And for the project's own
+        name, never a distribution of that name from the index: it would be a published release
+        (or a stranger's), not the checkout under test."""
+        from packaging.utils import canonicalize_name
+
+        from bot.graph.apply import is_the_project
+
+        def fits(a: Atom) -> bool:
+            if a.kind == "install_project":
+                return is_the_project(self.graph, a.args["name"])
+            if a.kind == "pip_install" and sig is not None and sig.kind == "missing_distribution" and sig.key:
+                own = canonicalize_name(sig.key)
+                project = self.graph.nodes.get("package:@project")
+                named = project is not None and project.name not in ("", "(this project)")
+                return not (
+                    named
+                    and is_the_project(self.graph, sig.key)
+                    and any(
+                        canonicalize_name(re.split(r"[<>=!~\[;@ ]", p, maxsplit=1)[0]) == own
+                        for p in a.args["packages"]
+                    )
+                )
+            return True
+
+        return [c for c in cands if all(fits(a) for a in c.atoms)]
 
     def _fit_for_the_project(self, similar: list[Candidate]) -> list[Candidate]:
         """Units offered only for similar text, less those that cannot fit the project: a project

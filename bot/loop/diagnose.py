@@ -377,6 +377,14 @@ RULES: list[Rule] = [
         "verification",
         r"ERROR: (?:file or directory not found|file not found|module or package not found): (\S+)",
     ),
+    # the code reads a distribution's metadata (importlib.metadata.version, pkg_resources) and
+    # nothing installed carries it: most often the project itself, run from the checkout
+    _rule(
+        "missing_distribution",
+        "installation",
+        r"(?:PackageNotFoundError: (?:No package metadata was found for )?"
+        r"|DistributionNotFound: The '?)([A-Za-z0-9][A-Za-z0-9._\-]*)",
+    ),
     # a Rust toolchain is there, older than a crate needs (cargo's MSRV check, or an edition
     # it does not know): the key is the rustc the crate asks for ("" when only the edition says)
     _rule(

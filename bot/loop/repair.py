@@ -742,6 +742,24 @@ def _rust(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     ]
 
 
+@rule("missing_distribution")
+def _install_the_distribution(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    # the project's own name: install the project (the loop drops this candidate for another
+    # name); else the distribution the code reads the metadata of
+    return [
+        _one(
+            "install_project",
+            f"the tests read the metadata of {sig.key}: install the project, not only its dependencies",
+            name=sig.key,
+        ),
+        _one(
+            "pip_install",
+            f"the code reads the metadata of {sig.key}, which nothing installed carries",
+            packages=[sig.key],
+        ),
+    ]
+
+
 @rule("rust_too_old")
 def _newer_rust(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     # the plain pair is 1.63 on bookworm; the -web pair (1.85, 1.96 with bookworm-security;

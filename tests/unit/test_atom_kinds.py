@@ -24,6 +24,7 @@ EXAMPLES = {
     "test_command": {"command": ["python", "-m", "pytest", "tests"]},
     "git_init": {},
     "install_deps_only": {},
+    "install_project": {"name": "x"},
     "drop_package": {"manager": "pip", "packages": ["requests"]},
 }
 
@@ -35,6 +36,10 @@ def plan(tmp_path):
         '[project.optional-dependencies]\ntest = ["pytest"]\ndocs = ["sphinx"]\n'
     )
     return make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False)
+
+
+# what a kind undoes must be there first
+BEFORE = {"install_project": Atom("install_deps_only", {})}
 
 
 def test_every_kind_is_defined_once_everywhere():
@@ -58,8 +63,23 @@ def test_a_kind_validates_reads_and_trials_as_its_entry_says(kind):
 @pytest.mark.parametrize("kind", sorted(ATOM_KINDS))
 def test_a_kind_changes_the_graph_and_compiles_as_its_entry_says(kind, plan):
     graph = plan.graph
+    if kind in BEFORE:
+        graph.apply_atom(BEFORE[kind], "test")
     before_graph, before_docker = graph.dumps(), compile_dockerfile(graph).text
     changed = graph.apply_atom(Atom(kind, EXAMPLES[kind]), "test")
     assert changed and graph.dumps() != before_graph
     after_docker = compile_dockerfile(graph).text
     assert (after_docker != before_docker) == ATOM_KINDS[kind].in_dockerfile, ATOM_KINDS[kind].compiles
+
+
+def test_install_project_undoes_dependencies_only_for_the_projects_own_name_only(plan):
+    graph = plan.graph
+    graph.apply_atom(Atom("install_deps_only", {}), "test")
+    assert graph.apply_atom(Atom("install_project", {"name": "requests"}), "test") == []  # a dependency
+    assert graph.nodes["package:@project"].attrs.get("deps_only")
+    assert graph.apply_atom(Atom("install_project", {"name": "X"}), "test") == ["package:@project"]
+    assert not graph.nodes["package:@project"].attrs.get("deps_only")
+    text = compile_dockerfile(graph).text
+    assert "pip install --no-cache-dir -e '.[test]'" in text and "run from the checkout" not in text
+    with pytest.raises(AtomError, match="not a distribution name"):
+        Atom("install_project", {"name": "x; rm -rf /"}).validate()

@@ -337,6 +337,31 @@ def test_a_project_that_compiles_its_extension_is_not_offered_a_checkout_run_for
     assert loop._fit_for_the_project([deps_only, pip]) == [pip]
 
 
+def test_missing_project_metadata_installs_the_project_and_a_dependencys_installs_it(tmp_path):
+    """`PackageNotFoundError` for the project's own name: install the project; for another name
+    the install_project candidate (rule or unit) is dropped and the distribution installed."""
+    from bot.compile.plan import Plan
+    from bot.graph.model import DepGraph, Node
+    from bot.loop.orchestrator import SetupLoop
+    from bot.loop.repair import rule_candidates
+
+    loop = SetupLoop.__new__(SetupLoop)
+    g = DepGraph()
+    g.add(Node("package:@project", "PACKAGE", "shopcart", "SATISFIED", action="project", attrs={"deps_only": True}))
+    loop.plan = Plan(tmp_path, g)
+
+    def offered(log):
+        sig = diagnose(log)[0]
+        assert sig.kind == "missing_distribution"
+        rules = rule_candidates(sig, repo=tmp_path, python="3.11", available_pythons=["3.11"])
+        return [c.describe() for c in loop._own_name_only(rules, sig)]
+
+    own = "E   importlib.metadata.PackageNotFoundError: No package metadata was found for shopcart"
+    assert offered(own) == ["install_project shopcart"]  # never a published namesake
+    other = "pkg_resources.DistributionNotFound: The 'sentinel-dist' distribution was not found and is required"
+    assert offered(other) == ["pip_install sentinel-dist"]
+
+
 # --- generic strategies -------------------------------------------------------------------------
 
 

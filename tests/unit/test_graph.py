@@ -140,7 +140,7 @@ def test_apply_atom_covers_every_kind():
         "install_deps_only": Atom("install_deps_only", {}),
         "drop_package": Atom("drop_package", {"manager": "pip", "packages": ["requests"]}),
     }
-    assert set(atoms) == set(ATOM_KINDS)
+    assert set(atoms) | {"install_project"} == set(ATOM_KINDS)  # it undoes install_deps_only: last
     for kind, atom in atoms.items():
         changed = g.apply_atom(atom, [("log", 12, "ModuleNotFoundError")])
         assert changed, kind
@@ -163,6 +163,8 @@ def test_apply_atom_covers_every_kind():
     assert not any(line.strip().startswith("requests") for line in text.splitlines())
     with pytest.raises(AtomError, match="not a Debian package name"):
         g.apply_atom(Atom("apt_install", {"packages": ["x; rm -rf /"]}))
+    assert g.apply_atom(Atom("install_project", {"name": g.nodes["package:@project"].name}), "log")
+    assert "ENV PYTHONPATH=/workspace" not in p.dockerfile.text
 
 
 class _PyPI(http.server.BaseHTTPRequestHandler):
