@@ -109,8 +109,9 @@ class Unit:
         return " ".join([self.title, literal, " ".join(self.keywords), self.advice])
 
     def applies(self, context: Mapping[str, Any]) -> bool:
-        """Applicability conditions: OS family, Debian suite, Python version range, tool. Unknown context
-        values do not exclude a unit (the loop may not know the tool yet)."""
+        """Applicability conditions: OS family, Debian suite, Python version range, tool, framework.
+        Unknown context values do not exclude a unit (the loop may not know the tool yet), except
+        the framework."""
         os_names = self.when.get("os")
         if os_names and "any" not in os_names and context.get("os") and context["os"] not in os_names:
             return False
@@ -126,6 +127,11 @@ class Unit:
             return False
         tools = self.when.get("tool")
         if tools and context.get("tool") and context["tool"] not in tools:
+            return False
+        # a framework's own unit applies only where the loop saw that framework: unlike the
+        # others, an unknown framework excludes it (it would outrank the generic unit anywhere)
+        frameworks = self.when.get("framework")
+        if frameworks and context.get("framework") not in frameworks:
             return False
         return True
 

@@ -10,7 +10,7 @@ from bot.atoms import Atom
 from bot.errors import SetupbotError
 from bot.graph.build import install_spec
 from bot.loop.diagnose import Signature
-from bot.loop.repair import Candidate, knowledge_candidates, merge_candidates, rule_candidates
+from bot.loop.repair import Candidate, knowledge_candidates, merge_candidates, repo_context, rule_candidates
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome
 from bot.loop.workspace import Workspace
@@ -36,7 +36,9 @@ for d in md.distributions():
 print(json.dumps(out))
 """
 # signatures about a module that a distribution provides
-PROVIDER_KINDS = frozenset({"missing_module", "import_name_error", "module_attribute", "missing_native_submodule"})
+PROVIDER_KINDS = frozenset(
+    {"missing_module", "import_name_error", "module_attribute", "missing_native_submodule", "plugin_hook_mismatch"}
+)
 LOG_FOR_RETRIEVAL = 20_000
 
 
@@ -55,7 +57,9 @@ class CandidatesMixin(LoopBase):
     """Which repairs the loop tries for a signature, best first."""
 
     def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
-        context = {"python": self.python, "os": "debian"}
+        if getattr(self, "_repo_context", None) is None:
+            self._repo_context = repo_context(self.repo)
+        context = {"python": self.python, "os": "debian", **(self._repo_context or {})}
         excerpt = _excerpt(outcome.log, sig)
         try:
             from_store = knowledge_candidates(self.retriever, excerpt, context, self.settings.knowledge.k)

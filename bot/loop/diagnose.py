@@ -377,6 +377,13 @@ RULES: list[Rule] = [
         "verification",
         r"ERROR: (?:file or directory not found|file not found|module or package not found): (\S+)",
     ),
+    # a pytest plugin implements a hook this pytest does not know (one of them is older than the
+    # other): key, the plugin's top-level module
+    _rule(
+        "plugin_hook_mismatch",
+        "version",
+        r"unknown hook '\w+' in plugin <module '([A-Za-z_]\w*)",
+    ),
     # the code reads a distribution's metadata (importlib.metadata.version, pkg_resources) and
     # nothing installed carries it: most often the project itself, run from the checkout
     _rule(

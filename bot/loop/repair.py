@@ -479,6 +479,13 @@ def _django_runner(repo: Path) -> bool:
     return text is not None and "django" in text
 
 
+def repo_context(repo: Path) -> dict[str, str]:
+    """What the experience base's units may be conditioned on, read from the repository:
+    ``framework`` (django, when manage.py runs Django). Not ``settings_module``: the unit it
+    fills sets the variable alone, and the django_settings rule adds pytest-django with it."""
+    return {"framework": "django"} if _django_runner(repo) else {}
+
+
 def _uses_pytest_django(repo: Path) -> bool:
     for rel in (
         "pyproject.toml",
@@ -738,6 +745,20 @@ def _rust(sig: Signature, ctx: RuleContext) -> list[Candidate]:
             "apt_install",
             "the build needs a Rust toolchain: Debian's newest (rustc-web, cargo-web)",
             packages=["rustc-web", "cargo-web"],
+        )
+    ]
+
+
+@rule("plugin_hook_mismatch")
+def _align_the_plugin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    # the plugin's newest release follows pytest's current hooks; the era pins (bot.loop.era)
+    # align the plugin and pytest with the repository's date instead
+    dist = distribution_for(sig.key)
+    return [
+        _one(
+            "pip_install",
+            f"{dist} implements a hook this pytest does not know: its newest release follows pytest's hooks",
+            packages=[dist],
         )
     ]
 

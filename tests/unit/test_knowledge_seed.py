@@ -148,3 +148,28 @@ def test_the_import_mismatch_repair_puts_the_import_mode_in_the_image_not_only_i
     assert 'PYTEST_ADDOPTS="--import-mode=importlib"' in text or "PYTEST_ADDOPTS=--import-mode=importlib" in text
     assert graph.target.attrs["command"] == command and "--import-mode" not in " ".join(command)
     assert "find . -name __pycache__" in text
+
+
+# the four kinds issue 19 names, each with the generic unit it must beat
+FOUR_KINDS = [
+    ("203-install-project-distribution.log", {}, "install-project-distribution", "install-module-generic"),
+    ("200-install-application-layout.log", {}, "install-application-layout", "install-module-generic"),
+    ("205-verify-django-no-tests.log", {"framework": "django"}, "verify-django-no-tests", "verify-no-tests-collected"),
+    ("204-install-pytest-plugin-hook.log", {}, "install-pytest-plugin-hook", "install-module-generic"),
+]
+
+
+@pytest.mark.parametrize(("name", "context", "unit", "generic"), FOUR_KINDS)
+def test_the_specific_unit_is_offered_before_the_generic_fallback(retriever, name, context, unit, generic):
+    offered = retriever.retrieve((LOGS / name).read_text(), {"python": "3.11", "os": "debian", **context})
+    ids = [c.unit.id for c in offered]
+    assert ids[:1] == [unit] and offered[0].exact, ids
+    assert generic not in ids[:1]
+
+
+def test_the_django_unit_stays_out_of_a_project_that_is_not_django(retriever):
+    text = (LOGS / "205-verify-django-no-tests.log").read_text()
+    plain = [c.unit.id for c in retriever.retrieve(text, {"python": "3.11", "os": "debian"})]
+    assert plain[:1] == ["verify-no-tests-collected"] and "verify-django-no-tests" not in plain
+    django = [c.unit.id for c in retriever.retrieve(text, {"python": "3.11", "os": "debian", "framework": "django"})]
+    assert django[:2] == ["verify-django-no-tests", "verify-no-tests-collected"]

@@ -163,3 +163,20 @@ def test_a_crate_that_needs_a_newer_rustc_gets_the_web_pair_in_place_of_the_plai
         apply_atom(g, atom, "repair")
     installed = sorted(n.name for n in g.of_type("SYSTEMLIB") if n.action == "apt")
     assert installed == ["cargo-web", "git", "rustc-web"]
+
+
+def test_a_plugin_with_a_hook_pytest_does_not_know_gets_its_newest_release(tmp_path):
+    log = (
+        "pluggy._manager.PluginValidationError: unknown hook 'pytest_warning_captured' in plugin "
+        "<module 'pytest_sugarless.plugin' from '/usr/local/lib/python3.11/site-packages/pytest_sugarless/plugin.py'>"
+    )
+    assert [(s.kind, s.key) for s in diagnose(log)] == [("plugin_hook_mismatch", "pytest_sugarless")]
+    assert rules(log, tmp_path) == ["pip_install pytest-sugarless"]
+
+
+def test_the_repository_context_names_django_only_where_manage_py_runs_it(tmp_path):
+    from bot.loop.repair import repo_context
+
+    assert repo_context(tmp_path) == {}
+    (tmp_path / "manage.py").write_text("import os\nfrom django.core.management import execute_from_command_line\n")
+    assert repo_context(tmp_path) == {"framework": "django"}
