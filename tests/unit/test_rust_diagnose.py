@@ -101,3 +101,23 @@ def test_tests_that_need_a_service():
 def test_clean_output_has_no_signature():
     assert diagnose((LOGS / "cargo-test-pass.log").read_text()) == []
     assert diagnose("") == []
+
+
+def test_vendored_source_in_a_submodule_the_checkout_lacks_is_reported_not_repaired():
+    """libgit2-sys and the like compile C from a git submodule; a checkout without it fails in
+    CMake. That is no package to install: the loop says to check out the submodules."""
+    from bot.ecosystems.rust.graph import RUNTIME
+    from bot.ecosystems.rust.repair import decide
+    from bot.graph.model import DepGraph, Node
+
+    log = (
+        '  CMake Error: The source directory "/workspace/libgit2-sys/libgit2" does not appear to contain '
+        "CMakeLists.txt.\n  Specify --help for usage, or press the help button on the CMake GUI.\n"
+        "  build script failed, must exit now\n"
+        "error: failed to run custom build command for `libgit2-sys v0.6.11 (/workspace/libgit2-sys)`\n"
+    )
+    assert kinds(log) == {"missing_submodule": ["libgit2-sys/libgit2"]}  # not the -sys build's packages
+    g = DepGraph()
+    g.add(Node(RUNTIME, "RUNTIME", "rust", "SATISFIED", attrs={"version": "1.96"}))
+    decision = decide(diagnose(log), g, ["1.96"])
+    assert decision.repair is None and "--recurse-submodules" in decision.reason

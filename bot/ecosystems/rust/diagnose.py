@@ -6,7 +6,8 @@ shape (bot.loop.diagnose), so the repair knowledge keys on the same kinds across
 Python wheel build, with the Debian package to install in ``key`` where the log names it.
 Rust-only kinds: ``rust_floor`` (a toolchain older than the MSRV or the edition; key: the
 version needed), ``stale_lock`` (Cargo.lock out of date with --locked), ``sys_build_failed``
-(a -sys crate's build script failed; key: the crate), ``nightly_feature``, ``missing_rust_component``
+(a -sys crate's build script failed; key: the crate), ``nightly_feature``, ``missing_submodule`` (a build
+script's vendored source is a git submodule the checkout lacks; key: its path), ``missing_rust_component``
 (a build script runs rustfmt or clippy, which the toolchain lacks; key: the component).
 """
 
@@ -251,6 +252,13 @@ RULES: list[Rule] = [
         r"the option `Z` is only accepted on the nightly compiler",
         lambda m: "nightly",
     ),
+    # --- a build script's vendored C source is a git submodule that was not checked out ----------
+    _rule(
+        "missing_submodule",
+        "installation",
+        r'source directory "/workspace/([^"\n]+)" does not appear to contain CMakeLists\.txt',
+        lambda m: m.group(1),
+    ),
     # --- lock file out of date with --locked -----------------------------------------------------
     _rule(
         "stale_lock",
@@ -314,6 +322,9 @@ def diagnose(output: str) -> list[Signature]:
             found[sig.ident] = (pos, sig)
     if any(k == "connection_refused" and key for k, key in found):
         found.pop(("connection_refused", ""), None)  # the port-bearing line names the service
+    if any(k == "missing_submodule" for k, _ in found):
+        # the build script failed for want of its vendored source, not of a system package
+        found = {ident: v for ident, v in found.items() if ident[0] != "sys_build_failed"}
     return [s for _, s in sorted(found.values(), key=lambda t: t[0])]
 
 

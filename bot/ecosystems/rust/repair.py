@@ -53,6 +53,8 @@ LEFT_TO_THE_DEVELOPER = {
     "(or `cargo generate-lockfile`) and commit the lock; setupbot does not change it",
     "missing_lock": "the build uses --locked but Cargo.lock is missing: commit Cargo.lock",
     "nightly_feature": "the code needs a nightly compiler; the rust:X.Y-slim images carry stable toolchains",
+    "missing_submodule": "a build script compiles vendored C source from a git submodule that the checkout does "
+    "not have: check the repository out with --recurse-submodules (actions/checkout: submodules: true)",
     "connection_refused": "the tests reach a service that no compose file or CI workflow `services:` block of the "
     "repository declares (setupbot starts the declared ones): declare it there",
     "missing_env": "the tests need an environment variable; name it in .github/setupbot.yml (target.env)",
