@@ -234,13 +234,26 @@ def _drop_package(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     return changed
 
 
+def project_name(g: DepGraph) -> str | None:
+    """The project's own distribution name; None when the plan has no project or no name."""
+    proj = project_node(g)
+    own = proj.name.strip() if proj is not None else ""
+    return None if own in ("", "(this project)") else own
+
+
 def is_the_project(g: DepGraph, name: str) -> bool:
     """Whether ``name`` is the project's own distribution (any name, when the plan has none)."""
-    proj = project_node(g)
-    if proj is None:
+    if project_node(g) is None:
         return False
-    own = proj.name.strip()
-    return own in ("", "(this project)") or canonicalize_name(own) == canonicalize_name(name)
+    own = project_name(g)
+    return own is None or canonicalize_name(own) == canonicalize_name(name)
+
+
+def project_compiles(g: DepGraph) -> bool:
+    """Whether the project compiles its own extension (C, or Rust through maturin or
+    setuptools-rust): the tests import a module only a build of the project makes."""
+    proj = project_node(g)
+    return bool((proj is not None and proj.attrs.get("compiles")) or g.meta.get("rust_toolchain"))
 
 
 def _install_project(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:

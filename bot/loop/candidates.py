@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+from packaging.utils import canonicalize_name
+
 from bot.atoms import Atom
 from bot.errors import SetupbotError
+from bot.graph.apply import is_the_project, project_compiles, project_name
 from bot.graph.build import install_spec
 from bot.loop.diagnose import Signature
 from bot.loop.repair import Candidate, knowledge_candidates, merge_candidates, repo_context, rule_candidates
@@ -40,6 +43,11 @@ PROVIDER_KINDS = frozenset(
     {"missing_module", "import_name_error", "module_attribute", "missing_native_submodule", "plugin_hook_mismatch"}
 )
 LOG_FOR_RETRIEVAL = 20_000
+
+
+def _spec_name(spec: str) -> str:
+    """The canonical distribution name of a requirement specifier ("Foo_Bar[x]>=1" -> foo-bar)."""
+    return canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, maxsplit=1)[0])
 
 
 def _excerpt(log_text: str, sig: Signature | None) -> str:
@@ -94,25 +102,19 @@ class CandidatesMixin(LoopBase):
         be a dependency's, which installing the project does not give. And for the project's own
         name, never a distribution of that name from the index: it would be a published release
         (or a stranger's), not the checkout under test."""
-        from packaging.utils import canonicalize_name
-
-        from bot.graph.apply import is_the_project
+        # the project's own name, when the failure misses its metadata: no namesake from the index
+        # (the graph is asked only then: a loop double may have none)
+        shunned = None
+        if sig is not None and sig.kind == "missing_distribution" and sig.key:
+            own = project_name(self.graph)
+            if own and is_the_project(self.graph, sig.key):
+                shunned = canonicalize_name(own)
 
         def fits(a: Atom) -> bool:
             if a.kind == "install_project":
                 return is_the_project(self.graph, a.args["name"])
-            if a.kind == "pip_install" and sig is not None and sig.kind == "missing_distribution" and sig.key:
-                own = canonicalize_name(sig.key)
-                project = self.graph.nodes.get("package:@project")
-                named = project is not None and project.name not in ("", "(this project)")
-                return not (
-                    named
-                    and is_the_project(self.graph, sig.key)
-                    and any(
-                        canonicalize_name(re.split(r"[<>=!~\[;@ ]", p, maxsplit=1)[0]) == own
-                        for p in a.args["packages"]
-                    )
-                )
+            if a.kind == "pip_install" and shunned:
+                return all(_spec_name(p) != shunned for p in a.args["packages"])
             return True
 
         return [c for c in cands if all(fits(a) for a in c.atoms)]
@@ -123,11 +125,8 @@ class CandidatesMixin(LoopBase):
         from the checkout, because the tests import the compiled module, so "dependencies only"
         is no answer to its failed build."""
         fitting = [c for c in similar if not any(a.kind == "install_deps_only" for a in c.atoms)]
-        if len(fitting) == len(similar):
-            return similar
-        project = self.graph.nodes.get("package:@project")
-        compiles = (project is not None and project.attrs.get("compiles")) or self.graph.meta.get("rust_toolchain")
-        return fitting if compiles else similar
+        # (the graph is asked only when there is something to leave out)
+        return fitting if len(fitting) < len(similar) and project_compiles(self.graph) else similar
 
     def _installed_providers(self, ws: Workspace) -> dict[str, list[str]]:
         try:
@@ -167,7 +166,7 @@ class CandidatesMixin(LoopBase):
             for a in c.atoms:
                 if a.kind == "pip_install":
                     for spec in a.args["packages"]:
-                        name = canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, maxsplit=1)[0])
+                        name = _spec_name(spec)
                         if name not in own:
                             return True
             return False

@@ -45,6 +45,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from bot.compile import compile_dockerfile as default_compile
+from bot.graph.apply import project_compiles
 from bot.graph.build import PROJECT
 from bot.graph.lock import (
     LOCK_NAME,
@@ -760,8 +761,7 @@ def _compiled_pins(
     pure-Python wheel, whose sdist needs no compiler. [] when none compiles; None when that
     cannot be told, or when something else compiles: the project itself (a C or Rust extension)
     or a repair's command."""
-    project = graph.nodes.get(PROJECT)
-    if (project is not None and project.attrs.get("compiles")) or graph.meta.get("rust_toolchain"):
+    if project_compiles(graph):
         return None
     if any(n.action == "run" for n in graph.nodes.values()):
         return None  # a repair's command may compile: keep what the replay had
