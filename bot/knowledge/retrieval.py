@@ -302,20 +302,18 @@ class Retriever:
         pool = [i for i in pool if idx.units[i].applies(context)][: self.k * 3]
         telemetry = self.store.telemetry([idx.units[i].id for i in pool])
         scored = []
-        sims: dict[str, float] = {}
         for i in pool:
             unit = idx.units[i]
             t = telemetry.get(unit.id, Telemetry())
             sim = fused[i] / best_possible
-            sims[unit.id] = sim
             # weight ranks specific signals above generic ones when both matched; without a
             # match it can only demote (a generic fallback), never promote
             weight = unit.weight if i in matches else min(unit.weight, 1.0)
             score = sim * (1.0 + t.success_rate) * t.tier * weight
-            scored.append((i in matches, score, unit, t))
+            scored.append((i in matches, score, unit, t, sim))
         scored.sort(key=lambda x: (not x[0], -x[1], x[2].id))
         out = []
-        for is_exact, score, unit, t in scored:
+        for is_exact, score, unit, t, sim in scored:
             m = matches.get(idx.by_id[unit.id])
             atoms = fill_atoms(unit, m, context)
             if any(_PLACEHOLDER.search(str(a.args)) for a in atoms):
@@ -327,7 +325,7 @@ class Retriever:
                     atoms=atoms,
                     exact=is_exact,
                     matched=m.group(0) if m else "",
-                    similarity=round(sims[unit.id], 6),
+                    similarity=round(sim, 6),
                 )
             )
             if len(out) == self.k:

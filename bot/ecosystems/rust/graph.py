@@ -162,6 +162,17 @@ def _add_manifests(ev: RustEvidence, graph: DepGraph) -> None:
         graph.edge(MANIFESTS, LOCK)
 
 
+def add_component(graph: DepGraph, name: str, why: str) -> Node:
+    """A toolchain component (a key of COMPONENTS) as a TOOL node, ahead of the fetch layer's
+    build, where a build script may run it."""
+    node = graph.add(
+        Node(f"{COMPONENT_PREFIX}{name}", "TOOL", name, "SATISFIED", action=COMPONENT_ACTION, attrs={"why": why})
+    )
+    graph.edge(MANIFESTS, node.id)
+    graph.edge(node.id, RUNTIME)
+    return node
+
+
 def _add_system_packages_and_tools(ev: RustEvidence, graph: DepGraph) -> None:
     """The Debian packages the -sys crates need, the toolchain components the CI's test job
     installs, and cargo-nextest when the project uses it."""
@@ -173,21 +184,8 @@ def _add_system_packages_and_tools(ev: RustEvidence, graph: DepGraph) -> None:
         graph.edge(MANIFESTS, s.id)  # build scripts run from the fetch layer's build on
         graph.edge(s.id, RUNTIME)
     for name, src in ev.test_components:
-        if name not in COMPONENTS:
-            continue
-        c = graph.add(
-            Node(
-                f"{COMPONENT_PREFIX}{name}",
-                "TOOL",
-                name,
-                "SATISFIED",
-                action=COMPONENT_ACTION,
-                attrs={"why": "the CI job that runs the tests installs it"},
-            )
-        )
-        c.add_evidence(*_ev(src))
-        graph.edge(MANIFESTS, c.id)  # a build script may run it from the fetch layer's build on
-        graph.edge(c.id, RUNTIME)
+        if name in COMPONENTS:
+            add_component(graph, name, "the CI job that runs the tests installs it").add_evidence(*_ev(src))
     if ev.uses_nextest:
         n = graph.add(
             Node(NEXTEST, "TOOL", "cargo-nextest", "SATISFIED", action="cargo_install", attrs={"spec": NEXTEST_SPEC})

@@ -29,7 +29,6 @@ RUST_BUILDERS = ("maturin", "setuptools-rust")
 PLAIN = ("rustc", "cargo", "1.63")  # bookworm 1.63, trixie 1.85
 WEB = ("rustc-web", "cargo-web", "1.85")  # bookworm 1.85, trixie 1.96
 NEWEST_DEBIAN = "1.96"  # rustc-web in trixie and bookworm-security
-TOOLCHAIN = PLAIN[:2] + WEB[:2]
 PROJECT = "package:@project"
 # build-script needs that the Python image already meets (its headers and interpreter)
 _PYTHON_IMAGE_HAS = {"python3-dev"}

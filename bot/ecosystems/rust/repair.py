@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from bot.atoms import Atom
 from bot.ecosystems.rust.diagnose import COMMAND_PACKAGES, HEADER_PACKAGES, PC_PACKAGES, packages_for
 from bot.ecosystems.rust.evidence import version_key
-from bot.ecosystems.rust.graph import COMPONENT_ACTION, COMPONENT_PREFIX, COMPONENTS, MANIFESTS, RUNTIME
+from bot.ecosystems.rust.graph import COMPONENT_PREFIX, COMPONENTS, MANIFESTS, RUNTIME, add_component
 from bot.ecosystems.rust.sysdeps import SYSTEM_CRATES
 from bot.graph.model import DepGraph, Node
 from bot.loop.diagnose import Signature
@@ -203,19 +203,7 @@ def apply(repair: RustRepair, graph: DepGraph, evidence: str) -> None:
     node (action rust-component) for a toolchain component, or the runtime node's image and
     version."""
     if repair.component:
-        node = graph.add(
-            Node(
-                f"{COMPONENT_PREFIX}{repair.component}",
-                "TOOL",
-                repair.component,
-                "SATISFIED",
-                action=COMPONENT_ACTION,
-                attrs={"why": "a repair"},
-            )
-        )
-        node.add_evidence("build log", None, evidence[:200])
-        graph.edge(MANIFESTS, node.id)
-        graph.edge(node.id, RUNTIME)
+        add_component(graph, repair.component, "a repair").add_evidence("build log", None, evidence[:200])
     for pkg in repair.packages:
         node = graph.add(
             Node(f"systemlib:{pkg}", "SYSTEMLIB", pkg, "SATISFIED", action="apt", attrs={"why": "a repair"})
