@@ -341,6 +341,13 @@ class Engine:
                     continue
                 ca_bases[base] = self.ca_derivative(base)
             text = dockerfile_facts.replace_bases(text, ca_bases)
+        if self.kind == "docker" and self.buildkit_available():
+            # the run's own cache mounts; a --no-cache build (the clean replay) gets empty ones,
+            # since BuildKit's --no-cache leaves cache mounts as they are
+            scope = f"{dockerfile_facts.CACHE_SCOPE}{self.run_id}"
+            text = dockerfile_facts.scope_cache_mounts(
+                text, f"{scope}-clean{next(self._counter)}" if no_cache else scope
+            )
         all_labels = {**self.labels, **(labels or {})}
         build_args: dict[str, str] = {}
         if self.index_env:
@@ -824,7 +831,7 @@ class Engine:
         """Clean every run (of ``among``, default all) whose owner is gone; the runs left alone
         are returned: owner alive, on another host, or unknown (no owner label: an older
         version, which `--run-id` or `--all` removes)."""
-        counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0}
+        counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0, "build caches": 0}
         kept = []
         for run, owners in sorted(self.runs().items()):
             if among is not None and run not in among:
@@ -836,6 +843,19 @@ class Engine:
             for k, v in self.clean(run).items():
                 counts[k] += v
         return counts, kept
+
+    def prune_cache_mounts(self, run_id: str | None) -> int:
+        """Remove the BuildKit cache mounts of one run (of every run: None), found by the scope
+        ``scope_cache_mounts`` wrote into their records' descriptions; a mount in use stays."""
+        if self.kind != "docker" or not self.buildkit_available():
+            return 0
+        marker = f"{dockerfile_facts.CACHE_SCOPE}{run_id or ''}"
+        r = self.run_cli(["buildx", "du", "--verbose", "--filter", "type=exec.cachemount"], check=False, timeout=120)
+        removed = 0
+        for record_id in cache_records(r.stdout, marker):
+            pruned = self.run_cli(["buildx", "prune", "-f", "--filter", f"id={record_id}"], check=False, timeout=120)
+            removed += pruned.returncode == 0
+        return removed
 
     def clean_shared(self) -> int:
         """Remove the shared images (CA derivatives) no container uses (`clean --all`)."""
@@ -874,6 +894,7 @@ class Engine:
             if self.run_cli(["rmi", "-f", target], check=False).returncode == 0 and image_id not in seen:
                 seen.append(image_id)
         counts["images"] = len(seen)
+        counts["build caches"] = self.prune_cache_mounts(run_id)
         if run_id is None or run_id == self.run_id:
             # this engine's own networks are gone: a later use of it makes them anew instead of
             # naming a removed one ("network ...-egress not found")
@@ -887,6 +908,21 @@ BUILDKIT_LIMITS_NOTE = (
     "image builds ran under BuildKit, which takes no per-build limits: engine.memory and "
     "engine.cpus held for the runner containers, not for the RUN steps of image builds"
 )
+
+
+def cache_records(du_verbose: str, marker: str) -> list[str]:
+    """The ids of the records in ``buildx du --verbose`` output whose description holds
+    ``marker``: blocks of "Key: value" lines, one block per record."""
+    found: list[str] = []
+    for block in re.split(r"\n\s*\n", du_verbose):
+        fields = dict(
+            (k.strip(), v.strip()) for k, sep, v in (line.partition(":") for line in block.splitlines()) if sep
+        )
+        if fields.get("ID") and marker in fields.get("Description", ""):
+            found.append(fields["ID"].rstrip("*"))
+    return found
+
+
 _BUILDKIT_LINE = re.compile(r"^#\d+ (?:\d+\.\d+ )?")
 
 

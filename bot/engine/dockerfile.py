@@ -80,3 +80,74 @@ def declare_args(text: str, names: list[str]) -> str:
             lines[f.index] += ending
         lines.insert(f.index + 1, "".join(f"ARG {n}{ending}" for n in names))
     return "".join(lines)
+
+
+# A RUN step's BuildKit cache mount is the one piece of mutable state builds share: a cache
+# with the same id is handed to every build that names it, whatever repository it comes from.
+CACHE_SCOPE = "setupbot-cache-"
+_RUN = re.compile(r"^(?P<indent>\s*)RUN(?=\s)", re.IGNORECASE)
+_FLAG = re.compile(r"\s+(--\S+)")
+
+
+def _logical_instructions(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, last) line index of each instruction, across backslash continuations and the
+    comment lines inside them."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while lines[j].rstrip().endswith("\\") and j + 1 < len(lines):
+            j += 1
+            while j + 1 < len(lines) and lines[j].lstrip().startswith("#"):
+                j += 1
+        spans.append((i, j))
+        i = j + 1
+    return spans
+
+
+def _scoped_mount(spec: str, scope: str) -> str:
+    fields = [f for f in spec.split(",") if f]
+    pairs = [f.partition("=") for f in fields]
+    kind = next((v for k, _, v in pairs if k.strip().lower() == "type"), "bind")
+    if kind.strip().lower() != "cache":
+        return spec
+    old = next((v for k, _, v in pairs if k.strip().lower() == "id"), "") or next(
+        (v for k, _, v in pairs if k.strip().lower() in ("target", "dst", "destination")), "cache"
+    )
+    kept = [f for (k, _, _v), f in zip(pairs, fields, strict=True) if k.strip().lower() != "id"]
+    return ",".join([*kept, f"id={scope}-{old.strip()}"])
+
+
+def scope_cache_mounts(text: str, scope: str) -> str:
+    """A copy of ``text`` whose RUN cache mounts are this build's own: each id gets ``scope``
+    in front (no other run's build can read or write them, and a clean replay with a scope of
+    its own starts from empty caches), and a shell-form command starts with ``: <scope>;``, a
+    no-op that puts the scope into the cache records' descriptions, where the end of the run
+    finds them to prune (``Engine.prune_cache_mounts``). An instruction with a mount is put on
+    one line, so a flag on a continuation line is seen too."""
+    lines = text.splitlines()
+    out: list[str] = []
+    for first, last in _logical_instructions(lines):
+        chunk = lines[first : last + 1]
+        m = _RUN.match(chunk[0])
+        if not m or "--mount" not in " ".join(chunk):
+            out += chunk
+            continue
+        body = " ".join(
+            line.rstrip().removesuffix("\\").strip()
+            for line in chunk
+            if not (line is not chunk[0] and line.lstrip().startswith("#"))
+        )
+        rest = body[len(m.group(0).strip()) :]
+        flags: list[str] = []
+        while (f := _FLAG.match(rest)) is not None:
+            flag = f.group(1)
+            if flag.lower().startswith("--mount="):
+                flag = "--mount=" + _scoped_mount(flag[len("--mount=") :], scope)
+            flags.append(flag)
+            rest = rest[f.end() :]
+        command = rest.strip()
+        if not command.startswith("["):
+            command = f": {scope}; {command}"
+        out.append(" ".join([f"{m.group('indent')}RUN", *flags, command]))
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")

@@ -232,3 +232,42 @@ def test_buildkit_plain_progress_reads_like_the_classic_builder():
         "[2/3] RUN pip install .\nCollecting six\n"
         "ModuleNotFoundError: No module named 'yaml'\nERROR: process did not complete\n"
     )
+
+
+def test_cache_mounts_are_scoped_to_the_build_and_marked_for_pruning():
+    from bot.engine.dockerfile import scope_cache_mounts
+
+    text = (
+        "FROM x\n"
+        "RUN --mount=type=cache,id=cargo-target-a,target=/c,sharing=locked \\\n"
+        "    sh -c 'cargo build; s=$?; exit $s'\n"
+        "RUN echo plain \\\n"
+        "  && echo kept\n"
+        "RUN \\\n"
+        " # a comment inside the instruction\n"
+        " --mount=type=cache,target=/root/.cache echo hidden\n"
+        'RUN --mount=type=bind,source=a,target=/b ["ls"]\n'
+    )
+    out = scope_cache_mounts(text, "setupbot-cache-r1")
+    assert out.splitlines() == [
+        "FROM x",
+        "RUN --mount=type=cache,target=/c,sharing=locked,id=setupbot-cache-r1-cargo-target-a "
+        ": setupbot-cache-r1; sh -c 'cargo build; s=$?; exit $s'",
+        "RUN echo plain \\",
+        "  && echo kept",
+        "RUN --mount=type=cache,target=/root/.cache,id=setupbot-cache-r1-/root/.cache : setupbot-cache-r1; echo hidden",
+        'RUN --mount=type=bind,source=a,target=/b ["ls"]',
+    ]
+
+
+def test_cache_records_are_found_by_the_scope_in_their_description():
+    from bot.engine.core import cache_records
+
+    du = (
+        "ID:\t\tabc123*\nMutable:\ttrue\nDescription:\tcached mount /c from exec /bin/sh -c : "
+        "setupbot-cache-r1; sh -c 'x'\nType:\t\texec.cachemount\n\n"
+        "ID:\t\tdef456\nDescription:\tcached mount /c from exec /bin/sh -c : setupbot-cache-r2; y\n\n"
+        "ID:\t\tghi789\nDescription:\tcached mount /root/.cache from exec /bin/sh -c pip install x\n"
+    )
+    assert cache_records(du, "setupbot-cache-r1") == ["abc123"]
+    assert cache_records(du, "setupbot-cache-") == ["abc123", "def456"]
