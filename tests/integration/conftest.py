@@ -116,3 +116,22 @@ def host_engine(docker_available):
     e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g", "network_mode": "host"}}))
     yield e
     e.clean(e.run_id)
+
+
+@pytest.fixture(scope="module")
+def buildx_config(docker_available):
+    """The engine's CLI with buildx, so builds run under BuildKit: the CLI's own plugin (GitHub's
+    ubuntu-latest), or the private Docker config folder with Debian's plugin that .ci/run
+    prepares (SETUPBOT_TEST_BUILDX_CONFIG), set as DOCKER_CONFIG while the module runs. Without
+    either: a failure under CI=true, else a skip."""
+    if subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0:
+        yield None
+        return
+    folder = os.environ.get("SETUPBOT_TEST_BUILDX_CONFIG", "")
+    if not folder:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no buildx for the BuildKit tests: .ci/run prepares one (SETUPBOT_TEST_BUILDX_CONFIG)")
+        pytest.skip("no buildx: source .ci/buildx.sh to get Debian's plugin in a private Docker config folder")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_CONFIG", folder)
+        yield folder
