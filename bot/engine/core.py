@@ -366,7 +366,9 @@ class Engine:
         result = BuildResult(
             result.ok,
             result.tag,
-            result.log,
+            # the scope marker is the transient copy's, not the Dockerfile's: the log (which the
+            # report quotes) shows the command as written
+            re.sub(rf": {re.escape(dockerfile_facts.CACHE_SCOPE)}[\w-]+; ", "", result.log),
             result.seconds,
             ca_bases,
             BUILDKIT_LIMITS_NOTE if self.kind == "docker" and self.buildkit_available() else "",
@@ -928,8 +930,21 @@ _BUILDKIT_LINE = re.compile(r"^#\d+ (?:\d+\.\d+ )?")
 
 def plain_buildkit_log(text: str) -> str:
     """BuildKit's plain progress prefixes every line with its step and time ("#8 1.234 ");
-    without them the log reads like the classic builder's, which diagnosis was written for."""
-    return "\n".join(_BUILDKIT_LINE.sub("", line) for line in text.splitlines()) + ("\n" if text.endswith("\n") else "")
+    without them the log reads like the classic builder's, which diagnosis was written for.
+    The summary BuildKit prints after a failed step (between "------" lines, the step's last
+    lines again) goes: the log's tail, which the report quotes, then ends with the error."""
+    lines = [_BUILDKIT_LINE.sub("", line) for line in text.splitlines()]
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if lines[i] == "------" and i + 1 < len(lines) and lines[i + 1].startswith(" > ["):
+            end = next((j for j in range(i + 2, len(lines)) if lines[j] == "------"), None)
+            if end is not None:
+                i = end + 1
+                continue
+        out.append(lines[i])
+        i += 1
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 _LOST_PARENT = re.compile(r"failed to set parent sha256:[0-9a-f]+: unknown parent image ID")

@@ -232,6 +232,13 @@ def test_buildkit_plain_progress_reads_like_the_classic_builder():
         "[2/3] RUN pip install .\nCollecting six\n"
         "ModuleNotFoundError: No module named 'yaml'\nERROR: process did not complete\n"
     )
+    # the summary after a failed step repeats its tail: it goes, the error line stays last
+    failed = raw + "------\n > [2/3] RUN pip install .:\n1.20 ModuleNotFoundError: No module named 'yaml'\n------\n"
+    failed += "ERROR: failed to solve: executor failed running [/bin/sh -c pip install .]: exit code: 1\n"
+    assert plain_buildkit_log(failed).splitlines()[-2:] == [
+        "ERROR: process did not complete",
+        "ERROR: failed to solve: executor failed running [/bin/sh -c pip install .]: exit code: 1",
+    ]
 
 
 def test_cache_mounts_are_scoped_to_the_build_and_marked_for_pruning():
