@@ -121,3 +121,34 @@ def test_vendored_source_in_a_submodule_the_checkout_lacks_is_reported_not_repai
     g.add(Node(RUNTIME, "RUNTIME", "rust", "SATISFIED", attrs={"version": "1.96"}))
     decision = decide(diagnose(log), g, ["1.96"])
     assert decision.repair is None and "--recurse-submodules" in decision.reason
+
+
+def test_a_library_the_linker_cannot_find_is_its_dev_package():
+    """A -sys crate that links without pkg-config (a bare `cargo:rustc-link-lib`) fails only when
+    the test binaries link; the linker's -l<name> names the Debian package."""
+    text = (
+        '  = note: "cc" "-m64" "-o" "/workspace/target/debug/deps/config-0da69ed5f4a5f653"\n'
+        "  = note: /usr/bin/ld: cannot find -lsqlite3: No such file or directory\n"
+        "          collect2: error: ld returned 1 exit status\n"
+        'error: could not compile `app` (test "config") due to 1 previous error\n'
+    )
+    sigs = [s for s in diagnose(text) if s.kind == "missing_shared_lib"]
+    assert [packages_for(s) for s in sigs] == [["libsqlite3-dev"]]
+    assert [packages_for(s) for s in diagnose("/usr/bin/ld: cannot find -lz: No such file")] == [["zlib1g-dev"]]
+    assert [packages_for(s) for s in diagnose("/usr/bin/ld: cannot find -lnosuchlib: No such file")] == [[]]
+
+
+def test_an_unknown_link_library_gets_no_guess():
+    from bot.ecosystems.rust.prove import make_plan
+    from bot.ecosystems.rust.repair import apt_repair
+
+    graph = make_plan(Path(__file__).resolve().parents[1] / "fixtures" / "repos" / "rust-crate", ["1.85"]).graph
+    (sig,) = [
+        s for s in diagnose("/usr/bin/ld: cannot find -lnosuchlib: No such file") if s.kind == "missing_shared_lib"
+    ]
+    decision = apt_repair(sig, graph)
+    assert decision is not None and decision.repair is None and "no rule maps libnosuchlib" in decision.reason
+    (sig,) = [s for s in diagnose("/usr/bin/ld: cannot find -lsqlite3: No such file") if s.kind == "missing_shared_lib"]
+    decision = apt_repair(sig, graph)
+    assert decision is not None and decision.repair is not None
+    assert decision.repair.atoms[0].args["packages"] == ["libsqlite3-dev"]

@@ -328,10 +328,44 @@ def diagnose(output: str) -> list[Signature]:
     return [s for _, s in sorted(found.values(), key=lambda t: t[0])]
 
 
+# a linker's -l<name> -> the Debian package with lib<name>.so, where the name is not a
+# pkg-config module's (those are looked up in PC_PACKAGES, as <name> and lib<name>)
+LINK_PACKAGES = {
+    "ssl": "libssl-dev",
+    "crypto": "libssl-dev",
+    "z": "zlib1g-dev",
+    "zstd": "libzstd-dev",
+    "pq": "libpq-dev",
+    "curl": "libcurl4-openssl-dev",
+    "ssh2": "libssh2-1-dev",
+    "bz2": "libbz2-dev",
+    "pcre2-8": "libpcre2-dev",
+    "xml2": "libxml2-dev",
+    "ffi": "libffi-dev",
+    "gmp": "libgmp-dev",
+    "onig": "libonig-dev",
+    "mysqlclient": "default-libmysqlclient-dev",
+    "asound": "libasound2-dev",
+    "X11": "libx11-dev",
+    "usb-1.0": "libusb-1.0-0-dev",
+    "hdf5": "libhdf5-dev",
+    "freetype": "libfreetype-dev",
+    "clang": "libclang-dev",
+}
+
+
+def link_package(name: str) -> str | None:
+    """The Debian -dev package for a linker's ``-l<name>``; None when the name is not known."""
+    return LINK_PACKAGES.get(name) or PC_PACKAGES.get(name) or PC_PACKAGES.get(f"lib{name}")
+
+
 def packages_for(sig: Signature) -> list[str]:
     """The Debian packages that answer a signature (for the apt_install repair)."""
     if sig.kind in ("missing_pkg_config_module", "missing_header", "missing_command", "missing_compiler", "missing_pq"):
         return [sig.key] + (["pkg-config"] if sig.kind == "missing_pkg_config_module" else [])
+    if sig.kind == "missing_shared_lib":
+        package = link_package(sig.key.removeprefix("lib"))
+        return [package] if package else []
     if sig.kind == "missing_pkg_config":
         return ["pkg-config"]
     if sig.kind == "sys_build_failed" and sig.key in SYSTEM_CRATES:

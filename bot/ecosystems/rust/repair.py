@@ -24,7 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bot.atoms import Atom
-from bot.ecosystems.rust.diagnose import COMMAND_PACKAGES, HEADER_PACKAGES, PC_PACKAGES, packages_for
+from bot.ecosystems.rust.diagnose import (
+    COMMAND_PACKAGES,
+    HEADER_PACKAGES,
+    LINK_PACKAGES,
+    PC_PACKAGES,
+    packages_for,
+)
 from bot.ecosystems.rust.evidence import version_key
 from bot.ecosystems.rust.graph import COMPONENT_PREFIX, COMPONENTS, MANIFESTS, RUNTIME, add_component
 from bot.ecosystems.rust.sysdeps import SYSTEM_CRATES
@@ -35,7 +41,14 @@ from bot.loop.repair import Candidate
 # Debian packages a repair may install: the ones the diagnose tables and the -sys crate table
 # name, and pkg-config itself.
 KNOWN_PACKAGES = frozenset(
-    [*PC_PACKAGES.values(), *HEADER_PACKAGES.values(), *COMMAND_PACKAGES.values(), "pkg-config", "libclang-dev"]
+    [
+        *PC_PACKAGES.values(),
+        *HEADER_PACKAGES.values(),
+        *COMMAND_PACKAGES.values(),
+        *LINK_PACKAGES.values(),
+        "pkg-config",
+        "libclang-dev",
+    ]
     + [p for need in SYSTEM_CRATES.values() for p in need.packages]
 )
 APT_KINDS = (
@@ -45,6 +58,7 @@ APT_KINDS = (
     "missing_command",
     "missing_compiler",
     "missing_pq",
+    "missing_shared_lib",
     "sys_build_failed",
 )
 # Why no repair applies, for the kinds the loop leaves to the developer.
@@ -112,6 +126,8 @@ def apt_repair(sig: Signature, graph: DepGraph) -> Decision | None:
     wanted = packages_for(sig)
     if sig.kind == "sys_build_failed" and not wanted:
         return Decision(sig, None, f"{sig.key}'s build script failed and no rule maps it to a Debian package")
+    if not wanted:
+        return Decision(sig, None, f"no rule maps {sig.key} to a Debian package ({sig.message})")
     unknown = [p for p in wanted if p not in KNOWN_PACKAGES]
     if unknown:
         return Decision(sig, None, f"{', '.join(unknown)} is not a Debian package the rules know ({sig.message})")
