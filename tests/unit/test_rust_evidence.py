@@ -320,3 +320,48 @@ jobs:
     assert tools["rustfmt"].evidence[0][:2] == (".github/workflows/ci.yml", 16)
     text = compile_dockerfile(plan.graph).text
     assert "rustup component add rustfmt;" in text and "clippy" not in text
+
+
+def test_target_tables_count_only_for_the_images_target(tmp_path):
+    """A -sys crate under [target.'cfg(...)'] counts where the cfg holds on x86_64 Linux: the
+    same crate declared optional for wasm and required elsewhere is required here, and a
+    Windows or macOS table's crates are not built here."""
+    write(
+        tmp_path,
+        {
+            "Cargo.toml": """
+[package]
+name = "x"
+version = "0.1.0"
+
+[target.'cfg(not(all(target_family = "wasm", target_os = "unknown")))'.dependencies]
+libsqlite3-sys = { version = "0.30" }
+
+[target.'cfg(all(target_family = "wasm", target_os = "unknown"))'.dependencies]
+libsqlite3-sys = { version = "0.30", optional = true }
+
+[target.'cfg(windows)'.dependencies]
+openssl-sys = "0.9"
+
+[target.x86_64-apple-darwin.dependencies]
+libz-sys = "1"
+
+[target.'cfg(any(target_os = "linux", target_os = "android"))'.dependencies]
+libudev-sys = "0.1"
+""",
+        },
+    )
+    ev = scan_repository(tmp_path)
+    assert set(ev.packages()) == {"libsqlite3-dev", "libudev-dev", "pkg-config"}
+    assert not ev.feature_gated
+
+
+def test_cfg_expressions_on_the_images_target():
+    from bot.ecosystems.rust.evidence import cfg_applies
+
+    assert cfg_applies('cfg(all(unix, target_pointer_width = "64", not(target_os = "macos")))') is True
+    assert cfg_applies('cfg(any(windows, target_arch = "wasm32"))') is False
+    assert cfg_applies('cfg(feature = "bundled")') is None  # a feature decides: the table counts
+    assert cfg_applies("aarch64-unknown-linux-gnu") is True  # a Linux triple: its -sys crates are the same
+    assert cfg_applies("cfg(" + "not(" * 100 + "unix" + ")" * 101) is None  # bounded, not a crash
+    assert cfg_applies("cfg(unix") is None and cfg_applies("cfg(unix) junk") is None

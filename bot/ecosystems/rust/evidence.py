@@ -311,11 +311,76 @@ def _declared_targets(data: dict) -> list[str]:
     return out
 
 
+# What cfg() sees on the images' target, x86_64-unknown-linux-gnu (the Rust reference, "Conditional
+# compilation"); a name not here (a feature, a custom cfg) is unknown.
+_CFG_TARGET = {
+    "target_family": "unix",
+    "target_os": "linux",
+    "target_arch": "x86_64",
+    "target_env": "gnu",
+    "target_vendor": "unknown",
+    "target_pointer_width": "64",
+    "target_endian": "little",
+}
+_CFG_NAMES = {"unix": True, "windows": False, "debug_assertions": True, "test": True}
+_CFG_TOKEN = re.compile(r'\s*(?:(?P<word>[A-Za-z_][\w]*)|"(?P<str>[^"]*)"|(?P<op>[(),=]))')
+
+
+def cfg_applies(key: str) -> bool | None:
+    """Whether a ``[target.<key>]`` table applies on x86_64-unknown-linux-gnu: a target triple,
+    or a ``cfg(...)`` expression over the facts above. None: it cannot tell (a feature or a
+    custom cfg decides), and such a table counts."""
+    key = key.strip()
+    if not key.startswith("cfg("):
+        return "linux" in key if re.fullmatch(r"[\w.-]+", key) else None
+    tokens: list[str] = []
+    pos = 0
+    while pos < len(key) and len(tokens) < 500:
+        m = _CFG_TOKEN.match(key, pos)
+        if not m or m.end() == pos:
+            return None
+        pos = m.end()
+        tokens.append(m.group("word") or (f'"{m.group("str")}"' if m.group("str") is not None else m.group("op")))
+    try:
+        value, rest = _cfg_expr(tokens[2:-1], 0)  # inside cfg( ... )
+    except (IndexError, ValueError):
+        return None
+    return value if not rest and tokens[:2] == ["cfg", "("] and tokens[-1] == ")" else None
+
+
+def _cfg_expr(tokens: list[str], depth: int) -> tuple[bool | None, list[str]]:
+    if depth > 32:
+        raise ValueError("nested too deep")
+    head, rest = tokens[0], tokens[1:]
+    if head in ("all", "any", "not") and rest[:1] == ["("]:
+        rest = rest[1:]
+        values: list[bool | None] = []
+        while rest[0] != ")":
+            v, rest = _cfg_expr(rest, depth + 1)
+            values.append(v)
+            if rest[0] == ",":
+                rest = rest[1:]
+        rest = rest[1:]
+        if head == "not":
+            return (None if values[0] is None else not values[0]) if len(values) == 1 else None, rest
+        if head == "all":
+            return (False if False in values else None if None in values else True), rest
+        return (True if True in values else None if None in values else False), rest
+    if rest[:1] == ["="]:
+        want = rest[1].strip('"')
+        have = _CFG_TARGET.get(head)
+        return (None if have is None else have == want), rest[2:]
+    return _CFG_NAMES.get(head), rest
+
+
 def _dependency_tables(data: dict) -> list[tuple[str, dict]]:
     """(kind, table) for [dependencies], [dev-dependencies], [build-dependencies] and their
-    [target.'cfg(...)'.*] forms."""
+    [target.<triple or cfg(...)>.*] forms, but for a target that is not the images' (a Windows,
+    macOS or wasm table: its -sys crates are not built here)."""
     out: list[tuple[str, dict]] = []
-    scopes = [data] + [t for t in _table(data.get("target")).values() if isinstance(t, dict)]
+    scopes = [data] + [
+        t for k, t in _table(data.get("target")).items() if isinstance(t, dict) and cfg_applies(str(k)) is not False
+    ]
     for scope in scopes:
         for key, kind in (
             ("dependencies", "normal"),
