@@ -754,7 +754,7 @@ def _check_value(value: Any, where: str) -> None:
 
 def _validate_steps(steps: list[dict[str, Any]]) -> None:
     for s in steps:
-        for key in ("image", "stage", "from_stage", "pairs", "path", "src", "dest", "commands", "argv"):
+        for key in ("image", "stage", "from_stage", "pairs", "path", "src", "dest", "mounts", "commands", "argv"):
             if key in s:
                 _check_value(s[key], f"{s['op']} {key}")
         # comments are text from the repository's files: flatten, never reject
@@ -776,7 +776,7 @@ def _expected(step: dict[str, Any]) -> tuple[str, Any]:
         return op, list(step["argv"])
     if op == "ENV":
         return op, [str(k) for k, _ in step["pairs"]]
-    tokens: list[str] = []
+    tokens: list[str] = [f"--mount={m}" for m in step.get("mounts", ())]
     for i, argv in enumerate(step["commands"]):
         tokens += (["&&"] if i else []) + [str(a) for a in argv]
     return op, tokens

@@ -1,9 +1,12 @@
 """Builds under BuildKit, where the engine has buildx: logs read like the classic builder's (so
-diagnosis works), the no-cache replay rebuilds, snapshots still commit, and the result says
-which limit did not hold. The engine CI runs on here has only the classic builder, so this file
-skips there with that reason -- also under CI=true: buildx is not part of that machine."""
+diagnosis works), the no-cache replay rebuilds, snapshots still commit, the result says which
+limit did not hold, and cache mounts are the run's own. CI's engine has only the classic
+builder, so .ci/run gives these tests Debian's buildx plugin (the ``buildx_config`` fixture)."""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -24,14 +27,9 @@ RUN echo built-at-$(date +%s%N) > /stamp
 
 
 @pytest.fixture(scope="module")
-def engine(docker_available):
+def engine(buildx_config):
     e = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g"}}))
-    if not e.buildkit_available():
-        pytest.skip(
-            "this engine has no buildx plugin, so builds use the classic builder; the BuildKit path "
-            "runs wherever buildx exists (GitHub's ubuntu-latest). Not a CI gap: buildx is not part "
-            "of this machine."
-        )
+    assert e.buildkit_available()
     yield e
     e.clean(e.run_id)
 
@@ -61,3 +59,83 @@ def test_buildkit_no_cache_replay_rebuilds_and_snapshots_commit(engine, tmp_path
         session.exec(["sh", "-c", "echo later > /stamp"])
         session.rollback()
         assert session.exec(["cat", "/stamp"]).output.strip() == "changed"
+
+
+RUST_CRATE = Path(__file__).resolve().parents[1] / "fixtures" / "repos" / "rust-crate"
+
+
+def _rust_dockerfile(engine) -> str:
+    from bot.ecosystems.rust.compile import compile_dockerfile
+    from bot.ecosystems.rust.graph import RUNTIME
+    from bot.ecosystems.rust.prove import make_plan
+
+    if not engine.image_exists("rust:1.85-slim"):
+        pytest.fail("rust:1.85-slim is missing: run `setupbot images bootstrap --ecosystem rust` (CI does)")
+    plan = make_plan(RUST_CRATE, ["1.85"])
+    plan.graph.nodes[RUNTIME].attrs["cache_mounts"] = True  # what the Rust loop sets under BuildKit
+    return compile_dockerfile(plan.graph).text
+
+
+def _cache_records(engine) -> list[str]:
+    from bot.engine.core import cache_records
+    from bot.engine.dockerfile import CACHE_SCOPE
+
+    du = engine.run_cli(["buildx", "du", "--verbose", "--filter", "type=exec.cachemount"], check=False)
+    return cache_records(du.stdout, f"{CACHE_SCOPE}{engine.run_id}")
+
+
+def test_rust_cache_mounts_keep_crates_and_target_between_builds_and_stay_the_runs_own(engine, tmp_path):
+    """The loop's next trial after a repair ahead of the fetch (an apt package) downloads
+    nothing and compiles only what changed; the image still holds the crates and target/, so
+    the tests run offline without compiling the dependency; the clean replay starts from empty
+    caches; and cleaning the run removes its caches."""
+    repo = tmp_path / "crate"
+    shutil.copytree(RUST_CRATE, repo)
+    text = _rust_dockerfile(engine)
+    assert "--mount=type=cache,id=cargo-registry," in text and "--mount=type=cache,id=cargo-target-rust-crate," in text
+    tag = f"setupbot-test/buildkit:{engine.run_id}-rust"
+
+    first = engine.build(repo, text, tag)
+    assert first.ok, first.log[-3000:]
+    assert "Downloaded itoa" in first.log and "Compiling itoa" in first.log
+    tests = engine.run_once(tag, ["sh", "-c", "cargo test --locked --offline 2>&1"], network="none", timeout=600)
+    assert tests.exit_code == 0, tests.output[-3000:]
+    assert "Compiling itoa" not in tests.output and "test result: ok" in tests.output
+
+    # a trial whose repair sits ahead of the fetch (here an ENV line), with a changed source file
+    trial = text.replace("WORKDIR /workspace", "ENV SETUPBOT_TRIAL=2\nWORKDIR /workspace", 1)
+    lib = repo / "src" / "lib.rs"
+    lib.write_text(lib.read_text() + "\n// changed by the test\n")
+    second = engine.build(repo, trial, tag)
+    assert second.ok, second.log[-3000:]
+    assert "cargo fetch --locked" in second.log  # the fetch ran again ...
+    assert "Downloaded itoa" not in second.log  # ... from the cache
+    assert "Compiling rust-crate" in second.log and "Compiling itoa" not in second.log
+
+    replay = engine.build(repo, trial, tag, no_cache=True)
+    assert replay.ok, replay.log[-3000:]
+    assert "Downloaded itoa" in replay.log and "Compiling itoa" in replay.log  # empty caches
+
+    assert len(_cache_records(engine)) >= 4  # registry and target, for the trials and the replay
+    assert engine.prune_cache_mounts(engine.run_id) >= 4
+    assert _cache_records(engine) == []
+
+
+def test_a_cache_mount_from_another_build_is_not_shared(engine, tmp_path):
+    """A Dockerfile that names another project's cache id gets a cache of this run's own: what a
+    hostile repository's build wrote there never reaches another run's build."""
+    poison = (
+        "FROM debian:bookworm-slim\nRUN --mount=type=cache,id=cargo-target-victim,target=/c echo poisoned > /c/mark\n"
+    )
+    other = Engine.from_settings(load_settings(None))
+    try:
+        assert other.build(tmp_path, poison, f"setupbot-test/buildkit:{other.run_id}-poison").ok
+        reader = "FROM debian:bookworm-slim\nRUN --mount=type=cache,id=cargo-target-victim,target=/c cat /c/mark 2>&1 || echo clean > /seen\n"
+        probe = engine.build(tmp_path, reader, f"setupbot-test/buildkit:{engine.run_id}-reader")
+        assert probe.ok, probe.log[-2000:]
+        assert (
+            engine.run_once(f"setupbot-test/buildkit:{engine.run_id}-reader", ["cat", "/seen"]).output.strip()
+            == "clean"
+        )
+    finally:
+        other.clean(other.run_id)

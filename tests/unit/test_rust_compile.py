@@ -98,3 +98,27 @@ def test_declared_targets_are_stubbed_for_the_fetch(tmp_path):
     assert "touch src/lib.rs tools/tool.rs benches/bench.rs" in plan.dockerfile
     assert "escape" not in plan.dockerfile
     assert "rm -f src/lib.rs tools/tool.rs benches/bench.rs" in plan.dockerfile
+
+
+def test_cache_mounts_copy_in_and_back_whatever_the_exit_and_parse_back():
+    from bot.ecosystems.rust.compile import cache_id, kept_between_builds
+    from bot.ecosystems.rust.graph import RUNTIME
+
+    plan = make_plan(REPOS / "rust-workspace", ["1.85"])
+    plan.graph.nodes[RUNTIME].attrs["cache_mounts"] = True
+    text = compile_dockerfile(plan.graph).text  # compile parses it back (S14) or raises
+    assert instructions(text) == ["FROM", "ENV", "WORKDIR", "COPY", "COPY", "COPY", "RUN", "COPY", "RUN", "CMD"]
+    assert "id=cargo-target-ws-cli," in text  # the workspace's first member names its target cache
+    mounts, commands = kept_between_builds([["cargo", "build", "--tests"]], "target", "cargo-target-x")
+    assert mounts == ["type=cache,id=cargo-target-x,target=/var/cache/cargo/target-x,sharing=locked"]
+    assert commands == [
+        [
+            "sh",
+            "-c",
+            "mkdir -p target && cp -a /var/cache/cargo/target-x/. target/; cargo build --tests; s=$?; "
+            "cp -a target/. /var/cache/cargo/target-x/; exit $s",
+        ]
+    ]
+    # a repository's crate name is reduced to what an id may hold
+    assert cache_id("target", "Evil Name,id=x;rm") == "cargo-target-evil-name-id-x-rm"
+    assert cache_id("registry") == "cargo-registry"

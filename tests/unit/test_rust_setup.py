@@ -456,3 +456,23 @@ def test_a_rust_crate_whose_compose_file_names_redis_runs_its_tests_beside_it(tm
     # the rust image has no Python: no localhost relay, the tests find redis by its name
     assert compose["services"]["app"]["command"] == ["sleep", "infinity"]
     assert compose["services"]["app"]["environment"]["REDIS_URL"] == "redis://redis:6379/0"
+
+
+def test_under_buildkit_the_dockerfile_keeps_crates_and_target_in_cache_mounts(tmp_path):
+    """An engine that builds with BuildKit proves a Dockerfile with the cache mounts; the classic
+    builder's proves one without (it cannot parse --mount)."""
+
+    class BuildKitEngine(Engine):
+        def buildkit_available(self):
+            return True
+
+    repo = _copy("rust-crate", tmp_path)
+    out = run_rust_setup(repo, _settings(repo), BuildKitEngine(), available=["1.85"])
+    assert out.run_record.status == "success"
+    text = out.run_record.dockerfile
+    assert "RUN --mount=type=cache,id=cargo-registry,target=/var/cache/cargo/registry,sharing=locked" in text
+    assert "--mount=type=cache,id=cargo-target-rust-crate,target=/var/cache/cargo/target-rust-crate" in text
+    assert "needs BuildKit" in text
+    repo2 = _copy("rust-workspace", tmp_path)
+    plain = run_rust_setup(repo2, _settings(repo2), Engine(), available=["1.85"]).run_record.dockerfile
+    assert "--mount" not in plain and "RUN cargo build --tests --workspace --locked" in plain

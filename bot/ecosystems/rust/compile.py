@@ -12,11 +12,21 @@ The layers, cheapest to invalidate last:
   COPY . .
   RUN cargo build --tests --locked         compiled once in the image; the test run only links
   CMD cargo test --locked                  (or cargo nextest run)
+
+Where the engine that proves the Dockerfile builds with BuildKit (buildx), the fetch and the
+compile keep what they make in a BuildKit cache mount between builds: Cargo's downloaded
+.crate files and the target/ folder are copied in from the cache before the command and back
+after it, also when it fails, so a rebuild (the loop's next trial, or a developer's rebuild
+after a change) downloads and compiles only what changed. They are copied, not mounted in
+place, because the image must still hold them: cargo needs the .crate files to build offline,
+and the tests in the image link against target/.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
+import shlex
 from typing import Any
 
 from bot.compile.dockerfile import (
@@ -80,6 +90,27 @@ def _manifest_copies(files: list[str], lock: str | None, cargo_config: str | Non
                 {"op": "COPY", "src": [rel], "dest": posixpath.dirname(rel) + "/", "nodes": [], "comments": []}
             )
     return steps
+
+
+# where the BuildKit cache mounts are, inside the build's RUN steps only
+CACHE_ROOT = "/var/cache/cargo"
+REGISTRY_KEEP = '"$CARGO_HOME/registry/cache"'  # both rust image families set CARGO_HOME
+
+
+def cache_id(purpose: str, project: str | None = None) -> str:
+    """The cache's id: ``cargo-registry`` (crates are the same for every project), or
+    ``cargo-target-<project>`` (one project's build output must not end up in another's image)."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", (project or "").lower()).strip("-_")[:40]
+    return f"cargo-{purpose}" + (f"-{slug}" if slug else "")
+
+
+def kept_between_builds(commands: list[list[str]], keep: str, cache: str) -> tuple[list[str], list[list[str]]]:
+    """The mount and the one command that run ``commands`` with the folder ``keep`` filled from
+    the cache mount ``cache`` before them and copied back after them, whatever their exit."""
+    where = f"{CACHE_ROOT}/{cache.removeprefix('cargo-')}"
+    body = " && ".join(shlex.join(c) for c in commands)
+    script = f"mkdir -p {keep} && cp -a {where}/. {keep}/; {body}; s=$?; cp -a {keep}/. {where}/; exit $s"
+    return [f"type=cache,id={cache},target={where},sharing=locked"], [["sh", "-c", script]]
 
 
 def _fetch_commands(stubs: list[str], locked: bool) -> list[list[str]]:
@@ -176,34 +207,46 @@ def _dependency_steps(graph: DepGraph) -> list[dict[str, Any]]:
     locked = LOCK in graph.nodes
     steps = _manifest_copies(list(m.attrs["files"]), m.attrs.get("lock"), m.attrs.get("cargo_config"))
     steps[-1]["nodes"] = [m]
-    steps.append(
-        {
-            "op": "RUN",
-            "head": None,
-            "nodes": [m],
-            "comments": [
-                "crates.io dependencies"
-                + (" exactly as Cargo.lock pins them" if locked else " (no Cargo.lock: resolved now, not reproducible)")
-            ],
-            "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked),
-        }
-    )
+    fetch: dict[str, Any] = {
+        "op": "RUN",
+        "head": None,
+        "nodes": [m],
+        "comments": [
+            "crates.io dependencies"
+            + (" exactly as Cargo.lock pins them" if locked else " (no Cargo.lock: resolved now, not reproducible)")
+        ],
+        "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked),
+    }
+    if graph.nodes[RUNTIME].attrs.get("cache_mounts"):
+        fetch["mounts"], fetch["commands"] = kept_between_builds(fetch["commands"], REGISTRY_KEEP, cache_id("registry"))
+        fetch["comments"].append(BUILDKIT_COMMENT.format(what="the downloaded crates", does="downloads"))
+    steps.append(fetch)
     return steps
+
+
+BUILDKIT_COMMENT = (
+    "BuildKit keeps {what} in a cache between builds (copied in before, copied back after), "
+    "so a rebuild {does} only what changed; this line needs BuildKit, Docker's default builder"
+)
 
 
 def _source_steps(graph: DepGraph) -> list[dict[str, Any]]:
     """The source, its compiled tests, the project's own commands and the test command."""
     steps: list[dict[str, Any]] = [{"op": "COPY", "src": ["."], "dest": ".", "nodes": [], "comments": ["the source"]}]
     tgt = graph.nodes[TARGET]
-    steps.append(
-        {
-            "op": "RUN",
-            "head": None,
-            "nodes": [tgt],
-            "comments": ["compile the crates and their tests"],
-            "commands": [list(tgt.attrs["build_command"])],
-        }
-    )
+    build: dict[str, Any] = {
+        "op": "RUN",
+        "head": None,
+        "nodes": [tgt],
+        "comments": ["compile the crates and their tests"],
+        "commands": [list(tgt.attrs["build_command"])],
+    }
+    if graph.nodes[RUNTIME].attrs.get("cache_mounts"):
+        build["mounts"], build["commands"] = kept_between_builds(
+            build["commands"], "target", cache_id("target", tgt.attrs.get("project"))
+        )
+        build["comments"].append(BUILDKIT_COMMENT.format(what="target/", does="compiles"))
+    steps.append(build)
     for n in (x for x in graph.topological() if x.action == "run"):
         steps.append(
             {"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])], "comments": _where([n])}

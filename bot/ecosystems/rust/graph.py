@@ -126,8 +126,16 @@ def _add_target(ev: RustEvidence, graph: DepGraph) -> None:
     command, why = test_command(ev)
     plain = [a for a in command if a != "--no-fail-fast"]
     collect = [*plain, "--", "--list"] if command[1] == "test" else ["cargo", "nextest", "list", *plain[3:]]
+    named = [c.name for c in sorted(ev.crates, key=lambda c: (c.folder != "", c.folder)) if c.name]
     target.attrs.update(
-        {"command": command, "collect_command": collect, "build_command": build_command(ev), "result_format": "libtest"}
+        {
+            "command": command,
+            "collect_command": collect,
+            "build_command": build_command(ev),
+            "result_format": "libtest",
+            # the root crate's name (a workspace's first member's): names the target/ cache
+            "project": named[0] if named else "workspace",
+        }
     )
     for e in why:
         target.add_evidence(*e)

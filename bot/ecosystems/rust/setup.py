@@ -273,6 +273,10 @@ class RustSetup:
             self._stop("unresolved", choice.reason, "rust_image")
             return False  # nothing to compile: no plan to write either
         self.plan = RustSetupPlan(first.repo, first.evidence, first.graph, choice, warnings)
+        if getattr(self.engine, "buildkit_available", lambda: False)():
+            # the engine proves the Dockerfile under BuildKit: the fetch and the compile keep
+            # their downloads and target/ in cache mounts between the loop's builds
+            self.graph.nodes[RUNTIME].attrs["cache_mounts"] = True
         if not choice.satisfied:
             self._stop("unresolved", choice.reason, "rust_floor")
             return False
