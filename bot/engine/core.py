@@ -648,11 +648,7 @@ class Engine:
         if self.egress is not None and not self.egress.guarded:
             notes.append(self.egress.report_line())
         if self._buildkit:
-            notes.append(
-                "image builds ran under BuildKit, which takes no memory, CPU or pids limit on the "
-                "command line: the build's RUN steps (repository code such as setup.py) were bounded "
-                "only by the build timeout"
-            )
+            notes.append(BUILDKIT_LIMITS_NOTE)  # the same words as the build's: the record says it once
         return notes
 
     def start(self, name: str) -> None:
@@ -907,8 +903,9 @@ class Engine:
 
 
 BUILDKIT_LIMITS_NOTE = (
-    "image builds ran under BuildKit, which takes no per-build limits: engine.memory and "
-    "engine.cpus held for the runner containers, not for the RUN steps of image builds"
+    "image builds ran under BuildKit, which takes no memory, CPU or pids limit on the command line: "
+    "engine.memory and engine.cpus held for the runner containers, and the builds' RUN steps "
+    "(repository code such as setup.py) were bounded only by the build timeout"
 )
 
 
