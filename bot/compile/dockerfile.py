@@ -754,7 +754,19 @@ def _check_value(value: Any, where: str) -> None:
 
 def _validate_steps(steps: list[dict[str, Any]]) -> None:
     for s in steps:
-        for key in ("image", "stage", "from_stage", "pairs", "path", "src", "dest", "mounts", "commands", "argv"):
+        for key in (
+            "image",
+            "stage",
+            "from_stage",
+            "pairs",
+            "path",
+            "src",
+            "dest",
+            "mounts",
+            "shell",
+            "commands",
+            "argv",
+        ):
             if key in s:
                 _check_value(s[key], f"{s['op']} {key}")
         # comments are text from the repository's files: flatten, never reject
@@ -777,6 +789,9 @@ def _expected(step: dict[str, Any]) -> tuple[str, Any]:
     if op == "ENV":
         return op, [str(k) for k, _ in step["pairs"]]
     tokens: list[str] = [f"--mount={m}" for m in step.get("mounts", ())]
+    if step.get("shell"):
+        # shell lines (quoted by whoever made them) stand for the commands: what they parse into
+        return op, tokens + shlex.split(" ".join(step["shell"]))
     for i, argv in enumerate(step["commands"]):
         tokens += (["&&"] if i else []) + [str(a) for a in argv]
     return op, tokens

@@ -109,15 +109,19 @@ def test_cache_mounts_copy_in_and_back_whatever_the_exit_and_parse_back():
     text = compile_dockerfile(plan.graph).text  # compile parses it back (S14) or raises
     assert instructions(text) == ["FROM", "ENV", "WORKDIR", "COPY", "COPY", "COPY", "RUN", "COPY", "RUN", "CMD"]
     assert "id=cargo-target-ws-cli," in text  # the workspace's first member names its target cache
-    mounts, commands = kept_between_builds([["cargo", "build", "--tests"]], "target", "cargo-target-x")
+    mounts, lines = kept_between_builds([["cargo", "build", "--tests"], ["echo", "a b"]], "target", "cargo-target-x")
     assert mounts == ["type=cache,id=cargo-target-x,target=/var/cache/cargo/target-x,sharing=locked"]
-    assert commands == [
-        [
-            "sh",
-            "-c",
-            "mkdir -p target && cp -a /var/cache/cargo/target-x/. target/; cargo build --tests; s=$?; "
-            "cp -a target/. /var/cache/cargo/target-x/; exit $s",
-        ]
+    assert lines == [
+        "mkdir -p target && cp -a /var/cache/cargo/target-x/. target/;",
+        "cargo build --tests",
+        "&& echo 'a b';",
+        "s=$?; cp -a target/. /var/cache/cargo/target-x/; exit $s",
+    ]
+    build = text[text.index("RUN --mount=type=cache,id=cargo-target") :]
+    assert build.splitlines()[1:4] == [
+        "    mkdir -p target && cp -a /var/cache/cargo/target-ws-cli/. target/; \\",
+        "    cargo build --tests --workspace --locked; \\",
+        "    s=$?; cp -a target/. /var/cache/cargo/target-ws-cli/; exit $s",
     ]
     # a repository's crate name is reduced to what an id may hold
     assert cache_id("target", "Evil Name,id=x;rm") == "cargo-target-evil-name-id-x-rm"

@@ -94,7 +94,7 @@ def _manifest_copies(files: list[str], lock: str | None, cargo_config: str | Non
 
 # where the BuildKit cache mounts are, inside the build's RUN steps only
 CACHE_ROOT = "/var/cache/cargo"
-REGISTRY_KEEP = '"$CARGO_HOME/registry/cache"'  # both rust image families set CARGO_HOME
+REGISTRY_KEEP = '"$CARGO_HOME"/registry/cache'  # both rust image families set CARGO_HOME
 
 
 def cache_id(purpose: str, project: str | None = None) -> str:
@@ -104,13 +104,16 @@ def cache_id(purpose: str, project: str | None = None) -> str:
     return f"cargo-{purpose}" + (f"-{slug}" if slug else "")
 
 
-def kept_between_builds(commands: list[list[str]], keep: str, cache: str) -> tuple[list[str], list[list[str]]]:
-    """The mount and the one command that run ``commands`` with the folder ``keep`` filled from
-    the cache mount ``cache`` before them and copied back after them, whatever their exit."""
+def kept_between_builds(commands: list[list[str]], keep: str, cache: str) -> tuple[list[str], list[str]]:
+    """The mount, and the shell lines (one command a line, as the template writes commands) that
+    run ``commands`` with the folder ``keep`` filled from the cache mount ``cache`` before them
+    and copied back after them, whatever their exit; the exit stays theirs."""
     where = f"{CACHE_ROOT}/{cache.removeprefix('cargo-')}"
-    body = " && ".join(shlex.join(c) for c in commands)
-    script = f"mkdir -p {keep} && cp -a {where}/. {keep}/; {body}; s=$?; cp -a {keep}/. {where}/; exit $s"
-    return [f"type=cache,id={cache},target={where},sharing=locked"], [["sh", "-c", script]]
+    lines = [f"mkdir -p {keep} && cp -a {where}/. {keep}/;"]
+    lines += [("&& " if i else "") + shlex.join(c) for i, c in enumerate(commands)]
+    lines[-1] += ";"
+    lines.append(f"s=$?; cp -a {keep}/. {where}/; exit $s")
+    return [f"type=cache,id={cache},target={where},sharing=locked"], lines
 
 
 def _fetch_commands(stubs: list[str], locked: bool) -> list[list[str]]:
@@ -218,7 +221,7 @@ def _dependency_steps(graph: DepGraph) -> list[dict[str, Any]]:
         "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked),
     }
     if graph.nodes[RUNTIME].attrs.get("cache_mounts"):
-        fetch["mounts"], fetch["commands"] = kept_between_builds(fetch["commands"], REGISTRY_KEEP, cache_id("registry"))
+        fetch["mounts"], fetch["shell"] = kept_between_builds(fetch["commands"], REGISTRY_KEEP, cache_id("registry"))
         fetch["comments"].append(BUILDKIT_COMMENT.format(what="the downloaded crates", does="downloads"))
     steps.append(fetch)
     return steps
@@ -242,7 +245,7 @@ def _source_steps(graph: DepGraph) -> list[dict[str, Any]]:
         "commands": [list(tgt.attrs["build_command"])],
     }
     if graph.nodes[RUNTIME].attrs.get("cache_mounts"):
-        build["mounts"], build["commands"] = kept_between_builds(
+        build["mounts"], build["shell"] = kept_between_builds(
             build["commands"], "target", cache_id("target", tgt.attrs.get("project"))
         )
         build["comments"].append(BUILDKIT_COMMENT.format(what="target/", does="compiles"))
