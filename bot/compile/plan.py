@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from bot import safefs
 from bot.atoms import Atom
@@ -289,7 +290,46 @@ def make_plan(
         sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
         {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0},
     )
-    return plan
+    older = _older_python_plan(
+        plan, choice, available_pythons, reused is not None, settings, registry, resolve_timeout, index_url
+    )
+    return older or plan
+
+
+# uv's words when a resolution fails because of the Python version: no wheel for its ABI, or a
+# requires-python that excludes it
+_PYTHON_BOUND = re.compile(r"ABI tags?|current Python version|requires-python|Python ?[<>=]=?\s*3\.", re.I)
+
+
+def _older_python_plan(
+    plan: Plan,
+    choice: RuntimeChoice,
+    available: list[str],
+    reused: bool,
+    settings: Any,
+    registry: Registry,
+    resolve_timeout: float,
+    index_url: str | None,
+) -> Plan | None:
+    """When the dependencies do not resolve for the chosen Python because of the Python (a
+    pinned release with no wheel for it, a requires-python that excludes it), the plan for the
+    newest older offered Python on which they do resolve; None when there is none."""
+    res = plan.graph.meta.get("resolution") or {}
+    if reused or res.get("ok") is not False or not _PYTHON_BOUND.search(str(res.get("error") or "")):
+        return None
+    older = [v for v in available if Version(v) < Version(choice.version)]
+    if not older:
+        return None
+    again = make_plan(plan.repo, settings, older, True, registry, resolve_timeout, index_url)
+    rt = again.graph.runtime
+    if not (again.graph.meta.get("resolution") or {}).get("ok") or rt.state != "SATISFIED":
+        return None
+    last = str(res.get("error") or "").strip().splitlines()[-1][:200]
+    why = f"the dependencies do not resolve for Python {choice.version} ({last})"
+    rt.attrs["reason"] = f"{rt.attrs.get('reason', '')}; not {choice.version}: {why}".lstrip("; ")
+    rt.add_evidence("uv pip compile", None, why)
+    again.warnings.append(ScanWarning(".", None, f"Python {rt.attrs['version']} instead of {choice.version}: {why}"))
+    return again
 
 
 def _offered_pythons(available_pythons: list[str] | None) -> list[str]:

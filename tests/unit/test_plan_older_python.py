@@ -1,0 +1,66 @@
+"""A pin with no wheel for the newest offered Python (torch 2.2.2 has none for 3.13): the plan
+takes the newest older offered Python on which the dependencies resolve, and says why; a failure
+that is not about the Python keeps the choice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.compile import plan as plan_mod
+from bot.graph.resolve import Resolution
+
+ABI = (
+    "  × No solution found when resolving dependencies:\n"
+    "  ╰─▶ Because torch==2.2.2 has no wheels with a matching Python ABI tag and you require torch==2.2.2, "
+    "we can conclude that your requirements are unsatisfiable.\n"
+    "      hint: You require CPython 3.13 (`cp313`), but we only found wheels for `torch` (v2.2.2) with the "
+    "following Python ABI tags: `cp38`, `cp39`, `cp310`, `cp311`, `cp312`"
+)
+
+
+def _repo(tmp_path: Path) -> Path:
+    (tmp_path / "requirements.txt").write_text("torch==2.2.2\nrequests\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("import torch\n\ndef test_x():\n    assert torch\n")
+    return tmp_path
+
+
+def _fake(fails_on: set[str], error: str = ABI):
+    calls: list[str] = []
+
+    def compile_(specs, python, **kw):
+        calls.append(python)
+        if python in fails_on:
+            return Resolution(False, error=error)
+        return Resolution(True, {"torch": "2.2.2", "requests": "2.32.3"})
+
+    return compile_, calls
+
+
+def test_no_wheel_for_the_newest_python_takes_the_newest_older_one_that_resolves(tmp_path, monkeypatch):
+    compile_, calls = _fake({"3.13"})
+    monkeypatch.setattr(plan_mod, "uv_compile", compile_)
+    monkeypatch.setattr(plan_mod, "sdist_only", lambda *a, **k: None)
+    p = plan_mod.make_plan(_repo(tmp_path), None, ["3.11", "3.12", "3.13"])
+    rt = p.graph.runtime
+    assert rt.attrs["version"] == "3.12" and p.graph.meta["resolution"]["ok"]
+    assert calls == ["3.13", "3.12"]
+    assert "not 3.13" in rt.attrs["reason"] and "cp312" in rt.attrs["reason"]
+    assert any(w.message.startswith("Python 3.12 instead of 3.13") for w in p.warnings)
+    assert "FROM python:3.12-slim" in p.dockerfile.text
+
+
+def test_a_failure_that_is_not_about_the_python_keeps_the_choice(tmp_path, monkeypatch):
+    conflict = "Because a==1 depends on b<2 and c==1 depends on b>=2, a==1 and c==1 are incompatible."
+    compile_, calls = _fake({"3.13"}, conflict)
+    monkeypatch.setattr(plan_mod, "uv_compile", compile_)
+    p = plan_mod.make_plan(_repo(tmp_path), None, ["3.11", "3.13"])
+    assert p.graph.runtime.attrs["version"] == "3.13" and calls == ["3.13"]
+
+
+def test_no_older_python_resolves_either_keeps_the_first_plan_and_its_warning(tmp_path, monkeypatch):
+    compile_, calls = _fake({"3.11", "3.13"})
+    monkeypatch.setattr(plan_mod, "uv_compile", compile_)
+    p = plan_mod.make_plan(_repo(tmp_path), None, ["3.11", "3.13"])
+    assert p.graph.runtime.attrs["version"] == "3.13" and calls == ["3.13", "3.11"]
+    assert any("could not resolve the dependencies for Python 3.13" in w.message for w in p.warnings)
