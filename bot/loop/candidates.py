@@ -80,7 +80,8 @@ class CandidatesMixin(LoopBase):
             python=self.python,
             available_pythons=self.available,
             repo_env=self.settings.target.env,
-            specs=self._plan_specs() if sig.kind == "missing_native_submodule" else None,
+            # (the graph is asked only for the kinds whose rules read it: a loop double may have none)
+            specs=self._plan_specs() if sig.kind in ("missing_native_submodule", "missing_env") else None,
         )
         rules = rules + self.era_candidates(sig, outcome.log)
         tried = self.tried.setdefault(sig.ident, set())

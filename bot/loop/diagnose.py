@@ -348,6 +348,14 @@ RULES: list[Rule] = [
         "configuration",
         r"(?:[Ss]et|[Dd]efine|[Mm]issing|[Rr]equired) (?:the )?(?:environment variable|env var) ['\"`]?([A-Z][A-Z0-9_]{2,})",
     ),
+    # os.getenv("X") gave None and what it was handed refused it (create_engine(os.getenv(
+    # "DATABASE_URL")): the traceback's frame line names the variable, the error line says None
+    _rule(
+        "missing_env",
+        "configuration",
+        r"os\.(?:getenv|environ\.get)\(\s*['\"]([A-Z][A-Z0-9_]{2,})['\"]\s*\)[^\n]*\n(?:[^\n]*\n){0,16}?"
+        r"[^\n]*(?:got None|NoneType|, not None)",
+    ),
     # (not debconf's "(TERM is not set, so the dialog frontend is not usable.)", which every apt
     # step without a terminal prints and which says nothing about the failure)
     _rule(

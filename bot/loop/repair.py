@@ -19,7 +19,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from bot import safefs
+from bot import catalogue, safefs
 from bot.atoms import Atom, AtomError
 from bot.evidence.shellcmd import commands, pip_install
 from bot.evidence.yamlload import load_yaml
@@ -844,12 +844,26 @@ def _django_settings(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     return out
 
 
+def _service_that_sets(name: str, ctx: RuleContext) -> list[Candidate]:
+    """A catalogue service whose wiring sets ``name`` (DATABASE_URL, REDIS_URL, ...) and whose
+    client library the plan installs (psycopg2-binary, redis): starting it gives the variable a
+    value that points at a real server, where a placeholder would fail to connect or parse."""
+    modules = [re.sub(r"[-_]binary$", "", d).replace("-", "_") for d in ctx.specs]
+    out = []
+    for kind, clients in sorted(catalogue.kinds_for_imports(modules).items()):
+        if name in catalogue.wiring_env(kind, "service", "1", {}):
+            why = f"{name} is unset, the {kind} service's wiring sets it, and the plan installs {clients[0]}"
+            out.append(_one("start_service", why, service=kind))
+    return out
+
+
 @rule("missing_env")
 def _env_value(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     k = sig.key
     values = _env_value_from_repo(ctx.repo_env, k)
     if not values:
-        return [_one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test")]
+        placeholder = _one("set_env", f"{k} is read by the tests; no value is documented", name=k, value="test")
+        return [*_service_that_sets(k, ctx), placeholder]
     return [_one("set_env", f"the repository's target.env sets {k}", name=k, value=value) for value in values[:2]]
 
 

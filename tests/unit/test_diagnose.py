@@ -136,6 +136,16 @@ CASES = [
     ),
     ("RuntimeError: the environment variable DATABASE_URL is not set", "missing_env", "configuration", "DATABASE_URL"),
     (
+        'database.py:7: in <module>\n    engine = create_engine(os.getenv("DATABASE_URL"))\n'
+        "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "/usr/local/lib/python3.13/dist-packages/sqlalchemy/engine/url.py:907: in make_url\n"
+        "    raise exc.ArgumentError(\n"
+        "E   sqlalchemy.exc.ArgumentError: Expected string or URL object, got None",
+        "missing_env",
+        "configuration",
+        "DATABASE_URL",
+    ),
+    (
         "django.core.exceptions.ImproperlyConfigured: Requested setting INSTALLED_APPS, but settings are not configured. You must either define the environment variable DJANGO_SETTINGS_MODULE or call settings.configure()",
         "django_settings",
         "configuration",

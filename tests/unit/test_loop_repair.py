@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from bot.atoms import Atom
-from bot.loop.diagnose import diagnose
+from bot.loop.diagnose import Signature, diagnose
 from bot.loop.repair import (
     Candidate,
     knowledge_candidates,
@@ -180,3 +180,23 @@ def test_the_repository_context_names_django_only_where_manage_py_runs_it(tmp_pa
     assert repo_context(tmp_path) == {}
     (tmp_path / "manage.py").write_text("import os\nfrom django.core.management import execute_from_command_line\n")
     assert repo_context(tmp_path) == {"framework": "django"}
+
+
+def test_an_unset_service_variable_starts_the_service_whose_wiring_sets_it(tmp_path):
+    """os.getenv("DATABASE_URL") was None: with a PostgreSQL client in the plan, the postgres
+    service (whose wiring sets DATABASE_URL) comes before a placeholder value; without a client
+    library only the placeholder is offered, and a variable no wiring sets gets no service."""
+    sig = Signature("missing_env", "configuration", "DATABASE_URL", "DATABASE_URL is None")
+    with_driver = rule_candidates(
+        sig, repo=tmp_path, python="3.13", available_pythons=["3.13"], specs={"psycopg2-binary": "", "fastapi": ""}
+    )
+    assert [c.describe() for c in with_driver] == ["start_service service=postgres", "set_env DATABASE_URL=test"]
+    assert "psycopg2" in with_driver[0].why
+    plain = rule_candidates(sig, repo=tmp_path, python="3.13", available_pythons=["3.13"], specs={"fastapi": ""})
+    assert [c.describe() for c in plain] == ["set_env DATABASE_URL=test"]
+    redis = Signature("missing_env", "configuration", "REDIS_URL", "")
+    got = rule_candidates(redis, repo=tmp_path, python="3.13", available_pythons=["3.13"], specs={"redis": ""})
+    assert [c.describe() for c in got][0] == "start_service service=redis"
+    other = Signature("missing_env", "configuration", "API_TOKEN", "")
+    got = rule_candidates(other, repo=tmp_path, python="3.13", available_pythons=["3.13"], specs={"redis": ""})
+    assert [c.describe() for c in got] == ["set_env API_TOKEN=test"]
