@@ -16,81 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
+from bot.debian import HEADER_PACKAGES
+from bot.debian import PKG_CONFIG_PACKAGES as PC_PACKAGES
 from bot.ecosystems.rust.sysdeps import SYSTEM_CRATES
 from bot.logtext import strip_ansi
 from bot.loop.diagnose import SERVICE_PORTS, Signature
 
-# pkg-config module -> the Debian package that ships its .pc file
-PC_PACKAGES = {
-    "openssl": "libssl-dev",
-    "libssl": "libssl-dev",
-    "libcrypto": "libssl-dev",
-    "sqlite3": "libsqlite3-dev",
-    "zlib": "zlib1g-dev",
-    "libzstd": "libzstd-dev",
-    "libcurl": "libcurl4-openssl-dev",
-    "libgit2": "libgit2-dev",
-    "libpq": "libpq-dev",
-    "rdkafka": "librdkafka-dev",
-    "alsa": "libasound2-dev",
-    "libudev": "libudev-dev",
-    "dbus-1": "libdbus-1-dev",
-    "libsystemd": "libsystemd-dev",
-    "x11": "libx11-dev",
-    "xcb": "libxcb1-dev",
-    "freetype2": "libfreetype-dev",
-    "fontconfig": "libfontconfig-dev",
-    "expat": "libexpat1-dev",
-    "glib-2.0": "libglib2.0-dev",
-    "gobject-2.0": "libglib2.0-dev",
-    "gio-2.0": "libglib2.0-dev",
-    "cairo": "libcairo2-dev",
-    "pango": "libpango1.0-dev",
-    "gdk-pixbuf-2.0": "libgdk-pixbuf-2.0-dev",
-    "gtk+-3.0": "libgtk-3-dev",
-    "gdk-3.0": "libgtk-3-dev",
-    "gtk4": "libgtk-4-dev",
-    "wayland-client": "libwayland-dev",
-    "xkbcommon": "libxkbcommon-dev",
-    "libusb-1.0": "libusb-1.0-0-dev",
-    "libpulse": "libpulse-dev",
-    "liblzma": "liblzma-dev",
-    "libsodium": "libsodium-dev",
-    "oniguruma": "libonig-dev",
-    "libzmq": "libzmq3-dev",
-    "libpcre2-8": "libpcre2-dev",
-    "libffi": "libffi-dev",
-    "libssh2": "libssh2-1-dev",
-    "mysqlclient": "default-libmysqlclient-dev",
-    "libseccomp": "libseccomp-dev",
-    "libelf": "libelf-dev",
-    "hdf5": "libhdf5-dev",
-    "mount": "libmount-dev",
-    "libarchive": "libarchive-dev",
-    "proj": "libproj-dev",
-    "gdal": "libgdal-dev",
-    "python3": "python3-dev",
-}
-# headers -> Debian packages, for build scripts that compile C against a system header
-HEADER_PACKAGES = {
-    "openssl/ssl.h": "libssl-dev",
-    "openssl/opensslv.h": "libssl-dev",
-    "sqlite3.h": "libsqlite3-dev",
-    "zlib.h": "zlib1g-dev",
-    "zstd.h": "libzstd-dev",
-    "curl/curl.h": "libcurl4-openssl-dev",
-    "libpq-fe.h": "libpq-dev",
-    "alsa/asoundlib.h": "libasound2-dev",
-    "libudev.h": "libudev-dev",
-    "pcap.h": "libpcap-dev",
-    "seccomp.h": "libseccomp-dev",
-    "ffi.h": "libffi-dev",
-    "lzma.h": "liblzma-dev",
-    "bzlib.h": "libbz2-dev",
-    "sodium.h": "libsodium-dev",
-    "magic.h": "libmagic-dev",
-    "Python.h": "python3-dev",
-}
 COMMAND_PACKAGES = {
     "protoc": "protobuf-compiler",
     "cmake": "cmake",
