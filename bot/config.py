@@ -371,7 +371,13 @@ def _env_layer(environ: Mapping[str, str], names: dict[str, str] | None = None) 
     read (an unknown key in a known section is an error); any other SETUPBOT_ name (say
     SETUPBOT_VERSION) belongs to something else and is ignored. ``names`` gets {section.key:
     variable} for the origin of each value."""
-    reserved = {"SETUPBOT_CONFIG", "SETUPBOT_DEBUG", "SETUPBOT_TEST_PG_URL", "SETUPBOT_RUN_ID"}
+    reserved = {
+        "SETUPBOT_CONFIG",
+        "SETUPBOT_DEBUG",
+        "SETUPBOT_TEST_PG_URL",
+        "SETUPBOT_TEST_BUILDX_CONFIG",
+        "SETUPBOT_RUN_ID",
+    }
     layer: dict[str, Any] = {}
     for name, value in environ.items():
         if not name.startswith("SETUPBOT_") or name in reserved:
