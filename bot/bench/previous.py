@@ -6,6 +6,10 @@ runs both. The named commit's tree is written out once (``git archive`` of this 
 run as ``python -m bot run <copy> --json`` with that tree first on PYTHONPATH, so the old code
 runs exactly as it was, with its own settings defaults, seed units and templates.
 
+It runs with ``--no-verify`` where the code knows the flag: the in-process system runs the setup
+loop alone, and the prosecutor and judge grade the environment without changing the Dockerfile
+the benchmark scores (on a long suite they tripled the run's time).
+
 What it is given is what the in-process ``setupbot`` system is given: a private copy of the
 exported tree, a fresh experience store, the pinned commit's date as the era reference and the
 operator's SETUPBOT_* settings. Its clean replay is not reused (the old code's record format may
@@ -52,6 +56,15 @@ def resolve(rev: str, root: Path = ROOT) -> str:
     if proc.returncode != 0:
         raise InputError(f"setupbot@{rev}: no such commit in {root}", "Name a commit of this checkout.")
     return proc.stdout.decode().strip()
+
+
+def _knows_flag(code: Path, flag: str) -> bool:
+    """Whether the ``run`` command of the code written out at ``code`` declares ``flag``."""
+    for rel in ("bot/commands/run.py", "bot/cli.py"):
+        path = code / rel
+        if path.is_file() and f'"{flag}"' in path.read_text(errors="replace"):
+            return True
+    return False
 
 
 def code_at(rev: str, cache: Path, root: Path = ROOT) -> Path:
@@ -110,8 +123,11 @@ def produce(
     started = time.monotonic()
     # run_capped: a stopped benchmark (capture.cancel_all) stops the child with SIGTERM, which
     # cleans up after itself like any interrupted `setupbot run`
+    # like the in-process system, which runs the setup loop alone: no prosecutor or judge after
+    # the replay (they grade, the Dockerfile is the same), unless the code is older than the flag
+    no_verify = ["--no-verify"] if _knows_flag(code, "--no-verify") else []
     cap = run_capped(
-        [sys.executable, "-m", "bot", "run", str(repo_dir), "--json", str(out_json), "-q"],
+        [sys.executable, "-m", "bot", "run", str(repo_dir), "--json", str(out_json), "-q", *no_verify],
         env=child_env(code, scratch, as_of),
         timeout=timeout or (wall + 600 if wall else None),
         head=0,

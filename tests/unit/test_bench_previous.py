@@ -140,3 +140,30 @@ def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
     text = render_summary(records)
     assert "Same run, against `setupbot@1a51deb` on the 2 repositories both produced" in text
     assert "(ratio 0.67); EBSR 2/2 against 1/2." in text
+
+
+def test_the_old_code_runs_without_the_verdict_when_it_knows_the_flag(tmp_path, monkeypatch):
+    """The in-process system runs the setup loop alone; the old code gets --no-verify where its
+    run command declares it, and runs as it is where it does not (older than the flag)."""
+    monkeypatch.setenv("SETUPBOT_IMAGES_SOURCE", "standins")
+    settings = SimpleNamespace(target=SimpleNamespace(as_of=""), budgets=SimpleNamespace(wall_clock=60))
+    main = OLD_MAIN + "\n(repo / 'argv.txt').write_text(' '.join(args))\n"
+    seen = {}
+    for knows in (True, False):
+        root = tmp_path / f"p{knows}"
+        (root / "bot" / "commands").mkdir(parents=True)
+        (root / "bot" / "__init__.py").write_text("")
+        (root / "bot" / "__main__.py").write_text(main)
+        if knows:
+            (root / "bot" / "commands" / "run.py").write_text('p.add_argument("--no-verify", action="store_true")\n')
+        git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "old"], check=True)
+        sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+        repo, scratch = tmp_path / f"repo{knows}", tmp_path / f"scratch{knows}"
+        repo.mkdir()
+        scratch.mkdir()
+        previous.produce(f"setupbot@{sha[:10]}", repo, scratch, settings, tmp_path / "cache", root=root)
+        seen[knows] = (repo / "argv.txt").read_text().split()
+    assert "--no-verify" in seen[True] and "--no-verify" not in seen[False]
