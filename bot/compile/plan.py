@@ -324,9 +324,9 @@ def _older_python_plan(
     rt = again.graph.runtime
     if not (again.graph.meta.get("resolution") or {}).get("ok") or rt.state != "SATISFIED":
         return None
-    last = str(res.get("error") or "").strip().splitlines()[-1][:200]
+    last = re.sub(r"^(?:hint|error):\s*", "", str(res.get("error") or "").strip().splitlines()[-1].strip())[:200]
     why = f"the dependencies do not resolve for Python {choice.version} ({last})"
-    rt.attrs["reason"] = f"{rt.attrs.get('reason', '')}; not {choice.version}: {why}".lstrip("; ")
+    rt.attrs["reason"] = f"the newest offered on which the dependencies resolve (not {choice.version}: uv said {last})"
     rt.add_evidence("uv pip compile", None, why)
     again.warnings.append(ScanWarning(".", None, f"Python {rt.attrs['version']} instead of {choice.version}: {why}"))
     return again

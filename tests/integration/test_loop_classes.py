@@ -159,3 +159,22 @@ def test_class1_a_poetry_application_with_django_runs_its_own_test_runner(engine
     assert [d for _, d in kept(record)] == ["test_command python manage.py test"]
     assert "-e ." not in record.dockerfile
     assert 'CMD ["python", "manage.py", "test"]' in record.dockerfile
+
+
+def test_a_service_variable_read_with_getenv_starts_the_service_that_sets_it(engine, tmp_path):
+    # create_engine(os.getenv("DATABASE_URL")) gets None; the plan installs psycopg2, and the
+    # postgres service's wiring sets DATABASE_URL: the tests then reach a real server
+    record, steps = run(engine, tmp_path, "loop-getenv-service")
+    replayed(record, steps)
+    assert ("rule", "start_service service=postgres") in kept(record)
+    assert record.tests.count("passed") == 1
+
+
+def test_a_pin_with_no_wheel_for_the_newest_python_plans_an_older_one(engine, tmp_path):
+    # onnxruntime 1.16.3 ships wheels up to cp311 and no sdist: the plan takes 3.11, says why,
+    # and the first build installs it
+    record, steps = run(engine, tmp_path, "loop-pin-no-wheel-newest")
+    replayed(record, steps)
+    assert "FROM python:3.11-slim" in record.dockerfile and not record.repairs
+    assert "not 3.13" in record.dockerfile  # the FROM line's reason says why not the newest
+    assert record.tests.count("passed") == 1
