@@ -241,6 +241,24 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         _Visitor(rel, in_tests(rel), ev.imports).visit(tree)
     if syntax_errors > MAX_SYNTAX_WARNINGS:
         ev.warn(".", None, f"{syntax_errors - MAX_SYNTAX_WARNINGS} more files with syntax errors")
+    ev.local_modules |= nested_local_modules(py_files, ev.imports)
+
+
+def nested_local_modules(py_files: list[str], imports: list[ImportUse]) -> set[str]:
+    """Top-level import names that the repository holds below its root, imported along a path it
+    has (``from src.utils.llm import f`` with ``.../src/utils/llm.py``): code that puts that
+    folder on sys.path imports it, so no distribution of that name is meant (guessing one
+    installed the unrelated ``src`` from the index)."""
+    pairs: set[tuple[str, str]] = set()
+    for f in py_files:
+        parts = f[:-3].split("/")
+        pairs.update(zip(parts, parts[1:], strict=False))
+    out: set[str] = set()
+    for use in imports:
+        comps = (use.full or use.module).split(".")
+        if len(comps) >= 2 and (comps[0], comps[1]) in pairs:
+            out.add(comps[0])
+    return out
 
 
 STDLIB = frozenset(sys.stdlib_module_names) | {"__main__", "_typeshed", "typing_extensions_stub"}

@@ -197,3 +197,24 @@ def test_setuptools_dynamic_dependencies_from_files(tmp_path):
     names = {r.name for r in ev.requirements}
     assert {"attrs", "pytest-mock"} <= names, names
     assert not [w for w in ev.warnings if "pyproject" in w.file]
+
+
+def test_a_package_imported_along_a_path_the_repository_holds_is_local(tmp_path):
+    """``from src.utils.llm import ask`` with ``service/reasoning/src/utils/llm.py``: the code puts
+    that folder on sys.path, so ``src`` is the repository's, not a distribution to guess; a
+    top-level import whose path the repository does not hold stays a guess."""
+    files = {
+        "service/__init__.py": "",
+        "service/reasoning/__init__.py": "",
+        "service/reasoning/src/__init__.py": "",
+        "service/reasoning/src/utils/__init__.py": "",
+        "service/reasoning/src/utils/llm.py": "def ask():\n    return 1\n",
+        "service/reasoning/search.py": "import sys\nfrom src.utils.llm import ask\nimport yaml.constructor\n",
+        "yamlish/constructor.txt": "not Python\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    ev = scan_repository(tmp_path)
+    assert "src" in ev.local_modules
+    assert "yaml" not in ev.local_modules
