@@ -276,6 +276,14 @@ RULES: list[Rule] = [
     ),
     _rule("pytest_plugin_ini", "installation", r"(?:PytestConfigWarning: )?Unknown config option: (\w+)"),
     _rule("pytest_missing_fixture", "installation", r"fixture '(\w+)' not found"),
+    # pytest 9 reads a [tool.pytest] table, which older releases ignored: a pyproject that has
+    # one beside [tool.pytest.ini_options] (written for the older ones) is refused
+    _rule(
+        "pytest_config_tables",
+        "version",
+        r"Cannot use both \[tool\.pytest\] \(native TOML types\) and \[tool\.pytest\.ini_options\]",
+        key=lambda m: "pytest",
+    ),
     _rule(
         "pytest_async_unsupported",
         "installation",

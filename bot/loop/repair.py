@@ -498,6 +498,12 @@ def _async_tests(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     ]
 
 
+@rule("pytest_config_tables")
+def _pytest_before_native_tables(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    why = "pytest 9 refuses [tool.pytest] beside [tool.pytest.ini_options]; releases before it read only the latter"
+    return [_one("pip_constraint", why, constraints=["pytest<9"])]
+
+
 @rule("python_pin")
 def _python_for_a_pin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     # a pinned release that installs only on another Python: the offered one that fits

@@ -136,6 +136,13 @@ CASES = [
     ),
     ("RuntimeError: the environment variable DATABASE_URL is not set", "missing_env", "configuration", "DATABASE_URL"),
     (
+        "ERROR: /workspace/pyproject.toml: Cannot use both [tool.pytest] (native TOML types) and "
+        "[tool.pytest.ini_options] (string-based INI format) simultaneously.",
+        "pytest_config_tables",
+        "version",
+        "pytest",
+    ),
+    (
         'database.py:7: in <module>\n    engine = create_engine(os.getenv("DATABASE_URL"))\n'
         "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
         "/usr/local/lib/python3.13/dist-packages/sqlalchemy/engine/url.py:907: in make_url\n"

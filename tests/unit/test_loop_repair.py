@@ -200,3 +200,9 @@ def test_an_unset_service_variable_starts_the_service_whose_wiring_sets_it(tmp_p
     other = Signature("missing_env", "configuration", "API_TOKEN", "")
     got = rule_candidates(other, repo=tmp_path, python="3.13", available_pythons=["3.13"], specs={"redis": ""})
     assert [c.describe() for c in got] == ["set_env API_TOKEN=test"]
+
+
+def test_pytest_that_refuses_both_config_tables_is_held_below_9(tmp_path):
+    sig = Signature("pytest_config_tables", "version", "pytest", "")
+    got = rule_candidates(sig, repo=tmp_path, python="3.13", available_pythons=["3.13"])
+    assert [c.describe() for c in got] == ["pip_constraint pytest<9"]
