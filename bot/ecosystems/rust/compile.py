@@ -220,17 +220,21 @@ def _dependency_steps(graph: DepGraph) -> list[dict[str, Any]]:
         ],
         "commands": _fetch_commands(list(m.attrs.get("stubs") or []), locked),
     }
-    if graph.nodes[RUNTIME].attrs.get("cache_mounts"):
-        fetch["mounts"], fetch["shell"] = kept_between_builds(fetch["commands"], REGISTRY_KEEP, cache_id("registry"))
-        fetch["comments"].append(BUILDKIT_COMMENT.format(what="the downloaded crates", does="downloads"))
+    _keep_in_cache(graph, fetch, REGISTRY_KEEP, cache_id("registry"), "the downloaded crates", "downloads")
     steps.append(fetch)
     return steps
 
 
-BUILDKIT_COMMENT = (
-    "BuildKit keeps {what} in a cache between builds (copied in before, copied back after), "
-    "so a rebuild {does} only what changed; this line needs BuildKit, Docker's default builder"
-)
+def _keep_in_cache(graph: DepGraph, step: dict[str, Any], keep: str, cache: str, what: str, does: str) -> None:
+    """Where the plan builds under BuildKit, ``step`` keeps the folder ``keep`` in the cache
+    mount ``cache`` between builds, and its comment says so."""
+    if not graph.nodes[RUNTIME].attrs.get("cache_mounts"):
+        return
+    step["mounts"], step["shell"] = kept_between_builds(step["commands"], keep, cache)
+    step["comments"].append(
+        f"BuildKit keeps {what} in a cache between builds (copied in before, copied back after), "
+        f"so a rebuild {does} only what changed; this line needs BuildKit, Docker's default builder"
+    )
 
 
 def _source_steps(graph: DepGraph) -> list[dict[str, Any]]:
@@ -244,11 +248,7 @@ def _source_steps(graph: DepGraph) -> list[dict[str, Any]]:
         "comments": ["compile the crates and their tests"],
         "commands": [list(tgt.attrs["build_command"])],
     }
-    if graph.nodes[RUNTIME].attrs.get("cache_mounts"):
-        build["mounts"], build["shell"] = kept_between_builds(
-            build["commands"], "target", cache_id("target", tgt.attrs.get("project"))
-        )
-        build["comments"].append(BUILDKIT_COMMENT.format(what="target/", does="compiles"))
+    _keep_in_cache(graph, build, "target", cache_id("target", tgt.attrs.get("project")), "target/", "compiles")
     steps.append(build)
     for n in (x for x in graph.topological() if x.action == "run"):
         steps.append(
