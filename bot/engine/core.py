@@ -341,7 +341,8 @@ class Engine:
                     continue
                 ca_bases[base] = self.ca_derivative(base)
             text = dockerfile_facts.replace_bases(text, ca_bases)
-        if self.kind == "docker" and self.buildkit_available():
+        buildkit = self.kind == "docker" and self.buildkit_available()
+        if buildkit:
             # the run's own cache mounts; a --no-cache build (the clean replay) gets empty ones,
             # since BuildKit's --no-cache leaves cache mounts as they are
             scope = f"{dockerfile_facts.CACHE_SCOPE}{self.run_id}"
@@ -371,7 +372,7 @@ class Engine:
             re.sub(rf": {re.escape(dockerfile_facts.CACHE_SCOPE)}[\w-]+; ", "", result.log),
             result.seconds,
             ca_bases,
-            BUILDKIT_LIMITS_NOTE if self.kind == "docker" and self.buildkit_available() else "",
+            BUILDKIT_LIMITS_NOTE if buildkit else "",
         )
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
