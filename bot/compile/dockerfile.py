@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import posixpath
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -245,6 +246,9 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         if not n.attrs.get("member"):
             steps += _project_steps(graph, n, locked, native)
     steps += _tool_and_run_steps(by_action, locked | covered)
+    if graph.runtime.attrs.get("cache_mounts"):
+        for s in steps:
+            _keep_downloads(s)
     tgt = graph.target
     steps.append(
         {
@@ -255,6 +259,61 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
         }
     )
     return steps
+
+
+# Under BuildKit (the engine that proves the Dockerfile has buildx), pip's and uv's download
+# caches live in cache mounts: a repair trial or an edit that rebuilds an install step fetches
+# only what changed, and the cache never enters the image (as --no-cache-dir / --no-cache
+# ensure without it). The classic builder cannot parse --mount: its Dockerfile has none.
+DOWNLOAD_CACHES = {
+    "pip": ("--no-cache-dir", "type=cache,id=pip,target=/root/.cache/pip,sharing=locked"),
+    "uv": ("--no-cache", "type=cache,id=uv,target=/root/.cache/uv,sharing=locked"),
+}
+
+
+def _installer(argv: list[str]) -> str | None:
+    """``pip`` or ``uv`` when ``argv`` (after an ``env A=B`` prefix) installs with it."""
+    words = argv[1:] if argv[:1] == ["env"] else argv
+    while words and "=" in words[0]:
+        words = words[1:]
+    if not words:
+        return None
+    exe = posixpath.basename(words[0])
+    if exe == "uv" and words[1:2] in (["pip"], ["sync"]):
+        return "uv"
+    if (exe.startswith("python") and words[1:3] == ["-m", "pip"]) or exe == "pip":
+        return "pip" if any(w in ("install", "wheel") for w in words[1:4]) else None
+    return None
+
+
+def _keep_downloads(step: Step) -> None:
+    """A RUN step that installs with pip or uv keeps their downloads in a cache mount instead
+    of going without a cache, and its comment says so."""
+    if step["op"] != "RUN" or step.get("shell") or step.get("mounts"):
+        return
+    used: list[str] = []
+    commands: list[list[str]] = []
+    for i, argv in enumerate(step["commands"]):
+        tool = _installer(argv)
+        if tool is None:
+            commands.append(argv)
+            continue
+        off, mount = DOWNLOAD_CACHES[tool]
+        if off in argv:
+            if i == 0 and step.get("head") is not None and argv.index(off) < step["head"]:
+                step["head"] -= 1
+            argv = [a for a in argv if a != off]
+        if mount not in used:
+            used.append(mount)
+        commands.append(argv)
+    if not used:
+        return
+    step["commands"], step["mounts"] = commands, used
+    names = " and ".join(f"{t}'s" for t, (_, m) in DOWNLOAD_CACHES.items() if m in used)
+    step["comments"].append(
+        f"BuildKit keeps {names} downloads in a cache between builds, never in the image, so a "
+        "rebuild fetches only what changed; this line needs BuildKit, Docker's default builder"
+    )
 
 
 def _from_step(rt: Node) -> Step:

@@ -158,6 +158,11 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         rec = self.record
         self.plan = self.make_plan(self.repo, self.settings, self.available)
         rec.warnings.extend(str(w) for w in getattr(self.plan, "warnings", []) or [])
+        runtime = getattr(self.graph, "runtime", None)
+        if runtime is not None and getattr(self.engine, "buildkit_available", lambda: False)():
+            # the engine proves the Dockerfile under BuildKit: pip and uv keep their downloads
+            # in cache mounts between the loop's builds (bot.compile.dockerfile DOWNLOAD_CACHES)
+            runtime.attrs["cache_mounts"] = True
         rec.timings["plan_seconds"] = round(time.monotonic() - t_start, 3)
         self.traj.record(
             "plan",

@@ -5,6 +5,7 @@ builder, so .ci/run gives these tests Debian's buildx plugin (the ``buildx_confi
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -119,6 +120,67 @@ def test_rust_cache_mounts_keep_crates_and_target_between_builds_and_stay_the_ru
     assert len(_cache_records(engine)) >= 4  # registry and target, for the trials and the replay
     assert engine.prune_cache_mounts(engine.run_id) >= 4
     assert _cache_records(engine) == []
+
+
+def test_python_installs_keep_pips_downloads_between_builds_and_out_of_the_image(buildx_config, tmp_path):
+    """Under BuildKit the Python Dockerfile's pip steps keep their downloads in the run's cache
+    mounts: the next trial after a repair ahead of them (an ENV line) downloads nothing, the
+    image holds no pip cache, the clean replay downloads again, and cleaning the run removes
+    the caches. The wheel comes from an index on 127.0.0.1 that sends PyPI's Cache-Control
+    (pip keeps only what the response lets it keep; this machine's proxy drops that header)."""
+    from doubles.package_index import PYPI_FILE_CACHE_CONTROL, publish, serve
+
+    from bot.compile import compile_dockerfile
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+    from bot.graph.model import Node
+
+    engine = Engine.from_settings(load_settings(None, overrides={"engine": {"memory": "1g", "network_mode": "host"}}))
+    assert engine.buildkit_available()
+    if not engine.image_exists("python:3.11-slim"):
+        pytest.fail("python:3.11-slim is missing: run `setupbot images bootstrap` (CI does)")
+    index, repo = tmp_path / "index", tmp_path / "repo"
+    publish(index, "tinypkg", "1.0")
+    (repo / "tests").mkdir(parents=True)
+    (repo / "requirements.txt").write_text("tinypkg>=1.0\n")
+    (repo / "tests" / "test_tiny.py").write_text("import tinypkg\n")
+    wheel = "/simple/tinypkg/tinypkg-1.0-py3-none-any.whl"
+    tag = f"setupbot-test/buildkit:{engine.run_id}-python"
+    try:
+        with serve(index, cache_control=PYPI_FILE_CACHE_CONTROL) as (url, requests):
+            graph = make_plan(
+                repo, load_settings(repo), available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False)
+            ).graph
+            graph.nodes["tool:pytest"].action = None  # not on this index, and not what is measured
+            for var, value in (("PIP_INDEX_URL", url), ("PIP_TRUSTED_HOST", "127.0.0.1")):
+                attrs = {"kind": "env", "value": value}
+                graph.add(Node(f"config:env:{var}", "CONFIG", var, "SATISFIED", action="env", attrs=attrs))
+            graph.runtime.attrs["cache_mounts"] = True  # what the loop sets under BuildKit
+            text = compile_dockerfile(graph).text
+            assert "--mount=type=cache,id=pip,target=/root/.cache/pip" in text and "--no-cache-dir" not in text
+
+            first = engine.build(repo, text, tag)
+            assert first.ok, first.log[-3000:]
+            assert requests.count(wheel) == 1
+            empty = engine.run_once(tag, ["sh", "-c", "ls -A /root/.cache/pip 2>/dev/null | wc -l"]).output.strip()
+            assert empty == "0"  # the cache stayed in the mount
+
+            trial = text.replace("WORKDIR /workspace", "ENV SETUPBOT_TRIAL=2\nWORKDIR /workspace", 1)
+            second = engine.build(repo, trial, tag)
+            assert second.ok, second.log[-3000:]
+            assert re.search(r"Using cached \S*tinypkg-1.0-py3", second.log)  # the install step ran again ...
+            assert requests.count(wheel) == 1  # ... and downloaded nothing
+
+            replay = engine.build(repo, trial, tag, no_cache=True)
+            assert replay.ok, replay.log[-3000:]
+            assert requests.count(wheel) == 2  # the replay's caches start empty
+            assert engine.run_once(tag, ["python", "-c", "import tinypkg"]).exit_code == 0
+
+        assert len(_cache_records(engine)) >= 2  # the trials' and the replay's pip caches
+        assert engine.prune_cache_mounts(engine.run_id) >= 2
+        assert _cache_records(engine) == []
+    finally:
+        engine.clean(engine.run_id)
 
 
 def test_a_cache_mount_from_another_build_is_not_shared(engine, tmp_path):

@@ -8,15 +8,10 @@ locked one still installs exactly the set that was proven.
 
 from __future__ import annotations
 
-import base64
-import functools
 import hashlib
-import http.server
-import threading
-import zipfile
-from pathlib import Path
 
 import pytest
+from doubles.package_index import publish, serve
 
 from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
@@ -29,52 +24,12 @@ from bot.graph.specs import install_specs
 from bot.loop.lock import installed_set, lock_environment
 
 
-def build_wheel(folder: Path, name: str, version: str) -> Path:
-    """A minimal pure-Python wheel, written by hand (what a build backend would produce)."""
-    dist = f"{name}-{version}.dist-info"
-    files = {
-        f"{name}/__init__.py": f'__version__ = "{version}"\n',
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: setupbot-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    record.append(f"{dist}/RECORD,,")
-    files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
-    wheel = folder / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for path, text in files.items():
-            zf.writestr(zipfile.ZipInfo(path, (2024, 1, 1, 0, 0, 0)), text)
-    return wheel
-
-
-def publish(index: Path, name: str, version: str) -> None:
-    """Add a release and rewrite the PEP 503 page, each link with its #sha256= fragment."""
-    folder = index / "simple" / name
-    folder.mkdir(parents=True, exist_ok=True)
-    build_wheel(folder, name, version)
-    links = "".join(
-        f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
-        for w in sorted(folder.glob("*.whl"))
-    )
-    (folder / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
-    (index / "simple" / "index.html").write_text(f'<a href="{name}/">{name}</a>\n')
-
-
 @pytest.fixture
 def local_index(tmp_path):
     index = tmp_path / "index"
     publish(index, "tinypkg", "1.0")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(index))
-    handler.log_message = lambda *a, **k: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield index, f"http://127.0.0.1:{server.server_address[1]}/simple"
-    server.shutdown()
-    server.server_close()
+    with serve(index) as (url, _):
+        yield index, url
 
 
 @pytest.mark.extended

@@ -187,3 +187,68 @@ def test_the_lock_beyond_the_tested_pythons_stands_when_every_pin_has_a_wheel(tm
     else:
         assert lock.action is None and "poetry install" not in p.dockerfile.text
         assert any("lock pins not used" in w.message for w in p.warnings)
+
+
+def test_under_buildkit_pip_and_uv_keep_their_downloads_in_cache_mounts_and_nowhere_else():
+    """The loop sets cache_mounts when its engine builds with BuildKit: every pip and uv install
+    keeps its downloads in a cache mount instead of going without a cache, says so, and the
+    Dockerfile still parses back into exactly the graph's steps; without the flag nothing changes."""
+    for name in ("plan-ci-services", "plan-uv-groups"):
+        p = plan(name)
+        classic = p.dockerfile.text
+        assert "--mount" not in classic
+        p.graph.runtime.attrs["cache_mounts"] = True
+        text = compile_dockerfile(p.graph).text  # parses back (S14) or raises
+        runs = [chunk for chunk in text.split("\n\n") if "\nRUN " in "\n" + chunk or chunk.startswith("RUN ")]
+        for chunk in runs:
+            run = chunk[chunk.index("RUN ") :]
+            installs_pip = "-m pip install" in run or "/bin/pip install" in run
+            installs_uv = "uv sync" in run or "uv pip install" in run
+            assert ("id=pip,target=/root/.cache/pip" in run) == installs_pip, run
+            assert ("id=uv,target=/root/.cache/uv" in run) == installs_uv, run
+            assert "--no-cache-dir" not in run
+            if installs_pip or installs_uv:
+                assert "# BuildKit keeps" in chunk and "needs BuildKit" in chunk
+        assert text.count("RUN --mount=type=cache,id=pip") >= 1
+    assert "RUN --mount=type=cache,id=uv,target=/root/.cache/uv,sharing=locked \\" in text
+
+
+def test_a_download_cache_goes_only_where_pip_or_uv_install():
+    from bot.compile.dockerfile import _installer
+
+    assert _installer(["python", "-m", "pip", "install", "x"]) == "pip"
+    assert _installer(["env", "PYTHONPATH=/workspace", "python", "-m", "pip", "install", "-e", "."]) == "pip"
+    assert _installer(["/opt/poetry/bin/pip", "install", "--no-cache-dir", "poetry"]) == "pip"
+    assert _installer(["python", "-m", "pip", "wheel", "--no-deps", "x"]) == "pip"
+    assert _installer(["env", "UV_PYTHON=/usr/local/bin/python", "uv", "sync", "--frozen"]) == "uv"
+    assert _installer(["/tmp/uv/bin/uv", "pip", "install", "--system", "--no-cache", "-r", "x"]) == "uv"
+    assert _installer(["python", "-m", "pip", "check"]) is None
+    assert _installer(["apt-get", "install", "-y", "pip"]) is None
+    assert _installer(["poetry", "install"]) is None
+    assert _installer(["env"]) is None
+
+
+def test_the_loop_asks_for_download_caches_only_of_an_engine_that_builds_with_buildkit(tmp_path):
+    """The Python loop marks the plan for cache mounts when its engine has BuildKit, and only then."""
+    from bot.config import load_settings
+    from bot.loop.orchestrator import SetupLoop
+
+    class Engine:
+        def __init__(self, buildkit):
+            self.buildkit = buildkit
+
+        def buildkit_available(self):
+            return self.buildkit
+
+    for buildkit in (True, False):
+        loop = SetupLoop(
+            tmp_path,
+            load_settings(tmp_path, environ={}),
+            Engine(buildkit),
+            make_plan=lambda repo, settings, available: plan("plan-ci-services"),
+            available_pythons=["3.11"],
+        )
+        loop._make_plan(0.0)
+        text = loop.compile(loop.graph).text
+        assert ("RUN --mount=type=cache,id=pip,target=/root/.cache/pip" in text) is buildkit
+        assert ("--no-cache-dir" in text) is not buildkit
