@@ -290,10 +290,12 @@ def make_plan(
         sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
         {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0},
     )
-    older = _older_python_plan(
-        plan, choice, available_pythons, reused is not None, settings, registry, resolve_timeout, index_url
-    )
-    return older or plan
+    args = (plan, choice, available_pythons, reused is not None, settings, registry, resolve_timeout, index_url)
+    older = _older_python_plan(*args) or _older_python_with_wheels(*args)
+    if older is None:
+        return plan
+    older.graph.meta["available_pythons"] = g.meta["available_pythons"]  # what was offered, not asked
+    return older
 
 
 # uv's words when a resolution fails because of the Python version: no wheel for its ABI, or a
@@ -330,6 +332,71 @@ def _older_python_plan(
     rt.add_evidence("uv pip compile", None, why)
     again.warnings.append(ScanWarning(".", None, f"Python {rt.attrs['version']} instead of {choice.version}: {why}"))
     return again
+
+
+# how many older Pythons, and how many pinned distributions, the wheel check asks about
+_OLDER_TRIES, _WHEEL_CHECKS = 3, 8
+
+
+def _older_python_with_wheels(
+    plan: Plan,
+    choice: RuntimeChoice,
+    available: list[str],
+    reused: bool,
+    settings: Any,
+    registry: Registry,
+    resolve_timeout: float,
+    index_url: str | None,
+) -> Plan | None:
+    """The dependencies resolve for the chosen Python, but some exact pins only as source
+    distributions, which the image would compile against a CPython newer than their release
+    knew (lxml==4.9.1 on 3.13). When such a pin has a wheel for an older offered Python, the
+    plan for the newest such Python on which everything resolves; None otherwise. A pin with no
+    wheel for any Python (a pure-Python sdist) never moves the Python."""
+    res = plan.graph.meta.get("resolution") or {}
+    if reused or res.get("ok") is not True:
+        return None
+    unbuilt = set(res.get("unbuilt") or [])
+    pinned: dict[str, str] = {}
+    for n in plan.graph.of_type("PACKAGE"):
+        m = re.fullmatch(
+            r"\s*[A-Za-z0-9][A-Za-z0-9._\-]*\s*===?\s*([A-Za-z0-9.+!_\-]+)\s*", str(n.attrs.get("spec") or "")
+        )
+        if n.name in unbuilt and m:
+            pinned[n.name] = m.group(1)
+    if not pinned:
+        return None
+    older = sorted((v for v in available if Version(v) < Version(choice.version)), key=Version, reverse=True)
+    for version in older[:_OLDER_TRIES]:
+        gained = [
+            name
+            for name, pin in sorted(pinned.items())[:_WHEEL_CHECKS]
+            if uv_compile(
+                [f"{name}=={pin}"],
+                version,
+                timeout=resolve_timeout,
+                index_url=index_url,
+                only_binary=True,
+                no_deps=True,
+            ).ok
+        ]
+        if not gained:
+            continue
+        again = make_plan(plan.repo, settings, [version], True, registry, resolve_timeout, index_url)
+        rt = again.graph.runtime
+        if not (again.graph.meta.get("resolution") or {}).get("ok") or rt.state != "SATISFIED":
+            continue
+        names = ", ".join(f"{n}=={pinned[n]}" for n in gained)
+        why = f"{names} {'has a wheel' if len(gained) == 1 else 'have wheels'} for Python {version} and none for {choice.version}"
+        rt.attrs["reason"] = f"the newest offered on which the pins install from wheels ({why})"
+        rt.add_evidence("uv pip compile --only-binary", None, why)
+        again.warnings.append(
+            ScanWarning(
+                ".", None, f"Python {version} instead of {choice.version}: {why} (it would compile from source)"
+            )
+        )
+        return again
+    return None
 
 
 def _offered_pythons(available_pythons: list[str] | None) -> list[str]:

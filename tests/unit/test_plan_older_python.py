@@ -64,3 +64,59 @@ def test_no_older_python_resolves_either_keeps_the_first_plan_and_its_warning(tm
     p = plan_mod.make_plan(_repo(tmp_path), None, ["3.11", "3.13"])
     assert p.graph.runtime.attrs["version"] == "3.13" and calls == ["3.13", "3.11"]
     assert any("could not resolve the dependencies for Python 3.13" in w.message for w in p.warnings)
+
+
+def _sdist_world(wheels_for: dict[str, set[str]]):
+    """Resolution succeeds everywhere; a distribution in ``wheels_for`` has wheels only for those
+    Pythons (none: an sdist only), so the main resolution reports it unbuilt on the others."""
+    calls: list[tuple[str, bool]] = []
+
+    def compile_(specs, python, **kw):
+        only_binary = bool(kw.get("only_binary"))
+        calls.append((python, only_binary))
+        names = {s.split("==")[0].split(">")[0].strip().lower() for s in specs}
+        if only_binary:
+            return Resolution(all(python in wheels_for.get(n, {python}) for n in names))
+        unbuilt = sorted(n for n in names if n in wheels_for and python not in wheels_for[n])
+        return Resolution(True, {"requests": "2.32.3"}, unbuilt=unbuilt)
+
+    return compile_, calls
+
+
+def _pinned_repo(tmp_path: Path) -> Path:
+    (tmp_path / "requirements.txt").write_text("lxml==4.9.1\ndocopt==0.6.2\nrequests\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("import lxml, docopt\n")
+    return tmp_path
+
+
+def test_a_pin_that_compiles_on_the_newest_python_but_has_a_wheel_for_an_older_one_moves_the_python(
+    tmp_path, monkeypatch
+):
+    """lxml==4.9.1 resolves for 3.13 only as an sdist (its C code predates 3.13) and has a 3.11
+    wheel: the plan takes 3.11 and says why; docopt, an sdist for every Python, does not count."""
+    compile_, calls = _sdist_world({"lxml": {"3.9", "3.10", "3.11"}, "docopt": set()})
+    monkeypatch.setattr(plan_mod, "uv_compile", compile_)
+    monkeypatch.setattr(plan_mod, "sdist_only", lambda *a, **k: None)
+    p = plan_mod.make_plan(_pinned_repo(tmp_path), None, ["3.10", "3.11", "3.12", "3.13"])
+    rt = p.graph.runtime
+    assert rt.attrs["version"] == "3.11", rt.attrs
+    assert rt.attrs["reason"] == (
+        "the newest offered on which the pins install from wheels "
+        "(lxml==4.9.1 has a wheel for Python 3.11 and none for 3.13)"
+    )
+    assert ("3.12", True) in calls and ("3.11", True) in calls  # 3.12 was asked first, and had none
+    assert any(w.message.startswith("Python 3.11 instead of 3.13: lxml==4.9.1") for w in p.warnings)
+    assert "FROM python:3.11-slim" in p.dockerfile.text
+    assert p.graph.meta["available_pythons"] == ["3.10", "3.11", "3.12", "3.13"]
+
+
+def test_a_pin_with_no_wheel_for_any_python_keeps_the_newest(tmp_path, monkeypatch):
+    compile_, calls = _sdist_world({"docopt": set(), "lxml": {"3.9", "3.10", "3.11", "3.12", "3.13"}})
+    monkeypatch.setattr(plan_mod, "uv_compile", compile_)
+    monkeypatch.setattr(plan_mod, "sdist_only", lambda *a, **k: None)
+    p = plan_mod.make_plan(_pinned_repo(tmp_path), None, ["3.11", "3.12", "3.13"])
+    assert p.graph.runtime.attrs["version"] == "3.13"
+    # asked about docopt on at most three older Pythons, and planned nothing again
+    assert [c for c in calls if not c[1]] == [("3.13", False)]
+    assert not any("instead of 3.13" in w.message for w in p.warnings)
