@@ -298,9 +298,12 @@ def make_plan(
     return older
 
 
-# uv's words when a resolution fails because of the Python version: no wheel for its ABI, or a
-# requires-python that excludes it
-_PYTHON_BOUND = re.compile(r"ABI tags?|current Python version|requires-python|Python ?[<>=]=?\s*3\.", re.I)
+# uv's words when a resolution fails because of the Python version: no wheel for its ABI, a
+# requires-python that excludes it, or a dependency of a dependency that only an sdist offers
+# for this Python (the host never builds; an older Python is taken only if it resolves there)
+_PYTHON_BOUND = re.compile(
+    r"ABI tags?|current Python version|requires-python|Python ?[<>=]=?\s*3\.|Wheels are required for", re.I
+)
 
 
 def _older_python_plan(

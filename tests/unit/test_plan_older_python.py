@@ -120,3 +120,21 @@ def test_a_pin_with_no_wheel_for_any_python_keeps_the_newest(tmp_path, monkeypat
     # asked about docopt on at most three older Pythons, and planned nothing again
     assert [c for c in calls if not c[1]] == [("3.13", False)]
     assert not any("instead of 3.13" in w.message for w in p.warnings)
+
+
+def test_a_dependency_of_a_dependency_with_no_wheel_for_this_python_tries_an_older_one(tmp_path, monkeypatch):
+    """uv's --no-build resolution fails on a transitive sdist-only distribution (chroma-hnswlib
+    has no cp313 wheel): the newest older Python on which everything resolves from wheels."""
+    no_build = (
+        "  × No solution found when resolving dependencies:\n"
+        "  ╰─▶ Because chroma-hnswlib==0.7.6 has no usable wheels and chromadb==0.5.5 depends on "
+        "chroma-hnswlib==0.7.6, we can conclude that chromadb==0.5.5 cannot be used.\n"
+        "      hint: Wheels are required for `chroma-hnswlib` because building from source is disabled "
+        "for all packages (i.e., with `--no-build`)"
+    )
+    compile_, calls = _fake({"3.13"}, no_build)
+    monkeypatch.setattr(plan_mod, "uv_compile", compile_)
+    monkeypatch.setattr(plan_mod, "sdist_only", lambda *a, **k: None)
+    p = plan_mod.make_plan(_repo(tmp_path), None, ["3.11", "3.13"])
+    assert p.graph.runtime.attrs["version"] == "3.11" and calls == ["3.13", "3.11"]
+    assert any("Wheels are required for `chroma-hnswlib`" in w.message for w in p.warnings)
