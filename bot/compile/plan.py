@@ -22,6 +22,7 @@ from bot.evidence.files import MAX_BYTES
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement
 from bot.graph.build import PROJECT, build_graph
+from bot.graph.era import reference_date
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
 from bot.graph.mapping import DATA, Registry
 from bot.graph.model import DepGraph, Node
@@ -254,7 +255,7 @@ def make_plan(
 
     # runtime
     removed = g.target.attrs.get("removed_stdlib", [])
-    choice = _choose_runtime(g, ev, available_pythons, removed, warnings)
+    choice = _choose_runtime(g, ev, available_pythons, removed, warnings, reference_date(repo, settings))
     rt = g.runtime
     _drop_untested_lock(
         g, ev, choice.version, warnings, check_wheels=resolve, timeout=resolve_timeout, index_url=index_url
@@ -418,11 +419,16 @@ def _offered_pythons(available_pythons: list[str] | None) -> list[str]:
 
 
 def _choose_runtime(
-    g: DepGraph, ev: Evidence, available_pythons: list[str], removed: list[str], warnings: list[ScanWarning]
+    g: DepGraph,
+    ev: Evidence,
+    available_pythons: list[str],
+    removed: list[str],
+    warnings: list[ScanWarning],
+    era: tuple[str, str] = ("", ""),
 ) -> RuntimeChoice:
     """The Python version and base image, under the ceilings that removed stdlib modules set."""
     ceilings = sorted({(REMOVED_STDLIB[m][0], f"imports {m}") for m in removed if REMOVED_STDLIB[m][1] is None})
-    choice = choose_python(ev.python, available_pythons, ceilings)
+    choice = choose_python(ev.python, available_pythons, ceilings, era)
     warnings += choice.warnings
     rt = g.runtime
     rt.attrs.update(version=choice.version, base_image=f"python:{choice.version}-slim", reason=choice.reason)

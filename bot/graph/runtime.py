@@ -13,6 +13,20 @@ from bot.evidence.model import PythonConstraint, ScanWarning
 
 # The official image's supported tags (bot.engine.sources.REGISTRY_PYTHONS says the same).
 OFFICIAL_PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+# the day each CPython series had its first final release (python.org): code written before it
+# was never run on that series, nor were the releases it depends on built for it
+PYTHON_RELEASED = {
+    "3.6": "2016-12-23",
+    "3.7": "2018-06-27",
+    "3.8": "2019-10-14",
+    "3.9": "2020-10-05",
+    "3.10": "2021-10-04",
+    "3.11": "2022-10-24",
+    "3.12": "2023-10-02",
+    "3.13": "2024-10-07",
+    "3.14": "2025-10-07",
+    "3.15": "2026-10-01",
+}
 
 
 @dataclass
@@ -35,10 +49,15 @@ def series_allows(spec: SpecifierSet, version: str) -> bool:
 
 
 def choose_python(
-    constraints: list[PythonConstraint], available: list[str], ceilings: list[tuple[str, str]] | None = None
+    constraints: list[PythonConstraint],
+    available: list[str],
+    ceilings: list[tuple[str, str]] | None = None,
+    era: tuple[str, str] = ("", ""),
 ) -> RuntimeChoice:
     """``ceilings``: soft upper bounds (version, why), e.g. a removed stdlib module the code
-    imports; honoured when a version below them satisfies the hard constraints."""
+    imports; honoured when a version below them satisfies the hard constraints. ``era``: (date,
+    where it came from), the code's reference date; when nothing the project states chooses,
+    the newest offered series released by then, not one that came later."""
     if not available:
         raise ValueError("choose_python needs at least one available Python version")
     available = sorted(set(available), key=_key)
@@ -63,7 +82,7 @@ def choose_python(
         why = f"nearest offered to Python {pin.value}, pinned by {pin.source.short()}"
         return RuntimeChoice(version, True, why, used + [pin], warnings)
     kept_below = f" (kept below {ceilings[0][0]}: {ceilings[0][1]})" if ceilings and candidates != ok else ""
-    return _prefer_tested(constraints, candidates, used, warnings, kept_below)
+    return _prefer_tested(constraints, candidates, used, warnings, kept_below, era)
 
 
 def _nearest_to_pin(
@@ -138,10 +157,12 @@ def _prefer_tested(
     used: list[PythonConstraint],
     warnings: list[ScanWarning],
     kept_below: str,
+    era: tuple[str, str] = ("", ""),
 ) -> RuntimeChoice:
     """Among the allowed ``candidates`` (oldest first): the newest the project tests; else the
-    newest not above what it tests, or the closest to it; else the newest. ``kept_below`` says
-    why a ceiling narrowed the candidates, for the last case."""
+    newest not above what it tests, or the closest to it; else the newest that existed at the
+    ``era`` date (the oldest when none did); else the newest. ``kept_below`` says why a ceiling
+    narrowed the candidates, for the last case."""
     tested = sorted({c.value for c in constraints if c.kind == "tested"}, key=_key)
     tested_ok = [v for v in candidates if v in tested]
     if tested_ok:
@@ -159,4 +180,19 @@ def _prefer_tested(
         # everything offered is newer than what the project tests: stay as close as possible
         return RuntimeChoice(candidates[0], True, f"closest available to the tested {newest_tested}", used, warnings)
     reason = "newest available satisfying " + (", ".join(c.value for c in used) if used else "no stated constraint")
+    day, source = era[0][:10], era[1]
+    if day:
+        existed = [v for v in candidates if PYTHON_RELEASED.get(v, "9999") <= day]
+        version = existed[-1] if existed else candidates[0]
+        if version != candidates[-1]:
+            later = candidates[-1]
+            when = f"{day}, {source}" if source else day
+            satisfying = f", satisfying {', '.join(c.value for c in used)}" if used else ""
+            why = (
+                f"newest offered that existed when the code was written ({when}; "
+                f"{later} came out {PYTHON_RELEASED.get(later, 'later')}){satisfying}"
+                if existed
+                else f"oldest offered: every offered Python came out after the code was written ({when}){satisfying}"
+            )
+            return RuntimeChoice(version, True, why + kept_below, used, warnings)
     return RuntimeChoice(candidates[-1], True, reason + kept_below, used, warnings)

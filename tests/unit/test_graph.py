@@ -206,3 +206,42 @@ def test_unknown_import_offline_is_unknown_not_a_crash(tmp_path: Path):
     )
     n = p.graph.nodes["import:zzqqxx_unknown_mod"]
     assert n.state == "UNKNOWN" and "package:zzqqxx-unknown-mod" not in p.graph.nodes
+
+
+def test_with_nothing_stated_the_python_is_the_newest_that_existed_when_the_code_was_written(tmp_path):
+    s = Source("pyproject.toml", 1)
+    floor = [PythonConstraint("requires", ">=3.9", s)]
+    era = ("2024-03-12T10:00:00Z", "the commit date of HEAD")
+    got = choose_python(floor, PYS, era=era)
+    assert got.version == "3.12"  # 3.13 came out on 2024-10-07
+    assert got.reason == (
+        "newest offered that existed when the code was written (2024-03-12, the commit date of HEAD; "
+        "3.13 came out 2024-10-07), satisfying >=3.9"
+    )
+    assert choose_python(floor, PYS, era=("2024-10-07T23:59:59Z", "target.as_of")).version == "3.13"  # its day
+    # older than everything offered: the oldest offered, and said
+    old = choose_python([], PYS, era=("2015-01-01T00:00:00Z", "target.as_of"))
+    assert old.version == "3.9" and old.reason.startswith("oldest offered: every offered Python came out after")
+    # what the project states still decides: tested versions, pins, and no date at all
+    assert choose_python([PythonConstraint("tested", "3.13", s)], PYS, era=era).version == "3.13"
+    assert choose_python([PythonConstraint("pin", "3.13", s)], PYS, era=era).version == "3.13"
+    assert choose_python(floor, PYS).version == "3.13"
+
+
+def test_the_plan_takes_the_era_from_the_commit_date(tmp_path):
+    import os
+    import subprocess
+
+    (tmp_path / "requirements.txt").write_text("six\n")
+    env = {
+        **os.environ,
+        "GIT_COMMITTER_DATE": "2023-05-01T12:00:00+00:00",
+        "GIT_AUTHOR_DATE": "2023-05-01T12:00:00+00:00",
+    }
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True, env=env)
+    p = make_plan(tmp_path, None, available_pythons=PYS, resolve=False, registry=Registry(enabled=False))
+    assert p.graph.runtime.attrs["version"] == "3.11"  # 3.12 came out on 2023-10-02
+    assert "2023-05-01, the commit date of HEAD" in p.graph.runtime.attrs["reason"]
