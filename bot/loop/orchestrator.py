@@ -315,7 +315,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
     def generic_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         """No rule or unit repairs what is left: the generic strategies, each once per run."""
         tried = self.tried.setdefault(("generic", ""), set())
-        for strategy, cand in generic_candidates(self.repo, self.graph):
+        for strategy, cand in generic_candidates(self.repo, self.graph, ws.outcome.log or ""):
             if cand.key() in tried or self.budget.exhausted():
                 continue
             tried.add(cand.key())

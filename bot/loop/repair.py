@@ -900,12 +900,42 @@ def ci_install_specs(repo: Path) -> list[str]:
     return found
 
 
-def generic_candidates(repo: Path, graph: Any) -> list[tuple[str, Candidate]]:
-    """Strategies for a failure no rule or unit repairs, each named: install what the
-    repository's own CI installs; leave out what the static plan only guessed (system packages
-    from the distribution table, distributions guessed from imports, extras that are not for
-    the tests), one group at a time."""
+# the step a build failed in: the classic builder names its command, BuildKit's plain log heads
+# each step with it (the last one before the failure is the one that failed)
+_FAILED_COMMAND = re.compile(r"The command '/bin/sh -c (?P<cmd>.*?)' returned a non-zero code")
+_BUILDKIT_STEP = re.compile(r"^\[[^\]]*\d+/\d+\] RUN (?P<cmd>.*)$", re.M)
+# pip installing the checkout itself: -e . / -e '.[test]' / plain . (with or without extras)
+_PROJECT_INSTALL = re.compile(r"\bpip install\b[^&;|]*?\s(?:-e\s+)?['\"]?\.(?:\[[^\]]*\])?['\"]?(?:\s|$)")
+
+
+def project_install_failed(log: str) -> bool:
+    """Whether the build failed in the step that installs the project itself from the checkout."""
+    failed = [m.group("cmd") for m in _FAILED_COMMAND.finditer(log)]
+    if not failed:
+        failed = [m.group("cmd") for m in _BUILDKIT_STEP.finditer(log)][-1:]
+    return bool(failed) and bool(_PROJECT_INSTALL.search(" ".join(failed[-1].split()) + " "))
+
+
+def generic_candidates(repo: Path, graph: Any, log: str = "") -> list[tuple[str, Candidate]]:
+    """Strategies for a failure no rule or unit repairs, each named: when the project's own
+    install step failed, install its dependencies only and run it from the checkout (what an
+    application's CI does); install what the repository's own CI installs; leave out what the
+    static plan only guessed (system packages from the distribution table, distributions guessed
+    from imports, extras that are not for the tests), one group at a time."""
     out: list[tuple[str, Candidate]] = []
+    project = next((n for n in graph.of_type("PACKAGE") if n.action == "project" and not n.attrs.get("member")), None)
+    if project is not None and not project.attrs.get("deps_only") and project_install_failed(log):
+        out.append(
+            (
+                "install the dependencies only and run from the checkout",
+                Candidate(
+                    [Atom("install_deps_only", {})],
+                    "rule",
+                    why="the project's own install step failed with no classified cause; its "
+                    "dependencies install without it, and the tests run from the checkout",
+                ),
+            )
+        )
     ci = _ci_specs_not_planned(repo, graph)
     if ci:
         out.append(

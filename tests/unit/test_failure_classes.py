@@ -391,6 +391,42 @@ def test_generic_strategies_follow_ci_then_leave_out_guesses(tmp_path):
     assert ("leave out the distributions guessed from imports", "drop_package pip pyyaml") in named
 
 
+def test_a_failed_install_of_the_project_itself_is_tried_as_an_application_first(tmp_path):
+    """The project's own install step fails with no classified cause (setuptools refuses its
+    pyproject: `project.license` is neither SPDX nor a table): the first generic strategy
+    installs its dependencies only and runs it from the checkout; a failure in any other step
+    does not offer it, nor does a project already run from the checkout."""
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+    from bot.loop.repair import generic_candidates, project_install_failed
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "node"\nversion = "1"\nlicense = "LICENSE"\ndependencies = ["requests"]\n'
+    )
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("import requests\n")
+    classic = (
+        "      ValueError: invalid pyproject.toml config: `project.license`.\n"
+        "The command '/bin/sh -c python -m pip install --no-cache-dir -e '.[test]'' returned a non-zero code: 1"
+    )
+    buildkit = (
+        "[stage-0 5/7] RUN python -m pip install --no-cache-dir requests\nDONE 2.0s\n"
+        "[stage-0 7/7] RUN python -m pip install --no-cache-dir -e .\n"
+        "ValueError: invalid pyproject.toml config: `project.license`.\n"
+    )
+    other_step = "The command '/bin/sh -c python -m pip install --no-cache-dir requests' returned a non-zero code: 1"
+    assert project_install_failed(classic) and project_install_failed(buildkit)
+    assert not project_install_failed(other_step) and not project_install_failed("")
+    assert not project_install_failed("The command '/bin/sh -c pip install ./vendor/x.whl' returned a non-zero code: 1")
+
+    plan = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    named = [(n, c.describe()) for n, c in generic_candidates(tmp_path, plan.graph, classic)]
+    assert named[0] == ("install the dependencies only and run from the checkout", "install_deps_only")
+    assert all(n != named[0][0] for n, _ in generic_candidates(tmp_path, plan.graph, other_step))
+    plan.graph.apply_atom(Atom("install_deps_only", {}))
+    assert all(n != named[0][0] for n, _ in generic_candidates(tmp_path, plan.graph, classic))
+
+
 # --- class 5 in the devcontainer: the same relay, on both loopbacks -------------------------------
 
 
