@@ -87,8 +87,9 @@ def harvest(results: Path) -> list[RealLog]:
     return out
 
 
-def score(logs: Iterable[RealLog], labels: dict[str, Any], retrieve: Callable[[str], Sequence[str]]) -> Scores:
-    """``retrieve(text)`` gives unit ids best first; ``labels[case]["units"]`` the right ones."""
+def score(logs: Iterable[RealLog], labels: dict[str, Any], retrieve: Callable[..., Sequence[str]]) -> Scores:
+    """``retrieve(text[, context])`` gives unit ids best first; ``labels[case]["units"]`` the
+    right ones, ``labels[case]["context"]`` (optional) the repository context the loop adds."""
     s = Scores()
     for log in logs:
         label = labels.get(log.case)
@@ -96,7 +97,10 @@ def score(logs: Iterable[RealLog], labels: dict[str, Any], retrieve: Callable[[s
             s.unlabelled.append(log.case)
             continue
         right = list(label.get("units") or [])
-        got = list(retrieve(log.text))
+        # what the loop reads from the repository beside the log (bot.loop.repair.repo_context:
+        # framework), written into the label by whoever read the repository
+        extra = dict(label.get("context") or {})
+        got = list(retrieve(log.text, extra) if extra else retrieve(log.text))
         s.cases += 1
         first_ok = (got[:1] and got[0] in right) if right else not got
         s.hits1 += bool(first_ok)
@@ -109,13 +113,13 @@ def score(logs: Iterable[RealLog], labels: dict[str, Any], retrieve: Callable[[s
     return s
 
 
-def seed_retriever(tmp: Path) -> Callable[[str], list[str]]:
+def seed_retriever(tmp: Path) -> Callable[..., list[str]]:
     """Retrieval over a fresh store holding the packaged seed units, as a first run has it, with
     the context the setup loop passes (bot/loop/orchestrator.py ``candidates_for``)."""
     settings = SimpleNamespace(url="", path=str(tmp / "knowledge.sqlite"), k=10, offer=3)
     retriever = Retriever(open_store(settings), settings)
     context = {"python": "3.11", "os": "debian"}
-    return lambda text: [c.unit.id for c in retriever.retrieve(text, context)]
+    return lambda text, extra=None: [c.unit.id for c in retriever.retrieve(text, {**context, **(extra or {})})]
 
 
 def evaluate(results: Path, labels_path: Path) -> tuple[list[RealLog], Scores]:

@@ -49,8 +49,21 @@ def test_precision_counts_offering_nothing_as_right_when_no_unit_holds_the_fix()
     assert round(s.precision_at_1, 3) == 0.667 and s.recall_at_3 == 1.0 and s.precision_at_1_with_unit == 0.5
 
 
+def test_a_label_may_carry_the_repository_context_the_loop_would_add(tmp_path):
+    """pytest finds no tests: in a Django project (the loop reads that from manage.py) the
+    right fix is Django's runner, elsewhere unittest discovery; the label says which it was."""
+    from bot.bench.retrieval_eval import RealLog
+
+    log = RealLog("d", "no tests collected in 0.16s")
+    labels = {"d": {"units": ["verify-django-no-tests"], "context": {"framework": "django"}}}
+    retrieve = seed_retriever(tmp_path)
+    assert retrieve(log.text)[:1] == ["verify-no-tests-collected"]
+    assert score([log], labels, retrieve).hits1 == 1
+    assert score([log], {"d": {"units": ["verify-django-no-tests"]}}, retrieve).hits1 == 0
+
+
 def test_every_harvested_bench_log_is_labelled_with_known_units(tmp_path):
-    logs = harvest(ROOT / "bench" / "results")
+    logs = harvest(ROOT / "bench" / "results") + harvest(ROOT / "bench" / "results-fresh")
     labels = json.loads((ROOT / "bench" / "retrieval-labels.json").read_text())["cases"]
     assert logs and all(lg.case in labels for lg in logs)
     retrieve = seed_retriever(tmp_path)
