@@ -291,8 +291,10 @@ def make_plan(
         sorted(set(warnings), key=lambda w: (w.file, w.line or 0, w.message)),
         {"scan": t_scan - t0, "graph": t_graph - t_scan, "resolve": t_end - t_res, "total": t_end - t0},
     )
-    args = (plan, choice, available_pythons, reused is not None, settings, registry, resolve_timeout, index_url)
-    older = _older_python_plan(*args) or _older_python_with_wheels(*args)
+    replan = _Replan(
+        plan, choice, available_pythons, reused is not None, settings, registry, resolve_timeout, index_url
+    )
+    older = _older_python_plan(replan) or _older_python_with_wheels(replan)
     if older is None:
         return plan
     older.graph.meta["available_pythons"] = g.meta["available_pythons"]  # what was offered, not asked
@@ -307,62 +309,80 @@ _PYTHON_BOUND = re.compile(
 )
 
 
-def _older_python_plan(
-    plan: Plan,
-    choice: RuntimeChoice,
-    available: list[str],
-    reused: bool,
-    settings: Any,
-    registry: Registry,
-    resolve_timeout: float,
-    index_url: str | None,
-) -> Plan | None:
+@dataclass(frozen=True)
+class _Replan:
+    """What planning again for another offered Python needs: the first plan and its inputs."""
+
+    plan: Plan
+    choice: RuntimeChoice
+    available: list[str]
+    reused: bool
+    settings: Any
+    registry: Registry
+    resolve_timeout: float
+    index_url: str | None
+
+    @property
+    def resolution(self) -> dict[str, Any]:
+        return self.plan.graph.meta.get("resolution") or {}
+
+    def older(self) -> list[str]:
+        """The offered Pythons older than the chosen one, newest first."""
+        return sorted(
+            (v for v in self.available if Version(v) < Version(self.choice.version)), key=Version, reverse=True
+        )
+
+    def again(self, versions: list[str]) -> Plan | None:
+        """The plan for ``versions`` offered, when its dependencies resolve and its Python holds."""
+        p = make_plan(
+            self.plan.repo, self.settings, versions, True, self.registry, self.resolve_timeout, self.index_url
+        )
+        ok = (p.graph.meta.get("resolution") or {}).get("ok") and p.graph.runtime.state == "SATISFIED"
+        return p if ok else None
+
+    def moved(self, again: Plan, reason: str, evidence: tuple[str, str], why: str) -> Plan:
+        """``again``, its runtime saying why it is not the chosen Python, and a warning."""
+        rt = again.graph.runtime
+        rt.attrs["reason"] = reason
+        rt.add_evidence(evidence[0], None, evidence[1])
+        again.warnings.append(
+            ScanWarning(".", None, f"Python {rt.attrs['version']} instead of {self.choice.version}: {why}")
+        )
+        return again
+
+
+def _older_python_plan(r: _Replan) -> Plan | None:
     """When the dependencies do not resolve for the chosen Python because of the Python (a
     pinned release with no wheel for it, a requires-python that excludes it), the plan for the
     newest older offered Python on which they do resolve; None when there is none."""
-    res = plan.graph.meta.get("resolution") or {}
-    if reused or res.get("ok") is not False or not _PYTHON_BOUND.search(str(res.get("error") or "")):
+    error = str(r.resolution.get("error") or "")
+    if r.reused or r.resolution.get("ok") is not False or not _PYTHON_BOUND.search(error):
         return None
-    older = [v for v in available if Version(v) < Version(choice.version)]
-    if not older:
+    older = r.older()
+    again = r.again(older) if older else None
+    if again is None:
         return None
-    again = make_plan(plan.repo, settings, older, True, registry, resolve_timeout, index_url)
-    rt = again.graph.runtime
-    if not (again.graph.meta.get("resolution") or {}).get("ok") or rt.state != "SATISFIED":
-        return None
-    last = re.sub(r"^(?:hint|error):\s*", "", str(res.get("error") or "").strip().splitlines()[-1].strip())[:200]
-    why = f"the dependencies do not resolve for Python {choice.version} ({last})"
-    rt.attrs["reason"] = f"the newest offered on which the dependencies resolve (not {choice.version}: uv said {last})"
-    rt.add_evidence("uv pip compile", None, why)
-    again.warnings.append(ScanWarning(".", None, f"Python {rt.attrs['version']} instead of {choice.version}: {why}"))
-    return again
+    last = re.sub(r"^(?:hint|error):\s*", "", error.strip().splitlines()[-1].strip())[:200]
+    why = f"the dependencies do not resolve for Python {r.choice.version} ({last})"
+    reason = f"the newest offered on which the dependencies resolve (not {r.choice.version}: uv said {last})"
+    return r.moved(again, reason, ("uv pip compile", why), why)
 
 
 # how many older Pythons, and how many pinned distributions, the wheel check asks about
 _OLDER_TRIES, _WHEEL_CHECKS = 3, 8
 
 
-def _older_python_with_wheels(
-    plan: Plan,
-    choice: RuntimeChoice,
-    available: list[str],
-    reused: bool,
-    settings: Any,
-    registry: Registry,
-    resolve_timeout: float,
-    index_url: str | None,
-) -> Plan | None:
+def _older_python_with_wheels(r: _Replan) -> Plan | None:
     """The dependencies resolve for the chosen Python, but some exact pins only as source
     distributions, which the image would compile against a CPython newer than their release
     knew (lxml==4.9.1 on 3.13). When such a pin has a wheel for an older offered Python, the
     plan for the newest such Python on which everything resolves; None otherwise. A pin with no
     wheel for any Python (a pure-Python sdist) never moves the Python."""
-    res = plan.graph.meta.get("resolution") or {}
-    if reused or res.get("ok") is not True:
+    if r.reused or r.resolution.get("ok") is not True:
         return None
-    unbuilt = set(res.get("unbuilt") or [])
+    unbuilt = set(r.resolution.get("unbuilt") or [])
     pinned: dict[str, str] = {}
-    for n in plan.graph.of_type("PACKAGE"):
+    for n in r.plan.graph.of_type("PACKAGE"):
         m = re.fullmatch(
             r"\s*[A-Za-z0-9][A-Za-z0-9._\-]*\s*===?\s*([A-Za-z0-9.+!_\-]+)\s*", str(n.attrs.get("spec") or "")
         )
@@ -370,36 +390,26 @@ def _older_python_with_wheels(
             pinned[n.name] = m.group(1)
     if not pinned:
         return None
-    older = sorted((v for v in available if Version(v) < Version(choice.version)), key=Version, reverse=True)
-    for version in older[:_OLDER_TRIES]:
+    for version in r.older()[:_OLDER_TRIES]:
         gained = [
             name
             for name, pin in sorted(pinned.items())[:_WHEEL_CHECKS]
             if uv_compile(
                 [f"{name}=={pin}"],
                 version,
-                timeout=resolve_timeout,
-                index_url=index_url,
+                timeout=r.resolve_timeout,
+                index_url=r.index_url,
                 only_binary=True,
                 no_deps=True,
             ).ok
         ]
-        if not gained:
-            continue
-        again = make_plan(plan.repo, settings, [version], True, registry, resolve_timeout, index_url)
-        rt = again.graph.runtime
-        if not (again.graph.meta.get("resolution") or {}).get("ok") or rt.state != "SATISFIED":
+        again = r.again([version]) if gained else None
+        if again is None:
             continue
         names = ", ".join(f"{n}=={pinned[n]}" for n in gained)
-        why = f"{names} {'has a wheel' if len(gained) == 1 else 'have wheels'} for Python {version} and none for {choice.version}"
-        rt.attrs["reason"] = f"the newest offered on which the pins install from wheels ({why})"
-        rt.add_evidence("uv pip compile --only-binary", None, why)
-        again.warnings.append(
-            ScanWarning(
-                ".", None, f"Python {version} instead of {choice.version}: {why} (it would compile from source)"
-            )
-        )
-        return again
+        why = f"{names} {'has a wheel' if len(gained) == 1 else 'have wheels'} for Python {version} and none for {r.choice.version}"
+        reason = f"the newest offered on which the pins install from wheels ({why})"
+        return r.moved(again, reason, ("uv pip compile --only-binary", why), f"{why} (it would compile from source)")
     return None
 
 
