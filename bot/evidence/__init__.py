@@ -98,7 +98,10 @@ def _note_what_is_missing(files: RepoFiles, ev: Evidence) -> None:
     the plan had to go on (SECURITY.md, bad input)."""
     names = files.all_files()
     base = [n.rsplit("/", 1)[-1] for n in names]
-    if not any(b in MANIFESTS or (b.startswith("requirements") and b.endswith((".txt", ".in"))) for b in base):
+    conda = ev.project.manager == "conda"  # an environment file, whatever its name
+    if not conda and not any(
+        b in MANIFESTS or (b.startswith("requirements") and b.endswith((".txt", ".in"))) for b in base
+    ):
         ev.warn(
             ".",
             None,

@@ -8,19 +8,45 @@ from bot.evidence.files import RepoFiles, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source
 from bot.evidence.yamlload import load_yaml
 
+CONDA_FILES = (
+    "environment.yml",
+    "environment.yaml",
+    "conda.yml",
+    "conda.yaml",
+    "ci/environment.yml",
+    "environment-dev.yml",
+    "environment_dev.yml",
+)
+# another name a conda environment file goes by (conda_environment.yaml, conda/env.yml, ...),
+# in the folders such files live in; a variant for another platform or purpose is not the one
+_CONDA_NAME = re.compile(r"(?:^|[-_.])(?:environment|conda|env)(?:[-_.]|$)", re.I)
+_CONDA_FOLDERS = ("", "conda/", "binder/", ".binder/", "ci/", "envs/")
+_VARIANT = re.compile(
+    r"(?:^|[-_.])(?:win\w*|mac\w*|osx|darwin|arm\w*|m1|gpu|cuda|rocm|docs?|rtd|readthedocs)(?:[-_.]|$)", re.I
+)
+
 
 def scan(files: RepoFiles, ev: Evidence) -> None:
     _pipfile(files, ev)
-    for rel in (
-        "environment.yml",
-        "environment.yaml",
-        "conda.yml",
-        "conda.yaml",
-        "ci/environment.yml",
-        "environment-dev.yml",
-        "environment_dev.yml",
-    ):
-        _conda(files, ev, rel)
+    found = [rel for rel in CONDA_FILES if _conda(files, ev, rel)]
+    if not found:
+        other = conda_file(files.all_files())
+        if other:
+            _conda(files, ev, other, named=False)
+
+
+def conda_file(names: list[str]) -> str | None:
+    """The conda environment file of a repository whose file has none of the usual names: a YAML
+    file named like one (conda_environment.yaml) at the top or in a folder such files live in,
+    not a variant for another platform or for the docs; the first such by name."""
+    for folder in _CONDA_FOLDERS:
+        for rel in sorted(names):
+            if not rel.startswith(folder) or "/" in rel[len(folder) :]:
+                continue
+            stem, dot, ext = rel[len(folder) :].rpartition(".")
+            if dot and ext.lower() in ("yml", "yaml") and _CONDA_NAME.search(stem) and not _VARIANT.search(stem):
+                return rel
+    return None
 
 
 def _pipfile(files: RepoFiles, ev: Evidence) -> None:
@@ -52,17 +78,19 @@ def _pipfile(files: RepoFiles, ev: Evidence) -> None:
         )
 
 
-def _conda(files: RepoFiles, ev: Evidence, rel: str) -> None:
+def _conda(files: RepoFiles, ev: Evidence, rel: str, named: bool = True) -> bool:
+    """Read ``rel`` as a conda environment file; whether it is one (a mapping; one found by a
+    name less certain than ``CONDA_FILES`` must also have dependencies)."""
     text = files.read_text(rel)
     if text is None:
-        return
+        return False
     data = load_yaml(ev, rel, text)
-    if not isinstance(data, dict):
-        return
+    if not isinstance(data, dict) or not (named or isinstance(data.get("dependencies"), list)):
+        return False
     deps = data.get("dependencies") or []
     if not isinstance(deps, list):
         ev.warn(rel, None, "dependencies is not a list; ignored")
-        return
+        return True
     ev.project.manager = ev.project.manager or "conda"
     for dep in deps:
         if isinstance(dep, dict) and isinstance(dep.get("pip"), list):
@@ -85,3 +113,4 @@ def _conda(files: RepoFiles, ev: Evidence, rel: str) -> None:
         ev.add_requirement(
             spec if not spec.endswith(".*") else spec, "conda", Source(rel, line_of(text, dep), "conda dependency")
         )
+    return True

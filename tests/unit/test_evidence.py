@@ -218,3 +218,21 @@ def test_a_package_imported_along_a_path_the_repository_holds_is_local(tmp_path)
     ev = scan_repository(tmp_path)
     assert "src" in ev.local_modules
     assert "yaml" not in ev.local_modules
+
+
+def test_a_conda_environment_file_by_another_name_is_read_and_a_variant_is_not(tmp_path):
+    """conda_environment.yaml is the repository's environment when none of the usual names is
+    there; the macOS variant beside it, and a YAML file without dependencies, are not."""
+    (tmp_path / "conda_environment.yaml").write_text(
+        "name: x\ndependencies:\n  - python=3.9\n  - numpy=1.24\n  - pip:\n    - ray==2.8.0\n"
+    )
+    (tmp_path / "conda_environment_macos.yaml").write_text("dependencies:\n  - pyobjc=9.0\n")
+    (tmp_path / "env.yaml").write_text("DEBUG: 1\n")
+    ev = scan_repository(tmp_path)
+    assert "numpy" in names(ev, "conda") and "ray" in names(ev, "main") and "pyobjc" not in names(ev, "conda")
+    assert [c.value for c in ev.python if c.kind == "pin"] == ["3.9"]
+    assert not any("no dependency manifest" in w.message for w in ev.warnings)
+    # with the usual name present, only the usual files are read
+    (tmp_path / "environment.yml").write_text("dependencies:\n  - scipy=1.11\n")
+    again = scan_repository(tmp_path)
+    assert "scipy" in names(again, "conda") and "numpy" not in names(again, "conda")
