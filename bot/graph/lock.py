@@ -76,11 +76,19 @@ class RequirementsLock:
             f"# to refresh: {REFRESH_COMMAND}",
             *[f"# apt: {name}={version}" for name, version in sorted(self.debs.items())],
             *[f"# builder stage: {name}" for name in sorted(self.built)],
-            "#",
         ]
+        # pip checks the hashes of every requirement once one has any: a lock that cannot hash
+        # every distribution carries none, or its own install would refuse the unhashed ones
+        unhashed = sorted(e.name for e in self.entries if not e.hashes)
+        if unhashed and len(unhashed) < len(self.entries):
+            head.append(
+                f"# no --hash lines: the index gave none for {', '.join(unhashed[:5])}"
+                + (" ..." if len(unhashed) > 5 else "")
+            )
+        head.append("#")
         body = []
         for e in sorted(self.entries, key=lambda e: e.name):
-            if e.hashes:
+            if e.hashes and not unhashed:
                 body.append(f"{e.name}=={e.version} \\")
                 hashes = sorted(set(e.hashes))
                 for i, h in enumerate(hashes):

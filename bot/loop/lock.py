@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -229,21 +230,37 @@ def index_hashes(
     """sha256 of every file of ``name==version`` from the index's listing: the simple API
     (PEP 691 JSON or PEP 503 HTML) of ``index_url``, else the default index's JSON API."""
     want = Version(version)
+    simple = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
     if index_url:
-        url = f"{index_url.rstrip('/')}/{canonicalize_name(name)}/"
-        accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+        tries = [(f"{index_url.rstrip('/')}/{canonicalize_name(name)}/", simple)]
     else:
-        url = PYPI_URL.replace("{name}/json", "{name}/{version}/json").format(
-            name=canonicalize_name(name), version=version
-        )
-        accept = "application/json"
+        # the default index's JSON API, then its simple API (a proxy or mirror may serve only that)
+        parts = urllib.parse.urlsplit(PYPI_URL)
+        tries = [
+            (
+                PYPI_URL.replace("{name}/json", "{name}/{version}/json").format(
+                    name=canonicalize_name(name), version=version
+                ),
+                "application/json",
+            ),
+            (f"{parts.scheme}://{parts.netloc}/simple/{canonicalize_name(name)}/", simple),
+        ]
+    for url, accept in tries:
+        found = _listed_hashes(url, accept, want, timeout, opener)
+        if found:
+            return found
+    return []
+
+
+def _listed_hashes(url: str, accept: str, want: Version, timeout: float, opener: Callable[..., Any]) -> list[str]:
+    """The sha256 of every file of version ``want`` that the listing at ``url`` gives."""
     req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "setupbot"})
     try:
         with opener(req, timeout=timeout) as resp:
             body = resp.read(20_000_000).decode("utf-8", errors="replace")
             ctype = resp.headers.get("Content-Type", "") if getattr(resp, "headers", None) else ""
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        log.info("no hashes for %s==%s from %s: %s", name, version, url, exc)
+        log.info("no hashes for %s from %s: %s", want, url, exc)
         return []
     found: list[str] = []
     if "json" in ctype or body.lstrip().startswith("{"):

@@ -267,6 +267,38 @@ def test_index_hashes_from_a_simple_html_page_and_pep691_json():
     assert got == ["sha256:" + "4" * 64]
 
 
+def test_the_default_index_gives_hashes_from_its_simple_page_when_its_json_api_does_not():
+    """A proxy or mirror of the default index may serve only the simple API: the JSON API's
+    404 is not the end of it (odfpy 1.4.1, an sdist, got no hash and the lock did not build)."""
+    import urllib.error
+
+    seen = []
+
+    def opener(req, timeout):
+        seen.append(req.full_url)
+        if req.full_url.endswith("/json"):
+            raise urllib.error.HTTPError(req.full_url, 404, "Not Found", {}, None)
+        return _Resp('<a href="odfpy-1.4.1.tar.gz#sha256=' + "5" * 64 + '">odfpy-1.4.1.tar.gz</a>', "text/html")
+
+    assert vlock.index_hashes("odfpy", "1.4.1", opener=opener) == ["sha256:" + "5" * 64]
+    assert seen[0].endswith("/pypi/odfpy/1.4.1/json") and seen[1].endswith("/simple/odfpy/")
+    assert seen[0].split("/")[2] == seen[1].split("/")[2]  # the same index, no other host
+
+
+def test_a_lock_that_cannot_hash_every_distribution_carries_no_hashes():
+    """pip checks every requirement's hashes once one has any: a lock with an unhashed pin
+    writes none (and says why), so its own install does not refuse that pin."""
+    lock = RequirementsLock(
+        [LockEntry("six", "1.16.0", [H1]), LockEntry("odfpy", "1.4.1", [])], "0123456789abcdef" * 2, "3.11"
+    )
+    text = lock.render()
+    assert "--hash" not in text.replace("# no --hash lines", "") and "odfpy==1.4.1\nsix==1.16.0\n" in text
+    assert "# no --hash lines: the index gave none for odfpy" in text
+    assert not parse_lock(text).hashed
+    whole = RequirementsLock([LockEntry("six", "1.16.0", [H1])], "0123456789abcdef" * 2, "3.11").render()
+    assert f"--hash={H1}" in whole and "no --hash lines" not in whole
+
+
 def test_fetch_hashes_falls_back_to_the_index_for_what_uv_will_not_hash(monkeypatch):
     calls = []
 
