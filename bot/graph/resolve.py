@@ -65,8 +65,10 @@ def host_safe(lines: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     return safe, refused
 
 
+# a name, then uv's marker in braces (evdev{'linux' in sys_platform}>=1.3.0), then a version
 _UNBUILT = re.compile(
-    r"(?:all versions of |only )?([A-Za-z0-9][A-Za-z0-9._\-]*)(?:[=<>!~]=?[^\s]*)? (?:has|have) no usable wheels"
+    r"(?:all versions of |only )?(?<![\w.=<>!~}-])([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\{[^}]*\})?"
+    r"(?:[=<>!~]=?[^\s]*)? (?:has|have) no usable wheels"
 )
 _MAX_UNBUILT_RETRIES = 8
 

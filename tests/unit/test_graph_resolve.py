@@ -280,3 +280,16 @@ def test_an_era_that_does_not_resolve_without_building_falls_back_to_each_requir
     )
     full = era_mod.resolve_era(["a"], "3.11", "2024-06-22")
     assert calls == [False] and not full.partial and full.pins == {"a": "1"}
+
+
+def test_the_distributions_uv_names_as_having_no_wheel_keep_their_names_past_uvs_markers():
+    """uv writes a marker in braces between a name and its version; the version is not a name
+    (the fresh sample's universal_manipulation_interface listed '1-3-0' as a distribution)."""
+    from bot.graph.resolve import _unbuilt_names
+
+    hint = "hint: Wheels are required for `evdev` because building from source is disabled (--no-build)"
+    assert _unbuilt_names(
+        "Because evdev{'linux' in sys_platform}>=1.3.0 has no usable wheels and pynput==1.7.6 depends on it. " + hint
+    ) == ["evdev"]
+    assert _unbuilt_names("Because docopt==0.6.2 has no usable wheels and you require it --no-build") == ["docopt"]
+    assert _unbuilt_names("Because all versions of foo-bar have no usable wheels --no-build") == ["foo-bar"]
