@@ -246,13 +246,15 @@ def index_hashes(
             (f"{parts.scheme}://{parts.netloc}/simple/{canonicalize_name(name)}/", simple),
         ]
     for url, accept in tries:
-        found = _listed_hashes(url, accept, want, timeout, opener)
+        found = _listed_hashes(url, accept, name, want, timeout, opener)
         if found:
             return found
     return []
 
 
-def _listed_hashes(url: str, accept: str, want: Version, timeout: float, opener: Callable[..., Any]) -> list[str]:
+def _listed_hashes(
+    url: str, accept: str, name: str, want: Version, timeout: float, opener: Callable[..., Any]
+) -> list[str]:
     """The sha256 of every file of version ``want`` that the listing at ``url`` gives."""
     req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "setupbot"})
     try:
@@ -260,7 +262,7 @@ def _listed_hashes(url: str, accept: str, want: Version, timeout: float, opener:
             body = resp.read(20_000_000).decode("utf-8", errors="replace")
             ctype = resp.headers.get("Content-Type", "") if getattr(resp, "headers", None) else ""
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        log.info("no hashes for %s from %s: %s", want, url, exc)
+        log.info("no hashes for %s==%s from %s: %s", name, want, url, exc)
         return []
     found: list[str] = []
     if "json" in ctype or body.lstrip().startswith("{"):
