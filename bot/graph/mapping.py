@@ -99,17 +99,27 @@ def declared_for(module: str, declared: dict[str, str]) -> str | None:
     table = known_distribution(module)
     if table and canonicalize_name(table) in declared:
         return canonicalize_name(table)
-    for cand in (
-        module,
-        module.replace("_", "-"),
-        f"python-{module}",
-        f"py{module}",
-        f"{module}-python",
-        re.sub(r"^py", "", module),
-    ):
-        c = canonicalize_name(cand)
+    forms = {
+        canonicalize_name(cand)
+        for cand in (
+            module,
+            module.replace("_", "-"),
+            f"python-{module}",
+            f"py{module}",
+            f"{module}-python",
+            re.sub(r"^py", "", module),
+        )
+    }
+    for c in sorted(forms):
         if c in declared:
             return c
+    # a fork or a new major line published under a numbered or binary name that keeps the
+    # original's module (python-constraint2 provides `constraint`, psycopg2-binary `psycopg2`):
+    # what the project declares wins over guessing the original's distribution
+    for dist in sorted(declared):
+        base = re.sub(r"-binary$", "", dist)
+        if base in forms or re.sub(r"-?\d+$", "", base) in forms:
+            return dist
     # some distributions provide an import under a different stem (e.g. "pyyaml-include")
     for dist in declared:
         if table and canonicalize_name(table) == dist:

@@ -245,3 +245,16 @@ def test_the_plan_takes_the_era_from_the_commit_date(tmp_path):
     p = make_plan(tmp_path, None, available_pythons=PYS, resolve=False, registry=Registry(enabled=False))
     assert p.graph.runtime.attrs["version"] == "3.11"  # 3.12 came out on 2023-10-02
     assert "2023-05-01, the commit date of HEAD" in p.graph.runtime.attrs["reason"]
+
+
+def test_a_declared_fork_under_a_numbered_or_binary_name_provides_the_originals_module():
+    """python-constraint2 provides `constraint`: the import maps to it, and the original's
+    distribution (constraint, a Python 2 sdist that no longer builds) is never guessed."""
+    from bot.graph.mapping import declared_for
+
+    assert declared_for("constraint", {"python-constraint2": "python-constraint2>=2", "numpy": "numpy"}) == (
+        "python-constraint2"
+    )
+    assert declared_for("psycopg2", {"psycopg2-binary": "psycopg2-binary"}) == "psycopg2-binary"
+    assert declared_for("foo", {"bar2": "bar2"}) is None
+    assert declared_for("jinja2", {"jinja2": "jinja2", "jinja2-time": "x"}) == "jinja2"
