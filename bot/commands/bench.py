@@ -81,6 +81,12 @@ def _report(args, records_filter=None) -> int:
     # the retrieval figures on these results' failure logs, where the hand labels sit beside them
     labels = args.out.parent / "retrieval-labels.json"
     sections = retrieval_summary(args.out, labels) if labels.is_file() and records_filter is None else None
+    # the failures by class, where hand labels for these results' failures sit beside them
+    classes = args.out / "failure-classes.json"
+    if classes.is_file():
+        from bot.bench.classes import summary_lines as class_summary
+
+        sections = class_summary(records, classes) + (sections or [])
     # "notes" in run.json: what a reader must know about how the results were put together
     _, drawn = write_report(
         records, summary, chart, commands=meta.get("commands", []), notes=meta.get("notes") or None, sections=sections
