@@ -138,3 +138,37 @@ HEADER_PACKAGES = {
     "seccomp.h": "libseccomp-dev",
     "sodium.h": "libsodium-dev",
 }
+
+
+# Debian packages a newer release no longer has, and what took their place (the transitional
+# packages trixie removed). A runtime library renamed by the 64-bit time_t transition is not
+# listed: its successor is the same name with "t64" (see ``successors``).
+REPLACED_PACKAGES: dict[str, list[str]] = {
+    "libgl1-mesa-glx": ["libgl1", "libglx-mesa0"],
+    "libegl1-mesa": ["libegl1"],
+    "libgles2-mesa": ["libgles2"],
+    "libgl1-mesa-dev": ["libgl-dev"],
+    "libegl1-mesa-dev": ["libegl-dev"],
+    "libgles2-mesa-dev": ["libgles-dev"],
+    "libgconf-2-4": [],
+    "python-dev": ["python3-dev"],
+    "python-pip": ["python3-pip"],
+    "libmysqlclient-dev": ["default-libmysqlclient-dev"],
+    "libncurses5-dev": ["libncurses-dev"],
+    "libncursesw5-dev": ["libncurses-dev"],
+    "libtinfo5": ["libtinfo6"],
+    "libpcre3-dev": ["libpcre2-dev"],
+    "libffi7": ["libffi8"],
+    "libssl1.1": ["libssl3t64"],
+}
+
+
+def successors(package: str) -> list[str] | None:
+    """What to install instead of a Debian package apt has no candidate for: its replacements
+    (possibly none), the time_t-transition name of a runtime library (libasound2 ->
+    libasound2t64), or None when nothing is known."""
+    if package in REPLACED_PACKAGES:
+        return [p for p in REPLACED_PACKAGES[package] if p != package]
+    if package.startswith("lib") and package[-1].isdigit() and not package.endswith("t64"):
+        return [f"{package}t64"]
+    return None

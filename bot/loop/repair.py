@@ -562,6 +562,31 @@ def _one_side_of_a_conflict(sig: Signature, ctx: RuleContext) -> list[Candidate]
     ]
 
 
+@rule("unknown_apt_package")
+def _a_package_this_debian_has_not(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    """apt has no candidate for a package the plan asks for (the repository's own Dockerfile or
+    docs name it for an older Debian): install what took its place, or leave it out."""
+    from bot.debian import successors
+
+    package = sig.key
+    instead = successors(package)
+    out: list[Candidate] = []
+    if instead:
+        drop, add = (
+            Atom("drop_package", {"manager": "apt", "packages": [package]}),
+            Atom("apt_install", {"packages": instead}),
+        )
+        out.append(
+            Candidate(
+                [drop, add],
+                "rule",
+                why=f"this Debian has no {package}; {', '.join(instead)} took its place",
+            )
+        )
+    out.append(_one("drop_package", f"this Debian has no {package}: leave it out", manager="apt", packages=[package]))
+    return out
+
+
 @rule("missing_native_submodule")
 def _rebuild_with_the_extension(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     from packaging.utils import canonicalize_name

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.atoms import Atom, AtomError
+from bot.compile import compile_dockerfile
 from bot.loop.diagnose import diagnose
 from bot.loop.repair import rule_candidates
 
@@ -360,6 +361,43 @@ def test_missing_project_metadata_installs_the_project_and_a_dependencys_install
     assert offered(own) == ["install_project shopcart"]  # never a published namesake
     other = "pkg_resources.DistributionNotFound: The 'sentinel-dist' distribution was not found and is required"
     assert offered(other) == ["pip_install sentinel-dist"]
+
+
+def test_a_debian_package_this_release_has_not_is_replaced_or_left_out(tmp_path):
+    """apt on trixie has no candidate for libgl1-mesa-glx (a repository's Dockerfile for an older
+    Debian named it): install what took its place, else leave it out; a runtime library of the
+    time_t transition gets its t64 name; an unknown name is only left out."""
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+    from bot.loop.repair import rule_candidates
+
+    def offered(log):
+        sigs = [s for s in diagnose(log) if s.kind == "unknown_apt_package"]
+        return [
+            c.describe() for c in rule_candidates(sigs[0], repo=tmp_path, python="3.13", available_pythons=["3.13"])
+        ]
+
+    assert offered("E: Package 'libgl1-mesa-glx' has no installation candidate") == [
+        "drop_package apt libgl1-mesa-glx; apt_install libgl1 libglx-mesa0",
+        "drop_package apt libgl1-mesa-glx",
+    ]
+    assert offered("E: Package 'libasound2' has no installation candidate")[0] == (
+        "drop_package apt libasound2; apt_install libasound2t64"
+    )
+    assert offered("E: Unable to locate package notadebianpackage") == ["drop_package apt notadebianpackage"]
+
+    # the candidate applies to a plan that names the package (from the repository's Dockerfile)
+    (tmp_path / "Dockerfile").write_text(
+        "FROM python:3.12-slim\nRUN apt-get update && apt-get install -y libgl1-mesa-glx\n"
+    )
+    (tmp_path / "requirements.txt").write_text("opencv-python\n")
+    plan = make_plan(tmp_path, None, available_pythons=["3.13"], resolve=False, registry=Registry(enabled=False))
+    assert plan.graph.nodes["systemlib:libgl1-mesa-glx"].action == "apt"
+    sig = diagnose("E: Package 'libgl1-mesa-glx' has no installation candidate")[0]
+    for atom in rule_candidates(sig, repo=tmp_path, python="3.13", available_pythons=["3.13"])[0].atoms:
+        plan.graph.apply_atom(atom)
+    run = next(line for line in compile_dockerfile(plan.graph).text.split("\nRUN ") if "apt-get install" in line)
+    assert "libgl1-mesa-glx" not in run and "libglx-mesa0" in run and "libgl1 " in run + " "
 
 
 # --- generic strategies -------------------------------------------------------------------------
