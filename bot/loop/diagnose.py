@@ -131,6 +131,11 @@ RULES: list[Rule] = [
         key=lambda m: "3.12",
     ),
     _rule("no_matching_distribution", "version", r"No matching distribution found for ([^\s;]+)"),
+    # a dependency's own version check at import (pyarrow 22 under a project that caps numpy<2):
+    # its release from the repository's era took the older NumPy
+    _rule(
+        "dependency_error", "version", r"ImportError: ([A-Za-z_][\w.\-]*) requires NumPy [\d.]+ or newer, found [\d.]+"
+    ),
     _rule(
         "dependency_conflict",
         "version",

@@ -120,3 +120,17 @@ def test_a_test_log_line_is_not_a_wheel_build():
     assert [(s.kind, s.key) for s in diagnose("ERROR: Failed building wheel for psycopg2")] == [
         ("wheel_build_failed", "psycopg2")
     ]
+
+
+def test_a_dependency_that_checks_numpy_at_import_is_a_dependency_error_for_the_era():
+    """pyarrow's own check under a project that caps numpy<2: the era release of pyarrow is the
+    repair, so the signature names pyarrow (the fresh sample's lighteval, before)."""
+    from bot.loop.diagnose import collection_signatures
+
+    out = (
+        "ImportError while importing test module '/workspace/tests/test_unit_reorder.py'.\n"
+        "E   ImportError: pyarrow requires NumPy 2.0 or newer, found 1.26.4\n"
+        "!!!!!!!!!!!!!!!!!!! Interrupted: 17 errors during collection !!!!!!!!!!!!!!!!!!!\n"
+    )
+    sigs = [(s.kind, s.key) for s in collection_signatures(out) if s.is_setup_failure]
+    assert sigs == [("dependency_error", "pyarrow")]
