@@ -159,7 +159,6 @@ REPLACED_PACKAGES: dict[str, list[str]] = {
     "libtinfo5": ["libtinfo6"],
     "libpcre3-dev": ["libpcre2-dev"],
     "libffi7": ["libffi8"],
-    "libssl1.1": ["libssl3t64"],
 }
 
 
