@@ -1,7 +1,7 @@
 """Failures grouped by class (issue #19): what kind of failure stopped each repository, with
 counts per system, from hand labels beside the results.
 
-``failure-classes.json`` (next to ``retrieval-labels.json``) holds
+``failure-classes.json`` in the results folder (its rows name that folder's systems) holds
 
 - ``classes``: id -> ``{"title": ..., "status": one of STATUS_WORDS, "how": ...}``, where
   ``how`` says what fixed the class (the rule and its commit) or why it is left;
