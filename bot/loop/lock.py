@@ -647,6 +647,8 @@ def _draft_lock(
         # only when needed); a build that fails without it gets it back (_build_locked)
         compiler.action = None
         compiler.attrs["dropped"] = "every locked distribution has a wheel or is pure Python"
+        # the lock's header lists the Debian packages the Dockerfile installs: not this one
+        lock.debs = {name: v for name, v in lock.debs.items() if name != compiler.name}
         notes.append("build-essential left out: every locked distribution installs from a wheel or is pure Python")
     else:
         compiler = None
@@ -751,6 +753,12 @@ def _build_locked(
         draft.compiler.action = "apt"
         draft.compiler.attrs.pop("dropped", None)
         draft.notes[-1] = "build-essential kept: the locked image did not build without it"
+        seen = draft.compiler.attrs.get("version")
+        if seen:
+            draft.lock.debs = {**draft.lock.debs, draft.compiler.name: seen}
+        draft.text = draft.lock.render()
+        if draft.target is not None:
+            draft.target.write_text(draft.text)
         draft.dockerfile = compile_dockerfile(draft.locked).text
         build = engine.build(repo, draft.dockerfile, tag)
     return build

@@ -325,7 +325,7 @@ class _Engine:
 
     def run_once(self, image, argv, timeout=300, env=None, network="none"):
         if argv[0] == "dpkg-query":
-            return ExecResult(list(argv), 0, "libpq-dev=15.8\n", 0.1)
+            return ExecResult(list(argv), 0, "libpq-dev=15.8\nbuild-essential=12.9\n", 0.1)
         return ExecResult(list(argv), 0, "SETUPBOT-DISTS:" + self.sets[image], 0.1)
 
     def build(self, context, text, tag, no_cache=False):
@@ -465,6 +465,9 @@ def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp
     assert "build-essential" not in engine.builds[0] and "libpq-dev" in engine.builds[0]
     assert out.graph.nodes["systemlib:build-essential"].action is None
     assert any("build-essential left out" in n for n in out.notes)
+    # the lock's header lists what the Dockerfile installs: the compiler is not among them
+    header = (repo / ".devcontainer" / "requirements.lock").read_text()
+    assert "# apt: libpq-dev=15.8" in header and "build-essential" not in header
     # a build that needed it after all gets it back
     (repo / ".devcontainer" / "requirements.lock").unlink()
     engine = _PickyEngine(dict(sets), needs_compiler=True)
@@ -472,6 +475,8 @@ def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp
     assert out.status == "locked" and len(engine.builds) == 2 and "build-essential" in engine.builds[1]
     assert out.graph.nodes["systemlib:build-essential"].action == "apt"
     assert any("build-essential kept" in n for n in out.notes)
+    header = (repo / ".devcontainer" / "requirements.lock").read_text()
+    assert "# apt: build-essential=12.9" in header and header == out.text
 
 
 def test_the_compiler_stays_when_the_project_or_a_pin_compiles(tmp_path, monkeypatch):
