@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.ecosystems.rust import sysdeps
+from bot.ecosystems.rust.sysdeps import COMPONENTS
 from bot.evidence import services as compose_services
 from bot.evidence import workflows
 from bot.evidence.files import RepoFiles, line_of, load_toml
@@ -534,25 +535,21 @@ def _scan_workflows(files: RepoFiles, ev: Evidence, rust: RustEvidence) -> None:
                         known.add(name)
 
 
-# the components a plan can add (bot.ecosystems.rust.graph.COMPONENTS): names outside it are
-# repository text and go nowhere
-_KNOWN_COMPONENTS = ("rustfmt", "clippy")
-
-
 def _step_components(rel: str, text: str, step: dict, start: int = 1) -> list[tuple[str, Source]]:
     """The toolchain components a step installs: ``rustup component add X`` in a run step, or
-    a toolchain action's ``components:`` input."""
+    a toolchain action's ``components:`` input. Only names in ``COMPONENTS``, the ones a plan can
+    add: others are repository text and go nowhere."""
     found: list[tuple[str, Source]] = []
     with_: Any = step.get("with") if isinstance(step.get("with"), dict) else {}
     if _TOOLCHAIN_ACTION.match(str(step.get("uses") or "")):
         for name in re.split(r"[\s,]+", str(with_.get("components") or "")):
-            if name in _KNOWN_COMPONENTS:
+            if name in COMPONENTS:
                 found.append((name, Source(rel, line_of(text, "components", start), "CI toolchain components")))
     run = step.get("run")
     if isinstance(run, str):
         for m in re.finditer(r"rustup\s+component\s+add\s+([^\n;&|]+)", run):
             for name in m.group(1).split():
-                if name in _KNOWN_COMPONENTS:
+                if name in COMPONENTS:
                     found.append((name, Source(rel, line_of(text, m.group(0).strip()[:60], start), "CI run step")))
     return found
 

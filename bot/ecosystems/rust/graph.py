@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.ecosystems.rust.evidence import RustEvidence
+from bot.ecosystems.rust.sysdeps import COMPONENTS
 from bot.ecosystems.rust.toolchain import RustChoice
 from bot.graph.build import add_services
 from bot.graph.model import DepGraph, Node
@@ -19,12 +20,9 @@ RUNTIME = "runtime:rust"
 MANIFESTS = "config:cargo-manifests"
 LOCK = "config:cargo-lock"
 NEXTEST = "tool:cargo-nextest"
-# toolchain components a build script may run (a repair adds them, or the plan when the CI job
-# that runs the tests installs them; only these names, never other repository text):
-# component -> its Debian packages beside rustc, and beside rustc-web (the stand-ins' two toolchains)
+# toolchain components (bot.ecosystems.rust.sysdeps.COMPONENTS) are TOOL nodes under this prefix
 COMPONENT_PREFIX = "tool:rust-component:"
 COMPONENT_ACTION = "rust-component"
-COMPONENTS = {"rustfmt": ("rustfmt", "rustfmt-web"), "clippy": ("rust-clippy", "rust-web-clippy")}
 TARGET = "target:tests"
 # cargo-nextest from crates.io, at a version that builds on rustc 1.85 (the oldest stand-in).
 NEXTEST_SPEC = "cargo-nextest@0.9.92"

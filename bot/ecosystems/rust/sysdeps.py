@@ -178,6 +178,15 @@ FOREIGN_SYS = frozenset(
 )
 
 
+# toolchain components a build script may run (a repair adds them, or the plan when the CI job
+# that runs the tests installs them; only these names, never other repository text):
+# component -> its Debian packages beside rustc, and beside rustc-web (the stand-ins' two toolchains)
+COMPONENTS: dict[str, tuple[str, str]] = {
+    "rustfmt": ("rustfmt", "rustfmt-web"),
+    "clippy": ("rust-clippy", "rust-web-clippy"),
+}
+
+
 def is_sys_name(name: str) -> bool:
     return name.endswith("-sys") or name.endswith("_sys") or name.endswith("-sys-rs")
 
