@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from bot import catalogue
 from bot.junit import ERROR, FAILED, TestResults
-from bot.logtext import strip_ansi
+from bot.logtext import outside_host, strip_ansi
 
 SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
 
@@ -645,22 +645,44 @@ def dependency_errors(output: str) -> list[Signature]:
 def collection_signatures(output: str) -> list[Signature]:
     """Signatures for a failed test collection: the classifiers, then errors raised inside a
     dependency (unless that module already has a signature), then, when the collection failed
-    with nothing classified at all, one ``collection_error`` so that the era repair can be tried."""
+    with nothing classified at all, one ``external_network`` when it could not reach a host
+    outside, else one ``collection_error`` so that the era repair can be tried."""
     sigs = diagnose(output)
     named = {s.key for s in sigs if s.is_setup_failure}
     kinds = {s.kind for s in sigs}
-    for dep in dependency_errors(output):
+    outside = _outside_network(output)
+    # a host outside that was not reached raises through the clients' frames (socket, urllib3,
+    # requests, a hub client): those are the network's failure, not their releases
+    for dep in [] if outside is not None else dependency_errors(output):
         # the same module already has a more precise signature; Django raising "apps aren't
         # loaded" is the settings problem, not Django's release
         if dep.key in named or (dep.key == "django" and "django_settings" in kinds):
             continue
         sigs.append(dep)
+    if outside is not None and not any(s.is_setup_failure for s in sigs):
+        # the collection reached for a host outside: no package or pin makes that answer
+        return [*sigs, outside]
     if not any(s.is_setup_failure for s in sigs) and re.search(r"errors? during collection|^ERROR ", output, re.M):
         # the first "E " line, when it names an exception
         first = next((ln for ln in output.splitlines() if ln.startswith("E ")), "")
         first = first if _E_LINE.match(first) else ""
         sigs.append(Signature("collection_error", "version", "", (first or "test collection failed").strip()[:300]))
     return sigs
+
+
+def _outside_network(output: str) -> Signature | None:
+    """An ``external_network`` signature (not a setup failure) when an error line of pytest's
+    output (``E   ...``) says a host outside could not be reached: the tests need the network while they are
+    collected, and the sandbox has none. The key is the first host named."""
+    hits = [
+        (line, host)
+        for line in output.splitlines()
+        if line.startswith("E ") and (host := outside_host(line)) is not None
+    ]
+    if not hits:
+        return None
+    host = next((h for _, h in hits if h), "")
+    return Signature("external_network", "external", host, hits[0][0].strip()[:300])
 
 
 _ASSERTION = re.compile(r"\bAssertionError\b|^\s*(?:E\s+)?assert\s", re.M)

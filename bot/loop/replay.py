@@ -360,6 +360,13 @@ class ReplayMixin(LoopBase):
         sigs = [s for s in outcome.setup_failures if s.kind != "collection_error"]
         if sigs:
             return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
+        outside = next((s for s in outcome.signatures if s.kind == "external_network"), None)
+        if outcome.stage != "done" and outside is not None:
+            return (
+                f"the tests reach for a host outside ({outside.key or 'unnamed'}) while they are collected, "
+                "and the sandbox has no network, so no change to the environment makes them collect; "
+                f"run them where that host answers, or make the tests skip without it: {outside.message}"
+            )
         if outcome.stage != "done":
             tried = (
                 " (pinning the releases of the repository's era did not help)"

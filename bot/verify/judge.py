@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.logtext import OUTSIDE_NETWORK
 from bot.verify.facts import RepoFacts
 from bot.verify.prosecutor import Charge, Executor, run, tail
 
@@ -31,17 +32,10 @@ EXTERNAL_CAUSE = "external_cause"
 NOT_REPRODUCED = "not_reproduced"
 REPRODUCED = "reproduced"
 
-# Network failures to hosts outside: no environment can fix them, so they do not count against
-# it. A refused connection is not here: that is a service that was not started.
+# Network failures to hosts outside (bot.logtext) and a missing GPU: no environment can fix them,
+# so they do not count against it
 EXTERNAL_PATTERNS = re.compile(
-    r"Temporary failure in name resolution|Name or service not known|nodename nor servname"
-    r"|getaddrinfo failed|No address associated with hostname|Network is unreachable"
-    r"|NameResolutionError|Failed to resolve|Could not resolve host|ProxyError"
-    r"|Max retries exceeded with url|ConnectTimeout|Connection timed out|urlopen error"
-    r"|HTTP Error 403: Forbidden|HTTP Error 407|Tunnel connection failed"
-    r"|requires? (?:an? )?(?:internet|network) (?:access|connection)|no internet|network access"
-    r"|CUDA (?:is )?not available|requires? (?:a )?GPU|no GPU",
-    re.IGNORECASE,
+    OUTSIDE_NETWORK.pattern + r"|CUDA (?:is )?not available|requires? (?:a )?GPU|no GPU", re.IGNORECASE
 )
 
 ASSERTION_PATTERNS = re.compile(

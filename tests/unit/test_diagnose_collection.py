@@ -134,3 +134,45 @@ def test_a_dependency_that_checks_numpy_at_import_is_a_dependency_error_for_the_
     )
     sigs = [(s.kind, s.key) for s in collection_signatures(out) if s.is_setup_failure]
     assert sigs == [("dependency_error", "pyarrow")]
+
+
+# a test module that loads a model from a hub at import: the chained exceptions pass through
+# socket, urllib3, requests and the hub client, each in site-packages
+OUTSIDE = """\
+_____________ ERROR collecting tests/metrics/test_scores.py _____________
+/usr/local/lib/python3.11/site-packages/urllib3/connection.py:198: in _new_conn
+    sock = connection.create_connection(
+E   socket.gaierror: [Errno -2] Name or service not known
+/usr/local/lib/python3.11/site-packages/urllib3/connection.py:205: in _new_conn
+    raise NameResolutionError(self.host, self, e) from e
+E   urllib3.exceptions.NameResolutionError: <urllib3.connection.HTTPSConnection object>: Failed to resolve \
+'models.example.org' ([Errno -2] Name or service not known)
+/usr/local/lib/python3.11/site-packages/requests/adapters.py:700: in send
+    raise ConnectionError(e, request=request)
+E   requests.exceptions.ConnectionError: HTTPSConnectionPool(host='models.example.org', port=443): Max retries \
+exceeded with url: /tiny/config.json
+/usr/local/lib/python3.11/site-packages/hubclient/file_download.py:470: in cached_file
+E   OSError: We couldn't connect to 'https://models.example.org' to load this file
+ERROR tests/metrics/test_scores.py
+!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!
+"""
+
+
+def test_a_host_outside_not_reached_is_the_network_not_a_dependency_release():
+    sigs = collection_signatures(OUTSIDE)
+    # not urllib3's, requests' or the hub client's release, and no era repair: nothing to repair
+    assert [(s.kind, s.category, s.key) for s in sigs] == [("external_network", "external", "models.example.org")]
+    assert not any(s.is_setup_failure for s in sigs)
+    # the dependency frames alone still read as dependency errors
+    assert {s.key for s in dependency_errors(OUTSIDE)} == {"urllib3", "requests", "hubclient"}
+
+
+def test_a_refused_local_address_is_not_the_outside():
+    local = OUTSIDE.replace("models.example.org", "localhost").replace(
+        "Name or service not known", "Connection refused"
+    )
+    assert "external_network" not in [s.kind for s in collection_signatures(local)]
+    # a service host the catalogue knows is a service to start, not the outside
+    service = 'E   psycopg2.OperationalError: could not translate host name "postgres" to address: Name or service not known\n'
+    kinds = [s.kind for s in collection_signatures(service + "!!! Interrupted: 1 error during collection !!!\n")]
+    assert kinds[0] == "unknown_service_host" and "external_network" not in kinds

@@ -733,3 +733,20 @@ def test_a_repair_that_fixed_another_failure_cites_that_failure_in_the_dockerfil
     cited = _where([node])
     assert cited == [f"repair for {numba.describe()}: the module's distribution"], cited
     assert not any("import_file_mismatch" in d for _, _, d in node.evidence)
+
+
+def test_tests_that_reach_a_host_outside_end_the_run_without_trials(tmp_path):
+    # a module loads a model from a hub while it is collected; the sandbox has no network.
+    # Nothing is tried for it (no era pins, no generic strategy): the record says why.
+    outside = (
+        "/usr/local/lib/python3.11/site-packages/requests/adapters.py:700: in send\n"
+        "E   requests.exceptions.ConnectionError: HTTPSConnectionPool(host='models.example.org', port=443): "
+        "Max retries exceeded with url: /tiny/config.json\n"
+        "!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!"
+    )
+    rec, engine = run(tmp_path, World([Need("pip:never", outside)]))
+    assert rec.status == "unresolved" and rec.repairs == [] and rec.strategies == []
+    assert [u["kind"] for u in rec.unresolved] == ["external_network"]
+    assert "host outside (models.example.org)" in rec.remaining and "no network" in rec.remaining
+    # the first build is the only one: no trial image was built
+    assert len(engine.builds) == 1
