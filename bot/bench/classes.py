@@ -22,6 +22,7 @@ STATUS_WORDS = {
     "left": "left for later",
     "metric": "the metric, not the setup",
     "input": "no snapshot here",
+    "offline": "needs the internet, which no setup gives an air-gapped sandbox",
     "harness": "the benchmark's, fixed",
 }
 
