@@ -338,6 +338,14 @@ RULES: list[Rule] = [
         lambda m: _SERVICE_HOSTS[m.group(1).lower()],
         flags=re.MULTILINE | re.IGNORECASE,
     ),
+    # a host outside named by a dotted name (a git dependency's host, an index the build was
+    # told to use): not a service, and nothing installed makes it answer (not a setup failure)
+    _rule(
+        "external_network",
+        "external",
+        r"Could not resolve host:? '?([A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+)",
+        key=lambda m: m.group(1).lower(),
+    ),
     # --- missing configuration -------------------------------------------------------------------
     _rule(
         "django_settings",

@@ -362,10 +362,12 @@ class ReplayMixin(LoopBase):
             return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
         outside = next((s for s in outcome.signatures if s.kind == "external_network"), None)
         if outcome.stage != "done" and outside is not None:
+            what = "the build" if outcome.stage == "build" else "the tests' collection"
             return (
-                f"the tests reach for a host outside ({outside.key or 'unnamed'}) while they are collected, "
-                "and the sandbox has no network, so no change to the environment makes them collect; "
-                f"run them where that host answers, or make the tests skip without it: {outside.message}"
+                f"{what} reaches for a host outside ({outside.key or 'unnamed'}) that does not answer here, "
+                "so no change to the environment gets past it; run it where that host answers"
+                + (", or make the tests skip without it" if outcome.stage != "build" else "")
+                + f": {outside.message}"
             )
         if outcome.stage != "done":
             tried = (

@@ -747,6 +747,20 @@ def test_tests_that_reach_a_host_outside_end_the_run_without_trials(tmp_path):
     rec, engine = run(tmp_path, World([Need("pip:never", outside)]))
     assert rec.status == "unresolved" and rec.repairs == [] and rec.strategies == []
     assert [u["kind"] for u in rec.unresolved] == ["external_network"]
-    assert "host outside (models.example.org)" in rec.remaining and "no network" in rec.remaining
+    assert "collection reaches for a host outside (models.example.org)" in rec.remaining
     # the first build is the only one: no trial image was built
     assert len(engine.builds) == 1
+
+
+def test_a_build_that_cannot_reach_a_git_host_ends_without_strategies(tmp_path):
+    # a dependency pinned to a git URL on a host the sandbox cannot resolve: installing the
+    # dependencies only (the generic strategy for a failed project install) would fetch it too
+    clone = (
+        "  fatal: unable to access 'https://git.example.org/someone/fork.git/': Could not resolve host: git.example.org\n"
+        "  error: subprocess-exited-with-error\n"
+        "The command '/bin/sh -c python -m pip install --no-cache-dir -e .' returned a non-zero code: 1"
+    )
+    rec, engine = run(tmp_path, World([Need("pip:never", clone, stage="build")]))
+    assert rec.status == "unresolved" and rec.strategies == [] and len(engine.builds) == 1
+    assert [u["kind"] for u in rec.unresolved] == ["external_network"]
+    assert rec.remaining.startswith("the build reaches for a host outside (git.example.org)"), rec.remaining
