@@ -429,9 +429,12 @@ def _target_lines(records: list[dict]) -> list[str]:
     return lines
 
 
-def same_run_against(records: list[dict], previous: str) -> tuple[int, float, float, int, int] | None:
-    """setupbot against ``previous`` (a ``setupbot@<rev>`` system) on the repositories both
-    produced in these results: (repositories, median produce of each, EBSR of each)."""
+def same_run_against(
+    records: list[dict], previous: str, current: str = "setupbot"
+) -> tuple[int, float, float, int, int] | None:
+    """``current`` (this code unless told) against ``previous`` (a ``setupbot@<rev>`` system) on
+    the repositories both produced in these results: (repositories, median produce of each, EBSR
+    of each)."""
 
     def by_repo(system: str) -> dict[tuple[str, str], dict]:
         return {
@@ -440,7 +443,7 @@ def same_run_against(records: list[dict], previous: str) -> tuple[int, float, fl
             if r.get("system") == system and isinstance(r.get("produce_seconds"), (int, float))
         }
 
-    new, old = by_repo("setupbot"), by_repo(previous)
+    new, old = by_repo(current), by_repo(previous)
     both = sorted(set(new) & set(old))
     if not both:
         return None
@@ -468,7 +471,31 @@ def _same_run_lines(records: list[dict]) -> list[str]:
             f"Same run, against `{system}` on the {n} repositories both produced: median produce "
             f"{_secs(new)} against {_secs(old)} (ratio {ratio}); EBSR {ebsr_new}/{n} against {ebsr_old}/{n}."
         )
+    lines += _before_after_lines(records)
     return [*lines, ""] if lines else []
+
+
+def _before_after_lines(records: list[dict]) -> list[str]:
+    """Two named commits and no plain ``setupbot``: a before-run and an after-run of the same
+    list (the earlier first, by when each system's first row finished), on the repositories both
+    produced, with the ratio of their EBSR."""
+    named = {str(r.get("system")) for r in records if str(r.get("system")).startswith("setupbot@")}
+    if len(named) != 2 or any(r.get("system") == "setupbot" for r in records):
+        return []
+    first = {
+        system: min(str(r.get("finished_at") or "") for r in records if r.get("system") == system) for system in named
+    }
+    before, after = sorted(named, key=lambda system: (first[system], system))
+    got = same_run_against(records, before, current=after)
+    if got is None:
+        return []
+    n, new, old, ebsr_new, ebsr_old = got
+    ratio = f"{ebsr_new / ebsr_old:.2f}" if ebsr_old else "–"
+    return [
+        f"Before and after, `{before}` then `{after}` on the {n} repositories both produced: EBSR "
+        f"{ebsr_new}/{n} ({100 * ebsr_new / n:.1f}%) against {ebsr_old}/{n} ({100 * ebsr_old / n:.1f}%), "
+        f"ratio {ratio}; median produce {_secs(new)} against {_secs(old)}."
+    ]
 
 
 # the stages of a setupbot run, as its record times them (the loop's RunRecord.timings)

@@ -140,6 +140,37 @@ def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
     text = render_summary(records)
     assert "Same run, against `setupbot@1a51deb` on the 2 repositories both produced" in text
     assert "(ratio 0.67); EBSR 2/2 against 1/2." in text
+    assert "Before and after" not in text
+
+
+def test_a_before_run_and_an_after_run_of_two_named_commits_give_the_ebsr_ratio():
+    """The fresh sample: one list run with the code before the work and again with the code
+    after it; the earlier run is the before (by its first finished row), whatever the names."""
+
+    def rec(system, repo, seconds, ebsr, finished):
+        return {
+            "repo": repo,
+            "sha": "a" * 40,
+            "system": system,
+            "ecosystem": "python",
+            "produce_seconds": seconds,
+            "ebsr": ebsr,
+            "status": "ok" if ebsr else "collect-failed",
+            "finished_at": finished,
+        }
+
+    records = [
+        rec("setupbot@fff0000", "o/a", 100, False, "2026-12-01T10:00:00Z"),
+        rec("setupbot@fff0000", "o/b", 300, True, "2026-12-01T11:00:00Z"),
+        rec("setupbot@fff0000", "o/c", 50, False, "2026-12-01T12:00:00Z"),
+        rec("setupbot@0001111", "o/a", 200, True, "2026-12-03T10:00:00Z"),
+        rec("setupbot@0001111", "o/b", 400, True, "2026-12-03T11:00:00Z"),
+    ]
+    text = render_summary(records)
+    assert (
+        "Before and after, `setupbot@fff0000` then `setupbot@0001111` on the 2 repositories both produced: "
+        "EBSR 2/2 (100.0%) against 1/2 (50.0%), ratio 2.00; median produce 300s against 200s." in text
+    ), text
 
 
 def test_the_old_code_runs_without_the_verdict_when_it_knows_the_flag(tmp_path, monkeypatch):
