@@ -346,6 +346,14 @@ RULES: list[Rule] = [
         r"Could not resolve host:? '?([A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+)",
         key=lambda m: m.group(1).lower(),
     ),
+    # a distribution that compiles CUDA or ROCm extensions at install: the GPU toolkits are not
+    # on any runner image, nor on the index (not a setup failure: the report says so)
+    _rule(
+        "gpu_toolkit",
+        "external",
+        r"CUDA_HOME (?:or ROCM_HOME )?environment variable (?:must be set|is not set)",
+        key=None,
+    ),
     # --- missing configuration -------------------------------------------------------------------
     _rule(
         "django_settings",

@@ -268,10 +268,10 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             ok, ws = self.backtrack(ws, sigs[0])
             if ok:
                 return True, ws
-        outside = [s for s in outcome.signatures if s.kind == "external_network"]
+        outside = [s for s in outcome.signatures if s.category == "external"]
         if not sigs and outside:
-            # the tests reach for a host outside while they are collected: no strategy or
-            # model changes what the sandbox's network answers
+            # a host outside that does not answer, a GPU toolkit no image has: no strategy or
+            # model changes that
             self.record.unresolved = [s.to_json() for s in outside]
             self.record.remaining = self._what_remains(outcome)
             return False, ws

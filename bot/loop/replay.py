@@ -360,9 +360,15 @@ class ReplayMixin(LoopBase):
         sigs = [s for s in outcome.setup_failures if s.kind != "collection_error"]
         if sigs:
             return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
-        outside = next((s for s in outcome.signatures if s.kind == "external_network"), None)
+        outside = next((s for s in outcome.signatures if s.category == "external"), None)
+        what = "the build" if outcome.stage == "build" else "the tests' collection"
+        if outcome.stage != "done" and outside is not None and outside.kind == "gpu_toolkit":
+            return (
+                f"{what} compiles CUDA or ROCm extensions, and no runner image or index here has a GPU "
+                "toolkit, so no change to the environment gets past it; run it on a runner with the "
+                f"toolkit, or use the distribution's CPU variant if it has one: {outside.message}"
+            )
         if outcome.stage != "done" and outside is not None:
-            what = "the build" if outcome.stage == "build" else "the tests' collection"
             return (
                 f"{what} reaches for a host outside ({outside.key or 'unnamed'}) that does not answer here, "
                 "so no change to the environment gets past it; run it where that host answers"

@@ -764,3 +764,17 @@ def test_a_build_that_cannot_reach_a_git_host_ends_without_strategies(tmp_path):
     assert rec.status == "unresolved" and rec.strategies == [] and len(engine.builds) == 1
     assert [u["kind"] for u in rec.unresolved] == ["external_network"]
     assert rec.remaining.startswith("the build reaches for a host outside (git.example.org)"), rec.remaining
+
+
+def test_a_build_that_compiles_cuda_extensions_ends_saying_so(tmp_path):
+    # a distribution's setup.py compiles CUDA extensions and the runner has no toolkit
+    cuda = (
+        '        File "<string>", line 74, in <module>\n'
+        "      RuntimeError: CUDA_HOME or ROCM_HOME environment variable must be set to compile CUDA or HIP "
+        "extensions.\n"
+        "The command '/bin/sh -c python -m pip install --no-cache-dir -r requirements.txt' returned a non-zero code: 1"
+    )
+    rec, engine = run(tmp_path, World([Need("pip:never", cuda, stage="build")]))
+    assert rec.status == "unresolved" and rec.strategies == [] and len(engine.builds) == 1
+    assert [u["kind"] for u in rec.unresolved] == ["gpu_toolkit"]
+    assert rec.remaining.startswith("the build compiles CUDA or ROCm extensions"), rec.remaining
