@@ -22,6 +22,7 @@ OUTSIDE_NETWORK = re.compile(
     r"|Max retries exceeded with url|ConnectTimeout|Connection timed out|urlopen error"
     r"|HTTP Error 403: Forbidden|HTTP Error 407|Tunnel connection failed"
     r"|(?:could ?n[o']t|cannot|can't|unable to) (?:connect|reach) (?:to )?'?https?://"
+    r"(?!localhost|127\.|0\.0\.0\.0|\[::1\])"
     r"|requires? (?:an? )?(?:internet|network) (?:access|connection)|no internet|network access",
     re.IGNORECASE,
 )

@@ -361,7 +361,7 @@ class ReplayMixin(LoopBase):
         if sigs:
             return "unresolved: " + "; ".join(f"{s.describe()}: {s.message}{self._no_python_note(s)}" for s in sigs[:5])
         outside = next((s for s in outcome.signatures if s.category == "external"), None)
-        what = "the build" if outcome.stage == "build" else "the tests' collection"
+        what = {"build": "the build", "collect": "the tests' collection"}.get(outcome.stage, "the tests")
         if outcome.stage != "done" and outside is not None and outside.kind == "gpu_toolkit":
             return (
                 f"{what} compiles CUDA or ROCm extensions, and no runner image or index here has a GPU "

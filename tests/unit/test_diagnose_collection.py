@@ -176,3 +176,14 @@ def test_a_refused_local_address_is_not_the_outside():
     service = 'E   psycopg2.OperationalError: could not translate host name "postgres" to address: Name or service not known\n'
     kinds = [s.kind for s in collection_signatures(service + "!!! Interrupted: 1 error during collection !!!\n")]
     assert kinds[0] == "unknown_service_host" and "external_network" not in kinds
+
+
+def test_the_judge_and_the_loop_read_one_list_of_outside_failures():
+    from bot.logtext import outside_host
+    from bot.verify.judge import EXTERNAL_PATTERNS
+
+    hub = "OSError: We couldn't connect to 'https://models.example.org' to load this file"
+    assert outside_host(hub) == "models.example.org" and EXTERNAL_PATTERNS.search(hub)
+    # a local address that does not answer is a service the run did not start: neither dismisses it
+    for local in ("Cannot connect to 'http://localhost:8000/api'", "unable to connect to http://127.0.0.1:9000"):
+        assert outside_host(local) is None and not EXTERNAL_PATTERNS.search(local)
