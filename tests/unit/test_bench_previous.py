@@ -116,18 +116,21 @@ def test_this_checkouts_own_commit_runs_from_its_written_out_tree(tmp_path):
     assert proc.returncode == 0 and "--json" in proc.stdout
 
 
-def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
-    def rec(system, repo, seconds, ebsr):
-        return {
-            "repo": repo,
-            "sha": "a" * 40,
-            "system": system,
-            "ecosystem": "python",
-            "produce_seconds": seconds,
-            "ebsr": ebsr,
-            "status": "ok" if ebsr else "collect-failed",
-        }
+def rec(system, repo, seconds, ebsr, finished=""):
+    """A benchmark row of a Python repository at one commit."""
+    return {
+        "repo": repo,
+        "sha": "a" * 40,
+        "system": system,
+        "ecosystem": "python",
+        "produce_seconds": seconds,
+        "ebsr": ebsr,
+        "status": "ok" if ebsr else "collect-failed",
+        "finished_at": finished,
+    }
 
+
+def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
     records = [
         rec("setupbot", "o/a", 100, True),
         rec("setupbot", "o/b", 300, True),
@@ -146,18 +149,6 @@ def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
 def test_a_before_run_and_an_after_run_of_two_named_commits_give_the_ebsr_ratio():
     """The fresh sample: one list run with the code before the work and again with the code
     after it; the earlier run is the before (by its first finished row), whatever the names."""
-
-    def rec(system, repo, seconds, ebsr, finished):
-        return {
-            "repo": repo,
-            "sha": "a" * 40,
-            "system": system,
-            "ecosystem": "python",
-            "produce_seconds": seconds,
-            "ebsr": ebsr,
-            "status": "ok" if ebsr else "collect-failed",
-            "finished_at": finished,
-        }
 
     records = [
         rec("setupbot@fff0000", "o/a", 100, False, "2026-12-01T10:00:00Z"),

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from doubles.loop_world import (  # noqa: E402
@@ -752,29 +754,31 @@ def test_tests_that_reach_a_host_outside_end_the_run_without_trials(tmp_path):
     assert len(engine.builds) == 1
 
 
-def test_a_build_that_cannot_reach_a_git_host_ends_without_strategies(tmp_path):
-    # a dependency pinned to a git URL on a host the sandbox cannot resolve: installing the
-    # dependencies only (the generic strategy for a failed project install) would fetch it too
-    clone = (
-        "  fatal: unable to access 'https://git.example.org/someone/fork.git/': Could not resolve host: git.example.org\n"
-        "  error: subprocess-exited-with-error\n"
-        "The command '/bin/sh -c python -m pip install --no-cache-dir -e .' returned a non-zero code: 1"
-    )
-    rec, engine = run(tmp_path, World([Need("pip:never", clone, stage="build")]))
+@pytest.mark.parametrize(
+    "log, kind, remaining",
+    [
+        # a dependency pinned to a git URL on a host the sandbox cannot resolve: installing the
+        # dependencies only (the generic strategy for a failed project install) would fetch it too
+        (
+            "  fatal: unable to access 'https://git.example.org/someone/fork.git/': Could not resolve host: "
+            "git.example.org\n  error: subprocess-exited-with-error\n"
+            "The command '/bin/sh -c python -m pip install --no-cache-dir -e .' returned a non-zero code: 1",
+            "external_network",
+            "the build reaches for a host outside (git.example.org)",
+        ),
+        # a distribution's setup.py compiles CUDA extensions and the runner has no toolkit
+        (
+            '        File "<string>", line 74, in <module>\n'
+            "      RuntimeError: CUDA_HOME or ROCM_HOME environment variable must be set to compile CUDA or HIP "
+            "extensions.\nThe command '/bin/sh -c python -m pip install --no-cache-dir -r requirements.txt' "
+            "returned a non-zero code: 1",
+            "gpu_toolkit",
+            "the build compiles CUDA or ROCm extensions",
+        ),
+    ],
+)
+def test_a_build_stopped_by_what_no_environment_gives_ends_saying_so(tmp_path, log, kind, remaining):
+    rec, engine = run(tmp_path, World([Need("pip:never", log, stage="build")]))
     assert rec.status == "unresolved" and rec.strategies == [] and len(engine.builds) == 1
-    assert [u["kind"] for u in rec.unresolved] == ["external_network"]
-    assert rec.remaining.startswith("the build reaches for a host outside (git.example.org)"), rec.remaining
-
-
-def test_a_build_that_compiles_cuda_extensions_ends_saying_so(tmp_path):
-    # a distribution's setup.py compiles CUDA extensions and the runner has no toolkit
-    cuda = (
-        '        File "<string>", line 74, in <module>\n'
-        "      RuntimeError: CUDA_HOME or ROCM_HOME environment variable must be set to compile CUDA or HIP "
-        "extensions.\n"
-        "The command '/bin/sh -c python -m pip install --no-cache-dir -r requirements.txt' returned a non-zero code: 1"
-    )
-    rec, engine = run(tmp_path, World([Need("pip:never", cuda, stage="build")]))
-    assert rec.status == "unresolved" and rec.strategies == [] and len(engine.builds) == 1
-    assert [u["kind"] for u in rec.unresolved] == ["gpu_toolkit"]
-    assert rec.remaining.startswith("the build compiles CUDA or ROCm extensions"), rec.remaining
+    assert [u["kind"] for u in rec.unresolved] == [kind]
+    assert rec.remaining.startswith(remaining), rec.remaining
