@@ -688,12 +688,21 @@ def _project_steps(graph: DepGraph, n: Node, locked: set[str], native: Node | No
             "head": None,
             "nodes": [n],
             "commands": _own_import_commands(
-                _project_commands(graph, tool, target, extras, locked, native), locked, bool(n.attrs.get("self_import"))
+                _project_commands(graph, tool, target, extras, locked, native),
+                locked,
+                bool(n.attrs.get("self_import")),
+                bool(n.attrs.get("build_imports")),
             ),
             "comments": ["the project with its test extras" if extras else "the project"]
             + (
                 ["without build isolation and with the checkout on PYTHONPATH: setup.py imports from it"]
                 if n.attrs.get("self_import")
+                else [
+                    "without build isolation: setup.py imports "
+                    + ", ".join(n.attrs["build_imports"])
+                    + ", installed above, which an isolated build would not have"
+                ]
+                if n.attrs.get("build_imports")
                 else []
             )
             + _where([n]),
@@ -725,19 +734,23 @@ def _deps_only_steps(n: Node, tool: str, locked: set[str]) -> list[Step]:
     return steps
 
 
-def _own_import_commands(cmds: list[list[str]], locked: set[str], self_import: bool) -> list[list[str]]:
+def _own_import_commands(
+    cmds: list[list[str]], locked: set[str], self_import: bool, build_imports: bool = False
+) -> list[list[str]]:
     """setup.py imports a module of the checkout under a backend that leaves the checkout off
     sys.path: pip's editable install runs without build isolation (which would replace
-    PYTHONPATH) and with the checkout on PYTHONPATH; the build tools come first unless the lock
-    has them."""
-    if not self_import or not any(c[: len(PIP)] == PIP and "-e" in c for c in cmds):
+    PYTHONPATH) and with the checkout on PYTHONPATH. setup.py imports an installed distribution
+    that [build-system] does not require: without build isolation. The build tools come first
+    unless the lock has them."""
+    if not (self_import or build_imports) or not any(c[: len(PIP)] == PIP and "-e" in c for c in cmds):
         return cmds
     out: list[list[str]] = []
     for c in cmds:
         if c[: len(PIP)] == PIP and "-e" in c:
             if not locked:
                 out.append([*PIP, "setuptools", "wheel"])
-            out.append(["env", f"PYTHONPATH={WORKDIR}", *PIP, "--no-build-isolation", *c[len(PIP) :]])
+            path = ["env", f"PYTHONPATH={WORKDIR}"] if self_import else []
+            out.append([*path, *PIP, "--no-build-isolation", *c[len(PIP) :]])
         else:
             out.append(c)
     return out

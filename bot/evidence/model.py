@@ -134,6 +134,9 @@ class Project:
     # setup.py imports a module of the checkout (its own package for __version__, versioneer.py):
     # a build backend that does not put the checkout on sys.path cannot run it
     self_import: Source | None = None
+    # setup.py imports a distribution at module level (Cython, numpy, pybind11) to run: pip's
+    # isolated build has only what [build-system] requires, so one not listed there is missing
+    build_imports: list[tuple[str, Source]] = field(default_factory=list)
     manager: str | None = None  # poetry | pdm | uv | hatch | flit | setuptools | pipenv | conda
     extras: dict[str, list[str]] = field(default_factory=dict)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.evidence import requirements as reqmod
 from bot.evidence.files import RepoFiles, line_of
+from bot.evidence.imports import is_stdlib
 from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source
 from bot.evidence.pyproject import SCM_BUILD_TOOLS, is_test_group
 
@@ -72,6 +73,8 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
     own = _own_import(tree, files)
     if own is not None:
         proj.self_import = Source(rel, own[1], f"setup.py imports {own[0]} from the checkout")
+    for module, line in _build_imports(tree, files):
+        proj.build_imports.append((module, Source(rel, line, f"setup.py imports {module} to run")))
     setup_call = _find_setup_call(tree, ev, rel)
     # requirements files named in setup.py (open("requirements.txt") etc.)
     for m in re.finditer(r"""["']([\w./-]*requirements[\w./-]*\.txt)["']""", text):
@@ -111,6 +114,40 @@ def _own_import(tree: ast.Module, files: RepoFiles) -> tuple[str, int] | None:
             if files.exists(f"{top}/__init__.py") or files.exists(f"{top}.py"):
                 return top, stmt.lineno
     return None
+
+
+# what every isolated setuptools build has, whatever [build-system] says
+_BUILD_ALWAYS = {"setuptools", "distutils", "pkg_resources", "_distutils_hack"}
+
+
+def _build_imports(tree: ast.Module, files: RepoFiles) -> list[tuple[str, int]]:
+    """The distributions' modules setup.py imports unconditionally to run (module level, or
+    under an ``if``; not inside a ``try``, which tolerates their absence): not the standard
+    library, not the checkout, not setuptools. Each once, with its first line."""
+    found: dict[str, int] = {}
+    stack: list[ast.stmt] = list(tree.body)
+    while stack:
+        stmt = stack.pop(0)
+        if isinstance(stmt, ast.If):
+            stack[:0] = [*stmt.body, *stmt.orelse]
+            continue
+        if isinstance(stmt, ast.Import):
+            modules = [a.name for a in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            modules = [stmt.module]
+        else:
+            continue
+        for module in modules:
+            top = module.split(".")[0]
+            if (
+                top in _BUILD_ALWAYS
+                or is_stdlib(top)
+                or files.exists(f"{top}/__init__.py")
+                or files.exists(f"{top}.py")
+            ):
+                continue
+            found.setdefault(top, stmt.lineno)
+    return sorted(found.items(), key=lambda kv: kv[1])
 
 
 def _module_names(tree: ast.Module) -> dict[str, ast.AST]:

@@ -176,10 +176,39 @@ def _add_project(g: DepGraph, proj: Project, test_extras: list[str]) -> None:
             proj.self_import.line,
             proj.self_import.detail + ", which setuptools.build_meta does not put on sys.path",
         )
+    unisolated = _build_imports_not_required(proj)
+    if unisolated:
+        # pip's isolated build environment holds only [build-system].requires: setup.py's own
+        # import of an installed distribution fails there; the project installs without it
+        pnode.attrs["build_imports"] = [module for module, _ in unisolated]
+        for _, src in unisolated:
+            pnode.add_evidence(
+                src.file,
+                src.line,
+                f"{src.detail}, which pip's isolated build does not have "
+                + ("([build-system] does not require it)" if proj.build_requires else "(no [build-system] requires)"),
+            )
     link_runtime(g, PROJECT)
     g.edge("target:tests", PROJECT)
     if proj.scm_version:
         _add_scm_env(g, proj, proj.scm_version)
+
+
+def _build_imports_not_required(proj: Project) -> list[tuple[str, Source]]:
+    """setup.py's imports of distributions that [build-system].requires does not list (by
+    distribution name, or by the module's known distribution)."""
+    required = set()
+    for spec in proj.build_requires:
+        try:
+            required.add(canonicalize_name(PkgReq(spec).name))
+        except InvalidRequirement:
+            continue
+    out = []
+    for module, src in proj.build_imports:
+        names = {canonicalize_name(module), canonicalize_name(known_distribution(module) or module)}
+        if not names & required:
+            out.append((module, src))
+    return out
 
 
 def _add_scm_env(g: DepGraph, proj: Project, scm_version: Source) -> None:

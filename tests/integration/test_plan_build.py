@@ -39,3 +39,22 @@ def test_compiled_dockerfile_builds_and_collects(engine, tmp_path):
         assert "2 tests collected" in collected.output or "test_async_mode_auto" in collected.output
         ran = s.exec(plan.test_command, timeout=300)
         assert ran.exit_code == 0, ran.output[-3000:]
+
+
+def test_setup_py_that_imports_an_installed_distribution_builds_without_isolation(engine, tmp_path):
+    """setup.py imports six at build time and [build-system] does not require it: pip's isolated
+    build fails on the import, and the plan installs the project without isolation after six."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPOS / "plan-setup-py-build-import", repo)
+    python = "3.13" if engine.image_exists("python:3.13-slim") else "3.11"
+    plan = make_plan(repo, None, available_pythons=[python], resolve=False, registry=Registry(enabled=False))
+    text = plan.dockerfile.text
+    assert "--no-build-isolation -e ." in text
+    # the same Dockerfile with pip's isolated build: the failure the rule is for
+    isolated = engine.build(repo, text.replace(" --no-build-isolation", ""), f"setupbot-test/isolated:{engine.run_id}")
+    assert not isolated.ok and "No module named 'six'" in isolated.log, isolated.log[-3000:]
+    r = engine.build(repo, text, f"setupbot-test/build-import:{engine.run_id}")
+    assert r.ok, r.log[-4000:]
+    with engine.session(r.tag, workdir="/workspace") as s:
+        ran = s.exec(plan.test_command, timeout=300)
+        assert ran.exit_code == 0 and "1 passed" in ran.output, ran.output[-3000:]
