@@ -111,9 +111,44 @@ def _pip_install(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     return changed
 
 
+def _exact_pin(req: Requirement) -> str | None:
+    """The version of ``name==V`` (no wildcard), else None."""
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
+        return specs[0].version
+    return None
+
+
+def _yields_to(g: DepGraph, spec: str) -> bool:
+    """Whether ``spec`` gives way to the constraints already kept on its distribution, which
+    it contradicts: an exact pin (the era's release) yields to a range a repair kept, and a
+    range drops the exact pins it excludes (the targeted repair wins over the era's release),
+    so the constraint file never asks for two versions pip cannot both meet."""
+    try:
+        req = Requirement(spec)
+    except InvalidRequirement:
+        return False
+    name, pin = canonicalize_name(req.name), _exact_pin(req)
+    for n in [c for c in g.of_type("CONFIG") if c.attrs.get("kind") == "pip_constraint"]:
+        try:
+            other = Requirement(str(n.attrs.get("spec") or ""))
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(other.name) != name or str(other.specifier) == str(req.specifier):
+            continue
+        other_pin = _exact_pin(other)
+        if pin is not None and other_pin is None and not other.specifier.contains(pin, prereleases=True):
+            return True
+        if pin is None and other_pin is not None and not req.specifier.contains(other_pin, prereleases=True):
+            g.remove(n.id)
+    return False
+
+
 def _pip_constraint(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     changed = []
     for spec in a["constraints"]:
+        if _yields_to(g, spec):
+            continue
         nid = f"config:constraint:{spec}"
         n = _node(
             g,

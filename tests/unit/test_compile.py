@@ -252,3 +252,23 @@ def test_the_loop_asks_for_download_caches_only_of_an_engine_that_builds_with_bu
         text = loop.compile(loop.graph).text
         assert ("RUN --mount=type=cache,id=pip,target=/root/.cache/pip" in text) is buildkit
         assert ("--no-cache-dir" in text) is not buildkit
+
+
+@pytest.mark.parametrize("era_first", [False, True], ids=["repair-then-era", "era-then-repair"])
+def test_the_constraint_file_never_asks_for_two_versions_of_one_distribution(era_first):
+    """A repair kept numpy<1.24 (a name its newer release removed) and the era set pins numpy to
+    the commit date's 1.26.3: pip refuses the pair, so the build stopped at the first install.
+    The targeted range wins in either order; constraints that agree stay side by side."""
+    from bot.atoms import Atom
+
+    p = plan("plan-poetry-only")
+    repair = Atom("pip_constraint", {"constraints": ["numpy<1.24"]})
+    era = Atom("pip_constraint", {"constraints": ["numpy==1.26.3", "pandas==2.2.0"]})
+    for atom in (era, repair) if era_first else (repair, era):
+        p.graph.apply_atom(atom)
+    text = compile_dockerfile(p.graph).text
+    assert "numpy<1.24" in text and "numpy==1.26.3" not in text and "pandas==2.2.0" in text
+    # a pin the range admits, and two ranges, are kept together
+    p.graph.apply_atom(Atom("pip_constraint", {"constraints": ["numpy==1.23.5", "numpy>=1.20"]}))
+    text = compile_dockerfile(p.graph).text
+    assert "numpy==1.23.5" in text and "numpy>=1.20" in text and "numpy<1.24" in text
