@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import configparser
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from bot.evidence import requirements as reqmod
@@ -90,13 +91,13 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
             _setup_keyword(ev, rel, text, kw, names)
 
 
-def _own_import(tree: ast.Module, files: RepoFiles) -> tuple[str, int] | None:
-    """The first module of the checkout that setup.py imports at module level (``from mypkg
-    import __version__``, ``import versioneer``), with its line; None when it imports none."""
+def _module_level_imports(tree: ast.Module, *, into_try: bool) -> Iterator[tuple[str, int]]:
+    """The top-level module names setup.py imports as it runs, in order, with their lines:
+    module level and under an ``if``; inside a ``try`` too when ``into_try``."""
     stack: list[ast.stmt] = list(tree.body)
     while stack:
         stmt = stack.pop(0)
-        if isinstance(stmt, (ast.If, ast.Try)):
+        if isinstance(stmt, ast.If) or (into_try and isinstance(stmt, ast.Try)):
             stack[:0] = [
                 *stmt.body,
                 *getattr(stmt, "orelse", []),
@@ -110,10 +111,19 @@ def _own_import(tree: ast.Module, files: RepoFiles) -> tuple[str, int] | None:
         else:
             continue
         for module in modules:
-            top = module.split(".")[0]
-            if files.exists(f"{top}/__init__.py") or files.exists(f"{top}.py"):
-                return top, stmt.lineno
-    return None
+            yield module.split(".")[0], stmt.lineno
+
+
+def _in_checkout(files: RepoFiles, top: str) -> bool:
+    return files.exists(f"{top}/__init__.py") or files.exists(f"{top}.py")
+
+
+def _own_import(tree: ast.Module, files: RepoFiles) -> tuple[str, int] | None:
+    """The first module of the checkout that setup.py imports at module level (``from mypkg
+    import __version__``, ``import versioneer``), with its line; None when it imports none."""
+    return next(
+        ((top, line) for top, line in _module_level_imports(tree, into_try=True) if _in_checkout(files, top)), None
+    )
 
 
 # what every isolated setuptools build has, whatever [build-system] says
@@ -125,28 +135,9 @@ def _build_imports(tree: ast.Module, files: RepoFiles) -> list[tuple[str, int]]:
     under an ``if``; not inside a ``try``, which tolerates their absence): not the standard
     library, not the checkout, not setuptools. Each once, with its first line."""
     found: dict[str, int] = {}
-    stack: list[ast.stmt] = list(tree.body)
-    while stack:
-        stmt = stack.pop(0)
-        if isinstance(stmt, ast.If):
-            stack[:0] = [*stmt.body, *stmt.orelse]
-            continue
-        if isinstance(stmt, ast.Import):
-            modules = [a.name for a in stmt.names]
-        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
-            modules = [stmt.module]
-        else:
-            continue
-        for module in modules:
-            top = module.split(".")[0]
-            if (
-                top in _BUILD_ALWAYS
-                or is_stdlib(top)
-                or files.exists(f"{top}/__init__.py")
-                or files.exists(f"{top}.py")
-            ):
-                continue
-            found.setdefault(top, stmt.lineno)
+    for top, line in _module_level_imports(tree, into_try=False):
+        if top not in _BUILD_ALWAYS and not is_stdlib(top) and not _in_checkout(files, top):
+            found.setdefault(top, line)
     return sorted(found.items(), key=lambda kv: kv[1])
 
 
