@@ -30,6 +30,11 @@ strings or lists of strings):
   drop_package     manager: apt|pip, packages  leave what the plan added out of the image (one side
                                                of a Debian conflict, a distribution that shadows
                                                the module a declared one provides)
+  build_without_isolation module               the project's build (setup.py) imports a module
+                                               pip's isolated build environment lacks: install
+                                               the project without build isolation, after the
+                                               distribution that provides it, or with the checkout
+                                               on PYTHONPATH when the checkout holds it
 
 ``{python}`` and ``{match:N}`` placeholders in string arguments are filled from the context:
 the chosen Python version and regex group N of the signal that matched.
@@ -52,6 +57,7 @@ _VERSION = re.compile(r"^3\.\d{1,2}$")
 _MATCH_REF = re.compile(r"^\{match:\d\}$")
 _TOOLS = {"poetry", "pdm", "uv", "hatch", "pip"}
 _DIST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,100}$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}(?:\.[A-Za-z_][A-Za-z0-9_]{0,100}){0,10}$")
 
 
 class AtomError(ValueError):
@@ -185,6 +191,11 @@ def _check_drop(kind: str, a: Mapping[str, Any]) -> None:
     for p in _str_list(kind, a, "packages"):
         if not pattern.match(p):
             raise AtomError(f"drop_package: {p!r} is not a package name")
+
+
+def _check_module(kind: str, a: Mapping[str, Any]) -> None:
+    if not isinstance(a["module"], str) or not (_MODULE.match(a["module"]) or _MATCH_REF.match(a["module"])):
+        raise AtomError(f"{kind}: {a['module']!r} is not a module name")
 
 
 def _check_service(kind: str, a: Mapping[str, Any]) -> None:
@@ -365,6 +376,17 @@ ATOM_KINDS: dict[str, AtomKind] = {
             _no_trial,
             "the named node loses its action (attrs.dropped = repair)",
             "Dockerfile: the package is no longer installed",
+        ),
+        AtomKind(
+            "build_without_isolation",
+            ("module",),
+            _check_module,
+            lambda a: f"build_without_isolation {a['module']}",
+            False,
+            _no_trial,
+            "the project node's self_import (a module the checkout holds) or build_imports (with the "
+            "PACKAGE node of the distribution that provides the module)",
+            "Dockerfile: the project installs with --no-build-isolation (and the checkout on PYTHONPATH)",
         ),
     ]
 }

@@ -11,6 +11,7 @@ from packaging.utils import canonicalize_name
 
 from bot.atoms import Atom
 from bot.catalogue import KINDS, canonical
+from bot.graph.mapping import repair_distribution
 from bot.graph.model import DepGraph, Node
 
 SCM_PRETEND_VERSION = "0.1.0"
@@ -304,6 +305,32 @@ def _git_init(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     return _set_env(g, {"name": "SETUPTOOLS_SCM_PRETEND_VERSION", "value": SCM_PRETEND_VERSION}, ev)
 
 
+def _build_without_isolation(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    """The project's build imports ``module``, which pip's isolated build environment lacks:
+    a module the checkout holds puts the checkout on PYTHONPATH (self_import); any other is
+    installed first (its distribution's PACKAGE node) and the build sees it (build_imports).
+    Either way the project installs without build isolation (bot.compile.dockerfile)."""
+    proj = project_node(g)
+    if proj is None:
+        return []
+    module = str(a["module"]).split(".")[0]
+    changed = [proj.id]
+    own = project_name(g)
+    local = set(g.meta.get("local_modules") or ()) | ({canonicalize_name(own).replace("-", "_")} if own else set())
+    if module in local:
+        proj.attrs["self_import"] = True
+    else:
+        imports = list(proj.attrs.get("build_imports") or [])
+        if module not in imports:
+            proj.attrs["build_imports"] = [*imports, module]
+        dist = repair_distribution(module) or module
+        have = g.nodes.get(f"package:{canonicalize_name(dist)}")
+        if have is None or have.action is None:
+            changed += _pip_install(g, {"packages": [dist]}, ev)
+    _cite(proj, ev)
+    return changed
+
+
 def _extras(proj: Node, a: Mapping[str, Any]) -> None:
     proj.attrs["extras"] = sorted(set(proj.attrs.get("extras", [])) | set(a["extras"]))
 
@@ -325,6 +352,7 @@ APPLY: dict[str, Callable[[DepGraph, Mapping[str, Any], Evidence], list[str]]] =
     "install_project": _install_project,
     "drop_package": _drop_package,
     "git_init": _git_init,
+    "build_without_isolation": _build_without_isolation,
 }
 
 

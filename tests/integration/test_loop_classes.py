@@ -178,3 +178,16 @@ def test_a_pin_with_no_wheel_for_the_newest_python_plans_an_older_one(engine, tm
     assert "FROM python:3.11-slim" in record.dockerfile and not record.repairs
     assert "not 3.13" in record.dockerfile  # the FROM line's reason says why not the newest
     assert record.tests.count("passed") == 1
+
+
+def test_setup_py_importing_what_the_isolated_build_lacks_installs_without_isolation(engine, tmp_path):
+    # setup.py imports, inside functions the plan's reading does not follow, a distribution the
+    # package depends on (six) and the package itself; pip's isolated build has neither. The
+    # unit for a module missing under run_setup keeps six installed and builds without
+    # isolation, then puts the checkout on the build's path for the package's own import
+    record, steps = run(engine, tmp_path, "loop-isolated-build-import")
+    replayed(record, steps)
+    assert [d for _, d in kept(record)] == ["build_without_isolation six", "build_without_isolation isobuild"]
+    install = [line for line in record.dockerfile.splitlines() if line.rstrip().endswith("-e .")]
+    assert install and "--no-build-isolation" in install[-1] and "PYTHONPATH=/workspace" in install[-1], install
+    assert record.tests.count("passed") == 1

@@ -26,6 +26,7 @@ EXAMPLES = {
     "install_deps_only": {},
     "install_project": {"name": "x"},
     "drop_package": {"manager": "pip", "packages": ["requests"]},
+    "build_without_isolation": {"module": "numpy"},
 }
 
 
@@ -83,3 +84,23 @@ def test_install_project_undoes_dependencies_only_for_the_projects_own_name_only
     assert "pip install --no-cache-dir -e '.[test]'" in text and "run from the checkout" not in text
     with pytest.raises(AtomError, match="not a distribution name"):
         Atom("install_project", {"name": "x; rm -rf /"}).validate()
+
+
+def test_building_without_isolation_installs_the_module_first_or_puts_the_checkout_on_the_path(plan):
+    graph = plan.graph
+    # a distribution: its PACKAGE node is added (the import table names it) and the build sees it
+    changed = graph.apply_atom(Atom("build_without_isolation", {"module": "yaml"}), "test")
+    assert changed == ["package:@project", "package:pyyaml"]
+    assert graph.nodes["package:@project"].attrs["build_imports"] == ["yaml"]
+    text = compile_dockerfile(graph).text
+    assert "--no-build-isolation -e '.[test]'" in text and "PYTHONPATH=/workspace" not in text
+    assert text.index("PyYAML") < text.index("--no-build-isolation")
+    # one the plan installs already is not added twice
+    assert graph.apply_atom(Atom("build_without_isolation", {"module": "requests"}), "test") == ["package:@project"]
+    assert graph.nodes["package:@project"].attrs["build_imports"] == ["yaml", "requests"]
+    # a module the checkout holds (here the project's own name): the checkout goes on the path
+    graph.apply_atom(Atom("build_without_isolation", {"module": "x.sub"}), "test")
+    assert graph.nodes["package:@project"].attrs["self_import"] is True and "package:x" not in graph.nodes
+    assert "env PYTHONPATH=/workspace python -m pip install" in compile_dockerfile(graph).text
+    with pytest.raises(AtomError, match="not a module name"):
+        Atom("build_without_isolation", {"module": "x; rm -rf /"}).validate()

@@ -167,6 +167,19 @@ def test_the_specific_unit_is_offered_before_the_generic_fallback(retriever, nam
     assert generic not in ids[:1]
 
 
+def test_a_module_missing_in_the_isolated_build_is_not_a_missing_install(retriever):
+    # numpy is installed in the image; setup.py's import fails inside pip's isolated build, so
+    # installing numpy again is no fix: building without isolation is, and it comes first
+    offered = retriever.retrieve(
+        (LOGS / "207-install-build-isolation-missing-module.log").read_text(), {"python": "3.12", "os": "debian"}
+    )
+    assert [c.unit.id for c in offered][:2] == ["build-isolation-missing-module", "install-module-generic"]
+    assert offered[0].atoms[0].args == {"module": "numpy"}
+    # the same module missing when the tests import it is still an install
+    plain = retriever.retrieve("E   ModuleNotFoundError: No module named 'numpy'", {"python": "3.12", "os": "debian"})
+    assert "build-isolation-missing-module" not in [c.unit.id for c in plain]
+
+
 def test_the_django_unit_stays_out_of_a_project_that_is_not_django(retriever):
     text = (LOGS / "205-verify-django-no-tests.log").read_text()
     plain = [c.unit.id for c in retriever.retrieve(text, {"python": "3.11", "os": "debian"})]
