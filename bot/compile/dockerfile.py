@@ -20,12 +20,11 @@ from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.build import install_spec
 from bot.graph.lock import LOCK_NODE, WHEELS_STAGE, built_wheels, locked_names
-from bot.graph.model import DepGraph, Node
+from bot.graph.model import WORKDIR, DepGraph, Node
 from bot.graph.native_lock import native_lock
 from bot.graph.specs import constraint_specs
 from bot.templating import make_environment
 
-WORKDIR = "/workspace"
 PIP = ["python", "-m", "pip", "install", "--no-cache-dir"]
 CONSTRAINTS_FILE = "/etc/pip-constraints.txt"
 LOCK_PATH = "/tmp/requirements.lock"
@@ -681,7 +680,8 @@ def _project_steps(graph: DepGraph, n: Node, locked: set[str], native: Node | No
     target = "." + (f"[{','.join(extras)}]" if extras else "")
     tool = n.attrs.get("install_with", "pip")
     if n.attrs.get("deps_only"):
-        return _deps_only_steps(n, tool, locked)
+        path = graph.nodes.get("config:env:PYTHONPATH")
+        return _deps_only_steps(n, tool, locked, str(path.attrs.get("value", "")) if path and path.action else "")
     return [
         {
             "op": "RUN",
@@ -710,13 +710,14 @@ def _project_steps(graph: DepGraph, n: Node, locked: set[str], native: Node | No
     ]
 
 
-def _deps_only_steps(n: Node, tool: str, locked: set[str]) -> list[Step]:
-    """An application, not an installable package: it runs from the checkout."""
+def _deps_only_steps(n: Node, tool: str, locked: set[str], path: str = "") -> list[Step]:
+    """An application, not an installable package: it runs from the checkout (and from the
+    folders already on PYTHONPATH, which this ENV would otherwise replace)."""
     # its dependencies are installed above (Poetry's --no-root, uv's --no-install-project)
     steps: list[Step] = [
         {
             "op": "ENV",
-            "pairs": [("PYTHONPATH", WORKDIR)],
+            "pairs": [("PYTHONPATH", ":".join([WORKDIR, *[p for p in path.split(":") if p and p != WORKDIR]]))],
             "nodes": [n],
             "comments": ["the project is not an installable package: run from the checkout"] + _where([n]),
         }

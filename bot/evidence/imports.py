@@ -242,6 +242,49 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     if syntax_errors > MAX_SYNTAX_WARNINGS:
         ev.warn(".", None, f"{syntax_errors - MAX_SYNTAX_WARNINGS} more files with syntax errors")
     ev.local_modules |= nested_local_modules(py_files, ev.imports)
+    refused: set[str] = set()
+    for use in sibling_test_imports(py_files, ev.imports):
+        ev.local_modules.add(use.module)
+        folder = posixpath.dirname(use.source.file)
+        if folder in ev.test_paths or folder in refused:
+            continue
+        # on PYTHONPATH a folder's modules come before the standard library's: one named like
+        # a standard module (tests/logging.py) would replace it for every program in the image
+        stems = [posixpath.basename(f)[:-3] for f in py_files if posixpath.dirname(f) == folder]
+        shadows = sorted(stem for stem in stems if is_stdlib(stem))
+        if shadows:
+            refused.add(folder)
+            ev.warn(
+                folder,
+                None,
+                f"not put on PYTHONPATH for its tests' bare imports: it holds {', '.join(shadows)}, "
+                "named like the standard library",
+            )
+        else:
+            ev.test_paths[folder] = use.source
+
+
+def sibling_test_imports(py_files: list[str], imports: list[ImportUse]) -> list[ImportUse]:
+    """A test module in a package folder that imports a module beside it by its bare name
+    (``from utils import Timer`` in tests/bench.py, with tests/__init__.py and tests/utils.py).
+    No distribution of that name is meant: guessing one installed the index's unrelated
+    ``utils``, which then shadowed the folder's. pytest puts the first folder above without
+    __init__.py on sys.path, not this one, so the folder goes on the path. (In a folder that is
+    not a package the module is already local, and pytest puts the folder on sys.path; outside
+    the tests a bare import in a package means a top-level module, as Python 3 reads it.)"""
+    packages = {f[: -len("/__init__.py")] for f in py_files if f.endswith("/__init__.py")}
+    modules = {f[:-3] for f in py_files} | packages
+    out = []
+    for use in imports:
+        folder = posixpath.dirname(use.source.file)
+        if (
+            use.in_tests
+            and folder in packages
+            and posixpath.join(folder, use.module) in modules
+            and use.source.file != posixpath.join(folder, use.module + ".py")
+        ):
+            out.append(use)
+    return out
 
 
 def nested_local_modules(py_files: list[str], imports: list[ImportUse]) -> set[str]:

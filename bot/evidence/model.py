@@ -160,6 +160,10 @@ class Evidence:
     python: list[PythonConstraint] = field(default_factory=list)
     imports: list[ImportUse] = field(default_factory=list)
     local_modules: set[str] = field(default_factory=set)
+    # package folders whose test modules import a module beside them by its bare name (from utils
+    # import x with tests/utils.py): pytest puts the first folder above without __init__.py on
+    # sys.path, not this one, so the tests need it on the path; folder -> the first such import
+    test_paths: dict[str, Source] = field(default_factory=dict)
     apt_packages: list[tuple[str, Source]] = field(default_factory=list)
     services: list[ServiceRequirement] = field(default_factory=list)
     env: dict[str, tuple[str, Source]] = field(default_factory=dict)

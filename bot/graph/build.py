@@ -26,7 +26,7 @@ from bot.evidence.services import service_clients
 from bot.graph.alternatives import choose
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
-from bot.graph.model import DepGraph, Node
+from bot.graph.model import WORKDIR, DepGraph, Node
 
 PROJECT = "package:@project"
 MEMBER_PREFIX = "package:@member:"
@@ -109,6 +109,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     _add_test_tools(g, ev)
     add_services(g, ev.services)
     _add_test_env(g, ev)
+    _add_test_paths(g, ev)
     _link_constraints(g)
     _add_target_hints(target, ev, local)
     return g
@@ -632,6 +633,38 @@ def _add_test_env(g: DepGraph, ev: Evidence) -> None:
         )
         n.add_evidence(*_ev(env_src))
         g.edge("target:tests", n.id)
+
+
+def _add_test_paths(g: DepGraph, ev: Evidence) -> None:
+    """Package folders whose tests import a module beside them by its bare name go on
+    PYTHONPATH (relative to the checkout; bot.compile renders the image's paths)."""
+    if not ev.test_paths:
+        return
+    folders = sorted(ev.test_paths)
+    n = g.add(
+        Node(
+            "config:env:PYTHONPATH",
+            "CONFIG",
+            "PYTHONPATH",
+            "SATISFIED",
+            action="env",
+            attrs={
+                "kind": "env",
+                "value": ":".join(f"{WORKDIR}/{folder}" for folder in folders),
+                "why": "test modules import "
+                + ", ".join(sorted({ev.test_paths[f].detail for f in folders}))
+                + " from beside them by bare name, and "
+                + ", ".join(f"{f}/" for f in folders)
+                + (" is a package" if len(folders) == 1 else " are packages")
+                + ", which pytest does not put on sys.path",
+            },
+        )
+    )
+    for folder in folders:
+        src = ev.test_paths[folder]
+        n.add_evidence(src.file, src.line, f"imports {src.detail}, which is {folder}/{src.detail}")
+    link_runtime(g, n.id)
+    g.edge("target:tests", n.id)
 
 
 def _link_constraints(g: DepGraph) -> None:

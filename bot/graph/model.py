@@ -11,6 +11,8 @@ from typing import Any
 
 from bot.graph.phases import phase_of
 
+# where the image holds the checkout (the Dockerfile's WORKDIR)
+WORKDIR = "/workspace"
 NODE_TYPES = ("TARGET", "IMPORT", "PACKAGE", "RUNTIME", "TOOL", "SYSTEMLIB", "SERVICE", "CONFIG")
 STATES = ("MISSING", "SATISFIED", "UNKNOWN")
 EDGE_KINDS = ("prerequisite", "mapping")

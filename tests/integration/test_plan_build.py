@@ -58,3 +58,28 @@ def test_setup_py_that_imports_an_installed_distribution_builds_without_isolatio
     with engine.session(r.tag, workdir="/workspace") as s:
         ran = s.exec(plan.test_command, timeout=300)
         assert ran.exit_code == 0 and "1 passed" in ran.output, ran.output[-3000:]
+
+
+def test_tests_that_import_a_helper_beside_them_collect_with_their_folder_on_the_path(engine, tmp_path):
+    """tests/ is a package and its test imports tests/utils.py as ``utils``: pytest puts the
+    root, not tests/, on sys.path. The plan guesses no distribution for ``utils`` and puts
+    tests/ on PYTHONPATH; without that line the same image cannot collect."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPOS / "plan-tests-sibling-import", repo)
+    python = "3.13" if engine.image_exists("python:3.13-slim") else "3.11"
+    plan = make_plan(repo, None, available_pythons=[python], resolve=False, registry=Registry(enabled=False))
+    text = plan.dockerfile.text
+    assert "ENV PYTHONPATH=/workspace/tests" in text
+    assert not any(line.strip() in ("utils", "utils \\") for line in text.splitlines())  # no distribution guessed
+    bare = engine.build(
+        repo, text.replace("ENV PYTHONPATH=/workspace/tests", ""), f"setupbot-test/bare:{engine.run_id}"
+    )
+    assert bare.ok, bare.log[-3000:]
+    with engine.session(bare.tag, workdir="/workspace") as s:
+        collected = s.exec(plan.collect_command, timeout=300)
+        assert collected.exit_code != 0 and "No module named 'utils'" in collected.output, collected.output[-3000:]
+    r = engine.build(repo, text, f"setupbot-test/sibling:{engine.run_id}")
+    assert r.ok, r.log[-4000:]
+    with engine.session(r.tag, workdir="/workspace") as s:
+        ran = s.exec(plan.test_command, timeout=300)
+        assert ran.exit_code == 0 and "1 passed" in ran.output, ran.output[-3000:]

@@ -104,3 +104,23 @@ def test_building_without_isolation_installs_the_module_first_or_puts_the_checko
     assert "env PYTHONPATH=/workspace python -m pip install" in compile_dockerfile(graph).text
     with pytest.raises(AtomError, match="not a module name"):
         Atom("build_without_isolation", {"module": "x; rm -rf /"}).validate()
+
+
+def test_an_application_keeps_the_test_folders_already_on_the_path(tmp_path):
+    # the tests import a helper beside them from a package folder (tests/ on PYTHONPATH); the
+    # application's own ENV PYTHONPATH, which comes later, must keep that folder
+    files = {
+        "pyproject.toml": '[project]\nname = "x"\nversion = "0"\n',
+        "x/__init__.py": "",
+        "tests/__init__.py": "",
+        "tests/utils.py": "",
+        "tests/test_x.py": "from utils import y\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    graph = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False).graph
+    assert "ENV PYTHONPATH=/workspace/tests" in compile_dockerfile(graph).text
+    graph.apply_atom(Atom("install_deps_only", {}), "test")
+    envs = [line for line in compile_dockerfile(graph).text.splitlines() if line.startswith("ENV PYTHONPATH=")]
+    assert envs == ["ENV PYTHONPATH=/workspace/tests", "ENV PYTHONPATH=/workspace:/workspace/tests"]

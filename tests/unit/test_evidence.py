@@ -220,6 +220,35 @@ def test_a_package_imported_along_a_path_the_repository_holds_is_local(tmp_path)
     assert "yaml" not in ev.local_modules
 
 
+def test_a_test_helper_imported_by_bare_name_from_a_package_folder_is_local_and_on_the_path(tmp_path):
+    """tests/ and suite/ are packages; their tests import a helper beside them by bare name. The
+    helper is the repository's (no distribution guessed) and each folder goes on the test path,
+    except one that holds a module named like the standard library. Code outside the tests
+    that does the same means a top-level module (Python 3), and stays a guess."""
+    files = {
+        "app/__init__.py": "",
+        "app/yaml.py": "",
+        "app/config.py": "import yaml\n",
+        "tests/__init__.py": "",
+        "tests/utils.py": "",
+        "tests/test_a.py": "from utils import Timer\nimport numpy\n",
+        "suite/__init__.py": "",
+        "suite/helpers/__init__.py": "",
+        "suite/logging.py": "",
+        "suite/test_b.py": "import helpers\n",
+        "plain/helper2.py": "",
+        "plain/test_c.py": "import helper2\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    ev = scan_repository(tmp_path)
+    assert {"utils", "helpers", "helper2"} <= ev.local_modules
+    assert "yaml" not in ev.local_modules and "numpy" not in ev.local_modules
+    assert {folder: (src.file, src.line) for folder, src in ev.test_paths.items()} == {"tests": ("tests/test_a.py", 1)}
+    assert any(w.file == "suite" and "logging" in w.message for w in ev.warnings)
+
+
 def test_a_conda_environment_file_by_another_name_is_read_and_a_variant_is_not(tmp_path):
     """conda_environment.yaml is the repository's environment when none of the usual names is
     there; the macOS variant beside it, and a YAML file without dependencies, are not."""
