@@ -55,6 +55,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")
 _PIP_SPEC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\], <>=!~;*'\"]{0,200}$")
 _VERSION = re.compile(r"^3\.\d{1,2}$")
 _MATCH_REF = re.compile(r"^\{match:\d\}$")
+_CONTEXT_REF = re.compile(r"^\{[a-z_]+\}$")
 _TOOLS = {"poetry", "pdm", "uv", "hatch", "pip"}
 _DIST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,100}$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}(?:\.[A-Za-z_][A-Za-z0-9_]{0,100}){0,10}$")
@@ -199,7 +200,8 @@ def _check_module(kind: str, a: Mapping[str, Any]) -> None:
 
 
 def _check_service(kind: str, a: Mapping[str, Any]) -> None:
-    if not isinstance(a["service"], str) or not _DEB_NAME.match(a["service"]):
+    # a unit may name it from the context: {database}
+    if not isinstance(a["service"], str) or not (_DEB_NAME.match(a["service"]) or _CONTEXT_REF.match(a["service"])):
         raise AtomError(f"start_service: {a['service']!r} is not a service name")
 
 

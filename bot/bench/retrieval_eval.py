@@ -98,7 +98,8 @@ def score(logs: Iterable[RealLog], labels: dict[str, Any], retrieve: Callable[..
             continue
         right = list(label.get("units") or [])
         # what the loop reads from the repository beside the log (bot.loop.repair.repo_context:
-        # framework), written into the label by whoever read the repository
+        # framework; bot.loop.candidates: database, from the plan's client libraries), written
+        # into the label by whoever read the repository
         extra = dict(label.get("context") or {})
         got = list(retrieve(log.text, extra) if extra else retrieve(log.text))
         s.cases += 1

@@ -61,13 +61,17 @@ def _excerpt(log_text: str, sig: Signature | None) -> str:
     return log_text[-LOG_FOR_RETRIEVAL:]
 
 
+# catalogue kinds that are SQL servers a database URL can name
+SQL_SERVERS = ("postgres", "mysql")
+
+
 class CandidatesMixin(LoopBase):
     """Which repairs the loop tries for a signature, best first."""
 
     def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
         if getattr(self, "_repo_context", None) is None:
             self._repo_context = repo_context(self.repo)
-        context = {"python": self.python, "os": "debian", **(self._repo_context or {})}
+        context = {"python": self.python, "os": "debian", **(self._repo_context or {}), **self._database_context()}
         excerpt = _excerpt(outcome.log, sig)
         try:
             from_store = knowledge_candidates(self.retriever, excerpt, context, self.settings.knowledge.k)
@@ -135,6 +139,16 @@ class CandidatesMixin(LoopBase):
             return json.loads(r.output.strip().splitlines()[-1]) if r.exit_code == 0 and r.output.strip() else {}
         except (SetupbotError, ValueError, IndexError):
             return {}
+
+    def _database_context(self) -> dict[str, str]:
+        """``database``: the one SQL server kind the code's client libraries talk to (the plan's
+        service_clients hint), for a unit whose fix is that server (a database URL read from an
+        unset variable). Nothing when there is none, or more than one."""
+        graph = getattr(self, "graph", None)  # (a loop double may have none)
+        target = graph.nodes.get("target:tests") if graph is not None else None
+        clients = (target.attrs.get("service_clients") if target is not None else None) or {}
+        sql = sorted(kind for kind in clients if kind in SQL_SERVERS)
+        return {"database": sql[0]} if len(sql) == 1 else {}
 
     def _plan_specs(self) -> dict[str, str]:
         return {

@@ -180,6 +180,16 @@ def test_a_module_missing_in_the_isolated_build_is_not_a_missing_install(retriev
     assert "build-isolation-missing-module" not in [c.unit.id for c in plain]
 
 
+def test_a_database_url_read_from_an_unset_variable_starts_the_server_its_client_talks_to(retriever):
+    text = (LOGS / "208-service-database-url-unset.log").read_text()
+    offered = retriever.retrieve(text, {"python": "3.12", "os": "debian", "database": "postgres"})
+    assert offered[0].unit.id == "service-database-url-unset"
+    assert offered[0].atoms[0].args == {"service": "postgres"}
+    # no SQL client in the code (or two): the server is not guessed, and nothing is offered
+    plain = retriever.retrieve(text, {"python": "3.12", "os": "debian"})
+    assert "service-database-url-unset" not in [c.unit.id for c in plain]
+
+
 def test_the_django_unit_stays_out_of_a_project_that_is_not_django(retriever):
     text = (LOGS / "205-verify-django-no-tests.log").read_text()
     plain = [c.unit.id for c in retriever.retrieve(text, {"python": "3.11", "os": "debian"})]

@@ -202,6 +202,23 @@ def test_an_unset_service_variable_starts_the_service_whose_wiring_sets_it(tmp_p
     assert [c.describe() for c in got] == ["set_env API_TOKEN=test"]
 
 
+def test_the_database_context_names_the_one_sql_server_the_code_talks_to(tmp_path):
+    from bot.compile.plan import make_plan
+    from bot.loop.candidates import CandidatesMixin
+
+    class Loop(CandidatesMixin):
+        def __init__(self, graph):
+            self.plan = SimpleNamespace(graph=graph)
+
+    (tmp_path / "app.py").write_text("import os\nimport psycopg2\nimport redis\n")
+    graph = make_plan(tmp_path, None, available_pythons=["3.13"], resolve=False).graph
+    assert Loop(graph)._database_context() == {"database": "postgres"}  # redis is no SQL server
+    (tmp_path / "legacy.py").write_text("import pymysql\n")
+    graph = make_plan(tmp_path, None, available_pythons=["3.13"], resolve=False).graph
+    assert Loop(graph)._database_context() == {}  # two: neither is guessed
+    assert Loop(None)._database_context() == {}
+
+
 def test_pytest_that_refuses_both_config_tables_is_held_below_9(tmp_path):
     sig = Signature("pytest_config_tables", "version", "pytest", "")
     got = rule_candidates(sig, repo=tmp_path, python="3.13", available_pythons=["3.13"])
