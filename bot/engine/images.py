@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -34,7 +35,15 @@ from pathlib import Path
 from bot.config import Settings
 from bot.engine.ca import CA_ENV, CA_LABEL
 from bot.engine.core import LABEL, Engine
-from bot.engine.recipes import ROOTFS_REPOSITORY, ImageRecipe, all_recipes, core_recipes, rootfs_tag, service_recipes
+from bot.engine.recipes import (
+    ROOTFS_REPOSITORY,
+    SUITE_PYTHON,
+    ImageRecipe,
+    all_recipes,
+    core_recipes,
+    rootfs_tag,
+    service_recipes,
+)
 from bot.engine.sources import ImageSource
 from bot.errors import ConfigError, ImageUnavailableError
 from bot.graph.runtime import OFFICIAL_PYTHONS
@@ -147,15 +156,18 @@ def select_recipes(
     """The recipes to build, with everything they build FROM, in dependency order.
     ``None`` means all; unknown names are a ConfigError with the known ones."""
     suites = tuple(settings.images.suites)
-    registry = {r.tag: r for r in all_recipes(suites)}
+    configured = {r.tag: r for r in all_recipes(suites)}
+    # the Python of a suite images.suites leaves out is built when named (with its Debian)
+    registry = {**{r.tag: r for s in SUITE_PYTHON if s not in suites for r in core_recipes((s,))}, **configured}
     pythons_known = {r.name: r for r in registry.values() if r.kind == "python"}
     services_known: dict[str, list[ImageRecipe]] = {}
     for r in registry.values():
         if r.kind == "service":
             services_known.setdefault(r.name, []).append(r)
 
-    wanted: list[ImageRecipe] = [r for r in registry.values() if r.kind == "debian"]
-    for version in pythons_known if pythons is None else pythons:
+    wanted: list[ImageRecipe] = [r for r in configured.values() if r.kind == "debian"]
+    default = [r.name for r in configured.values() if r.kind == "python"]
+    for version in default if pythons is None else pythons:
         if version not in pythons_known:
             raise ConfigError(
                 f"no stand-in recipe for Python {version}",
@@ -437,6 +449,10 @@ def _build_stage(
                 target.write_text(render_template(template, **variables))
             else:
                 shutil.copyfile(templates_dir() / template, target)
+        if recipe.wheels:
+            fetched = _download_wheels(recipe.wheels, context / "wheels")
+            if fetched:
+                return Outcome(recipe.tag, "failed", time.monotonic() - started, fetched)
         if recipe.template:
             text = render_template(recipe.template, **variables)
         else:
@@ -446,6 +462,27 @@ def _build_stage(
         if not first.ok:
             return Outcome(recipe.tag, "failed", time.monotonic() - started, first.log[-3000:])
     return None
+
+
+def _download_wheels(requirements: Iterable[str], dest: Path) -> str:
+    """The host's pip downloads these wheels (pure Python: pip, setuptools) with its own index
+    configuration; the error to report, or "" when they are there."""
+    dest.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"]
+    try:
+        r = subprocess.run(
+            [*argv, "--dest", str(dest), *requirements],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            env=host_env(),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"pip download {' '.join(requirements)}: {exc}"
+    if r.returncode != 0:
+        return f"pip download {' '.join(requirements)} failed:\n{(r.stdout + r.stderr)[-2000:]}"
+    return ""
 
 
 def _finish_standin(engine: Engine, recipe: ImageRecipe, stage: str, digest: str, started: float) -> Outcome | None:

@@ -28,8 +28,15 @@ ROOTFS_REPOSITORY = "setupbot/rootfs"
 # The interpreter each Debian suite ships; the stand-in python:X-slim uses it.
 # forky (testing) ships 3.14 as its python3; it is not among the default images.suites (one
 # more debootstrap and two more builds per bootstrap): add it there to offer 3.14 offline.
-SUITE_PYTHON = {"bookworm": "3.11", "trixie": "3.13", "forky": "3.14"}
-SUITE_NUMBER = {"bookworm": "12", "trixie": "13"}
+# bullseye (3.9) is not among them either: `setupbot images bootstrap --python 3.9` builds it, for
+# pins whose wheels stop at 3.9 (its pip and setuptools are too old to pass for the official
+# image's, so newer wheels of both come from the index, through the host's pip: WHEELS).
+SUITE_PYTHON = {"bullseye": "3.9", "bookworm": "3.11", "trixie": "3.13", "forky": "3.14"}
+SUITE_NUMBER = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
+# the pip and setuptools a stand-in installs in place of its suite's own, where those are older
+# than a Dockerfile may rely on (PEP 660 editable installs need pip 21.3 and setuptools 64):
+# the releases bookworm's stand-in has, which still support Python 3.9
+WHEELS = {"bullseye": ("pip==23.0.1", "setuptools==66.1.1")}
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,7 @@ class ImageRecipe:
     ports: tuple[int, ...] = ()  # services: ports it listens on
     context: str = ""  # directory under templates/ copied as the build
     # context; its plain Dockerfile gets BASE as a build arg
+    wheels: tuple[str, ...] = ()  # requirements the host's pip downloads into the context's wheels/
 
     def template_variables(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return {"base": self.base, **dict(self.variables), **dict(extra or {})}
@@ -74,6 +82,7 @@ class ImageRecipe:
             "probe": list(self.probe),
             "version_env": self.version_env,
             "env": dict(self.env),
+            **({"wheels": list(self.wheels)} if self.wheels else {}),
             "base_id": base_id,
             "ca": ca_fingerprint,
         }
@@ -114,7 +123,8 @@ def python_recipe(version: str, suite: str) -> ImageRecipe:
         base=f"debian:{suite}-slim",
         kind="python",
         name=version,
-        variables={"python": version, "suite": suite},
+        variables={"python": version, "suite": suite, **({"wheels": True} if suite in WHEELS else {})},
+        wheels=WHEELS.get(suite, ()),
         probe=("sh", "-c", probe_script),
         version_env="PYTHON_VERSION",
         aliases=(f"python:{version}-slim-{suite}",),

@@ -390,11 +390,15 @@ class ReplayMixin(LoopBase):
         """Pins that need a Python none of the offered images has: say so plainly."""
         offered = ", ".join(sorted(self.available, key=lambda v: tuple(int(x) for x in v.split(".")))) or "none"
         if sig.kind == "python_pin" and next_python(sig.key, self.available, "") is None:
+            fits = next_python(sig.key, _older_standins(self.available), "")
             return (
                 f"; none of the offered Pythons ({offered}) satisfies {sig.key}: an image with such a Python is needed"
+                + (_bootstrap_hint([fits]) if fits else "")
             )
         if sig.kind == "no_matching_distribution" and "==" in sig.key:
-            return f"; no offered Python ({offered}) installs this pin"
+            return f"; no offered Python ({offered}) installs this pin" + _bootstrap_hint(
+                _older_standins(self.available)
+            )
         return ""
 
     def _learn(self) -> None:
@@ -418,3 +422,23 @@ class ReplayMixin(LoopBase):
                 self.traj.record("learn", outcome="ok", detail={"unit": uid})
             except SetupbotError as exc:
                 self.record.warnings.append(f"learning: {exc}")
+
+
+def _older_standins(available: list[str]) -> list[str]:
+    """Pythons older than every offered one that `setupbot images bootstrap` can build offline
+    (a Debian suite's own interpreter), newest first."""
+    from packaging.version import Version
+
+    from bot.engine.recipes import SUITE_PYTHON
+
+    if not available:
+        return []
+    oldest = min(Version(v) for v in available)
+    return sorted({v for v in SUITE_PYTHON.values() if Version(v) < oldest}, key=Version, reverse=True)
+
+
+def _bootstrap_hint(versions: list[str]) -> str:
+    if not versions:
+        return ""
+    v = versions[0]
+    return f" (offline, `setupbot images bootstrap --python {v}` builds a stand-in of Python {v})"

@@ -158,6 +158,26 @@ def test_selection_pulls_in_bases_in_dependency_order():
     assert {"python:3.11-slim", "python:3.13-slim", "debian:bookworm-slim", "debian:trixie-slim"} <= set(all_tags)
 
 
+def test_a_python_of_a_suite_left_out_of_the_default_is_built_when_named():
+    """bullseye is not among images.suites: the default bootstrap leaves it out, and
+    `--python 3.9` builds its rootfs, Debian and Python (with newer pip and setuptools)."""
+    settings = load_settings(None, environ={})
+    default = [r.tag for r in select_recipes(settings, services=[])]
+    assert "python:3.9-slim" not in default and "debian:bullseye-slim" not in default
+    named = select_recipes(settings, pythons=["3.9"], services=[])
+    tags = [r.tag for r in named]
+    assert tags.index("debian:bullseye-slim") < tags.index("python:3.9-slim")
+    recipe = next(r for r in named if r.tag == "python:3.9-slim")
+    assert recipe.base == "debian:bullseye-slim" and recipe.wheels == recipes.WHEELS["bullseye"]
+    text = render_template(recipe.template, **recipe.template_variables(_template_extra(settings)))
+    assert "COPY wheels /tmp/setupbot-wheels" in text and "--find-links /tmp/setupbot-wheels" in text
+    assert "--root-user-action=" not in text  # bullseye's own pip (20.3) does not know it
+    # a suite whose pip is new enough installs from its own wheels, as before
+    bookworm = recipes.python_recipe("3.11", "bookworm")
+    text = render_template(bookworm.template, **bookworm.template_variables(_template_extra(settings)))
+    assert "setupbot-wheels" not in text and "--root-user-action=ignore" in text and not bookworm.wheels
+
+
 def test_selection_rejects_unknown_names_with_the_known_ones():
     settings = load_settings(None, environ={})
     with pytest.raises(ConfigError) as err:

@@ -483,3 +483,22 @@ def test_devcontainer_compose_relays_localhost_to_each_service():
     assert app["sysctls"] == {"net.ipv6.conf.lo.disable_ipv6": 0}
     alone = yaml.safe_load(render_compose(services=[]))["services"]["app"]
     assert alone["command"] == ["sleep", "infinity"] and "sysctls" not in alone
+
+
+def test_the_statement_that_no_offered_python_fits_names_the_stand_in_that_would():
+    """Offline, 3.11 and 3.13 offered: scipy==1.7.3 needs <3.11, and bullseye's 3.9 would serve;
+    a pin with no Python information gets the newest older stand-in named."""
+    from bot.loop.replay import ReplayMixin
+
+    class Loop(ReplayMixin):
+        available = ["3.11", "3.13"]
+
+    pin = diagnose(PIN)[0]
+    note = Loop()._no_python_note(pin)
+    assert "none of the offered Pythons (3.11, 3.13) satisfies >=3.7,<3.11" in note
+    assert "`setupbot images bootstrap --python 3.9`" in note
+    old = diagnose("ERROR: No matching distribution found for oldlib==0.3\n")[0]
+    assert "`setupbot images bootstrap --python 3.9`" in Loop()._no_python_note(old)
+    # 3.9 offered already: nothing older to build, only the statement
+    Loop.available = ["3.9", "3.11"]
+    assert "bootstrap" not in Loop()._no_python_note(old) and "no offered Python (3.9, 3.11)" in Loop()._no_python_note(old)
