@@ -165,3 +165,36 @@ def test_rootfs_tarball_from_debootstrap_is_slim(docker_available, tmp_path):
     # a second call reuses the cache
     mtime = tarball.stat().st_mtime
     assert rootfs_tarball(settings, "bookworm").stat().st_mtime == mtime
+
+
+@pytest.mark.extended
+@pytest.mark.timeout(1500)
+def test_the_python_of_bullseye_is_a_stand_in_with_a_pip_new_enough_for_editable_installs(engine):
+    """`--python 3.9` builds bullseye's interpreter with pip and setuptools newer than the
+    suite's (downloaded by the host's pip). Built here under a tag of its own, so that the
+    other tests' plans are not offered 3.9."""
+    import dataclasses
+
+    from bot.engine.images import build_standin, ensure_rootfs
+    from bot.engine.recipes import debian_recipe, python_recipe
+
+    settings = load_settings(None)
+    assert ensure_rootfs(engine, settings, "bullseye").action != "failed"
+    assert build_standin(engine, settings, debian_recipe("bullseye")).action != "failed"
+    tag = f"setupbot-test/python:3.9-slim-{engine.run_id}"
+    recipe = dataclasses.replace(python_recipe("3.9", "bullseye"), tag=tag, aliases=())
+    outcome = build_standin(engine, settings, recipe)
+    try:
+        assert outcome.action == "built", outcome.detail
+        # (run_once has no network: the versions stand for what they can do, PEP 660 editable
+        # installs from pip 21.3 and setuptools 64 on)
+        script = (
+            "set -e; python --version; pip --version | grep -q 'pip 23.0.1 '; ! command -v gcc; "
+            "python -c 'import setuptools; assert setuptools.__version__ == \"66.1.1\"'; "
+            "python -m venv /tmp/v && /tmp/v/bin/python -m pip --version; "
+            "! dpkg -s python3-pip 2>/dev/null | grep -q 'Status: install ok'"
+        )
+        r = engine.run_once(tag, ["sh", "-c", script], timeout=600)
+        assert r.ok and "Python 3.9." in r.output, r.output[-3000:]
+    finally:
+        engine.untag(tag)
