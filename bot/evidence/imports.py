@@ -220,6 +220,11 @@ class _Visitor(ast.NodeVisitor):
 def scan(files: RepoFiles, ev: Evidence) -> None:
     py_files = [f for f in files.all_files() if f.endswith(".py")]
     ev.local_modules |= local_modules(files, py_files)
+    ev.root_modules |= {
+        f[:-3] if "/" not in f else f.split("/")[0]
+        for f in py_files
+        if ("/" not in f and f != "setup.py") or (f.count("/") == 1 and f.endswith("/__init__.py"))
+    } - {"__init__"}
     scanned = [
         f for f in py_files if f.split("/")[0] not in SKIP_TOP and not any(p in DATA_DIRS for p in f.split("/")[:-1])
     ]

@@ -160,6 +160,9 @@ class Evidence:
     python: list[PythonConstraint] = field(default_factory=list)
     imports: list[ImportUse] = field(default_factory=list)
     local_modules: set[str] = field(default_factory=set)
+    # what the checkout's root holds as importable modules (top-level *.py and packages): what
+    # setup.py can import with the checkout on sys.path
+    root_modules: set[str] = field(default_factory=set)
     # package folders whose test modules import a module beside them by its bare name (from utils
     # import x with tests/utils.py): pytest puts the first folder above without __init__.py on
     # sys.path, not this one, so the tests need it on the path; folder -> the first such import

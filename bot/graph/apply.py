@@ -307,7 +307,7 @@ def _git_init(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
 
 def _build_without_isolation(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     """The project's build imports ``module``, which pip's isolated build environment lacks:
-    a module the checkout holds puts the checkout on PYTHONPATH (self_import); any other is
+    a module the checkout's root holds puts the checkout on PYTHONPATH (self_import); any other is
     installed first (its distribution's PACKAGE node) and the build sees it (build_imports).
     Either way the project installs without build isolation (bot.compile.dockerfile)."""
     proj = project_node(g)
@@ -315,9 +315,7 @@ def _build_without_isolation(g: DepGraph, a: Mapping[str, Any], ev: Evidence) ->
         return []
     module = str(a["module"]).split(".")[0]
     changed = [proj.id]
-    own = project_name(g)
-    local = set(g.meta.get("local_modules") or ()) | ({canonicalize_name(own).replace("-", "_")} if own else set())
-    if module in local:
+    if module in set(g.meta.get("checkout_modules") or ()):
         proj.attrs["self_import"] = True
     else:
         imports = list(proj.attrs.get("build_imports") or [])

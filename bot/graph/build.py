@@ -101,9 +101,11 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
     _link_declared_packages(g, declared)
     _add_constraints(g, ev)
     local = ev.local_modules | ({project_name.replace("-", "_")} if project_name else set())
-    # what the checkout holds: a repair that finds setup.py importing one of these puts the
-    # checkout on the build's path instead of installing a distribution (bot.graph.apply)
-    g.meta["local_modules"] = sorted(local)
+    # what the checkout's root holds: a repair that finds setup.py importing one of these puts
+    # the checkout on the build's path instead of installing a distribution (bot.graph.apply)
+    g.meta["checkout_modules"] = sorted(
+        {m for m in ev.root_modules if m.isidentifier()} | ({project_name.replace("-", "_")} if project_name else set())
+    )
     _add_imports(g, ev, registry, declared, local, not has_pip_manifest)
     _add_system_libraries(g, ev, reqs, warnings)
     _add_test_tools(g, ev)
