@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import time
 
+from packaging.version import Version
+
+from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import SetupbotError
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
@@ -427,10 +430,6 @@ class ReplayMixin(LoopBase):
 def _older_standins(available: list[str]) -> list[str]:
     """Pythons older than every offered one that `setupbot images bootstrap` can build offline
     (a Debian suite's own interpreter), newest first."""
-    from packaging.version import Version
-
-    from bot.engine.recipes import SUITE_PYTHON
-
     if not available:
         return []
     oldest = min(Version(v) for v in available)

@@ -501,4 +501,6 @@ def test_the_statement_that_no_offered_python_fits_names_the_stand_in_that_would
     assert "`setupbot images bootstrap --python 3.9`" in Loop()._no_python_note(old)
     # 3.9 offered already: nothing older to build, only the statement
     Loop.available = ["3.9", "3.11"]
-    assert "bootstrap" not in Loop()._no_python_note(old) and "no offered Python (3.9, 3.11)" in Loop()._no_python_note(old)
+    assert "bootstrap" not in Loop()._no_python_note(old) and "no offered Python (3.9, 3.11)" in Loop()._no_python_note(
+        old
+    )
