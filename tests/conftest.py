@@ -64,6 +64,19 @@ def repos_dir() -> Path:
     return REPOS
 
 
+@pytest.fixture
+def write_tree(tmp_path: Path):
+    """Write ``{relative path: text}`` below ``tmp_path`` (folders made as needed); returns it."""
+
+    def write(files: dict[str, str]) -> Path:
+        for rel, text in files.items():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+        return tmp_path
+
+    return write
+
+
 @pytest.hookimpl(trylast=True)  # after xdist's own pass over the groups
 def pytest_collection_modifyitems(config, items):
     """Every `serial` test joins the xdist group "serial": under `-n N --dist loadgroup` they all

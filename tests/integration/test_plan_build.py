@@ -18,6 +18,16 @@ pytestmark = pytest.mark.slow
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
 
 
+def planned(engine, tmp_path, name):
+    """The fixture ``name`` copied to a fresh folder, its plan for the newest stand-in Python, and
+    the plan's Dockerfile."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPOS / name, repo)
+    python = "3.13" if engine.image_exists("python:3.13-slim") else "3.11"
+    plan = make_plan(repo, None, available_pythons=[python], resolve=False, registry=Registry(enabled=False))
+    return repo, plan, plan.dockerfile.text
+
+
 @pytest.fixture
 def engine(docker_available):
     e = Engine.from_settings(load_settings(None))
@@ -26,11 +36,7 @@ def engine(docker_available):
 
 
 def test_compiled_dockerfile_builds_and_collects(engine, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(REPOS / "plan-scm-plugins", repo)
-    python = "3.13" if engine.image_exists("python:3.13-slim") else "3.11"
-    plan = make_plan(repo, None, available_pythons=[python], resolve=False, registry=Registry(enabled=False))
-    text = plan.dockerfile.text
+    repo, plan, text = planned(engine, tmp_path, "plan-scm-plugins")
     r = engine.build(repo, text, f"setupbot-test/plan-scm:{engine.run_id}")
     assert r.ok, r.log[-4000:]
     with engine.session(r.tag, workdir="/workspace") as s:
@@ -44,11 +50,7 @@ def test_compiled_dockerfile_builds_and_collects(engine, tmp_path):
 def test_setup_py_that_imports_an_installed_distribution_builds_without_isolation(engine, tmp_path):
     """setup.py imports six at build time and [build-system] does not require it: pip's isolated
     build fails on the import, and the plan installs the project without isolation after six."""
-    repo = tmp_path / "repo"
-    shutil.copytree(REPOS / "plan-setup-py-build-import", repo)
-    python = "3.13" if engine.image_exists("python:3.13-slim") else "3.11"
-    plan = make_plan(repo, None, available_pythons=[python], resolve=False, registry=Registry(enabled=False))
-    text = plan.dockerfile.text
+    repo, plan, text = planned(engine, tmp_path, "plan-setup-py-build-import")
     assert "--no-build-isolation -e ." in text
     # the same Dockerfile with pip's isolated build: the failure the rule is for
     isolated = engine.build(repo, text.replace(" --no-build-isolation", ""), f"setupbot-test/isolated:{engine.run_id}")
@@ -64,11 +66,7 @@ def test_tests_that_import_a_helper_beside_them_collect_with_their_folder_on_the
     """tests/ is a package and its test imports tests/utils.py as ``utils``: pytest puts the
     root, not tests/, on sys.path. The plan guesses no distribution for ``utils`` and puts
     tests/ on PYTHONPATH; without that line the same image cannot collect."""
-    repo = tmp_path / "repo"
-    shutil.copytree(REPOS / "plan-tests-sibling-import", repo)
-    python = "3.13" if engine.image_exists("python:3.13-slim") else "3.11"
-    plan = make_plan(repo, None, available_pythons=[python], resolve=False, registry=Registry(enabled=False))
-    text = plan.dockerfile.text
+    repo, plan, text = planned(engine, tmp_path, "plan-tests-sibling-import")
     assert "ENV PYTHONPATH=/workspace/tests" in text
     assert not any(line.strip() in ("utils", "utils \\") for line in text.splitlines())  # no distribution guessed
     bare = engine.build(

@@ -106,7 +106,7 @@ def test_building_without_isolation_installs_the_module_first_or_puts_the_checko
         Atom("build_without_isolation", {"module": "x; rm -rf /"}).validate()
 
 
-def test_an_application_keeps_the_test_folders_already_on_the_path(tmp_path):
+def test_an_application_keeps_the_test_folders_already_on_the_path(tmp_path, write_tree):
     # the tests import a helper beside them from a package folder (tests/ on PYTHONPATH); the
     # application's own ENV PYTHONPATH, which comes later, must keep that folder
     files = {
@@ -116,9 +116,7 @@ def test_an_application_keeps_the_test_folders_already_on_the_path(tmp_path):
         "tests/utils.py": "",
         "tests/test_x.py": "from utils import y\n",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    write_tree(files)
     graph = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False).graph
     assert "ENV PYTHONPATH=/workspace/tests" in compile_dockerfile(graph).text
     graph.apply_atom(Atom("install_deps_only", {}), "test")

@@ -199,7 +199,7 @@ def test_setuptools_dynamic_dependencies_from_files(tmp_path):
     assert not [w for w in ev.warnings if "pyproject" in w.file]
 
 
-def test_a_package_imported_along_a_path_the_repository_holds_is_local(tmp_path):
+def test_a_package_imported_along_a_path_the_repository_holds_is_local(tmp_path, write_tree):
     """``from src.utils.llm import ask`` with ``service/reasoning/src/utils/llm.py``: the code puts
     that folder on sys.path, so ``src`` is the repository's, not a distribution to guess; a
     top-level import whose path the repository does not hold stays a guess."""
@@ -212,15 +212,13 @@ def test_a_package_imported_along_a_path_the_repository_holds_is_local(tmp_path)
         "service/reasoning/search.py": "import sys\nfrom src.utils.llm import ask\nimport yaml.constructor\n",
         "yamlish/constructor.txt": "not Python\n",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    write_tree(files)
     ev = scan_repository(tmp_path)
     assert "src" in ev.local_modules
     assert "yaml" not in ev.local_modules
 
 
-def test_a_test_helper_imported_by_bare_name_from_a_package_folder_is_local_and_on_the_path(tmp_path):
+def test_a_test_helper_imported_by_bare_name_from_a_package_folder_is_local_and_on_the_path(tmp_path, write_tree):
     """tests/ and suite/ are packages; their tests import a helper beside them by bare name. The
     helper is the repository's (no distribution guessed) and each folder goes on the test path,
     except one that holds a module named like the standard library. Code outside the tests
@@ -239,9 +237,7 @@ def test_a_test_helper_imported_by_bare_name_from_a_package_folder_is_local_and_
         "plain/helper2.py": "",
         "plain/test_c.py": "import helper2\n",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    write_tree(files)
     ev = scan_repository(tmp_path)
     assert {"utils", "helpers", "helper2"} <= ev.local_modules
     assert "yaml" not in ev.local_modules and "numpy" not in ev.local_modules
