@@ -253,6 +253,10 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         folder = posixpath.dirname(use.source.file)
         if folder in ev.test_paths or folder in refused:
             continue
+        if not _PLAIN_FOLDER.fullmatch(folder):
+            # the path goes into an ENV value: a name that ':' would split, or '$' expand, stays out
+            refused.add(folder)
+            continue
         # on PYTHONPATH a folder's modules come before the standard library's: one named like
         # a standard module (tests/logging.py) would replace it for every program in the image
         stems = [posixpath.basename(f)[:-3] for f in py_files if posixpath.dirname(f) == folder]
@@ -267,6 +271,9 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
             )
         else:
             ev.test_paths[folder] = use.source
+
+
+_PLAIN_FOLDER = re.compile(r"[A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)*")
 
 
 def sibling_test_imports(py_files: list[str], imports: list[ImportUse]) -> list[ImportUse]:

@@ -236,10 +236,13 @@ def test_a_test_helper_imported_by_bare_name_from_a_package_folder_is_local_and_
         "suite/test_b.py": "import helpers\n",
         "plain/helper2.py": "",
         "plain/test_c.py": "import helper2\n",
+        "odd:$dir/__init__.py": "",
+        "odd:$dir/helper3.py": "",
+        "odd:$dir/test_d.py": "import helper3\n",
     }
     write_tree(files)
     ev = scan_repository(tmp_path)
-    assert {"utils", "helpers", "helper2"} <= ev.local_modules
+    assert {"utils", "helpers", "helper2", "helper3"} <= ev.local_modules
     assert "yaml" not in ev.local_modules and "numpy" not in ev.local_modules
     assert {folder: (src.file, src.line) for folder, src in ev.test_paths.items()} == {"tests": ("tests/test_a.py", 1)}
     assert any(w.file == "suite" and "logging" in w.message for w in ev.warnings)
