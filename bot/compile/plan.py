@@ -21,6 +21,7 @@ from bot.evidence import scan_repository
 from bot.evidence.files import MAX_BYTES
 from bot.evidence.imports import REMOVED_STDLIB
 from bot.evidence.model import Evidence, ScanWarning, ServiceRequirement
+from bot.graph.apply import project_compiles
 from bot.graph.build import PROJECT, build_graph
 from bot.graph.era import reference_date
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
@@ -85,6 +86,18 @@ class Plan:
     @property
     def services(self) -> list[ServiceRequirement]:
         return service_requirements(self.graph)
+
+    @property
+    def post_create_command(self) -> list[str] | None:
+        """What the devcontainer runs once it is created, or None (then nothing). A project that
+        compiles its own extension is installed editable with the extension built into the
+        checkout, and the devcontainer mounts the host's checkout over it, where no extension is
+        built: the tests could not import it. So it is built again there, as the container's user
+        (pip then installs into the user's site, which comes first)."""
+        proj = self.graph.nodes.get(PROJECT)
+        if proj is None or proj.attrs.get("deps_only") or not project_compiles(self.graph):
+            return None
+        return ["python", "-m", "pip", "install", "--no-deps", "-e", "."]
 
     @property
     def env(self) -> dict[str, str]:

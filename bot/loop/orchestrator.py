@@ -375,7 +375,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
 
 def _plan_json(plan: Any, graph: Any) -> dict[str, Any]:
     data: dict[str, Any] = {}
-    for attr in ("python", "base_image", "collect_command", "test_command", "env"):
+    for attr in ("python", "base_image", "collect_command", "test_command", "env", "post_create_command"):
         value = getattr(plan, attr, None)
         if value is not None:
             data[attr] = list(value) if isinstance(value, tuple) else value

@@ -1,7 +1,9 @@
 """A real Dev Containers client on setupbot's outputs: `devcontainer up --workspace-folder .`,
 then `devcontainer exec ... <test command>` (PyPI's devcontainer-rs), on every fixture here
-that writes a devcontainer -- a plain one (the README's hello-app) and a compose one (a Redis
-service from the repository's CI).
+that writes a devcontainer -- a plain one (the README's hello-app), a compose one (a Redis
+service from the repository's CI) and one whose project compiles its own C extension (built
+again in the mounted checkout by the postCreateCommand; without it, collection fails on
+"No module named 'fastsum._speed'").
 
 The outputs are the files setupbot writes for the fixture's plan. They name official images,
 as on a runner that pulls them. Both run on the fresh engine of the `runner_world` fixture,
@@ -29,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = {
     "hello-app": ROOT / "examples" / "hello-app",
     "devcontainer-redis": ROOT / "tests" / "fixtures" / "repos" / "devcontainer-redis",
+    # compiles its own C extension: the devcontainer builds it again in the mounted checkout
+    "devcontainer-cext": ROOT / "tests" / "fixtures" / "repos" / "devcontainer-cext",
 }
 
 
@@ -56,6 +60,11 @@ def write_outputs_for(fixture: Path, workdir: Path) -> Path:
     settings = load_settings(repo)
     plan = make_plan(repo, settings, available_pythons=["3.11", "3.13"])
     write_outputs(repo, outputs_from_pipeline(repo, plan=plan, output_dir=settings.output.dir, repository=fixture.name))
+    if os.geteuid() == 0:
+        # a developer's checkout is their own, and the client gives the container's user their
+        # uid (updateRemoteUserUID); as root it keeps uid 1000, so the copy is given to that uid
+        for path in [repo, *repo.rglob("*")]:
+            os.chown(path, 1000, 1000, follow_symlinks=False)
     return repo
 
 

@@ -255,3 +255,39 @@ def test_compose_variant_extends_the_repository_compose_file_instead_of_copying_
     assert services["devcontainer"]["build"] == {"context": ".", "dockerfile": ".devcontainer/Dockerfile"}
     assert services["devcontainer"]["volumes"] == [".:/workspace:cached"]
     assert services["devcontainer"]["depends_on"]["mongo"]["condition"] == "service_healthy"
+
+
+def test_a_project_that_compiles_its_extension_builds_it_again_when_the_devcontainer_is_created(tmp_path):
+    """devcontainer-cext compiles fastsum._speed: the image builds it into its own /workspace,
+    which the devcontainer's mount of the host checkout replaces. The devcontainer builds it
+    again at create time; a pure-Python project, and an application run from the checkout, do
+    not get the command."""
+    import shutil
+
+    from bot.atoms import Atom
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+    from bot.outputs import outputs_from_pipeline
+
+    fixtures = Path(__file__).parents[1] / "fixtures" / "repos"
+
+    def config_of(name, *atoms):
+        repo = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(fixtures / name, repo)
+        plan = make_plan(repo, None, available_pythons=["3.13"], resolve=False, registry=Registry(enabled=False))
+        for atom in atoms:
+            plan.graph.apply_atom(atom, "test")
+        out = outputs_from_pipeline(repo, plan=plan, repository=name)
+        return parse_devcontainer(out.files[".devcontainer/devcontainer.json"])
+
+    assert config_of("devcontainer-cext")["postCreateCommand"] == [
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "-e",
+        ".",
+    ]
+    assert "postCreateCommand" not in config_of("plan-imports-only")
+    assert "postCreateCommand" not in config_of("devcontainer-cext", Atom("install_deps_only", {}))
