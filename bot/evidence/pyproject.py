@@ -107,9 +107,12 @@ def _scan_data(files: RepoFiles, ev: Evidence, data: dict[str, Any], rel: str, t
     if not isinstance(tool, dict):
         return
     _scm_from_tool(doc, tool)
-    setuptools_dyn = (tool.get("setuptools") or {}).get("dynamic") or {}
-    if isinstance(setuptools_dyn, dict):
+    setuptools_dyn = as_table(as_table(tool.get("setuptools")).get("dynamic"))
+    if setuptools_dyn:
         _setuptools_dynamic(files, doc, setuptools_dyn)
+    # setuptools' own table can declare C extensions (ext-modules, setuptools 74 on)
+    if as_table(tool.get("setuptools")).get("ext-modules"):
+        ev.project.c_extensions = ev.project.c_extensions or doc.src("ext-modules", "[tool.setuptools] ext-modules")
     _tool_managers(doc, tool)
     # an application that says it is not a package: Poetry's package-mode = false, uv's
     # package = false. Its tools install the dependencies only (--no-root,

@@ -264,3 +264,19 @@ def test_a_conda_environment_file_by_another_name_is_read_and_a_variant_is_not(t
     (tmp_path / "environment.yml").write_text("dependencies:\n  - scipy=1.11\n")
     again = scan_repository(tmp_path)
     assert "scipy" in names(again, "conda") and "numpy" not in names(again, "conda")
+
+
+def test_c_extensions_declared_in_setuptools_own_table_compile(write_tree):
+    """[tool.setuptools] ext-modules (setuptools 74 on) is a compiled project like setup.py's
+    ext_modules; a [tool.setuptools] that is not a table is passed over, not a crash."""
+    root = write_tree(
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools>=74"]\nbuild-backend = "setuptools.build_meta"\n'
+            '[project]\nname = "f"\nversion = "0"\n[tool.setuptools]\npackages = ["f"]\n'
+            'ext-modules = [{name = "f._s", sources = ["f/_s.c"]}]\n',
+        }
+    )
+    src = scan_repository(root).project.c_extensions
+    assert src is not None and (src.file, src.line) == ("pyproject.toml", 9)
+    write_tree({"pyproject.toml": 'tool = {setuptools = "oops"}\n[project]\nname = "f"\nversion = "0"\n'})
+    assert scan_repository(root).project.c_extensions is None
