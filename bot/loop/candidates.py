@@ -144,8 +144,9 @@ class CandidatesMixin(LoopBase):
         """``database``: the one SQL server kind the code's client libraries talk to (the plan's
         service_clients hint), for a unit whose fix is that server (a database URL read from an
         unset variable). Nothing when there is none, or more than one."""
-        graph = getattr(self, "graph", None)  # (a loop double may have none)
-        target = graph.nodes.get("target:tests") if graph is not None else None
+        # (a loop double may have no graph, or one without nodes)
+        nodes = getattr(getattr(self, "graph", None), "nodes", None)
+        target = nodes.get("target:tests") if isinstance(nodes, dict) else None
         clients = (target.attrs.get("service_clients") if target is not None else None) or {}
         sql = sorted(kind for kind in clients if kind in SQL_SERVERS)
         return {"database": sql[0]} if len(sql) == 1 else {}
