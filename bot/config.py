@@ -38,6 +38,8 @@ class EngineSettings:
     cpus: float = 2.0
     command_timeout: int = 1200
     build_timeout: int = 1800
+    # seconds an image build may go on after pip says its resolver is taking longer than usual
+    resolver_grace: int = 300
     keep_containers: bool = False
     network_mode: str = "bridge"
 

@@ -9,6 +9,10 @@ import re
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
+# pip's resolver after many rounds of backtracking (it says so once, and goes on downloading)
+PIP_BACKTRACKING = re.compile(r"This is taking longer than usual\. You might need to provide the dependency resolver")
+
+
 def strip_ansi(text: str) -> str:
     return ANSI.sub("", text)
 

@@ -9,6 +9,7 @@ therefore bounded by head + 2 * tail, whatever the command prints.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -95,14 +96,41 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None) -> bool:
-    """Wait for ``proc``; True when ``timeout`` passed first. Raises ``Interrupted`` (the
+class Watch:
+    """Gives up on a command once ``pattern`` has stood in its output for ``grace`` seconds
+    while it still runs (pip's resolver saying it is taking longer than usual): ``check`` is
+    asked about the output's last bytes once a poll, and returns the reason, or "" to go on."""
+
+    WINDOW = 1 << 16
+
+    def __init__(self, pattern: re.Pattern[str], grace: float, reason: str) -> None:
+        self.pattern, self.grace, self.reason = pattern, grace, reason
+        self.seen_at: float | None = None
+
+    def check(self, buf: HeadTail) -> str:
+        if self.seen_at is None:
+            window = (bytes(buf.head[-self.WINDOW :]) + bytes(buf.tail[-self.WINDOW :])).decode(errors="replace")
+            if self.pattern.search(window):
+                self.seen_at = time.monotonic()
+            return ""
+        return self.reason if time.monotonic() - self.seen_at >= self.grace else ""
+
+
+def _wait(
+    proc: subprocess.Popen, timeout: float | None, watch: Watch | None = None, buf: HeadTail | None = None
+) -> bool | str:
+    """Wait for ``proc``; True when ``timeout`` passed first, the watch's reason when it gave up
+    first (the process is left running for the caller to stop). Raises ``Interrupted`` (the
     process stopped) when ``cancel_all`` was called meanwhile."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         if _CANCELLED.is_set():
             _stop(proc)
             raise Interrupted("stopped: the command was cancelled")
+        if watch is not None and buf is not None:
+            reason = watch.check(buf)
+            if reason:
+                return reason
         left = _POLL_SECONDS if deadline is None else min(_POLL_SECONDS, deadline - time.monotonic())
         if left <= 0:
             return True
@@ -119,6 +147,8 @@ class Captured:
     text: str
     timed_out: bool
     total_bytes: int
+    # why a Watch stopped it before its time (then timed_out is True too)
+    gave_up: str = ""
 
 
 def run_capped(
@@ -130,6 +160,7 @@ def run_capped(
     head: int = HEAD_BYTES,
     tail: int = TAIL_BYTES,
     cwd: str | None = None,
+    watch: Watch | None = None,
 ) -> Captured:
     """Run ``argv`` with stdout and stderr merged into a HeadTail buffer. On timeout
     ``on_timeout`` runs first (for example killing inside a container), then the process is
@@ -158,11 +189,13 @@ def run_capped(
     reader = threading.Thread(target=pump, name="setupbot-capture", daemon=True)
     reader.start()
     try:
-        timed_out = _wait(proc, timeout)
+        waited = _wait(proc, timeout, watch, buf)
     except BaseException:
         if proc.poll() is None:
             _stop(proc)
         raise
+    gave_up = waited if isinstance(waited, str) else ""
+    timed_out = bool(waited)
     if timed_out:
         if on_timeout is None:
             proc.kill()
@@ -178,4 +211,4 @@ def run_capped(
     reader.join(timeout=max(0.0, deadline - time.monotonic()))
     if not reader.is_alive():
         proc.stdout.close()
-    return Captured(proc.returncode, buf.text(), timed_out, buf.total)
+    return Captured(proc.returncode, buf.text(), timed_out, buf.total, gave_up)

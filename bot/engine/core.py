@@ -28,7 +28,7 @@ from bot.config import Settings
 from bot.engine import dockerfile as dockerfile_facts
 from bot.engine import egress as egress_guard
 from bot.engine.ca import CA_ENV, CA_LABEL, CABundle, resolve_ca_bundle
-from bot.engine.capture import Captured, run_capped
+from bot.engine.capture import Captured, Watch, run_capped
 from bot.engine.egress import EgressFacts
 from bot.engine.hardening import Limits, hardened_create_kwargs
 from bot.engine.results import BuildResult, ExecResult
@@ -37,6 +37,7 @@ from bot.engine.sources import ImageSource
 from bot.errors import EngineError, ImageUnavailableError
 from bot.hostenv import host_env
 from bot.indexes import host_index_config
+from bot.logtext import PIP_BACKTRACKING
 from bot.templating import render_template
 
 log = logging.getLogger(__name__)
@@ -404,12 +405,8 @@ class Engine:
             started = time.monotonic()
             cap = self._run_build(argv, env, timeout)
             if cap.timed_out:
-                return BuildResult(
-                    False,
-                    tags[0],
-                    cap.text + f"\n[setupbot] build timed out after {timeout}s\n",
-                    time.monotonic() - started,
-                )
+                said = f"build stopped: {cap.gave_up}" if cap.gave_up else f"build timed out after {timeout}s"
+                return BuildResult(False, tags[0], cap.text + f"\n[setupbot] {said}\n", time.monotonic() - started)
             seconds = time.monotonic() - started
             out = cap.text
             if buildkit:
@@ -481,12 +478,26 @@ class Engine:
         args.append("--force-rm")
         return args
 
+    def _resolver_watch(self) -> Watch | None:
+        """pip's resolver says it is taking longer than usual when it backtracks through release
+        after release (each one downloaded); left alone it can spend the whole build timeout.
+        After ``engine.resolver_grace`` seconds more the build is stopped, and the setup loop
+        reads why (bot.loop.diagnose: resolver_backtracking). 0 turns the watch off."""
+        grace = float(getattr(self.settings.engine, "resolver_grace", 0) or 0)
+        if grace <= 0:
+            return None
+        return Watch(
+            PIP_BACKTRACKING,
+            grace,
+            f"pip's resolver was still backtracking {grace:.0f}s after it said it was taking longer than usual",
+        )
+
     def _run_build(self, argv: list[str], env: dict[str, str], timeout: float) -> Captured:
         """Run the build command, once more when it lost its cached parent layer."""
         for attempt in (1, 2):
             try:
                 # the build log is the repository's output too: capped the same way
-                cap = run_capped(argv, env=env, timeout=timeout)
+                cap = run_capped(argv, env=env, timeout=timeout, watch=self._resolver_watch())
             except OSError as exc:
                 raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
             if attempt == 1 and cap.returncode != 0 and not cap.timed_out and lost_cache_parent(cap.text):

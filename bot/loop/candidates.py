@@ -61,6 +61,8 @@ def _excerpt(log_text: str, sig: Signature | None) -> str:
     return log_text[-LOG_FOR_RETRIEVAL:]
 
 
+# a pin an atom may carry as it is (no local version label, no URL)
+_PLAIN_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*==[A-Za-z0-9.!]+")
 # catalogue kinds that are SQL servers a database URL can name
 SQL_SERVERS = ("postgres", "mysql")
 
@@ -87,7 +89,7 @@ class CandidatesMixin(LoopBase):
             # (the graph is asked only for the kinds whose rules read it: a loop double may have none)
             specs=self._plan_specs() if sig.kind in ("missing_native_submodule", "missing_env") else None,
         )
-        rules = rules + self.era_candidates(sig, outcome.log)
+        rules = rules + self._resolution_candidates(sig) + self.era_candidates(sig, outcome.log)
         tried = self.tried.setdefault(sig.ident, set())
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
         # units whose signal matched first, then the obvious rules, then units that are only
@@ -139,6 +141,35 @@ class CandidatesMixin(LoopBase):
             return json.loads(r.output.strip().splitlines()[-1]) if r.exit_code == 0 and r.output.strip() else {}
         except (SetupbotError, ValueError, IndexError):
             return {}
+
+    def _resolution_candidates(self, sig: Signature) -> list[Candidate]:
+        """pip's resolver backtracked until the build was stopped: uv resolved the same
+        requirements on the host for this Python (the plan's resolution), and its versions as
+        constraints leave pip nothing to search."""
+        if sig.kind != "resolver_backtracking":
+            return []
+        res = (getattr(getattr(self, "graph", None), "meta", None) or {}).get("resolution") or {}
+        pins = res.get("pins") or {}
+        if not res.get("ok") or not pins or str(res.get("python") or "") != self.python:
+            return []
+        own = project_name(self.graph)
+        specs = [
+            f"{name}=={version}"
+            for name, version in sorted(pins.items())
+            if (not own or canonicalize_name(name) != canonicalize_name(own))
+            and _PLAIN_PIN.fullmatch(f"{name}=={version}")
+        ]
+        if not specs:
+            return []
+        over = f" over {sig.key.replace(',', ', ')}" if sig.key else ""
+        return [
+            Candidate(
+                [Atom("pip_constraint", {"constraints": specs})],
+                "rule",
+                why=f"pip's resolver backtracked{over}; uv resolved the same requirements on the host for Python "
+                f"{self.python}, and its {len(specs)} versions leave pip nothing to search",
+            )
+        ]
 
     def _database_context(self) -> dict[str, str]:
         """``database``: the one SQL server kind the code's client libraries talk to (the plan's

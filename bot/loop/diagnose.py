@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from bot import catalogue
 from bot.junit import ERROR, FAILED, TestResults
-from bot.logtext import outside_host, strip_ansi
+from bot.logtext import PIP_BACKTRACKING, outside_host, strip_ansi
 
 SETUP_CATEGORIES = ("version", "toolchain", "installation", "verification", "service", "configuration")
 
@@ -525,6 +525,8 @@ def diagnose(output: str) -> list[Signature]:
     for pos, sig in _native_submodules(output):
         found.setdefault(sig.ident, (pos, sig))
         found.pop(("missing_module", sig.key), None)
+    for pos, sig in _backtracking(output):
+        found.setdefault(sig.ident, (pos, sig))
     if any(k == "python_pin" for k, _ in found):
         # pip's "Ignored the following versions" line lists every release's Requires-Python:
         # the loose floor read from its first entry is not the pin's
@@ -613,6 +615,31 @@ def _native_submodules(output: str) -> Iterator[tuple[int, Signature]]:
             line_end = output.find("\n", m.end())
             line = output[line_start : line_end if line_end != -1 else len(output)].strip()
             yield m.start(), Signature("missing_native_submodule", "toolchain", top, line[:300])
+
+
+_LOOKING_AT = re.compile(r"pip is looking at multiple versions of ([A-Za-z0-9][\w.\-]*)")
+_STOPPED = re.compile(r"^\[setupbot\] build (?:stopped: pip's resolver|timed out after)", re.M)
+
+
+def _backtracking(output: str) -> Iterator[tuple[int, Signature]]:
+    """pip's resolver backtracked until the build was stopped (engine.resolver_grace) or timed
+    out: the requirements resolve, but pip tries release after release of what it names. The
+    key is those names."""
+    said = PIP_BACKTRACKING.search(output)
+    if said is None or not _STOPPED.search(output):
+        return
+    names = sorted({m.group(1).lower() for m in _LOOKING_AT.finditer(output)})
+    yield (
+        said.start(),
+        Signature(
+            "resolver_backtracking",
+            "installation",
+            ",".join(names),
+            "pip's resolver backtracked"
+            + (f" over {', '.join(names)}" if names else "")
+            + " until the build was stopped: it is taking longer than usual",
+        ),
+    )
 
 
 def setup_failures(signatures: list[Signature]) -> list[Signature]:

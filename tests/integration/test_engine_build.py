@@ -83,3 +83,28 @@ def test_no_cache_rebuilds_every_step(engine, tmp_path):
     assert "Using cache" in cached.log
     fresh = engine.build(tmp_path, text, tag, no_cache=True)
     assert fresh.ok and "Using cache" not in fresh.log
+
+
+def test_a_build_whose_pip_resolver_backtracks_is_stopped_after_the_grace_with_the_reason(docker_available, tmp_path):
+    """pip says its resolver is taking longer than usual and goes on: the engine stops the build
+    once engine.resolver_grace has passed, long before build_timeout, and says why."""
+    import time
+
+    from bot.loop.diagnose import diagnose
+
+    settings = load_settings(None, overrides={"engine": {"resolver_grace": 5, "build_timeout": 900}})
+    e = Engine.from_settings(settings)
+    said = (
+        "INFO: pip is looking at multiple versions of sympy to determine which version is compatible. "
+        "INFO: This is taking longer than usual. You might need to provide the dependency resolver "
+        "with stricter constraints to reduce runtime."
+    )
+    text = f"FROM python:3.13-slim\nRUN echo '{said}' && sleep 600\n"
+    try:
+        started = time.monotonic()
+        r = e.build(tmp_path, text, f"setupbot-test/backtrack:{e.run_id}")
+        assert not r.ok and "[setupbot] build stopped: pip's resolver was still backtracking 5s" in r.log, r.log[-2000:]
+        assert time.monotonic() - started < 300  # stopped by the watch, not by the 600 s sleep
+        assert [(s.kind, s.key) for s in diagnose(r.log)] == [("resolver_backtracking", "sympy")]
+    finally:
+        e.clean(e.run_id)

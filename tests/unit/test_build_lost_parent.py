@@ -31,7 +31,7 @@ def engine(monkeypatch, tmp_path):
 def _script(monkeypatch, outcomes):
     calls = []
 
-    def fake(argv, env=None, timeout=None):
+    def fake(argv, env=None, timeout=None, watch=None):
         calls.append(argv)
         code, text = outcomes[len(calls) - 1]
         return Captured(code, text, False, len(text))

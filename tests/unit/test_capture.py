@@ -39,3 +39,32 @@ def test_a_command_over_its_timeout_is_killed():
         [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], env=host_env(), timeout=1
     )
     assert cap.timed_out and "started" in cap.text and cap.returncode != 0
+
+
+def test_a_watch_stops_a_command_its_pattern_has_stood_in_for_the_grace_and_not_before():
+    import re
+    import time
+
+    from bot.engine.capture import Watch
+
+    pattern = re.compile(r"taking longer than usual")
+    speech = (
+        "print('Collecting x', flush=True); time.sleep(2); print('INFO: This is taking longer than usual', flush=True)"
+    )
+    started = time.monotonic()
+    cap = run_capped(
+        [sys.executable, "-c", f"import time; {speech}; time.sleep(60)"],
+        env=host_env(),
+        timeout=50,
+        watch=Watch(pattern, 1.0, "still backtracking"),
+    )
+    took = time.monotonic() - started
+    assert cap.timed_out and cap.gave_up == "still backtracking" and cap.returncode != 0
+    assert 3 <= took < 40 and "taking longer than usual" in cap.text  # after the line and the grace, not at 60 s
+    quiet = run_capped(
+        [sys.executable, "-c", "import time; time.sleep(2); print('done')"],
+        env=host_env(),
+        timeout=30,
+        watch=Watch(pattern, 0.5, "never"),
+    )
+    assert not quiet.timed_out and quiet.gave_up == "" and quiet.returncode == 0

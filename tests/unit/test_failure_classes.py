@@ -504,3 +504,50 @@ def test_the_statement_that_no_offered_python_fits_names_the_stand_in_that_would
     assert "bootstrap" not in Loop()._no_python_note(old) and "no offered Python (3.9, 3.11)" in Loop()._no_python_note(
         old
     )
+
+
+BACKTRACK = """\
+Collecting sympy
+  Downloading sympy-1.13.3-py3-none-any.whl (6.2 MB)
+INFO: pip is looking at multiple versions of sympy to determine which version is compatible with other requirements. This could take a while.
+  Downloading sympy-1.13.2-py3-none-any.whl (6.2 MB)
+INFO: This is taking longer than usual. You might need to provide the dependency resolver with stricter constraints to reduce runtime. See https://pip.pypa.io/warnings/backtracking for guidance. If you want to abort this run, press Ctrl + C.
+INFO: pip is looking at multiple versions of mpmath to determine which version is compatible with other requirements. This could take a while.
+  Downloading sympy-1.7-py3-none-any.whl (5.9 MB)
+
+[setupbot] build stopped: pip's resolver was still backtracking 300s after it said it was taking longer than usual
+"""
+
+
+def test_a_resolver_that_backtracks_until_stopped_is_constrained_to_the_hosts_resolution(tmp_path):
+    """pip backtracked over sympy until the engine stopped the build; the plan's uv resolution
+    for the same Python gives every version as a constraint (the project's own name and a local
+    version label left out). A plain 'taking longer' that finished is no failure."""
+    from types import SimpleNamespace
+
+    from bot.compile.plan import make_plan
+    from bot.loop.candidates import CandidatesMixin
+
+    sigs = diagnose(BACKTRACK)
+    assert [(s.kind, s.key) for s in sigs] == [("resolver_backtracking", "mpmath,sympy")]
+    assert diagnose(BACKTRACK.replace("[setupbot] build stopped", "Successfully installed")) == []
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "mdm"\nversion = "0"\ndependencies = ["torch"]\n')
+    graph = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False).graph
+    graph.meta["resolution"] = {
+        "ok": True,
+        "python": "3.11",
+        "pins": {"mdm": "0", "sympy": "1.13.1", "torch": "2.2.2", "triton": "2.2.0+local"},
+    }
+
+    class Loop(CandidatesMixin):
+        python = "3.11"
+
+        def __init__(self):
+            self.plan = SimpleNamespace(graph=graph)
+
+    (cand,) = Loop()._resolution_candidates(sigs[0])
+    assert cand.describe() == "pip_constraint sympy==1.13.1 torch==2.2.2"
+    assert "over mpmath, sympy" in cand.why
+    Loop.python = "3.13"  # another Python than the one resolved for: nothing to give
+    assert Loop()._resolution_candidates(sigs[0]) == []
