@@ -21,6 +21,7 @@ from bot.evidence import (
     services,
     setup_py,
     tox,
+    travis,
     workflows,
     workspace,
 )
@@ -51,6 +52,7 @@ SCANNERS = (
     ("tox/nox", tox.scan),
     ("pytest configuration", pytest_config.scan_ini),
     ("workflows", workflows.scan),
+    ("Travis CI", travis.scan),
     ("compose", services.scan_compose),
     ("Dockerfile", dockerfile.scan),
     ("Makefile/justfile", makefile.scan),

@@ -280,3 +280,31 @@ def test_c_extensions_declared_in_setuptools_own_table_compile(write_tree):
     assert src is not None and (src.file, src.line) == ("pyproject.toml", 9)
     write_tree({"pyproject.toml": 'tool = {setuptools = "oops"}\n[project]\nname = "f"\nversion = "0"\n'})
     assert scan_repository(root).project.c_extensions is None
+
+
+def test_travis_services_and_plain_environment_are_read_like_a_workflows(write_tree):
+    """.travis.yml's services become catalogue services (postgresql -> postgres, redis-server ->
+    redis) and its env's plain assignments the tests' environment; secure entries, values that
+    expand a variable and services setupbot cannot start are left out, the last with a warning."""
+    root = write_tree(
+        {
+            ".travis.yml": "language: python\nservices:\n- postgresql\n- redis-server\n- xvfb\nenv:\n  global:\n"
+            "  - DB_NAME=testdb DB_USER=postgres\n  - 'GREETING=\"hello world\"'\n  - DATA=${TRAVIS_BUILD_DIR}/data\n"
+            "  - secure: AbCdEf==\n",
+            "tests/test_x.py": "def test_x():\n    pass\n",
+        }
+    )
+    ev = scan_repository(root)
+    assert [(s.name, s.kind, s.image, s.evidence[0].line) for s in ev.services] == [
+        ("postgresql", "postgres", "postgres:17", 3),
+        ("redis-server", "redis", ev.services[1].image, 4),
+    ]
+    assert {k: v for k, (v, _) in ev.env.items()} == {
+        "DB_NAME": "testdb",
+        "DB_USER": "postgres",
+        "GREETING": "hello world",
+    }
+    assert any(w.file == ".travis.yml" and "xvfb" in w.message for w in ev.warnings)
+    write_tree({".travis.yml": "- just\n- a list\n"})
+    again = scan_repository(root)
+    assert again.services == [] and any("not a mapping" in w.message for w in again.warnings)
