@@ -476,16 +476,18 @@ def _same_run_lines(records: list[dict]) -> list[str]:
 
 
 def _before_after_lines(records: list[dict]) -> list[str]:
-    """Two named commits and no plain ``setupbot``: a before-run and an after-run of the same
-    list (the earlier first, by when each system's first row finished), on the repositories both
-    produced, with the ratio of their EBSR."""
+    """Named commits and no plain ``setupbot``: a before-run and an after-run of the same list
+    (the earliest and the latest, by when each system's first row finished; a partial run of a
+    commit between them is in the tables only), on the repositories both produced, with the
+    ratio of their EBSR."""
     named = {str(r.get("system")) for r in records if str(r.get("system")).startswith("setupbot@")}
-    if len(named) != 2 or any(r.get("system") == "setupbot" for r in records):
+    if len(named) < 2 or any(r.get("system") == "setupbot" for r in records):
         return []
     first = {
         system: min(str(r.get("finished_at") or "") for r in records if r.get("system") == system) for system in named
     }
-    before, after = sorted(named, key=lambda system: (first[system], system))
+    ordered = sorted(named, key=lambda system: (first[system], system))
+    before, after = ordered[0], ordered[-1]
     got = same_run_against(records, before, current=after)
     if got is None:
         return []

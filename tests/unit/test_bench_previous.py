@@ -162,6 +162,11 @@ def test_a_before_run_and_an_after_run_of_two_named_commits_give_the_ebsr_ratio(
         "Before and after, `setupbot@fff0000` then `setupbot@0001111` on the 2 repositories both produced: "
         "EBSR 2/2 (100.0%) against 1/2 (50.0%), ratio 2.00; median produce 300s against 200s." in text
     ), text
+    # a partial run of a commit between the two: in the tables, not the before or the after
+    probe = [rec("setupbot@abc0000", "o/a", 90, True, "2026-12-02T09:00:00Z")]
+    again = render_summary(records + probe)
+    assert "Before and after, `setupbot@fff0000` then `setupbot@0001111` on the 2 repositories" in again
+    assert "| setupbot@abc0000 | 1 |" in again
 
 
 def test_the_old_code_runs_without_the_verdict_when_it_knows_the_flag(tmp_path, monkeypatch):
