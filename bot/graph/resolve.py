@@ -136,6 +136,7 @@ def uv_compile(
     safe_constraints, refused_c = host_safe(constraints or [])
     refused += refused_c
     unbuilt: list[str] = []
+    removed: list[str] = []
     total = 0.0
     for _ in range(_MAX_UNBUILT_RETRIES):
         res = _uv_compile_once(
@@ -149,18 +150,24 @@ def uv_compile(
             exclude_newer,
             use_cache=use_cache,
             no_deps=no_deps,
+            removed=removed,
         )
         total += res.seconds
         names = _unbuilt_names(res.error) if not res.ok else []
         direct = {canonicalize_name(PkgReq(r).name) for r in safe}
         drop = [n for n in names if n in direct]
-        if only_binary or not drop:
+        # a dependency of a dependency with no wheel (antlr4-python3-runtime under hydra-core):
+        # an override with a marker that never holds takes it out of the resolution, so the rest
+        # still gets its pins; it is resolved and built in the image, under its dependents' ranges
+        deeper = [n for n in names if n not in direct and n not in removed]
+        if only_binary or not (drop or deeper):
             if names and not drop:
                 unbuilt += names
             break
-        unbuilt += drop
+        unbuilt += drop + deeper
+        removed += deeper
         safe = [r for r in safe if canonicalize_name(PkgReq(r).name) not in drop]
-        safe_constraints = [r for r in safe_constraints if canonicalize_name(PkgReq(r).name) not in drop]
+        safe_constraints = [r for r in safe_constraints if canonicalize_name(PkgReq(r).name) not in drop + deeper]
     res.seconds = total
     res.refused = refused
     res.unbuilt = sorted(set(unbuilt))
@@ -185,6 +192,7 @@ def _uv_compile_once(
     *,
     use_cache: bool = True,
     no_deps: bool = False,
+    removed: list[str] | None = None,
 ) -> Resolution:
     if not requirements:
         return Resolution(True)
@@ -198,12 +206,15 @@ def _uv_compile_once(
         exclude_newer=exclude_newer,
         # --no-deps resolves each requirement alone: another answer for the same inputs
         host_index=host_index_config().uv_args() + (["--no-deps"] if no_deps else []),
+        removed=sorted(removed or []),
     )
     if use_cache:
         hit = _cached(key)
         if hit is not None:
             return hit
-    res = _uv_compile(uv, requirements, python, timeout, index_url, constraints, only_binary, exclude_newer, no_deps)
+    res = _uv_compile(
+        uv, requirements, python, timeout, index_url, constraints, only_binary, exclude_newer, no_deps, removed or []
+    )
     # a timeout or a uv that did not run says nothing about the inputs: not cached
     if res.ok or (res.error and "timed out" not in res.error and "could not run" not in res.error):
         _store(key, res)
@@ -220,11 +231,12 @@ def _uv_compile(
     only_binary: bool,
     exclude_newer: str | None,
     no_deps: bool = False,
+    removed: list[str] | None = None,
 ) -> Resolution:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="setupbot-uv-") as tmp:
         argv = _compile_argv(
-            uv, Path(tmp), requirements, python, index_url, constraints, only_binary, exclude_newer, no_deps
+            uv, Path(tmp), requirements, python, index_url, constraints, only_binary, exclude_newer, no_deps, removed
         )
         env = host_env()
         try:
@@ -252,6 +264,7 @@ def _compile_argv(
     only_binary: bool,
     exclude_newer: str | None,
     no_deps: bool = False,
+    removed: list[str] | None = None,
 ) -> list[str]:
     """The ``uv pip compile`` command line; the requirements (and constraints) files it reads
     are written into ``tmp``."""
@@ -290,6 +303,12 @@ def _compile_argv(
         cons = tmp / "constraints.txt"
         cons.write_text("\n".join(constraints) + "\n")
         argv[3:3] = ["--constraint", str(cons)]
+    if removed:
+        over = tmp / "overrides.txt"
+        # names only (canonical names from uv's own message), each under a marker that is
+        # false on every platform
+        over.write_text("".join(f"{n} ; sys_platform == 'never'\n" for n in removed))
+        argv[3:3] = ["--overrides", str(over)]
     return argv
 
 

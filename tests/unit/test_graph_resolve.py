@@ -79,6 +79,7 @@ def local_index(tmp_path: Path):
     make_wheel(wheels, "numpy", "2.0.0")
     make_wheel(wheels, "pandas", "1.5.3", requires=("numpy>=1.21",))
     make_sdist(wheels, "src-only", "1.0.0")
+    make_wheel(wheels, "wraps-src", "1.0.0", requires=("src-only==1.0.0",))
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -238,6 +239,31 @@ def test_a_dependency_without_wheels_brings_the_compiler(tmp_path, local_index):
         resolve_timeout=60,
     )
     assert "systemlib:build-essential" not in p.graph.nodes and "build-essential" not in p.dockerfile.text
+
+
+def test_a_dependency_of_a_dependency_without_wheels_leaves_the_rest_resolved(tmp_path, local_index):
+    # wraps-src needs src-only, which has only an sdist: before, the whole resolution failed and
+    # the plan had no pins at all, so guards that read them (numpy<2 here) never ran
+    res = uv_compile(["wraps-src", "pandas<2"], "3.11", timeout=60, index_url=local_index)
+    assert res.ok, res.error
+    assert res.unbuilt == ["src-only"]
+    assert res.pins == {"wraps-src": "1.0.0", "pandas": "1.5.3", "numpy": "2.0.0"}
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("wraps-src\npandas<2\n")
+    p = make_plan(
+        repo,
+        None,
+        available_pythons=["3.11"],
+        resolve=True,
+        registry=Registry(enabled=False),
+        index_url=local_index,
+        resolve_timeout=60,
+    )
+    r = p.graph.meta["resolution"]
+    assert r["ok"] is True and r["unbuilt"] == ["src-only"], r
+    assert r["numpy_guard"] == "numpy<2" and r["pins"]["numpy"] == "1.26.4"
+    assert any("src-only" in w.message and "built in the container" in w.message for w in p.warnings)
 
 
 def test_no_deps_resolves_each_requirement_alone(local_index):
