@@ -107,6 +107,7 @@ def build_graph(ev: Evidence, registry: Registry, warnings: list[ScanWarning]) -
         {m for m in ev.root_modules if m.isidentifier()} | ({project_name.replace("-", "_")} if project_name else set())
     )
     _add_imports(g, ev, registry, declared, local, not has_pip_manifest)
+    _pkg_resources_guard(g, ev)
     _add_system_libraries(g, ev, reqs, warnings)
     _add_test_tools(g, ev)
     add_services(g, ev.services)
@@ -367,6 +368,39 @@ def _add_constraints(g: DepGraph, ev: Evidence) -> None:
             )
         )
         n.add_evidence(*_ev(c.source))
+
+
+# setuptools 81 no longer ships pkg_resources: code that imports it needs an older setuptools
+PKG_RESOURCES_LAST = "setuptools<81"
+
+
+def _pkg_resources_guard(g: DepGraph, ev: Evidence) -> None:
+    """An installed import of ``pkg_resources`` constrains setuptools below the release that
+    dropped it, unless the project itself (its dependencies or its build) asks for that release."""
+    inode = g.nodes.get("import:pkg_resources")
+    pn = g.nodes.get("package:setuptools")
+    if inode is None or pn is None or not pn.action or f"config:constraint:{PKG_RESOURCES_LAST}" in g.nodes:
+        return
+    wanted = [str(pn.attrs.get("spec") or "")] + list(ev.project.build_requires) + [c.spec for c in ev.constraints]
+    for spec in wanted:
+        try:
+            req = PkgReq(spec)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "setuptools" and not req.specifier.contains("80.9.0", prereleases=True):
+            return
+    n = g.add(
+        Node(
+            f"config:constraint:{PKG_RESOURCES_LAST}",
+            "CONFIG",
+            PKG_RESOURCES_LAST,
+            "SATISFIED",
+            action="constraint",
+            attrs={"kind": "pip_constraint", "spec": PKG_RESOURCES_LAST},
+        )
+    )
+    src = inode.evidence[0] if inode.evidence else (".", None, "")
+    n.add_evidence(src[0], src[1], "import pkg_resources, which setuptools 81 no longer ships")
 
 
 def _add_imports(

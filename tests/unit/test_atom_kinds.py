@@ -122,3 +122,25 @@ def test_an_application_keeps_the_test_folders_already_on_the_path(tmp_path, wri
     graph.apply_atom(Atom("install_deps_only", {}), "test")
     envs = [line for line in compile_dockerfile(graph).text.splitlines() if line.startswith("ENV PYTHONPATH=")]
     assert envs == ["ENV PYTHONPATH=/workspace/tests", "ENV PYTHONPATH=/workspace:/workspace/tests"]
+
+
+def test_code_that_imports_pkg_resources_keeps_a_setuptools_that_ships_it(tmp_path, write_tree):
+    """setuptools 81 dropped pkg_resources: a test importing it gets setuptools<81 as a pin every
+    install honours, with the import as its evidence; not when the project's build asks for a
+    setuptools that new, and not when nothing imports it."""
+    write_tree(
+        {"requirements.txt": "requests\n", "tests/test_v.py": "import pkg_resources\n\ndef test_v():\n    pass\n"}
+    )
+    plan = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False)
+    node = plan.graph.nodes["config:constraint:setuptools<81"]
+    assert node.evidence[0][:2] == ("tests/test_v.py", 1)
+    assert "'setuptools<81'" in plan.dockerfile.text and "PIP_CONSTRAINT" in plan.dockerfile.text
+    write_tree(
+        {"pyproject.toml": '[build-system]\nrequires = ["setuptools>=81"]\nbuild-backend = "setuptools.build_meta"\n'}
+    )
+    plan = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False)
+    assert "config:constraint:setuptools<81" not in plan.graph.nodes
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "tests" / "test_v.py").write_text("import importlib.metadata\n")
+    plan = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False)
+    assert "config:constraint:setuptools<81" not in plan.graph.nodes
