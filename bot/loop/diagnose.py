@@ -136,6 +136,15 @@ RULES: list[Rule] = [
     _rule(
         "dependency_error", "version", r"ImportError: ([A-Za-z_][\w.\-]*) requires NumPy [\d.]+ or newer, found [\d.]+"
     ),
+    # pip names the constraint it cannot meet: an exact pin the loop gave it (uv's resolution for
+    # the image's Python, which ignores the upper bound of a release's Requires-Python, so
+    # dataclasses==0.8 for Python 3.11) or the repository's own constraint file
+    _rule(
+        "constraint_conflict",
+        "version",
+        r"The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._\-]*==[A-Za-z0-9.+!_\-]+)",
+        key=lambda m: str(m.group(1)).lower(),
+    ),
     _rule(
         "dependency_conflict",
         "version",
@@ -481,7 +490,7 @@ _GENERIC = {
     "missing_module": ("newer_syntax",),
     "no_matching_distribution": ("python_floor", "python_pin"),
     "locked_build_failed": _BUILD_CAUSES,
-    "dependency_conflict": ("python_floor",),
+    "dependency_conflict": ("python_floor", "constraint_conflict"),
 }
 
 # The rest of a pytest header line for "no module named pytest" matches missing_module too.

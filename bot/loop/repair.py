@@ -522,6 +522,19 @@ def _older_python_for_an_old_pin(sig: Signature, ctx: RuleContext) -> list[Candi
     return _older_pythons(ctx, f"{sig.key} may only have releases for older Pythons")
 
 
+@rule("constraint_conflict")
+def _exclude_the_conflicting_pin(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    # the exact pin pip cannot install beside its dependents gives way to a range that leaves
+    # out only that release (a range drops the exact pins it excludes), so pip picks another
+    name, _, version = sig.key.partition("==")
+    why = (
+        f"pip cannot meet the constraint {sig.key} beside what depends on {name} (a release whose "
+        f"Requires-Python excludes Python {ctx.python} is one cause: uv's resolution ignores that bound); "
+        f"the constraint now leaves out only {version}"
+    )
+    return [_one("pip_constraint", why, constraints=[f"{name}!={version}"])] if name and version else []
+
+
 @rule("locked_build_failed")
 def _older_python_for_a_locked_sdist(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     # the lock pins a release that had to be built from source here: its wheels are most likely

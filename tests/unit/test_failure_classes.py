@@ -551,3 +551,47 @@ def test_a_resolver_that_backtracks_until_stopped_is_constrained_to_the_hosts_re
     assert "over mpmath, sympy" in cand.why
     Loop.python = "3.13"  # another Python than the one resolved for: nothing to give
     assert Loop()._resolution_candidates(sigs[0]) == []
+
+
+CONSTRAINT_CONFLICT = """\
+INFO: pip is looking at multiple versions of httpx to determine which version is compatible with other requirements. This could take a while.
+ERROR: Cannot install img2dataset==1.47.0 because these package versions have conflicting dependencies.
+
+The conflict is caused by:
+    img2dataset 1.47.0 depends on dataclasses<1.0.0 and >=0.6
+    The user requested (constraint) dataclasses==0.8
+
+To fix this you could try to:
+1. loosen the range of package versions you've specified
+2. remove package versions to allow pip attempt to solve the dependency conflict
+
+ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/#dealing-with-dependency-conflicts
+"""
+
+
+def test_a_constraint_pip_cannot_meet_gives_way_to_a_range_without_that_release(tmp_path):
+    """ml-mdm's after-run (9049bdc): the loop constrained pip to uv's resolution for Python 3.11,
+    which took dataclasses==0.8 (Requires-Python <3.7, a bound uv ignores); pip refused it. The
+    signature names the pin, the rule asks for dataclasses!=0.8, and applied to the graph that
+    range replaces the exact pin, so the constraint file no longer holds 0.8."""
+    from bot.compile.plan import make_plan
+    from bot.graph.apply import apply_atom
+    from bot.loop.repair import RULES, RuleContext
+
+    sigs = diagnose(CONSTRAINT_CONFLICT)
+    assert [(s.kind, s.key) for s in sigs] == [("constraint_conflict", "dataclasses==0.8")]
+    # without pip naming a constraint it stays the generic conflict, which no rule repairs
+    generic = diagnose(CONSTRAINT_CONFLICT.replace("The user requested (constraint) dataclasses==0.8", ""))
+    assert [s.kind for s in generic] == ["dependency_conflict"]
+
+    ctx = RuleContext(repo=tmp_path, python="3.11", available_pythons=["3.11"], repo_env={}, specs={})
+    (cand,) = RULES["constraint_conflict"](sigs[0], ctx)
+    assert cand.describe() == "pip_constraint dataclasses!=0.8"
+    assert "Requires-Python excludes Python 3.11" in cand.why
+
+    (tmp_path / "requirements.txt").write_text("img2dataset\n")
+    graph = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False).graph
+    apply_atom(graph, Atom("pip_constraint", {"constraints": ["dataclasses==0.8", "httpx==0.24.1"]}))
+    apply_atom(graph, cand.atoms[0])
+    specs = sorted(n.attrs["spec"] for n in graph.of_type("CONFIG") if n.attrs.get("kind") == "pip_constraint")
+    assert "dataclasses==0.8" not in specs and "dataclasses!=0.8" in specs and "httpx==0.24.1" in specs
