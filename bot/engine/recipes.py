@@ -37,6 +37,12 @@ SUITE_NUMBER = {"bullseye": "11", "bookworm": "12", "trixie": "13"}
 # than a Dockerfile may rely on (PEP 660 editable installs need pip 21.3 and setuptools 64):
 # the releases bookworm's stand-in has, which still support Python 3.9
 WHEELS = {"bullseye": ("pip==23.0.1", "setuptools==66.1.1")}
+# suites whose Python's sysconfig names an install folder that is not on sys.path: bullseye's 3.9
+# says /usr/lib/python3.9/site-packages (Debian made /usr/local/lib/.../dist-packages sysconfig's
+# default only from 3.10), so a tool that installs where sysconfig says (Poetry with
+# virtualenvs.create=false) installs what nothing imports. The stand-in puts that folder on
+# sys.path, as the official image's one site-packages is.
+SYSCONFIG_OFF_PATH = {"bullseye"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,8 @@ def python_recipe(version: str, suite: str) -> ImageRecipe:
         "! command -v gcc >/dev/null; ! command -v cc >/dev/null; "
         "python -m venv /tmp/probe-venv && /tmp/probe-venv/bin/python -m pip --version >/dev/null; "
         "rm -rf /tmp/probe-venv; "
+        # where sysconfig says to install (Poetry, uv) is importable
+        "python -c 'import sys, sysconfig; assert sysconfig.get_paths()[\"purelib\"] in sys.path'; "
         "python -c 'import ssl, sqlite3, ctypes, venv, ensurepip' 2>/dev/null || python -c 'import ssl, sqlite3, ctypes, venv'; "
         "python -c 'import platform; print(platform.python_version())'"
     )
@@ -123,7 +131,12 @@ def python_recipe(version: str, suite: str) -> ImageRecipe:
         base=f"debian:{suite}-slim",
         kind="python",
         name=version,
-        variables={"python": version, "suite": suite, **({"wheels": True} if suite in WHEELS else {})},
+        variables={
+            "python": version,
+            "suite": suite,
+            **({"wheels": True} if suite in WHEELS else {}),
+            **({"sysconfig_site": True} if suite in SYSCONFIG_OFF_PATH else {}),
+        },
         wheels=WHEELS.get(suite, ()),
         probe=("sh", "-c", probe_script),
         version_env="PYTHON_VERSION",

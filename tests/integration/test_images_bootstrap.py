@@ -192,7 +192,13 @@ def test_the_python_of_bullseye_is_a_stand_in_with_a_pip_new_enough_for_editable
             "set -e; python --version; pip --version | grep -q 'pip 23.0.1 '; ! command -v gcc; "
             "python -c 'import setuptools; assert setuptools.__version__ == \"66.1.1\"'; "
             "python -m venv /tmp/v && /tmp/v/bin/python -m pip --version; "
-            "! dpkg -s python3-pip 2>/dev/null | grep -q 'Status: install ok'"
+            "! dpkg -s python3-pip 2>/dev/null | grep -q 'Status: install ok'; "
+            # what a tool puts where sysconfig says (Poetry with virtualenvs.create=false, as
+            # ZenGuard-AI's bench row did) imports: bullseye's sysconfig names a folder that
+            # Debian's 3.9 leaves off sys.path
+            "python -c 'import os, sysconfig; p = sysconfig.get_paths()[\"purelib\"]; "
+            "open(os.path.join(p, \"placed_by_sysconfig.py\"), \"w\").write(\"X = 1\")'; "
+            "python -c 'import placed_by_sysconfig'"
         )
         r = engine.run_once(tag, ["sh", "-c", script], timeout=600)
         assert r.ok and "Python 3.9." in r.output, r.output[-3000:]
