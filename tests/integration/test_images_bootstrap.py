@@ -196,8 +196,8 @@ def test_the_python_of_bullseye_is_a_stand_in_with_a_pip_new_enough_for_editable
             # what a tool puts where sysconfig says (Poetry with virtualenvs.create=false, as
             # ZenGuard-AI's bench row did) imports: bullseye's sysconfig names a folder that
             # Debian's 3.9 leaves off sys.path
-            "python -c 'import os, sysconfig; p = sysconfig.get_paths()[\"purelib\"]; "
-            "open(os.path.join(p, \"placed_by_sysconfig.py\"), \"w\").write(\"X = 1\")'; "
+            'python -c \'import os, sysconfig; p = sysconfig.get_paths()["purelib"]; '
+            'open(os.path.join(p, "placed_by_sysconfig.py"), "w").write("X = 1")\'; '
             "python -c 'import placed_by_sysconfig'"
         )
         r = engine.run_once(tag, ["sh", "-c", script], timeout=600)
