@@ -13,7 +13,14 @@ from bot.errors import SetupbotError
 from bot.graph.apply import is_the_project, project_compiles, project_name
 from bot.graph.build import install_spec
 from bot.loop.diagnose import Signature
-from bot.loop.repair import Candidate, knowledge_candidates, merge_candidates, repo_context, rule_candidates
+from bot.loop.repair import (
+    Candidate,
+    distributions_for,
+    knowledge_candidates,
+    merge_candidates,
+    repo_context,
+    rule_candidates,
+)
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome
 from bot.loop.workspace import Workspace
@@ -111,20 +118,30 @@ class CandidatesMixin(LoopBase):
         (or a stranger's), not the checkout under test."""
         # the project's own name, when the failure misses its metadata: no namesake from the index
         # (the graph is asked only then: a loop double may have none)
-        shunned = None
+        shunned: set[str] = set()
         if sig is not None and sig.kind == "missing_distribution" and sig.key:
             own = project_name(self.graph)
             if own and is_the_project(self.graph, sig.key):
-                shunned = canonicalize_name(own)
+                shunned = {canonicalize_name(own)}
+        # a module of the checkout's own package is missing (a submodule it never built, such as
+        # a Cython module): a distribution of that name from the index is a stranger's, or a
+        # published release that would replace the checkout's install
+        if sig is not None and sig.kind == "missing_module" and sig.key in self._checkout_modules():
+            shunned = {canonicalize_name(sig.key), *(canonicalize_name(d) for d in distributions_for(sig.key))}
 
         def fits(a: Atom) -> bool:
             if a.kind == "install_project":
                 return is_the_project(self.graph, a.args["name"])
             if a.kind == "pip_install" and shunned:
-                return all(_spec_name(p) != shunned for p in a.args["packages"])
+                return all(_spec_name(p) not in shunned for p in a.args["packages"])
             return True
 
         return [c for c in cands if all(fits(a) for a in c.atoms)]
+
+    def _checkout_modules(self) -> set[str]:
+        """The top-level modules the checkout's root holds (the plan's reading)."""
+        meta = getattr(getattr(self, "graph", None), "meta", None) or {}
+        return set(meta.get("checkout_modules") or [])
 
     def _fit_for_the_project(self, similar: list[Candidate]) -> list[Candidate]:
         """Units offered only for similar text, less those that cannot fit the project: a project

@@ -363,6 +363,37 @@ def test_missing_project_metadata_installs_the_project_and_a_dependencys_install
     assert offered(other) == ["pip_install sentinel-dist"]
 
 
+def test_a_missing_submodule_of_the_checkouts_own_package_gets_no_namesake_from_the_index(tmp_path):
+    """NESCL's after-run (9049bdc): recbole.util.cython.random_choice is a Cython module of the
+    checkout that nothing compiled; the generic repair would install the index's recbole, which
+    replaces the checkout's own install. For a module the checkout holds no namesake is offered
+    (rule or unit); for any other module the rule's distribution stays."""
+    from bot.compile.plan import Plan
+    from bot.graph.model import DepGraph
+    from bot.loop.orchestrator import SetupLoop
+    from bot.loop.repair import Candidate, rule_candidates
+
+    loop = SetupLoop.__new__(SetupLoop)
+    g = DepGraph()
+    g.meta["checkout_modules"] = ["recbole"]
+    loop.plan = Plan(tmp_path, g)
+    unit = Candidate([Atom("pip_install", {"packages": ["recbole"]})], "knowledge", unit_id="install-module-generic")
+
+    def offered(line):
+        sig = diagnose(line)[0]
+        assert sig.kind == "missing_module"
+        rules = rule_candidates(sig, repo=tmp_path, python="3.9", available_pythons=["3.9"])
+        return [c.describe() for c in loop._own_name_only([*rules, unit], sig)]
+
+    assert offered("E   ModuleNotFoundError: No module named 'recbole.util.cython.random_choice'") == []
+    # another module: everything offered stays (the rule's distributions, and the unit)
+    assert offered("E   ModuleNotFoundError: No module named 'yaml'") == [
+        "pip_install PyYAML",
+        "pip_install yaml",
+        "pip_install recbole",
+    ]
+
+
 def test_a_debian_package_this_release_has_not_is_replaced_or_left_out(tmp_path):
     """apt on trixie has no candidate for libgl1-mesa-glx (a repository's Dockerfile for an older
     Debian named it): install what took its place, else leave it out; a runtime library of the
