@@ -65,10 +65,13 @@ def _tool_venv(tool: str) -> list[list[str]]:
 
 
 POETRY = ["env", "POETRY_VIRTUALENVS_CREATE=false", "poetry"]
+# every dependency group, the optional ones too (a [tool.poetry.group.test] with optional = true
+# holds pytest itself), as uv sync's --all-groups does; the Poetry installed above is 2.x
+POETRY_INSTALL = [*POETRY, "install", "--no-interaction", "--all-groups"]
 # a native lock with no project to install alongside it (or pipenv, which has no project mode)
 NATIVE_AFTER_SOURCE = {
     "pipenv": [[*PIP, "pipenv"], ["pipenv", "install", "--system", "--deploy", "--dev"]],
-    "poetry": [*_tool_venv("poetry"), [*POETRY, "install", "--no-interaction", "--no-root"]],
+    "poetry": [*_tool_venv("poetry"), [*POETRY_INSTALL, "--no-root"]],
     "pdm": [
         *_tool_venv("pdm"),
         ["pdm", "export", "--no-hashes", "-o", "/tmp/requirements.txt"],
@@ -729,7 +732,7 @@ def _deps_only_steps(n: Node, tool: str, locked: set[str], path: str = "") -> li
                 "head": None,
                 "nodes": [n],
                 "comments": [],
-                "commands": [*_tool_venv("poetry"), [*POETRY, "install", "--no-interaction", "--no-root"]],
+                "commands": [*_tool_venv("poetry"), [*POETRY_INSTALL, "--no-root"]],
             }
         )
     return steps
@@ -775,7 +778,7 @@ def _project_commands(
     if tool == "poetry":
         return [
             *_tool_venv("poetry"),
-            [*POETRY, "install", "--no-interaction", *(["--extras", " ".join(extras)] if extras else [])],
+            [*POETRY_INSTALL, *(["--extras", " ".join(extras)] if extras else [])],
         ]
     if tool == "pdm":
         return [

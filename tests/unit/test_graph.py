@@ -157,7 +157,7 @@ def test_apply_atom_covers_every_kind():
     assert g.nodes["config:env:SETUPTOOLS_SCM_PRETEND_VERSION"].attrs["value"]
     text = p.dockerfile.text
     assert "FROM python:3.12-slim" in text and "libyaml-dev" in text and "PIP_CONSTRAINT" in text
-    assert "nltk.downloader" in text and "poetry install --no-interaction --no-root" in text
+    assert "nltk.downloader" in text and "poetry install --no-interaction --all-groups --no-root" in text
     # an application: no project install, the checkout on the path; the dropped one is gone
     assert "-e ." not in text and "ENV PYTHONPATH=/workspace" in text
     assert g.nodes["package:requests"].action is None

@@ -57,7 +57,9 @@ def test_uv_sync_uses_the_images_python_whatever_python_version_says(tmp_path):
 def test_poetry_lock_is_installed_by_poetry():
     text = plan(REPOS / "plan-poetry-only").dockerfile.text
     assert "requests" not in before_source(text) and "pytest" not in before_source(text)
-    assert "env POETRY_VIRTUALENVS_CREATE=false poetry install --no-interaction" in text
+    # every group, the optional ones too: aisuite's pytest is in an optional test group, and
+    # a plain `poetry install` left it out (its after-run row: 'No module named pytest')
+    assert "env POETRY_VIRTUALENVS_CREATE=false poetry install --no-interaction --all-groups" in text
     # poetry runs from a virtual environment of its own: its dependencies stay out of the
     # project's environment (they clashed with the project's pins under pip check)
     assert "python -m venv /opt/poetry" in text and "/opt/poetry/bin/pip install --no-cache-dir poetry" in text
