@@ -285,6 +285,12 @@ def is_the_project(g: DepGraph, name: str) -> bool:
     return own is None or canonicalize_name(own) == canonicalize_name(name)
 
 
+def checkout_holds(g: DepGraph, module: str) -> bool:
+    """Whether ``module`` (its top-level name) is one the checkout's root holds (the plan's
+    reading, graph meta ``checkout_modules``)."""
+    return module.split(".")[0] in set(g.meta.get("checkout_modules") or ())
+
+
 def project_compiles(g: DepGraph) -> bool:
     """Whether the project compiles its own extension (C, or Rust through maturin or
     setuptools-rust): the tests import a module only a build of the project makes."""
@@ -315,7 +321,7 @@ def _build_without_isolation(g: DepGraph, a: Mapping[str, Any], ev: Evidence) ->
         return []
     module = str(a["module"]).split(".")[0]
     changed = [proj.id]
-    if module in set(g.meta.get("checkout_modules") or ()):
+    if checkout_holds(g, module):
         proj.attrs["self_import"] = True
     else:
         imports = list(proj.attrs.get("build_imports") or [])

@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 
 from bot.atoms import Atom
 from bot.errors import SetupbotError
-from bot.graph.apply import is_the_project, project_compiles, project_name
+from bot.graph.apply import checkout_holds, is_the_project, project_compiles, project_name
 from bot.graph.build import install_spec
 from bot.loop.diagnose import Signature
 from bot.loop.repair import (
@@ -126,7 +126,9 @@ class CandidatesMixin(LoopBase):
         # a module of the checkout's own package is missing (a submodule it never built, such as
         # a Cython module): a distribution of that name from the index is a stranger's, or a
         # published release that would replace the checkout's install
-        if sig is not None and sig.kind == "missing_module" and sig.key in self._checkout_modules():
+        # (a loop double may have no graph)
+        graph = getattr(self, "graph", None)
+        if sig is not None and sig.kind == "missing_module" and graph is not None and checkout_holds(graph, sig.key):
             shunned = {canonicalize_name(sig.key), *(canonicalize_name(d) for d in distributions_for(sig.key))}
 
         def fits(a: Atom) -> bool:
@@ -137,11 +139,6 @@ class CandidatesMixin(LoopBase):
             return True
 
         return [c for c in cands if all(fits(a) for a in c.atoms)]
-
-    def _checkout_modules(self) -> set[str]:
-        """The top-level modules the checkout's root holds (the plan's reading)."""
-        meta = getattr(getattr(self, "graph", None), "meta", None) or {}
-        return set(meta.get("checkout_modules") or [])
 
     def _fit_for_the_project(self, similar: list[Candidate]) -> list[Candidate]:
         """Units offered only for similar text, less those that cannot fit the project: a project
