@@ -35,6 +35,10 @@ strings or lists of strings):
                                                the project without build isolation, after the
                                                distribution that provides it, or with the checkout
                                                on PYTHONPATH when the checkout holds it
+  compile_in_place sources: [..]               Cython modules of the checkout that nothing else
+                                               compiles (their .pyx paths, relative): built next
+                                               to their source with Cython's cythonize -i, in
+                                               the image and again in the devcontainer
 
 ``{python}`` and ``{match:N}`` placeholders in string arguments are filled from the context:
 the chosen Python version and regex group N of the signal that matched.
@@ -58,6 +62,8 @@ _MATCH_REF = re.compile(r"^\{match:\d\}$")
 _CONTEXT_REF = re.compile(r"^\{[a-z_]+\}$")
 _TOOLS = {"poetry", "pdm", "uv", "hatch", "pip"}
 _DIST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,100}$")
+# a Cython source of the checkout: identifiers joined by "/" (no "..", nothing absolute)
+_PYX_PATH = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]{0,100}/){0,12}[A-Za-z_][A-Za-z0-9_]{0,100}\.pyx$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}(?:\.[A-Za-z_][A-Za-z0-9_]{0,100}){0,10}$")
 
 
@@ -197,6 +203,21 @@ def _check_drop(kind: str, a: Mapping[str, Any]) -> None:
 def _check_module(kind: str, a: Mapping[str, Any]) -> None:
     if not isinstance(a["module"], str) or not (_MODULE.match(a["module"]) or _MATCH_REF.match(a["module"])):
         raise AtomError(f"{kind}: {a['module']!r} is not a module name")
+
+
+def _check_sources(kind: str, a: Mapping[str, Any]) -> None:
+    for p in _str_list(kind, a, "sources"):
+        if not _PYX_PATH.match(p):
+            raise AtomError(f"{kind}: {p!r} is not a relative path of a .pyx file made of identifiers")
+
+
+# Cython's own command line (the ``cythonize`` script), run as a module so no PATH is assumed:
+# ``-i`` builds each extension next to its source, where the checkout's imports find it
+CYTHONIZE = ["python", "-m", "Cython.Build.Cythonize", "-i"]
+
+
+def cythonize_command(sources: list[str]) -> list[str]:
+    return [*CYTHONIZE, *sources]
 
 
 def _check_service(kind: str, a: Mapping[str, Any]) -> None:
@@ -389,6 +410,16 @@ ATOM_KINDS: dict[str, AtomKind] = {
             "the project node's self_import (a module the checkout holds) or build_imports (with the "
             "PACKAGE node of the distribution that provides the module)",
             "Dockerfile: the project installs with --no-build-isolation (and the checkout on PYTHONPATH)",
+        ),
+        AtomKind(
+            "compile_in_place",
+            ("sources",),
+            _check_sources,
+            lambda a: f"compile_in_place {' '.join(a['sources'])}",
+            True,
+            lambda a: [cythonize_command(list(a["sources"]))],
+            "CONFIG node, action run (in_checkout), after the project",
+            "Dockerfile: a RUN step after the source (and the devcontainer's postCreateCommand)",
         ),
     ]
 }

@@ -808,7 +808,17 @@ def _tool_and_run_steps(by_action: dict[str, list[Node]], installed: set[str]) -
         )
     for n in by_action.get("run", []):
         steps.append(
-            {"op": "RUN", "head": None, "nodes": [n], "commands": [list(n.attrs["command"])], "comments": _where([n])}
+            {
+                "op": "RUN",
+                "head": None,
+                "nodes": [n],
+                "commands": [list(n.attrs["command"])],
+                # built into the checkout, which the devcontainer mounts over: it builds there again
+                "comments": (
+                    ["built in place (the devcontainer builds it again)"] if n.attrs.get("in_checkout") else []
+                )
+                + _where([n]),
+            }
         )
     return steps
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,11 +94,24 @@ class Plan:
         compiles its own extension is installed editable with the extension built into the
         checkout, and the devcontainer mounts the host's checkout over it, where no extension is
         built: the tests could not import it. So it is built again there, as the container's user
-        (pip then installs into the user's site, which comes first)."""
+        (pip then installs into the user's site, which comes first). Several commands run in
+        order, each only when the one before passed."""
+        commands: list[list[str]] = []
         proj = self.graph.nodes.get(PROJECT)
-        if proj is None or proj.attrs.get("deps_only") or not project_compiles(self.graph):
+        if proj is not None and not proj.attrs.get("deps_only") and project_compiles(self.graph):
+            commands.append(["python", "-m", "pip", "install", "--no-deps", "-e", "."])
+        # a module a repair compiled in place (a Cython module nothing else builds) is likewise
+        # under the mount: it is compiled there again
+        commands += [
+            list(n.attrs["command"])
+            for n in self.graph.topological()
+            if n.action == "run" and n.attrs.get("in_checkout") and n.attrs.get("command")
+        ]
+        if not commands:
             return None
-        return ["python", "-m", "pip", "install", "--no-deps", "-e", "."]
+        if len(commands) == 1:
+            return commands[0]
+        return ["sh", "-c", " && ".join(shlex.join(c) for c in commands)]
 
     @property
     def env(self) -> dict[str, str]:

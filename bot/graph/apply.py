@@ -9,7 +9,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from bot.atoms import Atom
+from bot.atoms import Atom, cythonize_command
 from bot.catalogue import KINDS, canonical
 from bot.graph.mapping import repair_distribution
 from bot.graph.model import DepGraph, Node
@@ -229,14 +229,14 @@ def _on_project(
     return apply
 
 
-def _run(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+def _run(g: DepGraph, a: Mapping[str, Any], ev: Evidence, in_checkout: bool = False) -> list[str]:
     command = list(a["command"])
     nid = "config:run:" + " ".join(command)
-    _node(
-        g,
-        Node(nid, "CONFIG", " ".join(command), "SATISFIED", action="run", attrs={"kind": "run", "command": command}),
-        ev,
-    )
+    attrs: dict[str, Any] = {"kind": "run", "command": command}
+    if in_checkout:
+        # what it builds lands in the checkout, which the devcontainer's mount hides: run again there
+        attrs["in_checkout"] = True
+    _node(g, Node(nid, "CONFIG", " ".join(command), "SATISFIED", action="run", attrs=attrs), ev)
     link_runtime(g, nid)
     proj = project_node(g)
     if proj is not None:
@@ -245,6 +245,10 @@ def _run(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
         g.edge(nid, t.id)
     g.edge(g.target.id, nid)
     return [nid]
+
+
+def _compile_in_place(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
+    return _run(g, {"command": cythonize_command(list(a["sources"]))}, ev, in_checkout=True)
 
 
 def _test_command(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
@@ -357,6 +361,7 @@ APPLY: dict[str, Callable[[DepGraph, Mapping[str, Any], Evidence], list[str]]] =
     "drop_package": _drop_package,
     "git_init": _git_init,
     "build_without_isolation": _build_without_isolation,
+    "compile_in_place": _compile_in_place,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from packaging.utils import canonicalize_name
 
@@ -101,9 +102,12 @@ class CandidatesMixin(LoopBase):
         failed_here = self.failed_in_state.get(frozenset(outcome.idents()), set())
         # units whose signal matched first, then the obvious rules, then units that are only
         # similar text (lexical/embedding neighbours): those are the weakest evidence
-        rules = self._own_name_only(rules, sig)
-        exact = self._own_name_only([c for c in from_store if c.exact], sig)
-        similar = self._fit_for_the_project(self._own_name_only([c for c in from_store if not c.exact], sig))
+        # (every missing module of the outcome counts: a unit matched for another signature, such
+        # as "no tests collected", reads the same log)
+        others = [s for s in outcome.signatures if s.kind == "missing_module"]
+        rules = self._own_name_only(rules, sig, others)
+        exact = self._own_name_only([c for c in from_store if c.exact], sig, others)
+        similar = self._fit_for_the_project(self._own_name_only([c for c in from_store if not c.exact], sig, others))
         # a missing native submodule is precise: units about missing modules would reinstall
         # the same wheel-less build
         groups = (rules, exact, similar) if sig.kind == "missing_native_submodule" else (exact, rules, similar)
@@ -111,7 +115,9 @@ class CandidatesMixin(LoopBase):
         cands = [c for c in merged if c.key() not in tried and c.key() not in failed_here]
         return cands[: max(0, self.settings.budgets.max_repairs_per_signature - len(tried))]
 
-    def _own_name_only(self, cands: list[Candidate], sig: Signature | None = None) -> list[Candidate]:
+    def _own_name_only(
+        self, cands: list[Candidate], sig: Signature | None = None, others: Sequence[Signature] = ()
+    ) -> list[Candidate]:
         """``install_project`` only for the project's own name: the metadata a failure misses may
         be a dependency's, which installing the project does not give. And for the project's own
         name, never a distribution of that name from the index: it would be a published release
@@ -128,8 +134,13 @@ class CandidatesMixin(LoopBase):
         # published release that would replace the checkout's install
         # (a loop double may have no graph)
         graph = getattr(self, "graph", None)
-        if sig is not None and sig.kind == "missing_module" and graph is not None and checkout_holds(graph, sig.key):
-            shunned = {canonicalize_name(sig.key), *(canonicalize_name(d) for d in distributions_for(sig.key))}
+        for missing in [sig, *others]:
+            if missing is not None and missing.kind == "missing_module" and graph is not None:
+                if checkout_holds(graph, missing.key):
+                    shunned |= {
+                        canonicalize_name(missing.key),
+                        *(canonicalize_name(d) for d in distributions_for(missing.key)),
+                    }
 
         def fits(a: Atom) -> bool:
             if a.kind == "install_project":

@@ -458,8 +458,55 @@ def _from_table(atom: str, table: Mapping[str, Any], why: str) -> Rule:
     return look_up
 
 
+_NO_MODULE_NAMED = re.compile(r"No module named '?([A-Za-z_][\w.]*)")
+# a Cython source asks for C++ with this directive at its head ("# distutils: language = c++")
+_CPP_DIRECTIVE = re.compile(r"^#\s*distutils\s*:\s*language\s*=\s*c\+\+", re.MULTILINE)
+
+
+def checkout_cython_source(repo: Path, module: str) -> str | None:
+    """The checkout's ``.pyx`` source of a dotted module (``a.b.c`` -> ``a/b/c.pyx``, or under
+    ``src/``), when the module is a submodule the checkout keeps only as Cython source; else None.
+    Read through the one safe reader: a link out of the repository is not followed."""
+    parts = module.split(".")
+    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+        return None
+    for base in ("", "src/"):
+        rel = base + "/".join(parts) + ".pyx"
+        if safefs.is_file(repo, rel):
+            return rel
+    return None
+
+
+def _compile_cython(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    """A submodule of the checkout that exists only as a Cython ``.pyx`` (no build step of the
+    project compiles it): compile it in place, with the compiler and Cython it needs."""
+    m = _NO_MODULE_NAMED.search(sig.message)
+    source = checkout_cython_source(ctx.repo, m.group(1)) if m else None
+    if source is None:
+        return []
+    head = safefs.try_read_text(ctx.repo, source, max_bytes=4096, head=True) or ""
+    compilers = ["g++"] if _CPP_DIRECTIVE.search(head) else ["gcc"]
+    # cythonize builds through distutils, which Python 3.12 dropped: setuptools provides it
+    tools = ["Cython" + ctx.specs.get("cython", ""), "setuptools" + ctx.specs.get("setuptools", "")]
+    return [
+        Candidate(
+            [
+                Atom("apt_install", {"packages": compilers}),
+                Atom("pip_install", {"packages": tools}),
+                Atom("compile_in_place", {"sources": [source]}),
+            ],
+            "rule",
+            why=f"{m.group(1) if m else source} is a Cython module of the checkout ({source}) that nothing compiles",
+        )
+    ]
+
+
 @rule("missing_module", "no_test_runner")
 def _install_module(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    if sig.kind == "missing_module":
+        compiled = _compile_cython(sig, ctx)
+        if compiled:
+            return compiled
     return [
         _one("pip_install", f"import {sig.key} is provided by {dist}", packages=[dist])
         for dist in distributions_for(sig.key)

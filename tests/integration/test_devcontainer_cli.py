@@ -3,7 +3,8 @@ then `devcontainer exec ... <test command>` (PyPI's devcontainer-rs), on every f
 that writes a devcontainer -- a plain one (the README's hello-app), a compose one (a Redis
 service from the repository's CI) and one whose project compiles its own C extension (built
 again in the mounted checkout by the postCreateCommand; without it, collection fails on
-"No module named 'fastsum._speed'").
+"No module named 'fastsum._speed'"), and one whose Cython module a kept repair compiles in
+place (compiled again by the postCreateCommand, as the contributor's user).
 
 The outputs are the files setupbot writes for the fixture's plan. They name official images,
 as on a runner that pulls them. Both run on the fresh engine of the `runner_world` fixture,
@@ -33,7 +34,11 @@ FIXTURES = {
     "devcontainer-redis": ROOT / "tests" / "fixtures" / "repos" / "devcontainer-redis",
     # compiles its own C extension: the devcontainer builds it again in the mounted checkout
     "devcontainer-cext": ROOT / "tests" / "fixtures" / "repos" / "devcontainer-cext",
+    # a Cython module only a repair compiles in place: the devcontainer compiles it again
+    "loop-cython-in-place": ROOT / "tests" / "fixtures" / "repos" / "loop-cython-in-place",
 }
+# what the loop keeps for a fixture (its rule's candidate for the failure the plan alone meets)
+REPAIRED = {"loop-cython-in-place": "E   ModuleNotFoundError: No module named 'sampling.fast.pick'"}
 
 
 def unavailable(reason: str):
@@ -59,6 +64,15 @@ def write_outputs_for(fixture: Path, workdir: Path) -> Path:
     shutil.copytree(fixture, repo)
     settings = load_settings(repo)
     plan = make_plan(repo, settings, available_pythons=["3.11", "3.13"])
+    if fixture.name in REPAIRED:
+        from bot.graph.apply import apply_atom
+        from bot.loop.diagnose import diagnose
+        from bot.loop.repair import rule_candidates
+
+        sig = diagnose(REPAIRED[fixture.name])[0]
+        [kept] = rule_candidates(sig, repo=repo, python=plan.python, available_pythons=["3.11", "3.13"])
+        for atom in kept.atoms:
+            apply_atom(plan.graph, atom, REPAIRED[fixture.name])
     write_outputs(repo, outputs_from_pipeline(repo, plan=plan, output_dir=settings.output.dir, repository=fixture.name))
     if os.geteuid() == 0:
         # a developer's checkout is their own, and the client gives the container's user their

@@ -191,3 +191,21 @@ def test_setup_py_importing_what_the_isolated_build_lacks_installs_without_isola
     install = [line for line in record.dockerfile.splitlines() if line.rstrip().endswith("-e .")]
     assert install and "--no-build-isolation" in install[-1] and "PYTHONPATH=/workspace" in install[-1], install
     assert record.tests.count("passed") == 1
+
+
+def test_a_cython_module_nothing_compiles_is_compiled_in_place(engine, tmp_path):
+    # the package's build leaves its C++ Cython kernel uncompiled (only a side script builds it),
+    # so the tests cannot import sampling.fast.pick: the rule installs g++, Cython and setuptools
+    # (distutils, which Python 3.12 dropped, for cythonize) and
+    # compiles the .pyx next to its source, in the image and again in the devcontainer
+    record, steps = run(engine, tmp_path, "loop-cython-in-place")
+    replayed(record, steps)
+    assert [(s, d) for s, d in kept(record)] == [
+        ("rule", "apt_install g++; pip_install Cython setuptools; compile_in_place sampling/fast/pick.pyx")
+    ]
+    lines = record.dockerfile.splitlines()
+    assert "RUN python -m Cython.Build.Cythonize -i sampling/fast/pick.pyx" in lines
+    assert lines.index("RUN python -m Cython.Build.Cythonize -i sampling/fast/pick.pyx") > lines.index(
+        'COPY [".", "/workspace"]'
+    )
+    assert record.tests.count("passed") == 3

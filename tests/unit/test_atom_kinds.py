@@ -27,6 +27,7 @@ EXAMPLES = {
     "install_project": {"name": "x"},
     "drop_package": {"manager": "pip", "packages": ["requests"]},
     "build_without_isolation": {"module": "numpy"},
+    "compile_in_place": {"sources": ["x/fast/kernel.pyx"]},
 }
 
 

@@ -386,6 +386,13 @@ def test_a_missing_submodule_of_the_checkouts_own_package_gets_no_namesake_from_
         return [c.describe() for c in loop._own_name_only([*rules, unit], sig)]
 
     assert offered("E   ModuleNotFoundError: No module named 'recbole.util.cython.random_choice'") == []
+    # the same log read for another of its signatures ("no tests collected"): the unit that
+    # matched the missing module's line is still not offered
+    log = "E   ModuleNotFoundError: No module named 'recbole.util.cython.random_choice'\nno tests collected, 1 error"
+    sigs = diagnose(log)
+    no_tests = next(s for s in sigs if s.kind == "no_tests_collected")
+    assert loop._own_name_only([unit], no_tests, sigs) == []
+    assert loop._own_name_only([unit], no_tests) == [unit]
     # another module: everything offered stays (the rule's distributions, and the unit)
     assert offered("E   ModuleNotFoundError: No module named 'yaml'") == [
         "pip_install PyYAML",
@@ -626,3 +633,64 @@ def test_a_constraint_pip_cannot_meet_gives_way_to_a_range_without_that_release(
     apply_atom(graph, cand.atoms[0])
     specs = sorted(n.attrs["spec"] for n in graph.of_type("CONFIG") if n.attrs.get("kind") == "pip_constraint")
     assert "dataclasses==0.8" not in specs and "dataclasses!=0.8" in specs and "httpx==0.24.1" in specs
+
+
+def test_a_cython_module_of_the_checkout_that_nothing_compiles_is_compiled_in_place(tmp_path):
+    """NESCL's class: a submodule the checkout keeps only as a .pyx, which neither the project's
+    build nor its CI compiles. The rule installs the compiler its directive asks for and Cython,
+    and compiles the source in place; the devcontainer compiles it again under its mount."""
+    from bot.compile.plan import make_plan
+    from bot.graph.apply import apply_atom
+    from bot.graph.mapping import Registry
+
+    repo = REPOS / "loop-cython-in-place"
+    line = "E   ModuleNotFoundError: No module named 'sampling.fast.pick'"
+    [sig] = [s for s in diagnose(line) if s.kind == "missing_module"]
+    [cand] = rule_candidates(sig, repo=repo, python="3.11", available_pythons=["3.11"])
+    assert cand.describe() == (
+        "apt_install g++; pip_install Cython setuptools; compile_in_place sampling/fast/pick.pyx"
+    )
+    # the plan's range for Cython, when it has one, is kept
+    [pinned] = rule_candidates(sig, repo=repo, python="3.11", available_pythons=["3.11"], specs={"cython": ">=3,<4"})
+    assert pinned.atoms[1].args["packages"] == ["Cython>=3,<4", "setuptools"]
+
+    # a C source (no C++ directive) gets gcc; a src/ layout is found too
+    (tmp_path / "src" / "pkg" / "ext").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "ext" / "k.pyx").write_text("def f():\n    return 1\n")
+    [sig_c] = diagnose("ModuleNotFoundError: No module named 'pkg.ext.k'")
+    assert (
+        cands(sig_c, tmp_path)[0]
+        == "apt_install gcc; pip_install Cython setuptools; compile_in_place src/pkg/ext/k.pyx"
+    )
+    # a top-level module, or a dotted one with no .pyx, keeps the distribution repair
+    assert cands(diagnose("ModuleNotFoundError: No module named 'pkg.ext.other'")[0], tmp_path) == ["pip_install pkg"]
+    # a .pyx reached through a link out of the checkout is not the checkout's
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.pyx"
+    outside.write_text("def f():\n    return 1\n")
+    (tmp_path / "src" / "pkg" / "ext" / "leak.pyx").symlink_to(outside)
+    assert cands(diagnose("ModuleNotFoundError: No module named 'pkg.ext.leak'")[0], tmp_path) == ["pip_install pkg"]
+
+    # the kept repair compiles after the source in the Dockerfile, and again in the devcontainer
+    plan = make_plan(repo, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    assert plan.post_create_command is None
+    for atom in cand.atoms:
+        apply_atom(plan.graph, atom, "the tests could not import sampling.fast.pick")
+    text = compile_dockerfile(plan.graph).text
+    run = "RUN python -m Cython.Build.Cythonize -i sampling/fast/pick.pyx"
+    assert run in text and text.index("# the source") < text.index(run)
+    assert "# built in place (the devcontainer builds it again)\n" + run in text
+    assert "g++" in text and "Cython" in text
+    assert plan.post_create_command == [
+        "python",
+        "-m",
+        "Cython.Build.Cythonize",
+        "-i",
+        "sampling/fast/pick.pyx",
+    ]
+
+
+@pytest.mark.parametrize("source", ["../x.pyx", "/etc/x.pyx", "a/../../x.pyx", "a/b.py", "a b.pyx", "-i.pyx"])
+def test_compile_in_place_takes_only_relative_pyx_paths_of_identifiers(source):
+    with pytest.raises(AtomError):
+        Atom("compile_in_place", {"sources": [source]}).validate()
+    Atom("compile_in_place", {"sources": ["a/b_c/d.pyx"]}).validate()

@@ -140,6 +140,7 @@ def test_apply_atom_covers_every_kind():
         "install_deps_only": Atom("install_deps_only", {}),
         "drop_package": Atom("drop_package", {"manager": "pip", "packages": ["requests"]}),
         "build_without_isolation": Atom("build_without_isolation", {"module": "Cython"}),
+        "compile_in_place": Atom("compile_in_place", {"sources": ["pkg/fast.pyx"]}),
     }
     assert set(atoms) | {"install_project"} == set(ATOM_KINDS)  # it undoes install_deps_only: last
     for kind, atom in atoms.items():
