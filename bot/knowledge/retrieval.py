@@ -318,6 +318,8 @@ class Retriever:
             atoms = fill_atoms(unit, m, context)
             if any(_PLACEHOLDER.search(str(a.args)) for a in atoms):
                 continue  # a templated fix without the value that fills it cannot run
+            if useless_here(atoms, context):
+                continue
             out.append(
                 Candidate(
                     unit=dataclasses.replace(unit, telemetry=t),
@@ -347,6 +349,25 @@ class Retriever:
     def record_outcome(self, unit_id: str, outcome: str) -> Telemetry:
         """An explicit verdict (from the clean replay)."""
         return self.store.record(unit_id, outcome)
+
+
+def _requirement_name(spec: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)", spec)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
+
+
+def useless_here(atoms: Sequence[Atom], context: Mapping[str, Any]) -> bool:
+    """A filled fix that cannot help in this repository, by what the loop read from it:
+    installing from the index a distribution named like a top-level module of the checkout
+    (``checkout_modules``: a published release or a stranger's, never the checkout's own code),
+    or another test command where the checkout holds no test file at all (``test_files``)."""
+    own = {_requirement_name(m) for m in context.get("checkout_modules") or () if isinstance(m, str)}
+    for a in atoms:
+        if a.kind == "pip_install" and own and any(_requirement_name(p) in own for p in a.args.get("packages", ())):
+            return True
+        if a.kind == "test_command" and context.get("test_files") == "none":
+            return True
+    return False
 
 
 def _last_match_end(unit: Unit, text: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -81,7 +82,17 @@ class CandidatesMixin(LoopBase):
     def candidates_for(self, sig: Signature, outcome: TargetOutcome) -> list[Candidate]:
         if getattr(self, "_repo_context", None) is None:
             self._repo_context = repo_context(self.repo)
-        context = {"python": self.python, "os": "debian", **(self._repo_context or {}), **self._database_context()}
+        context: dict[str, Any] = {
+            "python": self.python,
+            "os": "debian",
+            **(self._repo_context or {}),
+            **self._database_context(),
+        }
+        # the top-level modules the checkout holds (the plan's reading): the experience base
+        # offers no namesake of them from the index (a loop double may have no graph)
+        graph = getattr(self, "graph", None)
+        if graph is not None and graph.meta.get("checkout_modules"):
+            context["checkout_modules"] = list(graph.meta["checkout_modules"])
         excerpt = _excerpt(outcome.log, sig)
         try:
             from_store = knowledge_candidates(self.retriever, excerpt, context, self.settings.knowledge.k)

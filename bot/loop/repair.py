@@ -385,11 +385,28 @@ def _django_runner(repo: Path) -> bool:
     return text is not None and "django" in text
 
 
+# a file that pytest's or unittest's default discovery could collect: test*.py, *_test.py, or
+# any module in a tests/, test/ or testing/ folder
+_TEST_FILE = re.compile(r"(?:^|/)(?:test[^/]*|[^/]*_test)\.py$|(?:^|/)(?:tests?|testing)/(?:[^/]+/)*[^/]+\.py$")
+
+
+def has_test_files(repo: Path) -> bool:
+    """Whether the checkout holds any file a test runner's default discovery could collect (one
+    bounded walk through the safe reader; vendored trees are skipped)."""
+    skip = {"node_modules", "venv", ".venv", ".git", "site-packages"}
+    return bool(safefs.glob_files(repo, lambda rel: _TEST_FILE.search(rel) is not None, skip_dirs=skip, limit=1))
+
+
 def repo_context(repo: Path) -> dict[str, str]:
     """What the experience base's units may be conditioned on, read from the repository:
-    ``framework`` (django, when manage.py runs Django). Not ``settings_module``: the unit it
-    fills sets the variable alone, and the django_settings rule adds pytest-django with it."""
-    return {"framework": "django"} if _django_runner(repo) else {}
+    ``framework`` (django, when manage.py runs Django); ``test_files`` ("none" when the checkout
+    holds no file a runner's discovery could collect: then no other test command finds tests).
+    Not ``settings_module``: the unit it fills sets the variable alone, and the django_settings
+    rule adds pytest-django with it."""
+    context = {"framework": "django"} if _django_runner(repo) else {}
+    if not has_test_files(repo):
+        context["test_files"] = "none"
+    return context
 
 
 def _uses_pytest_django(repo: Path) -> bool:

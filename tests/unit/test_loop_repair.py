@@ -177,6 +177,8 @@ def test_a_plugin_with_a_hook_pytest_does_not_know_gets_its_newest_release(tmp_p
 def test_the_repository_context_names_django_only_where_manage_py_runs_it(tmp_path):
     from bot.loop.repair import repo_context
 
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_views.py").write_text("")
     assert repo_context(tmp_path) == {}
     (tmp_path / "manage.py").write_text("import os\nfrom django.core.management import execute_from_command_line\n")
     assert repo_context(tmp_path) == {"framework": "django"}

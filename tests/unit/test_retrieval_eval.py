@@ -115,3 +115,36 @@ def test_the_bench_summary_carries_the_retrieval_figures_of_its_results(tmp_path
     s = score(logs, labels["cases"], seed_retriever(tmp_path))
     assert f"| recall@3 where a unit holds the fix | {s.recall_at_3:.3f} ({s.hits3}/1) |" in text
     assert f"({s.hits1}/2)" in text and "2 distinct logs" in text
+
+
+def test_the_context_keeps_fixes_that_cannot_help_in_this_checkout_out_of_the_offers(tmp_path):
+    """What the loop reads from the checkout beside the log: a missing submodule of a package the
+    checkout holds gets no namesake from the index (NESCL's Cython module), and a checkout with
+    no test file at all gets no other test command (unixmd). Elsewhere the same logs keep them."""
+    retrieve = seed_retriever(tmp_path)
+    missing = "E   ModuleNotFoundError: No module named 'recbole.util.cython.random_choice'"
+    assert retrieve(missing)[:1] == ["install-module-generic"]
+    assert "install-module-generic" not in retrieve(missing, {"checkout_modules": ["debug", "recbole"]})
+    # another package of the checkout does not hide a dependency's namesake
+    assert retrieve(missing, {"checkout_modules": ["other"]})[:1] == ["install-module-generic"]
+    no_tests = "collected 0 items\n\n============================ no tests ran in 0.02s ============================"
+    assert "verify-no-tests-collected" in retrieve(no_tests)
+    assert "verify-no-tests-collected" not in retrieve(no_tests, {"test_files": "none"})
+
+
+def test_the_checkout_context_reads_test_files_and_is_bounded_to_the_checkout(tmp_path):
+    from bot.loop.repair import repo_context
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "core.py").write_text("x = 1\n")
+    (repo / "contest.py").write_text("")
+    # a test folder reached through a link out of the checkout is not the checkout's
+    outside = tmp_path / "outside"
+    (outside / "tests").mkdir(parents=True)
+    (outside / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")
+    (repo / "linked").symlink_to(outside)
+    assert repo_context(repo) == {"test_files": "none"}
+    (repo / "pkg" / "tests").mkdir()
+    (repo / "pkg" / "tests" / "helpers.py").write_text("")
+    assert repo_context(repo) == {}
