@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import configparser
 import re
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,13 @@ def ran_count(outcome: TargetOutcome) -> int | None:
     if outcome.signatures and any(s.kind == "no_tests_collected" for s in outcome.signatures):
         return 0
     return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def finds_no_tests(outcome: TargetOutcome) -> bool:
@@ -291,6 +299,17 @@ class TargetMixin(LoopBase):
             note = (
                 f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
                 "shows no setup failure, so the outcomes of the unfinished tests are unknown"
+            )
+        elif r.exit_code > 128 and collect is not None and not setup_failures(sigs):
+            # the runner was killed by a signal (137: SIGKILL, as the container's memory limit
+            # does) after collection proved the environment, with no setup failure in the output
+            # so far: no install changes that, so the run counts as ran and the report says so
+            stage = "done"
+            note = (
+                f"the test run was killed by {_signal_name(r.exit_code - 128)} (exit {r.exit_code}"
+                + ("; a memory limit does that" if r.exit_code == 137 else "")
+                + "); collection passed and the output so far shows no setup failure, so the outcomes "
+                "of the unfinished tests are unknown"
             )
         return TargetOutcome(
             stage,

@@ -33,6 +33,7 @@ class World:
     needs: list[Need]
     tests: int = 3
     test_times_out: bool = False  # the test run (not collection) hits the command timeout
+    test_killed: int | None = None  # the test run ends with this exit status (137: a SIGKILL)
     runner: tuple[int, str] | None = None  # (exit, output) of a non-pytest test command
     skipped: int = 0  # of the tests, how many pytest reports as skipped
     # (what makes them pass, how many): tests that fail on an assertion until it is installed,
@@ -250,6 +251,9 @@ class FakeSession:
                 return ExecResult(
                     argv, -1, "tests/test_x.py ....." + (("\n" + out) if out else ""), float(timeout), timed_out=True
                 )
+            if world.test_killed is not None:
+                self.engine.last_junit = None
+                return ExecResult(argv, world.test_killed, "tests/test_x.py ..." + (("\n" + out) if out else ""), 0.3)
             drifted = world.assert_fails is not None and world.assert_fails[0] not in have.have
             failing = world.assert_fails[1] if drifted and world.assert_fails else 0
             if "clean-breaks" in have.have and world.clean_breaks is not None:

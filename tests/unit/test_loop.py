@@ -357,6 +357,21 @@ def test_a_suite_that_outlives_the_command_timeout_still_replays(tmp_path):
     assert "timed out" in rec.replay["note"] and "unknown" in rec.replay["note"]
 
 
+def test_a_test_run_killed_by_a_signal_after_collection_replays_without_generic_strategies(tmp_path):
+    """econ-ark/hark's after-run: 236 tests collected, then the test run ended with exit 137 (a
+    SIGKILL, as a memory limit sends) and nothing classified; the loop tried two generic
+    strategies (two builds, 8 minutes) and ended unresolved. No install changes a killed run:
+    it counts as ran, replays, and the record says what killed it."""
+    rec, _ = run(tmp_path, World([Need("pip:PyYAML", MISSING_YAML)], test_killed=137))
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_install PyYAML"] and rec.strategies == []
+    assert rec.replay["ok"] and "killed by SIGKILL (exit 137; a memory limit does that)" in rec.replay["note"]
+    # a setup failure in the killed run's output is still repaired first
+    world = World([Need("pip:PyYAML", MISSING_YAML, stage="test")], test_killed=139)
+    rec, _ = run(tmp_path / "segv", world)
+    assert kept(rec) == ["pip_install PyYAML"] and rec.status == "success"
+
+
 def test_a_timed_out_run_with_a_setup_failure_is_still_repaired(tmp_path):
     world = World([Need("pip:PyYAML", MISSING_YAML, stage="test")], test_times_out=True)
     rec, _ = run(tmp_path, world)
