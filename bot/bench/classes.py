@@ -19,6 +19,7 @@ from typing import Any
 
 STATUS_WORDS = {
     "fixed": "fix added (the after-run shows it holds)",
+    "fixed-later": "fix added after the after-run's code (unit and engine tests; no bench run yet)",
     "left": "left for later",
     "metric": "the metric, not the setup",
     "input": "no snapshot here",
