@@ -136,6 +136,18 @@ RULES: list[Rule] = [
     _rule(
         "dependency_error", "version", r"ImportError: ([A-Za-z_][\w.\-]*) requires NumPy [\d.]+ or newer, found [\d.]+"
     ),
+    # NumPy 1.25 finalised the comparison of an array with a string: ``arr == "auto"`` (or
+    # ``str(arr) == arr``) gives an array of booleans, where older releases gave the scalar
+    # False with a FutureWarning; code that tests the result in an ``if`` now raises. The frame's
+    # source line compares with a string literal or a str() call, the error follows it
+    _rule(
+        "numpy_string_comparison",
+        "version",
+        r"^[ \t]+\S.*(?:[=!]=\s*(?:str\(|[rbfu]?['\"])|(?:str\([^\n]*\)|['\"])\s*[=!]=).*\n"
+        # (Python 3.11 and later mark the expression with a line of carets)
+        r"(?:[ \t]*[\^~]+[ \t]*\n)?(?:E\s+)?ValueError: The truth value of an array with more than one element is ambiguous",
+        key=lambda m: "numpy",
+    ),
     # pip names the constraint it cannot meet: an exact pin the loop gave it (uv's resolution for
     # the image's Python, which ignores the upper bound of a release's Requires-Python, so
     # dataclasses==0.8 for Python 3.11) or the repository's own constraint file

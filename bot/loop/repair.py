@@ -530,6 +530,33 @@ def _install_module(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     ]
 
 
+# NumPy 1.24 is the last release whose comparison of an array with a string gives the scalar
+# False; it has wheels up to Python 3.11
+_NUMPY_SCALAR_COMPARISON = ("numpy<1.25", "3.11")
+
+
+@rule("numpy_string_comparison")
+def _numpy_before_the_comparison_change(sig: Signature, ctx: RuleContext) -> list[Candidate]:
+    pin, newest = _NUMPY_SCALAR_COMPARISON
+    why = (
+        "the code tests the result of comparing an array with a string, which NumPy 1.25 made an "
+        "array of booleans; NumPy 1.24 gives the scalar the code expects"
+    )
+    if Version(ctx.python) <= Version(newest):
+        return [_one("pip_constraint", why, constraints=[pin])]
+    offered = [v for v in ctx.available_pythons if Version(v) <= Version(newest)]
+    if not offered:
+        return []
+    v = max(offered, key=Version)
+    return [
+        Candidate(
+            [Atom("switch_python", {"version": v}), Atom("pip_constraint", {"constraints": [pin]})],
+            "rule",
+            why=f"{why}; it has wheels up to Python {newest}, and {v} is offered",
+        )
+    ]
+
+
 @rule("import_name_error", "module_attribute")
 def _install_the_right_distribution(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     dist = distribution_for(sig.key)

@@ -209,3 +209,15 @@ def test_a_cython_module_nothing_compiles_is_compiled_in_place(engine, tmp_path)
         'COPY [".", "/workspace"]'
     )
     assert record.tests.count("passed") == 3
+
+
+def test_code_testing_an_array_string_comparison_gets_numpy_before_its_change(engine, tmp_path):
+    # the package compares an array with a string in an `if` at import: NumPy 1.25 made that an
+    # array, so collection raises; the rule moves to Python 3.11 (NumPy 1.24's newest) with
+    # numpy<1.25, and the clean replay proves it
+    record, steps = run(engine, tmp_path, "loop-numpy-string-compare")
+    replayed(record, steps)
+    assert kept(record) == [("rule", "switch_python version=3.11; pip_constraint numpy<1.25")]
+    # the lock the replay proved holds the release the constraint chose
+    assert "FROM python:3.11-slim" in record.dockerfile and "numpy==1.24." in record.lock_text
+    assert record.tests.count("passed") == 2

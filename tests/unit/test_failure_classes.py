@@ -694,3 +694,51 @@ def test_compile_in_place_takes_only_relative_pyx_paths_of_identifiers(source):
     with pytest.raises(AtomError):
         Atom("compile_in_place", {"sources": [source]}).validate()
     Atom("compile_in_place", {"sources": ["a/b_c/d.pyx"]}).validate()
+
+
+SPOTPY_COLLECTION = """\
+==================================== ERRORS ====================================
+__ ERROR collecting tests/test_list_and_constant_parameters_with_samplers.py ___
+tests/test_list_and_constant_parameters_with_samplers.py:63: in <module>
+    class RosenbrockWithList(Rosenbrock):
+tests/test_list_and_constant_parameters_with_samplers.py:70: in RosenbrockWithList
+    l = parameter.List(np.arange(0, 10), repeat=True, doc="list parameter for testing")
+src/spotpy/parameter.py:310: in __init__
+    super(List, self).__init__(None, "List", *args, **kwargs)
+src/spotpy/parameter.py:195: in __init__
+    self.name = arghelper.name()
+src/spotpy/parameter.py:51: in name
+    if self.args and (str(self.args[0]) == self.args[0]):
+E   ValueError: The truth value of an array with more than one element is ambiguous. Use a.any() or a.all()
+=========================== short test summary info ============================
+ERROR tests/test_list_and_constant_parameters_with_samplers.py - ValueError: ...
+!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!
+232 tests collected, 1 error in 1.37s
+"""
+
+
+def test_code_that_tests_an_array_string_comparison_gets_numpy_before_its_change(tmp_path):
+    """spotpy's after-run (9049bdc): `str(arr) == arr` in an `if` raises since NumPy 1.25, which
+    made the comparison elementwise (the era's NumPy 1.26 did not help). The rule pins NumPy 1.24,
+    on the image's Python when it is 3.11 or older, else with the newest offered Python that old."""
+    from bot.loop.diagnose import collection_signatures
+
+    [sig] = collection_signatures(SPOTPY_COLLECTION)
+    assert (sig.kind, sig.category, sig.key) == ("numpy_string_comparison", "version", "numpy")
+    assert cands(sig, tmp_path, python="3.9", available=("3.9", "3.11", "3.13")) == ["pip_constraint numpy<1.25"]
+    assert cands(sig, tmp_path, python="3.13", available=("3.9", "3.11", "3.13")) == [
+        "switch_python version=3.11; pip_constraint numpy<1.25"
+    ]
+    assert cands(sig, tmp_path, python="3.13", available=("3.13",)) == []
+    # a literal on either side, in a plain traceback
+    plain = '  File "/w/plot.py", line 12, in hist\n    if "auto" != bins:\nValueError: The truth value of an array with more than one element is ambiguous.'
+    assert [s.kind for s in diagnose(plain)] == ["numpy_string_comparison"]
+    # Python 3.13's traceback marks the expression with carets
+    marked = (
+        'binning/__init__.py:8: in edges\n    if bins == "auto":\n       ^^^^^^^^^^^^^^\n'
+        "E   ValueError: The truth value of an array with more than one element is ambiguous. Use a.any() or a.all()"
+    )
+    assert [s.kind for s in diagnose(marked)] == ["numpy_string_comparison"]
+    # two arrays compared: that raises in every NumPy, and is not this class
+    arrays = "    if a == b:\nValueError: The truth value of an array with more than one element is ambiguous."
+    assert diagnose(arrays) == []
