@@ -483,8 +483,13 @@ def _before_after_lines(records: list[dict]) -> list[str]:
     named = {str(r.get("system")) for r in records if str(r.get("system")).startswith("setupbot@")}
     if len(named) < 2 or any(r.get("system") == "setupbot" for r in records):
         return []
+    # (a row with no time, such as a repository with no snapshot, says nothing of when it ran)
     first = {
-        system: min(str(r.get("finished_at") or "") for r in records if r.get("system") == system) for system in named
+        system: min(
+            (str(r["finished_at"]) for r in records if r.get("system") == system and r.get("finished_at")),
+            default="~",
+        )
+        for system in named
     }
     ordered = sorted(named, key=lambda system: (first[system], system))
     before, after = ordered[0], ordered[-1]

@@ -167,6 +167,11 @@ def test_a_before_run_and_an_after_run_of_two_named_commits_give_the_ebsr_ratio(
     again = render_summary(records + probe)
     assert "Before and after, `setupbot@fff0000` then `setupbot@0001111` on the 2 repositories" in again
     assert "| setupbot@abc0000 | 1 |" in again
+    # a row with no time (a repository with no snapshot is recorded without one) does not make
+    # its system the earliest
+    untimed = {**rec("setupbot@0001111", "o/c", 0, False, ""), "finished_at": None}
+    third = render_summary(records + probe + [untimed])
+    assert "Before and after, `setupbot@fff0000` then `setupbot@0001111` on the 3 repositories" in third, third
 
 
 def test_the_old_code_runs_without_the_verdict_when_it_knows_the_flag(tmp_path, monkeypatch):
