@@ -372,7 +372,9 @@ RULES: list[Rule] = [
     _rule(
         "gpu_toolkit",
         "external",
-        r"CUDA_HOME (?:or ROCM_HOME )?environment variable (?:must be set|is not set)",
+        r"CUDA_HOME (?:or ROCM_HOME )?environment variable (?:must be set|is not set)"
+        # or a compiler that finds no header of the CUDA toolkit (pycuda's build: cuda.h)
+        r"|fatal error: (?:cuda|cuda_runtime|cuda_runtime_api|cublas_v2|cudnn|nvrtc)\.h: No such file or directory",
         key=None,
     ),
     # --- missing configuration -------------------------------------------------------------------
@@ -500,6 +502,8 @@ _BUILD_CAUSES = (
 _GENERIC = {
     "wheel_build_failed": (*_BUILD_CAUSES, "scm_version", "not_a_package"),
     "missing_module": ("newer_syntax",),
+    # a CUDA header is the GPU toolkit's, which no Debian -dev package of the runner provides
+    "missing_header": ("gpu_toolkit",),
     "no_matching_distribution": ("python_floor", "python_pin"),
     "locked_build_failed": _BUILD_CAUSES,
     "dependency_conflict": ("python_floor", "constraint_conflict"),

@@ -790,6 +790,17 @@ def test_tests_that_reach_a_host_outside_end_the_run_without_trials(tmp_path):
             "gpu_toolkit",
             "the build compiles CUDA or ROCm extensions",
         ),
+        # FasterLivePortrait's after-run (9049bdc): pycuda's compiler finds no cuda.h; it ended as
+        # a missing header and two generic strategies
+        (
+            "      In file included from src/cpp/cuda.cpp:4:\n"
+            "      src/cpp/cuda.hpp:14:10: fatal error: cuda.h: No such file or directory\n"
+            "         14 | #include <cuda.h>\n      compilation terminated.\n"
+            "  ERROR: Failed building wheel for pycuda\n"
+            "The command '/bin/sh -c python -m pip install --no-cache-dir -r requirements.txt' returned a non-zero code: 1",
+            "gpu_toolkit",
+            "the build compiles CUDA or ROCm extensions",
+        ),
     ],
 )
 def test_a_build_stopped_by_what_no_environment_gives_ends_saying_so(tmp_path, log, kind, remaining):
