@@ -51,6 +51,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 # Debian package names, pip requirement specifiers, env names: what an atom may carry.
 # Anything else (shell metacharacters, newlines) is refused before it reaches a container.
 _DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.\-]{0,100}$")
@@ -65,6 +67,11 @@ _DIST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,100}$")
 # a Cython source of the checkout: identifiers joined by "/" (no "..", nothing absolute)
 _PYX_PATH = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]{0,100}/){0,12}[A-Za-z_][A-Za-z0-9_]{0,100}\.pyx$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}(?:\.[A-Za-z_][A-Za-z0-9_]{0,100}){0,10}$")
+
+
+def spec_name(spec: str) -> str:
+    """The canonical distribution name of a requirement specifier ("Foo_Bar[x]>=1" -> foo-bar)."""
+    return canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, maxsplit=1)[0])
 
 
 class AtomError(ValueError):

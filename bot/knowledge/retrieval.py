@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from bot.atoms import Atom
+from bot.atoms import Atom, spec_name
 from bot.knowledge.store import Store
 from bot.knowledge.units import Telemetry, Unit
 from bot.logtext import strip_ansi
@@ -351,19 +351,14 @@ class Retriever:
         return self.store.record(unit_id, outcome)
 
 
-def _requirement_name(spec: str) -> str:
-    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)", spec)
-    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
-
-
 def useless_here(atoms: Sequence[Atom], context: Mapping[str, Any]) -> bool:
     """A filled fix that cannot help in this repository, by what the loop read from it:
     installing from the index a distribution named like a top-level module of the checkout
     (``checkout_modules``: a published release or a stranger's, never the checkout's own code),
     or another test command where the checkout holds no test file at all (``test_files``)."""
-    own = {_requirement_name(m) for m in context.get("checkout_modules") or () if isinstance(m, str)}
+    own = {spec_name(m) for m in context.get("checkout_modules") or () if isinstance(m, str)}
     for a in atoms:
-        if a.kind == "pip_install" and own and any(_requirement_name(p) in own for p in a.args.get("packages", ())):
+        if a.kind == "pip_install" and own and any(spec_name(p) in own for p in a.args.get("packages", ())):
             return True
         if a.kind == "test_command" and context.get("test_files") == "none":
             return True

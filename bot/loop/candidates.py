@@ -10,7 +10,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from bot.atoms import Atom
+from bot.atoms import Atom, spec_name
 from bot.errors import SetupbotError
 from bot.graph.apply import checkout_holds, is_the_project, project_compiles, project_name
 from bot.graph.build import install_spec
@@ -52,11 +52,6 @@ PROVIDER_KINDS = frozenset(
     {"missing_module", "import_name_error", "module_attribute", "missing_native_submodule", "plugin_hook_mismatch"}
 )
 LOG_FOR_RETRIEVAL = 20_000
-
-
-def _spec_name(spec: str) -> str:
-    """The canonical distribution name of a requirement specifier ("Foo_Bar[x]>=1" -> foo-bar)."""
-    return canonicalize_name(re.split(r"[<>=!~\[;@ ]", spec, maxsplit=1)[0])
 
 
 def _excerpt(log_text: str, sig: Signature | None) -> str:
@@ -157,7 +152,7 @@ class CandidatesMixin(LoopBase):
             if a.kind == "install_project":
                 return is_the_project(self.graph, a.args["name"])
             if a.kind == "pip_install" and shunned:
-                return all(_spec_name(p) not in shunned for p in a.args["packages"])
+                return all(spec_name(p) not in shunned for p in a.args["packages"])
             return True
 
         return [c for c in cands if all(fits(a) for a in c.atoms)]
@@ -249,7 +244,7 @@ class CandidatesMixin(LoopBase):
             for a in c.atoms:
                 if a.kind == "pip_install":
                     for spec in a.args["packages"]:
-                        name = _spec_name(spec)
+                        name = spec_name(spec)
                         if name not in own:
                             return True
             return False

@@ -292,24 +292,23 @@ class TargetMixin(LoopBase):
         ran_tests = bool(results.total) or unittest_ran(r.output)
         stage = "done" if (r.exit_code == 0 or (r.exit_code == 1 and ran_tests)) and not r.timed_out else "test"
         note = "the test run timed out" if r.timed_out else ""
-        if r.timed_out and collect is not None and not setup_failures(sigs):
-            # a long suite: collection proved the environment and nothing in the output so far is
-            # a setup failure; the run counts as ran (the report says the tests timed out)
-            stage = "done"
-            note = (
-                f"the test run timed out after {int(r.duration)} s; collection passed and the output so far "
-                "shows no setup failure, so the outcomes of the unfinished tests are unknown"
+        # a long suite that timed out, or a runner killed by a signal (137: SIGKILL, as the
+        # container's memory limit does), after collection proved the environment and with
+        # nothing in the output so far a setup failure: no install changes that, so the run
+        # counts as ran and the report says what stopped it
+        if r.timed_out:
+            stopped = f"timed out after {int(r.duration)} s"
+        elif r.exit_code > 128:
+            stopped = f"was killed by {_signal_name(r.exit_code - 128)} (exit {r.exit_code}" + (
+                "; a memory limit does that)" if r.exit_code == 137 else ")"
             )
-        elif r.exit_code > 128 and collect is not None and not setup_failures(sigs):
-            # the runner was killed by a signal (137: SIGKILL, as the container's memory limit
-            # does) after collection proved the environment, with no setup failure in the output
-            # so far: no install changes that, so the run counts as ran and the report says so
+        else:
+            stopped = ""
+        if stopped and collect is not None and not setup_failures(sigs):
             stage = "done"
             note = (
-                f"the test run was killed by {_signal_name(r.exit_code - 128)} (exit {r.exit_code}"
-                + ("; a memory limit does that" if r.exit_code == 137 else "")
-                + "); collection passed and the output so far shows no setup failure, so the outcomes "
-                "of the unfinished tests are unknown"
+                f"the test run {stopped}; collection passed and the output so far shows no setup failure, "
+                "so the outcomes of the unfinished tests are unknown"
             )
         return TargetOutcome(
             stage,
