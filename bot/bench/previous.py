@@ -60,8 +60,9 @@ def resolve(rev: str, root: Path = ROOT) -> str:
 
 
 def _knows_flag(code: Path, flag: str) -> bool:
-    """Whether the ``run`` command of the code written out at ``code`` declares ``flag``."""
-    for rel in ("bot/commands/run.py", "bot/cli.py"):
+    """Whether the ``run`` command of the code written out at ``code`` declares ``flag`` (in
+    the command itself, the top-level parser or the options every command shares)."""
+    for rel in ("bot/commands/run.py", "bot/cli.py", "bot/commands/_common.py"):
         path = code / rel
         if path.is_file() and f'"{flag}"' in path.read_text(errors="replace"):
             return True
@@ -127,6 +128,10 @@ def produce(
     # like the in-process system, which runs the setup loop alone: no prosecutor or judge after
     # the replay (they grade, the Dockerfile is the same), unless the code is older than the flag
     no_verify = ["--no-verify"] if _knows_flag(code, "--no-verify") else []
+    # code older than the --json summary and -q (the commit before issue 16 has neither) runs
+    # without them: its run record and the default output folder say what it wrote
+    summary_args = ["--json", str(out_json)] if _knows_flag(code, "--json") else []
+    quiet = ["-q"] if _knows_flag(code, "-q") else []
     # a repository that keeps a Dockerfile of its own where setupbot writes (no setupbot marker)
     # has it left alone: that code writes into a folder of its own, so that what it produced is
     # what is scored, never the repository's file
@@ -141,9 +146,8 @@ def produce(
             "bot",
             "run",
             str(repo_dir),
-            "--json",
-            str(out_json),
-            "-q",
+            *summary_args,
+            *quiet,
             *no_verify,
             *(["--output-dir", out_dir] if out_dir != ".devcontainer" else []),
         ],
