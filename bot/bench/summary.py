@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.bench.determinism import identical_share
 from bot.bench.systems import SYSTEMS
@@ -429,9 +429,7 @@ def _target_lines(records: list[dict]) -> list[str]:
     return lines
 
 
-def same_run_against(
-    records: list[dict], previous: str, current: str = "setupbot"
-) -> tuple[int, float, float, int, int] | None:
+def same_run_against(records: list[dict], previous: str, current: str = "setupbot") -> SameRun | None:
     """``current`` (this code unless told) against ``previous`` (a ``setupbot@<rev>`` system) on
     the repositories both produced in these results: (repositories, median produce of each, EBSR
     of each)."""
@@ -447,15 +445,43 @@ def same_run_against(
     both = sorted(set(new) & set(old))
     if not both:
         return None
-    median_new = _median(new[k]["produce_seconds"] for k in both) or 0.0
-    median_old = _median(old[k]["produce_seconds"] for k in both) or 0.0
-    return (
+    # the times compare runs that wrote a Dockerfile: a run that stopped before producing one (an
+    # old code that rejects a flag exits in a second) says nothing of how fast either sets up;
+    # its EBSR still counts as a failure of its system
+    timed = [k for k in both if not _produce_failed(new[k]) and not _produce_failed(old[k])]
+    median_new = _median(new[k]["produce_seconds"] for k in timed) or 0.0
+    median_old = _median(old[k]["produce_seconds"] for k in timed) or 0.0
+    return SameRun(
         len(both),
         median_new,
         median_old,
         sum(bool(new[k].get("ebsr")) for k in both),
         sum(bool(old[k].get("ebsr")) for k in both),
+        len(timed),
     )
+
+
+class SameRun(NamedTuple):
+    """Two systems on the repositories both ran: medians over the ``timed`` ones where both
+    wrote a Dockerfile, EBSR over all of them."""
+
+    repos: int
+    median_new: float
+    median_old: float
+    ebsr_new: int
+    ebsr_old: int
+    timed: int
+
+
+def _produce_failed(record: dict) -> bool:
+    return str(record.get("status") or "").startswith("produce-failed")
+
+
+def _timed_note(got: SameRun) -> str:
+    """Where the medians cover fewer repositories than the EBSR does."""
+    if got.timed == got.repos:
+        return ""
+    return f" (medians over the {got.timed} where both wrote a Dockerfile)"
 
 
 def _same_run_lines(records: list[dict]) -> list[str]:
@@ -465,11 +491,16 @@ def _same_run_lines(records: list[dict]) -> list[str]:
         got = same_run_against(records, system)
         if got is None:
             continue
-        n, new, old, ebsr_new, ebsr_old = got
+        n, new, old, ebsr_new, ebsr_old, timed = got
         ratio = f"{new / old:.2f}" if old else "–"
+        times = (
+            f"median produce {_secs(new)} against {_secs(old)} (ratio {ratio}){_timed_note(got)}"
+            if timed
+            else "no produce time to compare (on none of them did both write a Dockerfile)"
+        )
         lines.append(
-            f"Same run, against `{system}` on the {n} repositories both produced: median produce "
-            f"{_secs(new)} against {_secs(old)} (ratio {ratio}); EBSR {ebsr_new}/{n} against {ebsr_old}/{n}."
+            f"Same run, against `{system}` on the {n} repositories both produced: {times}; "
+            f"EBSR {ebsr_new}/{n} against {ebsr_old}/{n}."
         )
     lines += _before_after_lines(records)
     return [*lines, ""] if lines else []
@@ -496,12 +527,12 @@ def _before_after_lines(records: list[dict]) -> list[str]:
     got = same_run_against(records, before, current=after)
     if got is None:
         return []
-    n, new, old, ebsr_new, ebsr_old = got
+    n, new, old, ebsr_new, ebsr_old, _ = got
     ratio = f"{ebsr_new / ebsr_old:.2f}" if ebsr_old else "–"
     return [
         f"Before and after, `{before}` then `{after}` on the {n} repositories both produced: EBSR "
         f"{ebsr_new}/{n} ({100 * ebsr_new / n:.1f}%) against {ebsr_old}/{n} ({100 * ebsr_old / n:.1f}%), "
-        f"ratio {ratio}; median produce {_secs(new)} against {_secs(old)}."
+        f"ratio {ratio}; median produce {_secs(new)} against {_secs(old)}{_timed_note(got)}."
     ]
 
 

@@ -146,11 +146,19 @@ def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
         rec("setupbot@1a51deb", "o/b", 400, False),
     ]
     # o/c ran with this code only: the comparison takes the two both produced
-    assert same_run_against(records, "setupbot@1a51deb") == (2, 200.0, 300.0, 2, 1)
+    assert same_run_against(records, "setupbot@1a51deb") == (2, 200.0, 300.0, 2, 1, 2)
     text = render_summary(records)
     assert "Same run, against `setupbot@1a51deb` on the 2 repositories both produced" in text
     assert "(ratio 0.67); EBSR 2/2 against 1/2." in text
     assert "Before and after" not in text
+    # a run that wrote no Dockerfile (old code that exits on an unknown flag in a second) fails
+    # its EBSR but gives no time to compare
+    failed = {**rec("setupbot@1a51deb", "o/c", 1.2, False), "status": "produce-failed: exit 2"}
+    got = same_run_against([*records, failed], "setupbot@1a51deb")
+    assert got == (3, 200.0, 300.0, 3, 1, 2)
+    assert "(ratio 0.67) (medians over the 2 where both wrote a Dockerfile); EBSR 3/3 against 1/3." in (
+        render_summary([*records, failed])
+    )
 
 
 def test_a_before_run_and_an_after_run_of_two_named_commits_give_the_ebsr_ratio():
