@@ -431,8 +431,8 @@ def _target_lines(records: list[dict]) -> list[str]:
 
 def same_run_against(records: list[dict], previous: str, current: str = "setupbot") -> SameRun | None:
     """``current`` (this code unless told) against ``previous`` (a ``setupbot@<rev>`` system) on
-    the repositories both produced in these results: (repositories, median produce of each, EBSR
-    of each)."""
+    the repositories both ran in these results: a ``SameRun`` (EBSR over all of them, median
+    produce over those where both wrote a Dockerfile)."""
 
     def by_repo(system: str) -> dict[tuple[str, str], dict]:
         return {
