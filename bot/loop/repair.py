@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from bot import catalogue, safefs
-from bot.atoms import Atom, AtomError
+from bot.atoms import Atom, AtomError, spec_name
 from bot.debian import HEADER_PACKAGES, PKG_CONFIG_PACKAGES
 from bot.evidence.shellcmd import commands, pip_install
 from bot.evidence.yamlload import load_yaml
@@ -1089,9 +1089,7 @@ def _ci_specs_not_planned(repo: Path, graph: Any) -> list[str]:
     from packaging.utils import canonicalize_name
 
     have = {canonicalize_name(n.name) for n in graph.of_type("PACKAGE") + graph.of_type("TOOL") if n.action}
-    return [
-        s for s in ci_install_specs(repo) if canonicalize_name(re.split(r"[<>=!~\[;@ ]", s, maxsplit=1)[0]) not in have
-    ]
+    return [s for s in ci_install_specs(repo) if spec_name(s) not in have]
 
 
 def _guessed_groups(graph: Any) -> list[tuple[str, str, list[str], str]]:
