@@ -59,14 +59,15 @@ def resolve(rev: str, root: Path = ROOT) -> str:
     return proc.stdout.decode().strip()
 
 
-def _knows_flag(code: Path, flag: str) -> bool:
-    """Whether the ``run`` command of the code written out at ``code`` declares ``flag`` (in
+def _known_flags(code: Path, *flags: str) -> set[str]:
+    """Which of ``flags`` the ``run`` command of the code written out at ``code`` declares (in
     the command itself, the top-level parser or the options every command shares)."""
-    for rel in ("bot/commands/run.py", "bot/cli.py", "bot/commands/_common.py"):
-        path = code / rel
-        if path.is_file() and f'"{flag}"' in path.read_text(errors="replace"):
-            return True
-    return False
+    texts = [
+        path.read_text(errors="replace")
+        for rel in ("bot/commands/run.py", "bot/cli.py", "bot/commands/_common.py")
+        if (path := code / rel).is_file()
+    ]
+    return {flag for flag in flags if any(f'"{flag}"' in text for text in texts)}
 
 
 def code_at(rev: str, cache: Path, root: Path = ROOT) -> Path:
@@ -127,17 +128,18 @@ def produce(
     # cleans up after itself like any interrupted `setupbot run`
     # like the in-process system, which runs the setup loop alone: no prosecutor or judge after
     # the replay (they grade, the Dockerfile is the same), unless the code is older than the flag
-    no_verify = ["--no-verify"] if _knows_flag(code, "--no-verify") else []
+    known = _known_flags(code, "--no-verify", "--json", "-q", "--output-dir")
+    no_verify = ["--no-verify"] if "--no-verify" in known else []
     # code older than the --json summary and -q (the commit before issue 16 has neither) runs
     # without them: its run record and the default output folder say what it wrote
-    summary_args = ["--json", str(out_json)] if _knows_flag(code, "--json") else []
-    quiet = ["-q"] if _knows_flag(code, "-q") else []
+    summary_args = ["--json", str(out_json)] if "--json" in known else []
+    quiet = ["-q"] if "-q" in known else []
     # a repository that keeps a Dockerfile of its own where setupbot writes (no setupbot marker)
     # has it left alone: that code writes into a folder of its own, so that what it produced is
     # what is scored, never the repository's file
     out_dir = ".devcontainer"
     own = repo_dir / out_dir / "Dockerfile"
-    if own.is_file() and not has_marker(own.read_text(errors="replace")) and _knows_flag(code, "--output-dir"):
+    if own.is_file() and not has_marker(own.read_text(errors="replace")) and "--output-dir" in known:
         out_dir = BENCH_OUTPUT_DIR
     cap = run_capped(
         [
