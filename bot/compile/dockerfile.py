@@ -20,7 +20,7 @@ from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.build import install_spec
 from bot.graph.lock import LOCK_NODE, WHEELS_STAGE, built_wheels, locked_names
-from bot.graph.model import WORKDIR, DepGraph, Node
+from bot.graph.model import DEV_STAGE, TESTED_STAGE, WORKDIR, DepGraph, Node, dev_stage_only
 from bot.graph.native_lock import native_lock
 from bot.graph.specs import constraint_specs
 from bot.templating import make_environment
@@ -197,14 +197,17 @@ Step = dict[str, Any]
 def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     order = graph.topological()
     by_action: dict[str, list[Node]] = {}
+    dev: dict[str, list[Node]] = {}  # what only the development container uses (DEV_STAGE)
     for n in order:
         if n.action:
-            by_action.setdefault(n.action, []).append(n)
+            (dev if dev_stage_only(n) else by_action).setdefault(n.action, []).append(n)
     built = built_wheels(graph)
     staged = [n for n in by_action.get("apt", []) if n.attrs.get("stage") == WHEELS_STAGE] if built else []
     envs = by_action.get("env", [])
     steps: list[dict[str, Any]] = _builder_steps(graph, by_action, built, staged) if staged else []
     steps.append(_from_step(graph.runtime))
+    if dev:
+        steps[-1]["stage"] = TESTED_STAGE
     if envs:
         steps.append(
             {
@@ -260,7 +263,44 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             "comments": ["the tests"],
         }
     )
+    if dev:
+        steps += _dev_steps(dev)
     return steps
+
+
+def _dev_steps(dev: dict[str, list[Node]]) -> list[Step]:
+    """The development container: the tested stage with what only the editor uses on top. The
+    loop builds, tests and replays the tested stage (``without_dev_stage``); this one is built once
+    after the replay, so the clean replay does not install what no test needs."""
+    return [
+        {
+            "op": "FROM",
+            "image": TESTED_STAGE,
+            "stage": DEV_STAGE,
+            "nodes": [],
+            "comments": [
+                "the development container: the tested environment above with "
+                + " and ".join(
+                    [*(n.name for n in dev.get("apt", [])), *(["a non-root user"] if dev.get("user") else [])]
+                )
+                + ", which no test needs"
+            ],
+        },
+        *_system_steps(dev, pinned_by="this stage's first build installed"),
+    ]
+
+
+def without_dev_stage(text: str) -> str:
+    """The compiled Dockerfile up to its development stage: what the loop builds and tests.
+    The whole text when there is no development stage."""
+    lines = text.splitlines(keepends=True)
+    marker = f"FROM {TESTED_STAGE} AS {DEV_STAGE}"
+    for i, line in enumerate(lines):
+        if line.rstrip("\r\n") == marker:
+            while i > 0 and (lines[i - 1].startswith("#") or not lines[i - 1].strip()):
+                i -= 1
+            return "".join(lines[:i])
+    return text
 
 
 # Under BuildKit (the engine that proves the Dockerfile has buildx), pip's and uv's download
@@ -431,8 +471,8 @@ def _constraint_steps(graph: DepGraph, cons: list[Node]) -> list[Step]:
     ]
 
 
-def _system_steps(by_action: dict[str, list[Node]]) -> list[Step]:
-    """The Debian packages (at the replayed versions when known) and the development user."""
+def _system_steps(by_action: dict[str, list[Node]], pinned_by: str = "the clean replay had") -> list[Step]:
+    """The Debian packages (at the versions ``pinned_by`` says, when known) and the user."""
     steps: list[Step] = []
     apts = sorted(by_action.get("apt", []), key=lambda n: n.name)
     if apts:
@@ -442,7 +482,7 @@ def _system_steps(by_action: dict[str, list[Node]]) -> list[Step]:
                 "op": "RUN",
                 "head": 4,
                 "nodes": apts,
-                "comments": ["system packages" + (", at the versions the clean replay had" if pinned_apt else "")]
+                "comments": ["system packages" + (f", at the versions {pinned_by}" if pinned_apt else "")]
                 + _reasons(apts)
                 + _where(apts),
                 "commands": [

@@ -116,7 +116,8 @@ class CompileSnippet:
     ``{"op": "RUN", "commands": [[argv], ...], "head": 4, "nodes": [Node, ...],
     "comments": [...]}`` (ops: FROM, ENV, RUN, COPY, WORKDIR, CMD). Commands are argv lists,
     never shell text. ``layer`` places it among the cache layers: ``base``, ``env``,
-    ``system``, ``manifests``, ``dependencies``, ``source``, ``project``, ``tools``, ``target``.
+    ``system``, ``manifests``, ``dependencies``, ``source``, ``project``, ``tools``, ``target``,
+    ``dev`` (the development stage after the tests' CMD: what only the editor uses).
     """
 
     layer: str

@@ -26,7 +26,7 @@ from bot.evidence.services import service_clients
 from bot.graph.alternatives import choose
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
-from bot.graph.model import WORKDIR, DepGraph, Node
+from bot.graph.model import DEVCONTAINER_SOURCE, WORKDIR, DepGraph, Node
 
 PROJECT = "package:@project"
 MEMBER_PREFIX = "package:@member:"
@@ -533,11 +533,11 @@ def _add_system_libraries(g: DepGraph, ev: Evidence, reqs: list[Requirement], wa
         link_runtime(g, s.id)
     # the devcontainer people expect has git (issue 16); a dependency from a git URL needs it too
     git = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
-    git.add_evidence("setupbot", None, "git in the development container")
+    git.add_evidence(DEVCONTAINER_SOURCE, None, "git in the development container")
     link_runtime(g, git.id)
     # the non-root user the devcontainer attaches as (remoteUser); the tests still run as root
     user = g.add(Node("config:dev-user", "CONFIG", "dev", "SATISFIED", action="user", attrs={"kind": "user"}))
-    user.add_evidence("setupbot", None, "devcontainer remoteUser")
+    user.add_evidence(DEVCONTAINER_SOURCE, None, "devcontainer remoteUser")
     link_runtime(g, user.id)
     if compile_reasons:
         be = g.add(Node("systemlib:build-essential", "SYSTEMLIB", "build-essential", "SATISFIED", action="apt"))

@@ -16,6 +16,13 @@ WORKDIR = "/workspace"
 NODE_TYPES = ("TARGET", "IMPORT", "PACKAGE", "RUNTIME", "TOOL", "SYSTEMLIB", "SERVICE", "CONFIG")
 STATES = ("MISSING", "SATISFIED", "UNKNOWN")
 EDGE_KINDS = ("prerequisite", "mapping")
+# The Dockerfile's two stages when the development container needs more than the tests do:
+# TESTED_STAGE is the environment the loop builds, tests and replays; DEV_STAGE adds on top of
+# it what only the editor uses (git, the non-root user), built once after the replay.
+TESTED_STAGE = "env"
+DEV_STAGE = "dev"
+# the evidence source of what setupbot adds for the development container alone
+DEVCONTAINER_SOURCE = "setupbot"
 
 
 @dataclass
@@ -61,6 +68,15 @@ class Node:
             d.get("action"),
             dict(d.get("attrs", {})),
         )
+
+
+def dev_stage_only(n: Node) -> bool:
+    """Whether ``n`` is for the development container alone: the user, or a Debian package
+    whose only evidence is setupbot's own (git for the editor). Evidence from the repository or
+    a repair (a dependency from a git URL, a test that runs git) puts it in the tested stage."""
+    if n.action == "user":
+        return True
+    return n.action == "apt" and bool(n.evidence) and all(e[0] == DEVCONTAINER_SOURCE for e in n.evidence)
 
 
 def _plain(v: Any) -> Any:

@@ -46,6 +46,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from bot.compile import compile_dockerfile as default_compile
+from bot.compile.dockerfile import without_dev_stage
 from bot.graph.apply import project_compiles
 from bot.graph.build import PROJECT
 from bot.graph.lock import (
@@ -60,7 +61,7 @@ from bot.graph.lock import (
     unstage_build_tools,
 )
 from bot.graph.mapping import PYPI_URL
-from bot.graph.model import DepGraph
+from bot.graph.model import DepGraph, dev_stage_only
 from bot.graph.native_lock import native_lock
 from bot.graph.resolve import names_in_error, wheel_less
 from bot.markers import has_marker
@@ -560,7 +561,8 @@ def proven_by_replay(engine: Any, pending: PendingLock, replay_tag: str) -> Lock
 def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: float) -> _Replay | LockOutcome:
     """Freeze the replay image and the base image; an outcome instead when the replay cannot be
     listed or holds something an index lock cannot pin."""
-    apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt")
+    # the development stage's packages (git for the editor) are not in the tested image
+    apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and not dev_stage_only(n))
     replay = installed_set(engine, replay_tag, apt)
     if not replay.ok:
         return LockOutcome(
@@ -737,7 +739,7 @@ def _build_locked(
     the compiler goes back in and it is built once more (``draft`` records what was built).
     A builder stage that does not build, or whose final image misses a shared library the
     replay had, gives way to the one-stage form with the compilers."""
-    build = engine.build(repo, draft.dockerfile, tag)
+    build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
     if draft.staged:
         if not build.ok:
             tail = _log_tail(build.log, 2, 300)
@@ -747,7 +749,7 @@ def _build_locked(
             why = f"without the compilers the image lacks {lost}" if lost else ""
         if why:
             _unstage(draft, why, compile_dockerfile)
-            build = engine.build(repo, draft.dockerfile, tag)
+            build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
     if not build.ok and draft.compiler is not None:
         # it needed the compiler after all: put it back
         draft.compiler.action = "apt"
@@ -760,7 +762,7 @@ def _build_locked(
         if draft.target is not None:
             draft.target.write_text(draft.text)
         draft.dockerfile = compile_dockerfile(draft.locked).text
-        build = engine.build(repo, draft.dockerfile, tag)
+        build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
     return build
 
 

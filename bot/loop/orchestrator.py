@@ -119,6 +119,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._prelock: PendingLock | None = None  # a lock drafted for the clean replay to build
         self._prelocked: LockOutcome | None = None  # that lock, proven by the replay
         self._prelock_refused = ""  # why the replay of that lock did not hold (no lock then)
+        self._dev_build = None  # the development stage built beside the last replay (bot.loop.devstage)
         self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
     # -- plan facts -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import SetupbotError
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
+from bot.loop.devstage import build_dev_stage, dev_packages, has_dev_stage
 from bot.loop.diagnose import Signature
 from bot.loop.lock import LockOutcome, PendingLock, draft_before_replay, lock_environment, proven_by_replay
 from bot.loop.records import KeptRepair, member_results
@@ -82,6 +83,8 @@ class ReplayMixin(LoopBase):
                 rec.warnings.append(
                     "environment not locked: too little of the budget left for the build that proves the lock"
                 )
+            if rec.status == "success":
+                self._settle_dev_stage()
             return None
         if over_budget or self.budget.exhausted():
             replay_ws.close()
@@ -92,6 +95,39 @@ class ReplayMixin(LoopBase):
             return None
         self._reoffer_unreproduced(outcome)
         return replay_ws
+
+    def _settle_dev_stage(self) -> None:
+        """The development stage (git, the user) on top of the proven tested stage: the build
+        started beside the replay's tests when it built this very Dockerfile, else one built
+        now from the final image's layers (a lock applied after the replay changed them). Its
+        Debian packages are then pinned to the versions it installed, as the tested stage's are
+        to the replay's."""
+        rec = self.record
+        text = self.compile(self.graph).text
+        if not has_dev_stage(text) or not hasattr(self.engine, "run_once"):
+            return
+        running, self._dev_build = self._dev_build, None
+        packages = dev_packages(self.graph)
+        if running is not None and running.text == text:
+            out = running.result(timeout=max(1.0, self.budget.left))
+        else:
+            tag = f"setupbot-loop-{rec.run_id}:dev-final"
+            out = build_dev_stage(self.engine, self.repo, text, tag, packages, timeout=self._build_timeout())
+        if out is None:
+            rec.warnings.append("the development stage (git, the user) did not finish building within the budget")
+            return
+        rec.replay["dev_stage"] = out.to_json()
+        rec.timings["dev_stage_seconds"] = round(out.seconds, 3)
+        self.traj.record("dev-stage", outcome="ok" if out.ok else "failed", duration=out.seconds, detail=out.to_json())
+        if not out.ok:
+            rec.warnings.append(
+                "the development stage (git and the user on top of the tested environment) did not build: "
+                + out.log_tail
+            )
+            return
+        for n in self.graph.of_type("SYSTEMLIB"):
+            if n.name in out.versions and n.name in packages and not n.attrs.get("version"):
+                n.attrs["version"] = out.versions[n.name]
 
     def _disproved_by_counts(self, outcome: TargetOutcome) -> KeptRepair | None:
         """A repair kept because more tests passed in the working container (the era set for

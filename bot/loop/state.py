@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bot.loop.devstage import DevStageBuild
     from bot.loop.diagnose import Signature
     from bot.loop.lock import LockOutcome, PendingLock
     from bot.loop.records import Checkpoint, KeptRepair, RunRecord
@@ -47,6 +48,7 @@ class LoopBase:
     _prelock: PendingLock | None  # a lock drafted from the working image for the replay to build
     _prelocked: LockOutcome | None  # that lock, once the replay proved it
     _prelock_refused: str  # why the replay of that lock did not hold
+    _dev_build: DevStageBuild | None  # the development stage, built beside the last replay's tests
     _repo_context: dict[str, str] | None  # what units may be conditioned on (repair.repo_context), read once
 
     if TYPE_CHECKING:
@@ -55,6 +57,8 @@ class LoopBase:
         def python(self) -> str: ...  # orchestrator
 
         def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace: ...  # workspace
+
+        def _build_timeout(self) -> int: ...  # workspace
 
         def _exec(
             self, ws: Workspace, argv: list[str], action: str, env: Mapping[str, str] | None = None

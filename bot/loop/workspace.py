@@ -10,7 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot import progress
+from bot.compile.dockerfile import without_dev_stage
 from bot.errors import SetupbotError
+from bot.loop.devstage import DevStageBuild, dev_packages
 from bot.loop.diagnose import diagnose
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome
@@ -97,7 +99,10 @@ class WorkspaceMixin(LoopBase):
         tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
-        build = self.engine.build(self.repo, dockerfile.text, tag, no_cache=no_cache, timeout=self._build_timeout())
+        # the loop builds and tests the tested stage; the development stage (git, the user) is
+        # built once beside the replay's tests (bot.loop.devstage)
+        text = without_dev_stage(dockerfile.text)
+        build = self.engine.build(self.repo, text, tag, no_cache=no_cache, timeout=self._build_timeout())
         self.budget.measured(build=build.seconds)
         if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
             self.record.warnings.append(build.limits_note)
@@ -115,6 +120,15 @@ class WorkspaceMixin(LoopBase):
         if not build.ok:
             ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
             return ws
+        if no_cache and text != dockerfile.text:
+            self._dev_build = DevStageBuild(
+                self.engine,
+                self.repo,
+                dockerfile.text,
+                tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}",
+                dev_packages(self.graph),
+                timeout=self._build_timeout(),
+            )
         try:
             env = self._plan_env()
             network = self._start_services(ws, env)

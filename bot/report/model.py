@@ -400,12 +400,34 @@ def _add_replay(data: ReportData, replay: Any) -> None:
     if _get(replay, "note"):
         parts.append(str(_get(replay, "note")))  # e.g. the test run timed out
     data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
+    dev = _get(replay, "dev_stage") or None
     data.proven.append(
         ProofItem(
-            "clean replay: the compiled Dockerfile rebuilt from scratch and ran the tests",
+            "clean replay: the compiled Dockerfile"
+            + ("'s tested stage" if dev is not None else "")
+            + " rebuilt from scratch and ran the tests",
             data.replay_ok,
             data.replay_detail,
         )
+    )
+    if dev is not None:
+        data.proven.append(_dev_stage_item(dev))
+
+
+def _dev_stage_item(dev: Any) -> ProofItem:
+    """The development stage (git and the user on top of the tested stage): built, or why not."""
+    versions = _get(dev, "versions", {}) or {}
+    what = ", ".join(f"{name} {version}" for name, version in sorted(versions.items())) or "git"
+    if _get(dev, "ok", False):
+        return ProofItem(
+            f"development stage: {what} and the non-root user on top of the tested image",
+            True,
+            "built from the replay's layers after it; no test runs in it, the editor does",
+        )
+    return ProofItem(
+        "development stage: git and the non-root user on top of the tested image",
+        False,
+        "it did not build: " + str(_get(dev, "log_tail", "") or "no log"),
     )
 
 

@@ -47,6 +47,7 @@ LANE_OF = {
     "llm": "repair",
     "replay": "replay",
     "replay-result": "replay",
+    "dev-stage": "replay",
     "verify": "verify",
     "prosecute": "verify",
     "judge": "verify",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import safefs
+from bot.compile.dockerfile import without_dev_stage
 from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine.images import available_pythons
@@ -247,7 +248,8 @@ class SiblingManager:
     def dockerfile_text(self, spec: SiblingSpec, source: Path) -> str:
         if spec.plan:
             plan = make_plan(source, load_settings(source), available_pythons(self.engine))
-            return plan.dockerfile.text
+            # a sibling runs as a service: its development stage (git, the user) is not needed
+            return without_dev_stage(plan.dockerfile.text)
         try:
             return safefs.read_text(source, spec.dockerfile, max_bytes=1024 * 1024)
         except (OSError, safefs.UnsafePath):

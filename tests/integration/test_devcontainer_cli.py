@@ -115,6 +115,17 @@ def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
         )
         assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
         assert " passed" in run.stdout and "failed" not in run.stdout
+        # the development stage: the editor's user (remoteUser) and git, which no test needs
+        who = subprocess.run(
+            ["devcontainer", "exec", "--workspace-folder", str(repo), "sh", "-c", "id -un; git --version"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert who.returncode == 0, (who.stdout + who.stderr)[-2000:]
+        assert who.stdout.split()[0] == "dev" and "git version" in who.stdout, who.stdout
     finally:
         # Everything this dev container started: its containers (the compose project's too).
         ids = subprocess.run(

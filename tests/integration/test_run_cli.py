@@ -18,6 +18,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from bot.compile.devcontainer import parse_devcontainer
+from bot.engine.dockerfile import base_images
 from bot.markers import has_marker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,10 +78,17 @@ def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
 
     # the Dockerfile builds FROM the planned image and installs the lock it ships with
     parser = DockerfileParser(fileobj=io.BytesIO(files[f"{OUT}/Dockerfile"].encode()))
-    assert parser.baseimage == plan["plan"]["base_image"]
+    assert base_images(parser.content) == [plan["plan"]["base_image"]]
     assert f"{OUT}/requirements.lock" in written
     assert "--require-hashes" in parser.content and "--hash=sha256:" in files[f"{OUT}/requirements.lock"]
-    assert json.loads(parser.cmd) == plan["plan"]["test_command"]
+    [cmd] = [i["value"] for i in parser.structure if i["instruction"] == "CMD"]
+    assert json.loads(cmd) == plan["plan"]["test_command"]
+    # git and the user in the development stage on top of the tested one, git pinned to the
+    # version that stage's build installed (read in its image)
+    froms = [i["value"] for i in parser.structure if i["instruction"] == "FROM"]
+    assert froms == [f"{plan['plan']['base_image']} AS env", "env AS dev"], froms
+    dev_stage = parser.content.split("FROM env AS dev")[1]
+    assert "useradd --create-home dev" in dev_stage
 
     # the devcontainer builds that Dockerfile from the repository root and runs the same tests
     devcontainer = parse_devcontainer(files[f"{OUT}/devcontainer.json"])
@@ -100,6 +108,9 @@ def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
     assert [s["action"] for s in steps if s["action"] in ("build", "replay")] == ["build", "replay"], steps
     lock = record["replay"]["lock"]
     assert (lock["status"], lock["tag"]) == ("locked", record["replay"]["tag"]), lock
+    dev = record["replay"]["dev_stage"]
+    assert dev["ok"] is True and dev["versions"]["git"], dev
+    assert f"git={dev['versions']['git']}" in dev_stage
 
     # unchanged inputs: the recorded environment is the answer, and no file changes
     before = {rel: (repo / rel).read_bytes() for rel in written}

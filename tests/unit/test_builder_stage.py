@@ -12,6 +12,7 @@ from pathlib import Path
 from dockerfile_parse import DockerfileParser
 
 from bot.compile import compile_dockerfile
+from bot.compile.dockerfile import without_dev_stage
 from bot.compile.plan import make_plan
 from bot.engine.dockerfile import base_images
 from bot.engine.results import BuildResult, ExecResult
@@ -61,9 +62,14 @@ def test_the_compilers_build_the_wheels_in_a_stage_of_their_own(tmp_path):
     lock = _lock(["psycopg2"])
     apply_lock(g, lock, ".devcontainer/requirements.lock", source="test", apt_versions=lock.debs)
     text = compile_dockerfile(g).text
-    builder, final = _stages(text)
+    builder, final, dev = _stages(text)
     assert builder[0]["value"] == "python:3.11-slim AS wheels"
-    assert final[0]["value"] == "python:3.11-slim"
+    assert final[0]["value"] == "python:3.11-slim AS env"
+    # git and the user are for the editor alone: in the development stage, not in the others
+    assert dev[0]["value"] == "env AS dev"
+    assert any("install -y --no-install-recommends git" in i["value"] for i in dev)
+    assert any(i["value"] == "useradd --create-home dev" for i in dev)
+    assert not any("git" in i["value"] or "useradd" in i["value"] for i in builder + final)
     b_apt = next(i["value"] for i in builder if "apt-get install" in i["value"])
     f_apt = next(i["value"] for i in final if "apt-get install" in i["value"])
     # the builder has the compiler and the headers, the final image the headers (their libraries) only
@@ -89,11 +95,11 @@ def test_no_builder_stage_without_wheels_to_build_or_without_a_compiler(tmp_path
     g = plan(_repo(tmp_path)).graph
     apply_lock(g, _lock([]), ".devcontainer/requirements.lock", source="test")
     text = compile_dockerfile(g).text
-    assert " AS " not in text and "--from=" not in text and "build-essential" in text
+    assert " AS wheels" not in text and "--from=" not in text and "build-essential" in text
     # a name the lock does not hold stages nothing
     g = plan(_repo(tmp_path / "2")).graph
     apply_lock(g, _lock(["not-locked"]), ".devcontainer/requirements.lock", source="test")
-    assert " AS " not in compile_dockerfile(g).text
+    assert " AS wheels" not in compile_dockerfile(g).text
 
 
 def test_the_builder_stage_is_written_into_the_lock_and_reused_from_it(tmp_path):
@@ -158,7 +164,9 @@ def test_a_pin_with_only_an_sdist_is_built_in_the_builder_stage(tmp_path, monkey
     # the pure-Python pin is not asked about; the other one has no wheel
     assert asked == [{"psycopg2": "2.9.9"}]
     assert len(engine.builds) == 1 and "FROM python:3.11-slim AS wheels" in engine.builds[0]
-    assert out.lock.built == ["psycopg2"] and out.dockerfile == engine.builds[0]
+    # the lock's build is the tested stage: the development stage (git, the user) is built later
+    assert out.lock.built == ["psycopg2"] and without_dev_stage(out.dockerfile) == engine.builds[0]
+    assert "FROM env AS dev" in out.dockerfile and "FROM env AS dev" not in engine.builds[0]
     assert "# builder stage: psycopg2" in (repo / ".devcontainer" / "requirements.lock").read_text()
     assert any("build-essential only in a builder stage" in n and "psycopg2" in n for n in out.notes), out.notes
 
@@ -167,8 +175,8 @@ def test_a_builder_stage_that_does_not_build_gives_way_to_one_stage(tmp_path, mo
     engine = _Engine(fail_staged=True)
     repo, out, _ = _lock_it(tmp_path, monkeypatch, engine)
     assert out.status == "locked", out.reason
-    assert len(engine.builds) == 2 and " AS " not in engine.builds[1] and "build-essential" in engine.builds[1]
-    assert out.lock.built == [] and out.dockerfile == engine.builds[1]
+    assert len(engine.builds) == 2 and " AS wheels" not in engine.builds[1] and "build-essential" in engine.builds[1]
+    assert out.lock.built == [] and without_dev_stage(out.dockerfile) == engine.builds[1]
     assert "builder stage:" not in (repo / ".devcontainer" / "requirements.lock").read_text()
     assert any(n.startswith("no builder stage: the image with a builder stage did not build") for n in out.notes)
 
@@ -179,7 +187,7 @@ def test_a_library_the_compilers_brought_keeps_them_in_the_final_image(tmp_path,
     engine = _Engine(missing="libgomp.so.1 => not found\n")
     _, out, _ = _lock_it(tmp_path, monkeypatch, engine)
     assert out.status == "locked", out.reason
-    assert len(engine.builds) == 2 and " AS " not in engine.builds[1]
+    assert len(engine.builds) == 2 and " AS wheels" not in engine.builds[1]
     assert any("lacks libgomp.so.1 => not found" in n for n in out.notes), out.notes
 
 
@@ -192,4 +200,4 @@ def test_no_builder_stage_when_the_project_itself_compiles(tmp_path, monkeypatch
     monkeypatch.setattr(vlock, "wheel_less", lambda pins, *a, **k: ["psycopg2"])
     engine = _Engine()
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag=REPLAY, output_dir=".devcontainer")
-    assert out.status == "locked" and " AS " not in engine.builds[0] and "build-essential" in engine.builds[0]
+    assert out.status == "locked" and " AS wheels" not in engine.builds[0] and "build-essential" in engine.builds[0]

@@ -142,7 +142,11 @@ def test_python_plan_through_the_registry_is_the_graph_plan(tmp_path):
     assert command == plan.test_command and command[:3] == ["python", "-m", "pytest"]
     snippets = eco.compile_snippets(plan.graph)
     assert snippets[0].layer == "base" and snippets[0].step["image"] == plan.base_image
-    assert snippets[-1].layer == "target" and snippets[-1].step["argv"] == plan.test_command
+    target = next(s for s in snippets if s.layer == "target")
+    assert target.step["argv"] == plan.test_command
+    # after the tests: the development stage, git and the user, on top of the tested one
+    dev = snippets[snippets.index(target) + 1 :]
+    assert dev and all(s.layer == "dev" for s in dev) and dev[0].step["image"] == "env"
     layers = [s.layer for s in snippets]
     assert layers.index("source") < layers.index("target")
     assert "ms-python.python" in eco.devcontainer({"name": "x"}, plan)["customizations"]["vscode"]["extensions"]

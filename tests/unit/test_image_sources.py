@@ -239,7 +239,7 @@ def test_a_registry_digest_pins_the_generated_from_line_and_reaches_plan_json():
     assert plan.to_json()["base_image_digest"] is None
     plan.graph.runtime.attrs.update(base_digest=DIGEST, base_origin="registry")
     first = next(line for line in plan.dockerfile.text.splitlines() if line.startswith("FROM"))
-    assert first == f"FROM python:3.13-slim@{DIGEST}"
+    assert first == f"FROM python:3.13-slim@{DIGEST} AS env"
     assert plan.to_json()["base_image_digest"] == DIGEST
 
 

@@ -14,7 +14,7 @@ import pytest
 from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
 from bot.config import load_settings
-from bot.engine.results import ExecResult
+from bot.engine.results import BuildResult, ExecResult
 from bot.graph.lock import LOCK_NAME, LockEntry
 from bot.graph.mapping import Registry
 from bot.junit import TestResults
@@ -45,6 +45,10 @@ class _Engine:
         self.frozen.append(image)
         return ExecResult(list(argv), 0, "SETUPBOT-DISTS:" + self.sets[image], 0.1)
 
+    def build(self, context, text, tag, no_cache=False, timeout=None):
+        # the development stage, built once the run has succeeded (bot.loop.devstage)
+        return BuildResult(True, tag, "", 0.1)
+
 
 def _outcome(passed: int, stage: str = "done") -> TargetOutcome:
     results = TestResults({f"t::test_{i}": "passed" for i in range(passed)})
@@ -68,6 +72,7 @@ def loop(tmp_path, monkeypatch):
     lp.traj = lp.record.trajectory
     lp.budget = Budget(max_steps=20, wall_clock=3600, command_timeout=300)
     lp._prelock, lp._prelocked, lp._prelock_refused = None, None, ""
+    lp._final, lp._dev_build = False, None
     lp.replays = []  # (Dockerfile the replay built, its outcome)
 
     def replay_with(*outcomes):

@@ -174,10 +174,12 @@ class PythonEcosystem:
     # -- compile, target, results, diagnosis ------------------------------------------------------
     def compile_snippets(self, graph: Any) -> list[CompileSnippet]:
         out = []
-        after_source = False
+        after_source = after_target = False
         for step in plan_steps(graph):
-            layer = _layer(step, after_source)
+            # after the tests' CMD: the development stage (git, the user), which no test needs
+            layer = "dev" if after_target else _layer(step, after_source)
             after_source = after_source or (step.get("op") == "COPY" and step.get("src") == ["."])
+            after_target = after_target or step.get("op") == "CMD"
             out.append(CompileSnippet(layer, step))
         return out
 

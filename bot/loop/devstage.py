@@ -1,0 +1,96 @@
+"""The Dockerfile's development stage (bot.compile.dockerfile ``_dev_steps``): git and the
+non-root user on top of the tested stage. The loop builds, tests and replays the tested stage
+alone; this stage is built once, from the replay's layers, in a thread beside the replay's test
+run, and the Debian packages it installed are pinned to the versions it got (issue 16)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.compile.dockerfile import without_dev_stage
+from bot.errors import SetupbotError
+from bot.graph.model import DepGraph, dev_stage_only
+from bot.loop.lock import DPKG_FORMAT, parse_dpkg_output
+
+
+def has_dev_stage(text: str) -> bool:
+    return without_dev_stage(text) != text
+
+
+def dev_packages(graph: DepGraph) -> list[str]:
+    """The Debian packages only the development stage installs."""
+    return sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and dev_stage_only(n))
+
+
+@dataclass
+class DevStageOutcome:
+    ok: bool
+    tag: str
+    seconds: float
+    log_tail: str = ""
+    versions: dict[str, str] = field(default_factory=dict)  # Debian package -> installed version
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "tag": self.tag,
+            "seconds": round(self.seconds, 3),
+            "versions": dict(sorted(self.versions.items())),
+            **({"log_tail": self.log_tail} if self.log_tail else {}),
+        }
+
+
+def build_dev_stage(
+    engine: Any, repo: Path, text: str, tag: str, packages: list[str], timeout: float | None = None
+) -> DevStageOutcome:
+    """Build the whole Dockerfile ``text`` (its last stage is the development one) as ``tag``,
+    with the engine's cache, and read the versions of ``packages`` it installed."""
+    t0 = time.monotonic()
+    try:
+        build = engine.build(repo, text, tag, timeout=timeout)
+    except SetupbotError as exc:
+        return DevStageOutcome(False, tag, time.monotonic() - t0, exc.what)
+    if not build.ok:
+        tail = " ".join(build.log.strip().splitlines()[-3:])[:400]
+        return DevStageOutcome(False, tag, time.monotonic() - t0, tail)
+    versions: dict[str, str] = {}
+    if packages:
+        try:
+            r = engine.run_once(tag, ["dpkg-query", "-W", "-f", DPKG_FORMAT, *packages], timeout=120)
+        except SetupbotError as exc:
+            return DevStageOutcome(True, tag, time.monotonic() - t0, f"versions not read: {exc.what}")
+        versions = {k: v for k, v in parse_dpkg_output(r.output).items() if k in packages}
+    return DevStageOutcome(True, tag, time.monotonic() - t0, versions=versions)
+
+
+class DevStageBuild:
+    """One development-stage build running in a daemon thread (the engine's builds are separate
+    processes, so it runs beside the replay's tests; an interrupted run does not wait for it)."""
+
+    def __init__(
+        self, engine: Any, repo: Path, text: str, tag: str, packages: list[str], timeout: float | None = None
+    ) -> None:
+        self.text = text
+        self._outcome: DevStageOutcome | None = None
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(engine, repo, text, tag, packages, timeout),
+            name="setupbot-dev-stage",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, engine: Any, repo: Path, text: str, tag: str, packages: list[str], timeout: float | None) -> None:
+        try:
+            self._outcome = build_dev_stage(engine, repo, text, tag, packages, timeout)
+        except Exception as exc:  # noqa: BLE001 - the thread's failure is the outcome, never lost
+            self._outcome = DevStageOutcome(False, tag, 0.0, f"{type(exc).__name__}: {exc}"[:400])
+
+    def result(self, timeout: float | None = None) -> DevStageOutcome | None:
+        """The outcome, or None when it did not finish within ``timeout`` seconds."""
+        self._thread.join(timeout)
+        return None if self._thread.is_alive() else self._outcome

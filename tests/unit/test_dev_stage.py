@@ -1,0 +1,155 @@
+"""The development stage (issue 16, item 6 and item 4): git and the non-root user sit in a last
+stage on top of the tested one. The loop builds, tests and replays the tested stage alone; the
+development stage is built once beside the replay's tests, and its git is pinned to the version
+that build installed."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bot.compile import compile_dockerfile
+from bot.compile.dockerfile import without_dev_stage
+from bot.compile.plan import make_plan
+from bot.config import load_settings
+from bot.engine.dockerfile import base_images, from_lines
+from bot.engine.results import BuildResult, ExecResult
+from bot.graph.mapping import Registry
+from bot.graph.model import dev_stage_only
+from bot.loop.devstage import DevStageBuild, dev_packages
+from bot.loop.orchestrator import SetupLoop
+from bot.loop.records import RunRecord
+from bot.loop.trajectory import Budget
+from bot.report.model import from_pipeline
+
+REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
+GIT = "1:2.39.5-0+deb12u2"
+
+
+def _plan(repo: Path):
+    return make_plan(
+        repo, load_settings(repo, environ={}), available_pythons=["3.11"], registry=Registry(enabled=False)
+    )
+
+
+def _repo(tmp_path: Path, name: str = "plan-ci-services") -> Path:
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / name, repo)
+    return repo
+
+
+def test_git_and_the_user_are_a_stage_on_top_of_the_tested_one(tmp_path):
+    text = compile_dockerfile(_plan(_repo(tmp_path)).graph).text
+    froms = from_lines(text)
+    assert [f.stage_ref for f in froms] == [False, True]
+    assert text.count("FROM python:3.11-slim AS env") == 1 and "\nFROM env AS dev\n" in text
+    tested, dev = without_dev_stage(text), text.split("FROM env AS dev")[1]
+    assert "git" not in tested.replace("github", "") and "useradd" not in tested
+    assert "install -y --no-install-recommends git" in dev and "RUN useradd --create-home dev" in dev
+    # the tests' command stays the tested stage's; the engine pulls one image, not the stage
+    assert 'CMD ["python", "-m", "pytest"]' in tested and "CMD" not in dev
+    assert base_images(text) == ["python:3.11-slim"]
+    # what the loop builds: up to the tested stage's CMD, its comment and the dev stage left out
+    cut = without_dev_stage(text)
+    assert text.startswith(cut) and cut.rstrip().endswith('CMD ["python", "-m", "pytest"]')
+    assert "development container" not in cut and "FROM env" not in cut
+    assert without_dev_stage(cut) == cut
+
+
+def test_git_that_a_dependency_needs_is_in_the_tested_stage(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("tool @ git+https://example.org/tool.git@v1\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")
+    graph = _plan(repo).graph
+    git = graph.nodes["systemlib:git"]
+    assert not dev_stage_only(git) and dev_stage_only(graph.nodes["config:dev-user"])
+    text = compile_dockerfile(graph).text
+    tested, dev = without_dev_stage(text), text.split("FROM env AS dev")[1]
+    assert "--no-install-recommends git" in tested and "git" not in dev and "useradd" in dev
+    assert dev_packages(graph) == []
+
+
+class _Engine:
+    """Builds record their Dockerfile; the development image has git at GIT."""
+
+    def __init__(self, ok: bool = True, gate: threading.Event | None = None) -> None:
+        self.builds: list[tuple[str, str]] = []
+        self.ok = ok
+        self.gate = gate
+
+    def build(self, context, text, tag, no_cache=False, timeout=None):
+        if self.gate is not None:
+            self.gate.wait(10)
+        self.builds.append((tag, text))
+        return BuildResult(self.ok, tag, "" if self.ok else "E: Unable to locate package git", 0.1)
+
+    def run_once(self, image, argv, timeout=300, env=None, network="none"):
+        assert argv[:2] == ["dpkg-query", "-W"]
+        return ExecResult(list(argv), 0, f"git={GIT}\n", 0.1)
+
+
+@pytest.fixture
+def loop(tmp_path):
+    repo = _repo(tmp_path)
+    settings = load_settings(repo, environ={})
+    lp = SetupLoop.__new__(SetupLoop)
+    lp.repo, lp.settings, lp.compile = repo, settings, compile_dockerfile
+    lp.plan = SimpleNamespace(graph=_plan(repo).graph)
+    lp.record = RunRecord(repo="r", run_id="x")
+    lp.traj = lp.record.trajectory
+    lp.budget = Budget(max_steps=20, wall_clock=3600, command_timeout=300)
+    lp._final, lp._dev_build = False, None
+    return lp
+
+
+def test_the_build_beside_the_replay_is_used_and_git_is_pinned_to_what_it_installed(loop):
+    gate = threading.Event()
+    loop.engine = _Engine(gate=gate)
+    text = loop.compile(loop.graph).text
+    loop._dev_build = DevStageBuild(loop.engine, loop.repo, text, "setupbot-loop-x:dev-2", ["git"])
+    assert loop._dev_build.result(timeout=0.05) is None  # still building: the replay's tests run meanwhile
+    gate.set()
+    loop._settle_dev_stage()
+    # one build, the whole Dockerfile (its last stage is the development one)
+    assert loop.engine.builds == [("setupbot-loop-x:dev-2", text)]
+    assert loop.record.replay["dev_stage"]["ok"] and loop.record.replay["dev_stage"]["versions"] == {"git": GIT}
+    after = loop.compile(loop.graph).text
+    assert f"--no-install-recommends git={GIT}" in after.split("FROM env AS dev")[1]
+    assert without_dev_stage(after) == without_dev_stage(text)  # the tested stage is what was replayed
+    assert loop._dev_build is None and "dev_stage_seconds" in loop.record.timings
+
+
+def test_a_dockerfile_changed_after_the_replay_gets_its_own_dev_stage_build(loop):
+    loop.engine = _Engine()
+    stale = loop.compile(loop.graph).text.replace("pytest", "pytest-old")
+    loop._dev_build = DevStageBuild(loop.engine, loop.repo, stale, "setupbot-loop-x:dev-2", ["git"])
+    loop._settle_dev_stage()
+    assert [tag for tag, _ in loop.engine.builds] == ["setupbot-loop-x:dev-2", "setupbot-loop-x:dev-final"]
+    assert loop.engine.builds[1][1] != stale and "FROM env AS dev" in loop.engine.builds[1][1]
+    assert loop.record.replay["dev_stage"]["tag"] == "setupbot-loop-x:dev-final"
+
+
+def test_a_dev_stage_that_does_not_build_is_said_and_pins_nothing(loop):
+    loop.engine = _Engine(ok=False)
+    loop._settle_dev_stage()
+    assert loop.record.replay["dev_stage"]["ok"] is False
+    assert any("development stage" in w and "Unable to locate package git" in w for w in loop.record.warnings)
+    assert "git=" not in loop.compile(loop.graph).text
+
+
+def test_the_report_says_what_the_dev_stage_holds_and_that_no_test_runs_in_it():
+    replay = {"ok": True, "dev_stage": {"ok": True, "tag": "t", "seconds": 40.0, "versions": {"git": GIT}}}
+    data = from_pipeline(run_record={"replay": replay})
+    claims = {p.claim: p for p in data.proven}
+    assert "clean replay: the compiled Dockerfile's tested stage rebuilt from scratch and ran the tests" in claims
+    item = claims[f"development stage: git {GIT} and the non-root user on top of the tested image"]
+    assert item.proven and "no test runs in it" in item.reason
+    failed = {"ok": True, "dev_stage": {"ok": False, "tag": "t", "seconds": 9.0, "log_tail": "E: no git"}}
+    [bad] = from_pipeline(run_record={"replay": failed}).unproven_items
+    assert bad.claim.startswith("development stage") and bad.reason == "it did not build: E: no git"
