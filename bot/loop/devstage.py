@@ -1,7 +1,12 @@
 """The Dockerfile's development stage (bot.compile.dockerfile ``_dev_steps``): git and the
 non-root user on top of the tested stage. The loop builds, tests and replays the tested stage
-alone; this stage is built once, from the replay's layers, in a thread beside the replay's test
-run, and the Debian packages it installed are pinned to the versions it got (issue 16)."""
+alone; this stage is built once, on the run's first image, in a thread beside that image's
+tests, and the Debian packages it installed are pinned to the versions it got (issue 16).
+
+What it installs does not depend on the Python packages below it: the same instructions on the
+same base image and Debian archive. So one build on the run's first tested image proves it for
+the final one too, and no run waits for it at the end; a run whose development stage changed
+since (other packages, another base image) builds it again on the final image."""
 
 from __future__ import annotations
 
@@ -21,6 +26,13 @@ def has_dev_stage(text: str) -> bool:
     return without_dev_stage(text) != text
 
 
+def dev_part(text: str) -> tuple[str, str]:
+    """What the development stage's build depends on besides the tested image: the base image
+    (first FROM line) and the stage's own instructions."""
+    first = next((line for line in text.splitlines() if line.startswith("FROM ")), "")
+    return first, text[len(without_dev_stage(text)) :]
+
+
 def dev_packages(graph: DepGraph) -> list[str]:
     """The Debian packages only the development stage installs."""
     return sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and dev_stage_only(n))
@@ -33,11 +45,13 @@ class DevStageOutcome:
     seconds: float
     log_tail: str = ""
     versions: dict[str, str] = field(default_factory=dict)  # Debian package -> installed version
+    on: str = ""  # which tested image it was built on, in words
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "tag": self.tag,
+            "on": self.on,
             "seconds": round(self.seconds, 3),
             "versions": dict(sorted(self.versions.items())),
             **({"log_tail": self.log_tail} if self.log_tail else {}),

@@ -13,6 +13,7 @@ artifact: only a clean replay (no cache, fresh container, nothing carried over) 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -50,6 +51,8 @@ __all__ = [
     "run_setup",
     "runs_more_tests",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def _default_make_plan(repo: Path, settings: Any, available_pythons: Sequence[str]) -> Any:
@@ -119,7 +122,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._prelock: PendingLock | None = None  # a lock drafted for the clean replay to build
         self._prelocked: LockOutcome | None = None  # that lock, proven by the replay
         self._prelock_refused = ""  # why the replay of that lock did not hold (no lock then)
-        self._dev_build = None  # the development stage built beside the last replay (bot.loop.devstage)
+        self._dev_build = None  # the development stage, built beside the first image's tests (bot.loop.devstage)
         self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
     # -- plan facts -------------------------------------------------------------------------
@@ -149,10 +152,21 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         finally:
             if ws is not None:
                 ws.close()
+            self._join_dev_build()
             self._close_record(t_start)
         if rec.status == "success":
             self._learn()
         return rec
+
+    def _join_dev_build(self) -> None:
+        """A development-stage build still running when the run ends without settling it (no
+        success, an interruption) is waited for, bounded by the build timeout: its image and
+        the builder's network are the run's, which the caller removes after the run."""
+        running, self._dev_build = getattr(self, "_dev_build", None), None
+        # the build itself was started with a timeout no longer than this
+        bound = float(getattr(self.settings.engine, "build_timeout", 1800) or 1800)
+        if running is not None and running.result(timeout=bound) is None:
+            log.warning("the development stage's build was still running when the run ended")
 
     def _make_plan(self, t_start: float) -> None:
         progress.current().stage("plan")

@@ -11,7 +11,7 @@ from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import SetupbotError
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
-from bot.loop.devstage import build_dev_stage, dev_packages, has_dev_stage
+from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage
 from bot.loop.diagnose import Signature
 from bot.loop.lock import LockOutcome, PendingLock, draft_before_replay, lock_environment, proven_by_replay
 from bot.loop.records import KeptRepair, member_results
@@ -98,21 +98,23 @@ class ReplayMixin(LoopBase):
 
     def _settle_dev_stage(self) -> None:
         """The development stage (git, the user) on top of the proven tested stage: the build
-        started beside the replay's tests when it built this very Dockerfile, else one built
-        now from the final image's layers (a lock applied after the replay changed them). Its
-        Debian packages are then pinned to the versions it installed, as the tested stage's are
-        to the replay's."""
+        started beside the first image's tests when the stage and the base image are still
+        the same, else one built now on the final image's layers. Its Debian packages are then
+        pinned to the versions it installed, as the tested stage's are to the replay's."""
         rec = self.record
         text = self.compile(self.graph).text
         if not has_dev_stage(text) or not hasattr(self.engine, "run_once"):
             return
         running, self._dev_build = self._dev_build, None
         packages = dev_packages(self.graph)
-        if running is not None and running.text == text:
+        if running is not None and dev_part(running.text) == dev_part(text):
             out = running.result(timeout=max(1.0, self.budget.left))
+            if out is not None:
+                out.on = "the run's first tested image, beside its tests"
         else:
             tag = f"setupbot-loop-{rec.run_id}:dev-final"
             out = build_dev_stage(self.engine, self.repo, text, tag, packages, timeout=self._build_timeout())
+            out.on = "the final tested image"
         if out is None:
             rec.warnings.append("the development stage (git, the user) did not finish building within the budget")
             return

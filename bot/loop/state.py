@@ -48,7 +48,7 @@ class LoopBase:
     _prelock: PendingLock | None  # a lock drafted from the working image for the replay to build
     _prelocked: LockOutcome | None  # that lock, once the replay proved it
     _prelock_refused: str  # why the replay of that lock did not hold
-    _dev_build: DevStageBuild | None  # the development stage, built beside the last replay's tests
+    _dev_build: DevStageBuild | None  # the development stage, built beside the first image's tests
     _repo_context: dict[str, str] | None  # what units may be conditioned on (repair.repo_context), read once
 
     if TYPE_CHECKING:

@@ -100,7 +100,7 @@ class WorkspaceMixin(LoopBase):
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
         # the loop builds and tests the tested stage; the development stage (git, the user) is
-        # built once beside the replay's tests (bot.loop.devstage)
+        # built once, on the run's first image, beside its tests (bot.loop.devstage)
         text = without_dev_stage(dockerfile.text)
         build = self.engine.build(self.repo, text, tag, no_cache=no_cache, timeout=self._build_timeout())
         self.budget.measured(build=build.seconds)
@@ -120,7 +120,7 @@ class WorkspaceMixin(LoopBase):
         if not build.ok:
             ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
             return ws
-        if no_cache and text != dockerfile.text:
+        if self._dev_build is None and text != dockerfile.text:
             self._dev_build = DevStageBuild(
                 self.engine,
                 self.repo,

@@ -422,7 +422,7 @@ def _dev_stage_item(dev: Any) -> ProofItem:
         return ProofItem(
             f"development stage: {what} and the non-root user on top of the tested image",
             True,
-            "built from the replay's layers after it; no test runs in it, the editor does",
+            f"built on {_get(dev, 'on', '') or 'a tested image of the run'}; no test runs in it, the editor does",
         )
     return ProofItem(
         "development stage: git and the non-root user on top of the tested image",

@@ -191,7 +191,7 @@ def test_the_action_on_a_fresh_runner_opens_one_pr_from_registry_images(runner_w
     assert outputs["verdict"] in ("Full", "Mostly"), outputs
     # The images came from the local registry: the FROM line is pinned by the pushed digest.
     from_line = next(line for line in dockerfile.splitlines() if line.startswith("FROM "))
-    assert from_line == f"FROM python:3.13-slim@{digests['python:3.13-slim']}", from_line
+    assert from_line == f"FROM python:3.13-slim@{digests['python:3.13-slim']} AS env", from_line
     repo_digests = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", "python:3.13-slim"],
         env=engine_shell,

@@ -1,7 +1,7 @@
 """The development stage (issue 16, item 6 and item 4): git and the non-root user sit in a last
 stage on top of the tested one. The loop builds, tests and replays the tested stage alone; the
-development stage is built once beside the replay's tests, and its git is pinned to the version
-that build installed."""
+development stage is built once, on the run's first image beside its tests, and its git is
+pinned to the version that build installed."""
 
 from __future__ import annotations
 
@@ -108,12 +108,12 @@ def loop(tmp_path):
     return lp
 
 
-def test_the_build_beside_the_replay_is_used_and_git_is_pinned_to_what_it_installed(loop):
+def test_the_build_beside_the_first_tests_is_used_and_git_is_pinned_to_what_it_installed(loop):
     gate = threading.Event()
     loop.engine = _Engine(gate=gate)
     text = loop.compile(loop.graph).text
     loop._dev_build = DevStageBuild(loop.engine, loop.repo, text, "setupbot-loop-x:dev-2", ["git"])
-    assert loop._dev_build.result(timeout=0.05) is None  # still building: the replay's tests run meanwhile
+    assert loop._dev_build.result(timeout=0.05) is None  # still building: the tests run meanwhile
     gate.set()
     loop._settle_dev_stage()
     # one build, the whole Dockerfile (its last stage is the development one)
@@ -125,14 +125,28 @@ def test_the_build_beside_the_replay_is_used_and_git_is_pinned_to_what_it_instal
     assert loop._dev_build is None and "dev_stage_seconds" in loop.record.timings
 
 
-def test_a_dockerfile_changed_after_the_replay_gets_its_own_dev_stage_build(loop):
+def test_a_lock_applied_later_keeps_the_first_images_dev_stage_build(loop):
+    """The development stage installs the same git on the same base whatever the Python
+    packages below it: a tested stage that changed since (the lock) does not rebuild it."""
     loop.engine = _Engine()
-    stale = loop.compile(loop.graph).text.replace("pytest", "pytest-old")
-    loop._dev_build = DevStageBuild(loop.engine, loop.repo, stale, "setupbot-loop-x:dev-2", ["git"])
+    first = loop.compile(loop.graph).text.replace("pytest", "pytest-old")
+    loop._dev_build = DevStageBuild(loop.engine, loop.repo, first, "setupbot-loop-x:dev-1", ["git"])
     loop._settle_dev_stage()
-    assert [tag for tag, _ in loop.engine.builds] == ["setupbot-loop-x:dev-2", "setupbot-loop-x:dev-final"]
-    assert loop.engine.builds[1][1] != stale and "FROM env AS dev" in loop.engine.builds[1][1]
-    assert loop.record.replay["dev_stage"]["tag"] == "setupbot-loop-x:dev-final"
+    assert [tag for tag, _ in loop.engine.builds] == ["setupbot-loop-x:dev-1"]
+    assert loop.record.replay["dev_stage"]["on"] == "the run's first tested image, beside its tests"
+
+
+def test_a_dev_stage_or_base_that_changed_since_is_built_again_on_the_final_image(loop):
+    loop.engine = _Engine()
+    final = loop.compile(loop.graph).text
+    for stale in (final.replace("useradd --create-home dev", "useradd dev"), final.replace("3.11-slim", "3.12-slim")):
+        loop.engine.builds.clear()
+        loop.graph.nodes["systemlib:git"].attrs.pop("version", None)  # as planned, before the pin
+        loop._dev_build = DevStageBuild(loop.engine, loop.repo, stale, "setupbot-loop-x:dev-1", ["git"])
+        loop._settle_dev_stage()
+        assert [tag for tag, _ in loop.engine.builds] == ["setupbot-loop-x:dev-1", "setupbot-loop-x:dev-final"]
+        assert loop.engine.builds[1][1] == final
+        assert loop.record.replay["dev_stage"]["on"] == "the final tested image"
 
 
 def test_a_dev_stage_that_does_not_build_is_said_and_pins_nothing(loop):
