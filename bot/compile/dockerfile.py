@@ -270,8 +270,9 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
 
 def _dev_steps(dev: dict[str, list[Node]]) -> list[Step]:
     """The development container: the tested stage with what only the editor uses on top. The
-    loop builds, tests and replays the tested stage (``without_dev_stage``); this one is built once
-    after the replay, so the clean replay does not install what no test needs."""
+    loop builds, tests and replays the tested stage (``without_dev_stage``); this one is built once,
+    on the run's first image (bot.loop.devstage), so the clean replay does not install what no
+    test needs."""
     return [
         {
             "op": "FROM",

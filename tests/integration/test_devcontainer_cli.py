@@ -94,36 +94,26 @@ def test_devcontainer_up_and_exec_runs_the_tests(name, engine_env, tmp_path):
     command = config["customizations"]["setupbot"]["testCommand"]
     env = engine_env
     try:
-        up = subprocess.run(
-            ["devcontainer", "up", "--workspace-folder", str(repo)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1500,
-            stdin=subprocess.DEVNULL,
-        )
+
+        def devcontainer(*argv: str, timeout: int) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                ["devcontainer", *argv],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+
+        up = devcontainer("up", "--workspace-folder", str(repo), timeout=1500)
         assert up.returncode == 0, (up.stdout + up.stderr)[-5000:]
         result = json.loads(up.stdout.strip().splitlines()[-1])
         assert result["outcome"] == "success", result
-        run = subprocess.run(
-            ["devcontainer", "exec", "--workspace-folder", str(repo), *command, "-q"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            stdin=subprocess.DEVNULL,
-        )
+        run = devcontainer("exec", "--workspace-folder", str(repo), *command, "-q", timeout=600)
         assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
         assert " passed" in run.stdout and "failed" not in run.stdout
         # the development stage: the editor's user (remoteUser) and git, which no test needs
-        who = subprocess.run(
-            ["devcontainer", "exec", "--workspace-folder", str(repo), "sh", "-c", "id -un; git --version"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
+        who = devcontainer("exec", "--workspace-folder", str(repo), "sh", "-c", "id -un; git --version", timeout=120)
         assert who.returncode == 0, (who.stdout + who.stderr)[-2000:]
         assert who.stdout.split()[0] == "dev" and "git version" in who.stdout, who.stdout
     finally:
