@@ -27,6 +27,7 @@ from bot.bench.determinism import check_determinism
 from bot.bench.repos import BenchRepo, ExportResult, copy_tree, export_tree, new_scratch, prepare_git_dir
 from bot.bench.score import Score, run_cargo_tests_in_image, score_dockerfile
 from bot.bench.systems import SYSTEMS, SystemContext, SystemResult, runner_for
+from bot.compile.dockerfile import without_dev_stage
 from bot.config import Settings
 from bot.ecosystems import select
 from bot.engine import Engine, capture
@@ -327,8 +328,12 @@ def _produce_and_score(
     context = _scored_context(pristine, scratch, produced.files)
     first_image = result.extra.get("image")
     record["replay_reused"] = result.replay is not None
+    # what the first image was built from: the clean replay builds the tested stage alone
+    # (git and the user's development stage are not in it), so the second build is the same
+    first_text = produced.dockerfile
     if result.replay is not None:
         score = result.replay
+        first_text = without_dev_stage(produced.dockerfile)
     else:
         progress.step(repo.name, system, "fresh no-cache build and tests")
         score, first_image = _fresh_score(
@@ -338,7 +343,7 @@ def _produce_and_score(
     if opts.determinism and system == "setupbot" and ecosystem == "python" and score.built and first_image:
         progress.step(repo.name, system, "determinism: second no-cache build")
         record["determinism"] = check_determinism(
-            engine, context, produced.dockerfile, first_image, image_tag(repo, system, engine.run_id) + "-again"
+            engine, context, first_text, first_image, image_tag(repo, system, engine.run_id) + "-again"
         )
     record["status"] = "ok"
     return _finish(record, score, repo)

@@ -108,7 +108,8 @@ def test_runner_builds_with_the_lock_in_the_context_and_checks_determinism(tmp_p
     def fake_setupbot(ctx):
         produced = Produced(
             "setupbot",
-            "FROM python:3.11-slim\nCOPY .devcontainer/requirements.lock /tmp/\n",
+            "FROM python:3.11-slim AS env\nCOPY .devcontainer/requirements.lock /tmp/\n"
+            "\n# the development container\nFROM env AS dev\nRUN useradd --create-home dev\n",
             5.0,
             files={".devcontainer/requirements.lock": "attrs==23.1.0\n"},
             details={"lock": {"status": "locked"}},
@@ -139,6 +140,8 @@ def test_runner_builds_with_the_lock_in_the_context_and_checks_determinism(tmp_p
     assert record["determinism"]["identical"] is True
     assert seen == {"lock": "attrs==23.1.0\n", "pristine_untouched": True}
     assert engine.builds[-1][3] is True and engine.builds[-1][2].endswith("-again")
+    # the replay built the tested stage alone: so does the second build, to compare like with like
+    assert engine.builds[-1][1] == "FROM python:3.11-slim AS env\nCOPY .devcontainer/requirements.lock /tmp/\n"
     # without the option, no second build
     engine.builds.clear()
     opts.determinism = False
