@@ -18,7 +18,7 @@ STATES = ("MISSING", "SATISFIED", "UNKNOWN")
 EDGE_KINDS = ("prerequisite", "mapping")
 # The Dockerfile's two stages when the development container needs more than the tests do:
 # TESTED_STAGE is the environment the loop builds, tests and replays; DEV_STAGE adds on top of
-# it what only the editor uses (git, the non-root user), built once after the replay.
+# it what only the editor uses (git, the non-root user), built once on the run's first image.
 TESTED_STAGE = "env"
 DEV_STAGE = "dev"
 # the evidence source of what setupbot adds for the development container alone

@@ -739,7 +739,12 @@ def _build_locked(
     the compiler goes back in and it is built once more (``draft`` records what was built).
     A builder stage that does not build, or whose final image misses a shared library the
     replay had, gives way to the one-stage form with the compilers."""
-    build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
+
+    def build_tested_stage() -> Any:
+        # the draft's Dockerfile as it stands now, without the development stage (git, the user)
+        return engine.build(repo, without_dev_stage(draft.dockerfile), tag)
+
+    build = build_tested_stage()
     if draft.staged:
         if not build.ok:
             tail = _log_tail(build.log, 2, 300)
@@ -749,7 +754,7 @@ def _build_locked(
             why = f"without the compilers the image lacks {lost}" if lost else ""
         if why:
             _unstage(draft, why, compile_dockerfile)
-            build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
+            build = build_tested_stage()
     if not build.ok and draft.compiler is not None:
         # it needed the compiler after all: put it back
         draft.compiler.action = "apt"
@@ -762,7 +767,7 @@ def _build_locked(
         if draft.target is not None:
             draft.target.write_text(draft.text)
         draft.dockerfile = compile_dockerfile(draft.locked).text
-        build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
+        build = build_tested_stage()
     return build
 
 
