@@ -21,7 +21,7 @@ from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.build import install_spec
 from bot.graph.lock import LOCK_NODE, WHEELS_STAGE, built_wheels, locked_names
 from bot.graph.model import DEV_STAGE, TESTED_STAGE, WORKDIR, DepGraph, Node, dev_stage_only
-from bot.graph.native_lock import native_lock
+from bot.graph.native_lock import excluded_by_marker, native_lock
 from bot.graph.specs import constraint_specs
 from bot.templating import make_environment
 
@@ -228,6 +228,11 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     # what the repository's own lock installs is not installed a second time
     covered = set(native.attrs.get("covers", [])) if native is not None else set()
     pips = [n for n in by_action.get("pip", []) if n.name not in locked and n.name not in covered]
+    if locked:
+        # the lock is the installed set the replay proved; a requirement whose marker excludes
+        # the image's Python installed nothing there, and a line for it would be a no-op
+        python = graph.runtime.attrs.get("version", "")
+        pips = [n for n in pips if not excluded_by_marker(n.attrs.get("spec", n.name), python)]
     via = _requirement_files(graph, pips, locked)
     steps += _requirement_file_steps(pips, via)
     steps += _pip_steps([n for n in pips if n.attrs.get("via_file") not in via])

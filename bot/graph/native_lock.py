@@ -26,14 +26,9 @@ REFRESH = {"uv": "uv lock", "poetry": "poetry lock", "pdm": "pdm lock", "pipenv"
 MANIFEST = {"uv": "pyproject.toml", "poetry": "pyproject.toml", "pdm": "pyproject.toml", "pipenv": "Pipfile"}
 
 
-def stale_reason(graph: DepGraph, versions: dict[str, list[str]], manifest: str = "") -> str | None:
-    """Why the lock does not satisfy the manifest, or None. Only what the manifest declares is
-    checked: imports, repairs and what a noxfile, tox.ini or workflow installs are setupbot's
-    additions, not the lock's business. ``manifest``: the file the lock's tool locks (a
-    requirement with no evidence from it is skipped; "" checks every declared requirement). A
-    requirement whose marker excludes the image's Python is skipped."""
-    python = graph.runtime.attrs.get("version", "")
-    env = {
+def marker_env(python: str) -> dict[str, str]:
+    """The environment markers of the image: CPython ``python`` (X.Y) on x86_64 Linux."""
+    return {
         "python_version": python,
         "python_full_version": f"{python}.0",
         "sys_platform": "linux",
@@ -44,6 +39,32 @@ def stale_reason(graph: DepGraph, versions: dict[str, list[str]], manifest: str 
         "platform_machine": "x86_64",
         "extra": "",
     }
+
+
+def excluded_by_marker(spec: str, python: str) -> bool:
+    """Whether ``spec``'s environment marker is false on the image's Python, so pip would
+    install nothing for it. An unparsable requirement, an unknown Python, a marker naming an
+    extra (which one is asked for is not known here) or one that cannot be evaluated is not
+    excluded."""
+    if not python:
+        return False
+    try:
+        marker = Requirement(spec).marker
+        if marker is None or "extra" in str(marker):
+            return False
+        return not marker.evaluate(marker_env(python))
+    except Exception:  # noqa: BLE001 - InvalidRequirement, or a marker naming an unknown variable
+        return False
+
+
+def stale_reason(graph: DepGraph, versions: dict[str, list[str]], manifest: str = "") -> str | None:
+    """Why the lock does not satisfy the manifest, or None. Only what the manifest declares is
+    checked: imports, repairs and what a noxfile, tox.ini or workflow installs are setupbot's
+    additions, not the lock's business. ``manifest``: the file the lock's tool locks (a
+    requirement with no evidence from it is skipped; "" checks every declared requirement). A
+    requirement whose marker excludes the image's Python is skipped."""
+    python = graph.runtime.attrs.get("version", "")
+    env = marker_env(python)
     for n in sorted(graph.of_type("PACKAGE"), key=lambda n: n.id):
         if n.action != "pip" or n.attrs.get("source") in ("import", "removed-stdlib") or "spec" not in n.attrs:
             continue

@@ -131,6 +131,29 @@ def test_locked_dockerfile_still_installs_what_the_lock_does_not_cover():
     assert "redis" in after and "pytest" in after
 
 
+def test_a_requirement_whose_marker_excludes_the_image_python_is_not_installed_after_the_lock(tmp_path):
+    """dishka on Python 3.13 kept ``pip install 'exceptiongroup>=1.1.3; python_version < "3.11"'``
+    after its lock: a no-op, since the replay proved the set without it. A requirement whose
+    marker holds stays."""
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    manifest = repo / "pyproject.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            '"redis"]',
+            """"redis", 'exceptiongroup>=1.1.3; python_version < "3.11"', 'tomli-w; python_version >= "3.11"']""",
+        )
+    )
+    g = plan(repo).graph
+    assert g.runtime.attrs["version"] == "3.11"
+    unlocked = compile_dockerfile(g).text
+    assert "exceptiongroup" in unlocked  # without a lock the Dockerfile says what the manifest says
+    apply_lock(g, COVERING, ".devcontainer/requirements.lock", source="test")
+    text = compile_dockerfile(g).text
+    assert "exceptiongroup" not in text
+    assert "tomli-w" in text.split("--require-hashes")[1]
+
+
 def test_unhashed_lock_installs_without_require_hashes():
     g = plan(REPOS / "plan-ci-services").graph
     apply_lock(
@@ -477,6 +500,58 @@ def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp
     assert any("build-essential kept" in n for n in out.notes)
     header = (repo / ".devcontainer" / "requirements.lock").read_text()
     assert "# apt: build-essential=12.9" in header and header == out.text
+
+
+def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path, monkeypatch):
+    """python-control's CI builds slycot from source with cmake and gfortran; every locked
+    distribution had a wheel, yet both stayed in its 1.05 GB image. They are left out with
+    build-essential; the BLAS headers, a library, stay. A build that fails without them gets
+    them all back."""
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    wf = repo / ".github" / "workflows"
+    for f in wf.iterdir():
+        f.write_text(f.read_text().replace("libpq-dev gettext", "libpq-dev gettext cmake gfortran libblas-dev"))
+    g = plan(repo).graph
+    assert {g.nodes[f"systemlib:{n}"].action for n in ("cmake", "gfortran", "libblas-dev")} == {"apt"}
+    _wheels_everywhere(monkeypatch)
+    sets = {"t:replay-1": '[["psycopg", "3.2.1", false]]', "python:3.11-slim": "[]"}
+
+    class Tools(_PickyEngine):
+        def run_once(self, image, argv, timeout=300, env=None, network="none"):
+            if argv[0] == "dpkg-query":
+                debs = (
+                    "libpq-dev=15.8\nbuild-essential=12.9\ncmake=3.25.1-1\ngfortran=4:12.2.0-3\nlibblas-dev=3.11.0-2\n"
+                )
+                return ExecResult(list(argv), 0, debs, 0.1)
+            return super().run_once(image, argv, timeout, env, network)
+
+    engine = Tools(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 1
+    built = engine.builds[0]
+    assert not any(f" {t}" in built for t in ("build-essential", "cmake", "gfortran")), built
+    assert "libblas-dev" in built and "libpq-dev" in built
+    assert "build-essential, cmake, gfortran left out" in " ".join(out.notes), out.notes
+    assert out.graph.nodes["systemlib:cmake"].action is None
+    header = (repo / ".devcontainer" / "requirements.lock").read_text()
+    assert "cmake=" not in header and "libblas-dev=3.11.0-2" in header
+
+    class NeedsCmake(Tools):
+        def build(self, context, text, tag, no_cache=False):
+            if "cmake" not in text:
+                self.builds.append(text)
+                return BuildResult(False, tag, "CMake Error: cmake: not found", 1.0)
+            return super().build(context, text, tag, no_cache)
+
+    (repo / ".devcontainer" / "requirements.lock").unlink()
+    engine = NeedsCmake(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 2
+    assert all(t in engine.builds[1] for t in ("build-essential", "cmake", "gfortran"))
+    assert out.graph.nodes["systemlib:gfortran"].action == "apt"
+    assert any("build-essential, cmake, gfortran kept" in n for n in out.notes), out.notes
+    assert "cmake=3.25.1-1" in (repo / ".devcontainer" / "requirements.lock").read_text()
 
 
 def test_the_compiler_stays_when_the_project_or_a_pin_compiles(tmp_path, monkeypatch):
