@@ -399,7 +399,7 @@ class _Draft:
     lock: RequirementsLock
     text: str
     locked: DepGraph
-    compiler: Any  # the build-essential node left out, or None
+    left_out: list[Any]  # the build tools left out (build-essential first), put back if it does not build
     notes: list[str]
     dockerfile: str
     staged: bool = False  # the compilers are in a builder stage (lock.built)
@@ -641,19 +641,24 @@ def _draft_lock(
         lock.built = compiled
     locked = DepGraph.from_json(graph.to_json())
     apply_lock(locked, lock, rel, source=source, apt_versions=replay.apt_versions)
-    compiler = locked.nodes.get("systemlib:build-essential")
     staged = bool(lock.built)
-    if compiled == [] and compiler is not None and compiler.action == "apt":
+    left_out = _unneeded_build_tools(locked) if compiled == [] else []
+    if left_out:
         # every locked distribution installs from a wheel or is pure Python, and the project
-        # compiles nothing: the image is tried without the compiler (issue 16: build-essential
-        # only when needed); a build that fails without it gets it back (_build_locked)
-        compiler.action = None
-        compiler.attrs["dropped"] = "every locked distribution has a wheel or is pure Python"
-        # the lock's header lists the Debian packages the Dockerfile installs: not this one
-        lock.debs = {name: v for name, v in lock.debs.items() if name != compiler.name}
-        notes.append("build-essential left out: every locked distribution installs from a wheel or is pure Python")
-    else:
-        compiler = None
+        # compiles nothing: the image is tried without the compilers and build tools (issue 16:
+        # build-essential only when needed; a CI workflow's cmake or gfortran that built a
+        # dependency from source there builds nothing here); a build that fails without them
+        # gets them back (_build_locked), and the clean replay's tests prove the rest
+        for n in left_out:
+            n.action = None
+            n.attrs["dropped"] = "every locked distribution has a wheel or is pure Python"
+        # the lock's header lists the Debian packages the Dockerfile installs: not these
+        names = {n.name for n in left_out}
+        lock.debs = {name: v for name, v in lock.debs.items() if name not in names}
+        notes.append(
+            f"{', '.join(n.name for n in left_out)} left out: "
+            "every locked distribution installs from a wheel or is pure Python"
+        )
     if staged:
         tools = ", ".join(sorted(n.name for n in build_tools(locked)))
         notes.append(
@@ -661,7 +666,43 @@ def _draft_lock(
             "built there; the final image installs the wheels"
         )
     dockerfile = compile_dockerfile(locked).text
-    return _Draft(lock, lock.render(), locked, compiler, notes, dockerfile, staged=staged)
+    return _Draft(lock, lock.render(), locked, left_out, notes, dockerfile, staged=staged)
+
+
+# What only builds software and is not needed to run it: build-essential and, when a CI
+# workflow or a tox/nox file names them (to build a dependency from source there), these
+# tools. Libraries (-dev packages) stay: they carry the shared libraries a wheel or ctypes may
+# load at run time.
+BUILD_TOOLS = frozenset(
+    {
+        "build-essential",
+        "gcc",
+        "g++",
+        "gfortran",
+        "make",
+        "cmake",
+        "ninja-build",
+        "meson",
+        "autoconf",
+        "automake",
+        "libtool",
+        "swig",
+        "pkg-config",
+        "pkgconf",
+    }
+)
+
+
+def _unneeded_build_tools(locked: DepGraph) -> list[Any]:
+    """The build tools the locked graph installs in the tested image, build-essential first,
+    then the others by name. A repair's build-essential or cmake is among them: it built a
+    distribution the lock now installs from a wheel."""
+    nodes = [
+        n
+        for n in locked.of_type("SYSTEMLIB")
+        if n.action == "apt" and n.name in BUILD_TOOLS and not n.attrs.get("stage") and not dev_stage_only(n)
+    ]
+    return sorted(nodes, key=lambda n: (n.name != "build-essential", n.name))
 
 
 def _write_draft(draft: _Draft, target: Path) -> None:
@@ -755,14 +796,18 @@ def _build_locked(
         if why:
             _unstage(draft, why, compile_dockerfile)
             build = build_tested_stage()
-    if not build.ok and draft.compiler is not None:
-        # it needed the compiler after all: put it back
-        draft.compiler.action = "apt"
-        draft.compiler.attrs.pop("dropped", None)
-        draft.notes[-1] = "build-essential kept: the locked image did not build without it"
-        seen = draft.compiler.attrs.get("version")
-        if seen:
-            draft.lock.debs = {**draft.lock.debs, draft.compiler.name: seen}
+    if not build.ok and draft.left_out:
+        # it needed them after all: put them back
+        for n in draft.left_out:
+            n.action = "apt"
+            n.attrs.pop("dropped", None)
+            seen = n.attrs.get("version")
+            if seen:
+                draft.lock.debs = {**draft.lock.debs, n.name: seen}
+        names = ", ".join(n.name for n in draft.left_out)
+        draft.notes = [n for n in draft.notes if "left out" not in n] + [
+            f"{names} kept: the locked image did not build without {'it' if len(draft.left_out) == 1 else 'them'}"
+        ]
         draft.text = draft.lock.render()
         if draft.target is not None:
             draft.target.write_text(draft.text)
