@@ -374,6 +374,7 @@ class Engine:
             result.seconds,
             ca_bases,
             BUILDKIT_LIMITS_NOTE if buildkit else "",
+            cached_steps=result.cached_steps,
         )
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -409,6 +410,7 @@ class Engine:
                 return BuildResult(False, tags[0], cap.text + f"\n[setupbot] {said}\n", time.monotonic() - started)
             seconds = time.monotonic() - started
             out = cap.text
+            cached = count_cached_steps(out, buildkit)
             if buildkit:
                 out = plain_buildkit_log(out)
             if cap.returncode != 0 and _engine_failure(out):
@@ -419,7 +421,7 @@ class Engine:
                     exit_code=cap.returncode,
                     stderr=out,
                 )
-            return BuildResult(cap.returncode == 0, tags[0], out, seconds)
+            return BuildResult(cap.returncode == 0, tags[0], out, seconds, cached_steps=cached)
 
     def _build_argv(
         self,
@@ -935,6 +937,50 @@ def cache_records(du_verbose: str, marker: str) -> list[str]:
 
 
 _BUILDKIT_LINE = re.compile(r"^#\d+ (?:\d+\.\d+ )?")
+# Steps whose output is the build's own work; a cached ENV, ARG or WORKDIR step changes no file.
+_WORK_STEP = re.compile(r"^(?:RUN|COPY|ADD)\b", re.IGNORECASE)
+# classic docker: "Step 3/9 : RUN ..."; podman/buildah: "STEP 3/9: RUN ..."
+_CLASSIC_STEP = re.compile(r"^(?:Step|STEP) \d+/\d+ ?: ?(.*)$")
+_CLASSIC_CACHED = re.compile(r"^\s*-+> Using cache\b")
+# BuildKit's plain progress: "#7 [env 3/6] RUN ..." and, for a step taken from the cache, "#7 CACHED"
+_BUILDKIT_STEP = re.compile(r"^#(\d+) \[[^\]]*\d+/\d+\] (.*)$")
+_BUILDKIT_CACHED = re.compile(r"^#(\d+) CACHED\s*$")
+_ELIDED = re.compile(r"^\[setupbot\] \.\.\. \d+ bytes of output elided \.\.\.$", re.MULTILINE)
+
+
+def count_cached_steps(raw_log: str, buildkit: bool) -> int | None:
+    """How many RUN, COPY and ADD steps of a build came from the layer cache, from the builder's
+    own output (before ``plain_buildkit_log``). A FROM that is already present and a cached
+    metadata step (ENV, WORKDIR) do not count: they change no file. None when the log shows no
+    step at all (an unknown builder's format)."""
+    if _ELIDED.search(raw_log):
+        return None  # the middle of the log is gone: a cached step may have been in it
+    steps = 0
+    cached = 0
+    if buildkit:
+        work: set[str] = set()
+        for line in raw_log.splitlines():
+            m = _BUILDKIT_STEP.match(line)
+            if m:
+                steps += 1
+                if _WORK_STEP.match(m.group(2)):
+                    work.add(m.group(1))
+                continue
+            c = _BUILDKIT_CACHED.match(line)
+            if c and c.group(1) in work:
+                cached += 1
+                work.discard(c.group(1))
+        return cached if steps else None
+    current = ""
+    for line in raw_log.splitlines():
+        m = _CLASSIC_STEP.match(line)
+        if m:
+            steps += 1
+            current = m.group(1)
+        elif _CLASSIC_CACHED.match(line) and _WORK_STEP.match(current):
+            cached += 1
+            current = ""
+    return cached if steps else None
 
 
 def plain_buildkit_log(text: str) -> str:

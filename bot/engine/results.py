@@ -28,3 +28,6 @@ class BuildResult:
     # Set when a configured limit did not hold for this build (BuildKit: no per-build memory or
     # CPU limits); the report repeats it.
     limits_note: str = ""
+    # How many RUN, COPY and ADD steps came from the engine's layer cache (count_cached_steps);
+    # None when not known. 0: every such step ran in this build, as in a --no-cache build.
+    cached_steps: int | None = None

@@ -298,3 +298,35 @@ def test_cache_records_are_found_by_the_scope_in_their_description():
     )
     assert cache_records(du, "setupbot-cache-r1") == ["abc123"]
     assert cache_records(du, "setupbot-cache-") == ["abc123", "def456"]
+
+
+def test_cached_steps_are_counted_from_each_builder_s_own_output():
+    """A RUN, COPY or ADD step from the layer cache counts; a FROM already present and a
+    cached ENV or WORKDIR change no file and do not. An unknown format or a log whose middle
+    was cut says nothing (None)."""
+    from bot.engine.core import count_cached_steps
+
+    classic = (
+        "Step 1/4 : FROM python:3.11-slim\n ---> 92beae941600\n"
+        "Step 2/4 : ENV A=1\n ---> Using cache\n ---> 9867f2a461dc\n"
+        "Step 3/4 : RUN pip install requests\n ---> Running in 5e4b87960a16\n"
+        "Step 4/4 : COPY . /workspace\n ---> 58a896d83803\nSuccessfully built 58a896d83803\n"
+    )
+    assert count_cached_steps(classic, buildkit=False) == 0
+    again = classic.replace(" ---> Running in 5e4b87960a16", " ---> Using cache")
+    assert count_cached_steps(again, buildkit=False) == 1
+    podman = (
+        "STEP 1/3: FROM python:3.11-slim\nSTEP 2/3: RUN apt-get update\n--> Using cache 1f2e3d\nSTEP 3/3: COPY . .\n"
+    )
+    assert count_cached_steps(podman, buildkit=False) == 1
+    buildkit = (
+        "#1 [internal] load build definition from Dockerfile\n#1 DONE 0.0s\n"
+        "#5 [env 1/4] FROM docker.io/library/python:3.11-slim\n#5 CACHED\n"
+        "#6 [env 2/4] WORKDIR /workspace\n#6 CACHED\n"
+        "#7 [env 3/4] RUN pip install requests\n#7 0.512 Collecting requests\n#7 DONE 3.1s\n"
+    )
+    assert count_cached_steps(buildkit, buildkit=True) == 0
+    assert count_cached_steps(buildkit.replace("#7 0.512 Collecting requests\n", "#7 CACHED\n"), buildkit=True) == 1
+    assert count_cached_steps("Successfully built", buildkit=False) is None
+    cut = classic.replace("Step 3/4", "[setupbot] ... 52133 bytes of output elided ...\nStep 3/4")
+    assert count_cached_steps(cut, buildkit=False) is None
