@@ -40,8 +40,9 @@ class ReplayMixin(LoopBase):
             return None
         # what an earlier replay found of its lock does not speak for this one
         self._prelock, self._prelocked, self._prelock_refused = None, None, ""
-        pending = self._lock_first(working) if working is not None and not over_budget else None
-        replay_ws = self.replay()
+        first = self._first_build_replay(working) if working is not None and not over_budget else None
+        pending = self._lock_first(working) if working is not None and first is None and not over_budget else None
+        replay_ws = first or self.replay()
         if pending is not None and working is not None:
             replay_ws = self._hold_locked_replay(pending, replay_ws, working)
         outcome = replay_ws.outcome
@@ -222,6 +223,41 @@ class ReplayMixin(LoopBase):
             detail=self.record.replay,
         )
         return ws
+
+    def _first_build_replay(self, working: Workspace) -> Workspace | None:
+        """``working`` itself, as the clean replay, when it already is one: its image was built
+        from the compiled Dockerfile as it stands now with no step from the engine's cache, and
+        the outcome is its first test run, in the fresh container no trial has touched. Building
+        the same Dockerfile again with --no-cache and running the same tests would prove nothing
+        more, and a long suite would run twice. On a hosted runner, whose engine starts empty,
+        a run that needs no repair gets here. The lock is then built after it and kept only when
+        it installs the same set (``lock_replay``). None when any of that does not hold."""
+        o = working.outcome
+        if not working.from_scratch or working.first is not o or self.record.repairs:
+            return None
+        if getattr(working.dockerfile, "text", None) != self.compile(self.graph).text:
+            return None
+        if not (self._ran(o) or finds_no_tests(o)):
+            return None
+        self.record.replay = {
+            "ok": self._ran(o) or finds_no_tests(o),
+            "tests_ran": ran_count(o),
+            "collect_exit": o.collect_exit,
+            "test_exit": o.test_exit,
+            "tests": o.results.counts(),
+            "note": o.note,
+            "signatures": [s.to_json() for s in o.signatures],
+            "seconds": 0.0,
+            "tag": working.tag,
+            "first_build": True,
+            "build_seconds": round(working.build_seconds, 3),
+        }
+        self.traj.record(
+            "replay-result",
+            outcome="ok" if self.record.replay["ok"] else "failed",
+            detail={**self.record.replay, "why": "the first image was built from scratch from this Dockerfile"},
+        )
+        return working
 
     def _lock_first(self, working: Workspace) -> PendingLock | None:
         """Draft the lock from the working image before the clean replay, so that the replay

@@ -56,6 +56,12 @@ class Workspace:
         self.target_env: dict[str, str] = {}
         self.forwards: list[str] = []  # LISTEN:ALIAS:PORT relayed from the runner's localhost
         self.outcome = TargetOutcome("build")
+        # built with no step from the engine's cache (as a --no-cache build would be), and the
+        # outcome of the first test run in its fresh container: together a clean replay of
+        # this Dockerfile while no trial has touched them (bot.loop.replay)
+        self.from_scratch = False
+        self.first: TargetOutcome | None = None
+        self.build_seconds = 0.0
 
     def close(self) -> None:
         try:
@@ -140,6 +146,9 @@ class WorkspaceMixin(LoopBase):
             self.traj.record("start", outcome="failed", output_tail=exc.render())
             return ws
         ws.outcome = self.evaluate(ws)
+        ws.first = ws.outcome
+        ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
+        ws.build_seconds = build.seconds
         return ws
 
     def _start_services(self, ws: Workspace, env: dict[str, str]) -> str | None:

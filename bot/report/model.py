@@ -401,15 +401,16 @@ def _add_replay(data: ReportData, replay: Any) -> None:
         parts.append(str(_get(replay, "note")))  # e.g. the test run timed out
     data.replay_detail = str(_get(replay, "detail", "") or ", ".join(parts))
     dev = _get(replay, "dev_stage") or None
-    data.proven.append(
-        ProofItem(
-            "clean replay: the compiled Dockerfile"
-            + ("'s tested stage" if dev is not None else "")
-            + " rebuilt from scratch and ran the tests",
-            data.replay_ok,
-            data.replay_detail,
+    stage = "'s tested stage" if dev is not None else ""
+    if _get(replay, "first_build", False):
+        # the run's first image was already a from-scratch build of the final Dockerfile
+        what = (
+            f"clean replay: the compiled Dockerfile{stage} built from scratch (no step from the "
+            "engine's cache) as the run's first image, which ran the tests and needed no repair"
         )
-    )
+    else:
+        what = f"clean replay: the compiled Dockerfile{stage} rebuilt from scratch and ran the tests"
+    data.proven.append(ProofItem(what, data.replay_ok, data.replay_detail))
     if dev is not None:
         data.proven.append(_dev_stage_item(dev))
 

@@ -164,6 +164,11 @@ def test_the_report_says_what_the_dev_stage_holds_and_that_no_test_runs_in_it():
     assert "clean replay: the compiled Dockerfile's tested stage rebuilt from scratch and ran the tests" in claims
     item = claims[f"development stage: git {GIT} and the non-root user on top of the tested image"]
     assert item.proven and "no test runs in it" in item.reason
+    # the run's first image was the replay: the report says so, and not that it was rebuilt
+    first = from_pipeline(run_record={"replay": {**replay, "first_build": True, "build_seconds": 80.0}})
+    [claim] = [p.claim for p in first.proven if p.claim.startswith("clean replay")]
+    assert "built from scratch (no step from the engine's cache) as the run's first image" in claim
+    assert "needed no repair" in claim and "rebuilt" not in claim
     failed = {"ok": True, "dev_stage": {"ok": False, "tag": "t", "seconds": 9.0, "log_tail": "E: no git"}}
     [bad] = from_pipeline(run_record={"replay": failed}).unproven_items
     assert bad.claim.startswith("development stage") and bad.reason == "it did not build: E: no git"
