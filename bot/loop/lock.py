@@ -31,6 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -631,11 +632,15 @@ def _draft_lock(
     """Hash the replay's pins into a lock, apply it to a copy of the graph (without the compiler
     when nothing needs one) and compile that graph's Dockerfile."""
     python = graph.runtime.attrs.get("version", "")
-    entries, notes = fetch_hashes(replay.pins, python, index_url=index_url, timeout=timeout)
+    # both ask the index and wait on the network: at once (the wheel check's resolution takes
+    # about as long as the hashes)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="setupbot-wheels") as pool:
+        wheels = pool.submit(_compiled_pins, graph, replay.pins, python, index_url, timeout, pure=replay.pure)
+        entries, notes = fetch_hashes(replay.pins, python, index_url=index_url, timeout=timeout)
+        compiled = wheels.result()
     lock = RequirementsLock(
         entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python, debs=replay.apt_versions
     )
-    compiled = _compiled_pins(graph, replay.pins, python, index_url, timeout, pure=replay.pure)
     if compiled and build_tools(graph):
         # the compilers build only these wheels: they go in a builder stage (issue 16 item 5)
         lock.built = compiled
