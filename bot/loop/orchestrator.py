@@ -350,7 +350,31 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             )
             if ok:
                 return True, ws
-        return False, ws
+        return self._era_strategy(ws, tried)
+
+    def _era_strategy(self, ws: Workspace, tried: set[Any]) -> tuple[bool, Workspace]:
+        """The last generic strategy: the releases current at the repository's date, the whole
+        set, once per run (shared with ``drift_step``). A failure with no classified cause is
+        often a dependency that moved on since the commit: a newer Django that ships its own
+        ``django.tasks`` with another ``Task`` signature fails at start-up with a TypeError no
+        rule reads."""
+        if self._drift_tried or self.budget.exhausted():
+            return False, ws
+        sig = Signature("assertion_drift", ws.outcome.stage, "", "no classified cause")
+        whole = self.era_candidates(sig)  # no distribution is named: the whole era set only
+        if not whole or whole[-1].key() in tried or not self.budget.can_start(self._trial_estimate(whole[-1])):
+            return False, ws
+        self._drift_tried = True
+        cand = whole[-1]
+        tried.add(cand.key())
+        strategy = "the releases current at the repository's date"
+        ok, ws = self.try_candidate(ws, cand, None, [])
+        self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
+        self.record.warnings.append(
+            f'no classified repair; generic strategy "{strategy}" ({cand.describe()}): '
+            + ("kept" if ok else "did not help")
+        )
+        return ok, ws
 
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         return run_planner_turns(self.llm, self, ws)

@@ -381,6 +381,48 @@ def test_newer_release_pinned_to_the_repositorys_era(tmp_path, monkeypatch):
     assert replay and "streamlib==0.5.33" in replay[-1]["text"]
 
 
+NEWER_DJANGO = """\
+Traceback (most recent call last):
+  File "/workspace/tests/tasks.py", line 8, in <module>
+    @task()
+  File "/workspace/django_tasks/task.py", line 311, in wrapper
+    return tasks[backend].task_class(
+TypeError: Task.__init__() got an unexpected keyword argument 'enqueue_on_commit'
+Found 5 test(s).
+"""
+
+
+def test_a_failure_no_rule_reads_gets_the_era_set_as_the_last_generic_strategy(tmp_path, monkeypatch):
+    """django-tasks at its 2025 commit: the newest Django ships its own django.tasks, whose Task
+    takes other arguments, and the suite dies at start-up with a TypeError no rule classifies.
+    After the other generic strategies, the releases current at the commit's date are tried
+    once, and kept because the tests then run."""
+    calls = _era_world(monkeypatch, {"django": "5.1.4", "six": "1.16.0"})
+    engine = FakeEngine(World([Need("pip:django==5.1.4", NEWER_DJANGO)]))
+    s = load_settings(tmp_path, environ={}, overrides={"target": {"as_of": "2025-01-10"}})
+    rec = run_setup(
+        tmp_path,
+        s,
+        engine,
+        None,
+        None,
+        make_plan=fake_plan_maker(pins={"django": "6.0.1", "six": "1.16.0"}),
+        compile_dockerfile=fake_compile,
+        available_pythons=["3.11", "3.13"],
+    )
+    assert rec.status == "success", (rec.remaining, rec.warnings)
+    assert kept(rec) == ["pip_constraint django==5.1.4"]
+    said = [w for w in rec.warnings if "the releases current at the repository's date" in w]
+    assert said and said[0].endswith("kept"), rec.warnings
+    assert len(calls) == 1
+    replay = [b for b in engine.builds if b["no_cache"]]
+    assert replay and "django==5.1.4" in replay[-1]["text"]
+    # without a reference date there is no era set to try, and the run says what remains
+    (tmp_path / "nodate").mkdir()
+    rec, _ = run(tmp_path / "nodate", World([Need("pip:django==5.1.4", NEWER_DJANGO)]))
+    assert rec.status == "unresolved" and "enqueue_on_commit" in rec.remaining
+
+
 def test_no_reference_date_no_era_repair(tmp_path, monkeypatch):
     calls = _era_world(monkeypatch, {"streamlib": "0.5.33"})
     rec, _ = run(tmp_path, World([Need("pip:streamlib==0.5.33", DRIFTED)]))
