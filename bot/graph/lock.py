@@ -216,6 +216,17 @@ def built_wheels(graph: DepGraph) -> dict[str, dict[str, Any]]:
     return dict(node.attrs.get("built") or {})
 
 
+def restate_lock_source(graph: DepGraph, source: str) -> None:
+    """Say where the graph's lock came from and how it was proven, in its node and its evidence
+    (which the report quotes)."""
+    node = graph.nodes.get(LOCK_NODE)
+    if node is None:
+        return
+    old = node.attrs.get("source", "")
+    node.attrs["source"] = source
+    node.evidence = [(f, ln, d.replace(f"({old})", f"({source})") if old else d) for f, ln, d in node.evidence]
+
+
 def locked_names(graph: DepGraph) -> set[str]:
     node = graph.nodes.get(LOCK_NODE)
     if node is None or node.action != "requirements-lock":

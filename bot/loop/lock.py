@@ -59,6 +59,7 @@ from bot.graph.lock import (
     build_tools,
     inputs_hash,
     parse_lock,
+    restate_lock_source,
     unstage_build_tools,
 )
 from bot.graph.mapping import PYPI_URL
@@ -555,6 +556,51 @@ def proven_by_replay(engine: Any, pending: PendingLock, replay_tag: str) -> Lock
         apt_versions=pending.working.apt_versions,
         notes=draft.notes,
         seconds=pending.seconds + time.monotonic() - t0,
+        graph=draft.locked,
+    )
+
+
+FIRST_BUILD_SOURCE = (
+    "frozen from the clean replay, the run's first image; the locked Dockerfile built and installs the same set"
+)
+
+
+def proven_by_build(engine: Any, repo: Path, pending: PendingLock, tag: str) -> LockOutcome:
+    """The working image was itself the clean replay (built from scratch, its tests ran; see
+    bot.loop.replay): the lock drafted from it is kept when the locked Dockerfile builds and
+    installs the same set. The caller takes this way only when the draft leaves nothing out and
+    builds no wheel in a builder stage, so the locked image differs from the proven one in its
+    pins alone. Otherwise the lock file and graph go back and the outcome says why."""
+    t0 = time.monotonic()
+    draft = pending.draft
+    restate_lock_source(draft.locked, FIRST_BUILD_SOURCE)
+    build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
+    reason = "" if build.ok else "the locked Dockerfile did not build: " + _log_tail(build.log, 3, 400)
+    if not reason:
+        reason = _differs_from_replay(engine, tag, pending.unlocked, pending.working)
+    seconds = pending.seconds + time.monotonic() - t0
+    if reason:
+        pending.withdraw()
+        return LockOutcome(
+            "failed",
+            reason,
+            lock=draft.lock,
+            file=pending.rel,
+            notes=draft.notes,
+            apt_versions=pending.working.apt_versions,
+            seconds=seconds,
+        )
+    return LockOutcome(
+        "locked",
+        "",
+        lock=draft.lock,
+        text=draft.text,
+        file=pending.rel,
+        tag=tag,
+        dockerfile=draft.dockerfile,
+        apt_versions=pending.working.apt_versions,
+        notes=draft.notes,
+        seconds=seconds,
         graph=draft.locked,
     )
 

@@ -13,7 +13,14 @@ from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
 from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage
 from bot.loop.diagnose import Signature
-from bot.loop.lock import LockOutcome, PendingLock, draft_before_replay, lock_environment, proven_by_replay
+from bot.loop.lock import (
+    LockOutcome,
+    PendingLock,
+    draft_before_replay,
+    lock_environment,
+    proven_by_build,
+    proven_by_replay,
+)
 from bot.loop.records import KeptRepair, member_results
 from bot.loop.repair import find_test_dirs, next_python
 from bot.loop.state import LoopBase
@@ -40,11 +47,17 @@ class ReplayMixin(LoopBase):
             return None
         # what an earlier replay found of its lock does not speak for this one
         self._prelock, self._prelocked, self._prelock_refused = None, None, ""
-        first = self._first_build_replay(working) if working is not None and not over_budget else None
-        pending = self._lock_first(working) if working is not None and first is None and not over_budget else None
-        replay_ws = first or self.replay()
-        if pending is not None and working is not None:
-            replay_ws = self._hold_locked_replay(pending, replay_ws, working)
+        first = working is not None and not over_budget and self._was_clean_replay(working)
+        pending = self._lock_first(working) if working is not None and not over_budget else None
+        if first and working is not None and pending is not None and self._needs_no_test(pending):
+            # the first image was the clean replay; the lock changes pins alone, and a build
+            # that installs the same set proves it (bot.loop.lock.proven_by_build)
+            replay_ws = self._first_build_replay(working)
+            self._prove_lock_by_build(pending, working)
+        else:
+            replay_ws = self.replay()
+            if pending is not None and working is not None:
+                replay_ws = self._hold_locked_replay(pending, replay_ws, working)
         outcome = replay_ws.outcome
         disproved = self._disproved_by_counts(outcome)
         if disproved is not None and disproved.checkpoint is not None and self.budget.can_replay():
@@ -224,21 +237,46 @@ class ReplayMixin(LoopBase):
         )
         return ws
 
-    def _first_build_replay(self, working: Workspace) -> Workspace | None:
-        """``working`` itself, as the clean replay, when it already is one: its image was built
-        from the compiled Dockerfile as it stands now with no step from the engine's cache, and
-        the outcome is its first test run, in the fresh container no trial has touched. Building
-        the same Dockerfile again with --no-cache and running the same tests would prove nothing
-        more, and a long suite would run twice. On a hosted runner, whose engine starts empty,
-        a run that needs no repair gets here. The lock is then built after it and kept only when
-        it installs the same set (``lock_replay``). None when any of that does not hold."""
+    def _was_clean_replay(self, working: Workspace) -> bool:
+        """Whether ``working`` already is a clean replay of the graph's Dockerfile: its image was
+        built from the compiled Dockerfile as it stands now with no step from the engine's cache,
+        and its outcome is its first test run, in the fresh container no trial has touched.
+        Building the same Dockerfile again with --no-cache and running the same tests would prove
+        nothing more, and a long suite would run twice. On a hosted runner, whose engine starts
+        empty, a run that needs no repair gets here."""
         o = working.outcome
         if not working.from_scratch or working.first is not o or self.record.repairs:
-            return None
+            return False
         if getattr(working.dockerfile, "text", None) != self.compile(self.graph).text:
-            return None
-        if not (self._ran(o) or finds_no_tests(o)):
-            return None
+            return False
+        return self._ran(o) and o.results.count("passed") > 0
+
+    @staticmethod
+    def _needs_no_test(pending: PendingLock) -> bool:
+        """The drafted lock changes the proven Dockerfile's pins alone: no compiler or build tool
+        left out and no wheel built in a builder stage, either of which a test may miss (a test
+        that compiles, a library only the builder had). Those go to a replay that runs the tests."""
+        return not pending.draft.left_out and not pending.draft.staged
+
+    def _prove_lock_by_build(self, pending: PendingLock, working: Workspace) -> None:
+        """Build the drafted lock and keep it when it installs the working image's set; otherwise
+        the lock and the graph go back, and the record says why."""
+        tag = working.tag.rsplit(":", 1)[0] + ":locked"
+        try:
+            out = proven_by_build(self.engine, self.repo, pending, tag)
+        except SetupbotError as exc:
+            out = LockOutcome("failed", exc.what)
+            pending.withdraw()
+        if out.ok:
+            self._prelocked = out  # the "lock" step records it (``_record_lock``)
+            return
+        self.traj.record("lock-draft", outcome="failed", duration=out.seconds, detail={"reason": out.reason})
+        self._withdraw_prelock()
+        self._prelock_refused = out.reason
+
+    def _first_build_replay(self, working: Workspace) -> Workspace:
+        """Record ``working``'s first test run as the clean replay (``_was_clean_replay``)."""
+        o = working.outcome
         self.record.replay = {
             "ok": self._ran(o) or finds_no_tests(o),
             "tests_ran": ran_count(o),

@@ -288,14 +288,8 @@ def _xml(text: str) -> str:
 
 
 class FakeEngine:
-    def __init__(
-        self, world: World, broken_packages: set[str] | None = None, *, layer_cache: bool | None = None
-    ) -> None:
-        """``layer_cache``: None, builds say nothing of the cache (cached_steps None); False,
-        every build ran all its steps; True, every build but a --no-cache one took one from
-        the cache."""
+    def __init__(self, world: World, broken_packages: set[str] | None = None) -> None:
         self.world = world
-        self.layer_cache = layer_cache
         self.run_id = "testrun"
         self.images: dict[str, State] = {}
         self.builds: list[dict] = []
@@ -314,8 +308,7 @@ class FakeEngine:
         if out:
             return BuildResult(False, tag, "Step 3/5 : RUN pip install .\n" + out, 1.0)
         self.images[tag] = state
-        cached = None if self.layer_cache is None else int(self.layer_cache and not no_cache)
-        return BuildResult(True, tag, "Successfully built", 1.0, cached_steps=cached)
+        return BuildResult(True, tag, "Successfully built", 1.0)
 
     def session(self, image, env=None, workdir="/workspace", network=None, name_hint="runner") -> FakeSession:
         return FakeSession(self, image, env)

@@ -189,3 +189,71 @@ def test_what_one_replay_found_of_its_lock_does_not_stop_the_next_from_locking(l
     assert loop._finish(working=working) is None
     assert loop.record.status == "success" and after == [REPLAY]
     assert "lock" not in loop.record.replay and not any("not locked" in w for w in loop.record.warnings)
+
+
+LOCKED = "setupbot-loop-x:locked"
+
+
+def _first_image(loop, monkeypatch) -> Workspace:
+    """The run's first image, built with no step from the cache, whose tests passed with no
+    repair: the clean replay already (bot.loop.replay)."""
+    monkeypatch.setattr(loop, "_disproved_by_counts", lambda outcome: None, raising=False)
+    working = _working(loop)
+    working.from_scratch, working.first = True, working.outcome
+    loop.replay_with(_outcome(3))  # what a --no-cache replay would give, were it built
+    return working
+
+
+def test_a_first_image_built_from_scratch_is_the_replay_and_the_lock_is_proven_by_a_build(loop, monkeypatch):
+    loop.engine = _Engine({WORK: SET, LOCKED: SET})
+    working = _first_image(loop, monkeypatch)
+    assert loop._finish(working=working) is None
+    rec = loop.record
+    assert rec.status == "success" and loop.replays == []  # no --no-cache rebuild, no second test run
+    assert rec.replay["first_build"] is True and rec.replay["tests"]["passed"] == 3
+    # the lock drafted from that image was built and installs the same set: kept
+    assert rec.replay["lock"]["status"] == "locked" and rec.replay["tag"] == LOCKED
+    assert "--require-hashes" in rec.lock_text or "requests==2.31.0" in rec.lock_text
+    node = loop.graph.nodes["config:requirements-lock"]
+    assert "the run's first image" in node.attrs["source"] and "tested by" not in node.attrs["source"]
+    assert any("the run's first image" in d for _, _, d in node.evidence)
+
+
+def test_a_lock_whose_build_installs_another_set_is_not_kept_after_a_first_image_replay(loop, monkeypatch):
+    loop.engine = _Engine({WORK: SET, LOCKED: '[["requests", "2.32.0", false], ["pip", "24.0", false]]'})
+    working = _first_image(loop, monkeypatch)
+    assert loop._finish(working=working) is None
+    rec = loop.record
+    assert rec.status == "success" and loop.replays == [] and rec.replay["first_build"] is True
+    assert rec.replay["tag"] == WORK and "config:requirements-lock" not in loop.graph.nodes
+    assert not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
+    assert any("environment not locked" in w and "2.32.0" in w for w in rec.warnings), rec.warnings
+
+
+def test_a_lock_that_leaves_the_compiler_out_goes_to_a_replay_that_runs_the_tests(loop, monkeypatch):
+    """A test may compile (cffi, a C snippet): an image without the compiler is proven by
+    running the tests in it, so the first image does not stand in for the replay then."""
+    monkeypatch.setattr(vlock, "_compiled_pins", lambda *a, **k: [])  # every pin has a wheel
+    loop.engine = _Engine({WORK: SET, REPLAY: SET})
+    assert loop.graph.nodes["systemlib:build-essential"].action == "apt"
+    working = _first_image(loop, monkeypatch)
+    assert loop._finish(working=working) is None
+    assert len(loop.replays) == 1 and "build-essential" not in loop.replays[0]
+    assert "first_build" not in loop.record.replay and loop.record.replay["lock"]["status"] == "locked"
+
+
+@pytest.mark.parametrize("spoil", ["cached", "repaired"])
+def test_an_image_with_a_cached_step_or_after_a_repair_is_replayed_with_its_tests(loop, monkeypatch, spoil):
+    """A step from the cache may be older than what the Dockerfile installs today; a kept
+    repair changed the environment after the first test run. Either way the replay rebuilds
+    with --no-cache and runs the tests, and proves the lock with them."""
+    loop.engine = _Engine({WORK: SET, REPLAY: SET})
+    working = _first_image(loop, monkeypatch)
+    if spoil == "cached":
+        working.from_scratch = False
+    else:
+        loop.record.repairs.append(SimpleNamespace(signature=None, candidate=None))
+    assert loop._finish(working=working) is None
+    assert len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
+    assert "first_build" not in loop.record.replay and loop.record.replay["tag"] == REPLAY
+    assert loop.record.replay["lock"]["status"] == "locked"

@@ -73,47 +73,6 @@ def test_missing_module_repaired_in_container_and_replayed_clean(tmp_path):
     assert actions.index("snapshot") < actions.index("keep") < actions.index("replay")
 
 
-def _run_cached(tmp_path, world, layer_cache):
-    engine = FakeEngine(world, layer_cache=layer_cache)
-    rec = run_setup(
-        tmp_path,
-        settings(tmp_path),
-        engine,
-        None,
-        None,
-        make_plan=fake_plan_maker("3.11"),
-        compile_dockerfile=fake_compile,
-        available_pythons=["3.11", "3.13"],
-    )
-    return rec, engine
-
-
-def test_a_first_image_built_from_scratch_that_needs_no_repair_is_the_clean_replay(tmp_path):
-    """Its image ran every build step (none from the cache) and its tests ran in a fresh
-    container: a --no-cache build of the same Dockerfile and a second run of the same tests
-    would prove nothing more."""
-    rec, engine = _run_cached(tmp_path, World([]), layer_cache=False)
-    assert rec.status == "success", rec.remaining
-    assert [b["no_cache"] for b in engine.builds] == [False]
-    assert rec.replay["first_build"] is True and rec.replay["ok"] and rec.replay["tag"] == engine.builds[0]["tag"]
-    assert rec.tests.count("passed") == 3 and rec.replay["tests"]["passed"] == 3
-    steps = [s.action for s in rec.trajectory.steps]
-    assert steps.count("replay-result") == 1 and "replay" not in steps
-
-
-def test_a_first_image_with_a_cached_step_or_a_repair_is_replayed_with_no_cache(tmp_path):
-    # a step from the cache may be older than what the Dockerfile would install today
-    rec, engine = _run_cached(tmp_path, World([]), layer_cache=True)
-    assert rec.status == "success", rec.remaining
-    assert [b["no_cache"] for b in engine.builds] == [False, True] and "first_build" not in rec.replay
-    # a repair changed the Dockerfile after the first image was built
-    (tmp_path / "r2").mkdir()
-    rec, engine = _run_cached(tmp_path / "r2", World([Need("pip:PyYAML", MISSING_YAML)]), layer_cache=False)
-    assert rec.status == "success" and kept(rec) == ["pip_install PyYAML"]
-    replay = [b for b in engine.builds if b["no_cache"]]
-    assert len(replay) == 1 and '"PyYAML"' in replay[0]["text"] and "first_build" not in rec.replay
-
-
 def test_knowledge_candidate_first_worse_candidate_rolled_back(tmp_path):
     # the experience base offers the wrong distribution first: `jwt` shadows the module and the
     # error becomes "cannot import name" — worse; rollback, then PyJWT fixes it.
