@@ -534,51 +534,12 @@ def proven_by_replay(engine: Any, pending: PendingLock, replay_tag: str) -> Lock
     if not reason and draft.staged:
         lost = _staged_libraries_missing(engine, replay_tag, pending.working_tag)
         reason = f"without the compilers the image lacks {lost}" if lost else ""
-    if reason:
-        pending.withdraw()
-        return LockOutcome(
-            "failed",
-            reason,
-            lock=draft.lock,
-            file=pending.rel,
-            notes=draft.notes,
-            apt_versions=pending.working.apt_versions,
-            seconds=pending.seconds + time.monotonic() - t0,
-        )
-    return LockOutcome(
-        "locked",
-        "",
-        lock=draft.lock,
-        text=draft.text,
-        file=pending.rel,
-        tag=replay_tag,
-        dockerfile=draft.dockerfile,
-        apt_versions=pending.working.apt_versions,
-        notes=draft.notes,
-        seconds=pending.seconds + time.monotonic() - t0,
-        graph=draft.locked,
-    )
+    return _pending_outcome(pending, reason, replay_tag, pending.seconds + time.monotonic() - t0)
 
 
-FIRST_BUILD_SOURCE = (
-    "frozen from the clean replay, the run's first image; the locked Dockerfile built and installs the same set"
-)
-
-
-def proven_by_build(engine: Any, repo: Path, pending: PendingLock, tag: str) -> LockOutcome:
-    """The working image was itself the clean replay (built from scratch, its tests ran; see
-    bot.loop.replay): the lock drafted from it is kept when the locked Dockerfile builds and
-    installs the same set. The caller takes this way only when the draft leaves nothing out and
-    builds no wheel in a builder stage, so the locked image differs from the proven one in its
-    pins alone. Otherwise the lock file and graph go back and the outcome says why."""
-    t0 = time.monotonic()
+def _pending_outcome(pending: PendingLock, reason: str, tag: str, seconds: float) -> LockOutcome:
+    """The drafted lock kept (no ``reason``) as the image ``tag``, or put back with why."""
     draft = pending.draft
-    restate_lock_source(draft.locked, FIRST_BUILD_SOURCE)
-    build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
-    reason = "" if build.ok else "the locked Dockerfile did not build: " + _log_tail(build.log, 3, 400)
-    if not reason:
-        reason = _differs_from_replay(engine, tag, pending.unlocked, pending.working)
-    seconds = pending.seconds + time.monotonic() - t0
     if reason:
         pending.withdraw()
         return LockOutcome(
@@ -603,6 +564,27 @@ def proven_by_build(engine: Any, repo: Path, pending: PendingLock, tag: str) -> 
         seconds=seconds,
         graph=draft.locked,
     )
+
+
+FIRST_BUILD_SOURCE = (
+    "frozen from the clean replay, the run's first image; the locked Dockerfile built and installs the same set"
+)
+
+
+def proven_by_build(engine: Any, repo: Path, pending: PendingLock, tag: str) -> LockOutcome:
+    """The working image was itself the clean replay (built from scratch, its tests ran; see
+    bot.loop.replay): the lock drafted from it is kept when the locked Dockerfile builds and
+    installs the same set. The caller takes this way only when the draft leaves nothing out and
+    builds no wheel in a builder stage, so the locked image differs from the proven one in its
+    pins alone. Otherwise the lock file and graph go back and the outcome says why."""
+    t0 = time.monotonic()
+    draft = pending.draft
+    restate_lock_source(draft.locked, FIRST_BUILD_SOURCE)
+    build = engine.build(repo, without_dev_stage(draft.dockerfile), tag)
+    reason = "" if build.ok else "the locked Dockerfile did not build: " + _log_tail(build.log, 3, 400)
+    if not reason:
+        reason = _differs_from_replay(engine, tag, pending.unlocked, pending.working)
+    return _pending_outcome(pending, reason, tag, pending.seconds + time.monotonic() - t0)
 
 
 def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: float) -> _Replay | LockOutcome:

@@ -4,6 +4,7 @@ remains."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from packaging.version import Version
 
@@ -207,6 +208,20 @@ class ReplayMixin(LoopBase):
                 detail={"signature": sig.to_json()},
             )
 
+    def _replay_record(self, o: TargetOutcome, tag: str, seconds: float) -> dict[str, Any]:
+        """What the record keeps of a clean replay's outcome."""
+        return {
+            "ok": self._ran(o) or finds_no_tests(o),
+            "tests_ran": ran_count(o),
+            "collect_exit": o.collect_exit,
+            "test_exit": o.test_exit,
+            "tests": o.results.counts(),
+            "note": o.note,
+            "signatures": [s.to_json() for s in o.signatures],
+            "seconds": round(seconds, 3),
+            "tag": tag,
+        }
+
     def replay(self) -> Workspace:
         """Build the compiled Dockerfile with no cache, fresh container, run the target."""
         t0 = time.monotonic()
@@ -215,18 +230,7 @@ class ReplayMixin(LoopBase):
             ws = self.open_workspace(no_cache=True, purpose="replay")
         finally:
             self._final = False
-        o = ws.outcome
-        self.record.replay = {
-            "ok": self._ran(o) or finds_no_tests(o),
-            "tests_ran": ran_count(o),
-            "collect_exit": o.collect_exit,
-            "test_exit": o.test_exit,
-            "tests": o.results.counts(),
-            "note": o.note,
-            "signatures": [s.to_json() for s in o.signatures],
-            "seconds": round(time.monotonic() - t0, 3),
-            "tag": ws.tag,
-        }
+        self.record.replay = self._replay_record(ws.outcome, ws.tag, time.monotonic() - t0)
         timings = self.record.timings
         timings["replay_seconds"] = round(timings.get("replay_seconds", 0.0) + self.record.replay["seconds"], 3)
         self.traj.record(
@@ -276,17 +280,8 @@ class ReplayMixin(LoopBase):
 
     def _first_build_replay(self, working: Workspace) -> Workspace:
         """Record ``working``'s first test run as the clean replay (``_was_clean_replay``)."""
-        o = working.outcome
         self.record.replay = {
-            "ok": self._ran(o) or finds_no_tests(o),
-            "tests_ran": ran_count(o),
-            "collect_exit": o.collect_exit,
-            "test_exit": o.test_exit,
-            "tests": o.results.counts(),
-            "note": o.note,
-            "signatures": [s.to_json() for s in o.signatures],
-            "seconds": 0.0,
-            "tag": working.tag,
+            **self._replay_record(working.outcome, working.tag, 0.0),
             "first_build": True,
             "build_seconds": round(working.build_seconds, 3),
         }
