@@ -160,18 +160,30 @@ class EraMixin(LoopBase):
                         + (f"; {was} is newer than the repository" if was else ""),
                     )
                 )
-        # PIP_CONSTRAINT reaches the isolated build environments too: pinning the packaging
-        # tools there breaks sdists whose build needs a newer one (python-pkcs11's
-        # setuptools-scm wants packaging>=26.2), so the whole-era set leaves them alone
-        drifted_all = {n: v for n, v in drifted.items() if n not in BUILD_TOOLS}
-        if drifted_all:
-            specs = [f"{n}=={v}" for n, v in sorted(drifted_all.items())]
-            out.append(
-                Candidate(
-                    [Atom("pip_constraint", {"constraints": specs})],
-                    "rule",
-                    why=f"the releases current on {era.date[:10]} ({era.source}) for "
-                    f"{len(specs)} distribution(s) newer than the repository",
-                )
-            )
-        return out
+        whole = _whole_era(era, drifted)
+        return out + ([whole] if whole is not None else [])
+
+    def whole_era_candidate(self) -> Candidate | None:
+        """The releases current at the repository's reference date for every distribution
+        installed newer: the one trial ``drift_step`` and the last generic strategy make. None
+        without a reference date or when nothing drifted."""
+        era = self._era()
+        if era is None or not era.pins:
+            return None
+        return _whole_era(era, era.drifted(self._current_pins()))
+
+
+def _whole_era(era: Any, drifted: dict[str, str]) -> Candidate | None:
+    # PIP_CONSTRAINT reaches the isolated build environments too: pinning the packaging tools
+    # there breaks sdists whose build needs a newer one (python-pkcs11's setuptools-scm wants
+    # packaging>=26.2), so the whole-era set leaves them alone
+    drifted_all = {n: v for n, v in drifted.items() if n not in BUILD_TOOLS}
+    if not drifted_all:
+        return None
+    specs = [f"{n}=={v}" for n, v in sorted(drifted_all.items())]
+    return Candidate(
+        [Atom("pip_constraint", {"constraints": specs})],
+        "rule",
+        why=f"the releases current on {era.date[:10]} ({era.source}) for "
+        f"{len(specs)} distribution(s) newer than the repository",
+    )

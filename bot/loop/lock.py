@@ -51,6 +51,7 @@ from bot.compile.dockerfile import without_dev_stage
 from bot.graph.apply import project_compiles
 from bot.graph.build import PROJECT
 from bot.graph.lock import (
+    BUILD_ONLY_TOOLS,
     LOCK_NAME,
     PLATFORM,
     LockEntry,
@@ -702,30 +703,6 @@ def _draft_lock(
     return _Draft(lock, lock.render(), locked, left_out, notes, dockerfile, staged=staged)
 
 
-# What only builds software and is not needed to run it: build-essential and, when a CI
-# workflow or a tox/nox file names them (to build a dependency from source there), these
-# tools. Libraries (-dev packages) stay: they carry the shared libraries a wheel or ctypes may
-# load at run time.
-BUILD_TOOLS = frozenset(
-    {
-        "build-essential",
-        "gcc",
-        "g++",
-        "gfortran",
-        "make",
-        "cmake",
-        "ninja-build",
-        "meson",
-        "autoconf",
-        "automake",
-        "libtool",
-        "swig",
-        "pkg-config",
-        "pkgconf",
-    }
-)
-
-
 def _unneeded_build_tools(locked: DepGraph) -> list[Any]:
     """The build tools the locked graph installs in the tested image, build-essential first,
     then the others by name. A repair's build-essential or cmake is among them: it built a
@@ -733,7 +710,7 @@ def _unneeded_build_tools(locked: DepGraph) -> list[Any]:
     nodes = [
         n
         for n in locked.of_type("SYSTEMLIB")
-        if n.action == "apt" and n.name in BUILD_TOOLS and not n.attrs.get("stage") and not dev_stage_only(n)
+        if n.action == "apt" and n.name in BUILD_ONLY_TOOLS and not n.attrs.get("stage") and not dev_stage_only(n)
     ]
     return sorted(nodes, key=lambda n: (n.name != "build-essential", n.name))
 

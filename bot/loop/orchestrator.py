@@ -326,11 +326,11 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             "",
             f"{len(failing)} of {out.results.failed} failing tests fail on {how} (first: {failing[0]})",
         )
-        whole = self.era_candidates(sig)  # no distribution is named: the whole era set only
-        if not whole or not self.budget.can_start(self._trial_estimate(whole[-1])):
+        whole = self.whole_era_candidate()
+        if whole is None or not self.budget.can_start(self._trial_estimate(whole)):
             return False
         # the report says which tests made the trial, beside the releases it pinned
-        cand = dataclasses.replace(whole[-1], why=f"{sig.message}; {whole[-1].why}")
+        cand = dataclasses.replace(whole, why=f"{sig.message}; {whole.why}")
         kept, _ = self.try_candidate(ws, cand, sig, [])
         return kept
 
@@ -340,17 +340,22 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         for strategy, cand in generic_candidates(self.repo, self.graph, ws.outcome.log or ""):
             if cand.key() in tried or self.budget.exhausted():
                 continue
-            tried.add(cand.key())
-            ok, ws = self.try_candidate(ws, cand, None, [])
-            self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
-            # the report says which generic strategies were tried
-            self.record.warnings.append(
-                f'no classified repair; generic strategy "{strategy}" '
-                f"({cand.describe()}): {'kept' if ok else 'did not help'}"
-            )
+            ok, ws = self._try_generic(ws, strategy, cand, tried)
             if ok:
                 return True, ws
         return self._era_strategy(ws, tried)
+
+    def _try_generic(self, ws: Workspace, strategy: str, cand: Candidate, tried: set[Any]) -> tuple[bool, Workspace]:
+        """Trial one generic strategy's candidate; the record and the report say how it went."""
+        tried.add(cand.key())
+        ok, ws = self.try_candidate(ws, cand, None, [])
+        self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
+        # the report says which generic strategies were tried
+        self.record.warnings.append(
+            f'no classified repair; generic strategy "{strategy}" '
+            f"({cand.describe()}): {'kept' if ok else 'did not help'}"
+        )
+        return ok, ws
 
     def _era_strategy(self, ws: Workspace, tried: set[Any]) -> tuple[bool, Workspace]:
         """The last generic strategy: the releases current at the repository's date, the whole
@@ -360,21 +365,11 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         rule reads."""
         if self._drift_tried or self.budget.exhausted():
             return False, ws
-        sig = Signature("assertion_drift", ws.outcome.stage, "", "no classified cause")
-        whole = self.era_candidates(sig)  # no distribution is named: the whole era set only
-        if not whole or whole[-1].key() in tried or not self.budget.can_start(self._trial_estimate(whole[-1])):
+        cand = self.whole_era_candidate()
+        if cand is None or cand.key() in tried or not self.budget.can_start(self._trial_estimate(cand)):
             return False, ws
         self._drift_tried = True
-        cand = whole[-1]
-        tried.add(cand.key())
-        strategy = "the releases current at the repository's date"
-        ok, ws = self.try_candidate(ws, cand, None, [])
-        self.record.strategies.append({"strategy": strategy, "repair": cand.describe(), "kept": ok})
-        self.record.warnings.append(
-            f'no classified repair; generic strategy "{strategy}" ({cand.describe()}): '
-            + ("kept" if ok else "did not help")
-        )
-        return ok, ws
+        return self._try_generic(ws, "the releases current at the repository's date", cand, tried)
 
     def llm_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         return run_planner_turns(self.llm, self, ws)

@@ -269,8 +269,7 @@ class ReplayMixin(LoopBase):
         try:
             out = proven_by_build(self.engine, self.repo, pending, tag)
         except SetupbotError as exc:
-            out = LockOutcome("failed", exc.what)
-            pending.withdraw()
+            out = LockOutcome("failed", exc.what)  # _withdraw_prelock puts the lock file back
         if out.ok:
             self._prelocked = out  # the "lock" step records it (``_record_lock``)
             return
