@@ -9,7 +9,7 @@ from typing import Any
 from packaging.version import Version
 
 from bot.engine.recipes import SUITE_PYTHON
-from bot.errors import SetupbotError
+from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
 from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage
@@ -50,15 +50,20 @@ class ReplayMixin(LoopBase):
         self._prelock, self._prelocked, self._prelock_refused = None, None, ""
         first = working is not None and not over_budget and self._was_clean_replay(working)
         pending = self._lock_first(working) if working is not None and not over_budget else None
-        if first and working is not None and pending is not None and self._needs_no_test(pending):
-            # the first image was the clean replay; the lock changes pins alone, and a build
-            # that installs the same set proves it (bot.loop.lock.proven_by_build)
-            replay_ws = self._first_build_replay(working)
-            self._prove_lock_by_build(pending, working)
-        else:
-            replay_ws = self.replay()
-            if pending is not None and working is not None:
-                replay_ws = self._hold_locked_replay(pending, replay_ws, working)
+        try:
+            if first and working is not None and pending is not None and self._needs_no_test(pending):
+                # the first image was the clean replay; the lock changes pins alone, and a build
+                # that installs the same set proves it (bot.loop.lock.proven_by_build)
+                replay_ws = self._first_build_replay(working)
+                self._prove_lock_by_build(pending, working)
+            else:
+                replay_ws = self.replay()
+                if pending is not None and working is not None:
+                    replay_ws = self._hold_locked_replay(pending, replay_ws, working)
+        except BaseException:
+            # an engine failure or an interruption: a lock not proven goes back, file and graph
+            self._withdraw_prelock()
+            raise
         outcome = replay_ws.outcome
         disproved = self._disproved_by_counts(outcome)
         if disproved is not None and disproved.checkpoint is not None and self.budget.can_replay():
@@ -268,6 +273,8 @@ class ReplayMixin(LoopBase):
         tag = working.tag.rsplit(":", 1)[0] + ":locked"
         try:
             out = proven_by_build(self.engine, self.repo, pending, tag)
+        except EngineError:
+            raise  # the engine failed, not the lock: the run ends as it would on the replay's build
         except SetupbotError as exc:
             out = LockOutcome("failed", exc.what)  # _withdraw_prelock puts the lock file back
         if out.ok:

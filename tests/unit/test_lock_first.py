@@ -15,6 +15,7 @@ from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine.results import BuildResult, ExecResult
+from bot.errors import EngineError
 from bot.graph.lock import LOCK_NAME, LockEntry
 from bot.graph.mapping import Registry
 from bot.junit import TestResults
@@ -228,6 +229,35 @@ def test_a_lock_whose_build_installs_another_set_is_not_kept_after_a_first_image
     assert rec.replay["tag"] == WORK and "config:requirements-lock" not in loop.graph.nodes
     assert not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
     assert any("environment not locked" in w and "2.32.0" in w for w in rec.warnings), rec.warnings
+
+
+@pytest.mark.parametrize("path", ["first-image", "replay"])
+def test_an_engine_failure_in_the_locks_build_ends_the_run_and_puts_the_lock_back(loop, monkeypatch, path):
+    """The locked Dockerfile's build (after a first-image replay) or the replay that builds it:
+    an engine that fails there (connection reset) ends the run. That is no verdict on the lock,
+    and the lock file drafted into the repository goes back with the graph."""
+
+    class _Broken(_Engine):
+        def build(self, context, text, tag, no_cache=False, timeout=None):
+            raise EngineError("the engine failed: connection reset by peer", "Check that the engine is healthy.")
+
+    loop.engine = _Broken({WORK: SET})
+    working = _first_image(loop, monkeypatch)
+    if path == "replay":  # a cached step: the --no-cache replay builds the locked Dockerfile
+        working.from_scratch = False
+
+        def replay():
+            loop.replays.append(loop.compile(loop.graph).text)
+            raise EngineError("the engine failed: connection reset by peer", "Check that the engine is healthy.")
+
+        loop.replay = replay
+    with pytest.raises(EngineError, match="connection reset"):
+        loop._finish(working=working)
+    assert "config:requirements-lock" not in loop.graph.nodes
+    assert not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
+    assert loop._prelock is None and loop.record.status != "success"
+    if path == "replay":
+        assert "--require-hashes" in loop.replays[0]  # the fault hit the locked replay itself
 
 
 def test_a_lock_that_leaves_the_compiler_out_goes_to_a_replay_that_runs_the_tests(loop, monkeypatch):
