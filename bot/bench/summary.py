@@ -499,11 +499,47 @@ def _same_run_lines(records: list[dict]) -> list[str]:
             else "no produce time to compare (on none of them did both write a Dockerfile)"
         )
         lines.append(
-            f"Same run, against `{system}` on the {n} repositories both produced: {times}; "
+            f"{_which_run(records, system)} `{system}` on the {n} repositories both produced: {times}; "
             f"EBSR {ebsr_new}/{n} against {ebsr_old}/{n}."
         )
     lines += _before_after_lines(records)
     return [*lines, ""] if lines else []
+
+
+def _finished_window(records: list[dict], system: str, repos: set[tuple[str, str]]) -> tuple[str, str] | None:
+    """When ``system``'s rows of ``repos`` finished: the first and the last, or None when a row
+    does not say."""
+    times = [
+        str(r.get("finished_at") or "")
+        for r in records
+        if r.get("system") == system and (str(r.get("repo")).lower(), str(r.get("sha"))) in repos
+    ]
+    if not times or not all(times):
+        return None
+    return min(times), max(times)
+
+
+def _which_run(records: list[dict], system: str) -> str:
+    """How this code's rows and ``system``'s came about: one run (their rows finished over the
+    same hours), separate runs (the figures then also compare two moments of the machine), or
+    unknown. The summary claims a same-run comparison only when the rows show it."""
+
+    def repos(name: str) -> set[tuple[str, str]]:
+        return {(str(r.get("repo")).lower(), str(r.get("sha"))) for r in records if r.get("system") == name}
+
+    both = repos("setupbot") & repos(system)
+    new, old = _finished_window(records, "setupbot", both), _finished_window(records, system, both)
+    if new is None or old is None:
+        return "Against"
+    if new[0] <= old[1] and old[0] <= new[1]:
+        return "Same run, against"
+    return f"Not one run (this code's rows finished {_hhmm(new)}, `{system}`'s {_hhmm(old)}), against"
+
+
+def _hhmm(window: tuple[str, str]) -> str:
+    """``2026-12-04T16:34:00Z`` to ``2026-12-04T19:03:00Z`` as "2026-12-04 16:34 to 19:03"."""
+    first, last = (w.replace("T", " ")[:16] for w in window)
+    return f"{first} to {last[11:] if last[:10] == first[:10] else last}"
 
 
 def _before_after_lines(records: list[dict]) -> list[str]:

@@ -139,11 +139,11 @@ def rec(system, repo, seconds, ebsr, finished=""):
 
 def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
     records = [
-        rec("setupbot", "o/a", 100, True),
-        rec("setupbot", "o/b", 300, True),
-        rec("setupbot", "o/c", 50, True),
-        rec("setupbot@1a51deb", "o/a", 200, True),
-        rec("setupbot@1a51deb", "o/b", 400, False),
+        rec("setupbot", "o/a", 100, True, "2026-12-04T10:00:00Z"),
+        rec("setupbot", "o/b", 300, True, "2026-12-04T11:30:00Z"),
+        rec("setupbot", "o/c", 50, True, "2026-12-04T12:00:00Z"),
+        rec("setupbot@1a51deb", "o/a", 200, True, "2026-12-04T10:20:00Z"),
+        rec("setupbot@1a51deb", "o/b", 400, False, "2026-12-04T11:00:00Z"),
     ]
     # o/c ran with this code only: the comparison takes the two both produced
     assert same_run_against(records, "setupbot@1a51deb") == (2, 200.0, 300.0, 2, 1, 2)
@@ -159,6 +159,29 @@ def test_the_summary_gives_the_same_run_ratio_against_the_previous_code():
     assert "(ratio 0.67) (medians over the 2 where both wrote a Dockerfile); EBSR 3/3 against 1/3." in (
         render_summary([*records, failed])
     )
+
+
+def test_the_summary_claims_one_run_only_when_the_rows_show_it():
+    """The rows of the two systems finished over the same hours, or the summary says they did
+    not and when each did (the old code's rows may come from an earlier start of the list)."""
+    earlier = [
+        rec("setupbot@1a51deb", "o/a", 200, True, "2026-12-04T06:33:00Z"),
+        rec("setupbot@1a51deb", "o/b", 400, False, "2026-12-04T07:29:00Z"),
+    ]
+    later = [
+        rec("setupbot", "o/a", 100, True, "2026-12-04T16:34:00Z"),
+        rec("setupbot", "o/b", 300, True, "2026-12-05T01:02:00Z"),
+    ]
+    text = render_summary([*earlier, *later])
+    assert "Same run" not in text
+    assert (
+        "Not one run (this code's rows finished 2026-12-04 16:34 to 2026-12-05 01:02, `setupbot@1a51deb`'s "
+        "2026-12-04 06:33 to 07:29), against `setupbot@1a51deb` on the 2 repositories both produced" in text
+    )
+    # a row that does not say when it finished: the summary makes no claim either way
+    undated = render_summary([*earlier, *later[:1], rec("setupbot", "o/b", 300, True)])
+    assert "Against `setupbot@1a51deb` on the 2 repositories both produced" in undated
+    assert "Same run" not in undated and "Not one run" not in undated
 
 
 def test_a_before_run_and_an_after_run_of_two_named_commits_give_the_ebsr_ratio():
