@@ -40,8 +40,9 @@ _BUILT = re.compile(r"^#\s*builder stage:\s*([A-Za-z0-9][A-Za-z0-9._\-]*)\s*$", 
 # locked distributions the index has only as source, they stay in a builder stage of that name
 # and out of the final image (issue 16 item 5, issue 18 item 2)
 BUILD_ONLY = ("build-essential", "rustc", "cargo", "rustc-web", "cargo-web")
-# What only builds software and is not needed to run it, beside BUILD_ONLY: build-essential and
-# the tools a CI workflow or a tox/nox file names to build a dependency from source there. A
+# What only builds software and is not needed to run it: the compilers (BUILD_ONLY, a Rust
+# toolchain from Debian among them) and the tools a CI workflow or a tox/nox file names to build
+# a dependency from source there. A
 # locked image leaves them out when every locked distribution installs from a wheel or is pure
 # Python (bot.loop.lock). Libraries (-dev packages) stay: they carry the shared libraries a wheel
 # or ctypes may load at run time.
@@ -61,6 +62,7 @@ BUILD_ONLY_TOOLS = frozenset(
         "swig",
         "pkg-config",
         "pkgconf",
+        *BUILD_ONLY,
     }
 )
 WHEELS_STAGE = "wheels"

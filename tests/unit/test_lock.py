@@ -505,15 +505,18 @@ def test_the_locked_image_leaves_the_compiler_out_when_every_pin_has_a_wheel(tmp
 def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path, monkeypatch):
     """python-control's CI builds slycot from source with cmake and gfortran; every locked
     distribution had a wheel, yet both stayed in its 1.05 GB image. They are left out with
-    build-essential; the BLAS headers, a library, stay. A build that fails without them gets
-    them all back."""
+    build-essential, as is a Rust toolchain from Debian a workflow installs for a dependency's
+    sdist; the BLAS headers, a library, stay. A build that fails without them gets them all
+    back."""
     repo = tmp_path / "r"
     shutil.copytree(REPOS / "plan-ci-services", repo)
     wf = repo / ".github" / "workflows"
     for f in wf.iterdir():
-        f.write_text(f.read_text().replace("libpq-dev gettext", "libpq-dev gettext cmake gfortran libblas-dev"))
+        f.write_text(
+            f.read_text().replace("libpq-dev gettext", "libpq-dev gettext cmake gfortran libblas-dev rustc cargo")
+        )
     g = plan(repo).graph
-    assert {g.nodes[f"systemlib:{n}"].action for n in ("cmake", "gfortran", "libblas-dev")} == {"apt"}
+    assert {g.nodes[f"systemlib:{n}"].action for n in ("cmake", "gfortran", "libblas-dev", "rustc", "cargo")} == {"apt"}
     _wheels_everywhere(monkeypatch)
     sets = {"t:replay-1": '[["psycopg", "3.2.1", false]]', "python:3.11-slim": "[]"}
 
@@ -522,6 +525,7 @@ def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path
             if argv[0] == "dpkg-query":
                 debs = (
                     "libpq-dev=15.8\nbuild-essential=12.9\ncmake=3.25.1-1\ngfortran=4:12.2.0-3\nlibblas-dev=3.11.0-2\n"
+                    "rustc=1.63.0+dfsg1-2\ncargo=0.66.0+ds1-1\n"
                 )
                 return ExecResult(list(argv), 0, debs, 0.1)
             return super().run_once(image, argv, timeout, env, network)
@@ -530,9 +534,9 @@ def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path
     out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and len(engine.builds) == 1
     built = engine.builds[0]
-    assert not any(f" {t}" in built for t in ("build-essential", "cmake", "gfortran")), built
+    assert not any(f" {t}" in built for t in ("build-essential", "cmake", "gfortran", "rustc", "cargo")), built
     assert "libblas-dev" in built and "libpq-dev" in built
-    assert "build-essential, cmake, gfortran left out" in " ".join(out.notes), out.notes
+    assert "build-essential, cargo, cmake, gfortran, rustc left out" in " ".join(out.notes), out.notes
     assert out.graph.nodes["systemlib:cmake"].action is None
     header = (repo / ".devcontainer" / "requirements.lock").read_text()
     assert "cmake=" not in header and "libblas-dev=3.11.0-2" in header
@@ -548,9 +552,9 @@ def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path
     engine = NeedsCmake(dict(sets), needs_compiler=False)
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and len(engine.builds) == 2
-    assert all(t in engine.builds[1] for t in ("build-essential", "cmake", "gfortran"))
+    assert all(t in engine.builds[1] for t in ("build-essential", "cmake", "gfortran", "rustc", "cargo"))
     assert out.graph.nodes["systemlib:gfortran"].action == "apt"
-    assert any("build-essential, cmake, gfortran kept" in n for n in out.notes), out.notes
+    assert any("build-essential, cargo, cmake, gfortran, rustc kept" in n for n in out.notes), out.notes
     assert "cmake=3.25.1-1" in (repo / ".devcontainer" / "requirements.lock").read_text()
 
 
