@@ -67,6 +67,7 @@ from bot.graph.mapping import PYPI_URL
 from bot.graph.model import DepGraph, dev_stage_only
 from bot.graph.native_lock import native_lock
 from bot.graph.resolve import names_in_error, wheel_less
+from bot.logtext import strip_ansi
 from bot.markers import has_marker
 
 log = logging.getLogger(__name__)
@@ -749,9 +750,25 @@ def _try_locked(
     return _differs_from_replay(engine, tag, graph, replay)
 
 
+# what the engine writes around the step that failed: its header, its container, and the command
+# again (which may span lines of its own), none of which says why the step failed
+_ENGINE_LINE = re.compile(r"^(?:Step \d+/\d+ :|---> |Removing intermediate container |#\d+ (?:DONE|CACHED)\b)")
+_FAILED_COMMAND = re.compile(r"^(?:The command '|(?:#\d+ )?ERROR: (?:failed to solve|process \"))", re.M)
+
+
 def _log_tail(log: str, lines: int, limit: int) -> str:
-    """The last ``lines`` lines of a build log on one line, at most ``limit`` characters."""
-    return " ".join(log.strip().splitlines()[-lines:])[:limit]
+    """The last ``lines`` lines of a build log that say why it failed, on one line, at most
+    ``limit`` characters. Colour codes go, and so do the engine's own lines around the failed
+    step: the command repeated at the end, the step's container removed. The last lines of the
+    log as it is when nothing else is left."""
+    text = strip_ansi(log or "").strip()
+    ends = [m.start() for m in _FAILED_COMMAND.finditer(text)]
+    said = [
+        line.strip()
+        for line in (text[: ends[-1]] if ends else text).splitlines()
+        if line.strip() and not _ENGINE_LINE.match(line.strip())
+    ]
+    return " ".join(said[-lines:] or text.splitlines()[-lines:])[:limit]
 
 
 def _unstage(draft: _Draft, why: str, compile_dockerfile: Callable[[DepGraph], Any]) -> None:

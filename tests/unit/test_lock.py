@@ -632,3 +632,28 @@ def test_the_freeze_program_reads_purelib_from_the_wheel_file(tmp_path):
     assert found.ok, r.stderr
     assert found.dists == {"purepkg": "1.0", "cpkg": "1.0", "eggpkg": "1.0"}
     assert found.pure == {"purepkg"}
+
+
+def test_a_failed_build_is_quoted_by_what_failed_not_by_the_engines_own_lines():
+    """The legacy builder ends a failed step with its container removed and the whole command
+    again, over several lines when the command has them: the report quotes the compiler's
+    error instead."""
+    log = (
+        "Step 7/12 : RUN sh -c 'printf \"%s\\n\" \"$@\" > /tmp/built.txt' built 'python-pkcs11==0.7.0 --hash=sha256:97'\n"
+        " ---> Running in 801d8ddebe9b\n"
+        "\x1b[91m      src/pkcs11/_pkcs11.c:4:10: fatal error: pkcs11.h: No such file or directory\n"
+        "      error: command '/usr/bin/gcc' failed with exit code 1\n"
+        "\x1b[0m\x1b[91m  ERROR: Failed building wheel for python-pkcs11\n"
+        "\x1b[0mRemoving intermediate container 801d8ddebe9b\n"
+        "The command '/bin/sh -c sh -c 'printf \"%s\\n\" \"$@\" > /tmp/built.txt' built 'python-pkcs11==0.7.0\n"
+        "    && pip wheel --no-deps -r /tmp/built.txt' returned a non-zero code: 1\n"
+    )
+    tail = vlock._log_tail(log, 2, 300)
+    assert (
+        tail == "error: command '/usr/bin/gcc' failed with exit code 1 ERROR: Failed building wheel for python-pkcs11"
+    )
+    assert "fatal error: pkcs11.h" in vlock._log_tail(log, 3, 300)
+    # BuildKit's ending, and a log of nothing but the engine's lines
+    kit = '#9 12.3 error: subprocess-exited-with-error\n#9 ERROR: process "/bin/sh -c pip wheel x" did not complete\n'
+    assert vlock._log_tail(kit, 1, 300) == "#9 12.3 error: subprocess-exited-with-error"
+    assert vlock._log_tail("Removing intermediate container 1\n", 1, 300) == "Removing intermediate container 1"
