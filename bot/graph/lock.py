@@ -42,10 +42,9 @@ _BUILT = re.compile(r"^#\s*builder stage:\s*([A-Za-z0-9][A-Za-z0-9._\-]*)\s*$", 
 BUILD_ONLY = ("build-essential", "rustc", "cargo", "rustc-web", "cargo-web")
 # What only builds software and is not needed to run it: the compilers (BUILD_ONLY, a Rust
 # toolchain from Debian among them) and the tools a CI workflow or a tox/nox file names to build
-# a dependency from source there. A
-# locked image leaves them out when every locked distribution installs from a wheel or is pure
-# Python (bot.loop.lock). Libraries (-dev packages) stay: they carry the shared libraries a wheel
-# or ctypes may load at run time.
+# a dependency from source there. A locked image leaves them out when every locked distribution
+# installs from a wheel or is pure Python (bot.loop.lock). Libraries (-dev packages) stay: they
+# carry the shared libraries a wheel or ctypes may load at run time.
 BUILD_ONLY_TOOLS = frozenset(
     {
         "build-essential",
