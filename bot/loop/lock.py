@@ -53,6 +53,7 @@ from bot.graph.build import PROJECT
 from bot.graph.lock import (
     BUILD_ONLY_TOOLS,
     LOCK_NAME,
+    LOCK_NODE,
     PLATFORM,
     LockEntry,
     RequirementsLock,
@@ -568,6 +569,116 @@ def _pending_outcome(pending: PendingLock, reason: str, tag: str, seconds: float
     )
 
 
+PLAN_SOURCE = "resolved from the plan's requirements before the first build"
+
+
+@dataclass
+class PlanLock:
+    """A lock drafted from the plan's own resolution before the run's first build, so that the
+    first image installs it: when that image's tests pass with no repair, the image proves the
+    environment and its lock at once, and the run builds no image to prove the lock. Only a
+    resolution that fixes the whole set qualifies (every requirement resolved on the host, a
+    wheel for every pin, no compiler in the plan); ``withdraw`` takes it out again when a repair
+    or a trial is needed, and the lock is then made the usual way, after the clean replay."""
+
+    lock: RequirementsLock
+    rel: str
+    target: Path
+    current: str | None  # the lock file as it was (None: there was none)
+    notes: list[str]
+    seconds: float
+
+    def withdraw(self, graph: DepGraph) -> None:
+        _put_back(self.target, self.current)
+        graph.remove(LOCK_NODE)
+
+
+def plan_lock_refusal(graph: DepGraph) -> str:
+    """Why the plan's resolution cannot be the lock before the first build; empty when it can."""
+    res = graph.meta.get("resolution") or {}
+    if native_lock(graph) is not None or LOCK_NODE in graph.nodes:
+        return "the repository's own lock or an earlier run's lock is installed"
+    if res.get("ok") is not True or res.get("skipped") or not res.get("pins"):
+        return "the plan's requirements did not resolve on the host"
+    if res.get("not_on_host") or res.get("unbuilt") or res.get("sdist_only") or res.get("from_lock"):
+        return "part of the set is resolved or built only in the image"
+    if build_tools(graph):
+        return "the plan installs a compiler, which the lock after the replay may leave out"
+    return ""
+
+
+def draft_from_plan(
+    repo: Path,
+    graph: DepGraph,
+    *,
+    output_dir: str,
+    index_url: str | None = None,
+    timeout: float = 120.0,
+) -> PlanLock | str:
+    """Hash the plan's resolution into the lock file and make ``graph`` install it (in place).
+    Returns the lock, or why none was drafted."""
+    t0 = time.monotonic()
+    why = plan_lock_refusal(graph)
+    if why:
+        return why
+    rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
+    target = Path(repo) / rel
+    if target.is_symlink():
+        return f"{rel} is a symbolic link"
+    current = target.read_text() if target.is_file() else None
+    if current is not None and not has_marker(current):
+        return f"{rel} was written by a person"
+    pins = {str(n): str(v) for n, v in (graph.meta["resolution"]["pins"] or {}).items()}
+    python = graph.runtime.attrs.get("version", "")
+    entries, notes = fetch_hashes(pins, python, index_url=index_url, timeout=timeout)
+    lock = RequirementsLock(entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(lock.render())
+    apply_lock(graph, lock, rel, source=PLAN_SOURCE)
+    return PlanLock(lock, rel, target, current, notes, time.monotonic() - t0)
+
+
+def proven_plan_lock(engine: Any, graph: DepGraph, plan: PlanLock, tag: str, proof: str) -> LockOutcome:
+    """``tag`` was built from ``graph``'s locked Dockerfile with no step from the cache and its
+    tests passed (``proof`` says which image that was): the lock is kept when the image installed
+    exactly the lock's distributions. The system packages are then pinned to the versions that
+    image installed. Otherwise the outcome says why (the caller withdraws the lock)."""
+    t0 = time.monotonic()
+    image = _read_replay(engine, graph, tag, plan.rel, t0)
+    if isinstance(image, LockOutcome):
+        return LockOutcome("failed", image.reason, file=plan.rel, seconds=plan.seconds + image.seconds)
+    # a pin the base image already has at that version is not reinstalled, so not listed
+    expected = {n: v for n, v in plan.lock.pins.items() if image.base.dists.get(n) != v}
+    if image.pins != expected:
+        diff = sorted(set(image.pins.items()) ^ set(expected.items()))[:5]
+        return LockOutcome(
+            "failed",
+            f"the image did not install exactly the lock resolved from the plan: {diff}",
+            file=plan.rel,
+            seconds=plan.seconds + time.monotonic() - t0,
+        )
+    lock = plan.lock
+    lock.debs = dict(image.apt_versions)
+    text = lock.render()
+    plan.target.write_text(text)
+    source = f"{PLAN_SOURCE}; {proof} installed it and its tests passed" + (
+        ", and the system packages are pinned to the versions it installed" if lock.debs else ""
+    )
+    apply_lock(graph, lock, plan.rel, source=source, apt_versions=image.apt_versions)
+    return LockOutcome(
+        "locked",
+        "",
+        lock=lock,
+        text=text,
+        file=plan.rel,
+        tag=tag,
+        apt_versions=image.apt_versions,
+        notes=list(plan.notes),
+        seconds=plan.seconds + time.monotonic() - t0,
+        graph=graph,
+    )
+
+
 FIRST_BUILD_SOURCE = (
     "frozen from the clean replay, the run's first image; the locked Dockerfile built and installs the same set"
 )
@@ -754,6 +865,14 @@ def _try_locked(
 # again (which may span lines of its own), none of which says why the step failed
 _ENGINE_LINE = re.compile(r"^(?:Step \d+/\d+ :|---> |Removing intermediate container |#\d+ (?:DONE|CACHED)\b)")
 _FAILED_COMMAND = re.compile(r"^(?:The command '|(?:#\d+ )?ERROR: (?:failed to solve|process \"))", re.M)
+
+
+def failed_in_lock_install(log: str) -> bool:
+    """Whether the build step that failed is the one installing the lock file."""
+    return any(LOCK_NAME in line for line in _FAILED_COMMAND_LINE.findall(strip_ansi(log or "")))
+
+
+_FAILED_COMMAND_LINE = re.compile(r"^(?:The command '|(?:#\d+ )?ERROR: (?:failed to solve|process \")).*$", re.M)
 
 
 def _log_tail(log: str, lines: int, limit: int) -> str:

@@ -30,7 +30,7 @@ from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
 from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures
 from bot.loop.era import EraMixin
 from bot.loop.llm import run_planner_turns
-from bot.loop.lock import LockOutcome, PendingLock
+from bot.loop.lock import LockOutcome, PendingLock, PlanLock, failed_in_lock_install
 from bot.loop.records import KeptRepair, RunRecord, member_results
 from bot.loop.repair import Candidate, generic_candidates, knowledge_candidates
 from bot.loop.replay import ReplayMixin, _last_lines
@@ -122,6 +122,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._prelock: PendingLock | None = None  # a lock drafted for the clean replay to build
         self._prelocked: LockOutcome | None = None  # that lock, proven by the replay
         self._prelock_refused = ""  # why the replay of that lock did not hold (no lock then)
+        self._planlock: PlanLock | None = None  # a lock resolved from the plan, which the first image installs
         self._dev_build = None  # the development stage, built beside the first image's tests (bot.loop.devstage)
         self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
@@ -137,7 +138,13 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         ws: Workspace | None = None
         try:
             self._make_plan(t_start)
+            self._lock_from_plan()
             ws = self.open_workspace()
+            if self._planlock is not None and ws.outcome.stage == "build" and failed_in_lock_install(ws.outcome.log):
+                # the lock resolved from the plan did not install: the plan's ranges, as they were
+                self._drop_plan_lock("the first image did not install it")
+                ws.close()
+                ws = self.open_workspace()
             while ws is not None:
                 ws = self._step(ws)
         except LLMError as exc:
@@ -152,6 +159,8 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         finally:
             if ws is not None:
                 ws.close()
+            if rec.status != "success":
+                self._drop_plan_lock("the run did not succeed")  # an unproven lock goes back
             self._join_dev_build()
             self._close_record(t_start)
         if rec.status == "success":

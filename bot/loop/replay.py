@@ -18,9 +18,11 @@ from bot.loop.lock import (
     LockOutcome,
     PendingLock,
     draft_before_replay,
+    draft_from_plan,
     lock_environment,
     proven_by_build,
     proven_by_replay,
+    proven_plan_lock,
 )
 from bot.loop.records import KeptRepair, member_results
 from bot.loop.repair import find_test_dirs, next_python
@@ -51,7 +53,15 @@ class ReplayMixin(LoopBase):
         first = working is not None and not over_budget and self._was_clean_replay(working)
         pending = self._lock_first(working) if working is not None and not over_budget else None
         try:
-            if first and working is not None and pending is not None and self._needs_no_test(pending):
+            if first and working is not None and self._planlock is not None:
+                # the first image installed the lock resolved from the plan and passed: it was the
+                # clean replay, and the lock holds when the image installed exactly its set
+                proof = "the run's first image, built with no step from the cache,"
+                if self._prove_plan_lock(working.tag, proof):
+                    replay_ws = self._first_build_replay(working)
+                else:
+                    replay_ws = self.replay()
+            elif first and working is not None and pending is not None and self._needs_no_test(pending):
                 # the first image was the clean replay; the lock changes pins alone, and a build
                 # that installs the same set proves it (bot.loop.lock.proven_by_build)
                 replay_ws = self._first_build_replay(working)
@@ -97,6 +107,9 @@ class ReplayMixin(LoopBase):
             elif self._prelock_refused:
                 rec.replay["lock"] = {"status": "failed", "reason": self._prelock_refused}
                 rec.warnings.append(f"environment not locked: {self._prelock_refused}")
+            elif self._planlock is not None and self._prove_plan_lock(rec.replay["tag"], "the clean replay"):
+                assert self._prelocked is not None
+                self._record_lock(self._prelocked)
             elif self.budget.can_replay():
                 self.lock_replay()
             else:  # locking is one more build: it never takes the run past its budget
@@ -372,11 +385,55 @@ class ReplayMixin(LoopBase):
 
     def _withdraw_prelock(self) -> None:
         """The lock drafted before the replay is not kept: its file and the graph go back."""
+        self._drop_plan_lock("the run did not prove it")
         pending, self._prelock, self._prelocked = self._prelock, None, None
         if pending is None:
             return
         pending.withdraw()
         self.graph = pending.unlocked
+
+    def _lock_from_plan(self) -> None:
+        """Before the first build: the plan's resolution, hashed, becomes the lock that the first
+        image installs (bot.loop.lock.PlanLock). A run whose first image passes with no repair
+        then proves the environment and its lock with that one image."""
+        output = getattr(self.settings, "output", None)
+        if not getattr(output, "lock", True) or output is None:
+            return
+        if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
+            return  # stand-in collaborators (tests) have no image to freeze
+        try:
+            got = draft_from_plan(self.repo, self.graph, output_dir=output.dir)
+        except OSError as exc:
+            got = f"the lock file could not be written: {exc}"
+        if isinstance(got, str):
+            self.traj.record("lock-draft", outcome="skipped", detail={"from": "plan", "reason": got})
+            return
+        self._planlock = got
+        self.traj.record(
+            "lock-draft",
+            outcome="ok",
+            duration=got.seconds,
+            detail={"from": "plan", "count": len(got.lock.entries), "notes": got.notes},
+        )
+
+    def _drop_plan_lock(self, why: str) -> None:
+        """The lock resolved from the plan goes: its file back as it was, and out of the graph."""
+        plan, self._planlock = getattr(self, "_planlock", None), None
+        if plan is None:
+            return
+        plan.withdraw(self.graph)
+        self.traj.record("lock-draft", outcome="withdrawn", detail={"from": "plan", "reason": why})
+
+    def _prove_plan_lock(self, tag: str, proof: str) -> bool:
+        """Keep the plan's lock (``_prelocked``) when image ``tag`` installed exactly its set;
+        otherwise it goes, and the lock is made after the clean replay."""
+        assert self._planlock is not None
+        out = proven_plan_lock(self.engine, self.graph, self._planlock, tag, proof)
+        if out.ok:
+            self._planlock, self._prelocked = None, out
+            return True
+        self._drop_plan_lock(out.reason)
+        return False
 
     def _record_lock(self, out: LockOutcome) -> None:
         """What the record and the report say of a lock that was kept."""

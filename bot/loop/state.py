@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bot.loop.devstage import DevStageBuild
     from bot.loop.diagnose import Signature
-    from bot.loop.lock import LockOutcome, PendingLock
+    from bot.loop.lock import LockOutcome, PendingLock, PlanLock
     from bot.loop.records import Checkpoint, KeptRepair, RunRecord
     from bot.loop.repair import Candidate
     from bot.loop.target import TargetOutcome
@@ -48,6 +48,7 @@ class LoopBase:
     _prelock: PendingLock | None  # a lock drafted from the working image for the replay to build
     _prelocked: LockOutcome | None  # that lock, once the replay proved it
     _prelock_refused: str  # why the replay of that lock did not hold
+    _planlock: PlanLock | None  # a lock resolved from the plan, which the first image installs
     _dev_build: DevStageBuild | None  # the development stage, built beside the first image's tests
     _repo_context: dict[str, str] | None  # what units may be conditioned on (repair.repo_context), read once
 
@@ -73,6 +74,8 @@ class LoopBase:
         def _ran(self, outcome: TargetOutcome) -> bool: ...  # orchestrator
 
         def undo_to(self, ws: Workspace, cp: Checkpoint, *, depth: int | None = None) -> list[KeptRepair]: ...  # trials
+
+        def _drop_plan_lock(self, why: str) -> None: ...  # replay
 
     @property
     def graph(self) -> Any:

@@ -159,6 +159,9 @@ class TrialsMixin(LoopBase):
         before = ws.outcome
         before_idents = before.idents()
         excerpt = _excerpt(before.log, sig)
+        # the lock resolved from the plan holds only the plan's set: a repair or a trial
+        # changes it, and the lock is made after the clean replay instead
+        self._drop_plan_lock(f"{cand.describe()} was tried")
         cp = self.checkpoint(ws)
         if cand.in_container and ws.session is not None:
             verdict, _ = self.trial_in_container(ws, cand, sig, cp)

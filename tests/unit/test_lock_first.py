@@ -5,6 +5,7 @@ unlocked Dockerfile is replayed."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,7 +17,7 @@ from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError
-from bot.graph.lock import LOCK_NAME, LockEntry
+from bot.graph.lock import LOCK_NAME, MARKER_LINE, LockEntry
 from bot.graph.mapping import Registry
 from bot.junit import TestResults
 from bot.loop import lock as vlock
@@ -72,7 +73,7 @@ def loop(tmp_path, monkeypatch):
     lp.record = RunRecord(repo="r", run_id="x")
     lp.traj = lp.record.trajectory
     lp.budget = Budget(max_steps=20, wall_clock=3600, command_timeout=300)
-    lp._prelock, lp._prelocked, lp._prelock_refused = None, None, ""
+    lp._prelock, lp._prelocked, lp._prelock_refused, lp._planlock = None, None, "", None
     lp._final, lp._dev_build = False, None
     lp.replays = []  # (Dockerfile the replay built, its outcome)
 
@@ -287,3 +288,120 @@ def test_an_image_with_a_cached_step_or_after_a_repair_is_replayed_with_its_test
     assert len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
     assert "first_build" not in loop.record.replay and loop.record.replay["tag"] == REPLAY
     assert loop.record.replay["lock"]["status"] == "locked"
+
+
+# -- the lock resolved from the plan, which the first image installs ----------------------------
+
+
+def _plan_locked(loop, pins: dict[str, str] | None = None) -> str:
+    """The plan's resolution fixes the whole set (no compiler, a wheel for every pin): the lock
+    is drafted from it before the first build. Returns the Dockerfile without it."""
+    loop.graph.remove("systemlib:build-essential")
+    loop.graph.meta["resolution"]["pins"] = pins or {"requests": "2.31.0"}
+    unlocked = loop.compile(loop.graph).text
+    loop._lock_from_plan()
+    return unlocked
+
+
+def test_the_plans_resolution_is_the_lock_the_first_image_installs(loop):
+    loop.engine = _Engine({})
+    unlocked = _plan_locked(loop)
+    assert loop._planlock is not None and "requests==2.31.0" in (loop.repo / ".devcontainer" / LOCK_NAME).read_text()
+    text = loop.compile(loop.graph).text
+    assert text != unlocked and "--require-hashes" in text and "requirements.lock" in text
+    assert loop.engine.frozen == []  # nothing was built or frozen to draft it
+
+
+def test_a_first_image_that_installed_the_plans_lock_proves_it_with_no_other_build(loop, monkeypatch):
+    loop.engine = _Engine({WORK: SET})
+    builds: list[str] = []
+
+    def build(context, text, tag, **kw):
+        builds.append(tag)
+        return BuildResult(True, tag, "", 0.1)
+
+    monkeypatch.setattr(loop.engine, "build", build)
+    _plan_locked(loop)
+    working = _first_image(loop, monkeypatch)
+    assert loop._finish(working=working) is None
+    rec = loop.record
+    # no image built to prove the lock: only the development stage, once the run succeeded
+    assert rec.status == "success" and loop.replays == [] and builds == ["setupbot-loop-x:dev-final"]
+    assert rec.replay["first_build"] is True and rec.replay["tag"] == WORK
+    assert rec.replay["lock"]["status"] == "locked" and rec.replay["lock"]["count"] == 1
+    # the system packages are pinned to the versions that image installed, in the lock and the Dockerfile
+    assert "# apt: libpq-dev=15.8" in rec.lock_text and "libpq-dev=15.8" in loop.compile(loop.graph).text
+    assert rec.lock_text == (loop.repo / ".devcontainer" / LOCK_NAME).read_text()
+    source = loop.graph.nodes["config:requirements-lock"].attrs["source"]
+    assert "resolved from the plan" in source and "first image" in source
+    assert loop._planlock is None
+
+
+def test_a_first_image_with_another_set_than_the_plans_lock_is_replayed_without_it(loop, monkeypatch):
+    """The image installed something the lock does not list (or at another version): the lock
+    goes, the unlocked Dockerfile gets its clean replay, and the lock is frozen from that."""
+    loop.engine = _Engine({WORK: '[["requests", "2.32.0", false], ["pip", "24.0", false]]', REPLAY: SET, LOCKED: SET})
+    unlocked = _plan_locked(loop)
+    working = _first_image(loop, monkeypatch)
+    assert loop._finish(working=working) is None
+    assert loop.replays == [unlocked] and loop._planlock is None
+    assert loop.record.replay["lock"]["status"] == "locked" and loop.record.replay["tag"] == LOCKED
+    withdrawn = [s for s in loop.traj.steps if s.action == "lock-draft" and s.outcome == "withdrawn"]
+    assert withdrawn and "2.32.0" in withdrawn[0].detail["reason"]
+
+
+def test_a_cached_first_image_leaves_the_plans_lock_to_the_clean_replay(loop, monkeypatch):
+    loop.engine = _Engine({WORK: SET, REPLAY: SET})
+    _plan_locked(loop)
+    working = _first_image(loop, monkeypatch)
+    working.from_scratch = False
+    assert loop._finish(working=working) is None
+    assert len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
+    assert loop.record.replay["lock"]["status"] == "locked" and loop.record.replay["tag"] == REPLAY
+    assert "clean replay" in loop.graph.nodes["config:requirements-lock"].attrs["source"]
+
+
+def test_dropping_the_plans_lock_puts_back_the_file_and_the_dockerfile(loop):
+    loop.engine = _Engine({})
+    target = loop.repo / ".devcontainer" / LOCK_NAME
+    target.parent.mkdir(parents=True, exist_ok=True)
+    before = "# Generated by setupbot\n" + MARKER_LINE + "\n"
+    target.write_text(before)
+    unlocked = _plan_locked(loop)
+    assert loop._planlock is not None and target.read_text() != before
+    loop._drop_plan_lock("a repair was tried")
+    assert target.read_text() == before and loop.compile(loop.graph).text == unlocked
+    assert loop._planlock is None
+
+
+@pytest.mark.parametrize("why", ["unbuilt", "compiler", "lock-off", "hand-written"])
+def test_no_lock_from_the_plan_when_its_resolution_does_not_fix_the_set(loop, why):
+    loop.engine = _Engine({})
+    loop.graph.meta["resolution"]["pins"] = {"requests": "2.31.0"}
+    if why == "unbuilt":
+        loop.graph.remove("systemlib:build-essential")
+        loop.graph.meta["resolution"]["unbuilt"] = ["pyyaml"]
+    elif why == "lock-off":
+        loop.graph.remove("systemlib:build-essential")
+        loop.settings = dataclasses.replace(loop.settings, output=dataclasses.replace(loop.settings.output, lock=False))
+    elif why == "hand-written":
+        loop.graph.remove("systemlib:build-essential")
+        target = loop.repo / ".devcontainer" / LOCK_NAME
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("requests==2.30.0\n")
+    loop._lock_from_plan()
+    assert loop._planlock is None and "config:requirements-lock" not in loop.graph.nodes
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "The command '/bin/sh -c python -m pip install uv && uv pip install -r /tmp/requirements.lock' returned a "
+        "non-zero code: 1",
+        '#9 ERROR: process "/bin/sh -c uv pip install --require-hashes -r /tmp/requirements.lock" did not complete',
+    ],
+)
+def test_a_build_that_failed_installing_the_lock_is_told_from_other_failures(line):
+    assert vlock.failed_in_lock_install("Step 5/9 : RUN ...\nerror: hash mismatch\n" + line)
+    other = line.replace("/tmp/requirements.lock", "/tmp/x").replace("uv pip install", "apt-get install")
+    assert not vlock.failed_in_lock_install("E: Unable to locate package libfoo\n" + other)
