@@ -19,7 +19,7 @@ import jinja2
 from bot.errors import InputError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.graph.build import install_spec
-from bot.graph.lock import LOCK_NODE, WHEELS_STAGE, built_wheels, locked_names
+from bot.graph.lock import LOCK_NODE, PLAN_SOURCE, WHEELS_STAGE, built_wheels, locked_names
 from bot.graph.model import DEV_STAGE, TESTED_STAGE, WORKDIR, DepGraph, Node, dev_stage_only
 from bot.graph.native_lock import excluded_by_marker, native_lock
 from bot.graph.specs import constraint_specs
@@ -550,7 +550,12 @@ def _lock_steps(graph: DepGraph, locked: set[str]) -> list[Step]:
             "commands": commands,
             "comments": [
                 f"{lock_node.attrs.get('count', len(locked))} distributions locked from "
-                f"the clean replay (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
+                + (
+                    "the plan's resolution, which the clean replay installed"
+                    if str(lock_node.attrs.get("source", "")).startswith(PLAN_SOURCE)
+                    else "the clean replay"
+                )
+                + f" (inputs sha256:{lock_node.attrs.get('inputs_hash', '')}); "
                 "refresh with: setupbot run --refresh-lock"
             ],
         },

@@ -54,6 +54,7 @@ from bot.graph.lock import (
     BUILD_ONLY_TOOLS,
     LOCK_NAME,
     LOCK_NODE,
+    PLAN_SOURCE,
     PLATFORM,
     LockEntry,
     RequirementsLock,
@@ -567,9 +568,6 @@ def _pending_outcome(pending: PendingLock, reason: str, tag: str, seconds: float
         seconds=seconds,
         graph=draft.locked,
     )
-
-
-PLAN_SOURCE = "resolved from the plan's requirements before the first build"
 
 
 @dataclass

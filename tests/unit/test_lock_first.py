@@ -334,6 +334,7 @@ def test_a_first_image_that_installed_the_plans_lock_proves_it_with_no_other_bui
     assert rec.lock_text == (loop.repo / ".devcontainer" / LOCK_NAME).read_text()
     source = loop.graph.nodes["config:requirements-lock"].attrs["source"]
     assert "resolved from the plan" in source and "first image" in source
+    assert "locked from the plan's resolution, which the clean replay installed" in loop.compile(loop.graph).text
     assert loop._planlock is None
 
 
