@@ -591,6 +591,25 @@ class PlanLock:
         graph.remove(LOCK_NODE)
 
 
+# Repairs that leave the installed distributions as they were: a system package, an environment
+# variable, a service, the test command, a git repository. The lock resolved from the plan holds
+# through them; any other repair changes what pip installs, and the lock goes.
+LOCK_NEUTRAL_ATOMS = frozenset({"apt_install", "set_env", "start_service", "test_command", "git_init"})
+
+
+def keeps_plan_lock(atoms: Sequence[Any]) -> bool:
+    """Whether a repair of these atoms leaves the plan's lock standing."""
+    return all(getattr(a, "kind", None) in LOCK_NEUTRAL_ATOMS for a in atoms)
+
+
+def forget_plan_lock(graph: DepGraph) -> None:
+    """Take out of ``graph`` a lock resolved from the plan that was not proven (a graph from a
+    checkpoint taken before the lock was dropped)."""
+    node = graph.nodes.get(LOCK_NODE)
+    if node is not None and str(node.attrs.get("source", "")) == PLAN_SOURCE:
+        graph.remove(LOCK_NODE)
+
+
 def plan_lock_refusal(graph: DepGraph) -> str:
     """Why the plan's resolution cannot be the lock before the first build; empty when it can."""
     res = graph.meta.get("resolution") or {}

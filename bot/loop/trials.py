@@ -9,6 +9,7 @@ from bot.errors import SetupbotError
 from bot.graph.apply import REPAIR_EVIDENCE
 from bot.loop.candidates import _excerpt
 from bot.loop.diagnose import Signature
+from bot.loop.lock import forget_plan_lock, keeps_plan_lock
 from bot.loop.records import Checkpoint, KeptRepair
 from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
@@ -40,6 +41,8 @@ class TrialsMixin(LoopBase):
         undone = self.record.repairs[cp.kept :]
         del self.record.repairs[cp.kept :]
         self.graph = type(self.graph).from_json(cp.graph)
+        if getattr(self, "_planlock", None) is None:
+            forget_plan_lock(self.graph)  # dropped since ``cp``: its file is gone too
         to = cp.depth if depth is None else depth
         if ws.session is not None and cp.workspace == ws.tag and to is not None:
             frames = ws.session.depth - to
@@ -159,9 +162,10 @@ class TrialsMixin(LoopBase):
         before = ws.outcome
         before_idents = before.idents()
         excerpt = _excerpt(before.log, sig)
-        # the lock resolved from the plan holds only the plan's set: a repair or a trial
-        # changes it, and the lock is made after the clean replay instead
-        self._drop_plan_lock(f"{cand.describe()} was tried")
+        # the lock resolved from the plan holds only the plan's set: a repair that changes what
+        # pip installs drops it, and the lock is made after the clean replay instead
+        if not keeps_plan_lock(cand.atoms):
+            self._drop_plan_lock(f"{cand.describe()} was tried")
         cp = self.checkpoint(ws)
         if cand.in_container and ws.session is not None:
             verdict, _ = self.trial_in_container(ws, cand, sig, cp)

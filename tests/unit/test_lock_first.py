@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bot.atoms import Atom
 from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
 from bot.config import load_settings
@@ -22,7 +23,7 @@ from bot.graph.mapping import Registry
 from bot.junit import TestResults
 from bot.loop import lock as vlock
 from bot.loop.orchestrator import SetupLoop
-from bot.loop.records import RunRecord
+from bot.loop.records import Checkpoint, RunRecord
 from bot.loop.target import TargetOutcome
 from bot.loop.trajectory import Budget
 from bot.loop.workspace import Workspace
@@ -406,3 +407,32 @@ def test_a_build_that_failed_installing_the_lock_is_told_from_other_failures(lin
     assert vlock.failed_in_lock_install("Step 5/9 : RUN ...\nerror: hash mismatch\n" + line)
     other = line.replace("/tmp/requirements.lock", "/tmp/x").replace("uv pip install", "apt-get install")
     assert not vlock.failed_in_lock_install("E: Unable to locate package libfoo\n" + other)
+
+
+def test_a_repair_that_leaves_the_installed_distributions_keeps_the_plans_lock():
+    apt = Atom("apt_install", {"packages": ["libsndfile1"]})
+    env = Atom("set_env", {"name": "TZ", "value": "UTC"})
+    pip = Atom("pip_install", {"packages": ["numpy<2"]})
+    assert vlock.keeps_plan_lock([apt]) and vlock.keeps_plan_lock([apt, env])
+    assert not vlock.keeps_plan_lock([pip]) and not vlock.keeps_plan_lock([apt, pip])
+
+
+def test_going_back_to_a_checkpoint_taken_before_the_plans_lock_was_dropped_leaves_it_out(loop):
+    """A backtrack restores a graph from before the lock went: its file is gone, so the lock
+    stays out of the graph (its COPY would fail)."""
+    loop.engine = _Engine({})
+    _plan_locked(loop)
+    ws = Workspace(WORK, SimpleNamespace(text=""))
+    cp = Checkpoint(loop.graph.to_json(), WORK, None, {}, 0)
+    loop._drop_plan_lock("pip_install numpy<2 was tried")
+    loop.undo_to(ws, cp)
+    assert "config:requirements-lock" not in loop.graph.nodes
+    assert "requirements.lock" not in loop.compile(loop.graph).text
+
+
+def test_going_back_while_the_plans_lock_stands_keeps_it(loop):
+    loop.engine = _Engine({})
+    _plan_locked(loop)
+    cp = Checkpoint(loop.graph.to_json(), WORK, None, {}, 0)
+    loop.undo_to(Workspace(WORK, SimpleNamespace(text="")), cp)
+    assert "config:requirements-lock" in loop.graph.nodes and loop._planlock is not None
