@@ -885,11 +885,10 @@ _FAILED_COMMAND = re.compile(r"^(?:The command '|(?:#\d+ )?ERROR: (?:failed to s
 
 
 def failed_in_lock_install(log: str) -> bool:
-    """Whether the build step that failed is the one installing the lock file."""
-    return any(LOCK_NAME in line for line in _FAILED_COMMAND_LINE.findall(strip_ansi(log or "")))
-
-
-_FAILED_COMMAND_LINE = re.compile(r"^(?:The command '|(?:#\d+ )?ERROR: (?:failed to solve|process \")).*$", re.M)
+    """Whether the build step that failed is the one installing the lock file (the engine's
+    line that quotes the failed command names it)."""
+    text = strip_ansi(log or "")
+    return any(LOCK_NAME in text[m.start() :].split("\n", 1)[0] for m in _FAILED_COMMAND.finditer(text))
 
 
 def _log_tail(log: str, lines: int, limit: int) -> str:
