@@ -32,7 +32,19 @@ LOCK_PATH = "/tmp/requirements.lock"
 WHEELS_DIR = "/wheels"
 BUILT_DIR = "/tmp/wheels"
 BUILT_FILE = "/tmp/built.txt"
-PIP_WHEEL = ["python", "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", f"--wheel-dir={WHEELS_DIR}"]
+# --use-pep517: a setup.py-only sdist is built in an isolated environment with setuptools and
+# wheel, which a base image may lack (Debian's pip then fails with "invalid command
+# 'bdist_wheel'": flashtext, flufl-flake8)
+PIP_WHEEL = [
+    "python",
+    "-m",
+    "pip",
+    "wheel",
+    "--no-cache-dir",
+    "--no-deps",
+    "--use-pep517",
+    f"--wheel-dir={WHEELS_DIR}",
+]
 # from this many locked distributions on, uv installs the lock (fetching uv costs ~15 s)
 UV_LOCK_MINIMUM = 20
 # uv installs into the image's own Python (the official images' prefix), as uv's Docker guide

@@ -79,6 +79,7 @@ def test_the_compilers_build_the_wheels_in_a_stage_of_their_own(tmp_path):
     wheel = next(i["value"] for i in builder if "pip wheel" in i["value"])
     assert f"psycopg2==2.9.9 --hash={H1} --hash={H2}" in wheel and "requests" not in wheel
     assert "--require-hashes" in wheel and "-r /tmp/built.txt" in wheel and "--no-deps" in wheel
+    assert "--use-pep517" in wheel  # a setup.py-only sdist builds where the base image has no wheel package
     # the final image installs those wheels, then the whole lock, which finds them in place
     values = [i["value"] for i in final]
     copy = values.index('--from=wheels ["/wheels", "/tmp/wheels"]')
