@@ -13,6 +13,8 @@ host.
 
 from __future__ import annotations
 
+import re
+
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -97,6 +99,46 @@ def _satisfies(req: Requirement, version: str) -> bool:
         return True
 
 
+# What each tool says when it refuses a lock whose manifest changed since it was written (the
+# lock's own content hash, which the static check above does not compute): Poetry, pipenv
+# --deploy, uv --locked. The loop then falls back to resolving, as for a stale lock found here.
+REFUSED_STALE = re.compile(
+    r"pyproject\.toml changed significantly since poetry\.lock was last generated"
+    r"|Your Pipfile\.lock \([0-9a-f]+\) is out of date"
+    r"|The lockfile at `uv\.lock` needs to be updated"
+)
+
+
+def refused_as_stale(log: str) -> str:
+    """The line in which the lock's own tool refused it as out of date; empty when it did not."""
+    m = REFUSED_STALE.search(log or "")
+    return m.group(0) if m else ""
+
+
+def drop_stale_lock(graph: DepGraph, why: str) -> ScanWarning | None:
+    """Stop using the repository's lock (``why`` it is stale): its pins go, the plan's ranges are
+    installed instead, and the returned finding says how to refresh it."""
+    node = graph.nodes.get(LOCK)
+    tool = node.attrs.get("tool") if node is not None else None
+    if node is None or tool not in REFRESH:
+        return None
+    node.action = None
+    node.attrs["stale"] = why
+    for n in graph.of_type("PACKAGE"):
+        n.attrs.pop("pinned", None)
+        n.attrs.pop("lock", None)
+    proj = graph.nodes.get("package:@project")
+    if proj is not None and proj.attrs.get("install_with") == tool:
+        proj.attrs.pop("install_with", None)
+    return ScanWarning(
+        node.name,
+        None,
+        f"{node.name} is stale: {why}; it no longer satisfies "
+        f"{MANIFEST[tool]}. Refresh it with `{REFRESH[tool]}`; this plan resolves "
+        "the ranges instead",
+    )
+
+
 def use_native_lock(graph: DepGraph, warnings: list[ScanWarning]) -> bool:
     """Switch the repository's lock from pins inlined as constraints to a native install, or,
     when it is stale, drop its pins with a finding (the plan then resolves the ranges)."""
@@ -107,20 +149,9 @@ def use_native_lock(graph: DepGraph, warnings: list[ScanWarning]) -> bool:
     versions = node.attrs.get("versions") or {k: [v] for k, v in (node.attrs.get("pins") or {}).items()}
     why = stale_reason(graph, versions, MANIFEST[tool])
     if why:
-        node.action = None
-        node.attrs["stale"] = why
-        for n in graph.of_type("PACKAGE"):
-            n.attrs.pop("pinned", None)
-            n.attrs.pop("lock", None)
-        warnings.append(
-            ScanWarning(
-                node.name,
-                None,
-                f"{node.name} is stale: {why}; it no longer satisfies "
-                f"{MANIFEST[tool]}. Refresh it with `{REFRESH[tool]}`; this plan resolves "
-                "the ranges instead",
-            )
-        )
+        finding = drop_stale_lock(graph, why)
+        if finding is not None:
+            warnings.append(finding)
         return False
     node.action = NATIVE_ACTION
     node.attrs["covers"] = sorted(versions)

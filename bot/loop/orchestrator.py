@@ -25,7 +25,9 @@ from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
 from bot.engine.images import available_pythons
 from bot.errors import Interrupted, LLMError
+from bot.graph.native_lock import drop_stale_lock, native_lock, refused_as_stale
 from bot.knowledge import Retriever
+from bot.logtext import strip_ansi
 from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
 from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures
 from bot.loop.era import EraMixin
@@ -145,6 +147,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
                 self._drop_plan_lock("the first image did not install it")
                 ws.close()
                 ws = self.open_workspace()
+            elif ws.outcome.stage == "build" and self._drop_refused_lock(ws.outcome.log):
+                ws.close()
+                ws = self.open_workspace()
             while ws is not None:
                 ws = self._step(ws)
         except LLMError as exc:
@@ -166,6 +171,20 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         if rec.status == "success":
             self._learn()
         return rec
+
+    def _drop_refused_lock(self, log: str) -> bool:
+        """The repository's own lock tool refused its lock as out of date (its manifest changed
+        since): the plan resolves the ranges instead, and the report says how to refresh the
+        lock. True when the lock was dropped."""
+        said = refused_as_stale(strip_ansi(log))
+        if not said or native_lock(self.graph) is None:
+            return False
+        finding = drop_stale_lock(self.graph, f"its tool refused it: {said}")
+        if finding is None:
+            return False
+        self.record.warnings.append(f"{finding.file}: {finding.message}")
+        self.traj.record("native-lock", outcome="stale", detail={"said": said})
+        return True
 
     def _join_dev_build(self) -> None:
         """A development-stage build still running when the run ends without settling it (no

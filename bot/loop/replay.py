@@ -12,6 +12,7 @@ from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
+from bot.logtext import strip_ansi
 from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage
 from bot.loop.diagnose import Signature
 from bot.loop.lock import (
@@ -32,7 +33,8 @@ from bot.loop.workspace import Workspace
 
 
 def _last_lines(text: str, n: int) -> str:
-    return "\n".join((text or "").strip().splitlines()[-n:])
+    """The last ``n`` non-blank lines, without terminal colour codes."""
+    return "\n".join([ln for ln in strip_ansi(text or "").splitlines() if ln.strip()][-n:])
 
 
 class ReplayMixin(LoopBase):

@@ -7,8 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
+from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
+from bot.graph import native_lock as native_lock_mod
 from bot.graph.mapping import Registry
+from bot.loop.orchestrator import SetupLoop
+from bot.loop.records import RunRecord
 
 REPOS = Path(__file__).parents[1] / "fixtures" / "repos"
 
@@ -163,3 +167,44 @@ def test_what_a_noxfile_installs_is_not_the_locks_business(tmp_path):
     manifest = repo / "pyproject.toml"
     manifest.write_text(manifest.read_text().replace("dependencies = [", 'dependencies = [\n    "attrs>=23",', 1))
     assert any("uv.lock is stale: attrs is declared but not in the lock" in w.message for w in plan(repo).warnings)
+
+
+POETRY_REFUSED = (
+    "\x1b[0mInstalling dependencies from lock file\n\x1b[91mpyproject.toml changed significantly since "
+    "poetry.lock was last generated. Run `poetry lock` to fix the lock file.\n"
+)
+
+
+def test_a_lock_its_own_tool_refuses_as_out_of_date_is_told_apart():
+    assert native_lock_mod.refused_as_stale(POETRY_REFUSED).startswith("pyproject.toml changed significantly")
+    assert native_lock_mod.refused_as_stale("Your Pipfile.lock (a1b2c3) is out of date. Expected: (d4e5f6).")
+    assert native_lock_mod.refused_as_stale(
+        "error: The lockfile at `uv.lock` needs to be updated, but `--locked` was provided."
+    )
+    assert not native_lock_mod.refused_as_stale("ERROR: No matching distribution found for requests==9")
+
+
+def test_a_poetry_lock_poetry_refuses_falls_back_to_the_ranges_with_a_finding(tmp_path):
+    """The lock satisfies every declared range (the static check passes), yet Poetry refuses
+    it: its content hash says pyproject.toml changed since (proselint at 94a1eea). The run
+    installs the ranges instead and says how to refresh the lock."""
+    p = plan(copy("plan-poetry-only", tmp_path))
+    assert native_lock_mod.native_lock(p.graph) is not None
+    finding = native_lock_mod.drop_stale_lock(p.graph, "its tool refused it")
+    assert finding is not None and finding.file == "poetry.lock" and "`poetry lock`" in finding.message
+    text = compile_dockerfile(p.graph).text
+    assert "poetry install" not in text and "'requests<3,>=2.31'" in text
+    assert native_lock_mod.native_lock(p.graph) is None
+
+
+def test_the_loop_drops_a_lock_its_tool_refused_and_says_so(tmp_path):
+    p = plan(copy("plan-poetry-only", tmp_path))
+    lp = SetupLoop.__new__(SetupLoop)
+    lp.plan, lp.record = p, RunRecord(repo="r", run_id="x")
+    lp.traj = lp.record.trajectory
+    assert not lp._drop_refused_lock("E: Unable to locate package libfoo")
+    assert native_lock_mod.native_lock(p.graph) is not None
+    assert lp._drop_refused_lock(POETRY_REFUSED)
+    assert native_lock_mod.native_lock(p.graph) is None
+    assert any("poetry.lock is stale" in w and "`poetry lock`" in w for w in lp.record.warnings), lp.record.warnings
+    assert not lp._drop_refused_lock(POETRY_REFUSED)  # once: the lock is no longer installed
