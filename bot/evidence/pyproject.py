@@ -12,7 +12,7 @@ from bot.evidence import requirements as reqmod
 from bot.evidence import tox as toxmod
 from bot.evidence.files import RepoFiles, as_table, line_of, load_toml
 from bot.evidence.model import MAIN, TEST, Evidence, PythonConstraint, Source
-from bot.evidence.reqparse import poetry_constraint
+from bot.evidence.reqparse import poetry_constraint, poetry_markers
 
 SCM_BUILD_TOOLS = {
     "setuptools-scm": "setuptools-scm",
@@ -440,16 +440,7 @@ def _poetry_value(
         constraint = poetry_constraint(value.get("version", ""))
         optional = bool(value.get("optional"))
         extras = [e for e in value.get("extras", []) if isinstance(e, str)]
-        if isinstance(value.get("python"), str):
-            py = poetry_constraint(value["python"])
-            if py:
-                markers.append(
-                    " and ".join(
-                        f'python_version {op} "{v}"' for op, v in re.findall(r"(>=|<=|==|!=|<|>)\s*([0-9.]+)", py)
-                    )
-                )
-        if isinstance(value.get("markers"), str):
-            markers.append(value["markers"])
+        markers = poetry_markers(value)
     elif isinstance(value, list):
         # several constraints keyed by python version: take the first, with its marker
         first = value[0] if value else {}

@@ -60,3 +60,20 @@ def poetry_constraint(text: str) -> str:
         else:
             out.append(piece)
     return ",".join(out)
+
+
+def poetry_markers(value: object) -> list[str]:
+    """The PEP 508 markers of a Poetry dependency table: its ``python`` constraint
+    (``{ version = "^6.0", python = "<3.9" }``) as ``python_version`` comparisons, and its
+    ``markers`` as written. [] for a plain version string."""
+    if not isinstance(value, dict):
+        return []
+    markers: list[str] = []
+    if isinstance(value.get("python"), str):
+        py = poetry_constraint(value["python"])
+        terms = re.findall(r"(>=|<=|==|!=|<|>)\s*([0-9.]+)", py) if py else []
+        if terms:
+            markers.append(" and ".join(f'python_version {op} "{v}"' for op, v in terms))
+    if isinstance(value.get("markers"), str):
+        markers.append(value["markers"])
+    return markers

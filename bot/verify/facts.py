@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from bot import safefs
+from bot.evidence.reqparse import poetry_markers
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,10 @@ def _read_pyproject(repo: Path, facts: RepoFacts) -> None:
             if name.lower() == "python":
                 continue
             optional = isinstance(spec, dict) and bool(spec.get("optional"))
-            _add_requirement(name, facts, optional, "pyproject.toml")
+            # a dependency for older Pythons only (importlib-resources with python = "<3.9")
+            # is not installed on the image's Python: not a core import there
+            marker = " and ".join(f"({m})" for m in poetry_markers(spec))
+            _add_requirement(f"{name} ; {marker}" if marker else name, facts, optional, "pyproject.toml")
         facts.console_scripts.update(
             {str(k): str(v) for k, v in (poetry.get("scripts") or {}).items() if isinstance(v, str)}
         )

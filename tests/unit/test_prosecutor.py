@@ -140,3 +140,28 @@ def test_clean_environment_has_no_charges(tmp_path):
     )
     assert prosecution.charges == []
     assert prosecution.checks["imports"]["checked"] == 2
+
+
+def test_a_poetry_dependency_for_older_pythons_only_keeps_its_marker(tmp_path):
+    """proselint declares importlib-resources = { version = "^6.0", python = "<3.9" }: on a
+    3.11 image it is not installed, and the prosecutor must not charge it as a core import."""
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent(
+            """
+            [tool.poetry]
+            name = "proselint"
+            [tool.poetry.dependencies]
+            python = "^3.8.1"
+            click = "^8.0.0"
+            importlib-resources = { version = "^6.0", python = "<3.9" }
+            tomli = { version = "*", markers = "python_version < '3.11'" }
+            """
+        )
+    )
+    facts = RepoFacts.from_repo(tmp_path)
+    markers = {c.name: c.marker for c in facts.core}
+    assert markers["click"] == ""
+    assert markers["importlib-resources"] == 'python_version < "3.9"'
+    assert markers["tomli"] == 'python_version < "3.11"'
+    charges, _ = check_imports(_executor(tmp_path), RepoFacts(core=facts.core[1:]), sys.executable)
+    assert [c.subject for c in charges] == []  # neither is for this Python
