@@ -605,6 +605,8 @@ def keeps_plan_lock(atoms: Sequence[Any]) -> bool:
 def forget_plan_lock(graph: DepGraph) -> None:
     """Take out of ``graph`` a lock resolved from the plan that was not proven (a graph from a
     checkpoint taken before the lock was dropped)."""
+    if not isinstance(graph, DepGraph):
+        return  # a stand-in graph (tests) holds no lock
     node = graph.nodes.get(LOCK_NODE)
     if node is not None and str(node.attrs.get("source", "")) == PLAN_SOURCE:
         graph.remove(LOCK_NODE)
