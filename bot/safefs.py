@@ -237,6 +237,33 @@ def write_text(root: Path | str, rel: str, text: str, *, allowed: Iterable[str],
     return base.joinpath(*parts)
 
 
+def remove(root: Path | str, rel: str, *, allowed: Iterable[str]) -> None:
+    """Remove the regular file ``rel`` under ``root`` when it is there. ``allowed`` as for
+    ``write_text``; a symlink on the way or in its place is refused, never followed."""
+    base = _root(root)
+    parts = _clean_rel(rel)
+    if not _allowed(parts, allowed):
+        raise UnsafePath(f"{rel} is outside the places setupbot writes ({', '.join(allowed)})")
+    root_fd = os.open(base, _DIR_FLAGS)
+    try:
+        try:
+            dir_fd = _open_dirs(root_fd, parts[:-1], create=False)
+        except FileNotFoundError:
+            return
+    finally:
+        os.close(root_fd)
+    try:
+        try:
+            st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(f"{rel} is a symlink or not a regular file; setupbot does not remove it")
+        os.unlink(parts[-1], dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def walk(
     root: Path | str, *, skip_dirs: Iterable[str] = (), max_depth: int = MAX_DEPTH, warnings: list[str] | None = None
 ) -> Iterator[tuple[str, list[str], list[str]]]:

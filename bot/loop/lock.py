@@ -46,6 +46,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from bot import safefs
 from bot.compile import compile_dockerfile as default_compile
 from bot.compile.dockerfile import without_dev_stage
 from bot.graph.apply import project_compiles
@@ -399,6 +400,44 @@ class _Replay:
 
 
 @dataclass
+class LockFile:
+    """The lock file in the repository's output folder. It is read and written only through
+    bot.safefs: an output folder or lock file that is a symlink (to a host directory, say) is
+    refused, never followed, and nothing is written outside the repository."""
+
+    repo: Path
+    rel: str
+
+    def _allowed(self) -> list[str]:
+        return [self.rel.rsplit("/", 1)[0] if "/" in self.rel else self.rel]
+
+    def read(self) -> str | None:
+        """Its text; None when there is none. UnsafePath when it or a folder on the way is a
+        symlink, or it is not a regular file."""
+        path = Path(self.repo)
+        for part in self.rel.split("/"):
+            path = path / part
+            if path.is_symlink():
+                raise safefs.UnsafePath(
+                    f"{path.relative_to(self.repo)} is a symlink; setupbot neither follows nor writes through it"
+                )
+        try:
+            return safefs.read_text(self.repo, self.rel)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def write(self, text: str) -> None:
+        safefs.write_text(self.repo, self.rel, text, allowed=self._allowed())
+
+    def restore(self, current: str | None) -> None:
+        """Back as it was before this attempt (absent when there was none)."""
+        if current is None:
+            safefs.remove(self.repo, self.rel, allowed=self._allowed())
+        else:
+            self.write(current)
+
+
+@dataclass
 class _Draft:
     """A new lock, the graph that installs it and the Dockerfile compiled from that graph."""
 
@@ -409,7 +448,7 @@ class _Draft:
     notes: list[str]
     dockerfile: str
     staged: bool = False  # the compilers are in a builder stage (lock.built)
-    target: Path | None = None  # where the lock file is written
+    target: LockFile | None = None  # where the lock file is written
 
 
 def lock_environment(
@@ -436,9 +475,12 @@ def lock_environment(
     replay = _read_replay(engine, graph, replay_tag, rel, t0)
     if isinstance(replay, LockOutcome):
         return replay
-    target = Path(repo) / rel
-    current = target.read_text() if target.is_file() and not target.is_symlink() else None
-    kept = _keep_current(graph, replay, target, current, rel=rel, replay_tag=replay_tag, t0=t0)
+    target = LockFile(Path(repo), rel)
+    try:
+        current = target.read()
+    except safefs.UnsafePath as exc:
+        return LockOutcome("skipped", exc.what, file=rel, seconds=time.monotonic() - t0)
+    kept = _keep_current(graph, replay, current, rel=rel, replay_tag=replay_tag, t0=t0)
     if kept is not None:
         return kept
     draft = _draft_lock(graph, replay, rel, index_url, timeout, compile_dockerfile)
@@ -446,7 +488,7 @@ def lock_environment(
     tag = replay_tag.rsplit(":", 1)[0] + ":locked"
     reason = _try_locked(engine, repo, graph, replay, draft, tag, compile_dockerfile, replay_tag=replay_tag)
     if reason:
-        _put_back(target, current)
+        target.restore(current)
         return LockOutcome(
             "failed",
             reason,
@@ -488,7 +530,7 @@ class PendingLock:
 
     def withdraw(self) -> None:
         if self.draft.target is not None:
-            _put_back(self.draft.target, self.current)
+            self.draft.target.restore(self.current)
 
 
 def draft_before_replay(
@@ -514,10 +556,11 @@ def draft_before_replay(
     working = _read_replay(engine, graph, working_tag, rel, t0)
     if isinstance(working, LockOutcome) or not working.pins:
         return None
-    target = Path(repo) / rel
-    if target.is_symlink():
-        return None
-    current = target.read_text() if target.is_file() else None
+    target = LockFile(Path(repo), rel)
+    try:
+        current = target.read()
+    except safefs.UnsafePath:
+        return None  # lock_environment says why after the replay
     if current is not None and not has_marker(current):
         return None  # a person wrote it: lock_environment says so after the replay
     source = "frozen from the tested image, then built and tested by the clean replay"
@@ -581,13 +624,13 @@ class PlanLock:
 
     lock: RequirementsLock
     rel: str
-    target: Path
+    target: LockFile
     current: str | None  # the lock file as it was (None: there was none)
     notes: list[str]
     seconds: float
 
     def withdraw(self, graph: DepGraph) -> None:
-        _put_back(self.target, self.current)
+        self.target.restore(self.current)
         graph.remove(LOCK_NODE)
 
 
@@ -641,18 +684,21 @@ def draft_from_plan(
     if why:
         return why
     rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
-    target = Path(repo) / rel
-    if target.is_symlink():
-        return f"{rel} is a symbolic link"
-    current = target.read_text() if target.is_file() else None
+    target = LockFile(Path(repo), rel)
+    try:
+        current = target.read()
+    except safefs.UnsafePath as exc:
+        return exc.what
     if current is not None and not has_marker(current):
         return f"{rel} was written by a person"
     pins = {str(n): str(v) for n, v in (graph.meta["resolution"]["pins"] or {}).items()}
     python = graph.runtime.attrs.get("version", "")
     entries, notes = fetch_hashes(pins, python, index_url=index_url, timeout=timeout)
     lock = RequirementsLock(entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(lock.render())
+    try:
+        target.write(lock.render())
+    except safefs.UnsafePath as exc:
+        return exc.what
     apply_lock(graph, lock, rel, source=PLAN_SOURCE)
     return PlanLock(lock, rel, target, current, notes, time.monotonic() - t0)
 
@@ -679,7 +725,7 @@ def proven_plan_lock(engine: Any, graph: DepGraph, plan: PlanLock, tag: str, pro
     lock = plan.lock
     lock.debs = dict(image.apt_versions)
     text = lock.render()
-    plan.target.write_text(text)
+    plan.target.write(text)
     source = f"{PLAN_SOURCE}; {proof} installed it and its tests passed" + (
         ", and the system packages are pinned to the versions it installed" if lock.debs else ""
     )
@@ -747,11 +793,11 @@ def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: fl
 
 
 def _keep_current(
-    graph: DepGraph, replay: _Replay, target: Path, current: str | None, *, rel: str, replay_tag: str, t0: float
+    graph: DepGraph, replay: _Replay, current: str | None, *, rel: str, replay_tag: str, t0: float
 ) -> LockOutcome | None:
     """The outcome when the lock file already there stays as it is: a person wrote it, or the
     replay reproduced it exactly. None when a new lock is to be written."""
-    if target.is_symlink() or (current is not None and not has_marker(current)):
+    if current is not None and not has_marker(current):
         return LockOutcome(
             "skipped",
             f"{rel} was written by a person (no setupbot marker); it is kept",
@@ -846,19 +892,10 @@ def _unneeded_build_tools(locked: DepGraph) -> list[Any]:
     return sorted(nodes, key=lambda n: (n.name != "build-essential", n.name))
 
 
-def _write_draft(draft: _Draft, target: Path) -> None:
+def _write_draft(draft: _Draft, target: LockFile) -> None:
     """Write the drafted lock where the Dockerfile's COPY finds it, and remember where."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(draft.text)
+    target.write(draft.text)
     draft.target = target
-
-
-def _put_back(target: Path, current: str | None) -> None:
-    """Restore the lock file as it was before this attempt (absent when there was none)."""
-    if current is None:
-        target.unlink(missing_ok=True)
-    else:
-        target.write_text(current)
 
 
 def _try_locked(
@@ -915,7 +952,7 @@ def _unstage(draft: _Draft, why: str, compile_dockerfile: Callable[[DepGraph], A
     unstage_build_tools(draft.locked)
     draft.text = draft.lock.render()
     if draft.target is not None:
-        draft.target.write_text(draft.text)
+        draft.target.write(draft.text)
     draft.notes = [n for n in draft.notes if "builder stage" not in n] + [f"no builder stage: {why}"]
     draft.dockerfile = compile_dockerfile(draft.locked).text
 
@@ -974,7 +1011,7 @@ def _build_locked(
         ]
         draft.text = draft.lock.render()
         if draft.target is not None:
-            draft.target.write_text(draft.text)
+            draft.target.write(draft.text)
         draft.dockerfile = compile_dockerfile(draft.locked).text
         build = build_tested_stage()
     return build

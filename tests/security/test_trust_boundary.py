@@ -336,6 +336,25 @@ def test_safe_writer_refuses_paths_outside_its_places(repo):
             safefs.write_text(repo, rel, "x", allowed=[".devcontainer", ".setupbot"])
 
 
+def test_safe_remover_takes_away_only_a_plain_file_inside_its_places(repo, tmp_path):
+    from bot import safefs
+
+    host = tmp_path / "host-file"
+    host.write_text("host\n")
+    (repo / ".devcontainer").mkdir(exist_ok=True)
+    (repo / ".devcontainer" / "requirements.lock").symlink_to(host)
+    with pytest.raises(safefs.UnsafePath):
+        safefs.remove(repo, ".devcontainer/requirements.lock", allowed=[".devcontainer"])
+    assert host.read_text() == "host\n"
+    with pytest.raises(safefs.UnsafePath):
+        safefs.remove(repo, "pyproject.toml", allowed=[".devcontainer"])
+    (repo / ".devcontainer" / "requirements.lock").unlink()
+    (repo / ".devcontainer" / "requirements.lock").write_text("x\n")
+    safefs.remove(repo, ".devcontainer/requirements.lock", allowed=[".devcontainer"])
+    assert not (repo / ".devcontainer" / "requirements.lock").exists()
+    safefs.remove(repo, ".devcontainer/requirements.lock", allowed=[".devcontainer"])  # absent: nothing to do
+
+
 # -- S16: bad configuration fails fast with a clear error --------------------------------------
 
 ALIAS_BOMB = "a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n" + "".join(

@@ -436,3 +436,32 @@ def test_going_back_while_the_plans_lock_stands_keeps_it(loop):
     cp = Checkpoint(loop.graph.to_json(), WORK, None, {}, 0)
     loop.undo_to(Workspace(WORK, SimpleNamespace(text="")), cp)
     assert "config:requirements-lock" in loop.graph.nodes and loop._planlock is not None
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_a_symlinked_output_folder_or_lock_file_is_never_written_through(loop, tmp_path, link):
+    """SECURITY.md: nothing from the repository reads or writes outside it. A repository whose
+    .devcontainer (or its requirements.lock) is a symlink to a host directory (or file) gets no
+    lock from the plan nor from the working image, and the host side is left as it was."""
+    loop.engine = _Engine({WORK: SET})
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / LOCK_NAME).write_text("host file\n")
+    folder = loop.repo / ".devcontainer"
+    shutil.rmtree(folder, ignore_errors=True)
+    if link == "folder":
+        folder.symlink_to(outside, target_is_directory=True)
+    else:
+        folder.mkdir()
+        (folder / LOCK_NAME).symlink_to(outside / LOCK_NAME)
+    _plan_locked(loop)
+    assert loop._planlock is None and "config:requirements-lock" not in loop.graph.nodes
+    skipped = [s for s in loop.traj.steps if s.action == "lock-draft" and s.outcome == "skipped"]
+    assert skipped and "symlink" in skipped[0].detail["reason"]
+    assert loop._lock_first(_working(loop)) is None
+    out = vlock.lock_environment(
+        loop.engine, loop.repo, loop.graph, replay_tag=WORK, output_dir=".devcontainer", compile_dockerfile=loop.compile
+    )
+    assert out.status == "skipped" and "symlink" in out.reason
+    assert sorted(p.name for p in outside.iterdir()) == [LOCK_NAME]
+    assert (outside / LOCK_NAME).read_text() == "host file\n"
