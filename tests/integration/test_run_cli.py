@@ -107,8 +107,9 @@ def test_run_writes_the_environment_it_proved(docker_available, tmp_path):
     lock = record["replay"]["lock"]
     if record["replay"].get("first_build"):
         # the first image ran every build step (none from the engine's cache, which another
-        # test may have filled) and needed no repair: it was the clean replay, its tests ran
-        # once, and the locked Dockerfile was built after it and installs the same set
+        # test may have filled) and needed no repair: it was the clean replay and its tests ran
+        # once. It installed the lock resolved from the plan, or the locked Dockerfile was
+        # built after it and installs the same set (not a replay either way)
         assert builds == ["build"], steps
         assert "--no-cache" not in steps[[s["action"] for s in steps].index("build")]["command"]
         assert "as the run's first image" in report
