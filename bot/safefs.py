@@ -180,18 +180,24 @@ def _allowed(parts: list[str], allowed: Iterable[str]) -> bool:
     return False
 
 
-def write_text(root: Path | str, rel: str, text: str, *, allowed: Iterable[str], append: bool = False) -> Path:
-    """Write ``text`` to ``rel`` under the repository ``root``. ``allowed`` names the folders (and
-    single files) setupbot may write; anything else, and any symlink on the way, is refused."""
+def _open_parent(root: Path | str, rel: str, allowed: Iterable[str], *, create: bool) -> tuple[Path, list[str], int]:
+    """The repository root, ``rel``'s parts and an open descriptor of its folder (made on the
+    way with ``create``), for a write or a removal in one of the ``allowed`` places."""
     base = _root(root)
     parts = _clean_rel(rel)
     if not _allowed(parts, allowed):
         raise UnsafePath(f"{rel} is outside the places setupbot writes ({', '.join(allowed)})")
     root_fd = os.open(base, _DIR_FLAGS)
     try:
-        dir_fd = _open_dirs(root_fd, parts[:-1], create=True)
+        return base, parts, _open_dirs(root_fd, parts[:-1], create=create)
     finally:
         os.close(root_fd)
+
+
+def write_text(root: Path | str, rel: str, text: str, *, allowed: Iterable[str], append: bool = False) -> Path:
+    """Write ``text`` to ``rel`` under the repository ``root``. ``allowed`` names the folders (and
+    single files) setupbot may write; anything else, and any symlink on the way, is refused."""
+    base, parts, dir_fd = _open_parent(root, rel, allowed, create=True)
     try:
         try:
             st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
@@ -240,18 +246,10 @@ def write_text(root: Path | str, rel: str, text: str, *, allowed: Iterable[str],
 def remove(root: Path | str, rel: str, *, allowed: Iterable[str]) -> None:
     """Remove the regular file ``rel`` under ``root`` when it is there. ``allowed`` as for
     ``write_text``; a symlink on the way or in its place is refused, never followed."""
-    base = _root(root)
-    parts = _clean_rel(rel)
-    if not _allowed(parts, allowed):
-        raise UnsafePath(f"{rel} is outside the places setupbot writes ({', '.join(allowed)})")
-    root_fd = os.open(base, _DIR_FLAGS)
     try:
-        try:
-            dir_fd = _open_dirs(root_fd, parts[:-1], create=False)
-        except FileNotFoundError:
-            return
-    finally:
-        os.close(root_fd)
+        _, parts, dir_fd = _open_parent(root, rel, allowed, create=False)
+    except FileNotFoundError:
+        return
     try:
         try:
             st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
