@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.compile.dockerfile import without_dev_stage
-from bot.errors import SetupbotError
+from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DepGraph, dev_stage_only
 from bot.loop.lock import DPKG_FORMAT, parse_dpkg_output
 
@@ -66,6 +66,8 @@ def build_dev_stage(
     t0 = time.monotonic()
     try:
         build = engine.build(repo, text, tag, timeout=timeout)
+    except EngineError:
+        raise  # the engine failed, not the stage: the run ends, as on any other build
     except SetupbotError as exc:
         return DevStageOutcome(False, tag, time.monotonic() - t0, exc.what)
     if not build.ok:
@@ -90,6 +92,7 @@ class DevStageBuild:
     ) -> None:
         self.text = text
         self._outcome: DevStageOutcome | None = None
+        self._engine_error: EngineError | None = None
         self._thread = threading.Thread(
             target=self._run,
             args=(engine, repo, text, tag, packages, timeout),
@@ -101,10 +104,17 @@ class DevStageBuild:
     def _run(self, engine: Any, repo: Path, text: str, tag: str, packages: list[str], timeout: float | None) -> None:
         try:
             self._outcome = build_dev_stage(engine, repo, text, tag, packages, timeout)
+        except EngineError as exc:
+            self._engine_error = exc  # raised where the run waits for the stage (``result``)
         except Exception as exc:  # noqa: BLE001 - the thread's failure is the outcome, never lost
             self._outcome = DevStageOutcome(False, tag, 0.0, f"{type(exc).__name__}: {exc}"[:400])
 
     def result(self, timeout: float | None = None) -> DevStageOutcome | None:
-        """The outcome, or None when it did not finish within ``timeout`` seconds."""
+        """The outcome, or None when it did not finish within ``timeout`` seconds. An engine
+        failure in the thread is raised here, in the run's own thread."""
         self._thread.join(timeout)
-        return None if self._thread.is_alive() else self._outcome
+        if self._thread.is_alive():
+            return None
+        if self._engine_error is not None:
+            raise self._engine_error
+        return self._outcome

@@ -24,7 +24,7 @@ from bot import progress
 from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
 from bot.engine.images import available_pythons
-from bot.errors import Interrupted, LLMError
+from bot.errors import EngineError, Interrupted, LLMError
 from bot.graph.native_lock import drop_stale_lock, native_lock, refused_as_stale
 from bot.knowledge import Retriever
 from bot.logtext import strip_ansi
@@ -193,8 +193,11 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         running, self._dev_build = getattr(self, "_dev_build", None), None
         # the build itself was started with a timeout no longer than this
         bound = float(getattr(self.settings.engine, "build_timeout", 1800) or 1800)
-        if running is not None and running.result(timeout=bound) is None:
-            log.warning("the development stage's build was still running when the run ended")
+        try:
+            if running is not None and running.result(timeout=bound) is None:
+                log.warning("the development stage's build was still running when the run ended")
+        except EngineError as exc:  # the run is ending already; its own outcome says why
+            log.warning("the development stage's build failed in the engine: %s", exc.what)
 
     def _make_plan(self, t_start: float) -> None:
         progress.current().stage("plan")

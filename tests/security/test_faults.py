@@ -109,8 +109,9 @@ def test_a_failing_build_ends_unresolved_with_nothing_left(docker_available, tmp
 def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docker_available, tmp_path, monkeypatch):
     """The engine works for the first image and runner, then fails (connection reset) on the
     next call of the kind: the clean replay's build, or its container. On an engine whose cache
-    did not hold the first image's steps, that image is the clean replay and the next build is
-    the locked Dockerfile's; a failure there ends the run too, as no verdict on the lock."""
+    did not hold the first image's steps, that image is the clean replay, and the next build is
+    the locked Dockerfile's or, when the image installed the lock resolved from the plan, the
+    development stage's; a failure there ends the run too, as no verdict on either."""
     from bot.engine import Engine
     from bot.pipeline import run_pipeline
 

@@ -18,6 +18,7 @@ from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine.dockerfile import base_images, from_lines
 from bot.engine.results import BuildResult, ExecResult
+from bot.errors import EngineError
 from bot.graph.mapping import Registry
 from bot.graph.model import dev_stage_only
 from bot.loop.devstage import DevStageBuild, dev_packages
@@ -155,6 +156,24 @@ def test_a_dev_stage_that_does_not_build_is_said_and_pins_nothing(loop):
     assert loop.record.replay["dev_stage"]["ok"] is False
     assert any("development stage" in w and "Unable to locate package git" in w for w in loop.record.warnings)
     assert "git=" not in loop.compile(loop.graph).text
+
+
+@pytest.mark.parametrize("where", ["beside the tests", "on the final image"])
+def test_an_engine_failure_in_the_dev_stage_build_ends_the_run(loop, where):
+    """A connection reset while the development stage builds says nothing of the stage: the run
+    ends with the engine's error, as on any other build, instead of succeeding with a warning."""
+
+    class _Broken(_Engine):
+        def build(self, context, text, tag, no_cache=False, timeout=None):
+            raise EngineError("the engine failed: connection reset by peer", "Check that the engine is healthy.")
+
+    loop.engine = _Broken()
+    if where == "beside the tests":
+        text = loop.compile(loop.graph).text
+        loop._dev_build = DevStageBuild(loop.engine, loop.repo, text, "setupbot-loop-x:dev-1", ["git"])
+    with pytest.raises(EngineError, match="connection reset"):
+        loop._settle_dev_stage()
+    assert "dev_stage" not in loop.record.replay
 
 
 def test_the_report_says_what_the_dev_stage_holds_and_that_no_test_runs_in_it():
