@@ -628,10 +628,28 @@ class PlanLock:
     current: str | None  # the lock file as it was (None: there was none)
     notes: list[str]
     seconds: float
+    left_out: list[str] = field(default_factory=list)  # build tools the first image goes without
 
     def withdraw(self, graph: DepGraph) -> None:
         self.target.restore(self.current)
         graph.remove(LOCK_NODE)
+        _put_back_build_tools(graph)
+
+
+# The mark on a build tool that the lock resolved from the plan left out of the first image
+# (every pin has a wheel, the project compiles nothing); withdrawing that lock puts it back.
+PLAN_LEFT_OUT = "left out with the lock resolved from the plan: every pin installs from a wheel"
+
+
+def _put_back_build_tools(graph: DepGraph) -> list[str]:
+    """The build tools the plan's lock left out, back in ``graph`` as the plan had them."""
+    back = []
+    for n in graph.of_type("SYSTEMLIB"):
+        if n.attrs.get("dropped") == PLAN_LEFT_OUT:
+            n.action = "apt"
+            n.attrs.pop("dropped", None)
+            back.append(n.name)
+    return back
 
 
 # Repairs that leave the installed distributions as they were: a system package, an environment
@@ -653,6 +671,7 @@ def forget_plan_lock(graph: DepGraph) -> None:
     node = graph.nodes.get(LOCK_NODE)
     if node is not None and str(node.attrs.get("source", "")) == PLAN_SOURCE:
         graph.remove(LOCK_NODE)
+        _put_back_build_tools(graph)
 
 
 def plan_lock_refusal(graph: DepGraph) -> str:
@@ -664,8 +683,12 @@ def plan_lock_refusal(graph: DepGraph) -> str:
         return "the plan's requirements did not resolve on the host"
     if res.get("not_on_host") or res.get("unbuilt") or res.get("sdist_only") or res.get("from_lock"):
         return "part of the set is resolved or built only in the image"
-    if build_tools(graph):
-        return "the plan installs a compiler, which the lock after the replay may leave out"
+    if _unneeded_build_tools(graph) and (
+        project_compiles(graph) or any(n.action == "run" for n in graph.nodes.values())
+    ):
+        # the project or a command of the plan may compile: the compilers stay, and the lock
+        # after the clean replay decides what the image needs of them
+        return "the plan installs a compiler, and the project or a command of the plan may compile"
     return ""
 
 
@@ -700,7 +723,17 @@ def draft_from_plan(
     except safefs.UnsafePath as exc:
         return exc.what
     apply_lock(graph, lock, rel, source=PLAN_SOURCE)
-    return PlanLock(lock, rel, target, current, notes, time.monotonic() - t0)
+    # every pin installs from a wheel (the plan's --only-binary resolution) and the project
+    # compiles nothing: the first image goes without the compilers and build tools that a CI
+    # workflow or a tox file named, as the lock after a replay would (freeze_draft); a first
+    # build that fails without them withdraws this lock, which puts them back
+    left_out = _unneeded_build_tools(graph)
+    for n in left_out:
+        n.action = None
+        n.attrs["dropped"] = PLAN_LEFT_OUT
+    if left_out:
+        notes.append(f"{', '.join(n.name for n in left_out)} left out: every locked distribution installs from a wheel")
+    return PlanLock(lock, rel, target, current, notes, time.monotonic() - t0, [n.name for n in left_out])
 
 
 def proven_plan_lock(engine: Any, graph: DepGraph, plan: PlanLock, tag: str, proof: str) -> LockOutcome:

@@ -32,7 +32,7 @@ from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
 from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures
 from bot.loop.era import EraMixin
 from bot.loop.llm import run_planner_turns
-from bot.loop.lock import LockOutcome, PendingLock, PlanLock, failed_in_lock_install
+from bot.loop.lock import LockOutcome, PendingLock, PlanLock
 from bot.loop.records import KeptRepair, RunRecord, member_results
 from bot.loop.repair import Candidate, generic_candidates, knowledge_candidates
 from bot.loop.replay import ReplayMixin, _last_lines
@@ -142,9 +142,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             self._make_plan(t_start)
             self._lock_from_plan()
             ws = self.open_workspace()
-            if self._planlock is not None and ws.outcome.stage == "build" and failed_in_lock_install(ws.outcome.log):
-                # the lock resolved from the plan did not install: the plan's ranges, as they were
-                self._drop_plan_lock("the first image did not install it")
+            if self._plan_lock_failed_build(ws.outcome):
                 ws.close()
                 ws = self.open_workspace()
             elif ws.outcome.stage == "build" and self._drop_refused_lock(ws.outcome.log):

@@ -20,6 +20,7 @@ from bot.loop.lock import (
     PendingLock,
     draft_before_replay,
     draft_from_plan,
+    failed_in_lock_install,
     lock_environment,
     proven_by_build,
     proven_by_replay,
@@ -425,6 +426,20 @@ class ReplayMixin(LoopBase):
             return
         plan.withdraw(self.graph)
         self.traj.record("lock-draft", outcome="withdrawn", detail={"from": "plan", "reason": why})
+
+    def _plan_lock_failed_build(self, outcome: TargetOutcome) -> bool:
+        """The first image did not build with the lock resolved from the plan: the lock did not
+        install, or the image did not build without the build tools the lock left out. The lock
+        goes and the plan's ranges and tools are built as they were; True when it went."""
+        plan = self._planlock
+        if plan is None or outcome.stage != "build":
+            return False
+        in_lock = failed_in_lock_install(outcome.log)
+        if not plan.left_out and not in_lock:
+            return False  # a failure of its own, which the loop repairs with the lock in place
+        said = "did not install it" if in_lock else f"did not build without {', '.join(plan.left_out)}"
+        self._drop_plan_lock(f"the first image {said}")
+        return True
 
     def _prove_plan_lock(self, tag: str, proof: str) -> bool:
         """Keep the plan's lock (``_prelocked``) when image ``tag`` installed exactly its set;

@@ -386,6 +386,10 @@ def test_no_lock_from_the_plan_when_its_resolution_does_not_fix_the_set(loop, wh
     elif why == "lock-off":
         loop.graph.remove("systemlib:build-essential")
         loop.settings = dataclasses.replace(loop.settings, output=dataclasses.replace(loop.settings.output, lock=False))
+    elif why == "compiler":
+        # the project builds its own extension: the compilers stay, and so does the plan's ranges
+        proj = next(n for n in loop.graph.of_type("PACKAGE") if n.action == "project")
+        proj.attrs["compiles"] = True
     elif why == "hand-written":
         loop.graph.remove("systemlib:build-essential")
         target = loop.repo / ".devcontainer" / LOCK_NAME
@@ -465,3 +469,50 @@ def test_a_symlinked_output_folder_or_lock_file_is_never_written_through(loop, t
     assert out.status == "skipped" and "symlink" in out.reason
     assert sorted(p.name for p in outside.iterdir()) == [LOCK_NAME]
     assert (outside / LOCK_NAME).read_text() == "host file\n"
+
+
+def test_the_plans_lock_leaves_out_the_compiler_that_no_pin_needs_and_dropping_it_puts_it_back(loop):
+    """Every pin installs from a wheel and the project compiles nothing: the first image goes
+    without the compiler the plan had from the repository's CI, as a lock after a replay would."""
+    loop.engine = _Engine({})
+    loop.graph.meta["resolution"]["pins"] = {"requests": "2.31.0"}
+    unlocked = loop.compile(loop.graph).text
+    assert "build-essential" in unlocked
+    loop._lock_from_plan()
+    assert loop._planlock is not None and loop._planlock.left_out == ["build-essential"]
+    text = loop.compile(loop.graph).text
+    assert "--require-hashes" in text and "build-essential" not in text
+    assert any("build-essential left out" in n for n in loop._planlock.notes)
+    loop._drop_plan_lock("a repair was tried")
+    assert loop.compile(loop.graph).text == unlocked
+
+
+@pytest.mark.parametrize("left_out", [True, False])
+def test_a_first_image_that_did_not_build_without_the_left_out_compiler_goes_back_to_the_plan(loop, left_out):
+    """Any build failure of the first image withdraws a lock that left a compiler out; with
+    nothing left out, only a failure while installing the lock does, and the loop repairs the rest."""
+    loop.engine = _Engine({})
+    loop.graph.meta["resolution"]["pins"] = {"requests": "2.31.0"}
+    if not left_out:
+        loop.graph.remove("systemlib:build-essential")
+    unlocked = loop.compile(loop.graph).text
+    loop._lock_from_plan()
+    failed = TargetOutcome("build", log="gcc: command not found\nThe command '/bin/sh -c make' returned 127")
+    assert loop._plan_lock_failed_build(failed) is left_out
+    assert (loop._planlock is None) is left_out
+    if left_out:
+        assert loop.compile(loop.graph).text == unlocked
+        withdrawn = [s for s in loop.traj.steps if s.action == "lock-draft" and s.outcome == "withdrawn"]
+        assert "did not build without build-essential" in withdrawn[0].detail["reason"]
+    assert not loop._plan_lock_failed_build(_outcome(3))
+
+
+def test_going_back_to_a_checkpoint_taken_with_the_compiler_left_out_puts_it_back(loop):
+    loop.engine = _Engine({})
+    loop.graph.meta["resolution"]["pins"] = {"requests": "2.31.0"}
+    unlocked = loop.compile(loop.graph).text
+    loop._lock_from_plan()
+    cp = Checkpoint(loop.graph.to_json(), WORK, None, {}, 0)
+    loop._drop_plan_lock("pip_install numpy<2 was tried")
+    loop.undo_to(Workspace(WORK, SimpleNamespace(text="")), cp)
+    assert loop.compile(loop.graph).text == unlocked
