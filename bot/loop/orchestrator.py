@@ -125,6 +125,7 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._prelocked: LockOutcome | None = None  # that lock, proven by the replay
         self._prelock_refused = ""  # why the replay of that lock did not hold (no lock then)
         self._planlock: PlanLock | None = None  # a lock resolved from the plan, which the first image installs
+        self._lock_before = None  # the lock file as the run found it, put back if the run fails (_put_back_lock_file)
         self._dev_build = None  # the development stage, built beside the first image's tests (bot.loop.devstage)
         self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
@@ -159,6 +160,11 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             left = self._what_remains(ws.outcome) if ws is not None else "the run had not evaluated the target yet"
             rec.remaining = f"{exc.what} after {time.monotonic() - t_start:.0f}s; left undone: {left}"
             self.traj.record("interrupted", outcome="stopped", detail={"remaining": rec.remaining})
+        except Exception:
+            # an engine failure (or a fault of ours) ends the run with no outputs: the lock file
+            # a proof already wrote goes back to what it was, as nothing else was written
+            self._put_back_lock_file()
+            raise
         finally:
             if ws is not None:
                 ws.close()

@@ -3,19 +3,23 @@ remains."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from packaging.version import Version
 
+from bot import safefs
 from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import EngineError, SetupbotError
+from bot.graph.lock import LOCK_NAME
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
 from bot.logtext import strip_ansi
 from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage
 from bot.loop.diagnose import Signature
 from bot.loop.lock import (
+    LockFile,
     LockOutcome,
     PendingLock,
     draft_before_replay,
@@ -36,6 +40,9 @@ from bot.loop.workspace import Workspace
 def _last_lines(text: str, n: int) -> str:
     """The last ``n`` non-blank lines, without terminal colour codes."""
     return "\n".join([ln for ln in strip_ansi(text or "").splitlines() if ln.strip()][-n:])
+
+
+log = logging.getLogger(__name__)
 
 
 class ReplayMixin(LoopBase):
@@ -404,6 +411,11 @@ class ReplayMixin(LoopBase):
             return
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return  # stand-in collaborators (tests) have no image to freeze
+        target = LockFile(self.repo, f"{output.dir.strip('/')}/{LOCK_NAME}")
+        try:
+            self._lock_before = (target, target.read())
+        except (safefs.UnsafePath, OSError):
+            self._lock_before = None  # no lock is written there (bot.loop.lock.LockFile)
         try:
             got = draft_from_plan(self.repo, self.graph, output_dir=output.dir)
         except OSError as exc:
@@ -418,6 +430,19 @@ class ReplayMixin(LoopBase):
             duration=got.seconds,
             detail={"from": "plan", "count": len(got.lock.entries), "notes": got.notes},
         )
+
+    def _put_back_lock_file(self) -> None:
+        """The run ends with an error and writes no outputs: the lock file, which a proof may
+        have written already, goes back to what the run found (absent when there was none)."""
+        before, self._lock_before = getattr(self, "_lock_before", None), None
+        if before is None:
+            return
+        target, found = before
+        try:
+            if target.read() != found:
+                target.restore(found)
+        except (safefs.UnsafePath, OSError) as exc:
+            log.warning("the lock file could not be put back as it was: %s", exc)
 
     def _drop_plan_lock(self, why: str) -> None:
         """The lock resolved from the plan goes: its file back as it was, and out of the graph."""

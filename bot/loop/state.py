@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bot.loop.devstage import DevStageBuild
     from bot.loop.diagnose import Signature
-    from bot.loop.lock import LockOutcome, PendingLock, PlanLock
+    from bot.loop.lock import LockFile, LockOutcome, PendingLock, PlanLock
     from bot.loop.records import Checkpoint, KeptRepair, RunRecord
     from bot.loop.repair import Candidate
     from bot.loop.target import TargetOutcome
@@ -49,6 +49,7 @@ class LoopBase:
     _prelocked: LockOutcome | None  # that lock, once the replay proved it
     _prelock_refused: str  # why the replay of that lock did not hold
     _planlock: PlanLock | None  # a lock resolved from the plan, which the first image installs
+    _lock_before: tuple[LockFile, str | None] | None  # the lock file as the run found it
     _dev_build: DevStageBuild | None  # the development stage, built beside the first image's tests
     _repo_context: dict[str, str] | None  # what units may be conditioned on (repair.repo_context), read once
 

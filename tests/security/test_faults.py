@@ -150,3 +150,5 @@ def test_an_engine_error_mid_run_is_a_clear_error_and_leaves_nothing(call, docke
     assert outcome and time.monotonic() - started < 900  # bounded: the fault ends the run, never a hang
     assert done, f"the first {call} did not happen"
     assert leftovers(engine.run_id) == {"containers": [], "networks": [], "volumes": [], "images": []}
+    # nor a lock file that a proof wrote before the engine failed: the run wrote no outputs
+    assert outcome != "error" or not (repo / ".devcontainer" / "requirements.lock").exists()
