@@ -916,11 +916,19 @@ def _draft_lock(
 def _unneeded_build_tools(locked: DepGraph) -> list[Any]:
     """The build tools the locked graph installs in the tested image, build-essential first,
     then the others by name. A repair's build-essential or cmake is among them: it built a
-    distribution the lock now installs from a wheel."""
+    distribution the lock now installs from a wheel. A tool the test command names (``make
+    test``, ``sh -c "make check"``) is not among them: the tests need it."""
+    target = locked.nodes.get("target:tests")
+    command = [str(w) for w in (target.attrs.get("command") or [])] if target is not None else []
+    runs = {Path(word).name for part in command for word in part.split()}
     nodes = [
         n
         for n in locked.of_type("SYSTEMLIB")
-        if n.action == "apt" and n.name in BUILD_ONLY_TOOLS and not n.attrs.get("stage") and not dev_stage_only(n)
+        if n.action == "apt"
+        and n.name in BUILD_ONLY_TOOLS
+        and n.name not in runs
+        and not n.attrs.get("stage")
+        and not dev_stage_only(n)
     ]
     return sorted(nodes, key=lambda n: (n.name != "build-essential", n.name))
 

@@ -18,6 +18,7 @@ from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError
+from bot.graph.apply import apply_atom
 from bot.graph.lock import LOCK_NAME, MARKER_LINE, LockEntry
 from bot.graph.mapping import Registry
 from bot.junit import TestResults
@@ -557,3 +558,14 @@ def test_a_hand_written_lock_file_is_left_untouched_by_a_run_that_fails(loop):
     loop._lock_from_plan()
     loop._put_back_lock_file()
     assert target.read_text() == "requests==2.30.0\n" and target.stat().st_mtime_ns == before
+
+
+def test_a_build_tool_the_test_command_runs_stays_in_the_plans_lock(loop):
+    loop.engine = _Engine({})
+    loop.graph.meta["resolution"]["pins"] = {"requests": "2.31.0"}
+    apply_atom(loop.graph, Atom("apt_install", {"packages": ["make"]}), "tests/Makefile")
+    loop.graph.target.attrs["command"] = ["make", "test"]
+    loop._lock_from_plan()
+    assert loop._planlock is not None and loop._planlock.left_out == ["build-essential"]
+    text = loop.compile(loop.graph).text
+    assert "make" in text.split("apt-get install", 1)[1] and "build-essential" not in text
