@@ -641,15 +641,12 @@ class PlanLock:
 PLAN_LEFT_OUT = "left out with the lock resolved from the plan: every pin installs from a wheel"
 
 
-def _put_back_build_tools(graph: DepGraph) -> list[str]:
+def _put_back_build_tools(graph: DepGraph) -> None:
     """The build tools the plan's lock left out, back in ``graph`` as the plan had them."""
-    back = []
     for n in graph.of_type("SYSTEMLIB"):
         if n.attrs.get("dropped") == PLAN_LEFT_OUT:
             n.action = "apt"
             n.attrs.pop("dropped", None)
-            back.append(n.name)
-    return back
 
 
 # Repairs that leave the installed distributions as they were: a system package, an environment
