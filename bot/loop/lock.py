@@ -408,6 +408,11 @@ class LockFile:
     repo: Path
     rel: str
 
+    @classmethod
+    def in_output(cls, repo: Path, output_dir: str) -> LockFile:
+        """The lock file in the output folder ``output_dir`` (output.dir) of ``repo``."""
+        return cls(Path(repo), f"{output_dir.strip('/')}/{LOCK_NAME}")
+
     def _allowed(self) -> list[str]:
         return [self.rel.rsplit("/", 1)[0] if "/" in self.rel else self.rel]
 
@@ -467,7 +472,8 @@ def lock_environment(
     as it was and the outcome says why; the caller keeps the unlocked Dockerfile."""
     compile_dockerfile = compile_dockerfile or default_compile
     t0 = time.monotonic()
-    rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
+    target = LockFile.in_output(repo, output_dir)
+    rel = target.rel
     native = native_lock(graph)
     if native is not None:
         # the repository's own lock already fixes the set; a second lock would compete with it
@@ -475,7 +481,6 @@ def lock_environment(
     replay = _read_replay(engine, graph, replay_tag, rel, t0)
     if isinstance(replay, LockOutcome):
         return replay
-    target = LockFile(Path(repo), rel)
     try:
         current = target.read()
     except safefs.UnsafePath as exc:
@@ -552,11 +557,11 @@ def draft_before_replay(
     t0 = time.monotonic()
     if native_lock(graph) is not None or "config:requirements-lock" in graph.nodes:
         return None
-    rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
+    target = LockFile.in_output(repo, output_dir)
+    rel = target.rel
     working = _read_replay(engine, graph, working_tag, rel, t0)
     if isinstance(working, LockOutcome) or not working.pins:
         return None
-    target = LockFile(Path(repo), rel)
     try:
         current = target.read()
     except safefs.UnsafePath:
@@ -703,8 +708,8 @@ def draft_from_plan(
     why = plan_lock_refusal(graph)
     if why:
         return why
-    rel = f"{output_dir.strip('/')}/{LOCK_NAME}"
-    target = LockFile(Path(repo), rel)
+    target = LockFile.in_output(repo, output_dir)
+    rel = target.rel
     try:
         current = target.read()
     except safefs.UnsafePath as exc:

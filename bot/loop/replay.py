@@ -12,7 +12,6 @@ from packaging.version import Version
 from bot import safefs
 from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import EngineError, SetupbotError
-from bot.graph.lock import LOCK_NAME
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
 from bot.logtext import strip_ansi
@@ -411,7 +410,7 @@ class ReplayMixin(LoopBase):
             return
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return  # stand-in collaborators (tests) have no image to freeze
-        target = LockFile(self.repo, f"{output.dir.strip('/')}/{LOCK_NAME}")
+        target = LockFile.in_output(self.repo, output.dir)
         try:
             self._lock_before = (target, target.read())
         except (safefs.UnsafePath, OSError):
