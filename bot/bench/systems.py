@@ -90,8 +90,12 @@ def _replay_build_seconds(record: Any) -> float | None:
     ``replay`` (its build), not ``replay-result`` (build plus target); or the first image's
     build when that image was the replay."""
     replay = getattr(record, "replay", None) or {}
-    if isinstance(replay, dict) and replay.get("first_build") and replay.get("build_seconds") is not None:
-        # the run's first image, built from scratch, was the replay (bot.loop.replay)
+    if (
+        isinstance(replay, dict)
+        and (replay.get("first_build") or replay.get("fresh_container"))
+        and replay.get("build_seconds") is not None
+    ):
+        # the run's first image, built from scratch, was the replay or ran it (bot.loop.replay)
         return round(float(replay["build_seconds"]), 2)
     steps = getattr(getattr(record, "trajectory", None), "steps", None) or []
     durations = [s.duration for s in steps if getattr(s, "action", "") == "replay"]

@@ -321,6 +321,23 @@ def without_dev_stage(text: str) -> str:
     return text
 
 
+def builds_same_image(a: str, b: str) -> bool:
+    """Whether two compiled Dockerfiles build the same tested image: their tested stages differ
+    at most in comments and CMD. CMD only sets what a container runs when given no command, and
+    the loop always names the test command itself, so a repair that changes the test command
+    alone leaves every layer as it was."""
+
+    def layers(text: str) -> list[str]:
+        kept = []
+        for line in without_dev_stage(text).splitlines():
+            word = line.strip()
+            if word and not word.startswith("#") and not word.startswith("CMD "):
+                kept.append(line.rstrip())
+        return kept
+
+    return layers(a) == layers(b)
+
+
 # Under BuildKit (the engine that proves the Dockerfile has buildx), pip's and uv's download
 # caches live in cache mounts: a repair trial or an edit that rebuilds an install step fetches
 # only what changed, and the cache never enters the image (as --no-cache-dir / --no-cache

@@ -10,6 +10,7 @@ from typing import Any
 from packaging.version import Version
 
 from bot import safefs
+from bot.compile.dockerfile import builds_same_image
 from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DepGraph
@@ -60,21 +61,28 @@ class ReplayMixin(LoopBase):
         # what an earlier replay found of its lock does not speak for this one
         self._prelock, self._prelocked, self._prelock_refused = None, None, ""
         first = working is not None and not over_budget and self._was_clean_replay(working)
+        # or a kept repair changed only the test command: a fresh container on that image is
+        same = working is not None and not over_budget and not first and self._same_first_image(working)
         pending = self._lock_first(working) if working is not None and not over_budget else None
         try:
-            if first and working is not None and self._planlock is not None:
+            if (first or same) and working is not None and self._planlock is not None:
                 # the first image installed the lock resolved from the plan and passed: it was the
                 # clean replay, and the lock holds when the image installed exactly its set
                 proof = "the run's first image, built with no step from the cache,"
                 if self._prove_plan_lock(working.tag, proof):
-                    replay_ws = self._first_build_replay(working)
+                    replay_ws = self._first_image_replay(working, first)
                 else:
                     replay_ws = self.replay()
-            elif first and working is not None and pending is not None and self._needs_no_test(pending):
-                # the first image was the clean replay; the lock changes pins alone, and a build
-                # that installs the same set proves it (bot.loop.lock.proven_by_build)
-                replay_ws = self._first_build_replay(working)
-                self._prove_lock_by_build(pending, working)
+            elif (first or same) and working is not None and (pending is None or self._needs_no_test(pending)):
+                # the first image was the clean replay; a lock drafted from it changes pins alone,
+                # and a build that installs the same set proves it (bot.loop.lock.proven_by_build).
+                # With no lock drafted (the repository's own lock, a lock the graph installs
+                # already), the lock is made after this replay as after any other.
+                replay_ws = self._first_image_replay(working, first)
+                if pending is not None and (first or self._ran(replay_ws.outcome)):
+                    self._prove_lock_by_build(pending, working)
+                elif pending is not None:
+                    self._withdraw_prelock()  # the fresh container did not pass: no lock from it
             else:
                 replay_ws = self.replay()
                 if pending is not None and working is not None:
@@ -306,6 +314,47 @@ class ReplayMixin(LoopBase):
         self._withdraw_prelock()
         self._prelock_refused = out.reason
 
+    def _same_first_image(self, working: Workspace) -> bool:
+        """Whether ``working``'s image, built with no step from the engine's cache, is what the
+        graph's Dockerfile builds now although the run kept repairs: they changed only the test
+        command, which leaves every layer as it was (``builds_same_image``). A --no-cache
+        rebuild would build the same layers again; a fresh container on that image, which no
+        trial has touched, running the tests is the clean replay (``_fresh_container_replay``)."""
+        if not working.from_scratch or not self.record.repairs:
+            return False
+        return builds_same_image(getattr(working.dockerfile, "text", ""), self.compile(self.graph).text)
+
+    def _first_image_replay(self, working: Workspace, first: bool) -> Workspace:
+        """The first image's own test run (``first``) or a fresh container on it, as the replay."""
+        if first:
+            return self._first_build_replay(working)
+        return self._fresh_container_replay(working)
+
+    def _fresh_container_replay(self, working: Workspace) -> Workspace:
+        """Run the tests in a fresh container, with its own services, on ``working``'s image
+        (``_same_first_image``), and record that run as the clean replay."""
+        t0 = time.monotonic()
+        self._final = True
+        try:
+            ws = self.open_on_image(working.tag, purpose="replay")
+        finally:
+            self._final = False
+        self.record.replay = {
+            **self._replay_record(ws.outcome, ws.tag, time.monotonic() - t0),
+            "fresh_container": True,
+            "build_seconds": round(working.build_seconds, 3),
+        }
+        timings = self.record.timings
+        timings["replay_seconds"] = round(timings.get("replay_seconds", 0.0) + self.record.replay["seconds"], 3)
+        why = "the first image was built from scratch and the repairs since changed only the test command"
+        self.traj.record(
+            "replay-result",
+            outcome="ok" if self.record.replay["ok"] else "failed",
+            duration=time.monotonic() - t0,
+            detail={**self.record.replay, "why": why},
+        )
+        return ws
+
     def _first_build_replay(self, working: Workspace) -> Workspace:
         """Record ``working``'s first test run as the clean replay (``_was_clean_replay``)."""
         self.record.replay = {
@@ -333,7 +382,7 @@ class ReplayMixin(LoopBase):
         o = working.outcome
         if not (self._ran(o) and o.results.count("passed") > 0) or not self.budget.can_replay():
             return None
-        if getattr(working.dockerfile, "text", None) != self.compile(self.graph).text:
+        if not builds_same_image(getattr(working.dockerfile, "text", ""), self.compile(self.graph).text):
             return None  # the graph changed after that image was built
         try:
             pending = draft_before_replay(

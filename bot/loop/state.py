@@ -60,6 +60,8 @@ class LoopBase:
 
         def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace: ...  # workspace
 
+        def open_on_image(self, tag: str, *, purpose: str) -> Workspace: ...  # workspace
+
         def _build_timeout(self) -> int: ...  # workspace
 
         def _exec(

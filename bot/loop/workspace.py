@@ -121,7 +121,7 @@ class WorkspaceMixin(LoopBase):
             output_tail=build.log[-2000:],
             duration=time.monotonic() - started,
             outcome="ok" if build.ok else "failed",
-            detail={"signatures": [s.to_json() for s in sigs]},
+            detail={"signatures": [s.to_json() for s in sigs], "cached_steps": getattr(build, "cached_steps", None)},
         )
         if not build.ok:
             ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
@@ -135,21 +135,37 @@ class WorkspaceMixin(LoopBase):
                 dev_packages(self.graph),
                 timeout=self._build_timeout(),
             )
+        if not self._start_runner(ws):
+            return ws
+        ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
+        ws.build_seconds = build.seconds
+        return ws
+
+    def open_on_image(self, tag: str, *, purpose: str) -> Workspace:
+        """A workspace on image ``tag``, which this run built from the graph's Dockerfile: a
+        fresh runner container and services, and the first evaluation in it."""
+        progress.current().stage(purpose)
+        self.budget.spend_step()
+        ws = Workspace(tag, self.compile(self.graph))
+        self._start_runner(ws)
+        return ws
+
+    def _start_runner(self, ws: Workspace) -> bool:
+        """Start ``ws``'s services and runner container on its image and evaluate the target
+        there; False (the outcome says why) when the runner did not start."""
         try:
             env = self._plan_env()
             network = self._start_services(ws, env)
             ws.env = env
-            ws.session = ws.stack.enter_context(self.engine.session(tag, env=env, network=network))
+            ws.session = ws.stack.enter_context(self.engine.session(ws.tag, env=env, network=network))
         except SetupbotError as exc:
             ws.close()
             ws.outcome = TargetOutcome("build", [], log=exc.render(), note=f"the runner did not start: {exc.what}")
             self.traj.record("start", outcome="failed", output_tail=exc.render())
-            return ws
+            return False
         ws.outcome = self.evaluate(ws)
         ws.first = ws.outcome
-        ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
-        ws.build_seconds = build.seconds
-        return ws
+        return True
 
     def _start_services(self, ws: Workspace, env: dict[str, str]) -> str | None:
         """Start the services the graph holds on a private network (closed with the workspace)

@@ -102,6 +102,7 @@ class ReportData:
     reproduce: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # files setupbot wrote / proposes
     pending_changes: dict[str, str] = field(default_factory=dict)  # hand-written file -> diff
+    not_written: dict[str, str] = field(default_factory=dict)  # path setupbot may not write -> why
     gate: str = "Mostly"  # publish.min_verdict
     lock: dict[str, Any] = field(default_factory=dict)  # bot.graph.lock.lock_summary
     # the stage timeline SVG next to the report (a file name in ``output_dir``), when one was written
@@ -407,6 +408,13 @@ def _add_replay(data: ReportData, replay: Any) -> None:
         what = (
             f"clean replay: the compiled Dockerfile{stage} built from scratch (no step from the "
             "engine's cache) as the run's first image, which ran the tests and needed no repair"
+        )
+    elif _get(replay, "fresh_container", False):
+        # that image again, in a fresh container: the repairs since changed only the test command
+        what = (
+            f"clean replay: the compiled Dockerfile{stage} built from scratch (no step from the "
+            "engine's cache) as the run's first image; the repairs since changed only the test "
+            "command, and a fresh container on that image ran the tests"
         )
     else:
         what = f"clean replay: the compiled Dockerfile{stage} rebuilt from scratch and ran the tests"

@@ -65,6 +65,11 @@ def replayed(record, steps):
     if record.replay.get("first_build"):
         # the first image, built with no step from the cache and needing no repair, was the replay
         assert not replay_builds and not record.repairs
+    elif record.replay.get("fresh_container"):
+        # the repairs changed only the test command: a fresh container on the first image,
+        # built with no step from the cache, ran the tests
+        kinds = {a.kind for r in record.repairs for a in r.candidate.atoms}
+        assert not replay_builds and "test_command" in kinds and kinds <= {"test_command", "start_service"}, kinds
     else:
         assert replay_builds and "--no-cache" in replay_builds[-1].command
 
@@ -167,6 +172,12 @@ def test_class1_a_poetry_application_with_django_runs_its_own_test_runner(engine
     assert [d for _, d in kept(record)] == ["test_command python manage.py test"]
     assert "-e ." not in record.dockerfile
     assert 'CMD ["python", "manage.py", "test"]' in record.dockerfile
+    first = next(s for s in record.trajectory.steps if s.action == "build")
+    if first.detail["cached_steps"] == 0:
+        # the repair changed only the CMD: the first image, built from scratch, is every layer
+        # of the replay, and a fresh container on it ran the new command with no rebuild
+        assert record.replay["fresh_container"] and record.replay["lock"]["status"] == "locked"
+        assert not [s for s in record.trajectory.steps if s.action == "replay"]
 
 
 def test_a_service_variable_read_with_getenv_starts_the_service_that_sets_it(engine, tmp_path):

@@ -24,7 +24,8 @@ from bot.graph.mapping import Registry
 from bot.junit import TestResults
 from bot.loop import lock as vlock
 from bot.loop.orchestrator import SetupLoop
-from bot.loop.records import Checkpoint, RunRecord
+from bot.loop.records import Checkpoint, KeptRepair, RunRecord
+from bot.loop.repair import Candidate
 from bot.loop.target import TargetOutcome
 from bot.loop.trajectory import Budget
 from bot.loop.workspace import Workspace
@@ -275,17 +276,18 @@ def test_a_lock_that_leaves_the_compiler_out_goes_to_a_replay_that_runs_the_test
     assert "first_build" not in loop.record.replay and loop.record.replay["lock"]["status"] == "locked"
 
 
-@pytest.mark.parametrize("spoil", ["cached", "repaired"])
-def test_an_image_with_a_cached_step_or_after_a_repair_is_replayed_with_its_tests(loop, monkeypatch, spoil):
-    """A step from the cache may be older than what the Dockerfile installs today; a kept
-    repair changed the environment after the first test run. Either way the replay rebuilds
-    with --no-cache and runs the tests, and proves the lock with them."""
+def _kept(loop, atom: Atom) -> None:
+    """A repair the loop kept after the first test run: in the graph and the record."""
+    apply_atom(loop.graph, atom, "a repair")
+    loop.record.repairs.append(KeptRepair(None, Candidate([atom], "rule"), ""))
+
+
+def test_an_image_with_a_cached_step_is_replayed_with_its_tests(loop, monkeypatch):
+    """A step from the cache may be older than what the Dockerfile installs today: the replay
+    rebuilds with --no-cache and runs the tests, and proves the lock with them."""
     loop.engine = _Engine({WORK: SET, REPLAY: SET})
     working = _first_image(loop, monkeypatch)
-    if spoil == "cached":
-        working.from_scratch = False
-    else:
-        loop.record.repairs.append(SimpleNamespace(signature=None, candidate=None))
+    working.from_scratch = False
     assert loop._finish(working=working) is None
     assert len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
     assert "first_build" not in loop.record.replay and loop.record.replay["tag"] == REPLAY
@@ -569,3 +571,81 @@ def test_a_build_tool_the_test_command_runs_stays_in_the_plans_lock(loop):
     assert loop._planlock is not None and loop._planlock.left_out == ["build-essential"]
     text = loop.compile(loop.graph).text
     assert "make" in text.split("apt-get install", 1)[1] and "build-essential" not in text
+
+
+# -- a repair that changed only the test command ---------------------------------------------------
+
+
+def _opens_on_image(loop, monkeypatch, *outcomes: TargetOutcome) -> list[str]:
+    """``open_on_image`` runs the tests in a fresh container on an image the run built: the
+    tags it was asked for."""
+    queue, tags = list(outcomes), []
+
+    def open_on_image(tag, *, purpose):
+        tags.append(tag)
+        ws = Workspace(tag, SimpleNamespace(text=loop.compile(loop.graph).text))
+        ws.outcome = ws.first = queue.pop(0)
+        return ws
+
+    monkeypatch.setattr(loop, "open_on_image", open_on_image, raising=False)
+    return tags
+
+
+def _retested(loop, monkeypatch) -> Workspace:
+    """The first image, built from scratch, after a kept repair that set the test command; the
+    trial ran the new command in the container the first test run had used."""
+    working = _first_image(loop, monkeypatch)
+    _kept(loop, Atom("test_command", {"command": ["python", "-m", "pytest", "tests"]}))
+    working.outcome = _outcome(5)
+    loop.replay_with(_outcome(5))  # what a --no-cache replay would give, were it built
+    return working
+
+
+def test_a_test_command_repair_is_replayed_in_a_fresh_container_on_the_first_image(loop, monkeypatch):
+    """The CMD is all that changed: every layer is the first image's, built with no step from the
+    cache. A fresh container on it runs the tests, and no --no-cache rebuild happens."""
+    loop.engine = _Engine({WORK: SET, LOCKED: SET})
+    working = _retested(loop, monkeypatch)
+    tags = _opens_on_image(loop, monkeypatch, _outcome(5))
+    assert loop._finish(working=working) is None
+    rec = loop.record
+    assert rec.status == "success" and loop.replays == [] and tags == [WORK]
+    assert rec.replay["fresh_container"] is True and rec.replay["tests"]["passed"] == 5
+    assert "first_build" not in rec.replay
+    # the lock drafted from that image changes pins alone: its build installs the same set
+    assert rec.replay["lock"]["status"] == "locked" and rec.replay["tag"] == LOCKED
+    assert 'CMD ["python", "-m", "pytest", "tests"]' in loop.compile(loop.graph).text
+
+
+def test_a_fresh_container_that_does_not_pass_puts_the_drafted_lock_back(loop, monkeypatch):
+    """The first run left state in its container (a generated file) that the new command needed:
+    the fresh container shows it, and no lock is kept from an unproven image."""
+    loop.engine = _Engine({WORK: SET, LOCKED: SET})
+    working = _retested(loop, monkeypatch)
+    _opens_on_image(loop, monkeypatch, _outcome(0, stage="collect"))
+    loop._finish(working=working)
+    assert WORK in loop.engine.frozen  # the lock was drafted from the first image
+    assert loop.record.status != "success" and loop.record.replay["fresh_container"] is True
+    assert "config:requirements-lock" not in loop.graph.nodes
+    assert not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
+
+
+@pytest.mark.parametrize(
+    "also",
+    [Atom("set_env", {"name": "TZ", "value": "UTC"}), Atom("apt_install", {"packages": ["libsndfile1"]}), "cached"],
+    ids=["set_env", "apt_install", "cached"],
+)
+def test_a_test_command_repair_beside_another_change_is_rebuilt(loop, monkeypatch, also):
+    """An ENV or an install is a layer the first image lacks; a cached step is not a clean
+    build: the replay rebuilds with --no-cache and runs the tests there."""
+    loop.engine = _Engine({WORK: SET, REPLAY: SET, LOCKED: SET})
+    working = _retested(loop, monkeypatch)
+    if also == "cached":
+        working.from_scratch = False
+    else:
+        _kept(loop, also)
+    tags = _opens_on_image(loop, monkeypatch)
+    assert loop._finish(working=working) is None
+    assert tags == [] and len(loop.replays) == 1 and "fresh_container" not in loop.record.replay
+    if also != "cached":
+        assert also.args.get("name", "libsndfile1") in loop.replays[0]
