@@ -165,6 +165,7 @@ class GeneratedOutputs:
     fingerprint: str
     report_path: str
     kept: dict[str, str] = field(default_factory=dict)  # hand-written path -> diff not applied
+    not_written: dict[str, str] = field(default_factory=dict)  # path setupbot may not write -> why
     note: str = ""  # e.g. "environment inputs unchanged since <sha>"
     # files that describe this run rather than the environment (the stage timeline): they go with
     # the environment, but a change in them alone is no change (not in the fingerprint, no drift,
@@ -178,16 +179,21 @@ CustomiseDevcontainer = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 @dataclass
 class _Placement:
-    """Where each rendered file goes: into ``files`` to be written, or, when a person wrote the
-    file at that path (no marker), into ``kept`` as the diff setupbot does not apply."""
+    """Where each rendered file goes: into ``files`` to be written; when a person wrote the
+    file at that path (no marker), into ``kept`` as the diff setupbot does not apply; when the
+    path is or lies under a symlink, into ``not_written`` with why."""
 
     existing: ExistingReader | None
     files: dict[str, str] = field(default_factory=dict)
     kept: dict[str, str] = field(default_factory=dict)
+    not_written: dict[str, str] = field(default_factory=dict)
 
     def place(self, path: str, text: str) -> bool:
-        """File ``text`` at ``path``; False when the file there is kept."""
+        """File ``text`` at ``path``; False when the file there is kept or may not be written."""
         current = self.existing(path) if self.existing else None
+        if current == SYMLINK_PLACEHOLDER:
+            self.not_written[path] = SYMLINK_REASON
+            return False
         if current is not None and not has_marker(current):
             self.kept[path] = unified_diff(path, current, text)
             return False
@@ -249,6 +255,7 @@ def generate_outputs(
         report=report,
         report_path=report_path,
         kept=placement.kept,
+        not_written=placement.not_written,
         fingerprint=fingerprint_files(files, exclude=volatile),
         volatile=volatile,
     )
@@ -332,6 +339,7 @@ def _place_report(placement: _Placement, report: ReportData, out: str, services:
     report.reproduce = default_reproduce(out, report.test_command, services=bool(services))
     report.files = [*placement.files, report_path]
     report.pending_changes = dict(placement.kept)
+    report.not_written = dict(placement.not_written)
     report_text = render_report(report)
     if not placement.place(report_path, report_text):
         report.files.remove(report_path)
@@ -371,6 +379,7 @@ def render_plan_json(
 
 
 SYMLINK_PLACEHOLDER = "(symlink: setupbot leaves it alone)"
+SYMLINK_REASON = "it is, or lies under, a symlink; setupbot neither follows nor writes through one"
 
 
 def _compose_service_names(text: str | None) -> list[str]:
@@ -428,16 +437,20 @@ class WriteResult:
     written: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     kept: dict[str, str] = field(default_factory=dict)
+    not_written: dict[str, str] = field(default_factory=dict)
 
 
 def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
     """Write the generated files into the checkout, re-checking each marker right before writing
     (a person may have taken a file over since the outputs were generated)."""
-    result = WriteResult(kept=dict(generated.kept))
+    result = WriteResult(kept=dict(generated.kept), not_written=dict(generated.not_written))
     read = disk_reader(repo)
     allowed = [check_output_dir(generated.report.output_dir or ".devcontainer"), DOCKERIGNORE]
     for path, text in generated.files.items():
         current = read(path)
+        if current == SYMLINK_PLACEHOLDER:  # became a symlink since the outputs were generated
+            result.not_written[path] = SYMLINK_REASON
+            continue
         if current is not None and not has_marker(current):
             result.kept[path] = unified_diff(path, current, text)
             continue
@@ -449,15 +462,16 @@ def write_outputs(repo: Path, generated: GeneratedOutputs) -> WriteResult:
             # .dockerignore) only, and never through a symlinked folder or file
             safefs.write_text(repo, path, text, allowed=allowed)
         except safefs.UnsafePath as exc:
-            result.kept[path] = f"(not written: {exc.what})\n"
+            result.not_written[path] = exc.what
             log.warning("outputs: %s", exc.what)
             continue
         result.written.append(path)
     log.info(
-        "outputs: %d written, %d unchanged, %d hand-written kept",
+        "outputs: %d written, %d unchanged, %d hand-written kept, %d not written",
         len(result.written),
         len(result.unchanged),
         len(result.kept),
+        len(result.not_written),
     )
     return result
 

@@ -160,6 +160,8 @@ def _print_summary(args: argparse.Namespace, repo: Path, result, code: int, why:
             written.append(str(path))
         for path in result.written.kept:
             print(f"  kept your {path} (no setupbot marker); the report shows what setupbot would change", file=out)
+        for path, why in result.written.not_written.items():
+            print(f"  did not write {path}: {why}", file=out)
     for path in result.records:
         print(f"  record {path.relative_to(repo)}", file=out)
     return written

@@ -137,8 +137,46 @@ def test_symlinked_output_is_never_followed(tmp_path):
     from bot.outputs import disk_reader
 
     g = gen(existing=disk_reader(repo))
-    write_outputs(repo, g)
+    result = write_outputs(repo, g)
     assert outside.read_text() == "secret\n"
+    # said as a file not written, not as a hand-written one whose diff the report shows
+    assert ".devcontainer/Dockerfile" in g.not_written and ".devcontainer/Dockerfile" not in g.kept
+    assert "symlink" in result.not_written[".devcontainer/Dockerfile"] and not result.kept
+    report = g.files[".devcontainer/setup-report.md"]
+    assert "### Files not written" in report and "Hand-written files left alone" not in report
+    assert "`.devcontainer/Dockerfile`: it is, or lies under, a symlink" in report
+
+
+def test_a_symlinked_output_folder_writes_nothing_and_says_why_for_each_file(tmp_path):
+    host = tmp_path / "host"
+    host.mkdir()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".devcontainer").symlink_to(host, target_is_directory=True)
+    from bot.outputs import disk_reader
+
+    g = gen(existing=disk_reader(repo))
+    result = write_outputs(repo, g)
+    assert list(host.iterdir()) == [] and not result.kept
+    assert not [p for p in result.written if p.startswith(".devcontainer")]
+    assert {".devcontainer/Dockerfile", ".devcontainer/devcontainer.json"} <= set(result.not_written)
+    assert all("symlink" in why for why in result.not_written.values())
+
+
+def test_a_symlink_made_after_generation_is_not_written_through(tmp_path):
+    """The folder became a symlink between generating and writing (the writer checks again)."""
+    from bot.outputs import disk_reader
+
+    host = tmp_path / "host"
+    host.mkdir()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    g = gen(existing=disk_reader(repo))
+    assert not g.not_written
+    (repo / ".devcontainer").symlink_to(host, target_is_directory=True)
+    result = write_outputs(repo, g)
+    assert list(host.iterdir()) == [] and not [p for p in result.written if p.startswith(".devcontainer")]
+    assert ".devcontainer/Dockerfile" in result.not_written and not result.kept
 
 
 def test_marker_goes_after_parser_directives():
