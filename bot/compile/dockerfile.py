@@ -215,7 +215,10 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             (dev if dev_stage_only(n) else by_action).setdefault(n.action, []).append(n)
     built = built_wheels(graph)
     staged = [n for n in by_action.get("apt", []) if n.attrs.get("stage") == WHEELS_STAGE] if built else []
-    envs = by_action.get("env", [])
+    # an environment variable a repair set for the tests alone goes after the install steps:
+    # no install ran with it, and a later edit to it rebuilds none of them
+    late = [n for n in by_action.get("env", []) if n.attrs.get("for_tests")]
+    envs = [n for n in by_action.get("env", []) if not n.attrs.get("for_tests")]
     steps: list[dict[str, Any]] = _builder_steps(graph, by_action, built, staged) if staged else []
     steps.append(_from_step(graph.runtime))
     if dev:
@@ -271,6 +274,16 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
     if graph.runtime.attrs.get("cache_mounts"):
         for s in steps:
             _keep_downloads(s)
+    if late:
+        steps.append(
+            {
+                "op": "ENV",
+                "pairs": [(n.name, n.attrs.get("value", "")) for n in late],
+                "nodes": late,
+                "comments": ["for the tests: repairs set these where the tests ran, after every install"]
+                + _where(late),
+            }
+        )
     tgt = graph.target
     steps.append(
         {
@@ -323,16 +336,28 @@ def without_dev_stage(text: str) -> str:
 
 def builds_same_image(a: str, b: str) -> bool:
     """Whether two compiled Dockerfiles build the same tested image: their tested stages differ
-    at most in comments and CMD. CMD only sets what a container runs when given no command, and
-    the loop always names the test command itself, so a repair that changes the test command
-    alone leaves every layer as it was."""
+    at most in comments, CMD, and ENV after the last step that makes a layer. CMD only sets what
+    a container runs when given no command, and the loop always names the test command itself;
+    such an ENV only sets what the container starts with, and the loop starts its runner with
+    the graph's environment. A repair that changes the test command or sets a variable for the
+    tests alone leaves every layer as it was."""
 
     def layers(text: str) -> list[str]:
-        kept = []
+        instructions: list[str] = []
+        joined = False  # the line before ended in a backslash: this one continues it
         for line in without_dev_stage(text).splitlines():
             word = line.strip()
-            if word and not word.startswith("#") and not word.startswith("CMD "):
-                kept.append(line.rstrip())
+            if not word or word.startswith("#"):
+                continue
+            if joined:
+                instructions[-1] += "\n" + line.rstrip()
+            else:
+                instructions.append(line.rstrip())
+            joined = word.endswith("\\")
+        kept = [i for i in instructions if not i.startswith("CMD ")]
+        # ENV after the last layer sets only what the container starts with, as CMD does
+        while kept and kept[-1].startswith("ENV "):
+            kept.pop()
         return kept
 
     return layers(a) == layers(b)

@@ -180,6 +180,7 @@ def _set_env(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
         g, Node(nid, "CONFIG", a["name"], "SATISFIED", action="env", attrs={"kind": "env", "value": a["value"]}), ev
     )
     n.attrs["value"], n.action, n.state = a["value"], "env", "SATISFIED"
+    n.attrs.pop("for_tests", None)  # set for the build too, until a trial shows the tests alone need it
     link_runtime(g, nid)
     g.edge(g.target.id, nid)
     proj = project_node(g)

@@ -61,7 +61,7 @@ class ReplayMixin(LoopBase):
         # what an earlier replay found of its lock does not speak for this one
         self._prelock, self._prelocked, self._prelock_refused = None, None, ""
         first = working is not None and not over_budget and self._was_clean_replay(working)
-        # or a kept repair changed only the test command: a fresh container on that image is
+        # or kept repairs changed only the test command or its variables: a fresh container on it is
         same = working is not None and not over_budget and not first and self._same_first_image(working)
         pending = self._lock_first(working) if working is not None and not over_budget else None
         try:
@@ -317,7 +317,8 @@ class ReplayMixin(LoopBase):
     def _same_first_image(self, working: Workspace) -> bool:
         """Whether ``working``'s image, built with no step from the engine's cache, is what the
         graph's Dockerfile builds now although the run kept repairs: they changed only the test
-        command, which leaves every layer as it was (``builds_same_image``). A --no-cache
+        command or the variables the tests alone need, which leave every layer as it was
+        (``builds_same_image``). A --no-cache
         rebuild would build the same layers again; a fresh container on that image, which no
         trial has touched, running the tests is the clean replay (``_fresh_container_replay``)."""
         if not working.from_scratch or not self.record.repairs:
@@ -346,7 +347,7 @@ class ReplayMixin(LoopBase):
         }
         timings = self.record.timings
         timings["replay_seconds"] = round(timings.get("replay_seconds", 0.0) + self.record.replay["seconds"], 3)
-        why = "the first image was built from scratch and the repairs since changed only the test command"
+        why = "the first image was built from scratch; the repairs since changed only the test command or variables"
         self.traj.record(
             "replay-result",
             outcome="ok" if self.record.replay["ok"] else "failed",

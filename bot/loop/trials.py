@@ -78,6 +78,7 @@ class TrialsMixin(LoopBase):
         snap = ws.session.snapshot(note=cand.describe()[:200])
         self.traj.record("snapshot", snapshot=str(snap), outcome="ok", detail={"depth": ws.session.depth})
         self._apply_to_graph(cand, sig)
+        self._for_tests_alone(cand)
         trial_env = dict(ws.target_env)
         failed = ""
         for atom in cand.atoms:
@@ -114,6 +115,19 @@ class TrialsMixin(LoopBase):
             detail={"candidate": cand.to_json(), "after": after.to_json(), "frames": 1},
         )
         return verdict, after
+
+    def _for_tests_alone(self, cand: Candidate) -> None:
+        """A candidate that only sets variables (and the test command) is tried in the runner,
+        with the variables given to the test run alone: the image's install steps never ran with
+        them, so the Dockerfile sets them after those steps (bot.compile.dockerfile), where a
+        change to them rebuilds no install."""
+        if not all(a.kind in ("set_env", "test_command") for a in cand.atoms):
+            return
+        for atom in cand.atoms:
+            nodes = getattr(self.graph, "nodes", {})
+            node = nodes.get(f"config:env:{atom.args['name']}") if atom.kind == "set_env" else None
+            if node is not None:
+                node.attrs["for_tests"] = True
 
     def _run_trial_commands(self, ws: Workspace, atom: Atom, trial_env: dict[str, str]) -> str:
         """Run what applies ``atom`` in the runner; the failed command, or "" when all passed."""

@@ -410,11 +410,11 @@ def _add_replay(data: ReportData, replay: Any) -> None:
             "engine's cache) as the run's first image, which ran the tests and needed no repair"
         )
     elif _get(replay, "fresh_container", False):
-        # that image again, in a fresh container: the repairs since changed only the test command
+        # that image again, in a fresh container: the repairs since changed no layer
         what = (
             f"clean replay: the compiled Dockerfile{stage} built from scratch (no step from the "
             "engine's cache) as the run's first image; the repairs since changed only the test "
-            "command, and a fresh container on that image ran the tests"
+            "command or the tests' variables, no layer, and a fresh container on that image ran the tests"
         )
     else:
         what = f"clean replay: the compiled Dockerfile{stage} rebuilt from scratch and ran the tests"

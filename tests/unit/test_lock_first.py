@@ -617,6 +617,20 @@ def test_a_test_command_repair_is_replayed_in_a_fresh_container_on_the_first_ima
     assert 'CMD ["python", "-m", "pytest", "tests"]' in loop.compile(loop.graph).text
 
 
+def test_a_variable_set_for_the_tests_alone_is_replayed_in_a_fresh_container_too(loop, monkeypatch):
+    """An in-container trial gave the variable to the test run alone: the Dockerfile sets it after
+    every layer, and the fresh container starts with it from the graph's environment."""
+    loop.engine = _Engine({WORK: SET, LOCKED: SET})
+    working = _retested(loop, monkeypatch)
+    _kept(loop, Atom("set_env", {"name": "TZ", "value": "UTC"}))
+    loop.graph.nodes["config:env:TZ"].attrs["for_tests"] = True
+    tags = _opens_on_image(loop, monkeypatch, _outcome(5))
+    assert loop._finish(working=working) is None
+    assert tags == [WORK] and loop.replays == [] and loop.record.replay["fresh_container"] is True
+    text = loop.compile(loop.graph).text
+    assert text.index("ENV TZ=UTC") > text.index("requirements.lock")
+
+
 def test_a_fresh_container_that_does_not_pass_puts_the_drafted_lock_back(loop, monkeypatch):
     """The first run left state in its container (a generated file) that the new command needed:
     the fresh container shows it, and no lock is kept from an unproven image."""
