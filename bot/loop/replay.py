@@ -61,23 +61,23 @@ class ReplayMixin(LoopBase):
         # what an earlier replay found of its lock does not speak for this one
         self._prelock, self._prelocked, self._prelock_refused = None, None, ""
         first = working is not None and not over_budget and self._was_clean_replay(working)
-        # or kept repairs changed only the test command or its variables: a fresh container on it is
+        # or the repairs since changed no layer: a fresh container on that image is the replay
         same = working is not None and not over_budget and not first and self._same_first_image(working)
         pending = self._lock_first(working) if working is not None and not over_budget else None
         try:
-            if (first or same) and working is not None and self._planlock is not None:
+            if first and working is not None and self._planlock is not None:
                 # the first image installed the lock resolved from the plan and passed: it was the
                 # clean replay, and the lock holds when the image installed exactly its set
                 proof = "the run's first image, built with no step from the cache,"
                 if self._prove_plan_lock(working.tag, proof):
-                    replay_ws = self._first_image_replay(working, first)
+                    replay_ws = self._first_build_replay(working)
                 else:
                     replay_ws = self.replay()
             elif (first or same) and working is not None and (pending is None or self._needs_no_test(pending)):
                 # the first image was the clean replay; a lock drafted from it changes pins alone,
                 # and a build that installs the same set proves it (bot.loop.lock.proven_by_build).
-                # With no lock drafted (the repository's own lock, a lock the graph installs
-                # already), the lock is made after this replay as after any other.
+                # With no lock drafted (the repository's own lock, the plan's lock, which the fresh
+                # container's image installed) the lock is proven after this replay as after any.
                 replay_ws = self._first_image_replay(working, first)
                 if pending is not None and (first or self._ran(replay_ws.outcome)):
                     self._prove_lock_by_build(pending, working)
@@ -318,9 +318,9 @@ class ReplayMixin(LoopBase):
         """Whether ``working``'s image, built with no step from the engine's cache, is what the
         graph's Dockerfile builds now although the run kept repairs: they changed only the test
         command or the variables the tests alone need, which leave every layer as it was
-        (``builds_same_image``). A --no-cache
-        rebuild would build the same layers again; a fresh container on that image, which no
-        trial has touched, running the tests is the clean replay (``_fresh_container_replay``)."""
+        (``builds_same_image``). A --no-cache rebuild would build the same layers again; a fresh
+        container on that image, which no trial has touched, running the tests is the clean
+        replay (``_fresh_container_replay``)."""
         if not working.from_scratch or not self.record.repairs:
             return False
         return builds_same_image(getattr(working.dockerfile, "text", ""), self.compile(self.graph).text)

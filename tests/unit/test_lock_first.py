@@ -663,3 +663,19 @@ def test_a_test_command_repair_beside_another_change_is_rebuilt(loop, monkeypatc
     assert tags == [] and len(loop.replays) == 1 and "fresh_container" not in loop.record.replay
     if also != "cached":
         assert also.args.get("name", "libsndfile1") in loop.replays[0]
+
+
+def test_a_test_command_repair_after_the_plans_lock_is_proven_by_the_fresh_container(loop, monkeypatch):
+    """The first image installed the plan's lock; a repair set the test command. The fresh
+    container on that image is the replay, and the lock holds when that image installed its set."""
+    loop.engine = _Engine({WORK: SET})
+    _plan_locked(loop)
+    working = _retested(loop, monkeypatch)
+    tags = _opens_on_image(loop, monkeypatch, _outcome(5))
+    monkeypatch.setattr(loop, "_settle_dev_stage", lambda: None, raising=False)
+    assert loop._finish(working=working) is None
+    rec = loop.record
+    assert rec.status == "success" and tags == [WORK] and loop.replays == []
+    assert rec.replay["fresh_container"] is True and rec.replay["lock"]["status"] == "locked"
+    assert rec.replay["tag"] == WORK and loop._planlock is None
+    assert "the clean replay" in loop.graph.nodes["config:requirements-lock"].attrs["source"]
