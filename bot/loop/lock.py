@@ -548,6 +548,7 @@ def draft_before_replay(
     index_url: str | None = None,
     timeout: float = 120.0,
     compile_dockerfile: Callable[[DepGraph], Any] | None = None,
+    frozen_from: str = "the tested image",
 ) -> PendingLock | None:
     """Freeze the working image (built from ``graph``'s own Dockerfile), write the lock and
     return it with the locked graph for the clean replay to build. None when the lock is left
@@ -568,11 +569,28 @@ def draft_before_replay(
         return None  # lock_environment says why after the replay
     if current is not None and not has_marker(current):
         return None  # a person wrote it: lock_environment says so after the replay
-    source = "frozen from the tested image, then built and tested by the clean replay"
+    source = f"frozen from {frozen_from}, then built and tested by the clean replay"
     draft = _draft_lock(graph, working, rel, index_url, timeout, compile_dockerfile, source)
     _write_draft(draft, target)
     unlocked = DepGraph.from_json(graph.to_json())
     return PendingLock(draft, working, working_tag, rel, current, unlocked, time.monotonic() - t0)
+
+
+class ContainerReader:
+    """The engine as the lock's readers use it (``installed_set``), except that the working
+    image's tag is read in the loop's running container on it: that holds what the repairs
+    tried there installed, which the image lacks, and it is the set the tests passed with."""
+
+    def __init__(self, engine: Any, session: Any, tag: str) -> None:
+        self.engine, self.session, self.tag = engine, session, tag
+
+    def run_once(self, image: str, argv: Sequence[str], timeout: float = 300, **kw: Any) -> Any:
+        if image == self.tag:
+            return self.session.exec(list(argv), timeout=timeout)
+        return self.engine.run_once(image, argv, timeout=timeout, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
 
 
 def proven_by_replay(engine: Any, pending: PendingLock, replay_tag: str) -> LockOutcome:

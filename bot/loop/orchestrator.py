@@ -249,9 +249,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
                 return None
             # the tests collected and ran; what is left cannot be repaired here: replay this
             # state, and the record says what remains
-        ws.close()
         # a replay failure is new evidence: keep working in the replayed container; the
-        # working image may be frozen into a lock that the replay builds
+        # working image, or its container, may be frozen into a lock that the replay builds
+        # (``_finish`` closes it once the lock is drafted)
         return self._finish(working=ws)
 
     def _close_record(self, t_start: float) -> None:

@@ -19,6 +19,7 @@ from bot.logtext import strip_ansi
 from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage
 from bot.loop.diagnose import Signature
 from bot.loop.lock import (
+    ContainerReader,
     LockFile,
     LockOutcome,
     PendingLock,
@@ -63,7 +64,11 @@ class ReplayMixin(LoopBase):
         first = working is not None and not over_budget and self._was_clean_replay(working)
         # or the repairs since changed no layer: a fresh container on that image is the replay
         same = working is not None and not over_budget and not first and self._same_first_image(working)
-        pending = self._lock_first(working) if working is not None and not over_budget else None
+        try:
+            pending = self._lock_first(working) if working is not None and not over_budget else None
+        finally:
+            if working is not None:
+                working.close()  # the lock is drafted: its runner and services make way for the replay
         try:
             if first and working is not None and self._planlock is not None:
                 # the first image installed the lock resolved from the plan and passed: it was the
@@ -383,21 +388,35 @@ class ReplayMixin(LoopBase):
         o = working.outcome
         if not (self._ran(o) and o.results.count("passed") > 0) or not self.budget.can_replay():
             return None
+        engine, frozen_from = self.engine, "the tested image"
         if not builds_same_image(getattr(working.dockerfile, "text", ""), self.compile(self.graph).text):
-            return None  # the graph changed after that image was built
+            if not self._repaired_in_container(working):
+                return None  # the graph changed after that image was built, and not in its container
+            # the repairs kept since were tried in its container, which holds the set the tests
+            # passed with: the lock is frozen there, and the replay builds and tests it
+            engine, frozen_from = ContainerReader(self.engine, working.session, working.tag), "the tested container"
         try:
             pending = draft_before_replay(
-                self.engine,
+                engine,
                 self.repo,
                 self.graph,
                 working_tag=working.tag,
                 output_dir=self.settings.output.dir,
                 compile_dockerfile=self.compile,
+                frozen_from=frozen_from,
             )
         except SetupbotError as exc:
             self.traj.record("lock-draft", outcome="failed", detail={"reason": exc.what})
             return None
         if pending is None:
+            return None
+        if engine is not self.engine and pending.draft.staged:
+            # a builder stage is checked against the working image's libraries, which lack
+            # what the container installed: the lock is made after the replay instead
+            pending.withdraw()
+            self.traj.record(
+                "lock-draft", outcome="skipped", detail={"reason": "a builder stage, frozen in a container"}
+            )
             return None
         self.traj.record(
             "lock-draft",
@@ -408,6 +427,16 @@ class ReplayMixin(LoopBase):
         self._prelock = pending
         self.graph = pending.draft.locked
         return pending
+
+    def _repaired_in_container(self, working: Workspace) -> bool:
+        """Whether ``working``'s running container holds the graph's environment: it is alive,
+        and the repairs kept since its image was built were all tried in it (in-container
+        trials, undone by rolling it back). A repair tried by a rebuild would have made a new
+        workspace, so the graph differs from the image only by what those trials did there."""
+        if working.session is None:
+            return False
+        mine = [k for k in self.record.repairs if k.checkpoint is not None and k.checkpoint.workspace == working.tag]
+        return bool(mine) and all(k.checkpoint.depth is not None for k in mine if k.checkpoint is not None)
 
     def _hold_locked_replay(self, pending: PendingLock, replay_ws: Workspace, working: Workspace) -> Workspace:
         """The replay of the locked Dockerfile holds when it passes at least the tests the

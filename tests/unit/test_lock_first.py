@@ -679,3 +679,80 @@ def test_a_test_command_repair_after_the_plans_lock_is_proven_by_the_fresh_conta
     assert rec.replay["fresh_container"] is True and rec.replay["lock"]["status"] == "locked"
     assert rec.replay["tag"] == WORK and loop._planlock is None
     assert "the clean replay" in loop.graph.nodes["config:requirements-lock"].attrs["source"]
+
+
+# -- a lock frozen in the running container, after repairs tried there ---------------------------
+
+CONTAINER_SET = '[["numba", "0.60.0", false], ["requests", "2.31.0", false], ["pip", "24.0", false]]'
+
+
+class _Session:
+    """The working image's runner, where a trial pip-installed numba."""
+
+    def __init__(self) -> None:
+        self.ran: list[list[str]] = []
+        self.depth = 1
+
+    closed = False
+
+    def exec(self, argv, env=None, timeout=60, workdir=None):
+        if self.closed:
+            raise EngineError("the runner session is not open", "Use it inside `with engine.session(...)`.")
+        self.ran.append(list(argv))
+        if argv[0] == "dpkg-query":
+            return ExecResult(list(argv), 0, "libpq-dev=15.8\n", 0.1)
+        return ExecResult(list(argv), 0, "SETUPBOT-DISTS:" + CONTAINER_SET, 0.1)
+
+
+def _repaired_in(loop, working: Workspace, depth: int | None) -> None:
+    """A pip_install kept after the image was built: tried in its container (a depth to roll back
+    to) or by a rebuild (none)."""
+    atom = Atom("pip_install", {"packages": ["numba"]})
+    apply_atom(loop.graph, atom, "a repair")
+    cp = Checkpoint(loop.graph.to_json(), working.tag, depth, {}, 0)
+    loop.record.repairs.append(KeptRepair(None, Candidate([atom], "rule"), "", checkpoint=cp))
+
+
+def test_after_an_in_container_repair_the_lock_is_frozen_in_the_container(loop):
+    loop.engine = _Engine({WORK: SET, REPLAY: CONTAINER_SET})
+    working = _working(loop)
+    working.session = _Session()
+    _repaired_in(loop, working, depth=0)
+    pending = loop._lock_first(working)
+    # read in the container (the image lacks numba), not in a throwaway one on the image
+    assert pending is not None and WORK not in loop.engine.frozen and working.session.ran
+    lock_text = (loop.repo / ".devcontainer" / LOCK_NAME).read_text()
+    assert "numba==0.60.0" in lock_text and "requests==2.31.0" in lock_text
+    assert "the tested container" in loop.graph.nodes["config:requirements-lock"].attrs["source"]
+    loop.replay_with(_outcome(3))
+    ws = loop._hold_locked_replay(pending, loop.replay(), working)
+    # one replay, of the locked Dockerfile: no build after it to lock
+    assert len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
+    assert ws.tag == REPLAY and loop._prelocked is not None and loop._prelocked.status == "locked"
+
+
+def test_a_repair_tried_by_a_rebuild_is_not_frozen_from_the_old_container(loop):
+    loop.engine = _Engine({WORK: SET})
+    working = _working(loop)
+    working.session = _Session()
+    _repaired_in(loop, working, depth=None)
+    assert loop._lock_first(working) is None
+    assert working.session.ran == [] and not (loop.repo / ".devcontainer" / LOCK_NAME).exists()
+
+
+def test_the_run_freezes_the_container_before_it_closes_it_for_the_replay(loop, monkeypatch):
+    """The loop hands its live workspace to the replay step, which drafts the lock in the
+    container and only then closes it, so the replay's build has the machine to itself."""
+    monkeypatch.setattr(loop, "_disproved_by_counts", lambda outcome: None, raising=False)
+    monkeypatch.setattr(loop, "_settle_dev_stage", lambda: None, raising=False)
+    loop.engine = _Engine({WORK: SET, REPLAY: CONTAINER_SET})
+    working = _working(loop)
+    session = working.session = _Session()
+    working.stack.callback(setattr, session, "closed", True)
+    _repaired_in(loop, working, depth=0)
+    loop.replay_with(_outcome(3))
+    assert loop._finish(working=working) is None
+    assert session.ran and session.closed
+    rec = loop.record
+    assert rec.status == "success" and len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
+    assert rec.replay["lock"]["status"] == "locked" and "numba==0.60.0" in rec.lock_text
