@@ -777,6 +777,36 @@ def api_drift_failures(results: TestResults) -> list[str]:
     ]
 
 
+# the items that pytest's lint plugins add per file (pytest-ruff's `::ruff` and `::ruff::format`,
+# pytest-mypy's `::mypy`, pytest-black's `::black`...), and the linter each runs: a linter's newer
+# release brings new rules, so files that were clean in the repository's era fail today
+LINT_ITEMS = {
+    "ruff": "ruff",
+    "mypy": "mypy",
+    "black": "black",
+    "isort": "isort",
+    "flake-8": "flake8",
+    "flake8": "flake8",
+    "pylint": "pylint",
+    "pycodestyle": "pycodestyle",
+}
+
+
+def lint_failures(results: TestResults) -> dict[str, str]:
+    """The failing tests that are a lint plugin's per-file items, with the linter each runs."""
+    out = {}
+    for test, outcome in results.outcomes.items():
+        if outcome not in (FAILED, ERROR):
+            continue
+        parts = test.split("::")
+        for part in reversed(parts[1:]):
+            linter = LINT_ITEMS.get(part.lower())
+            if linter is not None:
+                out[test] = linter
+                break
+    return out
+
+
 def assertion_failures(results: TestResults) -> list[str]:
     """The failing tests whose failure is an assertion the test made (a value it compared), not an
     exception the code under test raised: what a newer release of a dependency can change by

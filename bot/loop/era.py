@@ -163,6 +163,22 @@ class EraMixin(LoopBase):
         whole = _whole_era(era, drifted)
         return out + ([whole] if whole is not None else [])
 
+    def era_pin_candidate(self, dists: list[str]) -> Candidate | None:
+        """The releases current at the repository's reference date for ``dists`` (the linters
+        whose rules its files fail), those of them installed newer. None when none drifted."""
+        era = self._era()
+        if era is None or not era.pins:
+            return None
+        drifted = era.drifted(self._current_pins())
+        specs = [f"{d}=={drifted[d]}" for d in dists if d in drifted]
+        if not specs:
+            return None
+        return Candidate(
+            [Atom("pip_constraint", {"constraints": specs})],
+            "rule",
+            why=f"{', '.join(specs)} current on {era.date[:10]} ({era.source}); newer releases add rules",
+        )
+
     def whole_era_candidate(self) -> Candidate | None:
         """The releases current at the repository's reference date for every distribution
         installed newer: the one trial ``drift_step`` and the last generic strategy make. None

@@ -29,7 +29,7 @@ from bot.graph.native_lock import drop_stale_lock, native_lock, refused_as_stale
 from bot.knowledge import Retriever
 from bot.logtext import strip_ansi
 from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
-from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures
+from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures, lint_failures
 from bot.loop.era import EraMixin
 from bot.loop.llm import run_planner_turns
 from bot.loop.lock import LockOutcome, PendingLock, PlanLock
@@ -348,12 +348,19 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         if self._drift_tried or ws.session is None or not out.passed:
             return False
         asserted, api = assertion_failures(out.results), api_drift_failures(out.results)
-        failing = asserted + [t for t in api if t not in asserted]
+        linted = lint_failures(out.results)
+        failing = asserted + [t for t in [*api, *linted] if t not in asserted]
         if not failing or 2 * len(failing) < out.results.failed:
             return False
         self._drift_tried = True
         how = " or ".join(
-            w for w, found in (("an assertion", asserted), ("a call the dependency no longer takes", api)) if found
+            w
+            for w, found in (
+                ("an assertion", asserted),
+                ("a call the dependency no longer takes", api),
+                (f"the rules of {', '.join(sorted(set(linted.values())))}", linted),
+            )
+            if found
         )
         sig = Signature(
             "assertion_drift",
@@ -361,7 +368,9 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
             "",
             f"{len(failing)} of {out.results.failed} failing tests fail on {how} (first: {failing[0]})",
         )
-        whole = self.whole_era_candidate()
+        # lint items alone: the linters' releases of the era, not the whole set
+        only_lint = not asserted and not api
+        whole = self.era_pin_candidate(sorted(set(linted.values()))) if only_lint else self.whole_era_candidate()
         if whole is None or not self.budget.can_start(self._trial_estimate(whole)):
             return False
         # the report says which tests made the trial, beside the releases it pinned

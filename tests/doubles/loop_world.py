@@ -48,6 +48,8 @@ class World:
     clean_breaks: tuple[str, int] | None = None
     # what the drifted tests fail with (an assertion unless told: a call the release dropped)
     drift_message: str | None = None
+    # the drifted tests are a lint plugin's per-file items of that name (pytest-ruff's "ruff")
+    drift_item: str | None = None
 
     def unmet(self, state: State, stage: str) -> str | None:
         if self.together:
@@ -262,8 +264,14 @@ class FakeSession:
             assertion = world.drift_message or (
                 "AssertionError: assert '&lt;b&gt;x&lt;/b&gt;' == '&lt;strong&gt;x&lt;/strong&gt;'"
             )
+
+            def case(i: int) -> str:
+                if world.drift_item and 0 < i <= failing:
+                    return f'<testcase classname="pkg.mod_{i}" name="{world.drift_item}">'
+                return f'<testcase classname="tests.test_x" name="test_{i}">'
+
             cases = "".join(
-                f'<testcase classname="tests.test_x" name="test_{i}">'
+                case(i)
                 + (f'<error message="setup">{_xml(out)}</error>' if out and i == 0 else "")
                 + (f'<failure message="{assertion}">{body}</failure>' if 0 < i <= failing else "")
                 + ('<skipped message="needs a GPU"/>' if i >= world.tests - world.skipped else "")

@@ -560,7 +560,7 @@ def test_the_base_image_is_resolved_once_and_its_digest_pins_the_compiled_from(t
     assert f"FROM python:3.13-slim@{digest}" in compile_dockerfile(loop.graph).text
 
 
-def _drift_run(tmp_path, monkeypatch, world, era_pins, as_of="2025-03-01"):
+def _drift_run(tmp_path, monkeypatch, world, era_pins, as_of="2025-03-01", pins=None):
     calls = _era_world(monkeypatch, era_pins)
     engine = FakeEngine(world)
     overrides = {"target": {"as_of": as_of}} if as_of else {}
@@ -571,11 +571,55 @@ def _drift_run(tmp_path, monkeypatch, world, era_pins, as_of="2025-03-01"):
         engine,
         None,
         None,
-        make_plan=fake_plan_maker(pins={"pygments": "2.21.0", "markdown": "3.8"}),
+        make_plan=fake_plan_maker(pins=pins or {"pygments": "2.21.0", "markdown": "3.8"}),
         compile_dockerfile=fake_compile,
         available_pythons=["3.11", "3.13"],
     )
     return rec, engine, calls
+
+
+def test_lint_items_that_a_newer_linter_fails_get_the_linters_release_of_the_era(tmp_path, monkeypatch):
+    """keyring at its 2024 commit: pytest-ruff's per-file items fail on rules today's ruff added.
+    Only ruff's release of the era is tried (not the whole era set), and kept."""
+    world = World(
+        [],
+        tests=6,
+        assert_fails=("pip:ruff==0.6.9", 4),
+        drift_item="ruff",
+        drift_message="keyring/cli.py:1:1: I001 Import block is un-sorted or un-formatted",
+    )
+    era = {"pygments": "2.19.1", "markdown": "3.8", "ruff": "0.6.9"}
+    pins = {"pygments": "2.21.0", "markdown": "3.8", "ruff": "0.14.0"}
+    rec, engine, _ = _drift_run(tmp_path, monkeypatch, world, era, pins=pins)
+    assert rec.status == "success", rec.remaining
+    assert kept(rec) == ["pip_constraint ruff==0.6.9"]
+    sig = rec.repairs[0].signature
+    assert sig.kind == "assertion_drift" and "4 of 4 failing tests fail on the rules of ruff" in sig.message
+    assert "pkg.mod_1::ruff" in sig.message
+    assert rec.replay["tests"]["failed"] == 0
+    assert not any("pygments==2.19.1" in b["text"] for b in engine.builds)
+
+
+def test_lint_failures_name_their_linter():
+    from bot.junit import TestResults
+    from bot.loop.diagnose import lint_failures
+
+    results = TestResults(
+        {
+            "keyring.cli::ruff": "failed",
+            "keyring.cli::ruff::format": "failed",
+            "pkg.mod::mypy": "failed",
+            "pkg.mod::flake-8::FLAKE8": "failed",
+            "tests.test_ruff::test_ruff_rules": "failed",  # a test about ruff, not a lint item
+            "pkg.ok::black": "passed",
+        }
+    )
+    assert lint_failures(results) == {
+        "keyring.cli::ruff": "ruff",
+        "keyring.cli::ruff::format": "ruff",
+        "pkg.mod::mypy": "mypy",
+        "pkg.mod::flake-8::FLAKE8": "flake8",
+    }
 
 
 def test_assertion_failures_that_a_newer_release_caused_get_the_era_set(tmp_path, monkeypatch):
