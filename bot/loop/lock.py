@@ -78,15 +78,24 @@ log = logging.getLogger(__name__)
 _MARK = "SETUPBOT-DISTS:"
 # Every installed distribution with its version, whether it came from a URL or a path
 # (direct_url.json: editable installs, VCS and local paths), which no index hash can cover, and
-# whether its wheel was pure Python (the WHEEL file's Root-Is-Purelib: building it from an sdist
-# needs no compiler).
+# whether it is pure Python, so that building it from an sdist needs no compiler: its WHEEL
+# file's Root-Is-Purelib, or, for a legacy `setup.py install` (an .egg-info with no WHEEL file),
+# a file list (installed-files.txt, else SOURCES.txt) that names no extension module and no
+# C, C++, Cython, Fortran or Rust source.
+NATIVE_SUFFIXES = (".so", ".pyd", ".dylib", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".pyx", ".f", ".f90", ".rs")
 FREEZE_SCRIPT = (
     "import json, importlib.metadata as m\n"
+    f"NATIVE = {NATIVE_SUFFIXES!r}\n"
     "seen = {}\n"
     "for d in m.distributions():\n"
     "    name = d.metadata['Name']\n"
     "    if name and name.lower() not in seen:\n"
-    "        pure = 'root-is-purelib: true' in (d.read_text('WHEEL') or '').lower()\n"
+    "        wheel = d.read_text('WHEEL')\n"
+    "        if wheel is not None:\n"
+    "            pure = 'root-is-purelib: true' in wheel.lower()\n"
+    "        else:\n"
+    "            files = d.files\n"
+    "            pure = bool(files) and not any(str(f).lower().endswith(NATIVE) for f in files)\n"
     "        seen[name.lower()] = [name, d.version, bool(d.read_text('direct_url.json')), pure]\n"
     f"print({_MARK!r} + json.dumps(sorted(seen.values())))\n"
 )

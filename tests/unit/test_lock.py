@@ -612,7 +612,9 @@ def test_a_pure_python_pin_with_only_an_sdist_does_not_keep_the_compiler(tmp_pat
 
 def test_the_freeze_program_reads_purelib_from_the_wheel_file(tmp_path):
     """The freeze program, run here on a made-up site-packages: a distribution whose WHEEL says
-    Root-Is-Purelib: true is pure; one with false, or with no WHEEL file, is not."""
+    Root-Is-Purelib: true is pure; one with false is not. A legacy `setup.py install` (an
+    .egg-info, no WHEEL file) is pure when its file list names no extension module and no
+    native source, and not when it names one or lists no file at all."""
     import subprocess
     import sys
 
@@ -623,6 +625,20 @@ def test_the_freeze_program_reads_purelib_from_the_wheel_file(tmp_path):
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
         if wheel is not None:
             (info / "WHEEL").write_text("Wheel-Version: 1.0\n" + wheel)
+    legacy = {
+        # flufl.flake8 0.10 as pip 23's `setup.py install` leaves it: SOURCES.txt only
+        "flufl.flake8": ("SOURCES.txt", "setup.py\nflufl/flake8/__init__.py\nflufl/flake8/imports.py\n"),
+        "ceggpkg": ("SOURCES.txt", "setup.py\nceggpkg/__init__.py\nsrc/_speedups.c\n"),
+        "soeggpkg": (
+            "installed-files.txt",
+            "../soeggpkg/__init__.py\n../soeggpkg/_native.cpython-311-x86_64-linux-gnu.so\n",
+        ),
+    }
+    for name, (listing, text) in legacy.items():
+        info = site / f"{name}-1.0-py3.11.egg-info"
+        info.mkdir(parents=True)
+        (info / "PKG-INFO").write_text(f"Metadata-Version: 1.1\nName: {name}\nVersion: 1.0\n")
+        (info / listing).write_text(text)
     # only the made-up folder and the standard library (no site-packages of this interpreter)
     script = (
         "import sys; sys.path[:] = [sys.argv[1]] + [p for p in sys.path if 'packages' not in p]\n" + vlock.FREEZE_SCRIPT
@@ -630,8 +646,15 @@ def test_the_freeze_program_reads_purelib_from_the_wheel_file(tmp_path):
     r = subprocess.run([sys.executable, "-I", "-c", script, str(site)], capture_output=True, text=True, timeout=60)
     found = vlock.parse_freeze_output(r.stdout)
     assert found.ok, r.stderr
-    assert found.dists == {"purepkg": "1.0", "cpkg": "1.0", "eggpkg": "1.0"}
-    assert found.pure == {"purepkg"}
+    assert found.dists == {
+        "purepkg": "1.0",
+        "cpkg": "1.0",
+        "eggpkg": "1.0",
+        "flufl-flake8": "1.0",
+        "ceggpkg": "1.0",
+        "soeggpkg": "1.0",
+    }
+    assert found.pure == {"purepkg", "flufl-flake8"}
 
 
 def test_a_failed_build_is_quoted_by_what_failed_not_by_the_engines_own_lines():
