@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.compile.dockerfile import without_dev_stage
 from bot.errors import EngineError, SetupbotError
-from bot.graph.model import DepGraph, dev_stage_only
+from bot.graph.model import DEV_STAGE, TESTED_STAGE, DepGraph, dev_stage_only
 from bot.loop.lock import DPKG_FORMAT, parse_dpkg_output
 
 
@@ -27,10 +27,19 @@ def has_dev_stage(text: str) -> bool:
 
 
 def dev_part(text: str) -> tuple[str, str]:
-    """What the development stage's build depends on besides the tested image: the base image
-    (first FROM line) and the stage's own instructions."""
-    first = next((line for line in text.splitlines() if line.startswith("FROM ")), "")
-    return first, text[len(without_dev_stage(text)) :]
+    """What the development stage's build depends on besides the tested image: the tested
+    stage's base image (its FROM line; a builder stage before it does not count) and the
+    stage's own instructions."""
+    froms = [line.strip() for line in text.splitlines() if line.startswith("FROM ")]
+    tested = next((line for line in froms if line.endswith(f" AS {TESTED_STAGE}")), froms[0] if froms else "")
+    return tested, text[len(without_dev_stage(text)) :]
+
+
+def on_image(text: str, tag: str) -> str:
+    """The development stage of ``text`` alone, on the built image ``tag`` of its tested stage:
+    what ``FROM {TESTED_STAGE} AS {DEV_STAGE}`` builds, without building that stage again."""
+    marker = f"FROM {TESTED_STAGE} AS {DEV_STAGE}"
+    return text[len(without_dev_stage(text)) :].replace(marker, f"FROM {tag} AS {DEV_STAGE}", 1)
 
 
 def dev_packages(graph: DepGraph) -> list[str]:

@@ -16,7 +16,7 @@ from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DepGraph
 from bot.knowledge import learn_unit
 from bot.logtext import strip_ansi
-from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage
+from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage, on_image
 from bot.loop.diagnose import Signature
 from bot.loop.lock import (
     ContainerReader,
@@ -168,6 +168,13 @@ class ReplayMixin(LoopBase):
                 out.on = "the run's first tested image, beside its tests"
         else:
             tag = f"setupbot-loop-{rec.run_id}:dev-final"
+            tested = str(rec.replay.get("tag") or "")
+            exists = getattr(self.engine, "image_exists", None)
+            if tested and exists is not None and exists(tested):
+                # the final tested image is built: the stage goes on it as it is, instead of
+                # a build of the whole Dockerfile whose tested layers may not be in the cache
+                # (a --no-cache replay, a builder stage)
+                text = on_image(text, tested)
             out = build_dev_stage(self.engine, self.repo, text, tag, packages, timeout=self._build_timeout())
             out.on = "the final tested image"
         if out is None:

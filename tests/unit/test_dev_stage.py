@@ -21,7 +21,7 @@ from bot.engine.results import BuildResult, ExecResult
 from bot.errors import EngineError
 from bot.graph.mapping import Registry
 from bot.graph.model import dev_stage_only
-from bot.loop.devstage import DevStageBuild, dev_packages
+from bot.loop.devstage import DevStageBuild, dev_packages, dev_part
 from bot.loop.orchestrator import SetupLoop
 from bot.loop.records import RunRecord
 from bot.loop.trajectory import Budget
@@ -150,6 +150,36 @@ def test_a_dev_stage_or_base_that_changed_since_is_built_again_on_the_final_imag
         assert loop.record.replay["dev_stage"]["on"] == "the final tested image"
 
 
+def test_a_dev_stage_that_changed_goes_on_the_final_tested_image_as_built(loop):
+    """The tested image of the replay is there: the stage is built on it alone, not the whole
+    Dockerfile, whose tested layers a --no-cache replay left out of the cache."""
+    loop.engine = _Engine()
+    loop.engine.image_exists = lambda tag: tag == "setupbot-loop-x:replay"
+    loop.record.replay["tag"] = "setupbot-loop-x:replay"
+    final = loop.compile(loop.graph).text
+    stale = final.replace("useradd --create-home dev", "useradd dev")
+    loop._dev_build = DevStageBuild(loop.engine, loop.repo, stale, "setupbot-loop-x:dev-1", ["git"])
+    loop._settle_dev_stage()
+    tag, text = loop.engine.builds[1]
+    assert tag == "setupbot-loop-x:dev-final"
+    assert text.lstrip("#\n ").count("FROM ") == 1 and "FROM setupbot-loop-x:replay AS dev" in text
+    assert (
+        text.strip()
+        == final[len(without_dev_stage(final)) :]
+        .replace("FROM env AS dev", "FROM setupbot-loop-x:replay AS dev")
+        .strip()
+    )
+    assert "useradd --create-home dev" in text and "COPY" not in text
+    assert loop.record.replay["dev_stage"]["versions"] == {"git": GIT}
+    # an image that is gone (cleaned up): the whole Dockerfile, as before
+    loop.engine.builds.clear()
+    loop.record.replay["tag"] = "setupbot-loop-x:gone"
+    loop.graph.nodes["systemlib:git"].attrs.pop("version", None)  # as planned, before the pin
+    loop._dev_build = DevStageBuild(loop.engine, loop.repo, stale, "setupbot-loop-x:dev-1", ["git"])
+    loop._settle_dev_stage()
+    assert loop.engine.builds[1][1] == final
+
+
 def test_a_dev_stage_that_does_not_build_is_said_and_pins_nothing(loop):
     loop.engine = _Engine(ok=False)
     loop._settle_dev_stage()
@@ -191,3 +221,13 @@ def test_the_report_says_what_the_dev_stage_holds_and_that_no_test_runs_in_it():
     failed = {"ok": True, "dev_stage": {"ok": False, "tag": "t", "seconds": 9.0, "log_tail": "E: no git"}}
     [bad] = from_pipeline(run_record={"replay": failed}).unproven_items
     assert bad.claim.startswith("development stage") and bad.reason == "it did not build: E: no git"
+
+
+def test_a_builder_stage_added_before_the_tested_one_leaves_the_dev_stage_as_it_was(loop):
+    """The lock's builder stage (FROM python:3.11-slim AS wheels) comes first in the final
+    Dockerfile; the development stage still rests on the same base, so the build beside the
+    first tests stands. Another base under the tested stage does not."""
+    final = loop.compile(loop.graph).text
+    staged = "FROM python:3.11-slim AS wheels\nRUN pip wheel --wheel-dir=/wheels x\n\n" + final
+    assert dev_part(staged) == dev_part(final)
+    assert dev_part(final.replace("3.11-slim AS env", "3.12-slim AS env")) != dev_part(final)
