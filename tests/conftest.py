@@ -111,3 +111,14 @@ def pytest_collection_modifyitems(config, items):
             item._nodeid = wanted
         else:
             item._id = coerce_node_id(wanted)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_hash_memo():
+    """Each test starts with no hashes remembered from another (bot.loop.lock._HASHED), whose
+    stand-in uv or index may have given others for the same pins."""
+    from bot.loop import lock
+
+    lock._HASHED.clear()
+    yield
+    lock._HASHED.clear()

@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -304,20 +305,37 @@ def _listed_hashes(
     return sorted(set(found))
 
 
+# The hashes uv gave for an exact pin (index, Python, name, version), for this process: a run
+# drafts its lock up to three times (from the plan, the tested container, the replay) over
+# mostly the same pins, and uv asks the index again for each one (about 10 s for 100 pins).
+# Every pin is hashed alone (--no-deps), so what uv gave for it once holds for any set.
+_HASHED: dict[tuple[str | None, str, str, str], tuple[str, ...]] = {}
+_HASHED_LOCK = threading.Lock()
+
+
 def fetch_hashes(
     pins: Mapping[str, str], python: str, *, index_url: str | None = None, timeout: float = 120.0
 ) -> tuple[list[LockEntry], list[str]]:
     """Entries for every pin, with hashes where the index gives them. uv first; a pin it will
     not hash without building (no usable wheel) is looked up in the index listing instead.
     Returns (entries, notes)."""
-    remaining = dict(pins)
-    manual: list[str] = []
     entries: dict[str, LockEntry] = {}
+    with _HASHED_LOCK:
+        for n, v in pins.items():
+            known = _HASHED.get((index_url, python, n, v))
+            if known is not None:
+                entries[n] = LockEntry(n, v, list(known))
+    remaining = {n: v for n, v in pins.items() if n not in entries}
+    manual: list[str] = []
     notes: list[str] = []
     for _ in range(8):
         got, error = uv_hashes(remaining, python, index_url=index_url, timeout=timeout)
         if not error:
             entries.update(got)
+            with _HASHED_LOCK:
+                for n, e in got.items():
+                    if e.hashes and remaining.get(n) == e.version:
+                        _HASHED[(index_url, python, n, e.version)] = tuple(e.hashes)
             break
         named = [n for n in names_in_error(error, set(remaining)) if n not in manual]
         if not named:

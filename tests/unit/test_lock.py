@@ -338,6 +338,30 @@ def test_fetch_hashes_falls_back_to_the_index_for_what_uv_will_not_hash(monkeypa
     assert calls[-1] == {"six": "1.16.0"} and notes == []
 
 
+def test_hashes_uv_gave_once_are_not_asked_for_again_in_the_same_run(monkeypatch):
+    """The plan's lock, the tested container's and the replay's share most pins: the second
+    draft asks uv only for what is new (another version is new too)."""
+    calls = []
+
+    def fake_uv(pins, python, **kw):
+        calls.append(dict(pins))
+        return {n: LockEntry(n, v, [H1 if n == "six" else H2]) for n, v in pins.items()}, ""
+
+    monkeypatch.setattr(vlock, "uv_hashes", fake_uv)
+    first, _ = vlock.fetch_hashes({"six": "1.16.0", "idna": "3.7"}, "3.11")
+    again, notes = vlock.fetch_hashes({"six": "1.16.0", "idna": "3.8", "attrs": "24.2.0"}, "3.11")
+    assert calls == [{"six": "1.16.0", "idna": "3.7"}, {"idna": "3.8", "attrs": "24.2.0"}]
+    assert {e.name: (e.version, e.hashes) for e in again} == {
+        "six": ("1.16.0", [H1]),
+        "idna": ("3.8", [H2]),
+        "attrs": ("24.2.0", [H2]),
+    }
+    # another Python or index is asked again
+    vlock.fetch_hashes({"six": "1.16.0"}, "3.12")
+    vlock.fetch_hashes({"six": "1.16.0"}, "3.11", index_url="http://127.0.0.1:1/simple")
+    assert calls[2:] == [{"six": "1.16.0"}, {"six": "1.16.0"}] and notes == []
+
+
 class _Engine:
     """Freezes images from a table; builds record what they were given."""
 
