@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -201,9 +202,23 @@ def verbose_argv(argv: Sequence[str]) -> list[str]:
         return out
     if is_unittest(out):
         return [*out, "-v"]
-    if len(out) > 2 and out[1].endswith("manage.py") and out[2] == "test":
+    if _django_test(out):
         return [*out, "-v", "2"]
     return out
+
+
+def _django_test(argv: Sequence[str]) -> bool:
+    """Django's test command: ``python manage.py test``, ``python -m manage test`` (as CI
+    workflows write it) or ``django-admin test``."""
+    for i, word in enumerate(argv[:-1]):
+        runs = (
+            word.endswith("manage.py")
+            or (word == "manage" and i > 0 and argv[i - 1] == "-m")
+            or (i == 0 and Path(word).name == "django-admin")
+        )
+        if runs and argv[i + 1] == "test":
+            return True
+    return False
 
 
 def _unittest_id(name: str, where: str) -> str:

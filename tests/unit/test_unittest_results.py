@@ -49,6 +49,12 @@ def test_unittest_commands_are_told_apart():
     assert verbose_argv(["python", "src/manage.py", "test", "--verbosity=3"])[-1] == "--verbosity=3"
     assert verbose_argv(["python", "-m", "unittest", "-v"]) == ["python", "-m", "unittest", "-v"]
     assert verbose_argv(["python", "runtests.py"]) == ["python", "runtests.py"]
+    # as a CI workflow writes Django's runner (RealOrangeOne/django-tasks), and django-admin
+    ci = ["python", "-m", "manage", "test", "--shuffle", "--noinput"]
+    assert verbose_argv(ci) == [*ci, "-v", "2"]
+    assert verbose_argv(["django-admin", "test", "--settings=tests.settings"])[-2:] == ["-v", "2"]
+    assert verbose_argv(["python", "-m", "manage", "runserver"]) == ["python", "-m", "manage", "runserver"]
+    assert verbose_argv(["python", "-m", "manage", "test", "-v2"])[-1] == "-v2"
 
 
 def test_the_verification_reads_each_test_from_a_real_unittest_run(tmp_path):
