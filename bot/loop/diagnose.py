@@ -766,6 +766,12 @@ _API_DRIFT = re.compile(
 )
 
 
+def api_drift_in(log: str) -> bool:
+    """Whether a run's output ends on a call a dependency no longer takes (``_API_DRIFT``): at
+    start-up or collection, before any test has a result of its own."""
+    return bool(_API_DRIFT.search(log or ""))
+
+
 def api_drift_failures(results: TestResults) -> list[str]:
     """The failing tests whose failure is a call a dependency no longer takes (a dropped keyword
     argument, a removed attribute or name): what a newer release changes under a test that

@@ -29,7 +29,7 @@ from bot.graph.native_lock import drop_stale_lock, native_lock, refused_as_stale
 from bot.knowledge import Retriever
 from bot.logtext import strip_ansi
 from bot.loop.candidates import PROVIDER_KINDS, CandidatesMixin
-from bot.loop.diagnose import Signature, api_drift_failures, assertion_failures, lint_failures
+from bot.loop.diagnose import Signature, api_drift_failures, api_drift_in, assertion_failures, lint_failures
 from bot.loop.era import EraMixin
 from bot.loop.llm import run_planner_turns
 from bot.loop.lock import LockOutcome, PendingLock, PlanLock
@@ -381,6 +381,13 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
     def generic_step(self, ws: Workspace) -> tuple[bool, Workspace]:
         """No rule or unit repairs what is left: the generic strategies, each once per run."""
         tried = self.tried.setdefault(("generic", ""), set())
+        if ws.outcome.stage != "build" and api_drift_in(ws.outcome.log or ""):
+            # the image built and the code stopped on a call a dependency no longer takes (a
+            # newer Django's Task without enqueue_on_commit): the releases of the repository's
+            # date go first, before installs from the CI and leaving out what the plan guessed
+            ok, ws = self._era_strategy(ws, tried)
+            if ok:
+                return True, ws
         for strategy, cand in generic_candidates(self.repo, self.graph, ws.outcome.log or ""):
             if cand.key() in tried or self.budget.exhausted():
                 continue

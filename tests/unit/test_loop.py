@@ -351,12 +351,19 @@ Found 5 test(s).
 """
 
 
-def test_a_failure_no_rule_reads_gets_the_era_set_as_the_last_generic_strategy(tmp_path, monkeypatch):
+def test_a_call_a_dependency_no_longer_takes_gets_the_era_set_before_other_generic_strategies(tmp_path, monkeypatch):
     """django-tasks at its 2025 commit: the newest Django ships its own django.tasks, whose Task
     takes other arguments, and the suite dies at start-up with a TypeError no rule classifies.
-    After the other generic strategies, the releases current at the commit's date are tried
-    once, and kept because the tests then run."""
+    A call a dependency no longer takes is drift: the releases current at the commit's date are
+    tried first, once, before the CI's installs and leaving out the plan's guesses, and kept
+    because the tests then run."""
     calls = _era_world(monkeypatch, {"django": "5.1.4", "six": "1.16.0"})
+    # the CI installs one more thing by name: a generic strategy that would be tried first
+    ci = tmp_path / ".github" / "workflows"
+    ci.mkdir(parents=True)
+    ci.joinpath("ci.yml").write_text(
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: pip install build\n"
+    )
     engine = FakeEngine(World([Need("pip:django==5.1.4", NEWER_DJANGO)]))
     s = load_settings(tmp_path, environ={}, overrides={"target": {"as_of": "2025-01-10"}})
     rec = run_setup(
@@ -373,6 +380,7 @@ def test_a_failure_no_rule_reads_gets_the_era_set_as_the_last_generic_strategy(t
     assert kept(rec) == ["pip_constraint django==5.1.4"]
     said = [w for w in rec.warnings if "the releases current at the repository's date" in w]
     assert said and said[0].endswith("kept"), rec.warnings
+    assert [s["strategy"] for s in rec.strategies] == ["the releases current at the repository's date"]
     assert len(calls) == 1
     replay = [b for b in engine.builds if b["no_cache"]]
     assert replay and "django==5.1.4" in replay[-1]["text"]
