@@ -559,6 +559,9 @@ class PendingLock:
     current: str | None  # the lock file as it was (None: there was none)
     unlocked: DepGraph  # the graph before the lock was applied
     seconds: float  # what drafting it took
+    # with a builder stage: the shared libraries the working set's extension modules did not
+    # find, read where the lock was frozen (the tested container, when it was frozen there)
+    libraries_before: set[str] | None = None
 
     def withdraw(self) -> None:
         if self.draft.target is not None:
@@ -600,7 +603,12 @@ def draft_before_replay(
     draft = _draft_lock(graph, working, rel, index_url, timeout, compile_dockerfile, source)
     _write_draft(draft, target)
     unlocked = DepGraph.from_json(graph.to_json())
-    return PendingLock(draft, working, working_tag, rel, current, unlocked, time.monotonic() - t0)
+    # a builder stage's final image is checked against the libraries the tested set found:
+    # read now, where it was frozen (a container's extra distributions are not in the image)
+    before = missing_libraries(engine, working_tag) if draft.staged else None
+    return PendingLock(
+        draft, working, working_tag, rel, current, unlocked, time.monotonic() - t0, libraries_before=before
+    )
 
 
 class ContainerReader:
@@ -629,7 +637,7 @@ def proven_by_replay(engine: Any, pending: PendingLock, replay_tag: str) -> Lock
     draft = pending.draft
     reason = _differs_from_replay(engine, replay_tag, pending.unlocked, pending.working)
     if not reason and draft.staged:
-        lost = _staged_libraries_missing(engine, replay_tag, pending.working_tag)
+        lost = _staged_libraries_missing(engine, replay_tag, pending.working_tag, before=pending.libraries_before)
         reason = f"without the compilers the image lacks {lost}" if lost else ""
     return _pending_outcome(pending, reason, replay_tag, pending.seconds + time.monotonic() - t0)
 
@@ -1045,15 +1053,29 @@ def _unstage(draft: _Draft, why: str, compile_dockerfile: Callable[[DepGraph], A
     draft.dockerfile = compile_dockerfile(draft.locked).text
 
 
-def _staged_libraries_missing(engine: Any, tag: str, replay_tag: str) -> str:
+def _staged_libraries_missing(engine: Any, tag: str, replay_tag: str, *, before: set[str] | None = None) -> str:
     """The shared libraries the builder stage's image lacks that the replay had; empty when
-    none (or when either image cannot be read: the installed-set check still runs)."""
+    none (or when either image cannot be read: the installed-set check still runs). ``before``:
+    what the tested set lacked, read already (in the container the lock was frozen in)."""
     now = missing_libraries(engine, tag)
-    before = missing_libraries(engine, replay_tag) if replay_tag else set()
+    if before is None:
+        before = missing_libraries(engine, replay_tag) if replay_tag else set()
     if now is None or before is None:
         return ""
-    lost = sorted(now - before)
+    had = {_library_name(line) for line in before}
+    lost = sorted(line for line in now if _library_name(line) not in had)
     return ", ".join(lost[:3])
+
+
+# auditwheel names the libraries it vendors into a wheel's .libs folder with a hash of their
+# contents (libcrypto-1736dd4b.so.3): another release of the same wheel vendors the same library
+# under another hash
+_VENDORED_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so)")
+
+
+def _library_name(line: str) -> str:
+    """The library an ldd "not found" line names, without a vendoring hash."""
+    return _VENDORED_HASH.sub("", line.split("=>", 1)[0].strip())
 
 
 def _build_locked(

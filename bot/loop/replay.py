@@ -45,6 +45,10 @@ def _last_lines(text: str, n: int) -> str:
 
 log = logging.getLogger(__name__)
 
+# repair atoms that change only what pip installs, the test command or the variables: a
+# container with these alone has the image's system libraries (``_python_only_in_container``)
+PYTHON_ONLY_ATOMS = frozenset({"pip_install", "pip_constraint", "set_env", "test_command"})
+
 
 class ReplayMixin(LoopBase):
     """Clean replay and the run's status."""
@@ -417,9 +421,11 @@ class ReplayMixin(LoopBase):
             return None
         if pending is None:
             return None
-        if engine is not self.engine and pending.draft.staged:
+        if engine is not self.engine and pending.draft.staged and not self._python_only_in_container(working):
             # a builder stage is checked against the working image's libraries, which lack
-            # what the container installed: the lock is made after the replay instead
+            # what the container installed: the lock is made after the replay instead. When
+            # the repairs there changed Python distributions and variables alone, the image's
+            # system libraries are the container's, and the replay checks the rest
             pending.withdraw()
             self.traj.record(
                 "lock-draft", outcome="skipped", detail={"reason": "a builder stage, frozen in a container"}
@@ -434,6 +440,13 @@ class ReplayMixin(LoopBase):
         self._prelock = pending
         self.graph = pending.draft.locked
         return pending
+
+    def _python_only_in_container(self, working: Workspace) -> bool:
+        """Whether the repairs kept in ``working``'s container changed only Python distributions,
+        the test command or variables: no Debian package and no command, which could bring a
+        system library the image lacks."""
+        mine = [k for k in self.record.repairs if k.checkpoint is not None and k.checkpoint.workspace == working.tag]
+        return all(a.kind in PYTHON_ONLY_ATOMS for k in mine for a in k.candidate.atoms)
 
     def _repaired_in_container(self, working: Workspace) -> bool:
         """Whether ``working``'s running container holds the graph's environment: it is alive,

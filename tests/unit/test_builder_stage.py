@@ -202,3 +202,57 @@ def test_no_builder_stage_when_the_project_itself_compiles(tmp_path, monkeypatch
     engine = _Engine()
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag=REPLAY, output_dir=".devcontainer")
     assert out.status == "locked" and " AS wheels" not in engine.builds[0] and "build-essential" in engine.builds[0]
+
+
+class _Libraries:
+    """Images whose ldd "not found" lines are given per tag."""
+
+    def __init__(self, missing: dict[str, str]) -> None:
+        self.missing = missing
+
+    def run_once(self, image, argv, timeout=300, env=None, network="none"):
+        return ExecResult(list(argv), 0, self.missing.get(image, ""), 0.1)
+
+
+def test_a_vendored_library_under_another_hash_is_not_a_library_lost():
+    """auditwheel vendors libcrypto into psycopg-binary's .libs under a hash of its contents;
+    another release of the wheel has another hash. The same library missing in both is not
+    one the builder stage lost; a library missing only now is."""
+    engine = _Libraries(
+        {
+            "final": "libcrypto-1736dd4b.so.3 => not found\nlibgomp.so.1 => not found\n",
+            "tested": "libcrypto-8e1bd9c2.so.3 => not found\n",
+        }
+    )
+    assert vlock._staged_libraries_missing(engine, "final", "tested") == "libgomp.so.1 => not found"
+    # what the tested container lacked, read when the lock was frozen there, is the reference
+    lost = vlock._staged_libraries_missing(engine, "final", "tested", before={"libgomp.so.1 => not found"})
+    assert lost == "libcrypto-1736dd4b.so.3 => not found"
+
+
+def test_a_lock_with_a_builder_stage_frozen_in_a_container_reads_its_libraries_there(tmp_path, monkeypatch):
+    """Drafted in the tested container, the lock keeps what that container's extension modules
+    did not find, and the replay's image is checked against that, not against the image the
+    container started from (which lacks what the repairs installed there)."""
+    repo = _repo(tmp_path)
+    monkeypatch.setattr(
+        vlock, "fetch_hashes", lambda pins, py, **kw: ([LockEntry(n, v, [H1]) for n, v in sorted(pins.items())], [])
+    )
+    monkeypatch.setattr(vlock, "wheel_less", lambda pins, *a, **k: ["psycopg2"])
+    in_container: list[list[str]] = []
+
+    class _Session:
+        def exec(self, argv, env=None, timeout=60, workdir=None):
+            in_container.append(list(argv))
+            if argv[0] == "sh":
+                return ExecResult(list(argv), 0, "libcrypto-8e1bd9c2.so.3 => not found\n", 0.1)
+            return _Engine().run_once(REPLAY, argv)
+
+    engine = _Engine()
+    reader = vlock.ContainerReader(engine, _Session(), "setupbot-loop-x:work-1")
+    pending = vlock.draft_before_replay(
+        reader, repo, plan(repo).graph, working_tag="setupbot-loop-x:work-1", output_dir=".devcontainer"
+    )
+    assert pending is not None and pending.draft.staged
+    assert pending.libraries_before == {"libcrypto-8e1bd9c2.so.3 => not found"}
+    assert any(argv[0] == "sh" for argv in in_container)

@@ -756,3 +756,35 @@ def test_the_run_freezes_the_container_before_it_closes_it_for_the_replay(loop, 
     rec = loop.record
     assert rec.status == "success" and len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
     assert rec.replay["lock"]["status"] == "locked" and "numba==0.60.0" in rec.lock_text
+
+
+@pytest.mark.parametrize(
+    ("atom", "frozen_there"),
+    [
+        (Atom("pip_install", {"packages": ["numba"]}), True),
+        (Atom("apt_install", {"packages": ["libsndfile1"]}), False),
+    ],
+)
+def test_a_builder_stage_is_frozen_in_the_container_when_its_repairs_were_python_alone(
+    loop, monkeypatch, atom, frozen_there
+):
+    """A lock whose builder stage builds a wheel (mysqlclient) is drafted in the container when
+    the repairs tried there changed Python distributions alone: its system libraries are the
+    image's. A Debian package installed there may be a library the image lacks: the lock is
+    made after the replay instead."""
+    from bot.loop import replay as vreplay
+
+    withdrawn = []
+    draft = SimpleNamespace(staged=True, left_out=[], lock=SimpleNamespace(entries=[]), notes=[], locked=loop.graph)
+    pending = SimpleNamespace(draft=draft, seconds=0.1, withdraw=lambda: withdrawn.append(True))
+    monkeypatch.setattr(vreplay, "draft_before_replay", lambda *a, **kw: pending)
+    loop.engine = _Engine({WORK: SET})
+    working = _working(loop)
+    working.session = _Session()
+    apply_atom(loop.graph, atom, "a repair")
+    cp = Checkpoint(loop.graph.to_json(), working.tag, 0, {}, 0)
+    loop.record.repairs.append(KeptRepair(None, Candidate([atom], "rule"), "", checkpoint=cp))
+    got = loop._lock_first(working)
+    assert (got is pending) is frozen_there and bool(withdrawn) is not frozen_there
+    drafts = [s for s in loop.traj.steps if s.action == "lock-draft"]
+    assert drafts[-1].outcome == ("ok" if frozen_there else "skipped")
