@@ -227,6 +227,11 @@ def requirement_rows(plan: Any) -> list[RequirementRow]:
         if node_type.upper() == "TARGET":
             continue
         state = str(getattr(_get(node, "state"), "value", _get(node, "state", "")))
+        dropped = (_get(node, "attrs", {}) or {}).get("dropped")
+        if dropped and not _get(node, "action"):
+            # planned, then left out of the final Dockerfile (build-essential when every locked
+            # distribution has a wheel or is pure Python): no line installs it
+            state = f"left out: {dropped}"
         rows.append(
             RequirementRow(
                 type=node_type,

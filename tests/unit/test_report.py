@@ -300,3 +300,35 @@ def test_a_warning_the_plan_the_run_and_the_verification_all_carry_is_said_once(
         verification={"warnings": [f"poetry.lock: {said}"]},
     )
     assert data.warnings == [f"poetry.lock: {said}", "another"]
+
+
+def test_a_planned_tool_the_lock_left_out_is_said_so_in_the_requirements_table():
+    """build-essential planned for an sdist, then left out because every locked distribution
+    has a wheel or is pure Python: its row says so instead of SATISFIED with no line."""
+    from bot.report.model import requirement_rows
+
+    graph = {
+        "nodes": {
+            "systemlib:build-essential": {
+                "id": "systemlib:build-essential",
+                "type": "SYSTEMLIB",
+                "name": "build-essential",
+                "state": "SATISFIED",
+                "action": None,
+                "attrs": {"dropped": "every locked distribution has a wheel or is pure Python"},
+                "evidence": [["uv pip compile --no-build", None, "flufl-flake8 has no wheel"]],
+            },
+            "systemlib:git": {
+                "id": "systemlib:git",
+                "type": "SYSTEMLIB",
+                "name": "git",
+                "state": "SATISFIED",
+                "action": "apt",
+                "attrs": {},
+                "evidence": [],
+            },
+        }
+    }
+    rows = {r.name: r for r in requirement_rows({"graph": graph, "dockerfile_lines": []})}
+    assert rows["build-essential"].state == "left out: every locked distribution has a wheel or is pure Python"
+    assert rows["git"].state == "SATISFIED"
