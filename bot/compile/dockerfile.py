@@ -321,13 +321,16 @@ def _dev_steps(dev: dict[str, list[Node]]) -> list[Step]:
     ]
 
 
+# the line that starts the development stage, on top of the tested one
+DEV_STAGE_FROM = f"FROM {TESTED_STAGE} AS {DEV_STAGE}"
+
+
 def without_dev_stage(text: str) -> str:
     """The compiled Dockerfile up to its development stage: what the loop builds and tests.
     The whole text when there is no development stage."""
     lines = text.splitlines(keepends=True)
-    marker = f"FROM {TESTED_STAGE} AS {DEV_STAGE}"
     for i, line in enumerate(lines):
-        if line.rstrip("\r\n") == marker:
+        if line.rstrip("\r\n") == DEV_STAGE_FROM:
             while i > 0 and (lines[i - 1].startswith("#") or not lines[i - 1].strip()):
                 i -= 1
             return "".join(lines[:i])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.compile.dockerfile import without_dev_stage
+from bot.compile.dockerfile import DEV_STAGE_FROM, without_dev_stage
 from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DEV_STAGE, TESTED_STAGE, DepGraph, dev_stage_only
 from bot.loop.lock import DPKG_FORMAT, parse_dpkg_output
@@ -32,14 +32,18 @@ def dev_part(text: str) -> tuple[str, str]:
     stage's own instructions."""
     froms = [line.strip() for line in text.splitlines() if line.startswith("FROM ")]
     tested = next((line for line in froms if line.endswith(f" AS {TESTED_STAGE}")), froms[0] if froms else "")
-    return tested, text[len(without_dev_stage(text)) :]
+    return tested, _dev_text(text)
+
+
+def _dev_text(text: str) -> str:
+    """The development stage's own part of the compiled Dockerfile (empty when it has none)."""
+    return text[len(without_dev_stage(text)) :]
 
 
 def on_image(text: str, tag: str) -> str:
     """The development stage of ``text`` alone, on the built image ``tag`` of its tested stage:
     what ``FROM {TESTED_STAGE} AS {DEV_STAGE}`` builds, without building that stage again."""
-    marker = f"FROM {TESTED_STAGE} AS {DEV_STAGE}"
-    return text[len(without_dev_stage(text)) :].replace(marker, f"FROM {tag} AS {DEV_STAGE}", 1)
+    return _dev_text(text).replace(DEV_STAGE_FROM, f"FROM {tag} AS {DEV_STAGE}", 1)
 
 
 def dev_packages(graph: DepGraph) -> list[str]:

@@ -445,8 +445,11 @@ class ReplayMixin(LoopBase):
         """Whether the repairs kept in ``working``'s container changed only Python distributions,
         the test command or variables: no Debian package and no command, which could bring a
         system library the image lacks."""
-        mine = [k for k in self.record.repairs if k.checkpoint is not None and k.checkpoint.workspace == working.tag]
-        return all(a.kind in PYTHON_ONLY_ATOMS for k in mine for a in k.candidate.atoms)
+        return all(a.kind in PYTHON_ONLY_ATOMS for k in self._kept_in(working) for a in k.candidate.atoms)
+
+    def _kept_in(self, working: Workspace) -> list[KeptRepair]:
+        """The repairs kept since ``working``'s image was built (their checkpoint names it)."""
+        return [k for k in self.record.repairs if k.checkpoint is not None and k.checkpoint.workspace == working.tag]
 
     def _repaired_in_container(self, working: Workspace) -> bool:
         """Whether ``working``'s running container holds the graph's environment: it is alive,
@@ -455,7 +458,7 @@ class ReplayMixin(LoopBase):
         workspace, so the graph differs from the image only by what those trials did there."""
         if working.session is None:
             return False
-        mine = [k for k in self.record.repairs if k.checkpoint is not None and k.checkpoint.workspace == working.tag]
+        mine = self._kept_in(working)
         return bool(mine) and all(k.checkpoint.depth is not None for k in mine if k.checkpoint is not None)
 
     def _hold_locked_replay(self, pending: PendingLock, replay_ws: Workspace, working: Workspace) -> Workspace:
