@@ -513,6 +513,11 @@ _GENERIC = {
 _SUPPRESS_MODULE = {"pytest"}
 
 
+# the warnings module's line: "path.py:LINE: CategoryWarning: message" (what follows on that line
+# is advice the library printed, never the failure)
+_PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
+
+
 def _iter_matches(output: str) -> Iterator[tuple[int, Signature]]:
     for kind, category, pattern, key_fn in RULES:
         for m in pattern.finditer(output):
@@ -523,6 +528,10 @@ def _iter_matches(output: str) -> Iterator[tuple[int, Signature]]:
                 continue  # reported as the python_floor it is
             line_start = output.rfind("\n", 0, m.start()) + 1
             line_end = output.find("\n", m.end())
+            if _PY_WARNING.search(output, line_start, m.start()):
+                # "x.py:63: MovedIn20Warning: ... Set environment variable SQLALCHEMY_WARN_20=1
+                # to show all deprecation warnings": a warning the code printed and went on
+                continue
             line = output[line_start : line_end if line_end != -1 else len(output)].strip()
             yield m.start(), Signature(kind, category, key, line[:300])
 

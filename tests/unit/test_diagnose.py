@@ -217,3 +217,24 @@ def test_clean_and_empty_output():
 def test_huge_output_is_handled():
     out = "x" * 3_000_000 + "\nE   ModuleNotFoundError: No module named 'zzz'\n"
     assert diagnose(out)[0].key == "zzz"
+
+
+def test_advice_in_a_python_warning_line_is_no_missing_variable() -> None:
+    # duckdb_engine: 81 tests passed, yet the loop read SQLALCHEMY_WARN_20 and
+    # SQLALCHEMY_SILENCE_UBER_WARNING from SQLAlchemy's deprecation warning and spent 160 s on
+    # trials that changed nothing
+    log = (
+        "=============================== warnings summary ===============================\n"
+        "duckdb_engine/tests/test_basic.py::test_get_views\n"
+        "  /workspace/duckdb_engine/tests/test_basic.py:63: MovedIn20Warning: Deprecated API features"
+        " detected! These feature(s) are not compatible with SQLAlchemy 2.0. Set environment variable"
+        " SQLALCHEMY_WARN_20=1 to show all deprecation warnings.  Set environment variable"
+        " SQLALCHEMY_SILENCE_UBER_WARNING=1 to silence this message.\n"
+        "================= 81 passed, 10 skipped, 12 warnings in 12.31s =================\n"
+    )
+    assert [s for s in diagnose(log) if s.kind == "missing_env"] == []
+
+
+def test_a_variable_named_outside_a_warning_line_is_still_read() -> None:
+    log = "E   RuntimeError: Set environment variable DATABASE_URL before running the tests\n"
+    assert [s.key for s in diagnose(log) if s.kind == "missing_env"] == ["DATABASE_URL"]
