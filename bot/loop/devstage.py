@@ -1,12 +1,12 @@
 """The Dockerfile's development stage (bot.compile.dockerfile ``_dev_steps``): git and the
 non-root user on top of the tested stage. The loop builds, tests and replays the tested stage
-alone; this stage is built once, on the run's first image, in a thread beside that image's
-tests, and the Debian packages it installed are pinned to the versions it got (issue 16).
+alone; this stage is built once, on the tested stage's base image, in a thread beside the run's
+first build, and the Debian packages it installed are pinned to the versions it got (issue 16).
 
 What it installs does not depend on the Python packages below it: the same instructions on the
-same base image and Debian archive. So one build on the run's first tested image proves it for
-the final one too, and no run waits for it at the end; a run whose development stage changed
-since (other packages, another base image) builds it again on the final image."""
+same base image and Debian archive. So one build on the base image proves it for the final
+tested image too, and no run waits for it after its first tests; a run whose development stage
+changed since (other packages, another base image) builds it again on the final image."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.compile.dockerfile import DEV_STAGE_FROM, without_dev_stage
+from bot.engine.dockerfile import from_lines
 from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DEV_STAGE, TESTED_STAGE, DepGraph, dev_stage_only
 from bot.loop.lock import DPKG_FORMAT, parse_dpkg_output
@@ -44,6 +45,22 @@ def on_image(text: str, tag: str) -> str:
     """The development stage of ``text`` alone, on the built image ``tag`` of its tested stage:
     what ``FROM {TESTED_STAGE} AS {DEV_STAGE}`` builds, without building that stage again."""
     return _dev_text(text).replace(DEV_STAGE_FROM, f"FROM {tag} AS {DEV_STAGE}", 1)
+
+
+def on_base(text: str) -> tuple[str, str] | None:
+    """The development stage of ``text`` alone, on the image its tested stage starts from, and
+    that image; None when that FROM names another stage. Built beside the run's first build: the
+    stage installs the same packages from the same archive whatever lies between (the Python
+    packages of the tested stage), so it does not wait for that build."""
+    tested = dev_part(text)[0]
+    froms = {f.index: f for f in from_lines(text)}
+    for i, line in enumerate(text.splitlines()):
+        if line.strip() == tested and i in froms:
+            base = froms[i]
+            if base.stage_ref or base.image == "scratch":
+                return None
+            return on_image(text, base.image), base.image
+    return None
 
 
 def dev_packages(graph: DepGraph) -> list[str]:
@@ -101,14 +118,24 @@ class DevStageBuild:
     processes, so it runs beside the replay's tests; an interrupted run does not wait for it)."""
 
     def __init__(
-        self, engine: Any, repo: Path, text: str, tag: str, packages: list[str], timeout: float | None = None
+        self,
+        engine: Any,
+        repo: Path,
+        text: str,
+        tag: str,
+        packages: list[str],
+        timeout: float | None = None,
+        *,
+        build_text: str | None = None,
+        on: str = "the run's first tested image, beside its tests",
     ) -> None:
-        self.text = text
+        self.text = text  # the whole compiled Dockerfile it stands for (``dev_part`` compares it)
+        self.on = on
         self._outcome: DevStageOutcome | None = None
         self._engine_error: EngineError | None = None
         self._thread = threading.Thread(
             target=self._run,
-            args=(engine, repo, text, tag, packages, timeout),
+            args=(engine, repo, build_text or text, tag, packages, timeout),
             name="setupbot-dev-stage",
             daemon=True,
         )

@@ -169,7 +169,7 @@ class ReplayMixin(LoopBase):
         if running is not None and dev_part(running.text) == dev_part(text):
             out = running.result(timeout=max(1.0, self.budget.left))
             if out is not None:
-                out.on = "the run's first tested image, beside its tests"
+                out.on = running.on
         else:
             tag = f"setupbot-loop-{rec.run_id}:dev-final"
             tested = str(rec.replay.get("tag") or "")

@@ -50,7 +50,7 @@ class LoopBase:
     _prelock_refused: str  # why the replay of that lock did not hold
     _planlock: PlanLock | None  # a lock resolved from the plan, which the first image installs
     _lock_before: tuple[LockFile, str | None] | None  # the lock file as the run found it
-    _dev_build: DevStageBuild | None  # the development stage, built beside the first image's tests
+    _dev_build: DevStageBuild | None  # the development stage, built beside the run's first build
     _repo_context: dict[str, str] | None  # what units may be conditioned on (repair.repo_context), read once
 
     if TYPE_CHECKING:

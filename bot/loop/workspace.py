@@ -12,7 +12,7 @@ from typing import Any
 from bot import progress
 from bot.compile.dockerfile import without_dev_stage
 from bot.errors import SetupbotError
-from bot.loop.devstage import DevStageBuild, dev_packages
+from bot.loop.devstage import DevStageBuild, dev_packages, on_base
 from bot.loop.diagnose import diagnose
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome
@@ -106,8 +106,10 @@ class WorkspaceMixin(LoopBase):
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
         # the loop builds and tests the tested stage; the development stage (git, the user) is
-        # built once, on the run's first image, beside its tests (bot.loop.devstage)
+        # built once, on the tested stage's base image beside this first build (bot.loop.devstage)
         text = without_dev_stage(dockerfile.text)
+        if self._dev_build is None and text != dockerfile.text:
+            self._start_dev_stage(dockerfile.text, tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}")
         build = self.engine.build(self.repo, text, tag, no_cache=no_cache, timeout=self._build_timeout())
         self.budget.measured(build=build.seconds)
         if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
@@ -127,6 +129,7 @@ class WorkspaceMixin(LoopBase):
             ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
             return ws
         if self._dev_build is None and text != dockerfile.text:
+            # the tested stage starts from another stage: the development stage on this image
             self._dev_build = DevStageBuild(
                 self.engine,
                 self.repo,
@@ -140,6 +143,24 @@ class WorkspaceMixin(LoopBase):
         ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
         ws.build_seconds = build.seconds
         return ws
+
+    def _start_dev_stage(self, text: str, tag: str) -> None:
+        """The development stage alone on the tested stage's base image, beside the first build
+        (``devstage.on_base``); nothing when that base is another stage (it waits for the image)."""
+        alone = on_base(text)
+        if alone is None:
+            return
+        build_text, base = alone
+        self._dev_build = DevStageBuild(
+            self.engine,
+            self.repo,
+            text,
+            tag,
+            dev_packages(self.graph),
+            timeout=self._build_timeout(),
+            build_text=build_text,
+            on=f"the tested stage's base image ({base}), beside the run's first build",
+        )
 
     def open_on_image(self, tag: str, *, purpose: str) -> Workspace:
         """A workspace on image ``tag``, which this run built from the graph's Dockerfile: a
