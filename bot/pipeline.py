@@ -34,7 +34,7 @@ from bot.loop.orchestrator import run_setup
 from bot.outputs import outputs_from_pipeline, prepare_build_context, write_outputs
 from bot.redact import global_redactor
 from bot.verify import siblings as sib
-from bot.verify.run import verify_environment
+from bot.verify.run import read_results, same_test_run, verification_argv, verify_environment
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,16 @@ def _verify_replay(
         return
     progress.current().stage("verify")
     try:
-        result.verification = _verify(engine, repo, tag, result.plan, settings, result.warnings, test_timeout=timeout)
+        result.verification = _verify(
+            engine,
+            repo,
+            tag,
+            result.plan,
+            settings,
+            result.warnings,
+            test_timeout=timeout,
+            replay_run=getattr(record, "replay_run", None),
+        )
     except Interrupted as exc:
         result.warnings.append(f"verification did not complete: {exc.what}")
 
@@ -382,9 +391,12 @@ def _verify(
     settings: Settings,
     warnings: list[str],
     test_timeout: int | None = None,
+    replay_run: Any = None,
 ) -> Any:
     """Prosecutor and judge on the replay image, with the services and sibling repositories
-    (the same inputs `setupbot verify` gathers)."""
+    (the same inputs `setupbot verify` gathers). When none is to start and the clean replay's
+    test run was this command with these variables on this image (``replay_run``), the
+    verification examines that run instead of running the suite a third time."""
     t0 = time.monotonic()
     setting_services, w = svc.specs_from_settings(settings.services)
     warnings += w
@@ -393,6 +405,16 @@ def _verify(
     warnings += w
     command = list(settings.target.test_command) or list(plan.test_command) or None
     env = {**plan.env, **dict(settings.target.env)}
+    replayed = None
+    if (
+        replay_run is not None
+        and not services
+        and not siblings
+        and replay_run.tag == tag
+        and replay_run.env == env
+        and same_test_run(replay_run.argv, verification_argv(command or ["python", "-m", "pytest"]))
+    ):
+        replayed = read_results(replay_run.output, replay_run.junit_xml, replay_run.exit_code, replay_run.timed_out)
     try:
         record = verify_environment(
             engine,
@@ -404,6 +426,8 @@ def _verify(
             test_command=command,
             test_timeout=test_timeout or settings.engine.command_timeout,
             warnings=[str(w) for w in plan.warnings],
+            replayed=replayed,
+            replayed_from="the clean replay's test run (the same command and variables in a fresh container of this image)",
         )
     except SetupbotError as exc:
         warnings.append(f"verification did not complete: {exc.what}")

@@ -25,6 +25,22 @@ class Checkpoint:
 
 
 @dataclass
+class ReplayRun:
+    """The clean replay's test run as it happened: the image, the command and variables, and
+    what the run printed and reported. The verification takes it instead of running the same
+    command on the same image again (``bot.pipeline``). Never serialised: ``env`` may hold
+    credentials."""
+
+    tag: str
+    argv: list[str]
+    env: dict[str, str]
+    output: str
+    junit_xml: str | None  # the JUnit report pytest wrote; None for other runners
+    exit_code: int | None
+    timed_out: bool
+
+
+@dataclass
 class KeptRepair:
     signature: Signature | None
     candidate: Candidate
@@ -66,6 +82,7 @@ class RunRecord:
     members: list[dict[str, Any]] = field(default_factory=list)  # a workspace: each member's results
     strategies: list[dict[str, Any]] = field(default_factory=list)  # generic strategies tried
     lock_text: str = ""  # the requirements lock the clean replay proved
+    replay_run: ReplayRun | None = None  # the passing clean replay's test run (not in to_json)
 
     @property
     def succeeded(self) -> bool:

@@ -31,7 +31,7 @@ from bot.loop.lock import (
     proven_by_replay,
     proven_plan_lock,
 )
-from bot.loop.records import KeptRepair, member_results
+from bot.loop.records import KeptRepair, ReplayRun, member_results
 from bot.loop.repair import find_test_dirs, next_python
 from bot.loop.state import LoopBase
 from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, ran_count
@@ -120,6 +120,15 @@ class ReplayMixin(LoopBase):
             else:
                 rec.status = "success"
                 rec.tests = outcome.results
+                rec.replay_run = ReplayRun(
+                    replay_ws.tag,
+                    outcome.command,
+                    {**replay_ws.env, **replay_ws.target_env},
+                    outcome.log,
+                    outcome.junit_xml,
+                    outcome.test_exit,
+                    outcome.timed_out,
+                )
                 if outcome.setup_failures:
                     rec.unresolved = [s.to_json() for s in outcome.setup_failures]
                     rec.remaining = self._what_remains(outcome)

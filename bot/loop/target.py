@@ -34,6 +34,9 @@ class TargetOutcome:
     results: TestResults = field(default_factory=TestResults)
     note: str = ""
     junit: bool = False  # results were read from a JUnit file (counts are exact)
+    junit_xml: str | None = None  # the JUnit report itself (the verification reads it again)
+    timed_out: bool = False  # the test run was cut at its timeout
+    command: list[str] = field(default_factory=list)  # the test command as it ran
 
     @property
     def setup_failures(self) -> list[Signature]:
@@ -275,9 +278,11 @@ class TargetMixin(LoopBase):
         r = self._exec(ws, cmd, "test", env)
         results = TestResults()
         junit = False
+        junit_xml: str | None = None
         if _is_pytest(cmd):
             xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
             if xml.exit_code == 0:
+                junit_xml = xml.output
                 results = parse_junit(xml.output, tracebacks=True)
                 junit = bool(xml.output.strip())
         else:
@@ -319,6 +324,9 @@ class TargetMixin(LoopBase):
             results=results,
             note=note,
             junit=junit,
+            junit_xml=junit_xml,
+            timed_out=bool(r.timed_out),
+            command=list(cmd),
         )
 
     def _collection_failed(self, r: Any) -> TargetOutcome:

@@ -28,6 +28,7 @@ class VerificationRecord:
     wired_env: list[str] = field(default_factory=list)  # names only: values may be credentials
     tests_without_siblings: dict[str, Any] | None = None
     tests_with_siblings: dict[str, Any] | None = None
+    tests_from: str = ""  # where those results come from when this verification did not run them
     attribution: dict[str, Any] | None = None
     checks: dict[str, Any] = field(default_factory=dict)
     charges: list[dict[str, Any]] = field(default_factory=list)

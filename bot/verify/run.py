@@ -41,21 +41,59 @@ def run_tests(executor: Executor, command: Sequence[str], timeout: int = 1200) -
     its per-test lines are read instead (as is any runner's that prints them, Django's
     ``-v 2``)."""
     run(executor, ["rm", "-f", JUNIT_PATH], timeout=30)
-    argv = list(command)
-    if any("pytest" in part for part in argv[:3]):
-        argv += [f"--junitxml={JUNIT_PATH}", "-p", "no:cacheprovider"]
-    else:
-        argv = verbose_argv(argv)
+    argv = verification_argv(command)
     res = executor.exec(argv, timeout=timeout)
     report = run(executor, ["cat", JUNIT_PATH], timeout=60)
-    results = parse_junit(report.output) if report.exit_code == 0 else TestResults(junit_found=False)
+    return read_results(
+        str(getattr(res, "output", "")),
+        report.output if report.exit_code == 0 else None,
+        getattr(res, "exit_code", None),
+        bool(getattr(res, "timed_out", False)),
+    )
+
+
+def read_results(output: str, junit_xml: str | None, exit_code: int | None, timed_out: bool) -> TestResults:
+    """One test run's results: its JUnit report when it wrote one, else the per-test lines of
+    its output (unittest, Django's ``-v 2``)."""
+    results = parse_junit(junit_xml) if junit_xml is not None else TestResults(junit_found=False)
     if not results.junit_found:
-        from_text = parse_unittest(str(getattr(res, "output", "")))
+        from_text = parse_unittest(output)
         results = from_text if from_text.junit_found else results
-    results.exit_code = getattr(res, "exit_code", None)
-    results.timed_out = bool(getattr(res, "timed_out", False))
-    results.output_tail = tail(str(getattr(res, "output", "")), 60, 6000)
+    results.exit_code = exit_code
+    results.timed_out = timed_out
+    results.output_tail = tail(output, 60, 6000)
     return results
+
+
+def same_test_run(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two test commands run the same tests: equal but for where the JUnit report goes
+    and pytest's cache plugin (``-p no:cacheprovider``), which change no outcome."""
+
+    def bare(argv: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        skip = False
+        for i, arg in enumerate(argv):
+            if skip:
+                skip = False
+                continue
+            if arg.startswith("--junitxml"):
+                skip = arg == "--junitxml"
+                continue
+            if arg == "-p" and i + 1 < len(argv) and argv[i + 1] == "no:cacheprovider":
+                skip = True
+                continue
+            out.append(arg)
+        return out
+
+    return bare(a) == bare(b)
+
+
+def verification_argv(command: Sequence[str]) -> list[str]:
+    """The command a verification's test run executes for ``command``."""
+    argv = list(command)
+    if any("pytest" in part for part in argv[:3]):
+        return argv + [f"--junitxml={JUNIT_PATH}", "-p", "no:cacheprovider"]
+    return verbose_argv(argv)
 
 
 class _Session:
@@ -130,7 +168,13 @@ def verify_environment(
     checks: Iterable[str] = ("imports", "entry_points", "pip", "tests"),
     forward_localhost: bool = True,
     warnings: Iterable[str] = (),
+    replayed: TestResults | None = None,
+    replayed_from: str = "",
 ) -> VerificationRecord:
+    """``replayed``: the results of a run of the same test command with the same variables in a
+    fresh container of ``image`` (the loop's clean replay, ``replayed_from`` says so). With no
+    service and no sibling to start, that run is the one the prosecutor and the judge examine,
+    and the suite does not run a second time."""
     started = time.monotonic()
     repo = Path(repo)
     record, facts = _begin_record(image, repo, warnings)
@@ -154,7 +198,11 @@ def verify_environment(
                 record, runner, started_services, sibling_outcomes, sibling_env, specs, base_env, forward_localhost
             )
 
-            with_ = runner.tests(env, "verify-with")
+            if replayed is not None and not specs and not sibling_specs:
+                with_ = replayed
+                record.tests_from = replayed_from
+            else:
+                with_ = runner.tests(env, "verify-with")
             record.tests_with_siblings = with_.to_json()
             prosecution, rulings, mutation_result = _examine(
                 runner, env, record, facts, with_, repo=repo, checks=checks, mutation=mutation

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.junit import TestResults
 from bot.verify.run import verify_environment
 
 # one worker builds the module's pytest image once (conftest's module-scoped fixtures)
@@ -51,3 +52,32 @@ def test_shallow_when_everything_is_skipped(verify_engine, plain_pytest_image):
     record = _verify(verify_engine, plain_pytest_image, "verify-shallow")
     assert record.tier == "Shallow", record.verdict
     assert any(c["kind"] == "all_skipped" for c in record.charges)
+
+
+class _Roles:
+    """The engine, noting the role of every container a verification opens."""
+
+    def __init__(self, engine):
+        self._engine, self.roles = engine, []
+
+    def session(self, image, **kw):
+        self.roles.append(kw.get("name_hint"))
+        return self._engine.session(image, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+
+@pytest.mark.slow
+def test_a_replayed_run_is_examined_without_running_the_suite_again(verify_engine, plain_pytest_image):
+    """The clean replay ran this command on this image: the prosecutor and the judge examine its
+    results, and the verdict is the one a run of its own gives."""
+    first = _verify(verify_engine, plain_pytest_image, "verify-partial")
+    replayed = TestResults.from_json(first.tests_with_siblings)
+    engine = _Roles(verify_engine)
+    again = _verify(engine, plain_pytest_image, "verify-partial", replayed=replayed, replayed_from="the replay")
+    assert "verify-with" not in engine.roles and "prosecutor" in engine.roles and "judge" in engine.roles
+    assert again.tests_from == "the replay" and first.tests_from == ""
+    assert again.tier == first.tier == "Partial"
+    assert again.tests_with_siblings["tests"] == first.tests_with_siblings["tests"]
+    assert {(r["kind"], r["decision"]) for r in again.rulings} == {(r["kind"], r["decision"]) for r in first.rulings}
