@@ -115,10 +115,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _fresh_hash_memo():
-    """Each test starts with no hashes remembered from another (bot.loop.lock._HASHED), whose
-    stand-in uv or index may have given others for the same pins."""
+    """Each test starts with no hashes or wheels remembered from another (bot.loop.lock._HASHED,
+    bot.graph.resolve._HAS_WHEEL), whose stand-in uv or index may have given others for the
+    same pins."""
+    from bot.graph import resolve
     from bot.loop import lock
 
     lock._HASHED.clear()
+    resolve._HAS_WHEEL.clear()
     yield
     lock._HASHED.clear()
+    resolve._HAS_WHEEL.clear()

@@ -254,6 +254,13 @@ def _uv_compile(
     return Resolution(True, _compiled_pins(proc.stdout), seconds=elapsed)
 
 
+# uv on the host only reads the index: the target Python is --python-version, and nothing is
+# built (--no-build, --only-binary). Without this flag, a version the host lacks (3.13 on a
+# 3.11 host) makes every call try to download a managed interpreter first: 6.5 s of failed
+# retries per call where no download host answers, a download where one does.
+NO_PYTHON_DOWNLOADS = "--no-python-downloads"
+
+
 def _compile_argv(
     uv: str,
     tmp: Path,
@@ -274,6 +281,7 @@ def _compile_argv(
         uv,
         "pip",
         "compile",
+        NO_PYTHON_DOWNLOADS,
         "--no-build",
         "--python-version",
         python,
@@ -339,10 +347,16 @@ _NO_WHEEL_ALT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._\-]*)==\S+ (?:has no|only h
 
 
 def wheel_resolution(
-    pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None, use_cache: bool = True
+    pins: dict[str, str],
+    python: str,
+    timeout: float = 60.0,
+    index_url: str | None = None,
+    use_cache: bool = True,
+    no_deps: bool = False,
 ) -> Resolution:
     """One ``--only-binary :all:`` resolution over the exact pins: it succeeds when every pinned
-    distribution installs from a wheel for ``python`` on Linux."""
+    distribution installs from a wheel for ``python`` on Linux (with ``no_deps``, these pins
+    alone, not what they depend on)."""
     return uv_compile(
         [f"{n}=={v}" for n, v in sorted(pins.items())],
         python,
@@ -350,6 +364,7 @@ def wheel_resolution(
         index_url=index_url,
         only_binary=True,
         use_cache=use_cache,
+        no_deps=no_deps,
     )
 
 
@@ -379,22 +394,34 @@ def no_wheel_name(res: Resolution, pins: dict[str, str], strict: bool = False) -
     return names[0] if names else None
 
 
+# The exact pins (index, Python, name, version) this process saw a wheel for: a run checks its
+# lock's set up to three times (from the plan, the tested container, the replay), mostly the
+# same pins, and each --only-binary resolution waits on the index (about 8 s for 100 pins). A
+# release's files do not change within a run.
+_HAS_WHEEL: set[tuple[str | None, str, str, str]] = set()
+
+
 def wheel_less(
     pins: dict[str, str], python: str, timeout: float = 60.0, index_url: str | None = None, limit: int = 12
 ) -> list[str] | None:
     """Every pinned distribution with no wheel for ``python`` on Linux: [] when all have one,
     None when that cannot be told (uv missing, a failure other than a missing wheel, more than
     ``limit``).
-    One ``--only-binary`` resolution, then one more for each distribution found."""
-    left = dict(pins)
+    One ``--only-binary`` resolution, then one more for each distribution found. Pins already
+    seen with a wheel are left out, and the others are then checked alone (``--no-deps``: the
+    set is a whole environment, so what they depend on is pinned in it too)."""
+    key = (index_url, python)
+    left = {n: v for n, v in pins.items() if (*key, canonicalize_name(n), v) not in _HAS_WHEEL}
+    alone = len(left) < len(pins)
     found: list[str] = []
     for _ in range(limit + 1):
         if not left:
             return found
-        res = wheel_resolution(left, python, timeout=timeout, index_url=index_url)
+        res = wheel_resolution(left, python, timeout=timeout, index_url=index_url, no_deps=alone)
         if res.skipped:
             return None
         if res.ok:
+            _HAS_WHEEL.update((*key, canonicalize_name(n), v) for n, v in left.items())
             return found
         name = no_wheel_name(res, left, strict=True)
         if name is None or name not in left:

@@ -70,7 +70,7 @@ from bot.graph.lock import (
 from bot.graph.mapping import PYPI_URL
 from bot.graph.model import DepGraph, dev_stage_only
 from bot.graph.native_lock import native_lock
-from bot.graph.resolve import names_in_error, wheel_less
+from bot.graph.resolve import NO_PYTHON_DOWNLOADS, names_in_error, wheel_less
 from bot.logtext import strip_ansi
 from bot.markers import has_marker
 
@@ -192,6 +192,7 @@ def uv_hashes(
             uv,
             "pip",
             "compile",
+            NO_PYTHON_DOWNLOADS,
             "--generate-hashes",
             "--no-build",
             "--no-deps",

@@ -190,6 +190,33 @@ def test_every_pin_without_a_linux_wheel_is_found(local_index):
     assert wheel_less({"demo-lib": "9.9.9"}, "3.11", timeout=60, index_url=local_index) is None
 
 
+def test_a_pin_seen_with_a_wheel_is_not_asked_about_again(local_index, monkeypatch):
+    """A run checks its lock's set up to three times over mostly the same pins: the pins seen
+    with a wheel are left out, the others checked alone; a pin with no wheel is asked again."""
+    from bot.graph import resolve
+
+    asked: list[tuple[dict[str, str], bool]] = []
+    real = resolve.wheel_resolution
+
+    def spy(pins, python, **kw):
+        asked.append((dict(pins), kw.get("no_deps", False)))
+        return real(pins, python, **kw)
+
+    monkeypatch.setattr(resolve, "wheel_resolution", spy)
+    first = {"demo-lib": "1.2.0", "win-only": "1.0.0"}
+    assert wheel_less(first, "3.11", timeout=60, index_url=local_index) == ["win-only"]
+    assert asked[0] == (first, False)
+    asked.clear()
+    again = {**first, "src-only": "1.0.0"}
+    assert sorted(wheel_less(again, "3.11", timeout=60, index_url=local_index) or []) == ["src-only", "win-only"]
+    assert asked[0] == ({"win-only": "1.0.0", "src-only": "1.0.0"}, True)
+    assert all("demo-lib" not in pins for pins, _ in asked)
+    asked.clear()
+    assert wheel_less({"demo-lib": "1.2.0"}, "3.11", timeout=60, index_url=local_index) == [] and asked == []
+    # another Python, another index: not what was seen
+    assert wheel_less({"demo-lib": "1.2.0"}, "3.12", timeout=60, index_url=local_index) == [] and len(asked) == 1
+
+
 def test_numpy2_next_to_a_numpy1_build_gets_a_constraint(tmp_path, local_index):
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -319,3 +346,26 @@ def test_the_distributions_uv_names_as_having_no_wheel_keep_their_names_past_uvs
     ) == ["evdev"]
     assert _unbuilt_names("Because docopt==0.6.2 has no usable wheels and you require it --no-build") == ["docopt"]
     assert _unbuilt_names("Because all versions of foo-bar have no usable wheels --no-build") == ["foo-bar"]
+
+
+def test_host_uv_never_downloads_an_interpreter(tmp_path, monkeypatch, local_index):
+    """uv on the host resolves for --python-version and builds nothing; asked for a Python the
+    host lacks, it first tried to download one: 6.5 s of failed retries on every call where no
+    download host answers (each resolution, hash and wheel check of a run)."""
+    from bot.graph import resolve
+    from bot.loop import lock
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "uv"
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    fake.chmod(0o755)
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: str(fake) if name == "uv" else real_which(name, *a, **k))
+    resolve.uv_compile(["demo-lib==1.2.0"], "3.13", index_url=local_index, use_cache=False)
+    lock.uv_hashes({"demo-lib": "1.2.0"}, "3.13", index_url=local_index)
+    lines = calls.read_text().splitlines()
+    assert len(lines) == 2 and all(resolve.NO_PYTHON_DOWNLOADS in line.split() for line in lines)
+    monkeypatch.undo()
+    # the real uv takes the flag and resolves for a Python the host does not have
+    res = resolve.uv_compile(["demo-lib==1.2.0"], "3.13", index_url=local_index, use_cache=False)
+    assert res.ok and res.pins == {"demo-lib": "1.2.0"}, res.error
