@@ -52,15 +52,11 @@ def on_base(text: str) -> tuple[str, str] | None:
     that image; None when that FROM names another stage. Built beside the run's first build: the
     stage installs the same packages from the same archive whatever lies between (the Python
     packages of the tested stage), so it does not wait for that build."""
-    tested = dev_part(text)[0]
-    froms = {f.index: f for f in from_lines(text)}
-    for i, line in enumerate(text.splitlines()):
-        if line.strip() == tested and i in froms:
-            base = froms[i]
-            if base.stage_ref or base.image == "scratch":
-                return None
-            return on_image(text, base.image), base.image
-    return None
+    tested, lines = dev_part(text)[0], text.splitlines()
+    base = next((f for f in from_lines(text) if lines[f.index].strip() == tested), None)
+    if base is None or base.stage_ref or base.image == "scratch":
+        return None
+    return on_image(text, base.image), base.image
 
 
 def dev_packages(graph: DepGraph) -> list[str]:

@@ -130,14 +130,7 @@ class WorkspaceMixin(LoopBase):
             return ws
         if self._dev_build is None and text != dockerfile.text:
             # the tested stage starts from another stage: the development stage on this image
-            self._dev_build = DevStageBuild(
-                self.engine,
-                self.repo,
-                dockerfile.text,
-                tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}",
-                dev_packages(self.graph),
-                timeout=self._build_timeout(),
-            )
+            self._dev_build = self._dev_stage_build(dockerfile.text, tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}")
         if not self._start_runner(ws):
             return ws
         ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
@@ -151,15 +144,14 @@ class WorkspaceMixin(LoopBase):
         if alone is None:
             return
         build_text, base = alone
-        self._dev_build = DevStageBuild(
-            self.engine,
-            self.repo,
-            text,
-            tag,
-            dev_packages(self.graph),
-            timeout=self._build_timeout(),
-            build_text=build_text,
-            on=f"the tested stage's base image ({base}), beside the run's first build",
+        self._dev_build = self._dev_stage_build(
+            text, tag, build_text=build_text, on=f"the tested stage's base image ({base}), beside the run's first build"
+        )
+
+    def _dev_stage_build(self, text: str, tag: str, **where: str) -> DevStageBuild:
+        """The development stage's build of ``text`` as ``tag``, started in its thread."""
+        return DevStageBuild(
+            self.engine, self.repo, text, tag, dev_packages(self.graph), timeout=self._build_timeout(), **where
         )
 
     def open_on_image(self, tag: str, *, purpose: str) -> Workspace:
