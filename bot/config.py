@@ -256,9 +256,11 @@ def merge_layer(
     marks: Mapping[tuple, int] | None = None,
     origins: dict[str, str] | None = None,
     layer_name: str = "",
+    list_offset: int = 0,
 ) -> None:
     """Merge one layer into ``base`` in place, rejecting unknown keys. ``marks`` ({key path:
-    line}) puts the user's line into errors; ``origins`` records which layer set each key."""
+    line}) puts the user's line into errors; ``origins`` records which layer set each key.
+    ``list_offset`` is the index in the file of a list section's first entry in ``layer``."""
     hint = "`setupbot config schema` lists the sections and keys."
     if not isinstance(layer, Mapping):
         raise ConfigError(f"{origin}: the top level must be a mapping of sections", hint)
@@ -269,7 +271,7 @@ def merge_layer(
                 hint,
             )
         if section in LIST_ITEMS:
-            base[section] = _checked_list(section, value, origin, marks)
+            base[section] = _checked_list(section, value, origin, marks, list_offset)
             if origins is not None:
                 origins[section] = layer_name or origin
             continue
@@ -281,7 +283,7 @@ def merge_layer(
 
 
 def _checked_list(
-    section: str, value: Any, origin: str, marks: Mapping[tuple, int] | None
+    section: str, value: Any, origin: str, marks: Mapping[tuple, int] | None, offset: int = 0
 ) -> tuple[dict[str, Any], ...]:
     """A list section (services, siblings) as the layer wrote it, once its keys and values check."""
     if value is None:
@@ -290,7 +292,7 @@ def _checked_list(
         raise ConfigError(f"{_at(origin, marks, section)}: '{section}' must be a list of mappings")
     item_fields = {sf.name: sf for sf in dataclasses.fields(LIST_ITEMS[section])}
     known = list(item_fields)
-    for i, item in enumerate(value):
+    for i, item in enumerate(value, start=offset):
         for key, v in item.items():
             if key not in known:
                 raise ConfigError(
@@ -624,9 +626,56 @@ def _merge_file_layer(
         merge_layer(merged, data, str(path), marks=marks, origins=origins, layer_name=f"operator file ({path})")
     elif repo is not None and ((repo / REPO_CONFIG).is_file() or (repo / REPO_CONFIG).is_symlink()):
         origin = str(repo / REPO_CONFIG)
-        data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
+        try:
+            data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
+        except ConfigError as exc:
+            refused.append((REPO_CONFIG.as_posix(), f"not read: {_relative(exc.what, origin)}"))
+            log.warning("%s: not read: %s", origin, exc.what)
+            return refused
         data, refused = repo_layer(data, Path(repo), origin)
-        merge_layer(merged, data, origin, marks=marks, origins=origins, layer_name=f"repository file ({origin})")
+        refused += _merge_repo_layer(merged, data, origin, marks, origins)
+    return refused
+
+
+def _relative(message: str, origin: str) -> str:
+    """A message about the repository's file names it as the repository does (no host path)."""
+    return message.replace(origin, REPO_CONFIG.as_posix())
+
+
+def _merge_repo_layer(
+    merged: dict[str, Any],
+    data: Any,
+    origin: str,
+    marks: Mapping[tuple, int],
+    origins: dict[str, str] | None,
+) -> list[tuple[str, str]]:
+    """Merge the repository's file one key (or list entry) at a time. The file is untrusted input
+    and a pull request's author may have written it: a key that does not check is refused with
+    the reason and its line, and the run goes on with the rest; the report lists it."""
+    refused: list[tuple[str, str]] = []
+    name = f"repository file ({origin})"
+
+    def attempt(key: str, layer: Mapping[str, Any], **kw: Any) -> bool:
+        try:
+            merge_layer(merged, layer, origin, marks=marks, origins=origins, layer_name=name, **kw)
+        except ConfigError as exc:
+            refused.append((key, _relative(exc.what, origin)))
+            log.warning("refused %s: %s", key, exc.what)
+            return False
+        return True
+
+    if not isinstance(data, Mapping):
+        attempt(REPO_CONFIG.as_posix(), data)
+        return refused
+    for section, value in data.items():
+        if section in LIST_ITEMS and isinstance(value, list):
+            good = [e for i, e in enumerate(value) if attempt(f"{section}[{i}]", {section: [e]}, list_offset=i)]
+            merged[section] = tuple(dict(e) for e in good)
+        elif section in _SECTIONS and isinstance(value, Mapping):
+            for key, v in value.items():
+                attempt(f"{section}.{key}", {section: {key: v}})
+        else:
+            attempt(str(section)[:40], {section: value})
     return refused
 
 

@@ -314,13 +314,44 @@ def test_validate_accepts_a_good_file(tmp_path, capsys):
     validate(json.loads(capsys.readouterr().out), "config-validate")
 
 
-def test_repository_file_errors_name_the_users_file(tmp_path):
+def test_repository_file_errors_are_refused_with_their_line_and_the_rest_is_kept(tmp_path):
+    # the repository's file is untrusted input (on a pull request its author wrote it): a key
+    # that does not check is refused with its line, and the run goes on with the others
     repo = tmp_path / "repo"
     (repo / ".github").mkdir(parents=True)
-    (repo / ".github" / "setupbot.yml").write_text("services:\n  - nme: db\n")
-    with pytest.raises(ConfigError) as err:
-        cfg.load_settings(repo, environ={})
-    assert f"{repo / '.github' / 'setupbot.yml'}:2:" in err.value.what
+    (repo / ".github" / "setupbot.yml").write_text(
+        "services:\n  - nme: db\n  - name: cache\n    image: redis:8\n"
+        "sandbox:\n  privileged: true\n"
+        "target:\n  test_comand: [pytest]\n  test_command: [python, -m, pytest, -x]\n"
+    )
+    settings = cfg.load_settings(repo, environ={})
+    refused = dict(settings.refused)
+    assert refused["services[0]"] == (".github/setupbot.yml:2: unknown key 'nme' in services[0]. Did you mean 'name'?")
+    assert refused["sandbox"].startswith(".github/setupbot.yml:5: unknown section 'sandbox'.")
+    assert refused["target.test_comand"].startswith(".github/setupbot.yml:8: unknown key 'target.test_comand'.")
+    assert "Did you mean 'test_command'?" in refused["target.test_comand"]
+    assert str(tmp_path) not in " ".join(refused.values())  # no host path in the report
+    assert [s["name"] for s in settings.services] == ["cache"]
+    assert list(settings.target.test_command) == ["python", "-m", "pytest", "-x"]
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("target: [1\n", "not valid YAML"),
+        ("- just\n- a list\n", "the top level must be a mapping"),
+        (b"target:\n  env: {A: \xff}\n", "line 2 is not valid UTF-8"),
+    ],
+)
+def test_an_unreadable_repository_file_is_refused_whole_and_the_run_goes_on(tmp_path, text, needle):
+    repo = tmp_path / "repo"
+    (repo / ".github").mkdir(parents=True)
+    f = repo / ".github" / "setupbot.yml"
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    settings = cfg.load_settings(repo, environ={})
+    (key, why), *rest = settings.refused
+    assert not rest and key == ".github/setupbot.yml" and needle in why
+    assert settings.target == cfg.load_settings(None, environ={}).target  # the defaults stand
 
 
 # ------------------------------------------------------------------ init
