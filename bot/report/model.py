@@ -205,6 +205,32 @@ def _evidence_text(evidence: Any) -> str:
     return str(first)
 
 
+def _unused_extras(nodes: list[Any], edges: list[Any]) -> dict[str, str]:
+    """{node id: extra} for what is UNKNOWN only because it belongs to an optional extra the plan did
+    not install (the project goes in with its test extras alone): the package, and an import
+    that maps to nothing else. The table says so, where a bare UNKNOWN left the reader guessing."""
+    extra_of: dict[str, str] = {}
+    unknown: set[str] = set()
+    for node in nodes:
+        state = str(getattr(_get(node, "state"), "value", _get(node, "state", "")))
+        if state != "UNKNOWN" or _get(node, "action"):
+            continue
+        unknown.add(_get(node, "id", ""))
+        group = str((_get(node, "attrs", {}) or {}).get("group") or "")
+        if group.startswith("extra:"):
+            extra_of[_get(node, "id", "")] = group.removeprefix("extra:")
+    targets: dict[str, set[str]] = {}
+    for edge in edges:
+        src, dst, kind = (list(edge) + ["", "", ""])[:3]
+        if kind == "mapping" and src in unknown:
+            targets.setdefault(src, set()).add(dst)
+    for src, dsts in targets.items():
+        extras = {extra_of.get(d) for d in dsts}
+        if len(extras) == 1 and None not in extras:
+            extra_of[src] = extras.pop() or ""
+    return extra_of
+
+
 def requirement_rows(plan: Any) -> list[RequirementRow]:
     """The requirements table: every graph node except the target, with the Dockerfile line
     (from ``CompiledDockerfile.lines`` provenance) that each one produced. Reads a ``Plan`` or
@@ -221,6 +247,7 @@ def requirement_rows(plan: Any) -> list[RequirementRow]:
     nodes = _get(graph, "nodes", {}) or {}
     if isinstance(nodes, dict):
         nodes = list(nodes.values())
+    unused_extra = _unused_extras(nodes, _get(graph, "edges", []) or [])
     rows = []
     for node in nodes:
         node_type = str(getattr(_get(node, "type"), "value", _get(node, "type", "")))
@@ -232,6 +259,8 @@ def requirement_rows(plan: Any) -> list[RequirementRow]:
             # planned, then left out of the final Dockerfile (build-essential when every locked
             # distribution has a wheel or is pure Python): no line installs it
             state = f"left out: {dropped}"
+        elif _get(node, "id", "") in unused_extra:
+            state = f"not installed: optional extra '{unused_extra[_get(node, 'id', '')]}' (not a test extra)"
         rows.append(
             RequirementRow(
                 type=node_type,

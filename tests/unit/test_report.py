@@ -332,3 +332,30 @@ def test_a_planned_tool_the_lock_left_out_is_said_so_in_the_requirements_table()
     rows = {r.name: r for r in requirement_rows({"graph": graph, "dockerfile_lines": []})}
     assert rows["build-essential"].state == "left out: every locked distribution has a wheel or is pure Python"
     assert rows["git"].state == "SATISFIED"
+
+
+def test_what_only_an_extra_the_tests_do_not_install_needs_says_so_in_the_requirements_table(tmp_path):
+    """A package of an optional extra that is not a test extra, and the import that maps to it,
+    read UNKNOWN with no line: the row says the extra was not installed, and why. A package of
+    the installed test extra, and an import that maps to nothing declared, keep their states."""
+    from bot.evidence import scan_repository
+    from bot.graph.build import build_graph
+    from bot.graph.mapping import Registry
+    from bot.report.model import requirement_rows
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "pkg"\nversion = "1"\ndependencies = ["six"]\n'
+        "[project.optional-dependencies]\n"
+        'browse = ["InquirerPy>=0.3"]\ntest = ["pytest"]\nexamples = ["can-isotp"]\n'
+    )
+    (tmp_path / "pkg" / "__init__.py").write_text("import six\n")
+    (tmp_path / "pkg" / "browse.py").write_text("from InquirerPy import prompt\nimport mystery_mod\n")
+    graph = build_graph(scan_repository(tmp_path), Registry(enabled=False), [])
+    rows = {(r.type, r.name): r for r in requirement_rows({"graph": graph.to_json(), "dockerfile_lines": []})}
+    browse = "not installed: optional extra 'browse' (not a test extra)"
+    assert rows[("PACKAGE", "inquirerpy")].state == browse
+    assert rows[("IMPORT", "InquirerPy")].state == browse
+    assert rows[("PACKAGE", "can-isotp")].state == "not installed: optional extra 'examples' (not a test extra)"
+    assert rows[("IMPORT", "mystery_mod")].state == "UNKNOWN"
+    assert not rows[("PACKAGE", "pytest")].state.startswith("not installed")
