@@ -193,6 +193,34 @@ def is_unittest(argv: Sequence[str]) -> bool:
     return list(argv[1:3]) == ["-m", "unittest"]
 
 
+# where every test run inside a container writes its JUnit report (one path, so a reader in the
+# loop, the verification or the replay finds any of them)
+JUNIT_PATH = "/tmp/setupbot-junit.xml"
+
+
+def runs_pytest(argv: Sequence[str]) -> bool:
+    """Whether the command is pytest itself (``pytest``, ``python -m pytest``, a path to it), so
+    that options appended to it reach pytest. A wrapper (``make test``, ``tox``, ``sh -c
+    '... pytest'``) is not: an option appended to it goes to the wrapper."""
+    if len(argv) > 1 and Path(argv[0]).name in _SHELLS and "-c" in argv[1:]:
+        return False  # sh -c 'pytest': an appended option would be the script's $0
+    return any(part == "pytest" or part.endswith("/pytest") or part == "py.test" for part in argv)
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
+
+
+def junit_env(argv: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a test run needs for its JUnit report. pytest reads PYTEST_ADDOPTS however
+    it was started, so a wrapper that runs pytest somewhere inside (``make test``, a shell
+    script, tox when it passes the variable on) writes the report too; the repository's own
+    PYTEST_ADDOPTS is kept, before ours. pytest itself gets the option on its command line."""
+    own = env.get("PYTEST_ADDOPTS", "")
+    if runs_pytest(argv) or is_unittest(argv) or _django_test(argv) or "--junitxml" in own:
+        return {}
+    return {"PYTEST_ADDOPTS": f"{own} --junitxml={JUNIT_PATH}".strip()}
+
+
 def verbose_argv(argv: Sequence[str]) -> list[str]:
     """The command with the verbosity that prints one line per test, for the runners built on
     unittest that write no JUnit: ``python -m unittest`` (``-v``) and Django's ``manage.py

@@ -6,13 +6,13 @@ from __future__ import annotations
 import configparser
 import re
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot import safefs
-from bot.junit import TestResults, parse_junit, parse_unittest, verbose_argv
+from bot.junit import JUNIT_PATH, TestResults, junit_env, parse_junit, parse_unittest, runs_pytest, verbose_argv
 from bot.loop.diagnose import Signature, collection_signatures, diagnose, setup_failures
 from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
@@ -20,7 +20,6 @@ from bot.loop.state import LoopBase
 if TYPE_CHECKING:
     from bot.loop.workspace import Workspace
 
-JUNIT_PATH = "/tmp/setupbot-junit.xml"
 STAGE_RANK = {"build": 0, "start": 1, "collect": 2, "test": 3, "done": 4}
 
 
@@ -209,10 +208,6 @@ def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
     return out
 
 
-def _is_pytest(cmd: Sequence[str]) -> bool:
-    return any(part == "pytest" or part.endswith("/pytest") or part == "py.test" for part in cmd)
-
-
 class TargetMixin(LoopBase):
     """Runs the target (collection, then the tests) in a workspace."""
 
@@ -235,7 +230,7 @@ class TargetMixin(LoopBase):
             cmd = list(self.settings.target.test_command)
         else:
             cmd = list(self.plan.test_command or ["python", "-m", "pytest"])
-        if _is_pytest(cmd) and not any(a.startswith("--junitxml") for a in cmd):
+        if runs_pytest(cmd) and not any(a.startswith("--junitxml") for a in cmd):
             cmd = [*cmd, f"--junitxml={JUNIT_PATH}"]
         else:
             cmd = verbose_argv(cmd)  # unittest and Django: one line per test, read as JUnit is
@@ -275,21 +270,25 @@ class TargetMixin(LoopBase):
             if r.exit_code != 0:
                 return self._collection_failed(r)
         cmd = self._test_command()
-        r = self._exec(ws, cmd, "test", env)
+        wrapper = junit_env(cmd, env)
+        if wrapper:
+            # a wrapper that may run pytest inside: no report from an earlier run may stand in
+            ws.session.exec(["rm", "-f", JUNIT_PATH], timeout=30)
+        r = self._exec(ws, cmd, "test", {**env, **wrapper})
         results = TestResults()
         junit = False
         junit_xml: str | None = None
-        if _is_pytest(cmd):
+        if runs_pytest(cmd) or wrapper:
             xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
             if xml.exit_code == 0:
                 junit_xml = xml.output
                 results = parse_junit(xml.output, tracebacks=True)
                 junit = bool(xml.output.strip())
-        else:
+        if not junit and not runs_pytest(cmd):
             # unittest's verbose lines (and Django's -v 2): per-test results without JUnit
             from_text = parse_unittest(r.output, tracebacks=True)
             if from_text.junit_found:
-                results, junit = from_text, True
+                results, junit, junit_xml = from_text, True, None
         sigs = diagnose(r.output + "\n" + results.failure_text())
         collect_exit = 0 if collect is not None or r.exit_code in (0, 1) else r.exit_code
         if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):

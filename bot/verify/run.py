@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.junit import TestResults, parse_junit, parse_unittest, verbose_argv
+from bot.junit import JUNIT_PATH, TestResults, junit_env, parse_junit, parse_unittest, runs_pytest, verbose_argv
 from bot.services import (
     ServiceManager,
     ServiceSpec,
@@ -33,16 +33,16 @@ from bot.verify.verdict import decide
 
 log = logging.getLogger(__name__)
 
-JUNIT_PATH = "/tmp/setupbot-junit.xml"
 
-
-def run_tests(executor: Executor, command: Sequence[str], timeout: int = 1200) -> TestResults:
+def run_tests(
+    executor: Executor, command: Sequence[str], timeout: int = 1200, env: Mapping[str, str] | None = None
+) -> TestResults:
     """Run the tests with a JUnit report and read it back; a unittest run is made verbose and
     its per-test lines are read instead (as is any runner's that prints them, Django's
-    ``-v 2``)."""
+    ``-v 2``). ``env``: the container's variables, which a wrapper's PYTEST_ADDOPTS extends."""
     run(executor, ["rm", "-f", JUNIT_PATH], timeout=30)
     argv = verification_argv(command)
-    res = executor.exec(argv, timeout=timeout)
+    res = executor.exec(argv, env=junit_env(argv, env or {}) or None, timeout=timeout)
     report = run(executor, ["cat", JUNIT_PATH], timeout=60)
     return read_results(
         str(getattr(res, "output", "")),
@@ -91,7 +91,7 @@ def same_test_run(a: Sequence[str], b: Sequence[str]) -> bool:
 def verification_argv(command: Sequence[str]) -> list[str]:
     """The command a verification's test run executes for ``command``."""
     argv = list(command)
-    if any("pytest" in part for part in argv[:3]):
+    if runs_pytest(argv):
         return argv + [f"--junitxml={JUNIT_PATH}", "-p", "no:cacheprovider"]
     return verbose_argv(argv)
 
@@ -147,7 +147,7 @@ class _Runner:
 
     def tests(self, env: Mapping[str, str], role: str) -> TestResults:
         with self.session(env, role) as s:
-            return run_tests(s, self.command, self.timeout)
+            return run_tests(s, self.command, self.timeout, env)
 
 
 def verify_environment(
@@ -290,7 +290,11 @@ def _examine(
         if facts.own_modules:
             with runner.session(env, "mutation") as s:
                 mutation_result = mutation_check(
-                    s, facts.own_modules[0], with_, lambda ex: run_tests(ex, runner.command, runner.timeout), python
+                    s,
+                    facts.own_modules[0],
+                    with_,
+                    lambda ex: run_tests(ex, runner.command, runner.timeout, env),
+                    python,
                 )
         else:
             mutation_result = {"ran": False, "note": "no own top-level module found"}

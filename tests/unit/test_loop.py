@@ -902,3 +902,18 @@ def test_a_build_stopped_by_what_no_environment_gives_ends_saying_so(tmp_path, l
     assert rec.status == "unresolved" and rec.strategies == [] and len(engine.builds) == 1
     assert [u["kind"] for u in rec.unresolved] == [kind]
     assert rec.remaining.startswith(remaining), rec.remaining
+
+
+def test_pytest_inside_a_shell_wrapper_is_read_from_its_junit_report(tmp_path):
+    """`sh -c '... pytest'`: an option appended to the wrapper is the script's $0, so the loop asks
+    pytest for the report through PYTEST_ADDOPTS, and reads each test as it does for pytest.
+    Before, the run had no test results and ended Shallow."""
+    engine = FakeEngine(World([], tests=4))
+    command = ["sh", "-c", "make data && python -m pytest"]
+    s = load_settings(tmp_path, environ={}, overrides={"target": {"test_command": command}})
+    rec = _run_runner(tmp_path, engine, s)
+    assert rec.status == "success", rec.remaining
+    assert len(rec.tests.outcomes) == 4 and set(rec.tests.outcomes.values()) == {"passed"}
+    assert rec.replay["tests"]["passed"] == 4
+    ran = [s.command for s in rec.trajectory.steps if s.action == "test"]
+    assert ran and all(c == command for c in ran), ran  # the wrapper runs as written
