@@ -333,6 +333,13 @@ def test_repository_file_errors_are_refused_with_their_line_and_the_rest_is_kept
     assert str(tmp_path) not in " ".join(refused.values())  # no host path in the report
     assert [s["name"] for s in settings.services] == ["cache"]
     assert list(settings.target.test_command) == ["python", "-m", "pytest", "-x"]
+    # the report the maintainer reads lists each refusal with its line
+    from bot.report import ReportData, render_report
+
+    report = ReportData(repository="repo", refused_config=[f"{k}: {why}" for k, why in settings.refused])
+    text = render_report(report)
+    assert "### Refused configuration (3)" in text
+    assert "- sandbox: .github/setupbot.yml:5: unknown section 'sandbox'." in text
 
 
 @pytest.mark.parametrize(
