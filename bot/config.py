@@ -671,7 +671,7 @@ def _merge_repo_layer(
         if section in LIST_ITEMS and isinstance(value, list):
             good = [e for i, e in enumerate(value) if attempt(f"{section}[{i}]", {section: [e]}, list_offset=i)]
             merged[section] = tuple(dict(e) for e in good)
-        elif section in _SECTIONS and isinstance(value, Mapping):
+        elif section in _SECTIONS and section not in LIST_ITEMS and isinstance(value, Mapping):
             for key, v in value.items():
                 attempt(f"{section}.{key}", {section: {key: v}})
         else:
