@@ -496,12 +496,12 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
     """Keep what the repository's file may set; return it and the refused keys with reasons.
     Refusals are not errors: the run goes on with the operator's values and reports them."""
     if not isinstance(data, Mapping):
-        return data, []  # merge_layer reports the shape error
+        return data, []  # _merge_repo_layer refuses the file with the shape error
     kept: dict[str, Any] = {}
     refused: list[tuple[str, str]] = []
     for section, value in data.items():
         if section in REPO_LISTS:
-            # not a list: merge_layer explains the shape
+            # not a list: _merge_repo_layer refuses it with the shape
             kept[section] = _repo_entries(section, value, repo, refused) if isinstance(value, list) else value
         elif section in REPO_KEYS:
             kept[section] = _repo_keys(section, value, refused) if isinstance(value, Mapping) else value
@@ -510,7 +510,7 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
             why = _OPERATOR_WHY.get(section, "set by the operator only")
             refused += [(f"{section}.{k}", why) for k in keys] or [(section, why)]
         else:
-            kept[section] = value  # unknown: merge_layer raises with a suggestion
+            kept[section] = value  # unknown: _merge_repo_layer refuses it with a suggestion
     for key, why in refused:
         log.warning("%s: refused %s: %s", origin, key, why)
     return kept, refused
@@ -518,18 +518,22 @@ def repo_layer(data: Any, repo: Path, origin: str) -> tuple[dict[str, Any], list
 
 def _repo_entries(section: str, value: list, repo: Path, refused: list[tuple[str, str]]) -> list:
     """The entries of a list section (siblings, services) the repository may name; the others
-    go to ``refused``."""
-    good = []
+    go to ``refused`` and stay as ``_REFUSED``, so that the rest keep their index (and line)."""
+    good: list[Any] = []
     known = {f.name for f in dataclasses.fields(LIST_ITEMS[section])}
     for i, entry in enumerate(value):
         why = None
-        if isinstance(entry, Mapping) and not set(entry) - known:  # a typo: merge_layer suggests
+        if isinstance(entry, Mapping) and not set(entry) - known:  # a typo: refused with a suggestion later
             why = _sibling_refusal(entry, repo) if section == "siblings" else _service_refusal(entry)
         if why:
             refused.append((f"{section}[{i}]", why))
+            good.append(_REFUSED)
         else:
             good.append(entry)
     return good
+
+
+_REFUSED = object()  # a list entry already refused (``_repo_entries``), in its place
 
 
 def _repo_keys(section: str, value: Mapping[str, Any], refused: list[tuple[str, str]]) -> dict[str, Any]:
@@ -539,7 +543,7 @@ def _repo_keys(section: str, value: Mapping[str, Any], refused: list[tuple[str, 
         if key in REPO_KEYS[section] or key not in {
             f.name for f in dataclasses.fields(cast(Any, _SECTIONS[section].default_factory))
         }:
-            part[key] = v  # unknown keys stay: merge_layer suggests the right one
+            part[key] = v  # unknown keys stay: _merge_repo_layer refuses them with the right one
         else:
             refused.append((f"{section}.{key}", "set by the operator only"))
     if section == "target" and isinstance(part.get("env"), Mapping):
@@ -630,7 +634,7 @@ def _merge_file_layer(
             data, marks = read_config_file(repo / REPO_CONFIG, repo=Path(repo))
         except ConfigError as exc:
             refused.append((REPO_CONFIG.as_posix(), f"not read: {_relative(exc.what, origin)}"))
-            log.warning("%s: not read: %s", origin, exc.what)
+            log.warning("not read: %s", exc.what)
             return refused
         data, refused = repo_layer(data, Path(repo), origin)
         refused += _merge_repo_layer(merged, data, origin, marks, origins)
@@ -669,7 +673,11 @@ def _merge_repo_layer(
         return refused
     for section, value in data.items():
         if section in LIST_ITEMS and isinstance(value, list):
-            good = [e for i, e in enumerate(value) if attempt(f"{section}[{i}]", {section: [e]}, list_offset=i)]
+            good = [
+                e
+                for i, e in enumerate(value)
+                if e is not _REFUSED and attempt(f"{section}[{i}]", {section: [e]}, list_offset=i)
+            ]
             merged[section] = tuple(dict(e) for e in good)
         elif section in _SECTIONS and section not in LIST_ITEMS and isinstance(value, Mapping):
             for key, v in value.items():

@@ -342,6 +342,19 @@ def test_repository_file_errors_are_refused_with_their_line_and_the_rest_is_kept
     assert "- sandbox: .github/setupbot.yml:5: unknown section 'sandbox'." in text
 
 
+def test_an_entry_refused_for_its_service_leaves_the_next_entrys_index_and_line(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".github").mkdir(parents=True)
+    (repo / ".github" / "setupbot.yml").write_text(
+        "services:\n  - name: db\n    image: evil/postgres:17\n  - nme: cache\n  - name: cache\n    image: redis:8\n"
+    )
+    settings = cfg.load_settings(repo, environ={})
+    refused = dict(settings.refused)
+    assert refused["services[0]"].startswith("image 'evil/postgres:17' is not one of the catalogue's images")
+    assert refused["services[1]"] == ".github/setupbot.yml:4: unknown key 'nme' in services[1]. Did you mean 'name'?"
+    assert [s["name"] for s in settings.services] == ["cache"]
+
+
 @pytest.mark.parametrize(
     "text,needle",
     [
