@@ -397,8 +397,19 @@ class Engine:
             dockerfile = Path(tmp) / "Dockerfile"
             dockerfile.write_text(text)
             buildkit = self.kind == "docker" and self.buildkit_available()
+            inline = "" if buildkit else label_instruction(text, labels)
+            if inline:
+                # the classic builder makes each --label its own step, and a step commits a
+                # container of the whole image (seconds each on a large one): one LABEL does it
+                dockerfile.write_text(text.rstrip("\n") + "\n" + inline)
             argv = self._build_argv(
-                dockerfile, context, tags, labels, build_args=build_args, no_cache=no_cache, buildkit=buildkit
+                dockerfile,
+                context,
+                tags,
+                {} if inline else labels,
+                build_args=build_args,
+                no_cache=no_cache,
+                buildkit=buildkit,
             )
             env = host_env()
             if self.kind == "docker":
@@ -946,6 +957,21 @@ _CLASSIC_CACHED = re.compile(r"^\s*-+> Using cache\b")
 _BUILDKIT_STEP = re.compile(r"^#(\d+) \[[^\]]*\d+/\d+\] (.*)$")
 _BUILDKIT_CACHED = re.compile(r"^#(\d+) CACHED\s*$")
 _ELIDED = re.compile(r"^\[setupbot\] \.\.\. \d+ bytes of output elided \.\.\.$", re.MULTILINE)
+
+
+def label_instruction(text: str, labels: Mapping[str, str]) -> str:
+    """One LABEL instruction that sets ``labels`` on the last stage (the image a build without
+    --target gives, as --label does), to append to ``text``; "" when there are none, when the
+    text ends in a line continuation, which an appended line would join, or when a label holds
+    what the Dockerfile would read otherwise than --label does (a variable, a backslash, a line
+    break)."""
+    last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
+    if not labels or last.rstrip().endswith(("\\", "`")):  # a continuation (a backtick under `# escape=`)
+        return ""
+    if any(c in item for k, v in labels.items() for item in (k, v) for c in '$\\"\n\r`'):
+        return ""
+    pairs = " ".join(f'"{k}"="{v}"' for k, v in labels.items())
+    return f"LABEL {pairs}\n"
 
 
 def count_cached_steps(raw_log: str, buildkit: bool) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -168,3 +169,25 @@ def test_the_shared_ca_image_outlives_the_run_that_built_it(docker_available, tm
     finally:
         first.clean(first.run_id)
         second.clean(second.run_id)
+
+
+def test_a_build_labels_its_image_with_every_run_label_in_one_step(docker_available, tmp_path):
+    """The run's labels (what cleanup finds the image by) are on the built image. The classic
+    builder turns each --label into a step of its own, which commits a container of the whole
+    image; the engine gives it one LABEL instead, so the log shows one step for all of them."""
+    engine = Engine.from_settings(load_settings(None))
+    tag = f"setupbot-test/labelled:{engine.run_id}"
+    try:
+        built = engine.build(tmp_path, "FROM debian:bookworm-slim\nRUN touch /built\n", tag)
+        assert built.ok, built.log
+        labels = engine.image_labels(tag)
+        assert {k: labels.get(k) for k in engine.labels} == dict(engine.labels)
+        assert labels["setupbot.run"] == engine.run_id
+        if not engine.buildkit_available():
+            steps = [ln for ln in built.log.splitlines() if re.match(r"^(?:Step|STEP) \d+/\d+ ?: ?LABEL\b", ln)]
+            assert len(steps) == 1, built.log
+            assert all(k in steps[0] for k in engine.labels)
+        engine.clean(engine.run_id)
+        assert not engine.image_exists(tag), "cleanup by the run's label left the image"
+    finally:
+        engine.clean(engine.run_id)
