@@ -179,6 +179,22 @@ def unittest_ran(output: str) -> bool:
     return bool(_UNITTEST_RAN.search(output or ""))
 
 
+# pytest's own words for a collection that did not get through: "ERROR collecting tests/x.py"
+# over each error, "Interrupted: 2 errors during collection" at the end
+_COLLECTION_ERROR = re.compile(r"^_* ?ERROR collecting |\berrors? during collection\b", re.M)
+
+
+def collection_stopped(exit_code: int, results: TestResults, output: str) -> bool:
+    """Whether a pytest run stopped in its collection: it said so, or it ended with an exit code
+    that says it ran no test through (2 interrupted, 3 internal error, 4 usage error, 5 no
+    tests) and no test passed, failed or was skipped (its JUnit report holds a collection
+    error as an error). What a collect-only run would then say is in its output already."""
+    if _COLLECTION_ERROR.search(output):
+        return True
+    ran = sum(results.count(s) for s in ("passed", "failed", "skipped"))
+    return exit_code in (2, 3, 4, 5) and not ran
+
+
 def absent_submodules(repo: Path, output: str) -> list[tuple[str, str]]:
     """(path, url) of the git submodules in ``.gitmodules`` that are empty or missing in the
     checkout and that ``output`` mentions (``/workspace/<path>/...`` or ``<path>/...``)."""
@@ -265,12 +281,15 @@ class TargetMixin(LoopBase):
         if ws.forwards:
             self._ensure_forwarding(ws)
         collect = self._collect_command()
-        if collect:
+        cmd = self._test_command()
+        wrapper = junit_env(cmd, env)
+        # pytest collects before it runs a test and stops at a collection error, so its own run
+        # says what a collect-only run would: that run goes first only for what says less
+        collect_first = bool(collect) and not (runs_pytest(cmd) and runs_pytest(collect or []) and not wrapper)
+        if collect and collect_first:
             r = self._exec(ws, collect, "collect", env)
             if r.exit_code != 0:
                 return self._collection_failed(r)
-        cmd = self._test_command()
-        wrapper = junit_env(cmd, env)
         if wrapper:
             # a wrapper that may run pytest inside: no report from an earlier run may stand in
             ws.session.exec(["rm", "-f", JUNIT_PATH], timeout=30)
@@ -289,11 +308,19 @@ class TargetMixin(LoopBase):
             from_text = parse_unittest(r.output, tracebacks=True)
             if from_text.junit_found:
                 results, junit, junit_xml = from_text, True, None
+        ran_tests = bool(results.total) or unittest_ran(r.output)
+        if collect and not collect_first:
+            if collection_stopped(r.exit_code, results, r.output) and not r.timed_out:
+                return self._collection_failed(r)
+            if r.timed_out or r.exit_code > 1 or not ran_tests:
+                # stopped, or nothing ran: whether the tests collect decides what that says
+                c = self._exec(ws, collect, "collect", env)
+                if c.exit_code != 0:
+                    return self._collection_failed(c)
         sigs = diagnose(r.output + "\n" + results.failure_text())
         collect_exit = 0 if collect is not None or r.exit_code in (0, 1) else r.exit_code
         if r.exit_code == 5 and not any(s.kind == "no_tests_collected" for s in sigs):
             sigs.append(Signature("no_tests_collected", "verification", "", "pytest exit code 5"))
-        ran_tests = bool(results.total) or unittest_ran(r.output)
         stage = "done" if (r.exit_code == 0 or (r.exit_code == 1 and ran_tests)) and not r.timed_out else "test"
         note = "the test run timed out" if r.timed_out else ""
         # a long suite that timed out, or a runner killed by a signal (137: SIGKILL, as the

@@ -224,6 +224,7 @@ class FakeSession:
     def exec(self, argv, env=None, timeout=600, workdir=None) -> ExecResult:
         argv = list(argv)
         self.execs.append(argv)
+        self.engine.execs.append(argv)
         world = self.engine.world
         have = self.state.copy()
         for name in {**self.env, **(env or {})}:
@@ -238,6 +239,9 @@ class FakeSession:
             if argv[1] == "install":
                 self.state.have |= {f"apt:{p}" for p in argv[2:] if not p.startswith("-")}
             return ExecResult(argv, 0, "", 0.1)
+        if argv[:2] == ["rm", "-f"] and any("junit" in a for a in argv[2:]):
+            self.engine.last_junit = None
+            return ExecResult(argv, 0, "", 0.01)
         if argv[0] == "cat":
             if "junit" in argv[1] and self.engine.last_junit is not None:
                 return ExecResult(argv, 0, self.engine.last_junit, 0.01)
@@ -248,6 +252,14 @@ class FakeSession:
                 return ExecResult(argv, 2, out, 0.2)
             return ExecResult(argv, 0, f"{world.tests} tests collected", 0.2)
         if "pytest" in " ".join(argv):
+            # as pytest does: it collects first, and a collection error ends the run there
+            stopped = world.unmet(have, "collect")
+            if stopped:
+                self.engine.last_junit = (
+                    '<testsuites><testsuite name="pytest"><testcase classname="" name="tests.test_x">'
+                    f'<error message="collection failure">{_xml(stopped)}</error></testcase></testsuite></testsuites>'
+                )
+                return ExecResult(argv, 2, stopped, 0.2)  # what its collect-only run prints
             out = world.unmet(have, "test")
             if world.test_times_out:
                 self.engine.last_junit = None
@@ -308,6 +320,7 @@ class FakeEngine:
         self.sessions_open = 0
         self.networks = 0
         self.last_junit: str | None = None
+        self.execs: list[list[str]] = []  # every command of every session, in order
 
     def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None, timeout=None) -> BuildResult:
         state = _have_from_dockerfile(dockerfile_text)
