@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import posixpath
-import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -347,48 +346,24 @@ def builds_same_image(a: str, b: str) -> bool:
     tests alone leaves every layer as it was."""
 
     def layers(text: str) -> list[str]:
-        kept = [i for i in _tested_instructions(text) if not i.startswith("CMD ")]
+        instructions: list[str] = []
+        joined = False  # the line before ended in a backslash: this one continues it
+        for line in without_dev_stage(text).splitlines():
+            word = line.strip()
+            if not word or word.startswith("#"):
+                continue
+            if joined:
+                instructions[-1] += "\n" + line.rstrip()
+            else:
+                instructions.append(line.rstrip())
+            joined = word.endswith("\\")
+        kept = [i for i in instructions if not i.startswith("CMD ")]
         # ENV after the last layer sets only what the container starts with, as CMD does
         while kept and kept[-1].startswith("ENV "):
             kept.pop()
         return kept
 
     return layers(a) == layers(b)
-
-
-def _tested_instructions(text: str) -> list[str]:
-    """The tested stage's instructions, each with its continuation lines, without comments."""
-    instructions: list[str] = []
-    joined = False  # the line before ended in a backslash: this one continues it
-    for line in without_dev_stage(text).splitlines():
-        word = line.strip()
-        if not word or word.startswith("#"):
-            continue
-        if joined:
-            instructions[-1] += "\n" + line.rstrip()
-        else:
-            instructions.append(line.rstrip())
-        joined = word.endswith("\\")
-    return instructions
-
-
-_WORK = re.compile(r"^(?:RUN|COPY|ADD)\b", re.IGNORECASE)
-
-
-def shared_work_steps(built: str, text: str) -> int:
-    """How many of ``text``'s leading RUN, COPY and ADD steps ``built`` has too, every
-    instruction up to each of them the same: the steps whose layers a build of ``text`` may take
-    from ``built``'s build. 0 when either has more than one stage (a builder stage's layers
-    chain apart from the tested stage's)."""
-    a, b = _tested_instructions(built), _tested_instructions(text)
-    if sum(i.upper().startswith("FROM ") for i in a) != 1 or sum(i.upper().startswith("FROM ") for i in b) != 1:
-        return 0
-    shared = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        shared += bool(_WORK.match(y))
-    return shared
 
 
 # Under BuildKit (the engine that proves the Dockerfile has buildx), pip's and uv's download

@@ -327,13 +327,10 @@ class Engine:
         labels: Mapping[str, str] | None = None,
         ca: bool = True,
         timeout: float | None = None,
-        fresh_mounts: bool = False,
     ) -> BuildResult:
         """Build ``dockerfile_text`` with ``context_dir``. The Dockerfile is written to a temporary
         file outside the context; with a CA configured, FROM lines whose image does not carry it
-        are pointed at a transient derivative that does -- in that temporary copy only.
-        ``fresh_mounts``: the cache mounts start empty, as in a --no-cache build, while the layer
-        cache is used (a clean replay that reuses the run's own from-scratch layers)."""
+        are pointed at a transient derivative that does -- in that temporary copy only."""
         context = Path(context_dir)
         if not context.is_dir():
             raise EngineError(f"build context {context} is not a directory", "Pass a directory.")
@@ -351,7 +348,7 @@ class Engine:
             # since BuildKit's --no-cache leaves cache mounts as they are
             scope = f"{dockerfile_facts.CACHE_SCOPE}{self.run_id}"
             text = dockerfile_facts.scope_cache_mounts(
-                text, f"{scope}-clean{next(self._counter)}" if no_cache or fresh_mounts else scope
+                text, f"{scope}-clean{next(self._counter)}" if no_cache else scope
             )
         all_labels = {**self.labels, **(labels or {})}
         build_args: dict[str, str] = {}
@@ -378,7 +375,6 @@ class Engine:
             ca_bases,
             BUILDKIT_LIMITS_NOTE if buildkit else "",
             cached_steps=result.cached_steps,
-            cached_work=result.cached_work,
         )
         if log_path:
             Path(log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -425,7 +421,7 @@ class Engine:
                 return BuildResult(False, tags[0], cap.text + f"\n[setupbot] {said}\n", time.monotonic() - started)
             seconds = time.monotonic() - started
             out = cap.text
-            flags = cached_work_steps(out, buildkit)
+            cached = count_cached_steps(out, buildkit)
             if buildkit:
                 out = plain_buildkit_log(out)
             if cap.returncode != 0 and _engine_failure(out):
@@ -436,14 +432,7 @@ class Engine:
                     exit_code=cap.returncode,
                     stderr=out,
                 )
-            return BuildResult(
-                cap.returncode == 0,
-                tags[0],
-                out,
-                seconds,
-                cached_steps=None if flags is None else sum(flags),
-                cached_work=flags,
-            )
+            return BuildResult(cap.returncode == 0, tags[0], out, seconds, cached_steps=cached)
 
     def _build_argv(
         self,
@@ -990,55 +979,34 @@ def count_cached_steps(raw_log: str, buildkit: bool) -> int | None:
     own output (before ``plain_buildkit_log``). A FROM that is already present and a cached
     metadata step (ENV, WORKDIR) do not count: they change no file. None when the log shows no
     step at all (an unknown builder's format)."""
-    flags = cached_work_steps(raw_log, buildkit)
-    return None if flags is None else sum(flags)
-
-
-# BuildKit's step header: "#7 [env 3/6] RUN ...": the step's id, its stage and number
-_BUILDKIT_STEP_AT = re.compile(r"^#(\d+) \[(?:(\S+) )?(\d+)/\d+\] (.*)$")
-
-
-def cached_work_steps(raw_log: str, buildkit: bool) -> tuple[bool, ...] | None:
-    """For each RUN, COPY and ADD step of a build, in the Dockerfile's order, whether it came
-    from the layer cache, from the builder's own output; None when the log shows no step (an
-    unknown builder's format) or lost its middle (a cached step may have been in it)."""
     if _ELIDED.search(raw_log):
-        return None
+        return None  # the middle of the log is gone: a cached step may have been in it
+    steps = 0
+    cached = 0
     if buildkit:
-        steps: dict[str, tuple[int, int]] = {}  # step id -> (stage's first appearance, number)
-        stages: list[str] = []
-        seen = False
-        cached_ids: set[str] = set()
+        work: set[str] = set()
         for line in raw_log.splitlines():
-            m = _BUILDKIT_STEP_AT.match(line)
+            m = _BUILDKIT_STEP.match(line)
             if m:
-                seen = True
-                stage = m.group(2) or ""
-                if stage not in stages:
-                    stages.append(stage)
-                if _WORK_STEP.match(m.group(4)):
-                    steps.setdefault(m.group(1), (stages.index(stage), int(m.group(3))))
+                steps += 1
+                if _WORK_STEP.match(m.group(2)):
+                    work.add(m.group(1))
                 continue
             c = _BUILDKIT_CACHED.match(line)
-            if c:
-                cached_ids.add(c.group(1))
-        if not seen:
-            return None
-        return tuple(i in cached_ids for i in sorted(steps, key=lambda i: steps[i]))
-    flags: list[bool] = []
-    seen = False
+            if c and c.group(1) in work:
+                cached += 1
+                work.discard(c.group(1))
+        return cached if steps else None
     current = ""
     for line in raw_log.splitlines():
         m = _CLASSIC_STEP.match(line)
         if m:
-            seen = True
+            steps += 1
             current = m.group(1)
-            if _WORK_STEP.match(current):
-                flags.append(False)
-        elif _CLASSIC_CACHED.match(line) and _WORK_STEP.match(current) and flags:
-            flags[-1] = True
+        elif _CLASSIC_CACHED.match(line) and _WORK_STEP.match(current):
+            cached += 1
             current = ""
-    return tuple(flags) if seen else None
+    return cached if steps else None
 
 
 def plain_buildkit_log(text: str) -> str:

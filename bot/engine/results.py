@@ -31,6 +31,3 @@ class BuildResult:
     # How many RUN, COPY and ADD steps came from the engine's layer cache (count_cached_steps);
     # None when not known. 0: every such step ran in this build, as in a --no-cache build.
     cached_steps: int | None = None
-    # For each of those steps in the Dockerfile's order, whether it came from the cache
-    # (cached_work_steps); None when not known.
-    cached_work: tuple[bool, ...] | None = None

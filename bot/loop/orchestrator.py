@@ -127,7 +127,6 @@ class SetupLoop(WorkspaceMixin, TargetMixin, CandidatesMixin, EraMixin, TrialsMi
         self._planlock: PlanLock | None = None  # a lock resolved from the plan, which the first image installs
         self._lock_before = None  # the lock file as the run found it, put back if the run fails (_put_back_lock_file)
         self._dev_build = None  # the development stage, built beside the run's first build (bot.loop.devstage)
-        self._scratch_builds: list[tuple[str, str]] = []  # builds with no step from the cache (open_workspace)
         self.reoffered: set = set()  # kept candidates a clean replay disproved (offered once more)
 
     # -- plan facts -------------------------------------------------------------------------

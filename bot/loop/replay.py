@@ -283,18 +283,14 @@ class ReplayMixin(LoopBase):
         }
 
     def replay(self) -> Workspace:
-        """Build the compiled Dockerfile clean, fresh container, run the target. Clean: no step
-        from the engine's cache but the leading steps a build of this run made from scratch
-        (``open_workspace``'s ``clean``), whose layers a --no-cache build would make again."""
+        """Build the compiled Dockerfile with no cache, fresh container, run the target."""
         t0 = time.monotonic()
         self._final = True
         try:
-            ws = self.open_workspace(clean=True, purpose="replay")
+            ws = self.open_workspace(no_cache=True, purpose="replay")
         finally:
             self._final = False
         self.record.replay = self._replay_record(ws.outcome, ws.tag, time.monotonic() - t0)
-        if ws.reused:
-            self.record.replay.update(reused_steps=ws.reused, reused_from=ws.reused_from)
         timings = self.record.timings
         timings["replay_seconds"] = round(timings.get("replay_seconds", 0.0) + self.record.replay["seconds"], 3)
         self.traj.record(

@@ -51,7 +51,6 @@ class LoopBase:
     _planlock: PlanLock | None  # a lock resolved from the plan, which the first image installs
     _lock_before: tuple[LockFile, str | None] | None  # the lock file as the run found it
     _dev_build: DevStageBuild | None  # the development stage, built beside the run's first build
-    _scratch_builds: list[tuple[str, str]]  # (tested stage, tag) of builds with no step from the cache
     _repo_context: dict[str, str] | None  # what units may be conditioned on (repair.repo_context), read once
 
     if TYPE_CHECKING:
@@ -59,9 +58,7 @@ class LoopBase:
         @property
         def python(self) -> str: ...  # orchestrator
 
-        def open_workspace(
-            self, *, no_cache: bool = False, purpose: str = "build", clean: bool = False
-        ) -> Workspace: ...  # workspace
+        def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace: ...  # workspace
 
         def open_on_image(self, tag: str, *, purpose: str) -> Workspace: ...  # workspace
 

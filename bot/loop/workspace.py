@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot import progress
-from bot.compile.dockerfile import shared_work_steps, without_dev_stage
+from bot.compile.dockerfile import without_dev_stage
 from bot.errors import SetupbotError
 from bot.loop.devstage import DevStageBuild, dev_packages, on_base
 from bot.loop.diagnose import diagnose
@@ -62,28 +62,12 @@ class Workspace:
         self.from_scratch = False
         self.first: TargetOutcome | None = None
         self.build_seconds = 0.0
-        # a clean build (open_workspace's ``clean``) that took its first ``reused`` steps from
-        # ``reused_from``, a build of this run with no step from the cache
-        self.reused: int | None = None
-        self.reused_from = ""
 
     def close(self) -> None:
         try:
             self.stack.close()
         except SetupbotError as exc:
             log.warning("cleanup: %s", exc.what)
-
-
-def reused_steps(flags: tuple[bool, ...] | None, shared: int) -> int | None:
-    """How many leading steps a clean build took from the cache, when those are all it took and
-    no more than the ``shared`` steps a from-scratch build of this run has; None otherwise (or
-    when the builder's output did not say)."""
-    if flags is None:
-        return None
-    n = next((i for i, cached in enumerate(flags) if not cached), len(flags))
-    if any(flags[n:]) or n > shared:
-        return None
-    return n
 
 
 class WorkspaceMixin(LoopBase):
@@ -112,18 +96,13 @@ class WorkspaceMixin(LoopBase):
         """The services the graph holds: the plan's and those a kept repair started."""
         return list(self.plan.services)
 
-    def open_workspace(self, *, no_cache: bool = False, purpose: str = "build", clean: bool = False) -> Workspace:
-        """Build the graph's Dockerfile and open a workspace on it. ``no_cache``: no step from
-        the engine's cache. ``clean``: as ``no_cache``, but a leading step this run already built
-        from scratch, every instruction up to it the same, is taken from that build
-        (``_scratch_reuse``); a build that took any other step from the cache, or whose output
-        does not say which it took, is done again with no cache."""
+    def open_workspace(self, *, no_cache: bool = False, purpose: str = "build") -> Workspace:
         progress.current().stage(purpose)
         self.budget.spend_step()
         self._pin_base()
         dockerfile = self.compile(self.graph)
         self.n_builds += 1
-        tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache or clean else 'work'}-{self.n_builds}"
+        tag = f"setupbot-loop-{self.record.run_id}:{'replay' if no_cache else 'work'}-{self.n_builds}"
         ws = Workspace(tag, dockerfile)
         started = time.monotonic()
         # the loop builds and tests the tested stage; the development stage (git, the user) is
@@ -131,28 +110,7 @@ class WorkspaceMixin(LoopBase):
         text = without_dev_stage(dockerfile.text)
         if self._dev_build is None and text != dockerfile.text:
             self._start_dev_stage(dockerfile.text, tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}")
-        reuse = self._scratch_reuse(text) if clean and not no_cache else None
-        no_cache = no_cache or (clean and reuse is None)
-        if reuse is not None:
-            build = self.engine.build(self.repo, text, tag, timeout=self._build_timeout(), fresh_mounts=True)
-            ws.reused = reused_steps(getattr(build, "cached_work", None), reuse[0])
-            if ws.reused is None:
-                # a step came from the cache that this run did not build from scratch
-                self.budget.measured(build=build.seconds)
-                self.record.timings["build_seconds"] = self.record.timings.get("build_seconds", 0.0) + build.seconds
-                self.traj.record(
-                    purpose,
-                    command=["build", tag],
-                    exit_code=0 if build.ok else 1,
-                    duration=time.monotonic() - started,
-                    outcome="refused",
-                    detail={"cached_work": list(build.cached_work or ()), "shared_with": reuse[1], "shared": reuse[0]},
-                )
-                no_cache, reuse = True, None
-            elif ws.reused:
-                ws.reused_from = reuse[1]
-        if reuse is None:
-            build = self.engine.build(self.repo, text, tag, no_cache=no_cache, timeout=self._build_timeout())
+        build = self.engine.build(self.repo, text, tag, no_cache=no_cache, timeout=self._build_timeout())
         self.budget.measured(build=build.seconds)
         if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
             self.record.warnings.append(build.limits_note)
@@ -177,19 +135,7 @@ class WorkspaceMixin(LoopBase):
             return ws
         ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
         ws.build_seconds = build.seconds
-        flags = getattr(build, "cached_work", None)
-        if flags is not None and not any(flags):
-            # every layer of it built in this run: a later clean build may take its leading steps
-            self._scratch_builds.append((text, tag))
         return ws
-
-    def _scratch_reuse(self, text: str) -> tuple[int, str] | None:
-        """The build of this run, with no step from the engine's cache, that shares the most
-        leading steps with ``text`` (every instruction up to them the same), as (steps, tag);
-        None when none shares a step. Such a step's layer in the cache is that build's own: it
-        was not in the cache before it, and each later step's layer descends from it."""
-        best = max(((shared_work_steps(built, text), tag) for built, tag in self._scratch_builds), default=(0, ""))
-        return best if best[0] > 0 else None
 
     def _start_dev_stage(self, text: str, tag: str) -> None:
         """The development stage alone on the tested stage's base image, beside the first build

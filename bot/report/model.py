@@ -450,15 +450,6 @@ def _add_replay(data: ReportData, replay: Any) -> None:
             "engine's cache) as the run's first image; the repairs since changed only the test "
             "command or the tests' variables, no layer, and a fresh container on that image ran the tests"
         )
-    elif _get(replay, "reused_steps", 0):
-        # its leading steps' layers are a from-scratch build's of this run, which a --no-cache
-        # build would make again
-        n = int(_get(replay, "reused_steps", 0))
-        what = (
-            f"clean replay: the compiled Dockerfile{stage} rebuilt and ran the tests; its first {n} "
-            f"step{'s' if n != 1 else ''} (RUN, COPY, ADD) came from a build of this run that took no step "
-            "from the engine's cache, and every later step ran again"
-        )
     else:
         what = f"clean replay: the compiled Dockerfile{stage} rebuilt from scratch and ran the tests"
     data.proven.append(ProofItem(what, data.replay_ok, data.replay_detail))

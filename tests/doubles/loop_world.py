@@ -311,13 +311,8 @@ def _xml(text: str) -> str:
 
 
 class FakeEngine:
-    def __init__(self, world: World, broken_packages: set[str] | None = None, layer_cache: bool = False) -> None:
+    def __init__(self, world: World, broken_packages: set[str] | None = None) -> None:
         self.world = world
-        # with ``layer_cache``, builds keep a layer cache as the classic builder does: a RUN,
-        # COPY or ADD step is taken from it when every instruction up to it was built before
-        # and the step before it came from it too (a layer's parent is part of its key)
-        self.layer_cache = layer_cache
-        self.layers: set[tuple[str, ...]] = set()
         self.run_id = "testrun"
         self.images: dict[str, State] = {}
         self.builds: list[dict] = []
@@ -327,12 +322,9 @@ class FakeEngine:
         self.last_junit: str | None = None
         self.execs: list[list[str]] = []  # every command of every session, in order
 
-    def build(
-        self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None, timeout=None, fresh_mounts=False
-    ) -> BuildResult:
+    def build(self, context_dir, dockerfile_text, tag, no_cache=False, log_path=None, timeout=None) -> BuildResult:
         state = _have_from_dockerfile(dockerfile_text)
-        self.builds.append({"tag": tag, "no_cache": no_cache, "text": dockerfile_text, "fresh_mounts": fresh_mounts})
-        flags = self._cached_work(dockerfile_text, no_cache) if self.layer_cache else None
+        self.builds.append({"tag": tag, "no_cache": no_cache, "text": dockerfile_text})
         breaks = self.world.clean_breaks
         if no_cache and breaks is not None and breaks[0] in state.have:
             state.have.add("clean-breaks")
@@ -340,20 +332,7 @@ class FakeEngine:
         if out:
             return BuildResult(False, tag, "Step 3/5 : RUN pip install .\n" + out, 1.0)
         self.images[tag] = state
-        if flags is not None:
-            return BuildResult(True, tag, "Successfully built", 1.0, cached_steps=sum(flags), cached_work=flags)
         return BuildResult(True, tag, "Successfully built", 1.0)
-
-    def _cached_work(self, text: str, no_cache: bool) -> tuple[bool, ...]:
-        instructions = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-        flags: list[bool] = []
-        for i, line in enumerate(instructions):
-            if not re.match(r"(RUN|COPY|ADD) ", line):
-                continue
-            key = tuple(instructions[: i + 1])
-            flags.append(not no_cache and key in self.layers and all(flags))
-            self.layers.add(key)
-        return tuple(flags)
 
     def session(self, image, env=None, workdir="/workspace", network=None, name_hint="runner") -> FakeSession:
         return FakeSession(self, image, env)

@@ -203,18 +203,3 @@ def test_a_cache_mount_from_another_build_is_not_shared(engine, tmp_path):
         )
     finally:
         other.clean(other.run_id)
-
-
-def test_a_clean_build_reusing_the_run_s_layers_gets_empty_cache_mounts_and_says_what_it_took(engine, tmp_path):
-    """BuildKit: the leading step comes from the cache and the flags say so; a step with a cache
-    mount runs again with mounts of its own (``fresh_mounts``), as in a --no-cache build."""
-    first_step = f"FROM python:3.11-slim\nRUN echo {engine.run_id}-$(date +%s%N) > /first\n"
-    mounted = (
-        "RUN --mount=type=cache,id=pip,target=/root/.cache/pip ls /root/.cache/pip > /seen; touch /root/.cache/pip/x\n"
-    )
-    first = engine.build(tmp_path, first_step + mounted, f"setupbot-test/reuse:{engine.run_id}-1")
-    assert first.ok and first.cached_work == (False, False), first.log
-    again = engine.build(tmp_path, first_step + mounted, f"setupbot-test/reuse:{engine.run_id}-2", fresh_mounts=True)
-    assert again.ok and again.cached_work == (True, False), again.log
-    seen = engine.run_once(again.tag, ["cat", "/seen"])
-    assert seen.output.strip() == ""  # the mount started empty: the first build's x is not in it

@@ -330,28 +330,3 @@ def test_cached_steps_are_counted_from_each_builder_s_own_output():
     assert count_cached_steps("Successfully built", buildkit=False) is None
     cut = classic.replace("Step 3/4", "[setupbot] ... 52133 bytes of output elided ...\nStep 3/4")
     assert count_cached_steps(cut, buildkit=False) is None
-
-
-def test_which_work_steps_came_from_the_cache_in_the_dockerfile_s_order():
-    """Per RUN, COPY and ADD step, whether the cache gave it: the leading steps of a rebuild
-    that changed a later step, from the classic builder's and BuildKit's own output."""
-    from bot.engine.core import cached_work_steps
-
-    classic = (
-        "Step 1/5 : FROM python:3.11-slim\n ---> 92beae941600\n"
-        "Step 2/5 : RUN apt-get update\n ---> Using cache\n ---> 9867f2a461dc\n"
-        "Step 3/5 : WORKDIR /workspace\n ---> Using cache\n ---> 1234f2a461dc\n"
-        "Step 4/5 : COPY req.lock /tmp/\n ---> 3e4b87960a16\n"
-        "Step 5/5 : RUN pip install -r /tmp/req.lock\n ---> Running in 5e4b87960a16\n"
-    )
-    assert cached_work_steps(classic, buildkit=False) == (True, False, False)
-    # BuildKit prints a step when it starts; a cached one may come after a later one
-    buildkit = (
-        "#5 [env 1/5] FROM docker.io/library/python:3.11-slim\n#5 CACHED\n"
-        "#8 [env 4/5] COPY req.lock /tmp/\n#8 DONE 0.1s\n"
-        "#6 [env 2/5] RUN apt-get update\n#6 CACHED\n"
-        "#7 [env 3/5] WORKDIR /workspace\n#7 CACHED\n"
-        "#9 [env 5/5] RUN pip install -r /tmp/req.lock\n#9 DONE 3.1s\n"
-    )
-    assert cached_work_steps(buildkit, buildkit=True) == (True, False, False)
-    assert cached_work_steps("Successfully built", buildkit=False) is None
