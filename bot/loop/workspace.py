@@ -131,7 +131,7 @@ class WorkspaceMixin(LoopBase):
         if self._dev_build is None and text != dockerfile.text:
             # the tested stage starts from another stage: the development stage on this image
             self._dev_build = self._dev_stage_build(dockerfile.text, tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}")
-        if not self._start_runner(ws):
+        if not self._start_runner(ws, purpose):
             return ws
         ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
         ws.build_seconds = build.seconds
@@ -160,12 +160,13 @@ class WorkspaceMixin(LoopBase):
         progress.current().stage(purpose)
         self.budget.spend_step()
         ws = Workspace(tag, self.compile(self.graph))
-        self._start_runner(ws)
+        self._start_runner(ws, purpose)
         return ws
 
-    def _start_runner(self, ws: Workspace) -> bool:
+    def _start_runner(self, ws: Workspace, purpose: str = "build") -> bool:
         """Start ``ws``'s services and runner container on its image and evaluate the target
-        there; False (the outcome says why) when the runner did not start."""
+        there; False (the outcome says why) when the runner did not start. The progress line
+        says the tests run (a long suite otherwise shows as the build, for many minutes)."""
         try:
             env = self._plan_env()
             network = self._start_services(ws, env)
@@ -176,6 +177,7 @@ class WorkspaceMixin(LoopBase):
             ws.outcome = TargetOutcome("build", [], log=exc.render(), note=f"the runner did not start: {exc.what}")
             self.traj.record("start", outcome="failed", output_tail=exc.render())
             return False
+        progress.current().stage(purpose, "the tests")
         ws.outcome = self.evaluate(ws)
         ws.first = ws.outcome
         return True

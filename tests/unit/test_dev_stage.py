@@ -265,7 +265,7 @@ def test_the_dev_stage_builds_beside_the_first_build_not_after_it(loop):
     loop.n_builds, loop.config_env = 0, {}
     loop._pin_base = lambda: None
     loop._build_timeout = lambda: 60.0
-    loop._start_runner = lambda ws: False
+    loop._start_runner = lambda ws, purpose="build": False
     ws = loop.open_workspace()
     assert ws.outcome.note != "the image build failed"
     loop._settle_dev_stage()

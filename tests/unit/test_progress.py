@@ -142,9 +142,11 @@ def test_line_reporter_repeats_nothing_and_counts_elapsed():
 class Recorder(progress.Reporter):
     def __init__(self) -> None:
         self.events: list[tuple] = []
+        self.details: list[tuple[str, str]] = []
 
     def stage(self, name, detail=""):
         self.events.append(("stage", name))
+        self.details.append((name, detail))
 
     def step(self, n, budget):
         self.events.append(("step", n, budget))
@@ -179,6 +181,9 @@ def test_the_setup_loop_reports_stages_steps_and_trials(tmp_path):
     steps = [e for e in rec.events if e[0] == "step"]
     assert steps and steps == [("step", n, 30) for n in range(1, len(steps) + 1)]
     assert ("trial", "pip_install PyYAML") in rec.events
+    # once an image is built its tests run, and the line says so (a long suite is not the build)
+    assert rec.details.index(("build", "the tests")) == rec.details.index(("build", "")) + 1
+    assert ("replay", "the tests") in rec.details
     assert progress.current().__class__ is progress.Reporter  # uninstalled afterwards
 
 
