@@ -963,8 +963,8 @@ def label_instruction(text: str, labels: Mapping[str, str]) -> str:
     """One LABEL instruction that sets ``labels`` on the last stage (the image a build without
     --target gives, as --label does), to append to ``text``; "" when there are none, when the
     text ends in a line continuation, which an appended line would join, or when a label holds
-    what the Dockerfile would read otherwise than --label does (a variable, a backslash, a line
-    break)."""
+    what the Dockerfile would read otherwise than --label does (a variable, a quote, a backslash,
+    a backtick, a line break)."""
     last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
     if not labels or last.rstrip().endswith(("\\", "`")):  # a continuation (a backtick under `# escape=`)
         return ""

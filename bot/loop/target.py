@@ -179,17 +179,20 @@ def unittest_ran(output: str) -> bool:
     return bool(_UNITTEST_RAN.search(output or ""))
 
 
-# pytest's own words for a collection that did not get through: "ERROR collecting tests/x.py"
-# over each error, "Interrupted: 2 errors during collection" at the end
-_COLLECTION_ERROR = re.compile(r"^_* ?ERROR collecting |\berrors? during collection\b", re.M)
+# pytest's last line when its collection stopped it: "!!! Interrupted: 2 errors during collection !!!"
+_COLLECTION_STOPPED = re.compile(r"^!+ Interrupted: \d+ errors? during collection !+$", re.M)
 
 
-def collection_stopped(exit_code: int, results: TestResults, output: str) -> bool:
-    """Whether a pytest run stopped in its collection: it said so, or it ended with an exit code
-    that says it ran no test through (2 interrupted, 3 internal error, 4 usage error, 5 no
-    tests) and no test passed, failed or was skipped (its JUnit report holds a collection
-    error as an error). What a collect-only run would then say is in its output already."""
-    if _COLLECTION_ERROR.search(output):
+def collection_stopped(exit_code: int, results: TestResults, output: str, junit_xml: str | None = None) -> bool:
+    """Whether a pytest run did not get through its collection: its JUnit report holds a
+    collection failure, its last line says the collection stopped it, or it ended with an exit
+    code that says it ran no test (2 interrupted, 3 internal error, 4 usage error, 5 no tests)
+    and no test passed, failed or was skipped. What a collect-only run would then say is in its
+    output already. The words alone, anywhere in the output, are not enough: a repository that
+    tests pytest plugins prints inner sessions' output."""
+    if junit_xml and 'message="collection failure"' in junit_xml:
+        return True
+    if _COLLECTION_STOPPED.search(output):
         return True
     ran = sum(results.count(s) for s in ("passed", "failed", "skipped"))
     return exit_code in (2, 3, 4, 5) and not ran
@@ -310,7 +313,7 @@ class TargetMixin(LoopBase):
                 results, junit, junit_xml = from_text, True, None
         ran_tests = bool(results.total) or unittest_ran(r.output)
         if collect and not collect_first:
-            if collection_stopped(r.exit_code, results, r.output) and not r.timed_out:
+            if collection_stopped(r.exit_code, results, r.output, junit_xml) and not r.timed_out:
                 return self._collection_failed(r)
             if r.timed_out or r.exit_code > 1 or not ran_tests:
                 # stopped, or nothing ran: whether the tests collect decides what that says

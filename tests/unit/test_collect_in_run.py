@@ -99,7 +99,8 @@ def test_pytest_s_own_run_says_what_its_collect_only_run_says(tmp_path):
     assert collect_exit == test_exit == 2
     results = parse_junit(junit.read_text())
     assert results.total >= 1 and results.count("passed") == 0  # test_ok did not run
-    assert collection_stopped(test_exit, results, test_out)
+    assert collection_stopped(test_exit, results, test_out, junit.read_text())
+    assert collection_stopped(test_exit, results, test_out)  # its last line says so too
     want = {(s.kind, s.key) for s in collection_signatures(collect_out)}
     assert ("missing_module", "quasar_not_installed") in want
     assert {(s.kind, s.key) for s in collection_signatures(test_out)} == want
@@ -111,3 +112,26 @@ def test_a_run_that_went_through_did_not_stop_in_collection(tmp_path):
     code, out = _pytest(tmp_path, f"--junitxml={junit}")
     assert code == 1
     assert not collection_stopped(code, parse_junit(junit.read_text()), out)
+
+
+def test_a_run_that_went_on_past_a_collection_error_says_so_in_its_report(tmp_path):
+    """--continue-on-collection-errors: the tests run and the run ends 1, but the JUnit report
+    holds the collection failure, which a collect-only run would have stopped at."""
+    (tmp_path / "test_a.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("import quasar_not_installed\n")
+    junit = tmp_path / "junit.xml"
+    code, out = _pytest(tmp_path, "--continue-on-collection-errors", f"--junitxml={junit}")
+    results = parse_junit(junit.read_text())
+    assert code == 1 and results.count("passed") == 1
+    assert collection_stopped(code, results, out, junit.read_text())
+
+
+def test_pytest_s_words_in_a_test_s_own_output_are_not_a_collection_stop(tmp_path):
+    """A repository that tests a pytest plugin prints an inner session's output, collection
+    errors and all; its own run went through."""
+    inner = "_____ ERROR collecting tests/test_x.py _____\n1 error during collection\n"
+    (tmp_path / "test_a.py").write_text(f"def test_a():\n    print({inner!r})\n    assert False\n")
+    junit = tmp_path / "junit.xml"
+    code, out = _pytest(tmp_path, f"--junitxml={junit}")
+    assert code == 1 and "ERROR collecting" in out
+    assert not collection_stopped(code, parse_junit(junit.read_text()), out, junit.read_text())
