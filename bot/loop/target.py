@@ -288,8 +288,8 @@ class TargetMixin(LoopBase):
         wrapper = junit_env(cmd, env)
         # pytest collects before it runs a test and stops at a collection error, so its own run
         # says what a collect-only run would: that run goes first only for what says less
-        collect_first = bool(collect) and not (runs_pytest(cmd) and runs_pytest(collect or []) and not wrapper)
-        if collect and collect_first:
+        collect_after = bool(collect) and runs_pytest(cmd) and runs_pytest(collect or []) and not wrapper
+        if collect and not collect_after:
             r = self._exec(ws, collect, "collect", env)
             if r.exit_code != 0:
                 return self._collection_failed(r)
@@ -312,7 +312,7 @@ class TargetMixin(LoopBase):
             if from_text.junit_found:
                 results, junit, junit_xml = from_text, True, None
         ran_tests = bool(results.total) or unittest_ran(r.output)
-        if collect and not collect_first:
+        if collect and collect_after:
             if collection_stopped(r.exit_code, results, r.output, junit_xml) and not r.timed_out:
                 return self._collection_failed(r)
             if r.timed_out or r.exit_code > 1 or not ran_tests:
