@@ -730,15 +730,22 @@ def forget_plan_lock(graph: DepGraph) -> None:
         _put_back_build_tools(graph)
 
 
-def plan_lock_refusal(graph: DepGraph) -> str:
-    """Why the plan's resolution cannot be the lock before the first build; empty when it can."""
+WHEEL_LESS_REFUSAL = "part of the set is resolved or built only in the image"
+
+
+def plan_lock_refusal(graph: DepGraph, *, wheel_less: bool = True) -> str:
+    """Why the plan's resolution cannot be the lock before the first build; empty when it can.
+    ``wheel_less=False``: as if the distributions with no wheel were resolved and pure Python
+    (what a resolution in a container, ``bot.loop.inimage``, can make so)."""
     res = graph.meta.get("resolution") or {}
     if native_lock(graph) is not None or LOCK_NODE in graph.nodes:
         return "the repository's own lock or an earlier run's lock is installed"
     if res.get("ok") is not True or res.get("skipped") or not res.get("pins"):
         return "the plan's requirements did not resolve on the host"
-    if res.get("not_on_host") or res.get("unbuilt") or res.get("sdist_only") or res.get("from_lock"):
-        return "part of the set is resolved or built only in the image"
+    if res.get("not_on_host") or res.get("from_lock"):
+        return WHEEL_LESS_REFUSAL
+    if wheel_less and (res.get("unbuilt") or res.get("sdist_only")):
+        return WHEEL_LESS_REFUSAL
     if _unneeded_build_tools(graph) and (
         project_compiles(graph) or any(n.action == "run" for n in graph.nodes.values())
     ):
@@ -746,6 +753,23 @@ def plan_lock_refusal(graph: DepGraph) -> str:
         # after the clean replay decides what the image needs of them
         return "the plan installs a compiler, and the project or a command of the plan may compile"
     return ""
+
+
+def complete_resolution(graph: DepGraph, pins: dict[str, str], built_pure: list[str], where: str) -> None:
+    """The plan's resolution, completed in a container (``bot.loop.inimage``): ``pins`` is the
+    whole set, and every pin with no wheel (``built_pure``) was built there as a pure-Python
+    wheel. The graph's nodes take their versions from it, and nothing is left to the image."""
+    res = graph.meta.setdefault("resolution", {})
+    res["pins"] = dict(sorted(pins.items()))
+    res["unbuilt"] = []
+    res["sdist_only"] = None
+    res["built_pure"] = sorted(built_pure)
+    res["completed_in"] = where
+    for n in graph.of_type("PACKAGE") + graph.of_type("TOOL"):
+        if n.action in ("pip", "tool", "repair-pip") and n.name in pins:
+            n.attrs["resolved"] = pins[n.name]
+            n.state = "SATISFIED"
+            n.add_evidence("uv pip compile", None, f"resolves to {pins[n.name]} in {where}")
 
 
 def draft_from_plan(
@@ -770,7 +794,10 @@ def draft_from_plan(
         return exc.what
     if current is not None and not has_marker(current):
         return f"{rel} was written by a person"
-    pins = {str(n): str(v) for n, v in (graph.meta["resolution"]["pins"] or {}).items()}
+    # the project itself, when a dependency needs it (a plugin of the project's own tests), is
+    # installed from the source, never from the index: not in the lock, as after a replay
+    project = _project_name(graph)
+    pins = {str(n): str(v) for n, v in (graph.meta["resolution"]["pins"] or {}).items() if n != project}
     python = graph.runtime.attrs.get("version", "")
     entries, notes = fetch_hashes(pins, python, index_url=index_url, timeout=timeout)
     lock = RequirementsLock(entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python)
@@ -787,7 +814,13 @@ def draft_from_plan(
     for n in left_out:
         n.action = None
         n.attrs["dropped"] = PLAN_LEFT_OUT
-    if left_out:
+    pure = (graph.meta.get("resolution") or {}).get("built_pure") or []
+    if left_out and pure:
+        notes.append(
+            f"{', '.join(n.name for n in left_out)} left out: every locked distribution installs from a wheel"
+            f" or is pure Python ({', '.join(pure)}: no wheel on the index, built in a container on the base image)"
+        )
+    elif left_out:
         notes.append(f"{', '.join(n.name for n in left_out)} left out: every locked distribution installs from a wheel")
     return PlanLock(lock, rel, target, current, notes, time.monotonic() - t0, [n.name for n in left_out])
 

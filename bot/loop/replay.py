@@ -9,24 +9,30 @@ from typing import Any
 
 from packaging.version import Version
 
-from bot import safefs
+from bot import progress, safefs
 from bot.compile.dockerfile import builds_same_image
 from bot.engine.recipes import SUITE_PYTHON
 from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DepGraph
+from bot.graph.resolve import wheel_less
+from bot.graph.specs import constraint_specs, install_specs
 from bot.knowledge import learn_unit
 from bot.logtext import strip_ansi
 from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage, on_image
 from bot.loop.diagnose import Signature
+from bot.loop.inimage import resolve_in_image
 from bot.loop.lock import (
+    WHEEL_LESS_REFUSAL,
     ContainerReader,
     LockFile,
     LockOutcome,
     PendingLock,
+    complete_resolution,
     draft_before_replay,
     draft_from_plan,
     failed_in_lock_install,
     lock_environment,
+    plan_lock_refusal,
     proven_by_build,
     proven_by_replay,
     proven_plan_lock,
@@ -526,6 +532,7 @@ class ReplayMixin(LoopBase):
             self._lock_before = (target, target.read())
         except (safefs.UnsafePath, OSError):
             self._lock_before = None  # no lock is written there (bot.loop.lock.LockFile)
+        self._complete_in_image()
         try:
             got = draft_from_plan(self.repo, self.graph, output_dir=output.dir)
         except OSError as exc:
@@ -540,6 +547,39 @@ class ReplayMixin(LoopBase):
             duration=got.seconds,
             detail={"from": "plan", "count": len(got.lock.entries), "notes": got.notes},
         )
+
+    def _complete_in_image(self) -> None:
+        """When the plan's lock is refused only because some pins have no wheel (the host never
+        builds one, so they and what they need were left to the image), resolve the whole set
+        in a container on the base image and build those pins there (``bot.loop.inimage``).
+        If each builds as a pure-Python wheel, the plan's resolution is complete and the lock
+        can be drafted from it; otherwise the plan stays as it was, and the record says why."""
+        if plan_lock_refusal(self.graph) != WHEEL_LESS_REFUSAL or plan_lock_refusal(self.graph, wheel_less=False):
+            return
+        image = str(getattr(self.plan, "base_image", "") or "")
+        python = str(self.graph.runtime.attrs.get("version", "") or self.python)
+        if not image or not self.budget.can_replay():
+            return
+        t0 = time.monotonic()
+        progress.current().stage("resolve", "in a container")
+        try:
+            with self.engine.session(image, name_hint="resolve") as session:
+                got = resolve_in_image(
+                    session,
+                    install_specs(self.graph),
+                    constraint_specs(self.graph),
+                    wheel_less=lambda pins: wheel_less(pins, python),
+                )
+        except SetupbotError as exc:
+            self.traj.record(
+                "resolve-in-image", outcome="failed", duration=time.monotonic() - t0, detail={"error": exc.what}
+            )
+            return
+        detail = {**got.to_json(), "image": image}
+        self.traj.record("resolve-in-image", outcome="ok" if got.ok else "failed", duration=got.seconds, detail=detail)
+        self.record.timings["resolve_in_image_seconds"] = round(got.seconds, 3)
+        if got.ok:
+            complete_resolution(self.graph, got.pins, got.pure, f"a container on {image}")
 
     def _put_back_lock_file(self) -> None:
         """The run ends with an error and writes no outputs: the lock file, which a proof may

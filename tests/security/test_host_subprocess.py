@@ -326,7 +326,10 @@ def test_plan_of_a_hostile_repository_runs_nothing_from_it_on_the_host(hostile, 
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_run_of_a_hostile_repository_runs_nothing_from_it_on_the_host(docker_available, hostile):
+# with the lock on as well as off: drafting the lock from the plan (and completing the plan's
+# resolution in a container, bot.loop.inimage) runs nothing more on the host than the engine's CLI
+@pytest.mark.parametrize("lock", [False, True], ids=["no-lock", "lock"])
+def test_run_of_a_hostile_repository_runs_nothing_from_it_on_the_host(docker_available, hostile, lock):
     from bot.config import load_settings
     from bot.engine import Engine
     from bot.pipeline import run_pipeline
@@ -337,7 +340,7 @@ def test_run_of_a_hostile_repository_runs_nothing_from_it_on_the_host(docker_ava
         overrides={
             "llm": {"base_url": ""},  # no LLM: the deterministic path only
             "budgets": {"max_steps": 2, "wall_clock": 400},
-            "output": {"lock": False},  # not under test here
+            "output": {"lock": lock},
         },
     )
     engine = Engine.from_settings(settings)

@@ -788,3 +788,97 @@ def test_a_builder_stage_is_frozen_in_the_container_when_its_repairs_were_python
     assert (got is pending) is frozen_there and bool(withdrawn) is not frozen_there
     drafts = [s for s in loop.traj.steps if s.action == "lock-draft"]
     assert drafts[-1].outcome == ("ok" if frozen_there else "skipped")
+
+
+# -- the plan's resolution completed in a container (bot.loop.inimage) ---------------------------
+
+
+class _ResolveSession:
+    """A runner session on the base image that answers the resolution script: the compiled set,
+    then the wheels each wheel-less pin built into."""
+
+    def __init__(self, compiled: str, wheels: dict[str, list[str]]) -> None:
+        self.compiled, self.wheels = compiled, wheels
+        self.modes: list[str] = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def exec(self, argv, env=None, timeout=None, workdir=None):
+        import json
+
+        spec = json.loads(env["SETUPBOT_RESOLVE"])
+        self.modes.append(spec["mode"])
+        if spec["mode"] == "compile":
+            answer = {"compiled": self.compiled}
+        else:
+            answer = {
+                "wheels": {n: {"files": self.wheels.get(n, []), "error": "gcc: not found"} for n, _ in spec["build"]}
+            }
+        return ExecResult(list(argv), 0, "pip says things\nSETUPBOT-RESOLVED:" + json.dumps(answer), 1.0)
+
+
+def _wheel_less_plan(loop, monkeypatch, session: _ResolveSession, missing: list[str]) -> list[str]:
+    """The plan as the host left it when pyyaml has no wheel: the rest pinned, pyyaml unbuilt,
+    and the compiler the plan adds for it. Returns the base images a session was opened on."""
+    from bot.loop import replay as vreplay
+
+    loop.plan = SimpleNamespace(graph=loop.graph, base_image="python:3.11-slim")
+    loop.graph.meta["resolution"]["pins"] = {"requests": "2.31.0"}
+    loop.graph.meta["resolution"]["unbuilt"] = ["pyyaml"]
+    assert "systemlib:build-essential" in loop.graph.nodes
+    opened: list[str] = []
+
+    def open_session(image, **kw):
+        opened.append(image)
+        return session
+
+    loop.engine.session = open_session
+    monkeypatch.setattr(vreplay, "wheel_less", lambda pins, python: [n for n in missing if n in pins])
+    return opened
+
+
+def test_a_pin_with_no_wheel_that_builds_pure_in_a_container_lets_the_plan_lock_the_whole_set(loop, monkeypatch):
+    loop.engine = _Engine({})
+    compiled = "requests==2.31.0\npyyaml==6.0.1\nsvc-demo==0.1\n"
+    session = _ResolveSession(compiled, {"pyyaml": ["PyYAML-6.0.1-py3-none-any.whl"]})
+    opened = _wheel_less_plan(loop, monkeypatch, session, ["pyyaml"])
+    loop._lock_from_plan()
+    assert opened == ["python:3.11-slim"] and session.modes == ["compile", "build"]
+    lock = (loop.repo / ".devcontainer" / LOCK_NAME).read_text()
+    assert "pyyaml==6.0.1" in lock and "requests==2.31.0" in lock
+    assert "svc-demo" not in lock  # the project is installed from its source, never from the lock
+    assert loop._planlock is not None and loop._planlock.left_out == ["build-essential"]
+    assert any("pure Python (pyyaml" in n for n in loop._planlock.notes)
+    assert "build-essential" not in loop.compile(loop.graph).text
+    step = next(s for s in loop.traj.steps if s.action == "resolve-in-image")
+    assert step.outcome == "ok" and step.detail["built_pure"] == ["pyyaml"]
+
+
+@pytest.mark.parametrize(
+    "wheels", [{"pyyaml": ["PyYAML-6.0.1-cp311-cp311-linux_x86_64.whl"]}, {}], ids=["platform-wheel", "no-build"]
+)
+def test_a_pin_with_no_wheel_that_is_not_pure_python_leaves_the_plan_as_it_was(loop, monkeypatch, wheels):
+    loop.engine = _Engine({})
+    session = _ResolveSession("requests==2.31.0\npyyaml==6.0.1\n", wheels)
+    _wheel_less_plan(loop, monkeypatch, session, ["pyyaml"])
+    before = loop.compile(loop.graph).text
+    loop._lock_from_plan()
+    assert loop._planlock is None and "config:requirements-lock" not in loop.graph.nodes
+    assert loop.graph.meta["resolution"]["unbuilt"] == ["pyyaml"]  # the graph is as the plan left it
+    assert loop.compile(loop.graph).text == before and "build-essential" in before
+    step = next(s for s in loop.traj.steps if s.action == "resolve-in-image")
+    assert step.outcome == "failed" and "pyyaml" in step.detail["not_pure"]
+
+
+def test_no_container_resolution_when_the_plan_lock_is_refused_for_another_reason(loop, monkeypatch):
+    loop.engine = _Engine({})
+    session = _ResolveSession("requests==2.31.0\n", {})
+    opened = _wheel_less_plan(loop, monkeypatch, session, ["pyyaml"])
+    # a direct URL requirement is resolved only in the image: the lock could not cover it anyway
+    loop.graph.meta["resolution"]["not_on_host"] = [{"requirement": "x @ https://e.org/x.whl", "why": "URL"}]
+    loop._lock_from_plan()
+    assert opened == [] and loop._planlock is None
