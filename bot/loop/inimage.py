@@ -28,6 +28,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from bot.errors import SetupbotError
+from bot.graph.resolve import CACHE_SECONDS, cache_dir, resolution_key
 
 _MARK = "SETUPBOT-RESOLVED:"
 _WORK = "/tmp/setupbot-resolve"
@@ -95,6 +96,46 @@ class InImageResolution:
             "error": self.error[-500:],
             "seconds": round(self.seconds, 3),
         }
+
+
+def cache_key(requirements: Sequence[str], constraints: Sequence[str], python: str, image_id: str, index: Any) -> str:
+    """The key of a resolution in a container: its inputs, the base image's id (another image
+    may hold another pip or Python) and the host's index settings that the session passes on."""
+    return "in-image-" + resolution_key(
+        list(requirements), python, constraints=list(constraints), image=image_id, host_index=index
+    )
+
+
+def load_cached(key: str) -> InImageResolution | None:
+    """A resolution with this key from the last day (``bot.graph.resolve.CACHE_SECONDS``), as
+    the host's resolutions are kept; None when there is none or it cannot be read."""
+    try:
+        data = json.loads((cache_dir() / f"{key}.json").read_text())
+        if time.time() - float(data["at"]) > CACHE_SECONDS:
+            return None
+        return InImageResolution(
+            pins={str(k): str(v) for k, v in dict(data["pins"]).items()},
+            pure=[str(n) for n in data["pure"]],
+            not_pure={str(k): str(v) for k, v in dict(data["not_pure"]).items()},
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(key: str, res: InImageResolution) -> None:
+    """Keep a resolution that says something of its inputs: a set, and which of its wheel-less
+    pins built pure. An error (a timeout, an index that did not answer) is not kept."""
+    if res.error or not res.pins:
+        return
+    data = {"at": time.time(), "pins": res.pins, "pure": res.pure, "not_pure": res.not_pure}
+    try:
+        folder = cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.tmp"
+        tmp.write_text(json.dumps(data))
+        tmp.replace(folder / f"{key}.json")
+    except OSError:
+        pass  # a cache that cannot be written only costs time
 
 
 def read_marked(output: str) -> dict[str, Any]:

@@ -16,11 +16,12 @@ from bot.errors import EngineError, SetupbotError
 from bot.graph.model import DepGraph
 from bot.graph.resolve import wheel_less
 from bot.graph.specs import constraint_specs, install_specs
+from bot.indexes import host_index_config
 from bot.knowledge import learn_unit
 from bot.logtext import strip_ansi
 from bot.loop.devstage import build_dev_stage, dev_packages, dev_part, has_dev_stage, on_image
 from bot.loop.diagnose import Signature
-from bot.loop.inimage import resolve_in_image
+from bot.loop.inimage import cache_key, load_cached, resolve_in_image, store
 from bot.loop.lock import (
     WHEEL_LESS_REFUSAL,
     ContainerReader,
@@ -561,21 +562,35 @@ class ReplayMixin(LoopBase):
         if not image or not self.budget.can_replay():
             return
         t0 = time.monotonic()
-        progress.current().stage("resolve", "in a container")
-        try:
-            with self.engine.session(image, name_hint="resolve") as session:
-                got = resolve_in_image(
-                    session,
-                    install_specs(self.graph),
-                    constraint_specs(self.graph),
-                    wheel_less=lambda pins: wheel_less(pins, python),
+        requirements, constraints = install_specs(self.graph), constraint_specs(self.graph)
+        refresh = getattr(getattr(self.settings, "output", None), "refresh_lock", False)
+
+        def key() -> str | None:
+            image_id = getattr(self.engine, "image_id", lambda tag: None)(image)
+            index = host_index_config().uv_args()
+            return cache_key(requirements, constraints, python, image_id, index) if image_id else None
+
+        known = key()
+        got = load_cached(known) if known and not refresh else None
+        if got is None:
+            progress.current().stage("resolve", "in a container")
+            try:
+                with self.engine.session(image, name_hint="resolve") as session:
+                    got = resolve_in_image(
+                        session, requirements, constraints, wheel_less=lambda pins: wheel_less(pins, python)
+                    )
+            except SetupbotError as exc:
+                self.traj.record(
+                    "resolve-in-image", outcome="failed", duration=time.monotonic() - t0, detail={"error": exc.what}
                 )
-        except SetupbotError as exc:
-            self.traj.record(
-                "resolve-in-image", outcome="failed", duration=time.monotonic() - t0, detail={"error": exc.what}
-            )
-            return
-        detail = {**got.to_json(), "image": image}
+                return
+            known = known or key()  # a base image pulled for the session has an id now
+            if known:
+                store(known, got)
+            detail = {**got.to_json(), "image": image}
+        else:
+            got.seconds = time.monotonic() - t0
+            detail = {**got.to_json(), "image": image, "cached": True}
         self.traj.record("resolve-in-image", outcome="ok" if got.ok else "failed", duration=got.seconds, detail=detail)
         self.record.timings["resolve_in_image_seconds"] = round(got.seconds, 3)
         if got.ok:

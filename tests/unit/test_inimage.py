@@ -106,3 +106,18 @@ def test_a_wheel_less_pin_that_is_not_pure_python_keeps_the_set_incomplete(files
     s = _Session({"compiled": "a==1.0\nb==2.0\n"}, {"wheels": {"b": {"files": files, "error": "gcc: not found"}}})
     got = resolve_in_image(s, ["a", "b"], [], wheel_less=lambda pins: ["b"])
     assert not got.ok and why in got.not_pure["b"]
+
+
+def test_only_a_resolution_that_says_something_of_its_inputs_is_kept(monkeypatch, tmp_path):
+    from bot.loop.inimage import InImageResolution, cache_key, load_cached, store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    key = cache_key(["a"], [], "3.11", "sha256:1", [])
+    assert key != cache_key(["a"], [], "3.11", "sha256:2", [])  # the base image is an input
+    store(key, InImageResolution(error="timed out after 300s"))
+    assert load_cached(key) is None
+    store(key, InImageResolution(pins={"a": "1.0", "b": "2.0"}, not_pure={"b": "it did not build"}))
+    got = load_cached(key)
+    assert got is not None and got.pins == {"a": "1.0", "b": "2.0"} and not got.ok and "b" in got.not_pure
+    (tmp_path / "setupbot" / "resolutions" / f"{key}.json").write_text("{not json")
+    assert load_cached(key) is None

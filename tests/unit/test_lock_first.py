@@ -882,3 +882,27 @@ def test_no_container_resolution_when_the_plan_lock_is_refused_for_another_reaso
     loop.graph.meta["resolution"]["not_on_host"] = [{"requirement": "x @ https://e.org/x.whl", "why": "URL"}]
     loop._lock_from_plan()
     assert opened == [] and loop._planlock is None
+
+
+def test_a_resolution_in_a_container_is_kept_for_the_same_inputs_and_image(loop, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    loop.engine = _Engine({})
+    session = _ResolveSession("requests==2.31.0\npyyaml==6.0.1\n", {"pyyaml": ["PyYAML-6.0.1-py3-none-any.whl"]})
+    opened = _wheel_less_plan(loop, monkeypatch, session, ["pyyaml"])
+    ids = {"python:3.11-slim": "sha256:" + "1" * 64}
+    loop.engine.image_id = lambda tag: ids.get(tag)
+
+    def again() -> dict:
+        loop.graph.meta["resolution"].update(unbuilt=["pyyaml"], pins={"requests": "2.31.0"})
+        loop._complete_in_image()
+        assert loop.graph.meta["resolution"]["pins"] == {"pyyaml": "6.0.1", "requests": "2.31.0"}
+        return [s for s in loop.traj.steps if s.action == "resolve-in-image"][-1].detail
+
+    assert "cached" not in again() and len(opened) == 1
+    assert again()["cached"] is True and len(opened) == 1  # the same inputs on the same image
+    ids["python:3.11-slim"] = "sha256:" + "2" * 64  # another base image: resolved again
+    assert "cached" not in again() and len(opened) == 2
+    loop.settings = dataclasses.replace(
+        loop.settings, output=dataclasses.replace(loop.settings.output, refresh_lock=True)
+    )
+    assert "cached" not in again() and len(opened) == 3  # --refresh-lock asks the index again
