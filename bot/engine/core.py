@@ -1028,7 +1028,11 @@ def plain_buildkit_log(text: str) -> str:
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
-_LOST_PARENT = re.compile(r"failed to set parent sha256:[0-9a-f]+: unknown parent image ID")
+# the commit of a step on a removed layer, or the next step's container on it (seen in CI, a
+# WORKDIR step: 'unable to find image "sha256:<id>"'; the builder names a layer by its id alone)
+_LOST_PARENT = re.compile(
+    r"failed to set parent sha256:[0-9a-f]+: unknown parent image ID|unable to find image \"sha256:[0-9a-f]{64}\""
+)
 
 
 def lost_cache_parent(output: str) -> bool:

@@ -40,8 +40,19 @@ def _script(monkeypatch, outcomes):
     return calls
 
 
+# seen in CI: a concurrent clean removed the layer the next step's container stands on
+LOST_STEP = (
+    "Step 4/9 : WORKDIR /workspace\n"
+    'unable to find image "sha256:d6cd5e0bedeca19fd3be55a91d4e851015d3ab3477141c73d7e8a4a61b90170b"\n'
+)
+
+
 def test_lost_parent_is_recognised_and_nothing_else_is():
     assert core.lost_cache_parent(LOST)
+    assert core.lost_cache_parent(LOST_STEP)
+    # a base image named by its tag or digest that is not there is the user's to fix, not a retry
+    assert not core.lost_cache_parent('unable to find image "python:3.11-slim"\n')
+    assert not core.lost_cache_parent('unable to find image "python@sha256:' + "a" * 64 + '"\n')
     assert not core.lost_cache_parent("ERROR: Could not find a version that satisfies the requirement nope\n")
     assert not core.lost_cache_parent("unknown parent image ID\n")  # only the builder's own sentence
 
