@@ -13,6 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement
 from packaging.requirements import Requirement as PkgReq
@@ -93,26 +94,43 @@ def resolution_key(requirements: list[str], python: str, **options: object) -> s
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:40]
 
 
-def _cached(key: str) -> Resolution | None:
-    path = cache_dir() / f"{key}.json"
+def read_entry(key: str) -> dict[str, Any] | None:
+    """The cached entry with this key, when it is from the last day (``CACHE_SECONDS``); None
+    when there is none, it is older or it cannot be read. Shared by every resolution kept here."""
     try:
-        data = json.loads(path.read_text())
-        if time.time() - float(data["at"]) > CACHE_SECONDS:
+        data = json.loads((cache_dir() / f"{key}.json").read_text())
+        if not isinstance(data, dict) or time.time() - float(data["at"]) > CACHE_SECONDS:
             return None
-        return Resolution(bool(data["ok"]), dict(data["pins"]), str(data["error"]), 0.0)
+        return data
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _store(key: str, res: Resolution) -> None:
+def write_entry(key: str, data: dict[str, Any]) -> None:
+    """Keep ``data`` under ``key``, stamped with the time; written whole, then renamed, so a
+    reader never sees half an entry and two runs writing one key do not mix."""
     try:
         folder = cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{key}.{os.getpid()}"
-        tmp.write_text(json.dumps({"at": time.time(), "ok": res.ok, "pins": res.pins, "error": res.error}))
+        tmp.write_text(json.dumps({**data, "at": time.time()}))
         tmp.replace(folder / f"{key}.json")
     except OSError:
         pass  # a cache that cannot be written only costs time
+
+
+def _cached(key: str) -> Resolution | None:
+    data = read_entry(key)
+    if data is None:
+        return None
+    try:
+        return Resolution(bool(data["ok"]), dict(data["pins"]), str(data["error"]), 0.0)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _store(key: str, res: Resolution) -> None:
+    write_entry(key, {"ok": res.ok, "pins": res.pins, "error": res.error})
 
 
 def uv_compile(

@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from bot.errors import SetupbotError
-from bot.graph.resolve import CACHE_SECONDS, cache_dir, resolution_key
+from bot.graph.resolve import read_entry, resolution_key, write_entry
 
 _MARK = "SETUPBOT-RESOLVED:"
 _WORK = "/tmp/setupbot-resolve"
@@ -107,18 +107,18 @@ def cache_key(requirements: Sequence[str], constraints: Sequence[str], python: s
 
 
 def load_cached(key: str) -> InImageResolution | None:
-    """A resolution with this key from the last day (``bot.graph.resolve.CACHE_SECONDS``), as
-    the host's resolutions are kept; None when there is none or it cannot be read."""
+    """A resolution with this key from the last day, kept as the host's resolutions are
+    (``bot.graph.resolve.read_entry``); None when there is none or it cannot be read."""
+    data = read_entry(key)
+    if data is None:
+        return None
     try:
-        data = json.loads((cache_dir() / f"{key}.json").read_text())
-        if time.time() - float(data["at"]) > CACHE_SECONDS:
-            return None
         return InImageResolution(
             pins={str(k): str(v) for k, v in dict(data["pins"]).items()},
             pure=[str(n) for n in data["pure"]],
             not_pure={str(k): str(v) for k, v in dict(data["not_pure"]).items()},
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -127,15 +127,7 @@ def store(key: str, res: InImageResolution) -> None:
     pins built pure. An error (a timeout, an index that did not answer) is not kept."""
     if res.error or not res.pins:
         return
-    data = {"at": time.time(), "pins": res.pins, "pure": res.pure, "not_pure": res.not_pure}
-    try:
-        folder = cache_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.tmp"
-        tmp.write_text(json.dumps(data))
-        tmp.replace(folder / f"{key}.json")
-    except OSError:
-        pass  # a cache that cannot be written only costs time
+    write_entry(key, {"pins": res.pins, "pure": res.pure, "not_pure": res.not_pure})
 
 
 def read_marked(output: str) -> dict[str, Any]:

@@ -121,3 +121,23 @@ def test_only_a_resolution_that_says_something_of_its_inputs_is_kept(monkeypatch
     assert got is not None and got.pins == {"a": "1.0", "b": "2.0"} and not got.ok and "b" in got.not_pure
     (tmp_path / "setupbot" / "resolutions" / f"{key}.json").write_text("{not json")
     assert load_cached(key) is None
+
+
+def test_a_resolution_in_a_container_expires_with_the_hosts_resolutions(monkeypatch, tmp_path):
+    """One reader and writer keep both kinds of resolution: the same folder, the same day."""
+    from bot.graph import resolve
+    from bot.loop.inimage import InImageResolution, cache_key, load_cached, store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    key = cache_key(["a"], [], "3.11", "sha256:1", [])
+    store(key, InImageResolution(pins={"a": "1.0"}, pure=["a"]))
+    assert list((tmp_path / "setupbot" / "resolutions").iterdir()) == [
+        tmp_path / "setupbot" / "resolutions" / f"{key}.json"
+    ]
+    got = load_cached(key)
+    assert got is not None and got.pins == {"a": "1.0"} and got.pure == ["a"]
+    monkeypatch.setattr(resolve, "CACHE_SECONDS", -1)  # a day has gone by
+    assert load_cached(key) is None
+    (tmp_path / "setupbot" / "resolutions" / f"{key}.json").write_text('["a list, not an entry"]')
+    monkeypatch.setattr(resolve, "CACHE_SECONDS", 3600)
+    assert load_cached(key) is None
