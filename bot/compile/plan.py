@@ -568,9 +568,10 @@ def _set_test_command(g: DepGraph, ev: Evidence) -> None:
     command, cmd_ev = member_test_command(ev, command, cmd_ev)
     tgt = g.target
     tgt.attrs["command"] = command
+    # what is collected is what runs: a workspace's member folders, or the tests CI selects
     tgt.attrs["collect_command"] = (
         [*command, "--collect-only", "-q"]
-        if ev.members and "pytest" in command[:3]
+        if command[:3] == ["python", "-m", "pytest"]
         else ["python", "-m", "pytest", "--collect-only", "-q"]
     )
     for e in cmd_ev:

@@ -1,5 +1,5 @@
-"""Makefile and justfile recipes named like tests (test, tests, check, unit): the commands
-behind ``make test`` / ``just test`` in CI."""
+"""Makefile and justfile recipes named like tests (test, tests, check, unit), and any recipe a
+CI step runs (``make local-test``): the commands behind ``make test`` / ``just test`` in CI."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import re
 
 from bot.evidence import shellcmd
 from bot.evidence.files import RepoFiles
-from bot.evidence.model import Evidence
+from bot.evidence.model import Evidence, Source
 
 _RECIPE = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\s+[^:=]*)?:(?!=)")
 
 
 def scan(files: RepoFiles, ev: Evidence) -> None:
+    ci: dict[str, Source] = {}
+    for target, src in ev.ci_targets:
+        ci.setdefault(target, src)
     for rel in ("Makefile", "makefile", "GNUmakefile", "justfile", "Justfile", ".justfile"):
         text = files.read_text(rel)
         if text is None:
@@ -23,11 +26,16 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
                 m = _RECIPE.match(line)
                 current = (
                     m.group(1)
-                    if m and re.match(r"^(test|tests|test-.*|check|unit|unittest|pytest)$", m.group(1))
+                    if m
+                    and (m.group(1) in ci or re.match(r"^(test|tests|test-.*|check|unit|unittest|pytest)$", m.group(1)))
                     else None
                 )
                 continue
             if current and line.strip() and not line.strip().startswith("#"):
                 body = line.strip().lstrip("@-+")
                 body = re.sub(r"\{\{[^}]*\}\}|\$\([^)]*\)|\$\{[^}]*\}", "", body)
-                shellcmd.record_shell(ev, body, rel, i, f"{rel} {current}")
+                by = ci.get(current)
+                detail = f"{rel} {current}" + (
+                    f" (run by {by.file}{f':{by.line}' if by.line else ''})" if by is not None else ""
+                )
+                shellcmd.record_shell(ev, body, rel, i, detail)

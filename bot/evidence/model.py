@@ -171,6 +171,9 @@ class Evidence:
     services: list[ServiceRequirement] = field(default_factory=list)
     env: dict[str, tuple[str, Source]] = field(default_factory=dict)
     test_commands: list[tuple[list[str], Source]] = field(default_factory=list)
+    # make/just targets a CI step runs (`make local-test`): their recipes are read for test
+    # commands whatever they are called
+    ci_targets: list[tuple[str, Source]] = field(default_factory=list)
     test_extras: list[tuple[str, Source]] = field(default_factory=list)
     requirement_files: list[tuple[str, Source]] = field(default_factory=list)  # named by CI/tox/nox/docs
     pytest_plugins: list[tuple[str, Source]] = field(default_factory=list)

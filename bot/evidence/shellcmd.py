@@ -136,10 +136,37 @@ def apt_packages(cmd: str) -> list[str]:
     return pkgs
 
 
+_TARGET = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}$")
+
+
+def make_targets(cmd: str) -> list[str]:
+    """The targets of a ``make``/``just`` command (``make -j2 local-test`` -> [local-test]);
+    options and variable assignments are not targets."""
+    toks = _tokens(cmd)
+    while toks and toks[0] in ("sudo", "time", "env"):
+        toks = toks[1:]
+    if not toks or toks[0] not in ("make", "gmake", "just"):
+        return []
+    out, skip = [], False
+    for t in toks[1:]:
+        if skip:
+            skip = False
+        elif t in ("-C", "-f", "--file", "--directory", "--justfile", "--working-directory"):
+            return []  # another folder's or file's recipes: not the repository's Makefile
+        elif t in ("-j", "--jobs", "-l", "-o", "-W"):
+            skip = True
+        elif not t.startswith("-") and "=" not in t and _TARGET.match(t):
+            out.append(t)
+    return out
+
+
 def record_shell(ev: Evidence, text: str, rel: str, line: int | None, detail: str, *, tests: bool = True) -> None:
-    """Record test commands, pip extras/files and apt packages found in shell ``text``."""
+    """Record test commands, pip extras/files and apt packages found in shell ``text``; in a
+    CI workflow (``rel`` under .github/workflows), also the make/just targets it runs."""
     for _i, cmd in enumerate(commands(text)):
         src = Source(rel, line, f"{detail}: {cmd[:80]}")
+        if tests and rel.startswith(".github/workflows/"):
+            ev.ci_targets.extend((t, src) for t in make_targets(cmd))
         argv = test_command(cmd)
         if argv and tests:
             ev.test_commands.append((argv, src))

@@ -5,6 +5,7 @@ them; the loop's era trials and the lock read the specs)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
@@ -25,6 +26,9 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
     )
     ranked = sorted(ev.test_commands, key=lambda c: (c[1].detail.startswith("docs"), 0))
     if uses_pytest:
+        selection, ci_src = ci_pytest_selection(ev, installed)
+        if selection:
+            return ["python", "-m", "pytest", *selection], [(s.file, s.line, s.detail) for s in ci_src]
         for argv, src in ranked:
             if "pytest" in argv[:3] or argv[0] in ("pytest", "py.test"):
                 return ["python", "-m", "pytest"], [(src.file, src.line, src.detail)]
@@ -42,6 +46,74 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
             return ["python", "-m", "pytest", *folders], [(src.file, src.line, src.detail + " (glob: run with pytest)")]
         return cmd, [(src.file, src.line, src.detail)]
     return ["python", "-m", "pytest"], []
+
+
+def _is_pytest(argv: list[str]) -> bool:
+    return "pytest" in argv[:3] or argv[0] in ("pytest", "py.test")
+
+
+def run_by_ci(src: Source) -> bool:
+    """A command a CI workflow runs: a workflow's own line, or a make/just recipe a workflow
+    step names (bot.evidence.makefile)."""
+    return src.file.startswith(".github/workflows/") or "(run by .github/workflows/" in src.detail
+
+
+_SAFE_ARG = re.compile(r"^[\w./:\-\[\]=,@]{1,200}$")
+_SAFE_EXPR = re.compile(r"^[\w .:\-()\[\]=,'\"]{1,200}$")
+
+
+def pytest_selection(argv: list[str], repo: Path, installed: set[str]) -> list[str]:
+    """What a pytest command line selects, and only that: test paths that are in the
+    repository, ``-m``/``-k`` expressions, ``--ignore``/``--deselect``, and ``--timeout`` when
+    pytest-timeout is installed. Output, coverage, xdist and every other option are left to the
+    run, which adds its own (the command line is the repository's, so it is read as data)."""
+    at = next((i for i, a in enumerate(argv) if a in ("pytest", "py.test") or a.endswith("/pytest")), None)
+    if at is None:
+        return []
+    rest, out, i = argv[at + 1 :], [], 0
+    while i < len(rest):
+        a = rest[i]
+        name, eq, val = a.partition("=")
+        if a in ("-m", "-k") or name in ("--ignore", "--ignore-glob", "--deselect", "--timeout"):
+            if not eq:
+                if i + 1 >= len(rest):
+                    break
+                val = rest[i + 1]
+                i += 1
+            key = a if a in ("-m", "-k") else name
+            if key in ("-m", "-k"):
+                if _SAFE_EXPR.match(val):
+                    out += [key, val]
+            elif key == "--timeout":
+                if val.isdigit() and "pytest-timeout" in installed:
+                    out.append(f"--timeout={val}")
+            elif _SAFE_ARG.match(val) and _inside(val, repo):
+                out.append(f"{key}={val}")
+        elif not a.startswith("-") and _SAFE_ARG.match(a) and _inside(a, repo) and (repo / a.split("::")[0]).exists():
+            out.append(a.removeprefix("./"))
+        i += 1
+    return out
+
+
+def _inside(path: str, repo: Path) -> bool:
+    p = path.split("::")[0]
+    return bool(p) and not p.startswith(("/", "~")) and ".." not in Path(p).parts
+
+
+def ci_pytest_selection(ev: Evidence, installed: set[str]) -> tuple[list[str], list[Source]]:
+    """The tests CI runs, when its pytest commands agree on them (``make local-test`` runs
+    ``pytest -m "fast or local"``: the rest need cloud accounts). A CI command that selects
+    nothing runs the configured suite, and commands that select differently leave it to the
+    configuration too: then nothing is kept. tox and docs commands are not read here: tox
+    environments commonly split one suite between them."""
+    ci = [(argv, src) for argv, src in ev.test_commands if _is_pytest(argv) and run_by_ci(src)]
+    if not ci:
+        return [], []
+    selections = [pytest_selection(argv, ev.repo, installed) for argv, _src in ci]
+    first = selections[0]
+    if not first or any(sel != first for sel in selections[1:]):
+        return [], []
+    return first, [ci[0][1]]
 
 
 def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple[list[str], list]:

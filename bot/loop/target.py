@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import configparser
 import re
+import shlex
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -266,7 +267,7 @@ class TargetMixin(LoopBase):
         # where the run's time goes (the bench's stage table): every run of the target
         timings = self.record.timings
         timings["test_seconds"] = round(timings.get("test_seconds", 0.0) + spent, 3)
-        cmd = " ".join(a for a in self._test_command() if not a.startswith("--junitxml"))
+        cmd = shlex.join(a for a in self._test_command() if not a.startswith("--junitxml"))
         n = ran_count(outcome)
         if n is not None:
             found = f"{n} test(s) ran"

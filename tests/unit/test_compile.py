@@ -40,7 +40,7 @@ def test_layers_are_ordered_for_cache_reuse():
     assert positions == sorted(positions)
     assert "rm -rf /var/lib/apt/lists/*" in text
     assert "build-essential" in text  # libpq-dev in CI means something compiles
-    assert 'CMD ["python", "-m", "pytest"]' in text
+    assert 'CMD ["python", "-m", "pytest", "tests"]' in text  # the tests its CI runs (pytest -q tests)
 
 
 def test_no_compiler_without_evidence_and_scm_version():

@@ -52,11 +52,11 @@ def test_git_and_the_user_are_a_stage_on_top_of_the_tested_one(tmp_path):
     assert "git" not in tested.replace("github", "") and "useradd" not in tested
     assert "install -y --no-install-recommends git" in dev and "RUN useradd --create-home dev" in dev
     # the tests' command stays the tested stage's; the engine pulls one image, not the stage
-    assert 'CMD ["python", "-m", "pytest"]' in tested and "CMD" not in dev
+    assert 'CMD ["python", "-m", "pytest", "tests"]' in tested and "CMD" not in dev
     assert base_images(text) == ["python:3.11-slim"]
     # what the loop builds: up to the tested stage's CMD, its comment and the dev stage left out
     cut = without_dev_stage(text)
-    assert text.startswith(cut) and cut.rstrip().endswith('CMD ["python", "-m", "pytest"]')
+    assert text.startswith(cut) and cut.rstrip().endswith('CMD ["python", "-m", "pytest", "tests"]')
     assert "development container" not in cut and "FROM env" not in cut
     assert without_dev_stage(cut) == cut
 

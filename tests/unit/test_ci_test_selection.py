@@ -1,0 +1,154 @@
+"""The tests CI selects are the tests the loop runs: a make/just recipe a workflow step names is
+read for its test command, and the selection in CI's pytest command (test paths, -m, -k,
+--ignore, --deselect, --timeout with its plugin) is kept; everything else on the line is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.compile.plan import make_plan
+from bot.evidence import scan_repository
+from bot.evidence.shellcmd import make_targets
+from bot.graph.specs import ci_pytest_selection, pytest_selection
+
+WORKFLOW = """\
+name: tests
+on: [push]
+jobs:
+  run-tests:
+    runs-on: ubuntu-latest
+    steps:
+    - uses: actions/checkout@v4
+    - name: Install dependencies
+      run: make install-dev
+    - name: Run tests
+      run: make local-test
+"""
+
+MAKEFILE = """\
+install-dev:
+\tpip install -e ".[dev]"
+
+slow-test:
+\tpytest -n auto tests
+
+local-test:
+\tpytest -n auto -m "fast or local"
+"""
+
+
+def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def _project(tmp_path: Path, **files: str) -> Path:
+    base = {
+        "pyproject.toml": '[project]\nname = "demo"\nversion = "1"\n[project.optional-dependencies]\ndev = ["pytest"]\n',
+        "demo/__init__.py": "",
+        "tests/unit/test_a.py": "def test_a():\n    pass\n",
+        "tests/integration/test_b.py": "def test_b():\n    pass\n",
+    }
+    return _repo(tmp_path, {**base, **{k.replace("__", "/").replace("_DOT_", "."): v for k, v in files.items()}})
+
+
+def test_the_recipe_a_workflow_runs_gives_the_test_command_and_its_markers(tmp_path):
+    repo = _project(tmp_path, **{".github/workflows/ci.yml": WORKFLOW, "Makefile": MAKEFILE})
+    ev = scan_repository(repo)
+    assert [t for t, _ in ev.ci_targets] == ["install-dev", "local-test"]
+    # the recipe is read although its name is not one of the test names; slow-test is not
+    recipes = [src.detail for argv, src in ev.test_commands if "pytest" in argv]
+    assert recipes == ['Makefile local-test (run by .github/workflows/ci.yml:11): pytest -n auto -m "fast or local"']
+    plan = make_plan(repo, available_pythons=["3.11"], resolve=False)
+    assert plan.test_command == ["python", "-m", "pytest", "-m", "fast or local"]
+    assert plan.collect_command == ["python", "-m", "pytest", "-m", "fast or local", "--collect-only", "-q"]
+    assert any(f == "Makefile" and "run by .github/workflows/ci.yml" in d for f, _ln, d in plan.graph.target.evidence)
+    assert '"-m", "fast or local"' in plan.dockerfile.text
+
+
+def test_ci_commands_that_select_differently_or_nothing_leave_the_suite_to_the_configuration(tmp_path):
+    differ = """\
+on: [push]
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    steps:
+    - run: pytest tests/unit
+  b:
+    runs-on: ubuntu-latest
+    steps:
+    - run: pytest tests/integration
+"""
+    repo = _project(tmp_path / "differ", **{".github/workflows/ci.yml": differ})
+    assert ci_pytest_selection(scan_repository(repo), set()) == ([], [])
+    whole = differ.replace("pytest tests/integration", "pytest --cov")
+    repo = _project(tmp_path / "whole", **{".github/workflows/ci.yml": whole})
+    assert ci_pytest_selection(scan_repository(repo), set()) == ([], [])
+    same = differ.replace("pytest tests/integration", "python -m pytest -v --cov=demo tests/unit")
+    repo = _project(tmp_path / "same", **{".github/workflows/ci.yml": same})
+    selection, sources = ci_pytest_selection(scan_repository(repo), set())
+    assert selection == ["tests/unit"] and sources[0].file == ".github/workflows/ci.yml"
+    assert make_plan(repo, available_pythons=["3.11"], resolve=False).test_command == [
+        "python",
+        "-m",
+        "pytest",
+        "tests/unit",
+    ]
+
+
+def test_tox_environments_that_split_the_suite_do_not_narrow_it(tmp_path):
+    tox = "[tox]\nenvlist = a,b\n[testenv:a]\ncommands = pytest tests/unit\n[testenv:b]\ncommands = pytest tests/integration\n"
+    repo = _project(tmp_path, tox_DOT_ini=tox)
+    assert make_plan(repo, available_pythons=["3.11"], resolve=False).test_command == ["python", "-m", "pytest"]
+
+
+def test_only_the_selection_is_kept_and_only_what_stays_in_the_repository(tmp_path):
+    repo = _project(tmp_path)
+    argv = [
+        "pytest",
+        "-n",
+        "auto",
+        "--cov=demo",
+        "--junitxml=out.xml",
+        "-x",
+        "./tests/unit",
+        "tests/unit/test_a.py::test_a",
+        "tests/missing",
+        "/etc",
+        "../outside",
+        "-k",
+        "not slow",
+        "--ignore",
+        "tests/integration",
+        "--ignore=../x",
+        "--deselect=tests/unit/test_a.py::test_a",
+        "--timeout=60",
+    ]
+    assert pytest_selection(argv, repo, set()) == [
+        "tests/unit",
+        "tests/unit/test_a.py::test_a",
+        "-k",
+        "not slow",
+        "--ignore=tests/integration",
+        "--deselect=tests/unit/test_a.py::test_a",
+    ]
+    # --timeout needs its plugin: without it pytest stops at the unknown option
+    assert pytest_selection(["pytest", "--timeout", "60"], repo, {"pytest-timeout"}) == ["--timeout=60"]
+    assert pytest_selection(["pytest", "--timeout=x"], repo, {"pytest-timeout"}) == []
+    # an expression that is not one pytest reads is not carried into the Dockerfile
+    assert pytest_selection(["pytest", "-m", "a; rm -rf /", "-k", "$(id)"], repo, set()) == []
+    assert pytest_selection(["pytest", "-m"], repo, set()) == []
+    assert pytest_selection(["python", "-m", "pytest", "-m", "fast"], repo, set()) == ["-m", "fast"]
+
+
+def test_the_targets_of_a_make_line():
+    assert make_targets("make local-test") == ["local-test"]
+    assert make_targets("make -j 2 VERBOSE=1 test lint") == ["test", "lint"]
+    assert make_targets("sudo make check") == ["check"]
+    assert make_targets("just test") == ["test"]
+    assert make_targets("make -C docs html") == []  # another folder's Makefile
+    assert make_targets("python -m pytest") == []
+    assert make_targets("make $(TARGET)") == []
