@@ -4,6 +4,7 @@ Starts no container."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         out.write(f"warning: refused in .github/setupbot.yml: {key}: {why}\n")
     offered = ", ".join(plan.graph.meta.get("available_pythons", []))
     out.write(
-        f"python {plan.python} ({plan.base_image}, offered: {offered}); tests: {' '.join(plan.test_command)}; "
+        f"python {plan.python} ({plan.base_image}, offered: {offered}); tests: {shlex.join(plan.test_command)}; "
         f"services: {', '.join(s.name for s in plan.services) or 'none'}; "
         f"planned in {plan.timings['total']:.2f}s\n"
     )
@@ -85,7 +86,7 @@ def _show_other_plan(args: argparse.Namespace, plan: Any, out: Any) -> int:
     for w in choice.warnings:
         out.write(f"warning: {w}\n")
     out.write(
-        f"{ecosystems}: {choice.image or 'no image'} ({choice.reason}); tests: {' '.join(plan.test_command)}\n"
+        f"{ecosystems}: {choice.image or 'no image'} ({choice.reason}); tests: {shlex.join(plan.test_command)}\n"
         "note: `setupbot run` builds and proves this plan through the ecosystem's own setup loop; "
         "`setupbot github` does not publish it yet\n"
     )
