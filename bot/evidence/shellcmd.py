@@ -160,12 +160,21 @@ def make_targets(cmd: str) -> list[str]:
     return out
 
 
-def record_shell(ev: Evidence, text: str, rel: str, line: int | None, detail: str, *, tests: bool = True) -> None:
+def record_shell(
+    ev: Evidence, text: str, rel: str, line: int | None, detail: str, *, tests: bool = True, cwd: str = ""
+) -> None:
     """Record test commands, pip extras/files and apt packages found in shell ``text``; in a
-    CI workflow (``rel`` under .github/workflows), also the make/just targets it runs."""
+    CI workflow (``rel`` under .github/workflows), also the make/just targets it runs. A
+    command run in another folder (``cwd``, or after a ``cd`` in ``text``) says so in its
+    detail: its relative paths are not the checkout's."""
     for _i, cmd in enumerate(commands(text)):
-        src = Source(rel, line, f"{detail}: {cmd[:80]}")
-        if tests and rel.startswith(".github/workflows/"):
+        where = f" (in {cwd})" if cwd else ""
+        src = Source(rel, line, f"{detail}{where}: {cmd[:80]}")
+        toks = _tokens(cmd)
+        if toks[:1] == ["cd"] and toks[1:] not in ([], ["."], ["./"]):
+            cwd = (cwd + "/" if cwd else "") + (toks[1] if len(toks) > 1 else "~")
+            continue
+        if tests and rel.startswith(".github/workflows/") and not cwd:
             ev.ci_targets.extend((t, src) for t in make_targets(cmd))
         argv = test_command(cmd)
         if argv and tests:

@@ -57,9 +57,26 @@ def scan_text(ev: Evidence, rel: str, text: str) -> None:
         return
     for k, v in _literal_env(data.get("env")).items():
         ev.env.setdefault(k, (v, Source(rel, line_of(text, f"{k}:"), "workflow env")))
+    cwd = _working_directory(data, "")
     for job_name, job in jobs.items():
         if isinstance(job, dict):
-            _scan_job(ev, rel, text, job_name, job)
+            _scan_job(ev, rel, text, job_name, job, cwd)
+
+
+def _working_directory(holder: Any, inherited: str) -> str:
+    """The folder a workflow's, a job's (``defaults.run.working-directory``) or a step's
+    (``working-directory``) shell lines run in, when it is not the checkout's root: their
+    relative paths are relative to it."""
+    wd: Any = None
+    if isinstance(holder, dict):
+        wd = holder.get("working-directory")
+        defaults = holder.get("defaults")
+        if wd is None and isinstance(defaults, dict) and isinstance(defaults.get("run"), dict):
+            wd = defaults["run"].get("working-directory")
+    if not isinstance(wd, str):
+        return inherited
+    wd = wd.strip().removeprefix("./").rstrip("/")
+    return "" if wd in ("", ".") else wd
 
 
 def _matrix_pythons(strategy: Any) -> list[str]:
@@ -78,7 +95,35 @@ def _matrix_pythons(strategy: Any) -> list[str]:
     return matrix_py
 
 
-def _scan_job(ev: Evidence, rel: str, text: str, job_name: Any, job: dict) -> None:
+def _checkout_path(steps: Any) -> str:
+    """Where a job checks the repository out (``actions/checkout`` with ``path:``), when not
+    at the workspace's root: a working-directory of that folder is the checkout's root."""
+    for step in steps if isinstance(steps, list) else []:
+        if isinstance(step, dict) and str(step.get("uses") or "").startswith("actions/checkout"):
+            given = step.get("with")
+            with_: dict[str, Any] = given if isinstance(given, dict) else {}
+            if with_.get("repository") not in (None, "", "${{ github.repository }}"):
+                continue  # another repository's checkout
+            path = with_.get("path")
+            return path.strip().removeprefix("./").rstrip("/") if isinstance(path, str) else ""
+    return ""
+
+
+def _relative_to_checkout(wd: str, checkout: str) -> str:
+    """``wd`` (the workspace's folder a line runs in) as a folder of the checkout; "" for its
+    root. A folder outside the checkout keeps its name, so it is never read as the root."""
+    if not checkout:
+        return wd
+    if wd == checkout:
+        return ""
+    if wd.startswith(checkout + "/"):
+        return wd[len(checkout) + 1 :]
+    return wd or "(the workspace)"
+
+
+def _scan_job(ev: Evidence, rel: str, text: str, job_name: Any, job: dict, cwd: str = "") -> None:
+    cwd = _working_directory(job, cwd)
+    checkout = _checkout_path(job.get("steps"))
     job_line = line_of(text, f"{job_name}:")
     test_job = bool(re.search(r"test|pytest|ci|check|build", str(job_name), re.I))
     for v in _matrix_pythons(job.get("strategy") or {}):
@@ -93,11 +138,19 @@ def _scan_job(ev: Evidence, rel: str, text: str, job_name: Any, job: dict) -> No
             _service(ev, rel, text, str(name), svc, job_line)
     for step in job.get("steps") or []:
         if isinstance(step, dict):
-            _scan_step(ev, rel, text, job_name, job_line, test_job, step)
+            _scan_step(ev, rel, text, job_name, job_line, test_job, step, cwd, checkout)
 
 
 def _scan_step(
-    ev: Evidence, rel: str, text: str, job_name: Any, job_line: int | None, test_job: bool, step: dict
+    ev: Evidence,
+    rel: str,
+    text: str,
+    job_name: Any,
+    job_line: int | None,
+    test_job: bool,
+    step: dict,
+    cwd: str = "",
+    checkout: str = "",
 ) -> None:
     uses = str(step.get("uses") or "")
     if uses.startswith("actions/setup-python") and isinstance(step.get("with"), dict):
@@ -110,7 +163,15 @@ def _scan_step(
     run = step.get("run")
     if isinstance(run, str):
         run_line = line_of(text, run.splitlines()[0][:60], job_line or 1) if run.strip() else None
-        shellcmd.record_shell(ev, _EXPR.sub("", run), rel, run_line, f"workflow {job_name}", tests=True)
+        shellcmd.record_shell(
+            ev,
+            _EXPR.sub("", run),
+            rel,
+            run_line,
+            f"workflow {job_name}",
+            tests=True,
+            cwd=_relative_to_checkout(_working_directory(step, cwd), checkout),
+        )
     if (
         isinstance(step.get("env"), dict)
         and test_job

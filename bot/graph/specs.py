@@ -95,6 +95,11 @@ def pytest_selection(argv: list[str], repo: Path, installed: set[str]) -> list[s
     return out
 
 
+def _elsewhere(src: Source) -> bool:
+    """A command run in another folder than the checkout's root (bot.evidence.shellcmd)."""
+    return " (in " in src.detail.split(": ", 1)[0]
+
+
 def _inside(path: str, repo: Path) -> bool:
     p = path.split("::")[0]
     return bool(p) and not p.startswith(("/", "~")) and ".." not in Path(p).parts
@@ -107,8 +112,8 @@ def ci_pytest_selection(ev: Evidence, installed: set[str]) -> tuple[list[str], l
     configuration too: then nothing is kept. tox and docs commands are not read here: tox
     environments commonly split one suite between them."""
     ci = [(argv, src) for argv, src in ev.test_commands if _is_pytest(argv) and run_by_ci(src)]
-    if not ci:
-        return [], []
+    if not ci or any(_elsewhere(src) for _argv, src in ci):
+        return [], []  # a command run in another folder selects paths that are not the root's
     selections = [pytest_selection(argv, ev.repo, installed) for argv, _src in ci]
     first = selections[0]
     if not first or any(sel != first for sel in selections[1:]):

@@ -152,3 +152,76 @@ def test_the_targets_of_a_make_line():
     assert make_targets("make -C docs html") == []  # another folder's Makefile
     assert make_targets("python -m pytest") == []
     assert make_targets("make $(TARGET)") == []
+
+
+def test_a_command_run_in_another_folder_selects_nothing_at_the_root(tmp_path):
+    """`cd tests && pytest .` or a job's working-directory: the paths are that folder's."""
+    in_folder = """\
+on: [push]
+jobs:
+  tests:
+    runs-on: ubuntu-latest
+    defaults:
+      run:
+        working-directory: source/pkg
+    steps:
+    - run: |
+        cd tests
+        pytest -vv --import-mode=importlib .
+"""
+    repo = _project(tmp_path / "wd", **{".github/workflows/ci.yml": in_folder})
+    ev = scan_repository(repo)
+    [(argv, src)] = [(a, s) for a, s in ev.test_commands if "pytest" in a]
+    assert src.detail.startswith("workflow tests (in source/pkg/tests): pytest")
+    assert ci_pytest_selection(ev, set()) == ([], [])
+    step_cd = in_folder.replace("    defaults:\n      run:\n        working-directory: source/pkg\n", "").replace(
+        "        cd tests\n        pytest -vv --import-mode=importlib .", "        cd tests && pytest unit"
+    )
+    repo = _project(tmp_path / "cd", **{".github/workflows/ci.yml": step_cd})
+    assert ci_pytest_selection(scan_repository(repo), set()) == ([], [])
+    # a make target run in another folder is that folder's Makefile, not the root's
+    make_in = in_folder.replace(
+        "        cd tests\n        pytest -vv --import-mode=importlib .", "        make local-test"
+    )
+    repo = _project(tmp_path / "make", **{".github/workflows/ci.yml": make_in, "Makefile": MAKEFILE})
+    ev = scan_repository(repo)
+    assert ev.ci_targets == [] and not [a for a, _ in ev.test_commands if "pytest" in a]
+    # `cd .` stays at the root
+    here = step_cd.replace("cd tests && pytest unit", "cd . && pytest tests/unit")
+    repo = _project(tmp_path / "here", **{".github/workflows/ci.yml": here})
+    assert ci_pytest_selection(scan_repository(repo), set())[0] == ["tests/unit"]
+
+
+def test_a_checkout_into_a_folder_makes_that_folder_the_root(tmp_path):
+    """python-control's CI checks the repository out at python-control/ and runs its tests with
+    working-directory: python-control; another repository's checkout beside it is not the root."""
+    workflow = """\
+on: [push]
+jobs:
+  build-linux:
+    runs-on: ubuntu-latest
+    steps:
+    - uses: actions/checkout@v3
+      with:
+        path: python-control
+    - uses: actions/checkout@v3
+      with:
+        repository: python-control/Slycot
+        path: slycot
+    - working-directory: slycot
+      run: pytest tests/unit
+    - name: Test with pytest
+      working-directory: python-control
+      run: pytest -v tests/unit
+"""
+    repo = _project(tmp_path / "root", **{".github/workflows/ci.yml": workflow})
+    details = [s.detail for a, s in scan_repository(repo).test_commands if "pytest" in a]
+    assert details == [
+        "workflow build-linux (in slycot): pytest tests/unit",
+        "workflow build-linux: pytest -v tests/unit",
+    ]
+    # slycot's tests are another repository's: they keep the selection from being read
+    assert ci_pytest_selection(scan_repository(repo), set()) == ([], [])
+    alone = workflow.replace("    - working-directory: slycot\n      run: pytest tests/unit\n", "")
+    repo = _project(tmp_path / "alone", **{".github/workflows/ci.yml": alone})
+    assert ci_pytest_selection(scan_repository(repo), set())[0] == ["tests/unit"]
