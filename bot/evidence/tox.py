@@ -39,6 +39,10 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     _scan_nox(files, ev)
 
 
+# the project's own declarations: a tox factor's pin of one of them (numpy123: numpy==1.23.*,
+# devdeps: numpy>=0.0.dev0) is that environment's variation, not the project's requirement
+_MANIFESTS = ("pyproject.toml", "setup.py", "setup.cfg")
+
 # Source of a needle in the file being scanned: (needle, detail) -> Source
 _Src = Callable[[str, str], Source]
 
@@ -74,8 +78,9 @@ def scan_text(ev: Evidence, text: str, rel: str, line_offset: int = 0) -> None:
     # installed: the last one listed is usually the newest
     from packaging.utils import canonicalize_name
 
+    declared = {r.name for r in ev.requirements if r.source.file in _MANIFESTS}
     for name, (spec, source) in factored.items():
-        if canonicalize_name(name) not in plain:
+        if canonicalize_name(name) not in plain and canonicalize_name(name) not in declared:
             ev.add_requirement(spec, TEST, source)
 
 
@@ -128,13 +133,24 @@ def _scan_deps(
             if spec.startswith(("-", ".")) or "{" in spec:
                 continue
             name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()
-            factored[name] = (spec, src(line, f"{section} deps ({m.group(1)})"))
+            if not _admits_prereleases(spec):  # a nightly environment's (devdeps: astropy>=0.0.dev0)
+                factored[name] = (spec, src(line, f"{section} deps ({m.group(1)})"))
             continue
         if line.startswith("-") or line.startswith(".") or "{" in line:
             continue
         req = ev.add_requirement(line, TEST, src(line, f"{section} deps"))
         if req:
             plain.add(req.name)
+
+
+def _admits_prereleases(spec: str) -> bool:
+    """A requirement whose version specifier names a pre-release or development version."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return bool(Requirement(spec).specifier.prereleases)
+    except InvalidRequirement:
+        return False
 
 
 def _scan_nox(files: RepoFiles, ev: Evidence) -> None:

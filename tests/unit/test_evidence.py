@@ -122,6 +122,27 @@ def test_tox_nox_readme_and_lock_evidence():
     assert ev.locks[0].pins == {"mypy": "1.10.0", "pydantic": "2.7.1", "pytest": "8.2.0"}
 
 
+def test_a_tox_factors_pin_is_not_the_projects_requirement(tmp_path: Path):
+    """regions' tox.ini pins numpy per factor (numpy123: numpy==1.23.*) and asks for nightlies
+    (devdeps: astropy>=0.0.dev0): neither is what the project requires. A factor's dependency
+    that the project does not declare is still installed (dj50: Django>=5.0,<5.1)."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "1"\ndependencies = ["numpy>=1.23", "astropy>=5.1"]\n'
+    )
+    (tmp_path / "tox.ini").write_text(
+        "[tox]\nenvlist = py311-test\n[testenv]\ndeps =\n"
+        "    numpy123: numpy==1.23.*\n    devdeps: numpy>=0.0.dev0\n    devdeps: astropy>=0.0.dev0\n"
+        "    devdeps: pyerfa>=0.0.dev0\n    dj42: Django>=4.2,<4.3\n    dj50: Django>=5.0,<5.1\n"
+        "commands = pytest\n"
+    )
+    ev = scan_repository(tmp_path)
+    specs = {r.name: r.spec for r in ev.requirements}
+    assert specs["numpy"] == "numpy>=1.23" and specs["astropy"] == "astropy>=5.1"
+    assert [r.source.file for r in ev.requirements if r.name in ("numpy", "astropy")] == ["pyproject.toml"] * 2
+    assert "pyerfa" not in specs  # only a nightly environment asks for it
+    assert specs["django"] == "Django<5.1,>=5.0"
+
+
 def test_pipfile_and_conda():
     ev = scan_repository(REPOS / "plan-pipfile")
     assert {"flask", "sqlalchemy"} <= names(ev, "main") and "pytest" in names(ev, "test")
