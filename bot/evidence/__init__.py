@@ -89,6 +89,7 @@ def scan_repository(repo: Path | str, output_dir: str | None = None) -> Evidence
             )
             seen.add(path)
     _note_what_is_missing(files, ev)
+    ev.tree = frozenset(files.all_files())
     return ev
 
 

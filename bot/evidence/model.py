@@ -181,6 +181,9 @@ class Evidence:
     project: Project = field(default_factory=Project)
     locks: list[LockFile] = field(default_factory=list)
     files_seen: list[str] = field(default_factory=list)
+    # every file of the repository (RepoFiles.all_files: no link out of it): what a path on a
+    # command line may name, checked without touching the filesystem again
+    tree: frozenset[str] = frozenset()
     # workspaces and monorepos (bot.evidence.workspace): how they were found and the members
     workspace: str = ""
     members: list[Any] = field(default_factory=list)

@@ -62,7 +62,7 @@ _SAFE_ARG = re.compile(r"^[\w./:\-\[\]=,@]{1,200}$")
 _SAFE_EXPR = re.compile(r"^[\w .:\-()\[\]=,'\"]{1,200}$")
 
 
-def pytest_selection(argv: list[str], repo: Path, installed: set[str]) -> list[str]:
+def pytest_selection(argv: list[str], tree: frozenset[str], installed: set[str]) -> list[str]:
     """What a pytest command line selects, and only that: test paths that are in the
     repository, ``-m``/``-k`` expressions, ``--ignore``/``--deselect``, and ``--timeout`` when
     pytest-timeout is installed. Output, coverage, xdist and every other option are left to the
@@ -87,9 +87,9 @@ def pytest_selection(argv: list[str], repo: Path, installed: set[str]) -> list[s
             elif key == "--timeout":
                 if val.isdigit() and "pytest-timeout" in installed:
                     out.append(f"--timeout={val}")
-            elif _SAFE_ARG.match(val) and _inside(val, repo):
+            elif _SAFE_ARG.match(val) and _inside(val):
                 out.append(f"{key}={val}")
-        elif not a.startswith("-") and _SAFE_ARG.match(a) and _inside(a, repo) and (repo / a.split("::")[0]).exists():
+        elif not a.startswith("-") and _SAFE_ARG.match(a) and _inside(a) and _in_tree(a, tree):
             out.append(a.removeprefix("./"))
         i += 1
     return out
@@ -100,9 +100,18 @@ def _elsewhere(src: Source) -> bool:
     return " (in " in src.detail.split(": ", 1)[0]
 
 
-def _inside(path: str, repo: Path) -> bool:
+def _inside(path: str) -> bool:
     p = path.split("::")[0]
     return bool(p) and not p.startswith(("/", "~")) and ".." not in Path(p).parts
+
+
+def _in_tree(path: str, tree: frozenset[str]) -> bool:
+    """A file of the repository or a folder that holds one (read from the scan's file list,
+    so a link out of the repository is never followed to check)."""
+    p = path.split("::")[0].removeprefix("./").rstrip("/")
+    if p in ("", "."):
+        return True
+    return p in tree or any(f.startswith(p + "/") for f in tree)
 
 
 def ci_pytest_selection(ev: Evidence, installed: set[str]) -> tuple[list[str], list[Source]]:
@@ -114,7 +123,7 @@ def ci_pytest_selection(ev: Evidence, installed: set[str]) -> tuple[list[str], l
     ci = [(argv, src) for argv, src in ev.test_commands if _is_pytest(argv) and run_by_ci(src)]
     if not ci or any(_elsewhere(src) for _argv, src in ci):
         return [], []  # a command run in another folder selects paths that are not the root's
-    selections = [pytest_selection(argv, ev.repo, installed) for argv, _src in ci]
+    selections = [pytest_selection(argv, ev.tree, installed) for argv, _src in ci]
     first = selections[0]
     if not first or any(sel != first for sel in selections[1:]):
         return [], []

@@ -107,6 +107,8 @@ def test_tox_environments_that_split_the_suite_do_not_narrow_it(tmp_path):
 
 def test_only_the_selection_is_kept_and_only_what_stays_in_the_repository(tmp_path):
     repo = _project(tmp_path)
+    (tmp_path / "tests" / "outside").symlink_to("/etc")  # a link out of the repository is not a test folder
+    tree = scan_repository(repo).tree
     argv = [
         "pytest",
         "-n",
@@ -126,8 +128,9 @@ def test_only_the_selection_is_kept_and_only_what_stays_in_the_repository(tmp_pa
         "--ignore=../x",
         "--deselect=tests/unit/test_a.py::test_a",
         "--timeout=60",
+        "tests/outside",
     ]
-    assert pytest_selection(argv, repo, set()) == [
+    assert pytest_selection(argv, tree, set()) == [
         "tests/unit",
         "tests/unit/test_a.py::test_a",
         "-k",
@@ -136,12 +139,12 @@ def test_only_the_selection_is_kept_and_only_what_stays_in_the_repository(tmp_pa
         "--deselect=tests/unit/test_a.py::test_a",
     ]
     # --timeout needs its plugin: without it pytest stops at the unknown option
-    assert pytest_selection(["pytest", "--timeout", "60"], repo, {"pytest-timeout"}) == ["--timeout=60"]
-    assert pytest_selection(["pytest", "--timeout=x"], repo, {"pytest-timeout"}) == []
+    assert pytest_selection(["pytest", "--timeout", "60"], tree, {"pytest-timeout"}) == ["--timeout=60"]
+    assert pytest_selection(["pytest", "--timeout=x"], tree, {"pytest-timeout"}) == []
     # an expression that is not one pytest reads is not carried into the Dockerfile
-    assert pytest_selection(["pytest", "-m", "a; rm -rf /", "-k", "$(id)"], repo, set()) == []
-    assert pytest_selection(["pytest", "-m"], repo, set()) == []
-    assert pytest_selection(["python", "-m", "pytest", "-m", "fast"], repo, set()) == ["-m", "fast"]
+    assert pytest_selection(["pytest", "-m", "a; rm -rf /", "-k", "$(id)"], tree, set()) == []
+    assert pytest_selection(["pytest", "-m"], tree, set()) == []
+    assert pytest_selection(["python", "-m", "pytest", "-m", "fast"], tree, set()) == ["-m", "fast"]
 
 
 def test_the_targets_of_a_make_line():
