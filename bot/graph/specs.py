@@ -19,10 +19,7 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
     uses_pytest = (
         ev.pytest_config is not None
         or "pytest" in installed
-        or any(
-            (c[0][0] in ("pytest", "py.test") or "pytest" in c[0][:3]) and not c[1].detail.startswith("docs")
-            for c in ev.test_commands
-        )
+        or any(_is_pytest(argv) and not src.detail.startswith("docs") for argv, src in ev.test_commands)
     )
     ranked = sorted(ev.test_commands, key=lambda c: (c[1].detail.startswith("docs"), 0))
     if uses_pytest:
@@ -30,7 +27,7 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
         if selection:
             return ["python", "-m", "pytest", *selection], [(s.file, s.line, s.detail) for s in ci_src]
         for argv, src in ranked:
-            if "pytest" in argv[:3] or argv[0] in ("pytest", "py.test"):
+            if _is_pytest(argv):
                 return ["python", "-m", "pytest"], [(src.file, src.line, src.detail)]
         return ["python", "-m", "pytest"], [
             (ev.pytest_config.file, ev.pytest_config.line, "pytest configuration")
@@ -49,6 +46,7 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
 
 
 def _is_pytest(argv: list[str]) -> bool:
+    """A test command that runs pytest (``pytest``, ``py.test``, ``python -m pytest``)."""
     return "pytest" in argv[:3] or argv[0] in ("pytest", "py.test")
 
 
