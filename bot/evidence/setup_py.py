@@ -86,9 +86,28 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
     if setup_call is None:
         ev.warn(rel, None, "no setup() call found; setup.py read for names only")
         return
-    for kw in setup_call.keywords:
+    for kw in _keywords(setup_call, names):
+        _setup_keyword(ev, rel, text, kw, names)
+
+
+def _keywords(call: ast.Call, names: dict[str, ast.AST]) -> list[ast.keyword]:
+    """setup()'s keywords, with those of a module-level dict it unpacks (``setup(**configuration)``
+    where ``configuration = {"install_requires": [...], ...}`` or ``dict(...)``) read as if written
+    in the call; an explicit keyword wins over the dict's."""
+    explicit = [kw for kw in call.keywords if kw.arg is not None]
+    unpacked: list[ast.keyword] = []
+    for kw in call.keywords:
         if kw.arg is not None:
-            _setup_keyword(ev, rel, text, kw, names)
+            continue
+        node = names.get(kw.value.id) if isinstance(kw.value, ast.Name) else kw.value
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=False):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    unpacked.append(ast.keyword(arg=key.value, value=value, lineno=value.lineno))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            unpacked.extend(k for k in node.keywords if k.arg is not None)
+    given = {kw.arg for kw in explicit}
+    return explicit + [kw for kw in unpacked if kw.arg not in given]
 
 
 def _module_level_imports(tree: ast.Module, *, into_try: bool) -> Iterator[tuple[str, int]]:

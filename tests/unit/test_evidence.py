@@ -71,7 +71,7 @@ def test_workflow_services_env_matrix_and_apt():
     assert "DATABASE_URL" in ev.env and "API_TOKEN" not in ev.env  # secrets are never copied
     assert {c.value for c in ev.python if c.kind == "tested"} >= {"3.9", "3.10", "3.11"}
     assert {"libpq-dev", "gettext"} <= {p for p, _ in ev.apt_packages}
-    assert any(a[0] == "pytest" for a, _ in ev.test_commands)
+    assert any(c.argv[0] == "pytest" and c.ci for c in ev.test_commands)
 
 
 def test_compose_services_skip_the_application_and_expressions():
@@ -110,12 +110,12 @@ def test_imports_optional_local_and_tests():
 
 def test_tox_nox_readme_and_lock_evidence():
     ev = scan_repository(REPOS / "plan-tox-unittest")
-    assert ev.test_commands[0][0][:3] == ["python", "-m", "unittest"]
+    assert ev.test_commands[0].argv[:3] == ["python", "-m", "unittest"]
     assert {c.value for c in ev.python if c.kind == "tested"} == {"3.9", "3.10", "3.11"}
     ev = scan_repository(REPOS / "plan-nox-readme")
     assert "tests" in {e for e, _ in ev.test_extras}
     assert "pytest-xdist" in names(ev, "test")
-    assert any(s.detail.startswith("docs") for _, s in ev.test_commands)
+    assert any(c.docs and c.source.detail.startswith("docs") for c in ev.test_commands)
     ev = scan_repository(REPOS / "plan-uv-groups")
     assert {"pytest", "mypy"} <= names(ev, "test")  # include-group followed
     assert ev.project.scm_tool == "hatch-vcs"
@@ -196,7 +196,9 @@ def test_justfile_recipe_behind_ci_and_tabs_in_workflows(tmp_path: Path):
         "jobs:\n  t:\n    runs-on: x\n    steps:\n      - run: |\n          just test\n\t\t  echo done\n"
     )
     ev = scan_repository(tmp_path)
-    assert (["python", "-m", "manage", "test", "--noinput"], "justfile") in [(a, s.file) for a, s in ev.test_commands]
+    assert (["python", "-m", "manage", "test", "--noinput"], "justfile") in [
+        (c.argv, c.source.file) for c in ev.test_commands
+    ]
     assert any("tab characters" in str(w) for w in ev.warnings) or any("malformed YAML" in str(w) for w in ev.warnings)
 
 
@@ -329,3 +331,30 @@ def test_travis_services_and_plain_environment_are_read_like_a_workflows(write_t
     write_tree({".travis.yml": "- just\n- a list\n"})
     again = scan_repository(root)
     assert again.services == [] and any("not a mapping" in w.message for w in again.warnings)
+
+
+def test_setup_py_keywords_from_a_dict_it_unpacks_are_read(write_tree):
+    """setup(**configuration) with a module-level dict literal (umap's setup.py) declares what
+    the dict holds; an explicit keyword in the call wins over the dict's, and a dict built by
+    a call (unknown keys) is passed over."""
+    setup_py = (
+        "from setuptools import setup\n"
+        "def readme():\n    return open('README').read()\n"
+        "configuration = {\n"
+        '    "name": "umap-like",\n'
+        '    "long_description": readme(),\n'
+        '    "install_requires": ["numpy >= 1.17", "tqdm"],\n'
+        '    "extras_require": {"plot": ["pandas"]},\n'
+        '    "python_requires": ">=3.9",\n'
+        "}\n"
+        "setup(name='explicit', **configuration)\n"
+    )
+    ev = scan_repository(write_tree({"setup.py": setup_py}))
+    assert {"numpy", "tqdm"} <= names(ev, "main")
+    assert "pandas" in names(ev, "extra:plot")
+    assert ev.project.name == "explicit"
+    tqdm = next(r for r in ev.requirements if r.name == "tqdm")
+    assert (tqdm.source.file, tqdm.source.line) == ("setup.py", 7)
+    assert any(c.value == ">=3.9" for c in ev.python if c.kind == "requires")
+    built = "from setuptools import setup\nsetup(**dict(install_requires=['attrs']))\nsetup(**make())\n"
+    assert "attrs" in names(scan_repository(write_tree({"setup.py": built})), "main")
