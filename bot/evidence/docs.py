@@ -6,7 +6,7 @@ import re
 
 from bot.evidence import shellcmd
 from bot.evidence.files import RepoFiles
-from bot.evidence.model import Evidence, Source
+from bot.evidence.model import Evidence
 
 _NAMES = re.compile(r"^(readme|contributing|development|hacking)(\.(md|rst|txt|markdown))?$", re.I)
 
@@ -56,9 +56,4 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
         for lineno, line in code_lines(text):
             if len(line) > 300:
                 continue
-            before = (len(ev.test_commands), len(ev.test_extras))
-            shellcmd.record_shell(ev, line.lstrip("$> "), rel, lineno, "docs")
-            # docs are the weakest evidence: mark what they contributed
-            for j in range(before[0], len(ev.test_commands)):
-                argv, src = ev.test_commands[j]
-                ev.test_commands[j] = (argv, Source(src.file, src.line, "docs: " + src.detail))
+            shellcmd.record_shell(ev, line.lstrip("$> "), rel, lineno, "docs", docs=True)

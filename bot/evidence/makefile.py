@@ -38,4 +38,4 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
                 detail = f"{rel} {current}" + (
                     f" (run by {by.file}{f':{by.line}' if by.line else ''})" if by is not None else ""
                 )
-                shellcmd.record_shell(ev, body, rel, i, detail)
+                shellcmd.record_shell(ev, body, rel, i, detail, ci=by is not None)

@@ -28,6 +28,21 @@ class Source:
 
 
 @dataclass(frozen=True)
+class TestCommand:
+    """A command that runs the tests, where it was read, and how it is run: by a CI workflow
+    (its own step, or a make/just recipe a step names), in which folder relative to the
+    checkout ("" for the root), and whether it came from documentation, the weakest evidence.
+    These are set by the scanners themselves, never read back out of ``source.detail``, whose
+    text holds the repository's own names (a job's, a tox section's)."""
+
+    argv: list[str]
+    source: Source
+    ci: bool = False
+    cwd: str = ""
+    docs: bool = False
+
+
+@dataclass(frozen=True)
 class ScanWarning:
     """A malformed or ignored input. The run goes on without it."""
 
@@ -170,7 +185,7 @@ class Evidence:
     apt_packages: list[tuple[str, Source]] = field(default_factory=list)
     services: list[ServiceRequirement] = field(default_factory=list)
     env: dict[str, tuple[str, Source]] = field(default_factory=dict)
-    test_commands: list[tuple[list[str], Source]] = field(default_factory=list)
+    test_commands: list[TestCommand] = field(default_factory=list)
     # make/just targets a CI step runs (`make local-test`): their recipes are read for test
     # commands whatever they are called
     ci_targets: list[tuple[str, Source]] = field(default_factory=list)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from bot.evidence.model import Evidence, Source
+from bot.evidence.model import Evidence, Source, TestCommand
 
 _SPLIT = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
 
@@ -161,12 +161,23 @@ def make_targets(cmd: str) -> list[str]:
 
 
 def record_shell(
-    ev: Evidence, text: str, rel: str, line: int | None, detail: str, *, tests: bool = True, cwd: str = ""
+    ev: Evidence,
+    text: str,
+    rel: str,
+    line: int | None,
+    detail: str,
+    *,
+    tests: bool = True,
+    cwd: str = "",
+    ci: bool = False,
+    docs: bool = False,
 ) -> None:
     """Record test commands, pip extras/files and apt packages found in shell ``text``; in a
-    CI workflow (``rel`` under .github/workflows), also the make/just targets it runs. A
-    command run in another folder (``cwd``, or after a ``cd`` in ``text``) says so in its
-    detail: its relative paths are not the checkout's."""
+    CI workflow (``rel`` under .github/workflows), also the make/just targets it runs. Each
+    test command carries whether CI runs it (a workflow's line, or ``ci`` for a recipe a
+    workflow names), the folder it runs in (``cwd``, and any ``cd`` in ``text``: its relative
+    paths are not the checkout's), and ``docs`` for documentation's commands."""
+    ci = ci or rel.startswith(".github/workflows/")
     for _i, cmd in enumerate(commands(text)):
         where = f" (in {cwd})" if cwd else ""
         src = Source(rel, line, f"{detail}{where}: {cmd[:80]}")
@@ -178,7 +189,7 @@ def record_shell(
             ev.ci_targets.extend((t, src) for t in make_targets(cmd))
         argv = test_command(cmd)
         if argv and tests:
-            ev.test_commands.append((argv, src))
+            ev.test_commands.append(TestCommand(argv, src, ci=ci, cwd=cwd, docs=docs))
         pip = pip_install(cmd)
         if pip:
             for extra in pip["extras"]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from bot.evidence import shellcmd
 from bot.evidence.files import RepoFiles, line_of
-from bot.evidence.model import TEST, Evidence, PythonConstraint, Source
+from bot.evidence.model import TEST, Evidence, PythonConstraint, Source, TestCommand
 
 
 def _expand_braces(text: str) -> list[str]:
@@ -208,4 +208,4 @@ def _scan_nox(files: RepoFiles, ev: Evidence) -> None:
             elif call.func.attr == "run" and args:
                 argv = shellcmd.test_command(" ".join(args))
                 if argv:
-                    ev.test_commands.append((argv, src))
+                    ev.test_commands.append(TestCommand(argv, src))

@@ -19,9 +19,9 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
     uses_pytest = (
         ev.pytest_config is not None
         or "pytest" in installed
-        or any(_is_pytest(argv) and not src.detail.startswith("docs") for argv, src in ev.test_commands)
+        or any(_is_pytest(c.argv) and not c.docs for c in ev.test_commands)
     )
-    ranked = sorted(ev.test_commands, key=lambda c: (c[1].detail.startswith("docs"), 0))
+    ranked = [(c.argv, c.source) for c in sorted(ev.test_commands, key=lambda c: c.docs)]
     if uses_pytest:
         selection, ci_src = ci_pytest_selection(ev, installed)
         if selection:
@@ -48,12 +48,6 @@ def choose_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tupl
 def _is_pytest(argv: list[str]) -> bool:
     """A test command that runs pytest (``pytest``, ``py.test``, ``python -m pytest``)."""
     return "pytest" in argv[:3] or argv[0] in ("pytest", "py.test")
-
-
-def run_by_ci(src: Source) -> bool:
-    """A command a CI workflow runs: a workflow's own line, or a make/just recipe a workflow
-    step names (bot.evidence.makefile)."""
-    return src.file.startswith(".github/workflows/") or "(run by .github/workflows/" in src.detail
 
 
 _SAFE_ARG = re.compile(r"^[\w./:\-\[\]=,@]{1,200}$")
@@ -93,11 +87,6 @@ def pytest_selection(argv: list[str], tree: frozenset[str], installed: set[str])
     return out
 
 
-def _elsewhere(src: Source) -> bool:
-    """A command run in another folder than the checkout's root (bot.evidence.shellcmd)."""
-    return " (in " in src.detail.split(": ", 1)[0]
-
-
 def _inside(path: str) -> bool:
     p = path.split("::")[0]
     return bool(p) and not p.startswith(("/", "~")) and ".." not in Path(p).parts
@@ -118,14 +107,14 @@ def ci_pytest_selection(ev: Evidence, installed: set[str]) -> tuple[list[str], l
     nothing runs the configured suite, and commands that select differently leave it to the
     configuration too: then nothing is kept. tox and docs commands are not read here: tox
     environments commonly split one suite between them."""
-    ci = [(argv, src) for argv, src in ev.test_commands if _is_pytest(argv) and run_by_ci(src)]
-    if not ci or any(_elsewhere(src) for _argv, src in ci):
+    ci = [c for c in ev.test_commands if c.ci and not c.docs and _is_pytest(c.argv)]
+    if not ci or any(c.cwd for c in ci):
         return [], []  # a command run in another folder selects paths that are not the root's
-    selections = [pytest_selection(argv, ev.tree, installed) for argv, _src in ci]
+    selections = [pytest_selection(c.argv, ev.tree, installed) for c in ci]
     first = selections[0]
     if not first or any(sel != first for sel in selections[1:]):
         return [], []
-    return first, [ci[0][1]]
+    return first, [ci[0].source]
 
 
 def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple[list[str], list]:

@@ -60,8 +60,10 @@ def test_the_recipe_a_workflow_runs_gives_the_test_command_and_its_markers(tmp_p
     ev = scan_repository(repo)
     assert [t for t, _ in ev.ci_targets] == ["install-dev", "local-test"]
     # the recipe is read although its name is not one of the test names; slow-test is not
-    recipes = [src.detail for argv, src in ev.test_commands if "pytest" in argv]
-    assert recipes == ['Makefile local-test (run by .github/workflows/ci.yml:11): pytest -n auto -m "fast or local"']
+    recipes = [(c.source.detail, c.ci) for c in ev.test_commands if "pytest" in c.argv]
+    assert recipes == [
+        ('Makefile local-test (run by .github/workflows/ci.yml:11): pytest -n auto -m "fast or local"', True)
+    ]
     plan = make_plan(repo, available_pythons=["3.11"], resolve=False)
     assert plan.test_command == ["python", "-m", "pytest", "-m", "fast or local"]
     assert plan.collect_command == ["python", "-m", "pytest", "-m", "fast or local", "--collect-only", "-q"]
@@ -103,6 +105,24 @@ def test_tox_environments_that_split_the_suite_do_not_narrow_it(tmp_path):
     tox = "[tox]\nenvlist = a,b\n[testenv:a]\ncommands = pytest tests/unit\n[testenv:b]\ncommands = pytest tests/integration\n"
     repo = _project(tmp_path, tox_DOT_ini=tox)
     assert make_plan(repo, available_pythons=["3.11"], resolve=False).test_command == ["python", "-m", "pytest"]
+
+
+def test_a_name_that_reads_like_ci_provenance_is_only_a_name(tmp_path):
+    """Whether CI runs a command, and where, is set by the scanner that read it, not read back
+    out of its description: a tox section named like a workflow's recipe is still tox's, and a
+    job whose name holds " (in " still runs at the root."""
+    tox = "[tox]\nenvlist = x\n[testenv:unit (run by .github/workflows/y.yml:1)]\ncommands = pytest tests/unit\n"
+    repo = _project(tmp_path / "tox", tox_DOT_ini=tox)
+    [cmd] = [c for c in scan_repository(repo).test_commands if "pytest" in c.argv]
+    assert "(run by .github/workflows/" in cmd.source.detail and not cmd.ci
+    assert make_plan(repo, available_pythons=["3.11"], resolve=False).test_command == ["python", "-m", "pytest"]
+    job = WORKFLOW.replace("make local-test", "pytest tests/unit").replace("make install-dev", "true")
+    job = job.replace("  run-tests:\n", "  t (in elsewhere):\n")
+    assert "t (in elsewhere):" in job
+    repo = _project(tmp_path / "job", **{".github/workflows/ci.yml": job})
+    [cmd] = [c for c in scan_repository(repo).test_commands if "pytest" in c.argv]
+    assert " (in elsewhere)" in cmd.source.detail and (cmd.ci, cmd.cwd) == (True, "")
+    assert ci_pytest_selection(scan_repository(repo), set())[0] == ["tests/unit"]
 
 
 def test_only_the_selection_is_kept_and_only_what_stays_in_the_repository(tmp_path):
@@ -174,8 +194,9 @@ jobs:
 """
     repo = _project(tmp_path / "wd", **{".github/workflows/ci.yml": in_folder})
     ev = scan_repository(repo)
-    [(argv, src)] = [(a, s) for a, s in ev.test_commands if "pytest" in a]
-    assert src.detail.startswith("workflow tests (in source/pkg/tests): pytest")
+    [cmd] = [c for c in ev.test_commands if "pytest" in c.argv]
+    assert cmd.source.detail.startswith("workflow tests (in source/pkg/tests): pytest")
+    assert (cmd.ci, cmd.cwd) == (True, "source/pkg/tests")
     assert ci_pytest_selection(ev, set()) == ([], [])
     step_cd = in_folder.replace("    defaults:\n      run:\n        working-directory: source/pkg\n", "").replace(
         "        cd tests\n        pytest -vv --import-mode=importlib .", "        cd tests && pytest unit"
@@ -188,7 +209,7 @@ jobs:
     )
     repo = _project(tmp_path / "make", **{".github/workflows/ci.yml": make_in, "Makefile": MAKEFILE})
     ev = scan_repository(repo)
-    assert ev.ci_targets == [] and not [a for a, _ in ev.test_commands if "pytest" in a]
+    assert ev.ci_targets == [] and not [c for c in ev.test_commands if "pytest" in c.argv]
     # `cd .` stays at the root
     here = step_cd.replace("cd tests && pytest unit", "cd . && pytest tests/unit")
     repo = _project(tmp_path / "here", **{".github/workflows/ci.yml": here})
@@ -218,10 +239,10 @@ jobs:
       run: pytest -v tests/unit
 """
     repo = _project(tmp_path / "root", **{".github/workflows/ci.yml": workflow})
-    details = [s.detail for a, s in scan_repository(repo).test_commands if "pytest" in a]
+    details = [(c.source.detail, c.cwd) for c in scan_repository(repo).test_commands if "pytest" in c.argv]
     assert details == [
-        "workflow build-linux (in slycot): pytest tests/unit",
-        "workflow build-linux: pytest -v tests/unit",
+        ("workflow build-linux (in slycot): pytest tests/unit", "slycot"),
+        ("workflow build-linux: pytest -v tests/unit", ""),
     ]
     # slycot's tests are another repository's: they keep the selection from being read
     assert ci_pytest_selection(scan_repository(repo), set()) == ([], [])
