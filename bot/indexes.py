@@ -93,3 +93,17 @@ def host_index_config(environ: Mapping[str, str] | None = None) -> IndexConfig:
     # UV_INDEX entries may be named ("internal=https://..."): the URL is what pip and uv need.
     extra = [u.split("=", 1)[1] if "=" in u.split("://", 1)[0] else u for u in extra]
     return IndexConfig(index.strip(), tuple(u for u in extra if u))
+
+
+def default_index_url(environ: Mapping[str, str] | None = None) -> str:
+    """The index pip and uv install from on this host: the configured one, else pip's own
+    default, asked of pip rather than written here. "" when neither is known, and then nothing
+    is looked up."""
+    configured = host_index_config(environ).index_url
+    if configured:
+        return configured
+    try:
+        from pip._internal.models.index import PyPI  # pip's default, as pip itself has it
+    except ImportError:
+        return ""
+    return str(PyPI.simple_url)

@@ -208,13 +208,13 @@ def produce_declared_rust(rust_versions: Sequence[str]) -> Produced:
 # --- pipreqs ---------------------------------------------------------------------------------
 
 
-def _pipreqs_argv(repo: Path, savepath: Path, pypi_server: str) -> list[str]:
+def _pipreqs_argv(repo: Path, savepath: Path, pypi_server: str | None) -> list[str]:
+    """pipreqs' command line; its own default index unless ``pypi_server`` is given."""
     exe = shutil.which("pipreqs")
     head = [exe] if exe else [sys.executable, "-m", "pipreqs.pipreqs"]
     return [
         *head,
-        "--pypi-server",
-        pypi_server,
+        *(["--pypi-server", pypi_server] if pypi_server else []),
         "--mode",
         "no-pin",
         "--no-follow-links",
@@ -239,9 +239,7 @@ def parse_pipreqs_output(text: str) -> tuple[list[str], list[str]]:
     return sorted(dict.fromkeys(packages), key=str.lower), dropped
 
 
-def produce_pipreqs(
-    repo: Path, scratch: Path, timeout: int = 300, pypi_server: str = "https://pypi.org/pypi/"
-) -> Produced:
+def produce_pipreqs(repo: Path, scratch: Path, timeout: int = 300, pypi_server: str | None = None) -> Produced:
     started = time.monotonic()
     savepath = scratch / "requirements.pipreqs.txt"
     env = host_env()

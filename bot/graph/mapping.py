@@ -1,5 +1,5 @@
 """Import name -> distribution. The repository's own manifests win; then the packaged table
-of well-known names that differ; then a registry check (does the name exist on PyPI)."""
+of well-known names that differ; then a registry check (does the name exist on the package index)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import NAMESPACE_ROOTS
+from bot.indexes import default_index_url
 from bot.paths import PACKAGE_DIR
 
 log = logging.getLogger(__name__)
 DATA = PACKAGE_DIR / "graph" / "data"
-PYPI_URL = "https://pypi.org/pypi/{name}/json"
 
 
 @lru_cache(maxsize=1)
@@ -128,15 +128,17 @@ def declared_for(module: str, declared: dict[str, str]) -> str | None:
 
 
 class Registry:
-    """Existence checks against the package index's JSON API, cached on disk. Offline or slow:
-    the answer is None (unknown), never an exception."""
+    """Existence checks against the package index's simple API (a project's page is there or
+    it is a 404), cached on disk. The index is the one pip uses on this host unless
+    ``base_url`` (with ``{name}``) is given. Offline or slow: the answer is None (unknown),
+    never an exception."""
 
     def __init__(
         self,
         cache_dir: Path | None = None,
         timeout: float = 4.0,
         enabled: bool = True,
-        base_url: str = PYPI_URL,
+        base_url: str | None = None,
         max_lookups: int = 40,
     ) -> None:
         self.cache_dir = (
@@ -164,8 +166,14 @@ class Registry:
         if not self.enabled or self._offline or self.lookups >= self.max_lookups:
             return None
         self.lookups += 1
+        if self.base_url is None:
+            index = default_index_url()
+            self.base_url = f"{index.rstrip('/')}/{{name}}/" if index else ""
+        if not self.base_url:
+            return None
         url = self.base_url.format(name=canonicalize_name(name))
-        req = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "setupbot"})
+        accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+        req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "setupbot"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=ssl.create_default_context()) as resp:
                 exists = resp.status == 200

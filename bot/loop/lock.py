@@ -67,10 +67,10 @@ from bot.graph.lock import (
     restate_lock_source,
     unstage_build_tools,
 )
-from bot.graph.mapping import PYPI_URL
 from bot.graph.model import DepGraph, dev_stage_only
 from bot.graph.native_lock import native_lock
 from bot.graph.resolve import NO_PYTHON_DOWNLOADS, names_in_error, wheel_less
+from bot.indexes import default_index_url
 from bot.logtext import strip_ansi
 from bot.markers import has_marker
 
@@ -247,28 +247,14 @@ def index_hashes(
     opener: Callable[..., Any] = urllib.request.urlopen,
 ) -> list[str]:
     """sha256 of every file of ``name==version`` from the index's listing: the simple API
-    (PEP 691 JSON or PEP 503 HTML) of ``index_url``, else the default index's JSON API."""
-    want = Version(version)
-    simple = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
-    if index_url:
-        tries = [(f"{index_url.rstrip('/')}/{canonicalize_name(name)}/", simple)]
-    else:
-        # the default index's JSON API, then its simple API (a proxy or mirror may serve only that)
-        parts = urllib.parse.urlsplit(PYPI_URL)
-        tries = [
-            (
-                PYPI_URL.replace("{name}/json", "{name}/{version}/json").format(
-                    name=canonicalize_name(name), version=version
-                ),
-                "application/json",
-            ),
-            (f"{parts.scheme}://{parts.netloc}/simple/{canonicalize_name(name)}/", simple),
-        ]
-    for url, accept in tries:
-        found = _listed_hashes(url, accept, name, want, timeout, opener)
-        if found:
-            return found
-    return []
+    (PEP 691 JSON or PEP 503 HTML), which every index and mirror serves, of ``index_url``, else
+    of the index pip uses on this host (bot.indexes.default_index_url)."""
+    index_url = index_url or default_index_url()
+    if not index_url:
+        return []
+    url = f"{index_url.rstrip('/')}/{canonicalize_name(name)}/"
+    accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+    return _listed_hashes(url, accept, name, Version(version), timeout, opener)
 
 
 def _listed_hashes(

@@ -127,3 +127,12 @@ def test_pipreqs_success_renders_the_inferred_packages(tmp_path, monkeypatch):
     assert produced.ok, produced.reason
     assert _run_lines(produced.dockerfile)[0][-2:] == ["numpy", "PyYAML"]
     assert "-e" not in produced.dockerfile
+
+
+def test_pipreqs_asks_its_own_default_index_unless_given_one(tmp_path):
+    from bot.bench.baselines import _pipreqs_argv
+
+    argv = _pipreqs_argv(tmp_path, tmp_path / "r.txt", None)
+    assert "--pypi-server" not in argv and argv[-1] == str(tmp_path)
+    argv = _pipreqs_argv(tmp_path, tmp_path / "r.txt", "http://127.0.0.1:9/pypi/")
+    assert argv[argv.index("--pypi-server") + 1] == "http://127.0.0.1:9/pypi/"

@@ -5,6 +5,7 @@ look up hashes (with stand-ins for the engine and the index)."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
 from pathlib import Path
 
@@ -290,22 +291,26 @@ def test_index_hashes_from_a_simple_html_page_and_pep691_json():
     assert got == ["sha256:" + "4" * 64]
 
 
-def test_the_default_index_gives_hashes_from_its_simple_page_when_its_json_api_does_not():
-    """A proxy or mirror of the default index may serve only the simple API: the JSON API's
-    404 is not the end of it (odfpy 1.4.1, an sdist, got no hash and the lock did not build)."""
-    import urllib.error
+def test_without_an_index_given_hashes_come_from_the_index_pip_uses_here(monkeypatch):
+    """No registry host is written in setupbot: without a configured index the listing is the
+    simple page of pip's own default index (asked of pip), and a configured index replaces it.
+    The simple API is what every mirror serves (odfpy 1.4.1, an sdist, got no hash from a proxy
+    that had no JSON API, and the lock did not build)."""
+    from pip._internal.models.index import PyPI
 
     seen = []
 
     def opener(req, timeout):
         seen.append(req.full_url)
-        if req.full_url.endswith("/json"):
-            raise urllib.error.HTTPError(req.full_url, 404, "Not Found", {}, None)
         return _Resp('<a href="odfpy-1.4.1.tar.gz#sha256=' + "5" * 64 + '">odfpy-1.4.1.tar.gz</a>', "text/html")
 
+    for var in ("PIP_INDEX_URL", "UV_INDEX_URL", "UV_DEFAULT_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     assert vlock.index_hashes("odfpy", "1.4.1", opener=opener) == ["sha256:" + "5" * 64]
-    assert seen[0].endswith("/pypi/odfpy/1.4.1/json") and seen[1].endswith("/simple/odfpy/")
-    assert seen[0].split("/")[2] == seen[1].split("/")[2]  # the same index, no other host
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/mirror/simple/")
+    assert vlock.index_hashes("ODFPy", "1.4.1", opener=opener) == ["sha256:" + "5" * 64]
+    assert seen == [PyPI.simple_url.rstrip("/") + "/odfpy/", "http://127.0.0.1:9/mirror/simple/odfpy/"]
 
 
 def test_a_lock_that_cannot_hash_every_distribution_carries_no_hashes():
