@@ -153,6 +153,10 @@ class Project:
     # isolated build has only what [build-system] requires, so one not listed there is missing
     build_imports: list[tuple[str, Source]] = field(default_factory=list)
     manager: str | None = None  # poetry | pdm | uv | hatch | flit | setuptools | pipenv | conda
+    # the project declares dependencies that cannot be read without running its build
+    # (setup(install_requires=compute()), [project] dynamic dependencies no file gives): only
+    # installing the project with its dependencies gets them all
+    unread_dependencies: Source | None = None
     extras: dict[str, list[str]] = field(default_factory=dict)
 
 

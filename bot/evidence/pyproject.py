@@ -191,6 +191,13 @@ def _project_table(doc: _Doc, data: dict[str, Any], project: dict[str, Any]) -> 
         _optional_dependencies(doc, opt)
     _classifiers(ev, project.get("classifiers") or [], doc.rel, doc.text)
     dyn = project.get("dynamic") or []
+    tool = as_table(data.get("tool"))
+    given = as_table(as_table(tool.get("setuptools")).get("dynamic")).get("dependencies") or as_table(
+        tool.get("poetry")
+    ).get("dependencies")
+    if isinstance(dyn, list) and "dependencies" in dyn and not given:
+        # a build backend's plugin gives them (hatch-requirements-txt and the like)
+        proj.unread_dependencies = proj.unread_dependencies or src("dynamic", "dynamic dependencies")
     if isinstance(dyn, list) and "version" in dyn and proj.scm_version is None:
         tool = data.get("tool") or {}
         if "setuptools_scm" in tool or "setuptools-scm" in tool:

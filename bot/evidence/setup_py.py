@@ -86,8 +86,15 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
     if setup_call is None:
         ev.warn(rel, None, "no setup() call found; setup.py read for names only")
         return
-    for kw in _keywords(setup_call, names):
+    keywords = _keywords(setup_call, names)
+    for kw in keywords:
         _setup_keyword(ev, rel, text, kw, names)
+    unpacked = [kw for kw in setup_call.keywords if kw.arg is None]
+    if len(keywords) == len([kw for kw in setup_call.keywords if kw.arg is not None]) and unpacked:
+        # setup(**computed()): what it declares is not known
+        line = unpacked[0].value.lineno
+        ev.warn(rel, line, "setup(**...) is computed; its keywords are not read statically")
+        proj.unread_dependencies = proj.unread_dependencies or Source(rel, line, "setup(**...) computed by setup.py")
 
 
 def _keywords(call: ast.Call, names: dict[str, ast.AST]) -> list[ast.keyword]:
@@ -195,6 +202,8 @@ def _setup_keyword(ev: Evidence, rel: str, text: str, kw: ast.keyword, names: di
     except _Unresolved:
         if kw.arg in ("install_requires", "extras_require", "tests_require", "python_requires"):
             ev.warn(rel, kw.value.lineno, f"setup({kw.arg}=...) is computed; not read statically")
+        if kw.arg == "install_requires":
+            proj.unread_dependencies = proj.unread_dependencies or Source(rel, kw.value.lineno, "computed by setup.py")
         if kw.arg in ("ext_modules",):
             proj.c_extensions = proj.c_extensions or src
         if kw.arg == "use_scm_version":

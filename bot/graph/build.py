@@ -183,6 +183,12 @@ def _add_project(g: DepGraph, proj: Project, test_extras: list[str]) -> None:
             proj.self_import.line,
             proj.self_import.detail + ", which setuptools.build_meta does not put on sys.path",
         )
+    if proj.unread_dependencies:
+        # only installing the project with its dependencies gets them all: no lock drawn from
+        # what was read may stand in for them (bot.loop.lock.plan_lock_refusal)
+        pnode.attrs["unread_dependencies"] = True
+        src = proj.unread_dependencies
+        pnode.add_evidence(src.file, src.line, f"dependencies {src.detail}, not read statically")
     unisolated = _build_imports_not_required(proj)
     if unisolated:
         # pip's isolated build environment holds only [build-system].requires: setup.py's own

@@ -728,6 +728,10 @@ def plan_lock_refusal(graph: DepGraph, *, wheel_less: bool = True) -> str:
         return "the repository's own lock or an earlier run's lock is installed"
     if res.get("ok") is not True or res.get("skipped") or not res.get("pins"):
         return "the plan's requirements did not resolve on the host"
+    project = graph.nodes.get(PROJECT)
+    if project is not None and project.attrs.get("unread_dependencies"):
+        # the lock installs the project with --no-deps: what was not read would be left out
+        return "the project's own dependencies are computed by its build, not read: the first image installs them"
     if res.get("not_on_host") or res.get("from_lock"):
         return WHEEL_LESS_REFUSAL
     if wheel_less and (res.get("unbuilt") or res.get("sdist_only")):

@@ -709,3 +709,32 @@ def test_a_failed_build_is_quoted_by_what_failed_not_by_the_engines_own_lines():
     kit = '#9 12.3 error: subprocess-exited-with-error\n#9 ERROR: process "/bin/sh -c pip wheel x" did not complete\n'
     assert vlock._log_tail(kit, 1, 300) == "#9 12.3 error: subprocess-exited-with-error"
     assert vlock._log_tail("Removing intermediate container 1\n", 1, 300) == "Removing intermediate container 1"
+
+
+def test_no_lock_from_the_plan_when_the_project_computes_its_dependencies(write_tree):
+    """The plan's lock installs the project with --no-deps, so it may stand only when every
+    dependency was read: setup(install_requires=read_reqs()) or [project] dynamic dependencies
+    that no file gives leave some unknown, and the first image installs the project with them.
+    A dict literal that setup() unpacks (umap) is read, and its lock may be drafted. (One
+    folder, each case writing over the last.)"""
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+
+    def refusal(files):
+        plan = make_plan(
+            write_tree(files), None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False)
+        )
+        plan.graph.meta["resolution"] = {"ok": True, "pins": {"attrs": "23.2.0"}}
+        return vlock.plan_lock_refusal(plan.graph)
+
+    computed = "from setuptools import setup\nsetup(name='c', install_requires=open('deps').read().split())\n"
+    assert "computed by its build" in refusal({"setup.py": computed, "c/__init__.py": ""})
+    unpacked = "from setuptools import setup\nsetup(**make_config())\n"
+    assert "computed by its build" in refusal({"setup.py": unpacked, "c/__init__.py": ""})
+    literal = "from setuptools import setup\nconf = {'name': 'c', 'install_requires': ['attrs']}\nsetup(**conf)\n"
+    assert "computed" not in refusal({"setup.py": literal, "c/__init__.py": ""})
+    dynamic = '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+    dynamic += '[project]\nname = "c"\nversion = "1"\ndynamic = ["dependencies"]\n'
+    assert "computed by its build" in refusal({"pyproject.toml": dynamic, "setup.py": "", "c/__init__.py": ""})
+    from_file = dynamic + '[tool.setuptools.dynamic]\ndependencies = {file = ["requirements.txt"]}\n'
+    assert "computed" not in refusal({"pyproject.toml": from_file, "requirements.txt": "attrs\n", "setup.py": ""})
