@@ -187,6 +187,9 @@ class Evidence:
     # sys.path, not this one, so the tests need it on the path; folder -> the first such import
     test_paths: dict[str, Source] = field(default_factory=dict)
     apt_packages: list[tuple[str, Source]] = field(default_factory=list)
+    # Debian packages a README or docs page installs: often for another use of the project (a
+    # desktop's keyring daemon, a docs build) than its tests
+    docs_apt_packages: list[tuple[str, Source]] = field(default_factory=list)
     services: list[ServiceRequirement] = field(default_factory=list)
     env: dict[str, tuple[str, Source]] = field(default_factory=dict)
     test_commands: list[TestCommand] = field(default_factory=list)

@@ -197,4 +197,4 @@ def record_shell(
             for f in pip["files"]:
                 ev.requirement_files.append((f, src))
         for pkg in apt_packages(cmd):
-            ev.apt_packages.append((pkg, src))
+            (ev.docs_apt_packages if docs else ev.apt_packages).append((pkg, src))

@@ -532,6 +532,7 @@ def _add_system_libraries(g: DepGraph, ev: Evidence, reqs: list[Requirement], wa
             g.nodes[PROJECT].attrs["compiles"] = True
     _add_table_apt(g, compile_reasons)
     _add_declared_apt(g, ev, compile_reasons)
+    _docs_apt(g, ev, compile_reasons, warnings)
     _drop_apt_conflicts(g, ev, warnings)
     if any(r.spec.split("@", 1)[-1].strip().startswith("git+") for r in reqs if "@" in r.spec):
         s = g.add(Node("systemlib:git", "SYSTEMLIB", "git", "SATISFIED", action="apt"))
@@ -584,6 +585,31 @@ def _add_declared_apt(g: DepGraph, ev: Evidence, compile_reasons: list[tuple[str
             continue
         s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
         s.add_evidence(*_ev(src))
+        link_runtime(g, s.id)
+        if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
+            compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))
+
+
+def _docs_apt(
+    g: DepGraph, ev: Evidence, compile_reasons: list[tuple[str, int | None, str]], warnings: list[ScanWarning]
+) -> None:
+    """The Debian packages a README or docs page installs. When the project compiles, its docs
+    name what its build needs, and they are installed; otherwise they serve another use of the
+    project (keyring's README installs gnome-keyring to use it on a desktop) and are left out,
+    with a warning: a test that needs one fails with a cause the loop repairs."""
+    if not ev.project.c_extensions:
+        left = [(deb, src) for deb, src in ev.docs_apt_packages if not _APT_SKIP.match(deb)]
+        left = [(deb, src) for deb, src in left if f"systemlib:{deb}" not in g.nodes]
+        for deb, src in left:
+            warnings.append(
+                ScanWarning(src.file, src.line, f"{deb} is installed by the documentation, not by CI; left out")
+            )
+        return
+    for deb, src in ev.docs_apt_packages:
+        if _APT_SKIP.match(deb):
+            continue
+        s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
+        s.add_evidence(src.file, src.line, f"{src.detail} (the project compiles; its documentation names it)")
         link_runtime(g, s.id)
         if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
             compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))

@@ -358,3 +358,26 @@ def test_setup_py_keywords_from_a_dict_it_unpacks_are_read(write_tree):
     assert any(c.value == ">=3.9" for c in ev.python if c.kind == "requires")
     built = "from setuptools import setup\nsetup(**dict(install_requires=['attrs']))\nsetup(**make())\n"
     assert "attrs" in names(scan_repository(write_tree({"setup.py": built})), "main")
+
+
+def test_the_docs_apt_packages_are_installed_only_for_a_project_that_compiles(write_tree):
+    """keyring's README installs gnome-keyring and libdbus-glib-1-dev to use it on a desktop:
+    a pure-Python project's image goes without them (and without the compiler a -dev package
+    would bring), with a warning; a project that compiles gets what its docs name for the build."""
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+
+    readme = "Install\n=======\n\n::\n\n  $ sudo apt install gnome-keyring libdbus-glib-1-dev\n  $ pip install kr\n"
+    pure = "[project]\nname = 'kr'\nversion = '1'\n[build-system]\nrequires = ['setuptools']\n"
+    root = write_tree({"README.rst": readme, "pyproject.toml": pure, "kr/__init__.py": ""})
+    ev = scan_repository(root)
+    assert [p for p, _ in ev.docs_apt_packages] == ["gnome-keyring", "libdbus-glib-1-dev"] and not ev.apt_packages
+    plan = make_plan(root, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    text = plan.dockerfile.text
+    assert "gnome-keyring" not in text and "build-essential" not in text
+    assert any("gnome-keyring is installed by the documentation" in w.message for w in plan.warnings)
+    write_tree(
+        {"setup.py": "from setuptools import setup, Extension\nsetup(ext_modules=[Extension('kr._c', ['c.c'])])\n"}
+    )
+    plan = make_plan(root, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    assert "libdbus-glib-1-dev" in plan.dockerfile.text and "README.rst:6" in plan.dockerfile.text
