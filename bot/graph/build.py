@@ -451,15 +451,20 @@ def _map_to_declared(g: DepGraph, inode: Node, pn: Node, required_in_tests: bool
     if pn.action is None and required_in_tests:
         # declared only in a non-test extra, but the tests import it unconditionally
         pn.action = "pip"
-        pn.attrs["group"] = TEST
         pn.attrs["promoted"] = "imported by tests"
-        # declared only in a non-installed file (often one cell of a version matrix):
-        # keep the name and extras, let the resolver pick the version
+        # declared in an extra of the project's own: its range is the project's word on what
+        # works (regions: plot = ["matplotlib>=3.5"]) and stays. Declared only in a file that is
+        # not installed (often one cell of a version matrix): keep the name and extras, and let
+        # the resolver pick the version
         try:
             r0 = PkgReq(pn.attrs.get("spec", pn.name))
-            pn.attrs["spec"] = r0.name + (f"[{','.join(sorted(r0.extras))}]" if r0.extras else "")
         except InvalidRequirement:
-            pass
+            r0 = None
+        exact = r0 is not None and any(s.operator in ("==", "===") for s in r0.specifier)
+        if r0 is not None and (exact or not str(pn.attrs.get("group", "")).startswith("extra:")):
+            # an exact pin in an extra is an environment's too (an "oldest" extra)
+            pn.attrs["spec"] = r0.name + (f"[{','.join(sorted(r0.extras))}]" if r0.extras else "")
+        pn.attrs["group"] = TEST
         link_runtime(g, pn.id)
         if PROJECT in g.nodes:
             g.edge(PROJECT, pn.id)

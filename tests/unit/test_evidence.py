@@ -381,3 +381,26 @@ def test_the_docs_apt_packages_are_installed_only_for_a_project_that_compiles(wr
     )
     plan = make_plan(root, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
     assert "libdbus-glib-1-dev" in plan.dockerfile.text and "README.rst:6" in plan.dockerfile.text
+
+
+def test_an_extra_the_tests_need_keeps_the_projects_range_but_not_an_exact_pin(write_tree):
+    """The tests import matplotlib, which the project declares only in its plot extra
+    (astropy/regions: matplotlib>=3.5): the image installs it with that range, not a bare name.
+    An exact pin in an extra that is not installed ("oldest": numpy==1.21) is one environment's,
+    so numpy goes by its name."""
+    from bot.compile.plan import make_plan
+    from bot.graph.mapping import Registry
+
+    root = write_tree(
+        {
+            "pyproject.toml": "[project]\nname = 'r'\nversion = '1'\n"
+            "[project.optional-dependencies]\nplot = ['matplotlib>=3.5']\noldest = ['numpy==1.21']\n"
+            "[build-system]\nrequires = ['setuptools']\n",
+            "r/__init__.py": "",
+            "tests/test_r.py": "import matplotlib\nimport numpy\n\ndef test_r():\n    pass\n",
+        }
+    )
+    plan = make_plan(root, None, available_pythons=["3.11"], resolve=False, registry=Registry(enabled=False))
+    text = plan.dockerfile.text
+    assert "'matplotlib>=3.5'" in text
+    assert "numpy==1.21" not in text and "        numpy" in text
