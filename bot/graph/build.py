@@ -536,7 +536,7 @@ def _add_system_libraries(g: DepGraph, ev: Evidence, reqs: list[Requirement], wa
         if PROJECT in g.nodes:
             g.nodes[PROJECT].attrs["compiles"] = True
     _add_table_apt(g, compile_reasons)
-    _add_declared_apt(g, ev, compile_reasons)
+    _add_declared_apt(g, ev.apt_packages, compile_reasons)
     _docs_apt(g, ev, compile_reasons, warnings)
     _drop_apt_conflicts(g, ev, warnings)
     if any(r.spec.split("@", 1)[-1].strip().startswith("git+") for r in reqs if "@" in r.spec):
@@ -583,13 +583,15 @@ def _add_table_apt(g: DepGraph, compile_reasons: list[tuple[str, int | None, str
             n.attrs["compiles"] = True
 
 
-def _add_declared_apt(g: DepGraph, ev: Evidence, compile_reasons: list[tuple[str, int | None, str]]) -> None:
+def _add_declared_apt(
+    g: DepGraph, packages: list[tuple[str, Source]], compile_reasons: list[tuple[str, int | None, str]], why: str = ""
+) -> None:
     """The Debian packages the repository's CI installs, minus those a slim image must not get."""
-    for deb, src in ev.apt_packages:
+    for deb, src in packages:
         if _APT_SKIP.match(deb):
             continue
         s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
-        s.add_evidence(*_ev(src))
+        s.add_evidence(src.file, src.line, src.detail + why)
         link_runtime(g, s.id)
         if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
             compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))
@@ -610,14 +612,7 @@ def _docs_apt(
                 ScanWarning(src.file, src.line, f"{deb} is installed by the documentation, not by CI; left out")
             )
         return
-    for deb, src in ev.docs_apt_packages:
-        if _APT_SKIP.match(deb):
-            continue
-        s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
-        s.add_evidence(src.file, src.line, f"{src.detail} (the project compiles; its documentation names it)")
-        link_runtime(g, s.id)
-        if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
-            compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))
+    _add_declared_apt(g, ev.docs_apt_packages, compile_reasons, " (the project compiles; its documentation names it)")
 
 
 def _drop_apt_conflicts(g: DepGraph, ev: Evidence, warnings: list[ScanWarning]) -> None:
