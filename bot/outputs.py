@@ -89,6 +89,13 @@ DOCKERIGNORE_PATTERNS = (
     "!.env.sample",
     "!.env.template",
     "!.env.dist",
+    # a key or certificate in a test folder is a fixture the repository commits (pyHanko's
+    # pyhanko_tests/data/crypto/keys-rsa/*.key.pem): its tests read it, and the image holds the
+    # rest of the source anyway. What a runner step leaves beside the checkout stays out
+    "!**/*test*/**/*.pem",
+    "!**/*test*/**/*.key",
+    "!**/fixtures/**/*.pem",
+    "!**/fixtures/**/*.key",
 )
 
 

@@ -567,6 +567,8 @@ def test_dockerignore_is_generated_and_a_hand_written_one_is_kept(repo):
     for pattern in (".git", ".env", ".env.*", "*.pem", "*.key", "id_rsa*", ".setupbot"):
         assert pattern in ignore
     assert "!requirements/.env.txt" in ignore
+    # a test's own key or certificate is a committed fixture: it comes after the exclusions
+    assert ignore.index("!**/*test*/**/*.pem") > ignore.index("**/*.pem")
     (repo / ".dockerignore").write_text("node_modules\n")
     g = outputs_from_pipeline(repo, plan=plan, repository="octo/app")
     assert ".dockerignore" not in g.files and ".dockerignore" in g.kept
@@ -590,6 +592,9 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
     (repo / ".env").write_text(f"TOKEN={TOKEN_SENTINEL}\n")
     (repo / "deploy.pem").write_text(f"-----BEGIN PRIVATE KEY-----\n{TOKEN_SENTINEL}\n")
     (repo / ".env.example").write_text("DEBUG=1\n")  # a committed template stays
+    # a test fixture's key stays (pyHanko's tests load theirs from pyhanko_tests/data/crypto)
+    (repo / "pkg_tests" / "data").mkdir(parents=True)
+    (repo / "pkg_tests" / "data" / "root_ca.key.pem").write_text("-----BEGIN PRIVATE KEY-----\nFIXTURE\n")
     (repo / "requirements.txt").write_text("")
     dockerfile = "FROM python:3.11-slim\nWORKDIR /workspace\nCOPY requirements.txt ./\nCOPY . /workspace\n"
     write_outputs(
@@ -611,7 +616,7 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
                 tag,
                 "sh",
                 "-c",
-                "ls -a /workspace; cat /workspace/.git/config /workspace/.env "
+                "ls -a /workspace /workspace/pkg_tests/data; cat /workspace/.git/config /workspace/.env "
                 "/workspace/deploy.pem 2>&1; grep -r SENTINEL /workspace 2>&1 || true",
             ],
             capture_output=True,
@@ -619,6 +624,7 @@ def test_image_built_with_the_generated_dockerignore_carries_no_credentials(dock
             timeout=120,
         ).stdout
         assert "requirements.txt" in listing and "pyproject.toml" in listing and ".env.example" in listing
+        assert "root_ca.key.pem" in listing
         assert_no_secret("the image", listing)
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
