@@ -26,6 +26,8 @@ from bot.junit import TestCounts
 from bot.knowledge import open_store
 from bot.loop import run_setup
 from bot.loop.llm import LLMPlanner
+from bot.markers import DOCKERIGNORE
+from bot.outputs import prepare_build_context
 
 SYSTEMS = ("setupbot", "declared", "pipreqs")
 
@@ -182,6 +184,8 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
     def plan(*args, **kwargs):
         return make_plan(*args, selection=selection, **kwargs)
 
+    # the build context `setupbot run` gives its builds: the generated .dockerignore in place
+    context_note = prepare_build_context(ctx.repo_dir)
     try:
         record = run_setup(ctx.repo_dir, ctx.settings, ctx.engine, store, llm=llm, make_plan=plan)
     finally:
@@ -189,6 +193,9 @@ def run_setupbot(ctx: SystemContext) -> SystemResult:
         if callable(close):
             close()
     produced = _produced_from_record(record, time.monotonic() - started)
+    ignore = ctx.repo_dir / DOCKERIGNORE
+    if context_note is None and ignore.is_file() and not ignore.is_symlink():
+        produced.files[DOCKERIGNORE] = ignore.read_text(errors="replace")  # the scoring build's too
     lock = (record.replay or {}).get("lock") or {}
     if record.lock_text and lock.get("file"):
         produced.files[lock["file"]] = record.lock_text

@@ -451,3 +451,34 @@ def test_summary_says_where_setupbot_spends_its_time():
     assert table[0] == "| o/slow | 16.7m | 2.0s (0%) | 300s (30%) | 10.0m (60%) | 50s (5%) | 48s (5%) | 30s |"
     # across both: builds 360 of 1100, target runs 620, lock 60, plan 4, other 56
     assert "Across the 2 timed runs: target runs 56%, builds 33%, lock 5%, other 5%, plan 0%." in section
+
+
+def test_the_bench_builds_setupbot_with_the_build_context_setupbot_run_gives(tmp_path, monkeypatch):
+    """`setupbot run` puts its .dockerignore in place before the first build; the bench's
+    setupbot does too, and its scoring build gets the same file. Without it the bench never
+    saw that every *.pem was kept out (pyHanko's test keys)."""
+    from bot.bench import systems
+    from bot.bench.systems import SystemContext, run_setupbot
+    from bot.config import load_settings
+    from bot.loop.records import RunRecord
+
+    repo = tmp_path / "repo"
+    (repo / "pkg_tests").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text("[project]\nname = 'p'\nversion = '1'\n")
+    (repo / "pkg_tests" / "ca.key.pem").write_text("fixture\n")
+    seen = {}
+
+    def fake_run_setup(repo_dir, settings, engine, store, llm=None, make_plan=None):
+        seen["ignore"] = (repo_dir / ".dockerignore").read_text()
+        return RunRecord("p", "r1", status="unresolved", dockerfile="FROM python:3.11-slim\nCOPY . /workspace\n")
+
+    monkeypatch.setattr(systems, "run_setup", fake_run_setup)
+    settings = load_settings(repo, environ={}, overrides={"images": {"source": "standins"}})
+    (tmp_path / "s").mkdir()
+    result = run_setupbot(SystemContext(repo_dir=repo, scratch=tmp_path / "s", engine=None, settings=settings))
+    assert "**/*.pem" in seen["ignore"] and "!**/*test*/**/*.pem" in seen["ignore"]
+    assert result.produced.files[".dockerignore"] == seen["ignore"]
+    # a repository's own .dockerignore is its own: left as it is, and not sent again
+    (repo / ".dockerignore").write_text("node_modules\n")
+    result = run_setupbot(SystemContext(repo_dir=repo, scratch=tmp_path / "s", engine=None, settings=settings))
+    assert seen["ignore"] == "node_modules\n" and ".dockerignore" not in result.produced.files
