@@ -95,6 +95,15 @@ def host_index_config(environ: Mapping[str, str] | None = None) -> IndexConfig:
     return IndexConfig(index.strip(), tuple(u for u in extra if u))
 
 
+# what a project's page of the simple API is asked for: PEP 691's JSON, else PEP 503's HTML
+SIMPLE_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+
+
+def project_page(index_url: str, name: str) -> str:
+    """The simple API page of distribution ``name`` (already normalised) on ``index_url``."""
+    return f"{index_url.rstrip('/')}/{name}/"
+
+
 def default_index_url(environ: Mapping[str, str] | None = None) -> str:
     """The index pip and uv install from on this host: the configured one, else pip's own
     default, asked of pip rather than written here. "" when neither is known, and then nothing

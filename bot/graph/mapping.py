@@ -17,7 +17,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from bot.evidence.imports import NAMESPACE_ROOTS
-from bot.indexes import default_index_url
+from bot.indexes import SIMPLE_ACCEPT, default_index_url, project_page
 from bot.paths import PACKAGE_DIR
 
 log = logging.getLogger(__name__)
@@ -168,12 +168,11 @@ class Registry:
         self.lookups += 1
         if self.base_url is None:
             index = default_index_url()
-            self.base_url = f"{index.rstrip('/')}/{{name}}/" if index else ""
+            self.base_url = project_page(index, "{name}") if index else ""
         if not self.base_url:
             return None
         url = self.base_url.format(name=canonicalize_name(name))
-        accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
-        req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "setupbot"})
+        req = urllib.request.Request(url, headers={"Accept": SIMPLE_ACCEPT, "User-Agent": "setupbot"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=ssl.create_default_context()) as resp:
                 exists = resp.status == 200

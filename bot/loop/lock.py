@@ -70,7 +70,7 @@ from bot.graph.lock import (
 from bot.graph.model import DepGraph, dev_stage_only
 from bot.graph.native_lock import native_lock
 from bot.graph.resolve import NO_PYTHON_DOWNLOADS, names_in_error, wheel_less
-from bot.indexes import default_index_url
+from bot.indexes import SIMPLE_ACCEPT, default_index_url, project_page
 from bot.logtext import strip_ansi
 from bot.markers import has_marker
 
@@ -252,9 +252,8 @@ def index_hashes(
     index_url = index_url or default_index_url()
     if not index_url:
         return []
-    url = f"{index_url.rstrip('/')}/{canonicalize_name(name)}/"
-    accept = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
-    return _listed_hashes(url, accept, name, Version(version), timeout, opener)
+    url = project_page(index_url, canonicalize_name(name))
+    return _listed_hashes(url, SIMPLE_ACCEPT, name, Version(version), timeout, opener)
 
 
 def _listed_hashes(
