@@ -86,23 +86,25 @@ def _scan_setup_py(files: RepoFiles, ev: Evidence) -> None:
     if setup_call is None:
         ev.warn(rel, None, "no setup() call found; setup.py read for names only")
         return
-    keywords = _keywords(setup_call, names)
+    keywords, computed = _keywords(setup_call, names)
     for kw in keywords:
         _setup_keyword(ev, rel, text, kw, names)
-    unpacked = [kw for kw in setup_call.keywords if kw.arg is None]
-    if len(keywords) == len([kw for kw in setup_call.keywords if kw.arg is not None]) and unpacked:
+    if computed is not None:
         # setup(**computed()): what it declares is not known
-        line = unpacked[0].value.lineno
-        ev.warn(rel, line, "setup(**...) is computed; its keywords are not read statically")
-        proj.unread_dependencies = proj.unread_dependencies or Source(rel, line, "setup(**...) computed by setup.py")
+        ev.warn(rel, computed, "setup(**...) is computed; its keywords are not read statically")
+        proj.unread_dependencies = proj.unread_dependencies or Source(
+            rel, computed, "setup(**...) computed by setup.py"
+        )
 
 
-def _keywords(call: ast.Call, names: dict[str, ast.AST]) -> list[ast.keyword]:
+def _keywords(call: ast.Call, names: dict[str, ast.AST]) -> tuple[list[ast.keyword], int | None]:
     """setup()'s keywords, with those of a module-level dict it unpacks (``setup(**configuration)``
     where ``configuration = {"install_requires": [...], ...}`` or ``dict(...)``) read as if written
-    in the call; an explicit keyword wins over the dict's."""
+    in the call; an explicit keyword wins over the dict's. Also, when the call unpacks something
+    and no keyword came of it (``setup(**make_config())``), the line of its first ``**``; else None."""
     explicit = [kw for kw in call.keywords if kw.arg is not None]
     unpacked: list[ast.keyword] = []
+    stars = [kw.value.lineno for kw in call.keywords if kw.arg is None]
     for kw in call.keywords:
         if kw.arg is not None:
             continue
@@ -114,7 +116,8 @@ def _keywords(call: ast.Call, names: dict[str, ast.AST]) -> list[ast.keyword]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
             unpacked.extend(k for k in node.keywords if k.arg is not None)
     given = {kw.arg for kw in explicit}
-    return explicit + [kw for kw in unpacked if kw.arg not in given]
+    keywords = explicit + [kw for kw in unpacked if kw.arg not in given]
+    return keywords, stars[0] if stars and len(keywords) == len(explicit) else None
 
 
 def _module_level_imports(tree: ast.Module, *, into_try: bool) -> Iterator[tuple[str, int]]:
