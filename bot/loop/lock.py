@@ -83,13 +83,20 @@ _MARK = "SETUPBOT-DISTS:"
 # file's Root-Is-Purelib, or, for a legacy `setup.py install` (an .egg-info with no WHEEL file),
 # a file list (installed-files.txt, else SOURCES.txt) that names no extension module and no
 # C, C++, Cython, Fortran or Rust source.
+# Distributions under Debian's own dist-packages came with a Debian package (python3-gi,
+# python3-mako) that an apt line installs and pins: Debian's interpreter (a stand-in image) sees
+# them, no index has their Debian versions (Mako 1.2.4.dev0), and the lock leaves them to apt.
 NATIVE_SUFFIXES = (".so", ".pyd", ".dylib", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".pyx", ".f", ".f90", ".rs")
+DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 FREEZE_SCRIPT = (
-    "import json, importlib.metadata as m\n"
+    "import json, os, importlib.metadata as m\n"
     f"NATIVE = {NATIVE_SUFFIXES!r}\n"
+    f"DEBIAN = {DEBIAN_DIST_PACKAGES!r}\n"
     "seen = {}\n"
     "for d in m.distributions():\n"
     "    name = d.metadata['Name']\n"
+    "    if os.path.abspath(str(d.locate_file(''))) == DEBIAN:\n"
+    "        continue\n"
     "    if name and name.lower() not in seen:\n"
     "        wheel = d.read_text('WHEEL')\n"
     "        if wheel is not None:\n"

@@ -686,6 +686,32 @@ def test_the_freeze_program_reads_purelib_from_the_wheel_file(tmp_path):
     assert found.pure == {"purepkg", "flufl-flake8"}
 
 
+def test_the_freeze_program_leaves_debian_s_own_python_packages_to_apt(tmp_path):
+    """Debian's interpreter (a stand-in image) sees /usr/lib/python3/dist-packages, where an
+    apt line's python3-mako put Mako 1.2.4.dev0, a version no index has: the freeze leaves it
+    out, so the lock does not ask the index for it, and keeps what pip put beside it."""
+    import subprocess
+    import sys
+
+    debian, site = tmp_path / "usr/lib/python3/dist-packages", tmp_path / "usr/local/lib/python3.11/dist-packages"
+    for where, name, version in ((debian, "Mako", "1.2.4.dev0"), (site, "Jinja2", "3.1.4")):
+        info = where / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (info / "WHEEL").write_text("Wheel-Version: 1.0\nRoot-Is-Purelib: true\n")
+    script = "import sys; sys.path[:] = sys.argv[1:] + [p for p in sys.path if 'packages' not in p]\n" + (
+        vlock.FREEZE_SCRIPT.replace(repr(vlock.DEBIAN_DIST_PACKAGES), repr(str(debian)))
+    )
+    r = subprocess.run(
+        [sys.executable, "-I", "-c", script, str(site), str(debian)], capture_output=True, text=True, timeout=60
+    )
+    found = vlock.parse_freeze_output(r.stdout)
+    assert found.ok, r.stderr
+    assert found.dists == {"jinja2": "3.1.4"}
+    # the real folder, unreplaced, is Debian's
+    assert "'/usr/lib/python3/dist-packages'" in vlock.FREEZE_SCRIPT
+
+
 def test_a_failed_build_is_quoted_by_what_failed_not_by_the_engines_own_lines():
     """The legacy builder ends a failed step with its container removed and the whole command
     again, over several lines when the command has them: the report quotes the compiler's
