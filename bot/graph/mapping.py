@@ -130,7 +130,7 @@ def declared_for(module: str, declared: dict[str, str]) -> str | None:
 class Registry:
     """Existence checks against the package index's simple API (a project's page is there or
     it is a 404), cached on disk. The index is the one pip uses on this host unless
-    ``base_url`` (with ``{name}``) is given. Offline or slow: the answer is None (unknown),
+    ``index_url`` (a simple API root) is given. Offline or slow: the answer is None (unknown),
     never an exception."""
 
     def __init__(
@@ -138,7 +138,7 @@ class Registry:
         cache_dir: Path | None = None,
         timeout: float = 4.0,
         enabled: bool = True,
-        base_url: str | None = None,
+        index_url: str | None = None,
         max_lookups: int = 40,
     ) -> None:
         self.cache_dir = (
@@ -146,7 +146,7 @@ class Registry:
         )
         self.timeout = timeout
         self.enabled = enabled
-        self.base_url = base_url
+        self.index_url = index_url
         self.max_lookups = max_lookups
         self.lookups = 0
         self._offline = False
@@ -166,12 +166,12 @@ class Registry:
         if not self.enabled or self._offline or self.lookups >= self.max_lookups:
             return None
         self.lookups += 1
-        if self.base_url is None:
-            index = default_index_url()
-            self.base_url = project_page(index, "{name}") if index else ""
-        if not self.base_url:
+        if self.index_url is None:
+            self.index_url = default_index_url()
+        if not self.index_url:
             return None
-        url = self.base_url.format(name=canonicalize_name(name))
+        # the index URL is taken as it is: no part of it is a template (a brace stays a brace)
+        url = project_page(self.index_url, canonicalize_name(name))
         req = urllib.request.Request(url, headers={"Accept": SIMPLE_ACCEPT, "User-Agent": "setupbot"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout, context=ssl.create_default_context()) as resp:

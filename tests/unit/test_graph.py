@@ -170,8 +170,10 @@ def test_apply_atom_covers_every_kind():
 
 
 class _PyPI(http.server.BaseHTTPRequestHandler):
+    """A simple API with one project, under a root whose path has braces in it."""
+
     def do_GET(self):  # noqa: N802
-        code = 200 if self.path.startswith("/pypi/somedist/") else 404
+        code = 200 if self.path == "/simple-{mirror}/somedist/" else 404
         self.send_response(code)
         self.end_headers()
         self.wfile.write(b"{}")
@@ -184,16 +186,17 @@ def test_registry_checks_a_local_index_and_caches(tmp_path: Path):
     server = http.server.HTTPServer(("127.0.0.1", 0), _PyPI)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_port}/pypi/{{name}}/json"
-        reg = Registry(cache_dir=tmp_path, base_url=url)
-        assert reg.exists("somedist") is True
+        # an index URL is not a template: its braces are sent as they are
+        url = f"http://127.0.0.1:{server.server_port}/simple-{{mirror}}"
+        reg = Registry(cache_dir=tmp_path, index_url=url)
+        assert reg.exists("SomeDist") is True  # asked for by its normalised name
         assert reg.exists("nosuchdist") is False
         assert (tmp_path / "somedist.json").is_file()
     finally:
         server.shutdown()
-    reg2 = Registry(cache_dir=tmp_path, base_url=url)
+    reg2 = Registry(cache_dir=tmp_path, index_url=url)
     assert reg2.exists("somedist") is True  # from the cache, server gone
-    offline = Registry(cache_dir=tmp_path / "x", base_url="http://127.0.0.1:9/pypi/{name}/json", timeout=0.5)
+    offline = Registry(cache_dir=tmp_path / "x", index_url="http://127.0.0.1:9/simple", timeout=0.5)
     assert offline.exists("anything") is None
 
 
@@ -204,7 +207,7 @@ def test_unknown_import_offline_is_unknown_not_a_crash(tmp_path: Path):
         None,
         available_pythons=PYS,
         resolve=False,
-        registry=Registry(cache_dir=tmp_path / "c", base_url="http://127.0.0.1:9/{name}", timeout=0.5),
+        registry=Registry(cache_dir=tmp_path / "c", index_url="http://127.0.0.1:9/simple", timeout=0.5),
     )
     n = p.graph.nodes["import:zzqqxx_unknown_mod"]
     assert n.state == "UNKNOWN" and "package:zzqqxx-unknown-mod" not in p.graph.nodes
