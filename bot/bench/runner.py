@@ -54,6 +54,10 @@ class BenchOptions:
     engine_factory: Callable[[object], object] | None = None
     # build setupbot's Dockerfile a second time with no cache and compare the package sets
     determinism: bool = False
+    # after a pair, the engine's unused build cache is pruned when less than this is free where
+    # it keeps images (a long bench under BuildKit filled 60 GB of cache and failed a build on
+    # "No space left on device"); 0: never
+    min_free_gb: float = 20.0
 
 
 class Progress:
@@ -357,7 +361,31 @@ def _close_pair(record: dict, started: float, engine, opts: BenchOptions, scratc
             record["cleaned"] = engine.clean(engine.run_id)
         except Exception as exc:  # noqa: BLE001 - report, keep going
             record["cleanup_error"] = str(exc)[-300:]
+    if engine is not None and opts.min_free_gb > 0:
+        try:
+            guard = disk_guard(engine, opts.min_free_gb)
+        except Exception as exc:  # noqa: BLE001 - report, keep going
+            guard = {"error": str(exc)[-300:]}
+        if guard:
+            record["disk"] = guard
     shutil.rmtree(scratch, ignore_errors=True)
+
+
+def disk_guard(engine, min_free_gb: float) -> dict:
+    """When less than ``min_free_gb`` is free where the engine keeps its images, prune the build
+    cache no build is using, so that the next pair's build does not fail for room; what it found
+    and did, or {} when there was room (or the engine does not say where it keeps them). A pair
+    running beside this one keeps the cache its builds are using."""
+    free = engine.free_disk_bytes()
+    if free is None or free >= min_free_gb * 2**30:
+        return {}
+    pruned = engine.prune_build_cache()
+    after = engine.free_disk_bytes()
+    return {
+        "free_gb": round(free / 2**30, 1),
+        "pruned_build_cache": pruned,
+        "free_gb_after": None if after is None else round(after / 2**30, 1),
+    }
 
 
 def export_ecosystem(tree: Path) -> str:

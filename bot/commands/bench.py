@@ -60,6 +60,14 @@ def add_parser(sub) -> None:
         help="build setupbot's Dockerfile a second time with no cache and compare pip freeze and dpkg-query",
     )
     p.add_argument("--keep-images", action="store_true", help="keep built images and containers")
+    p.add_argument(
+        "--min-free-gb",
+        type=float,
+        default=20.0,
+        metavar="GB",
+        help="after a pair, prune the engine's unused build cache when less than this is free where it "
+        "keeps images (default: %(default)s; 0: never)",
+    )
     p.add_argument("--report-only", action="store_true", help="only regenerate SUMMARY.md and the chart")
     p.add_argument("--summary", type=Path, help="summary path (default: <out>/../SUMMARY.md)")
     p.add_argument("--chart", type=Path, help="chart path (default: <out>/../chart.png)")
@@ -139,6 +147,8 @@ def command_line(args: argparse.Namespace) -> str:
         argv.append("--force")
     if args.determinism:
         argv.append("--determinism")
+    if args.min_free_gb != 20.0:
+        argv += ["--min-free-gb", str(args.min_free_gb)]
     return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -190,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         settings=settings,
         command=command,
         determinism=args.determinism,
+        min_free_gb=args.min_free_gb,
     )
     from bot import progress
 

@@ -309,6 +309,25 @@ class Engine:
     def carries_ca(self, image: str) -> bool:
         return self.ca is None or self.image_labels(image).get(CA_LABEL) == self.ca.fingerprint
 
+    def free_disk_bytes(self) -> int | None:
+        """Free bytes on the filesystem that holds the engine's images and build cache (its
+        root directory, or the nearest folder above it this user may look at); None when the
+        engine does not say where that is."""
+        r = self.run_cli(["info", "--format", "{{.DockerRootDir}}"], check=False, timeout=30)
+        root = Path(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip().startswith("/") else None
+        for folder in [root, *root.parents] if root is not None else []:
+            try:
+                return shutil.disk_usage(folder).free
+            except OSError:
+                continue
+        return None
+
+    def prune_build_cache(self) -> bool:
+        """Remove the build cache no build is using (the layers and cache mounts of builds
+        that are over); True when the engine did it."""
+        args = ["buildx", "prune", "-af"] if self.buildkit_available() else ["builder", "prune", "-af"]
+        return self.run_cli(args, check=False, timeout=600).returncode == 0
+
     def buildkit_available(self) -> bool:
         """BuildKit needs the buildx plugin in current CLIs; without it the legacy builder."""
         if self._buildkit is None:

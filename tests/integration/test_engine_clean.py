@@ -191,3 +191,18 @@ def test_a_build_labels_its_image_with_every_run_label_in_one_step(docker_availa
         assert not engine.image_exists(tag), "cleanup by the run's label left the image"
     finally:
         engine.clean(engine.run_id)
+
+
+def test_the_engine_says_how_much_is_free_where_it_keeps_its_images(docker_available):
+    """The bench's disk guard reads the free space of the filesystem under the engine's root
+    directory (docker info), the one its build cache fills."""
+    import shutil
+
+    engine = Engine.from_settings(load_settings(None))
+    root = subprocess.run(
+        ["docker", "info", "--format", "{{.DockerRootDir}}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    free = engine.free_disk_bytes()
+    assert free is not None and free > 0
+    # the same filesystem: within what other writers change while the two are read
+    assert abs(free - shutil.disk_usage(root).free) < 2**30

@@ -94,10 +94,22 @@ class FakeEngine:
         self.cleaned = True
         return {"images": 1}
 
+    free = 500 * 2**30  # bytes free where the engine keeps images (every instance)
+    pruned = 0
+
+    def free_disk_bytes(self):
+        return FakeEngine.free
+
+    def prune_build_cache(self):
+        FakeEngine.pruned += 1
+        FakeEngine.free += 40 * 2**30
+        return True
+
 
 @pytest.fixture(autouse=True)
 def _reset_fake():
     FakeEngine.instances.clear()
+    FakeEngine.free, FakeEngine.pruned = 500 * 2**30, 0
 
 
 def test_junit_counts_and_summary_line_fallback():
@@ -208,6 +220,24 @@ def test_run_writes_records_and_resumes_without_redoing_pairs(mirror, tmp_path, 
     lines = (out / "declared.jsonl").read_text().splitlines()
     assert len(lines) == 3 and len(results_io.load_records(out)) == 2
     assert results_io.read_meta(out)["commands"] == ["setupbot bench --repos x.tsv"]
+
+
+def test_a_pair_that_leaves_little_disk_prunes_the_build_cache_before_the_next(mirror, tmp_path):
+    """A long bench under BuildKit filled the disk with build cache until a build failed for
+    room: after a pair, when less than --min-free-gb is free, the unused build cache goes and
+    the record says how much was free before and after; with room, or with the guard off,
+    nothing is pruned."""
+    root, repos = mirror
+    FakeEngine.free = 12 * 2**30
+    first = run_bench(_options(root, repos[:1], tmp_path / "a", min_free_gb=20))
+    assert FakeEngine.pruned == 1
+    assert first[0]["disk"] == {"free_gb": 12.0, "pruned_build_cache": True, "free_gb_after": 52.0}
+    # 52 GB free now: the next pair leaves the cache alone
+    second = run_bench(_options(root, repos[1:], tmp_path / "b", min_free_gb=20))
+    assert FakeEngine.pruned == 1 and "disk" not in second[0]
+    FakeEngine.free = 1 * 2**30
+    off = run_bench(_options(root, repos[:1], tmp_path / "c", min_free_gb=0))
+    assert FakeEngine.pruned == 1 and "disk" not in off[0]
 
 
 def test_infra_errors_are_retried_and_missing_repos_recorded(mirror, tmp_path):
