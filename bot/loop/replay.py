@@ -41,7 +41,7 @@ from bot.loop.lock import (
 from bot.loop.records import KeptRepair, ReplayRun, member_results
 from bot.loop.repair import find_test_dirs, next_python
 from bot.loop.state import LoopBase
-from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, ran_count
+from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, passed_count, ran_count
 from bot.loop.workspace import Workspace
 
 
@@ -220,7 +220,7 @@ class ReplayMixin(LoopBase):
         if self._counts_checked or not self._ran(outcome):
             return None
         self._counts_checked = True
-        passed = outcome.results.count("passed")
+        passed = passed_count(outcome)
         for kept in self.record.repairs:
             sig = kept.signature
             if sig is not None and sig.kind == "assertion_drift" and kept.before_passed is not None:
@@ -320,7 +320,7 @@ class ReplayMixin(LoopBase):
             return False
         if getattr(working.dockerfile, "text", None) != self.compile(self.graph).text:
             return False
-        return self._ran(o) and o.results.count("passed") > 0
+        return self._ran(o) and passed_count(o) > 0
 
     @staticmethod
     def _needs_no_test(pending: PendingLock) -> bool:
@@ -413,7 +413,7 @@ class ReplayMixin(LoopBase):
         if not isinstance(self.graph, DepGraph) or not hasattr(self.engine, "run_once"):
             return None  # stand-in collaborators (tests) have no image to freeze
         o = working.outcome
-        if not (self._ran(o) and o.results.count("passed") > 0) or not self.budget.can_replay():
+        if not (self._ran(o) and passed_count(o) > 0) or not self.budget.can_replay():
             return None
         engine, frozen_from = self.engine, "the tested image"
         if not builds_same_image(getattr(working.dockerfile, "text", ""), self.compile(self.graph).text):
@@ -485,16 +485,16 @@ class ReplayMixin(LoopBase):
         replay (``lock_replay`` tries without the builder stage, with the compiler); one that
         built but did not hold is not locked, and the record says why."""
         o = replay_ws.outcome
-        before = working.outcome.results.count("passed")
+        before = passed_count(working.outcome)
         built = o.stage != "build"
         why = ""
         if not (self.record.replay.get("ok") and (ran_count(o) or 0) > 0):
             why = "the replay of the locked Dockerfile did not pass: " + (
                 o.note or _last_lines(self._remains(o), 2) or "no test ran"
             )
-        elif o.results.count("passed") < before:
+        elif passed_count(o) < before:
             why = (
-                f"the replay of the locked Dockerfile passed {o.results.count('passed')} tests, "
+                f"the replay of the locked Dockerfile passed {passed_count(o)} tests, "
                 f"against {before} in the working image"
             )
         else:
@@ -694,7 +694,7 @@ class ReplayMixin(LoopBase):
 
     def _note_best(self, outcome: TargetOutcome) -> None:
         best = self.record.best
-        rank = (STAGE_RANK[outcome.stage], outcome.results.count("passed"))
+        rank = (STAGE_RANK[outcome.stage], passed_count(outcome))
         if not best or tuple(best["rank"]) < rank:
             self.record.best = {
                 "rank": list(rank),

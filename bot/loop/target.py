@@ -95,6 +95,29 @@ def ran_count(outcome: TargetOutcome) -> int | None:
     return None
 
 
+# unittest's closing line when a test did not pass: "FAILED (failures=2, errors=1, skipped=3)";
+# expected failures and unexpected successes ran and did not pass either
+_UNITTEST_NOT_PASSED = re.compile(r"(?:\(|, )(?:failures|errors|expected failures|unexpected successes)=(\d+)")
+_UNITTEST_FAILED_LINE = re.compile(r"^FAILED \((.*)\)\s*$", re.M)
+
+
+def passed_count(outcome: TargetOutcome) -> int:
+    """How many tests passed: the per-test results (JUnit, unittest's verbose lines); else the
+    runner's own summary, for a script that runs unittest or Django without saying each test
+    (a repository's runtests.py): "Ran 175 tests" less its "FAILED (failures=..., errors=...)"
+    and skipped ones, or pytest's "N passed"."""
+    if outcome.junit or outcome.results.total:
+        return outcome.results.count("passed")
+    text = outcome.log or ""
+    if _UNITTEST_COUNT.search(text):
+        ran = ran_count(outcome) or 0
+        not_passed = sum(
+            int(n) for line in _UNITTEST_FAILED_LINE.findall(text) for n in _UNITTEST_NOT_PASSED.findall(f"({line})")
+        )
+        return max(0, ran - not_passed)
+    return sum(int(n) for line in _PYTEST_SUMMARY.findall(text) for n in re.findall(r"(\d+) passed", line))
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -128,7 +151,7 @@ def compare(before: TargetOutcome, after: TargetOutcome, target: Signature | Non
     progress: the loop keeps the frame and may abandon it later by rolling back several frames."""
     if STAGE_RANK[after.stage] < STAGE_RANK[before.stage]:
         return "worse"
-    if after.results.count("passed") < before.results.count("passed"):
+    if passed_count(after) < passed_count(before):
         return "worse"
     new = [s for s in after.setup_failures if s.ident not in before.idents()]
     # the fix itself failed to install (apt has no such package): never progress, even though

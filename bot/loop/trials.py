@@ -13,7 +13,7 @@ from bot.loop.lock import forget_plan_lock, keeps_plan_lock
 from bot.loop.records import Checkpoint, KeptRepair
 from bot.loop.repair import Candidate
 from bot.loop.state import LoopBase
-from bot.loop.target import TargetOutcome, changes_test_command, compare, fixed, runs_more_tests
+from bot.loop.target import TargetOutcome, changes_test_command, compare, fixed, passed_count, runs_more_tests
 from bot.loop.workspace import Workspace
 
 
@@ -204,7 +204,7 @@ class TrialsMixin(LoopBase):
                     checkpoint=cp,
                     alternatives=alternatives,
                     before_idents=before_idents,
-                    before_passed=before.results.count("passed") if before.results is not None else None,
+                    before_passed=passed_count(before) if before.results is not None else None,
                 )
             )
             return True, new_ws

@@ -906,3 +906,44 @@ def test_a_resolution_in_a_container_is_kept_for_the_same_inputs_and_image(loop,
         loop.settings, output=dataclasses.replace(loop.settings.output, refresh_lock=True)
     )
     assert "cached" not in again() and len(opened) == 3  # --refresh-lock asks the index again
+
+
+def _summary_only(log: str) -> TargetOutcome:
+    """A repository's own runtests.py: Django's runner at its default verbosity says no test
+    by name, only its closing summary; no JUnit."""
+    return TargetOutcome("done", log=log, collect_exit=0, test_exit=1)
+
+
+def test_a_test_script_that_prints_only_unittest_s_summary_still_gets_the_lock_first(loop):
+    """wagtailmenus runs `python runtests.py`: 175 tests ran, a few failed, and no test is named
+    in the output. Its tests passed all the same, so the lock is drafted from the working image
+    and the replay builds the locked Dockerfile, instead of replaying the ranges (a slow pip
+    resolution) and locking in a build after it."""
+    loop.engine = _Engine({WORK: SET, REPLAY: SET})
+    working = Workspace(WORK, SimpleNamespace(text=loop.compile(loop.graph).text))
+    working.outcome = _summary_only("....F..\nRan 175 tests in 38.2s\n\nFAILED (failures=3, errors=1, skipped=2)\n")
+    pending = loop._lock_first(working)
+    assert pending is not None and WORK in loop.engine.frozen
+    # the locked replay passes as many: 169 each (175 ran, 2 skipped, 4 did not pass)
+    loop.replay_with(_summary_only("Ran 175 tests in 37.0s\n\nFAILED (failures=3, errors=1, skipped=2)\n"))
+    ws = loop._hold_locked_replay(pending, loop.replay(), working)
+    assert len(loop.replays) == 1 and "--require-hashes" in loop.replays[0]
+    assert ws.tag == REPLAY and loop._prelocked is not None
+
+
+def test_a_summary_with_no_test_passed_drafts_no_lock(loop):
+    loop.engine = _Engine({WORK: SET})
+    working = Workspace(WORK, SimpleNamespace(text=loop.compile(loop.graph).text))
+    working.outcome = _summary_only("Ran 4 tests in 0.2s\n\nFAILED (errors=3, expected failures=1)\n")
+    assert loop._lock_first(working) is None and loop.engine.frozen == []
+
+
+def test_passed_count_reads_the_runner_s_summary_when_no_test_is_named():
+    from bot.loop.target import passed_count
+
+    assert passed_count(_outcome(3)) == 3
+    assert passed_count(_summary_only("Ran 10 tests in 1.0s\n\nOK\n")) == 10
+    assert passed_count(_summary_only("Ran 10 tests in 1.0s\n\nOK (skipped=4)\n")) == 6
+    assert passed_count(_summary_only("Ran 10 tests in 1.0s\n\nFAILED (failures=2, unexpected successes=1)\n")) == 7
+    assert passed_count(_summary_only("===== 5 passed, 1 failed, 2 skipped in 0.50s =====\n")) == 5
+    assert passed_count(_summary_only("Traceback (most recent call last):\nImportError\n")) == 0
