@@ -470,8 +470,11 @@ def start_localhost_forwarding(session: Any, targets: Sequence[str], python: str
     without Python in the image the variables alone have to do."""
     if not targets:
         return False
+    # the relay is made again in a container restored from a snapshot: nothing a snapshot keeps
     write = session.exec(
-        [python, "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", FORWARDER_PATH, FORWARDER], timeout=30
+        [python, "-c", "import sys; open(sys.argv[1], 'w').write(sys.argv[2])", FORWARDER_PATH, FORWARDER],
+        timeout=30,
+        changes=False,
     )
     if getattr(write, "exit_code", 1) != 0:
         return False
@@ -488,9 +491,10 @@ def start_localhost_forwarding(session: Any, targets: Sequence[str], python: str
             *targets,
         ],
         timeout=30,
+        changes=False,
     )
     for _ in range(20):
-        check = session.exec(["cat", "/tmp/setupbot-forwarder.log"], timeout=10)
+        check = session.exec(["cat", "/tmp/setupbot-forwarder.log"], timeout=10, changes=False)
         if "ready" in str(getattr(check, "output", "")):
             return True
         if "failed" in str(getattr(check, "output", "")):

@@ -49,8 +49,15 @@ class RunnerSession:
         # variables. Nothing is taken from the bot's own environment.
         self.env = {**(CA_ENV if self._inject_ca else {}), **dict(env or {})}
         self._stack: list[tuple[str, str]] = []  # (image tag, note), oldest first
+        # the frames that name the image the container was made from instead of a commit of
+        # it: the session does not own that image and never removes it
+        self._borrowed: set[int] = set()
         self._snapshots_made = 0
         self._started = False
+        # the image the container was made from, and whether the container still holds just
+        # that: no command run in it since was one that may change it (``exec(changes=...)``)
+        self._source = image
+        self._pristine = False
 
     # --------------------------------------------------------------- lifecycle
     def __enter__(self) -> RunnerSession:
@@ -58,6 +65,7 @@ class RunnerSession:
             self._create(self.image)
             if self._inject_ca:
                 self._install_ca()
+            self._pristine = True
         except BaseException:
             self.close()
             raise
@@ -101,9 +109,11 @@ class RunnerSession:
         try:
             self.engine.run_cli(["rm", "-f", "-v", self.name], check=False)
         finally:
-            for tag, _ in reversed(self._stack):
-                self.engine.run_cli(["rmi", "-f", tag], check=False)
+            for i, (tag, _) in reversed(list(enumerate(self._stack))):
+                if i not in self._borrowed:
+                    self.engine.run_cli(["rmi", "-f", tag], check=False)
             self._stack.clear()
+            self._borrowed.clear()
             self._started = False
 
     # --------------------------------------------------------------- commands
@@ -113,15 +123,21 @@ class RunnerSession:
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         workdir: str | None = None,
+        *,
+        changes: bool = True,
     ) -> ExecResult:
         """Run ``argv`` (a list, never a shell string). Over ``timeout`` seconds (default
         engine.command_timeout) every process in the container is killed and the result says
-        ``timed_out``."""
+        ``timed_out``. ``changes=False`` says the command leaves nothing that a snapshot must
+        keep: it reads, or runs the tests, whose caches and reports a fresh container on the
+        same image makes again. Any other command may change the container."""
         if not self._started:
             raise EngineError("the runner session is not open", "Use it inside `with engine.session(...)`.")
         if isinstance(argv, str):
             raise TypeError("exec takes an argv list, not a shell string")
         limit = self.engine.settings.engine.command_timeout if timeout is None else timeout
+        if changes:
+            self._pristine = False
         # The host's package index settings at exec time only: not in the container's
         # configuration, so never in a snapshot image either.
         index_env = getattr(self.engine, "index_env", None) or {}
@@ -157,7 +173,17 @@ class RunnerSession:
         return list(self._stack)
 
     def snapshot(self, note: str = "") -> str:
-        """Commit the container's filesystem and push it; returns the image id."""
+        """Commit the container's filesystem and push it; returns the image id. A container
+        that holds only the image it was made from (no command since that may change it) is
+        not committed: the frame names that image, and rolling back to it makes a container
+        from it again. A commit takes seconds for every hundred megabytes the container has
+        written (a trial's installs), and the loop snapshots before every trial."""
+        if self._pristine and self._started:
+            self._stack.append((self._source, note))
+            self._borrowed.add(len(self._stack) - 1)
+            image_id = self.engine.image_id(self._source)
+            assert image_id
+            return image_id
         self._snapshots_made += 1
         suffix = self.name[len(f"setupbot-{self.engine.run_id}-") :]
         tag = f"setupbot/snapshot:{self.engine.run_id}-{suffix}-{self._snapshots_made}"
@@ -185,17 +211,25 @@ class RunnerSession:
                 "Take a snapshot before trying a change.",
             )
         target, _ = self._stack[-n]
-        for tag, _ in reversed(self._stack[len(self._stack) - n + 1 :]):
-            self.engine.run_cli(["rmi", "-f", tag], check=False)
-        del self._stack[len(self._stack) - n + 1 :]
+        self._pop_above(len(self._stack) - n + 1)
         self.engine.run_cli(["rm", "-f", "-v", self.name])
         self._started = False
         self._create(target)
+        if target == self.image and self._inject_ca:
+            self._install_ca()  # a commit holds the CA; the image it was made from does not
+        self._source, self._pristine = target, True
+
+    def _pop_above(self, keep: int) -> None:
+        """Drop the frames from index ``keep`` up, removing the images the session committed."""
+        for i in range(len(self._stack) - 1, keep - 1, -1):
+            tag, _ = self._stack.pop()
+            if i in self._borrowed:
+                self._borrowed.discard(i)
+            else:
+                self.engine.run_cli(["rmi", "-f", tag], check=False)
 
     def drop(self, n: int = 1) -> None:
         """Pop ``n`` frames without restoring (the change made since is kept)."""
         if n < 0 or n > len(self._stack):
             raise EngineError(f"cannot drop {n} snapshot(s): the stack holds {len(self._stack)}")
-        for _ in range(n):
-            tag, _ = self._stack.pop()
-            self.engine.run_cli(["rmi", "-f", tag], check=False)
+        self._pop_above(len(self._stack) - n)

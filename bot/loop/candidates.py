@@ -168,7 +168,7 @@ class CandidatesMixin(LoopBase):
 
     def _installed_providers(self, ws: Workspace) -> dict[str, list[str]]:
         try:
-            r = ws.session.exec(["python", "-c", PROVIDERS_SCRIPT], timeout=120)
+            r = ws.session.exec(["python", "-c", PROVIDERS_SCRIPT], timeout=120, changes=False)
             return json.loads(r.output.strip().splitlines()[-1]) if r.exit_code == 0 and r.output.strip() else {}
         except (SetupbotError, ValueError, IndexError):
             return {}

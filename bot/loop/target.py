@@ -319,13 +319,13 @@ class TargetMixin(LoopBase):
                 return self._collection_failed(r)
         if wrapper:
             # a wrapper that may run pytest inside: no report from an earlier run may stand in
-            ws.session.exec(["rm", "-f", JUNIT_PATH], timeout=30)
+            ws.session.exec(["rm", "-f", JUNIT_PATH], timeout=30, changes=False)
         r = self._exec(ws, cmd, "test", {**env, **wrapper})
         results = TestResults()
         junit = False
         junit_xml: str | None = None
         if runs_pytest(cmd) or wrapper:
-            xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60)
+            xml = ws.session.exec(["cat", JUNIT_PATH], timeout=60, changes=False)
             if xml.exit_code == 0:
                 junit_xml = xml.output
                 results = parse_junit(xml.output, tracebacks=True)

@@ -205,7 +205,12 @@ class WorkspaceMixin(LoopBase):
         snap = str(getattr(ws.session, "depth", ""))
         t0 = self.budget.now()
         res = ws.session.exec(
-            argv, env=dict(env or ws.target_env) or None, timeout=self.budget.timeout_for_command(final=self._final)
+            argv,
+            env=dict(env or ws.target_env) or None,
+            timeout=self.budget.timeout_for_command(final=self._final),
+            # the tests' own caches and reports are made again in a fresh container: a run of
+            # them leaves nothing that a snapshot must keep (bot.engine.session)
+            changes=action not in ("collect", "test"),
         )
         if action == "trial":
             self.budget.measured(command=self.budget.now() - t0)

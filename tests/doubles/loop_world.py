@@ -221,7 +221,7 @@ class FakeSession:
         del self.stack[len(self.stack) - n + 1 :]
         self.state = target.copy()
 
-    def exec(self, argv, env=None, timeout=600, workdir=None) -> ExecResult:
+    def exec(self, argv, env=None, timeout=600, workdir=None, changes=True) -> ExecResult:
         argv = list(argv)
         self.execs.append(argv)
         self.engine.execs.append(argv)

@@ -50,16 +50,56 @@ def test_rollback_of_two_frames(engine):
         s.snapshot("A")
         s.exec(["touch", "/workspace/one"])
         s.snapshot("B")
+        committed = s.snapshots[-1][0]
         s.exec(["touch", "/workspace/two"])
         assert s.depth == 2
         s.rollback(2)
         assert s.depth == 1
         listing = s.exec(["ls", "-A", "/workspace"]).output.split()
         assert listing == []
-        tags = [tag for tag, _ in s.snapshots]
+        # B was a commit, and went with its frame
+        assert not engine.image_exists(committed)
         assert [note for _, note in s.snapshots] == ["A"]
-    # the session's snapshot images are gone with it
-    assert not any(engine.image_exists(t) for t in tags)
+        s.exec(["touch", "/workspace/three"])
+        s.snapshot("C")
+        tags = [tag for tag, _ in s.snapshots]
+    # the images the session committed are gone with it; the image it was made from stays
+    assert tags[0] == IMAGE and engine.image_exists(IMAGE)
+    assert not any(engine.image_exists(t) for t in tags[1:])
+
+
+def test_a_container_that_only_ran_its_tests_is_not_committed_and_rolls_back_to_its_image(engine):
+    """The loop snapshots before every trial; a commit takes seconds for every hundred megabytes
+    the container wrote. A container that ran nothing but reads and its tests since it was made
+    from its image is that image again: the frame names the image, and a rollback makes a
+    container from it, with the CA the session put in, as a fresh container on it would be."""
+    with engine.session(IMAGE, env={"MARKER": "kept"}) as s:
+        ca_files = s.exec(["sh", "-c", "ls /usr/local/share/ca-certificates 2>/dev/null; echo"], changes=False).output
+        s.exec(["sh", "-c", "echo report > /tmp/junit.xml"], changes=False)  # a test run's report
+        image_id = s.snapshot("before the first trial")
+        assert image_id == engine.image_id(IMAGE) and s.snapshots == [(IMAGE, "before the first trial")]
+        s.exec(["sh", "-c", "echo installed > /workspace/trial"])  # a trial changes the container
+        s.rollback()
+        # reads (changes=False) leave the restored container as its image made it
+        assert s.exec(["test", "-e", "/workspace/trial"], changes=False).exit_code == 1
+        assert s.exec(["test", "-e", "/tmp/junit.xml"], changes=False).exit_code == 1
+        assert s.exec(["sh", "-c", 'echo "$MARKER"'], changes=False).output.strip() == "kept"
+        ca_again = s.exec(["sh", "-c", "ls /usr/local/share/ca-certificates 2>/dev/null; echo"], changes=False)
+        assert ca_again.output == ca_files
+        # a container rolled back to its image is pristine again: the next frame is no commit
+        s.snapshot("before the second trial")
+        assert [t for t, _ in s.snapshots] == [IMAGE, IMAGE]
+        # after a change, the snapshot is a commit that holds it
+        s.exec(["sh", "-c", "echo kept > /workspace/kept"])
+        s.snapshot("after a kept trial")
+        committed = s.snapshots[-1][0]
+        assert committed != IMAGE
+        s.exec(["sh", "-c", "echo tried > /workspace/tried"])
+        s.rollback()
+        assert s.exec(["cat", "/workspace/kept"]).output.strip() == "kept"
+        assert s.exec(["test", "-e", "/workspace/tried"]).exit_code == 1
+    # the commit went with the session; the image it was made from stays
+    assert not engine.image_exists(committed) and engine.image_exists(IMAGE)
 
 
 @pytest.mark.serial
@@ -212,3 +252,25 @@ def test_service_containers_are_hardened_and_labelled(engine):
         assert handle.exec(["echo", "in-service"]).output.strip() == "in-service"
         handle.remove()
         assert not handle.running()
+
+
+def test_a_rollback_to_an_image_without_the_ca_puts_the_ca_in_again(engine, tmp_path):
+    """The session puts the proxy CA into a container whose image does not carry it; a commit
+    keeps it, the image the container was made from does not: a rollback to that image (a
+    container that had only run its tests) puts it in again."""
+    from bot.engine.ca import CA_LABEL, CONTAINER_EXTRA
+
+    if engine.ca is None:
+        pytest.fail("this machine's engine has no CA to inject (engine.ca)")
+    tag = f"setupbot-test/no-ca:{engine.run_id}"
+    text = f"FROM {IMAGE}\nRUN rm -f {CONTAINER_EXTRA}\nLABEL {CA_LABEL}=another\n"
+    built = engine.build_raw(tmp_path, text, tag, engine.labels)
+    assert built.ok, built.log
+    assert not engine.carries_ca(tag)
+    with engine.session(tag) as s:
+        assert s.exec(["test", "-s", CONTAINER_EXTRA], changes=False).exit_code == 0
+        s.snapshot("pristine")
+        assert s.snapshots[0][0] == tag
+        s.exec(["rm", "-f", CONTAINER_EXTRA])
+        s.rollback()
+        assert s.exec(["test", "-s", CONTAINER_EXTRA], changes=False).exit_code == 0

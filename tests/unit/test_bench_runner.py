@@ -74,7 +74,7 @@ class FakeEngine:
         engine = self
 
         class Session:
-            def exec(self, argv, env=None, timeout=600, workdir=None):
+            def exec(self, argv, env=None, timeout=600, workdir=None, changes=True):
                 engine.execs.append(list(argv))
                 if argv == COLLECT_COMMAND:
                     if "NOCOLLECT" in engine.text:

@@ -242,7 +242,7 @@ def test_a_lock_with_a_builder_stage_frozen_in_a_container_reads_its_libraries_t
     in_container: list[list[str]] = []
 
     class _Session:
-        def exec(self, argv, env=None, timeout=60, workdir=None):
+        def exec(self, argv, env=None, timeout=60, workdir=None, changes=True):
             in_container.append(list(argv))
             if argv[0] == "sh":
                 return ExecResult(list(argv), 0, "libcrypto-8e1bd9c2.so.3 => not found\n", 0.1)

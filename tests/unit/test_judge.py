@@ -188,7 +188,7 @@ def test_pip_conflict_only_in_optional_distributions_is_dismissed(tmp_path):
     # only the optional distribution's conflict: dismissed. The host may have conflicts of its
     # own, so the judge is pointed at a pip check that reports just this one.
     class OnlyThis(LocalExecutor):
-        def exec(self, argv, env=None, timeout=600, workdir=None):
+        def exec(self, argv, env=None, timeout=600, workdir=None, changes=True):
             r = super().exec(argv, env, timeout, workdir)
             r.output = "\n".join(ln for ln in r.output.splitlines() if "fancyextra" in ln)
             return r

@@ -695,7 +695,7 @@ class _Session:
 
     closed = False
 
-    def exec(self, argv, env=None, timeout=60, workdir=None):
+    def exec(self, argv, env=None, timeout=60, workdir=None, changes=True):
         if self.closed:
             raise EngineError("the runner session is not open", "Use it inside `with engine.session(...)`.")
         self.ran.append(list(argv))
@@ -807,7 +807,7 @@ class _ResolveSession:
     def __exit__(self, *exc):
         return None
 
-    def exec(self, argv, env=None, timeout=None, workdir=None):
+    def exec(self, argv, env=None, timeout=None, workdir=None, changes=True):
         import json
 
         spec = json.loads(env["SETUPBOT_RESOLVE"])

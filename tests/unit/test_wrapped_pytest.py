@@ -42,7 +42,7 @@ class _OwnReportPath(LocalExecutor):
         self.report = str(report)
         self.envs: list[dict[str, str]] = []
 
-    def exec(self, argv, env=None, timeout=600, workdir=None):
+    def exec(self, argv, env=None, timeout=600, workdir=None, changes=True):
         self.envs.append(dict(env or {}))
         argv = [a.replace(JUNIT_PATH, self.report) for a in argv]
         env = {k: v.replace(JUNIT_PATH, self.report) for k, v in (env or {}).items()}
