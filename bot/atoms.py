@@ -241,7 +241,7 @@ def _no_trial(a: Mapping[str, Any]) -> list[list[str]]:
     return []
 
 
-_PIP = ["python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+PIP_INSTALL = ["python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ ATOM_KINDS: dict[str, AtomKind] = {
             _check_specs("packages"),
             lambda a: f"pip_install {' '.join(a['packages'])}",
             True,
-            lambda a: [[*_PIP, *a["packages"]]],
+            lambda a: [[*PIP_INSTALL, *a["packages"]]],
             "PACKAGE node per specifier, action repair-pip (a declared one keeps action pip, new spec)",
             "Dockerfile: the pip install of repairs",
         ),
@@ -293,7 +293,7 @@ ATOM_KINDS: dict[str, AtomKind] = {
             _check_specs("constraints"),
             lambda a: f"pip_constraint {' '.join(a['constraints'])}",
             True,
-            lambda a: [[*_PIP, *a["constraints"]]],
+            lambda a: [[*PIP_INSTALL, *a["constraints"]]],
             "CONFIG node per pin, action constraint",
             "Dockerfile: the constraints file and PIP_CONSTRAINT",
         ),

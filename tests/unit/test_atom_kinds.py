@@ -145,3 +145,23 @@ def test_code_that_imports_pkg_resources_keeps_a_setuptools_that_ships_it(tmp_pa
     (tmp_path / "tests" / "test_v.py").write_text("import importlib.metadata\n")
     plan = make_plan(tmp_path, None, available_pythons=["3.11"], resolve=False)
     assert "config:constraint:setuptools<81" not in plan.graph.nodes
+
+
+def test_only_a_trial_s_pip_install_goes_to_uv():
+    from bot.atoms import PIP_INSTALL
+    from bot.loop.trials import UV_IN_RUNNER, uv_argv
+
+    uv = uv_argv([*PIP_INSTALL, "attrs==23.2.0", "jaraco.develop >= 7.23"])
+    assert uv is not None and uv[:2] == ["sh", "-c"]
+    assert uv[3:] == [
+        UV_IN_RUNNER,
+        "pip",
+        "install",
+        "--system",
+        "--quiet",
+        "--no-cache",
+        "attrs==23.2.0",
+        "jaraco.develop >= 7.23",
+    ]
+    assert uv_argv(["apt-get", "install", "-y", "git"]) is None
+    assert uv_argv(["python", "-m", "pip", "install", "--upgrade", "pip"]) is None
