@@ -31,14 +31,27 @@ _PIP_SETTINGS_UV_TAKES = (
     "PIP_EXTRA_INDEX_URL",
     "PIP_CONSTRAINT",
     "PIP_BREAK_SYSTEM_PACKAGES",
+    # what pip prints, waits for or caches, never what it installs (a CI workflow's env sets
+    # some: jaraco's projects quieten pip's warnings)
     "PIP_DISABLE_PIP_VERSION_CHECK",
+    "PIP_NO_PYTHON_VERSION_WARNING",
+    "PIP_NO_WARN_SCRIPT_LOCATION",
     "PIP_ROOT_USER_ACTION",
+    "PIP_NO_INPUT",
+    "PIP_PROGRESS_BAR",
+    "PIP_NO_COLOR",
+    "PIP_QUIET",
+    "PIP_VERBOSE",
+    "PIP_DEFAULT_TIMEOUT",
+    "PIP_TIMEOUT",
+    "PIP_RETRIES",
     "PIP_NO_CACHE_DIR",
+    "PIP_CACHE_DIR",
 )
 UV_WRAPPER = (
     "for v in $(env | sed -n 's/^\\(PIP_[A-Z0-9_]*\\)=.*/\\1/p'); do case \"$v\" in "
     + "|".join(_PIP_SETTINGS_UV_TAKES)
-    + f") ;; *) exit {UV_NOT_USED};; esac; done; "
+    + f') ;; *) echo "$v is set and uv does not read it: pip installs this" >&2; exit {UV_NOT_USED};; esac; done; '
     'if [ -n "${PIP_CONSTRAINT:-}" ]; then export UV_CONSTRAINT="$PIP_CONSTRAINT"; fi; '
     'if [ -n "${PIP_BREAK_SYSTEM_PACKAGES:-}" ]; then export UV_BREAK_SYSTEM_PACKAGES=1; fi; '
     'exec "$0" "$@"'

@@ -40,7 +40,9 @@ def _trials(lp: SetupLoop) -> list[list[str]]:
 
 def test_a_trial_s_pip_install_runs_with_uv_under_the_container_s_constraint(engine):
     lp = _loop()
-    with engine.session(IMAGE, env={"PIP_CONSTRAINT": "/tmp/constraints.txt"}) as s:
+    # a CI workflow's env that quietens pip (jaraco's projects) changes nothing uv installs
+    env = {"PIP_CONSTRAINT": "/tmp/constraints.txt", "PIP_NO_WARN_SCRIPT_LOCATION": "true"}
+    with engine.session(IMAGE, env=env) as s:
         s.exec(["sh", "-c", "echo 'six==1.16.0' > /tmp/constraints.txt"])
         ws = Workspace("t", None)
         ws.session = s
@@ -56,6 +58,7 @@ def test_a_trial_s_pip_install_runs_with_uv_under_the_container_s_constraint(eng
         uv_run, pip_run = _trials(lp)[1:]
         assert UV_IN_RUNNER in uv_run and pip_run[:4] == ["python", "-m", "pip", "install"]
         assert lp.traj.steps[-2].exit_code == 97
+        assert "PIP_ONLY_BINARY is set and uv does not read it" in lp.traj.steps[-2].output_tail
 
 
 def test_a_package_that_does_not_exist_fails_the_trial_as_pip_says_it(engine):
