@@ -28,6 +28,7 @@ HOLDER = textwrap.dedent("""
         engine.start_container("debian:bookworm-slim", "sibling", network=net, aliases=["db"],
                                command=["sleep", "600"])
         with engine.session("python:3.13-slim", network=net) as s:
+            s.exec(["touch", "/tmp/tried"])  # a change: the snapshot is a commit, not the image
             s.snapshot("held")
             print("READY", flush=True)
             time.sleep(600)
