@@ -48,10 +48,9 @@ class RunnerSession:
         # The container's environment: what the image sets, what the caller names, and the CA
         # variables. Nothing is taken from the bot's own environment.
         self.env = {**(CA_ENV if self._inject_ca else {}), **dict(env or {})}
-        self._stack: list[tuple[str, str]] = []  # (image tag, note), oldest first
-        # the frames that name the image the container was made from instead of a commit of
-        # it: the session does not own that image and never removes it
-        self._borrowed: set[int] = set()
+        # (image tag, note, committed), oldest first; a frame that is not committed names the
+        # image the container was made from, which the session does not own and never removes
+        self._stack: list[tuple[str, str, bool]] = []
         self._snapshots_made = 0
         self._started = False
         # the image the container was made from, and whether the container still holds just
@@ -109,11 +108,7 @@ class RunnerSession:
         try:
             self.engine.run_cli(["rm", "-f", "-v", self.name], check=False)
         finally:
-            for i, (tag, _) in reversed(list(enumerate(self._stack))):
-                if i not in self._borrowed:
-                    self.engine.run_cli(["rmi", "-f", tag], check=False)
-            self._stack.clear()
-            self._borrowed.clear()
+            self._pop_above(0)
             self._started = False
 
     # --------------------------------------------------------------- commands
@@ -170,7 +165,7 @@ class RunnerSession:
 
     @property
     def snapshots(self) -> list[tuple[str, str]]:
-        return list(self._stack)
+        return [(tag, note) for tag, note, _ in self._stack]
 
     def snapshot(self, note: str = "") -> str:
         """Commit the container's filesystem and push it; returns the image id. A container
@@ -179,8 +174,7 @@ class RunnerSession:
         from it again. A commit takes seconds for every hundred megabytes the container has
         written (a trial's installs), and the loop snapshots before every trial."""
         if self._pristine and self._started:
-            self._stack.append((self._source, note))
-            self._borrowed.add(len(self._stack) - 1)
+            self._stack.append((self._source, note, False))
             image_id = self.engine.image_id(self._source)
             assert image_id
             return image_id
@@ -196,7 +190,7 @@ class RunnerSession:
         for c in changes:
             args += ["--change", c]
         self.engine.run_cli([*args, self.name, tag], timeout=900)
-        self._stack.append((tag, note))
+        self._stack.append((tag, note, True))
         image_id = self.engine.image_id(tag)
         assert image_id
         return image_id
@@ -210,7 +204,7 @@ class RunnerSession:
                 f"cannot roll back {n} snapshot(s): the stack holds {len(self._stack)}",
                 "Take a snapshot before trying a change.",
             )
-        target, _ = self._stack[-n]
+        target = self._stack[-n][0]
         self._pop_above(len(self._stack) - n + 1)
         self.engine.run_cli(["rm", "-f", "-v", self.name])
         self._started = False
@@ -221,11 +215,9 @@ class RunnerSession:
 
     def _pop_above(self, keep: int) -> None:
         """Drop the frames from index ``keep`` up, removing the images the session committed."""
-        for i in range(len(self._stack) - 1, keep - 1, -1):
-            tag, _ = self._stack.pop()
-            if i in self._borrowed:
-                self._borrowed.discard(i)
-            else:
+        while len(self._stack) > keep:
+            tag, _, committed = self._stack.pop()
+            if committed:
                 self.engine.run_cli(["rmi", "-f", tag], check=False)
 
     def drop(self, n: int = 1) -> None:
