@@ -145,6 +145,10 @@ class DevStageBuild:
         except Exception as exc:  # noqa: BLE001 - the thread's failure is the outcome, never lost
             self._outcome = DevStageOutcome(False, tag, 0.0, f"{type(exc).__name__}: {exc}"[:400])
 
+    def done(self) -> bool:
+        """Whether the build has ended (its outcome, or its engine failure, is there to take)."""
+        return not self._thread.is_alive()
+
     def result(self, timeout: float | None = None) -> DevStageOutcome | None:
         """The outcome, or None when it did not finish within ``timeout`` seconds. An engine
         failure in the thread is raised here, in the run's own thread."""

@@ -12,7 +12,7 @@ from typing import Any
 from bot import progress
 from bot.compile.dockerfile import without_dev_stage
 from bot.errors import SetupbotError
-from bot.loop.devstage import DevStageBuild, dev_packages, on_base
+from bot.loop.devstage import DevStageBuild, dev_packages, dev_part, on_base, on_image
 from bot.loop.diagnose import diagnose
 from bot.loop.state import LoopBase
 from bot.loop.target import TargetOutcome
@@ -131,6 +131,8 @@ class WorkspaceMixin(LoopBase):
         if self._dev_build is None and text != dockerfile.text:
             # the tested stage starts from another stage: the development stage on this image
             self._dev_build = self._dev_stage_build(dockerfile.text, tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}")
+        elif no_cache and text != dockerfile.text:
+            self._dev_on_replay(dockerfile.text, tag)
         if not self._start_runner(ws, purpose):
             return ws
         ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
@@ -146,6 +148,21 @@ class WorkspaceMixin(LoopBase):
         build_text, base = alone
         self._dev_build = self._dev_stage_build(
             text, tag, build_text=build_text, on=f"the tested stage's base image ({base}), beside the run's first build"
+        )
+
+    def _dev_on_replay(self, text: str, tag: str) -> None:
+        """A clean replay whose development stage is not the one built beside the run's first
+        build (a repair put git into the tested stage, so the stage no longer installs it): the
+        stage is built on the replay's image beside its tests, instead of after them when the
+        run settles it. One still running is left to finish."""
+        running = self._dev_build
+        if running is not None and (dev_part(running.text) == dev_part(text) or not running.done()):
+            return
+        self._dev_build = self._dev_stage_build(
+            text,
+            tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}",
+            build_text=on_image(text, tag),
+            on="the clean replay's image, beside its tests",
         )
 
     def _dev_stage_build(self, text: str, tag: str, **where: str) -> DevStageBuild:

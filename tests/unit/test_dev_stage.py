@@ -277,3 +277,49 @@ def test_the_dev_stage_builds_beside_the_first_build_not_after_it(loop):
         "the tested stage's base image (python:3.11-slim), beside the run's first build"
     )
     assert f"git={GIT}" in loop.compile(loop.graph).text.split("FROM env AS dev")[1]
+
+
+def test_a_replay_whose_dev_stage_changed_builds_it_beside_its_tests_on_the_replay_image(loop):
+    """importlib_metadata: a repair put git into the tested stage, so the development stage no
+    longer installs it and the one built beside the first build is stale. The replay's image
+    is built: the stage goes on it while the replay's tests run, not 6 s after them."""
+    tests_running = threading.Event()
+
+    class _Replay(_Engine):
+        def build(self, context, text, tag, no_cache=False, timeout=None):
+            if ":dev-" in tag:  # built only once the replay's tests have started
+                assert tests_running.wait(10), "the development stage waited for the replay's tests"
+            return super().build(context, text, tag, no_cache, timeout)
+
+    loop.engine = _Replay()
+    loop.engine.image_exists = lambda tag: True
+    loop.n_builds, loop.config_env = 1, {}
+    loop._pin_base = lambda: None
+    loop._build_timeout = lambda: 60.0
+
+    def start_runner(ws, purpose="build"):
+        tests_running.set()
+        return False
+
+    loop._start_runner = start_runner
+    final = loop.compile(loop.graph).text
+    stale = DevStageBuild(
+        loop.engine, loop.repo, final.replace("useradd --create-home dev", "useradd dev"), "t:stale-1", []
+    )
+    assert stale.result(timeout=10) is not None
+    loop._dev_build = stale
+    ws = loop.open_workspace(no_cache=True, purpose="replay")
+    assert ws.tag == "setupbot-loop-x:replay-2"
+    loop.record.replay["tag"] = ws.tag
+    loop._settle_dev_stage()
+    tags = [t for t, _ in loop.engine.builds]
+    assert tags == ["t:stale-1", "setupbot-loop-x:replay-2", "setupbot-loop-x:dev-2"]  # no dev-final after
+    assert "FROM setupbot-loop-x:replay-2 AS dev" in dict(loop.engine.builds)["setupbot-loop-x:dev-2"]
+    assert loop.record.replay["dev_stage"]["on"] == "the clean replay's image, beside its tests"
+    # a development stage the replay shares with the running build is left to it
+    loop.engine.builds.clear()
+    same = DevStageBuild(loop.engine, loop.repo, loop.compile(loop.graph).text, "t:same-3", [])
+    same.result(timeout=10)
+    loop._dev_build = same
+    loop.open_workspace(no_cache=True, purpose="replay")
+    assert loop._dev_build is same and [t for t, _ in loop.engine.builds if "dev" in t] == []
