@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bot.errors import InputError
 from bot.evidence import (
+    circleci,
     dockerfile,
     docs,
     imports,
@@ -53,6 +54,7 @@ SCANNERS = (
     ("pytest configuration", pytest_config.scan_ini),
     ("workflows", workflows.scan),
     ("Travis CI", travis.scan),
+    ("CircleCI", circleci.scan),
     ("compose", services.scan_compose),
     ("Dockerfile", dockerfile.scan),
     ("Makefile/justfile", makefile.scan),
