@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ from bot.programs import source
 log = logging.getLogger(__name__)
 
 _ALIAS = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+# services started side by side at most (a repository names a handful)
+MAX_PARALLEL_STARTS = 4
 
 
 @dataclass(frozen=True)
@@ -376,7 +379,15 @@ class ServiceManager:
 
     def start(self, requirements: Iterable[Any], ci_env: Mapping[str, str] | None = None) -> ServicesStarted:
         specs = [ServiceSpec.from_any(r) for r in requirements]
-        outcomes = [self._start_one(spec) for spec in specs]
+        if len(specs) < 2:
+            outcomes = [self._start_one(spec) for spec in specs]
+        else:
+            # each waits for its own health probe (MariaDB 7 s, PostgreSQL 4 s): side by side,
+            # the runner waits for the slowest instead of their sum. The engine's calls are
+            # separate processes, and its shared state is locked (bot.engine.core)
+            workers = min(len(specs), MAX_PARALLEL_STARTS)
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="setupbot-service") as pool:
+                outcomes = list(pool.map(self._start_one, specs))
         healthy = [s for s, o in zip(specs, outcomes, strict=False) if o.healthy]
         return ServicesStarted(outcomes, wiring_env(healthy, ci_env))
 

@@ -367,6 +367,16 @@ RULES: list[Rule] = [
         r"Could not resolve host:? '?([A-Za-z0-9][\w\-]*(?:\.[\w\-]+)+)",
         key=lambda m: m.group(1).lower(),
     ),
+    # pip could not download a requirement from a host outside (a URL requirement's archive on
+    # a code host this machine does not reach): no package or pin makes that host answer
+    _rule(
+        "external_network",
+        "external",
+        r"Could not install packages due to an OSError: HTTPS?ConnectionPool\(host='(?!localhost'|127\.|\[?::1)([^']+)'[^\n]*?"
+        r"(?:NewConnectionError|NameResolutionError|Name or service not known|Temporary failure in name resolution"
+        r"|ProxyError|ConnectTimeout|Network is unreachable)",
+        key=lambda m: m.group(1).lower(),
+    ),
     # a distribution that compiles CUDA or ROCm extensions at install: the GPU toolkits are not
     # on any runner image, nor on the index (not a setup failure: the report says so)
     _rule(

@@ -3,7 +3,7 @@ signature that lets the era repair run when nothing else classifies the failure.
 
 from __future__ import annotations
 
-from bot.loop.diagnose import collection_signatures, dependency_errors
+from bot.loop.diagnose import collection_signatures, dependency_errors, diagnose
 
 DRIFT = """\
 _________ ERROR collecting pkg_tests/test_sign.py _________
@@ -187,3 +187,28 @@ def test_the_judge_and_the_loop_read_one_list_of_outside_failures():
     # a local address that does not answer is a service the run did not start: neither dismisses it
     for local in ("Cannot connect to 'http://localhost:8000/api'", "unable to connect to http://127.0.0.1:9000"):
         assert outside_host(local) is None and not EXTERNAL_PATTERNS.search(local)
+
+
+PIP_URL_UNREACHABLE = """\
+Collecting electrum@ https://github.com/spesmilo/electrum/archive/df1b9a2.zip (from -r requirements/daemons/btc.txt (line 1))
+  WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection broken by \
+'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new \
+connection: [Errno -2] Name or service not known')': /spesmilo/electrum/archive/df1b9a2.zip
+ERROR: Could not install packages due to an OSError: HTTPSConnectionPool(host='github.com', port=443): Max retries \
+exceeded with url: /spesmilo/electrum/archive/df1b9a2.zip (Caused by NewConnectionError('<pip._vendor.urllib3.connection.\
+HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno -2] Name or service not known'))
+ERROR: executor failed running [/bin/sh -c python -m pip install -r requirements/daemons/btc.txt]: exit code: 1
+"""
+
+
+def test_a_requirement_whose_archive_host_is_not_reached_is_the_network_not_a_setup_failure():
+    """bitcart's requirements name an archive on a code host this machine does not reach: the
+    build stops there, and the report says which host, instead of "no classified cause"."""
+    sigs = diagnose(PIP_URL_UNREACHABLE)
+    assert [(s.kind, s.category, s.key) for s in sigs] == [("external_network", "external", "github.com")]
+    assert not any(s.is_setup_failure for s in sigs)
+    # an index on this machine that refuses is not the outside
+    local = PIP_URL_UNREACHABLE.replace("github.com", "127.0.0.1").replace(
+        "[Errno -2] Name or service not known", "[Errno 111] Connection refused"
+    )
+    assert "external_network" not in [s.kind for s in diagnose(local)]

@@ -4,6 +4,8 @@ tests/integration/test_services.py starts the real thing)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from bot.atoms import Atom
@@ -273,11 +275,30 @@ def test_manager_starts_wires_and_tears_down():
         assert started.all_healthy
         assert started.env["DATABASE_URL"] == "postgresql://postgres:postgres@postgres:5432/test"
         assert started.env["REDIS_URL"] == "redis://redis:6379/0"
-        image, _, net, env, aliases, _ = engine.started[0]
+        image, _, net, env, aliases, _ = next(s for s in engine.started if s[1] == "svc-postgres")
         assert (image, net, aliases) == ("postgres:17", "net1", ["postgres"])
         assert env["POSTGRES_PASSWORD"] == "postgres"  # the official image would refuse without one
         assert "stand-in postgres:17" in started.outcomes[0].note
     assert all(h.removed for *_, h in engine.started)
+
+
+def test_services_start_side_by_side_and_keep_their_order():
+    """Each service waits for its own health probe; django-tasks' MariaDB took 7 s and its
+    PostgreSQL 4 s, one after the other, before every test run. Two starts that each wait for
+    the other to begin pass only when they run at the same time."""
+    both = threading.Barrier(2, timeout=10)
+
+    class _Together(_Engine):
+        def start_container(self, image, name_hint, network, env, aliases, command=None):
+            both.wait()  # a start that waited for the other's end would break the barrier
+            return super().start_container(image, name_hint, network, env, aliases, command)
+
+    engine = _Together({"postgres:17", "mariadb:11"}, ready_after=1)
+    with ServiceManager(engine, "n", interval=0) as sm:
+        started = sm.start([{"name": "postgres", "image": "postgres:17"}, {"name": "mysql", "image": "mariadb:11"}])
+        assert [o.name for o in started.outcomes] == ["postgres", "mysql"] and started.all_healthy
+        assert set(sm.handles_by_name) == {"postgres", "mysql"}
+    assert len(engine.started) == 2 and all(h.removed for *_, h in engine.started)
 
 
 def test_manager_unhealthy_service_is_removed_with_a_clear_outcome():
