@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bot import progress
@@ -44,6 +45,31 @@ def start_services(manager: Any, reqs: Sequence[Any], ci_env: Mapping[str, str],
         if note not in warnings:
             warnings.append(note)
     return started
+
+
+class ServicesBeside:
+    """A workspace's services, started in a thread while its image builds. ``result`` waits
+    for them and gives the target's environment and their network, or raises in the run's own
+    thread what starting them raised there."""
+
+    def __init__(self, start: Callable[[], tuple[dict[str, str], str | None]]) -> None:
+        self._result: tuple[dict[str, str], str | None] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(start,), name="setupbot-services", daemon=True)
+        self._thread.start()
+
+    def _run(self, start: Callable[[], tuple[dict[str, str], str | None]]) -> None:
+        try:
+            self._result = start()
+        except BaseException as exc:  # noqa: BLE001 - raised again where the run waits for them
+            self._error = exc
+
+    def result(self) -> tuple[dict[str, str], str | None]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
 
 
 class Workspace:
@@ -110,6 +136,7 @@ class WorkspaceMixin(LoopBase):
         text = without_dev_stage(dockerfile.text)
         if self._dev_build is None and text != dockerfile.text:
             self._start_dev_stage(dockerfile.text, tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}")
+        beside = self._services_beside(ws)
         build = self.engine.build(self.repo, text, tag, no_cache=no_cache, timeout=self._build_timeout())
         self.budget.measured(build=build.seconds)
         if getattr(build, "limits_note", "") and build.limits_note not in self.record.warnings:
@@ -126,6 +153,10 @@ class WorkspaceMixin(LoopBase):
             detail={"signatures": [s.to_json() for s in sigs], "cached_steps": getattr(build, "cached_steps", None)},
         )
         if not build.ok:
+            if beside is not None:
+                with contextlib.suppress(SetupbotError):  # the build's failure is the outcome
+                    beside.result()
+                ws.close()
             ws.outcome = TargetOutcome("build", sigs, log=build.log, note="the image build failed")
             return ws
         if self._dev_build is None and text != dockerfile.text:
@@ -133,7 +164,7 @@ class WorkspaceMixin(LoopBase):
             self._dev_build = self._dev_stage_build(dockerfile.text, tag.rsplit(":", 1)[0] + f":dev-{self.n_builds}")
         elif no_cache and text != dockerfile.text:
             self._dev_on_replay(dockerfile.text, tag)
-        if not self._start_runner(ws, purpose):
+        if not self._start_runner(ws, purpose, beside=beside):
             return ws
         ws.from_scratch = not no_cache and getattr(build, "cached_steps", None) == 0
         ws.build_seconds = build.seconds
@@ -180,13 +211,26 @@ class WorkspaceMixin(LoopBase):
         self._start_runner(ws, purpose)
         return ws
 
-    def _start_runner(self, ws: Workspace, purpose: str = "build") -> bool:
-        """Start ``ws``'s services and runner container on its image and evaluate the target
-        there; False (the outcome says why) when the runner did not start. The progress line
-        says the tests run (a long suite otherwise shows as the build, for many minutes)."""
+    def _services_beside(self, ws: Workspace) -> ServicesBeside | None:
+        """The workspace's services, started beside its image build: they do not depend on the
+        image, and each build otherwise waited for their health probes after it (django-tasks:
+        11 s for MariaDB and PostgreSQL before each runner). None when the graph holds none."""
+        if not self._service_requirements():
+            return None
+        env = self._plan_env()
+        return ServicesBeside(lambda: (env, self._start_services(ws, env)))
+
+    def _start_runner(self, ws: Workspace, purpose: str = "build", beside: ServicesBeside | None = None) -> bool:
+        """Start ``ws``'s services (or take those started beside its build) and runner
+        container on its image and evaluate the target there; False (the outcome says why) when
+        the runner did not start. The progress line says the tests run (a long suite otherwise
+        shows as the build, for many minutes)."""
         try:
-            env = self._plan_env()
-            network = self._start_services(ws, env)
+            if beside is not None:
+                env, network = beside.result()
+            else:
+                env = self._plan_env()
+                network = self._start_services(ws, env)
             ws.env = env
             ws.session = ws.stack.enter_context(self.engine.session(ws.tag, env=env, network=network))
         except SetupbotError as exc:

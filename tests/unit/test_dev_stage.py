@@ -101,7 +101,7 @@ def loop(tmp_path):
     settings = load_settings(repo, environ={})
     lp = SetupLoop.__new__(SetupLoop)
     lp.repo, lp.settings, lp.compile = repo, settings, compile_dockerfile
-    lp.plan = SimpleNamespace(graph=_plan(repo).graph)
+    lp.plan = SimpleNamespace(graph=_plan(repo).graph, services=[], env={})
     lp.record = RunRecord(repo="r", run_id="x")
     lp.traj = lp.record.trajectory
     lp.budget = Budget(max_steps=20, wall_clock=3600, command_timeout=300)
@@ -265,7 +265,7 @@ def test_the_dev_stage_builds_beside_the_first_build_not_after_it(loop):
     loop.n_builds, loop.config_env = 0, {}
     loop._pin_base = lambda: None
     loop._build_timeout = lambda: 60.0
-    loop._start_runner = lambda ws, purpose="build": False
+    loop._start_runner = lambda ws, purpose="build", beside=None: False
     ws = loop.open_workspace()
     assert ws.outcome.note != "the image build failed"
     loop._settle_dev_stage()
@@ -297,7 +297,7 @@ def test_a_replay_whose_dev_stage_changed_builds_it_beside_its_tests_on_the_repl
     loop._pin_base = lambda: None
     loop._build_timeout = lambda: 60.0
 
-    def start_runner(ws, purpose="build"):
+    def start_runner(ws, purpose="build", beside=None):
         tests_running.set()
         return False
 
@@ -323,3 +323,55 @@ def test_a_replay_whose_dev_stage_changed_builds_it_beside_its_tests_on_the_repl
     loop._dev_build = same
     loop.open_workspace(no_cache=True, purpose="replay")
     assert loop._dev_build is same and [t for t, _ in loop.engine.builds if "dev" in t] == []
+
+
+def test_the_services_start_beside_the_image_build_and_a_failed_build_closes_them(loop):
+    """A workspace's services do not depend on its image: they start while it builds, and the
+    runner takes them once the build is done. A build that fails closes them with the workspace."""
+    services_started = threading.Event()
+    closed = []
+
+    class _Slow(_Engine):
+        def build(self, context, text, tag, no_cache=False, timeout=None):
+            if ":dev-" not in tag:  # the image's build ends only once the services have started
+                assert services_started.wait(10), "the services waited for the image's build"
+            return super().build(context, text, tag, no_cache, timeout)
+
+    def start_services(ws, env):
+        ws.stack.callback(closed.append, ws.tag)
+        services_started.set()
+        env["DATABASE_URL"] = "postgresql://postgres@postgres/db"
+        return "net-1"
+
+    loop.engine = _Slow()
+    loop.n_builds, loop.config_env = 0, {}
+    loop._pin_base = lambda: None
+    loop._build_timeout = lambda: 60.0
+    loop._service_requirements = lambda: ["postgres"]
+    loop._start_services = start_services
+    sessions = []
+
+    class _Session:
+        def __init__(self, tag, env, network):
+            sessions.append((tag, env, network))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    loop.engine.session = lambda tag, env=None, network=None: _Session(tag, env, network)
+    loop.evaluate = lambda ws: ws.outcome
+    ws = loop.open_workspace()
+    assert sessions == [("setupbot-loop-x:work-1", {"DATABASE_URL": "postgresql://postgres@postgres/db"}, "net-1")]
+    assert ws.session is not None and closed == []
+    ws.close()
+    assert closed == ["setupbot-loop-x:work-1"]
+    # a failed build: the services started beside it are closed, and no runner starts
+    services_started.clear()
+    loop.engine.ok = False
+    sessions.clear()
+    failed = loop.open_workspace()
+    assert failed.outcome.note == "the image build failed" and sessions == []
+    assert closed == ["setupbot-loop-x:work-1", "setupbot-loop-x:work-2"]
