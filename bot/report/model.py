@@ -417,9 +417,22 @@ def _add_run_record(data: ReportData, run_record: Any) -> None:
             ProofItem(
                 str(_get(item, "message", "") or _get(item, "key", item)),
                 False,
-                str(_get(item, "category", "") or "unresolved by the loop"),
+                _unresolved_reason(
+                    str(_get(item, "kind", "") or ""),
+                    str(_get(item, "category", "") or ""),
+                    str(_get(item, "key", "") or ""),
+                ),
             )
         )
+
+
+def _unresolved_reason(kind: str, category: str, key: str) -> str:
+    """Why the loop left a failure, in the reviewer's words: a host outside that did not answer
+    is named, with where the setup can be proven instead."""
+    if kind == "external_network":
+        where = f"{key}, outside the container," if key else "a host outside the container"
+        return f"it reaches {where} which does not answer where setupbot ran; prove it where it does"
+    return category or "unresolved by the loop"
 
 
 def _add_replay(data: ReportData, replay: Any) -> None:

@@ -359,3 +359,20 @@ def test_what_only_an_extra_the_tests_do_not_install_needs_says_so_in_the_requir
     assert rows[("PACKAGE", "can-isotp")].state == "not installed: optional extra 'examples' (not a test extra)"
     assert rows[("IMPORT", "mystery_mod")].state == "UNKNOWN"
     assert not rows[("PACKAGE", "pytest")].state.startswith("not installed")
+
+
+def test_a_failure_that_reaches_a_host_outside_names_the_host_and_where_to_prove_it():
+    """bitcart's build stopped on an archive from a code host this machine does not reach: the
+    report says which host and that the setup is proven where it answers."""
+    run = {
+        "unresolved": [
+            {"kind": "external_network", "category": "external", "key": "github.com", "message": "pip: archive"},
+            {"kind": "gpu_toolkit", "category": "external", "key": "", "message": "CUDA_HOME is not set"},
+            {"kind": "mystery", "category": "", "message": "left over"},
+        ]
+    }
+    reasons = {p.claim: p.reason for p in from_pipeline(None, run, None, repository="octo/x").unproven_items}
+    assert reasons["pip: archive"] == (
+        "it reaches github.com, outside the container, which does not answer where setupbot ran; prove it where it does"
+    )
+    assert reasons["CUDA_HOME is not set"] == "external" and reasons["left over"] == "unresolved by the loop"
