@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # The variables pip and uv read inside containers and builds.
 INDEX_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL")
@@ -116,3 +117,19 @@ def default_index_url(environ: Mapping[str, str] | None = None) -> str:
     except ImportError:
         return ""
     return str(PyPI.simple_url)
+
+
+def index_hosts(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The hosts pip and uv download from on this host: those of the configured indexes, and
+    pip's own default index and file host when no index replaces it (asked of pip, never
+    written here). An LLM's shell command may name these and no other host."""
+    config = host_index_config(environ)
+    hosts = {urlsplit(u).hostname for u in (config.index_url, *config.extra_index_urls) if u}
+    if not config.index_url:
+        try:
+            from pip._internal.models.index import PyPI  # pip's default, as pip itself has it
+        except ImportError:
+            pass
+        else:
+            hosts |= {urlsplit(PyPI.url).hostname, PyPI.file_storage_domain}
+    return frozenset(h.lower() for h in hosts if h)

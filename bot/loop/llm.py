@@ -37,24 +37,13 @@ from typing import Any, Protocol
 from bot import safefs
 from bot.atoms import Atom, AtomError
 from bot.errors import LLMError
+from bot.indexes import index_hosts
 from bot.loop.repair import Candidate
 from bot.redact import Redactor, global_redactor
 
 log = logging.getLogger(__name__)
 
 ACTIONS = ("pip_install", "apt_install", "set_env", "test_command", "try_unit", "rollback", "verify", "finish", "shell")
-# Hosts a command may name: the package registries the runner can reach anyway.
-REGISTRY_HOSTS = {
-    "pypi.org",
-    "files.pythonhosted.org",
-    "pypi.python.org",
-    "crates.io",
-    "static.crates.io",
-    "index.crates.io",
-    "deb.debian.org",
-    "security.debian.org",
-    "ftp.debian.org",
-}
 NETWORK_TOOLS = {
     "curl",
     "wget",
@@ -309,8 +298,14 @@ def _extract_json(text: str) -> Any:
         raise ActionRejected(f"the reply is not valid JSON ({exc.msg})") from exc
 
 
-def check_command(argv: Sequence[str], secrets: Sequence[str] = ()) -> None:
-    """Refuse commands that could escape the runner, change CI, or send data out."""
+def check_command(
+    argv: Sequence[str], secrets: Sequence[str] = (), allowed_hosts: frozenset[str] | None = None
+) -> None:
+    """Refuse commands that could escape the runner, change CI, or send data out. A command may
+    name the hosts of the package indexes pip and uv use on this host (``bot.indexes``) and no
+    other; Debian's archive and the other registries are reached through the install actions,
+    which name no host."""
+    allowed = index_hosts() if allowed_hosts is None else allowed_hosts
     joined = " ".join(argv)
     for pattern, reason in _FORBIDDEN:
         if pattern.search(joined):
@@ -321,11 +316,13 @@ def check_command(argv: Sequence[str], secrets: Sequence[str] = ()) -> None:
     words = {Path(w).name for part in argv for w in re.split(r"[\s;|&()`$]+", part) if w}
     for m in _URL.finditer(joined):
         host = (m.group(1) or m.group(2) or "").lower()
-        if host and host not in REGISTRY_HOSTS and not host.endswith((".pythonhosted.org", ".debian.org")):
+        if host and host not in allowed:
             if words & NETWORK_TOOLS or "http" in m.group(0).lower():
-                raise ActionRejected(f"refused: the command reaches {host}, which is not a package registry")
+                raise ActionRejected(
+                    f"refused: the command reaches {host}, which is not a package index this host uses"
+                )
     if words & (NETWORK_TOOLS - {"git"}) and not _URL.search(joined):
-        raise ActionRejected("refused: network tools may only fetch from the package registries")
+        raise ActionRejected("refused: network tools may only fetch from the package indexes this host uses")
 
 
 def parse_action(text: str, *, secrets: Sequence[str] = (), known_units: Sequence[str] = ()) -> Action:

