@@ -185,7 +185,7 @@ def record_shell(
         if toks[:1] == ["cd"] and toks[1:] not in ([], ["."], ["./"]):
             cwd = (cwd + "/" if cwd else "") + (toks[1] if len(toks) > 1 else "~")
             continue
-        if tests and rel.startswith(".github/workflows/") and not cwd:
+        if tests and rel.startswith((".github/workflows/", ".circleci/")) and not cwd:
             ev.ci_targets.extend((t, src) for t in make_targets(cmd))
         argv = test_command(cmd)
         if argv and tests:

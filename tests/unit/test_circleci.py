@@ -59,6 +59,7 @@ jobs:
           command: sudo apt install nodaemon-pkg && make daemon
           background: true
       - run: pytest -n 2 $TEST_ARGS tests
+      - run: make check
   deploy:
     docker:
       - image: cimg/base:stable
@@ -83,6 +84,7 @@ def _repo(write_tree, config: str = CONFIG):
         {
             ".circleci/config.yml": config,
             "requirements/test.txt": "pytest\n",
+            "Makefile": "check:\n\tpytest -x tests\n\ndaemon:\n\tpython -m daemon\n",
             "tests/test_x.py": "def test_x():\n    pass\n",
         }
     )
@@ -117,6 +119,10 @@ def test_versions_services_environment_and_steps_of_a_circleci_config(write_tree
     ]
     ci = [c for c in ev.test_commands if c.source.file == ".circleci/config.yml"]
     assert [c.argv for c in ci] == [["pytest", "-n", "2", "$TEST_ARGS", "tests"]] and ci[0].ci
+    # a make recipe a CircleCI step runs is read as CI's (``make check``), one in the background is not
+    assert [(t, s.file) for t, s in ev.ci_targets] == [("check", ".circleci/config.yml")]
+    made = [c for c in ev.test_commands if c.source.file == "Makefile"]
+    assert [(c.argv, c.ci) for c in made] == [(["pytest", "-x", "tests"], True)]
 
 
 def test_the_plan_takes_the_newest_circleci_version_its_services_and_its_selection(write_tree):
