@@ -125,6 +125,11 @@ def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple
     if not members or command[:3] != ["python", "-m", "pytest"] or len(command) > 3:
         return command, cmd_ev
     tested = [m for m in members if m.ci is not None] or members
+    # a member with no test of its own (nonebot2's envs/test: a package of test dependencies)
+    # adds no folder to the run
+    tested = [m for m in tested if m.tests or _holds_tests(m.path, ev.tree)]
+    if not tested:
+        return command, cmd_ev
     folders = [m.tests or m.path for m in tested]
     why = [(m.ci.file, m.ci.line, m.ci.detail) for m in tested if m.ci is not None] or [
         (m.source.file, m.source.line, f"workspace member {m.name}") for m in tested
@@ -135,6 +140,16 @@ def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple
         folders.insert(0, root.file.rstrip("/"))
         why.insert(0, (root.file, root.line, root.detail))
     return ["python", "-m", "pytest", "--import-mode=importlib", *folders], [*cmd_ev, *why]
+
+
+def _holds_tests(folder: str, tree: frozenset[str]) -> bool:
+    """A test module (``test_*.py``, ``*_test.py``) somewhere below ``folder`` (the scan's file list)."""
+    prefix = folder.rstrip("/") + "/"
+    for rel in tree:
+        name = rel.rsplit("/", 1)[-1]
+        if rel.startswith(prefix) and name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
+            return True
+    return False
 
 
 def install_specs(g: DepGraph) -> list[str]:

@@ -173,6 +173,14 @@ def test_a_package_root_with_members_runs_its_own_tests_first(tmp_path):
     (server / "pyproject.toml").write_text('[project]\nname = "echo-server"\nversion = "0"\ndependencies = ["sdk"]\n')
     ev = scan_repository(tmp_path)
     assert ev.project.installable and ev.root_tests is not None
+    # a member with no test of its own adds no folder (nonebot2's envs/test holds test
+    # dependencies only): the root's configured run stays as it is
+    assert make_plan(tmp_path, None, available_pythons=PYTHONS, resolve=False).test_command == [
+        "python",
+        "-m",
+        "pytest",
+    ]
+    (server / "test_echo.py").write_text("def test_echo():\n    pass\n")
     plan = make_plan(tmp_path, None, available_pythons=PYTHONS, resolve=False)
     assert plan.test_command[3:] == ["--import-mode=importlib", "tests", "examples/servers/echo"]
     assert ("tests/", None, "the root package's tests") in plan.graph.target.evidence
