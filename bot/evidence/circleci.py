@@ -198,13 +198,7 @@ def _steps(
             done.add(invoked)
             _steps(ev, text, commands[invoked].get("steps"), f"CircleCI command {invoked}", commands, done)
             continue
-        run = step.get("run") if isinstance(step, dict) else None
-        if isinstance(run, dict):
-            if run.get("background") is True:
-                continue  # a daemon beside the tests (a worker, a node): not a setup step
-            command = run.get("command")
-        else:
-            command = run
+        command = _run_command(step)  # a step in the background is a daemon, not a setup step
         if not isinstance(command, str) or not command.strip():
             continue
         first = command.strip().splitlines()[0][:60]
