@@ -495,11 +495,11 @@ class ReplayMixin(LoopBase):
             why = "the replay of the locked Dockerfile did not pass: " + (
                 o.note or _last_lines(self._remains(o), 2) or "no test ran"
             )
-        elif passed_count(o) < before and not self._passes_on_rerun(replay_ws, before):
+        elif passed_count(o) < before and not (rerun := self._rerun_if_short(replay_ws, before)).get("held"):
             why = (
                 f"the replay of the locked Dockerfile passed {passed_count(o)} tests, "
                 f"against {before} in the working image"
-            ) + self._rerun_note()
+            ) + (f" ({rerun['second']} when they ran again)" if rerun else "")
         else:
             out = proven_by_replay(self.engine, pending, self.record.replay["tag"])
             if out.ok:
@@ -513,37 +513,31 @@ class ReplayMixin(LoopBase):
         replay_ws.close()
         return self.replay()
 
-    def _passes_on_rerun(self, replay_ws: Workspace, before: int) -> bool:
+    def _rerun_if_short(self, replay_ws: Workspace, before: int) -> dict[str, Any]:
         """A locked replay a few tests short of the working image (at most
         ``RERUN_SHORTFALL`` or 2 % of them) runs its tests once more in the same container:
         a suite whose order is shuffled, or whose tests race a clock, fails one or two tests on
         one run and not on the next, and that is no sign of the lock. It holds when the second
         run passes as many as the working image did; both counts are kept in the record. A
-        larger shortfall, or no room in the budget for one more test run, is not rerun."""
-        self._rerun: dict[str, int] | None = None
+        larger shortfall, or no room in the budget for one more test run, is not rerun ({})."""
         first = passed_count(replay_ws.outcome)
         short = before - first
         if short > max(RERUN_SHORTFALL, before // 50) or replay_ws.session is None:
-            return False
+            return {}
         if not self.budget.can_start(self.budget.target_seconds or 0.0):
-            return False
-        again = self.evaluate(replay_ws)
-        second = passed_count(again)
-        self._rerun = {"first": first, "second": second, "working": before}
-        self.record.replay["rerun"] = dict(self._rerun)
+            return {}
+        second = passed_count(self.evaluate(replay_ws))
+        counts = {"first": first, "second": second, "working": before}
+        self.record.replay["rerun"] = dict(counts)
         held = second >= before
-        self.traj.record("replay-rerun", outcome="ok" if held else "failed", detail=dict(self._rerun))
+        self.traj.record("replay-rerun", outcome="ok" if held else "failed", detail=dict(counts))
         if held:
             self.record.warnings.append(
                 f"the replay of the locked Dockerfile passed {first} tests, and {second} when they ran "
                 f"again in the same container, against {before} in the working image: tests that pass "
                 "on one run and not on another (their order or timing), so the lock holds"
             )
-        return held
-
-    def _rerun_note(self) -> str:
-        rerun = getattr(self, "_rerun", None)
-        return f" ({rerun['second']} when they ran again)" if rerun else ""
+        return {**counts, "held": held}
 
     def _withdraw_prelock(self) -> None:
         """The lock drafted before the replay is not kept: its file and the graph go back."""
