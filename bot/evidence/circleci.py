@@ -150,8 +150,8 @@ def _service(ev: Evidence, text: str, image: str, entry: dict[str, Any], line: i
     if kind == "other":
         ev.warn(CIRCLECI, line, f"CircleCI service image {image!r} is not one setupbot can start; ignored")
         return
-    if any(s.kind == kind and s.image == image for s in ev.services):
-        return
+    if any(s.kind == kind and s.name == name for s in ev.services):
+        return  # a matrix over its versions names one service: its first version, under one name
     env = {}
     for key, value in _mapping(entry.get("environment")).items():
         text_value = _scalar(value)

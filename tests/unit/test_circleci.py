@@ -8,6 +8,7 @@ from __future__ import annotations
 from bot.compile.plan import make_plan
 from bot.config import load_settings
 from bot.evidence import scan_repository
+from bot.evidence.circleci import MAX_EXPANSIONS
 from bot.graph.mapping import Registry
 
 CONFIG = """\
@@ -152,3 +153,21 @@ def test_a_malformed_or_odd_circleci_config_is_a_warning_and_the_rest_is_read(wr
     # a parameter with no known value names no version
     many = "jobs:\n  t:\n    docker:\n      - image: cimg/python:<< parameters.unknown >>\n"
     assert not [p for p in scan_repository(_repo(write_tree, many)).python if p.source.file.startswith(".c")]
+
+
+def test_a_matrix_over_a_service_version_starts_one_service_and_a_huge_matrix_is_bounded(write_tree):
+    """Each version a matrix names would be one more PostgreSQL under the same network alias:
+    the first is started. A hostile matrix of 2,000 x 2,000 values names at most MAX_EXPANSIONS
+    images and is read in bounded time."""
+    values = ", ".join(f'"{i}"' for i in range(2000))
+    config = (
+        "version: 2.1\njobs:\n  test:\n    docker:\n"
+        "      - image: cimg/python:3.<< parameters.b >>\n"
+        "      - image: postgres:<< parameters.b >>.<< parameters.c >>\n"
+        "    steps:\n      - run: pytest\n"
+        f"workflows:\n  w:\n    jobs:\n      - test:\n          matrix:\n            parameters:\n"
+        f"              b: [{values}]\n              c: [{values}]\n"
+    )
+    ev = scan_repository(_repo(write_tree, config))
+    assert [(s.name, s.image) for s in ev.services] == [("postgres", "postgres:0.0")]
+    assert len([p for p in ev.python if p.source.file.startswith(".c")]) <= MAX_EXPANSIONS
