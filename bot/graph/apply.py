@@ -12,7 +12,7 @@ from packaging.utils import canonicalize_name
 from bot.atoms import Atom, cythonize_command
 from bot.catalogue import KINDS, canonical
 from bot.graph.mapping import repair_distribution
-from bot.graph.model import DepGraph, Node
+from bot.graph.model import BUILD_ONLY_ATTR, DepGraph, Node
 
 SCM_PRETEND_VERSION = "0.1.0"
 
@@ -66,6 +66,7 @@ def _apt_install(g: DepGraph, a: Mapping[str, Any], ev: Evidence) -> list[str]:
     for pkg in a["packages"]:
         n = _node(g, Node(f"systemlib:{pkg}", "SYSTEMLIB", pkg, "SATISFIED", action="apt", attrs={"repair": True}), ev)
         n.state, n.action = "SATISFIED", "apt"
+        n.attrs.pop(BUILD_ONLY_ATTR, None)  # a repair showed it is needed: no lock leaves it out
         link_runtime(g, n.id)
         for p in g.of_type("PACKAGE"):
             if p.action in ("pip", "project", "repair-pip"):

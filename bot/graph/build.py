@@ -26,7 +26,7 @@ from bot.evidence.services import service_clients
 from bot.graph.alternatives import choose
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
 from bot.graph.mapping import Registry, candidates_for, declared_for, import_key, known_distribution, system_table
-from bot.graph.model import DEVCONTAINER_SOURCE, WORKDIR, DepGraph, Node
+from bot.graph.model import BUILD_ONLY_ATTR, DEVCONTAINER_SOURCE, WORKDIR, DepGraph, Node
 
 PROJECT = "package:@project"
 MEMBER_PREFIX = "package:@member:"
@@ -576,6 +576,17 @@ def _add_table_apt(g: DepGraph, compile_reasons: list[tuple[str, int | None, str
         for deb in info.get("apt", []):
             s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
             s.add_evidence("bot/graph/data/system_packages.json", None, f"{n.name} needs {deb}")
+            s.attrs.pop(BUILD_ONLY_ATTR, None)  # another distribution needs it to run
+            link_runtime(g, s.id)
+            g.edge(n.id, s.id)
+        for deb in info.get("build", []):
+            # only a source build of this distribution needs it: a lock whose every distribution
+            # installs from a wheel leaves it out (bot.loop.lock), as it does the compilers
+            known = f"systemlib:{deb}" in g.nodes
+            s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
+            s.add_evidence("bot/graph/data/system_packages.json", None, f"{n.name} builds from source with {deb}")
+            if not known:
+                s.attrs[BUILD_ONLY_ATTR] = True
             link_runtime(g, s.id)
             g.edge(n.id, s.id)
         if info.get("compile"):
@@ -592,6 +603,7 @@ def _add_declared_apt(
             continue
         s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
         s.add_evidence(src.file, src.line, src.detail + why)
+        s.attrs.pop(BUILD_ONLY_ATTR, None)  # the repository installs it: not ours to leave out
         link_runtime(g, s.id)
         if deb.endswith("-dev") or deb in ("build-essential", "gcc", "g++"):
             compile_reasons.append((src.file, src.line, f"{deb} is a build dependency"))

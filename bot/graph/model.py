@@ -23,6 +23,9 @@ TESTED_STAGE = "env"
 DEV_STAGE = "dev"
 # the evidence source of what setupbot adds for the development container alone
 DEVCONTAINER_SOURCE = "setupbot"
+# the mark on a Debian package that only a source build of a distribution needs (the system
+# table's ``build`` list): a lock whose every distribution installs from a wheel leaves it out
+BUILD_ONLY_ATTR = "build_only"
 
 
 @dataclass

@@ -67,7 +67,7 @@ from bot.graph.lock import (
     restate_lock_source,
     unstage_build_tools,
 )
-from bot.graph.model import DepGraph, dev_stage_only
+from bot.graph.model import BUILD_ONLY_ATTR, DepGraph, dev_stage_only
 from bot.graph.native_lock import native_lock
 from bot.graph.resolve import NO_PYTHON_DOWNLOADS, names_in_error, wheel_less
 from bot.indexes import SIMPLE_ACCEPT, default_index_url, project_page
@@ -1001,8 +1001,11 @@ def _draft_lock(
 def _unneeded_build_tools(locked: DepGraph) -> list[Any]:
     """The build tools the locked graph installs in the tested image, build-essential first,
     then the others by name. A repair's build-essential or cmake is among them: it built a
-    distribution the lock now installs from a wheel. A tool the test command names (``make
-    test``, ``sh -c "make check"``) is not among them: the tests need it."""
+    distribution the lock now installs from a wheel. So are the Debian packages the system
+    table says only a source build of a distribution needs (cartopy's GEOS and PROJ headers,
+    ``BUILD_ONLY_ATTR``); a library the distribution loads at run time is not (the eccodes
+    binding's libeccodes0). A tool the test command names (``make test``, ``sh -c "make
+    check"``) is not among them: the tests need it."""
     target = locked.nodes.get("target:tests")
     command = [str(w) for w in (target.attrs.get("command") or [])] if target is not None else []
     runs = {Path(word).name for part in command for word in part.split()}
@@ -1010,7 +1013,7 @@ def _unneeded_build_tools(locked: DepGraph) -> list[Any]:
         n
         for n in locked.of_type("SYSTEMLIB")
         if n.action == "apt"
-        and n.name in BUILD_ONLY_TOOLS
+        and (n.name in BUILD_ONLY_TOOLS or n.attrs.get(BUILD_ONLY_ATTR))
         and n.name not in runs
         and not n.attrs.get("stage")
         and not dev_stage_only(n)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.atoms import Atom
 from bot.compile import compile_dockerfile
 from bot.compile.plan import make_plan
 from bot.config import load_settings
@@ -585,6 +586,72 @@ def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path
     assert out.graph.nodes["systemlib:gfortran"].action == "apt"
     assert any("build-essential, cargo, cmake, gfortran, rustc kept" in n for n in out.notes), out.notes
     assert "cmake=3.25.1-1" in (repo / ".devcontainer" / "requirements.lock").read_text()
+
+
+def test_headers_only_a_source_build_needs_are_left_out_and_a_run_time_library_stays(tmp_path, monkeypatch):
+    """iris-grib's image installed GEOS, PROJ and ecCodes headers (libeccodes-dev brings
+    gfortran) for cartopy and eccodes, whose locked versions install from wheels: its apt layer
+    took 47 s against 33 s with the ecCodes library alone, and its tests passed the same 447
+    either way. The system table's build-only packages are left out with the compilers; the
+    library the eccodes binding loads stays. One the CI installs itself, or a repair added,
+    stays too, and a build that fails without them gets them back."""
+    repo = tmp_path / "r"
+    shutil.copytree(REPOS / "plan-ci-services", repo)
+    pyproject = repo / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"redis"]', '"redis", "cartopy", "eccodes"]'))
+    g = plan(repo).graph
+    headers = ("libgeos-dev", "libproj-dev", "proj-bin", "libeccodes-dev")
+    assert {g.nodes[f"systemlib:{n}"].action for n in (*headers, "libeccodes0")} == {"apt"}
+    assert all(g.nodes[f"systemlib:{n}"].attrs.get("build_only") for n in headers)
+    assert not g.nodes["systemlib:libeccodes0"].attrs.get("build_only")
+    _wheels_everywhere(monkeypatch)
+    sets = {"t:replay-1": '[["cartopy", "0.23.0", false]]', "python:3.11-slim": "[]"}
+
+    class Debs(_PickyEngine):
+        def run_once(self, image, argv, timeout=300, env=None, network="none"):
+            if argv[0] == "dpkg-query":
+                debs = "libpq-dev=15.8\nbuild-essential=12.9\nlibgeos-dev=3.11.1-1\nlibeccodes0=2.28.0-1\n"
+                return ExecResult(list(argv), 0, debs, 0.1)
+            return super().run_once(image, argv, timeout, env, network)
+
+    engine = Debs(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 1
+    built = engine.builds[0]
+    assert not any(h in built for h in headers), built
+    assert "libeccodes0" in built and "libpq-dev" in built
+    assert all(out.graph.nodes[f"systemlib:{n}"].action is None for n in headers)
+    assert "libeccodes-dev, libgeos-dev, libproj-dev, proj-bin left out" in " ".join(out.notes), out.notes
+    header = (repo / ".devcontainer" / "requirements.lock").read_text()
+    assert "libgeos-dev" not in header and "libeccodes0=2.28.0-1" in header
+
+    class NeedsGeos(Debs):
+        def build(self, context, text, tag, no_cache=False):
+            if "libgeos-dev" not in text:
+                self.builds.append(text)
+                return BuildResult(False, tag, "fatal error: geos_c.h: No such file or directory", 1.0)
+            return super().build(context, text, tag, no_cache)
+
+    (repo / ".devcontainer" / "requirements.lock").unlink()
+    engine = NeedsGeos(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert out.status == "locked" and len(engine.builds) == 2 and all(h in engine.builds[1] for h in headers)
+    assert any("libgeos-dev" in n and "kept" in n for n in out.notes), out.notes
+
+    # the repository's CI installs the PROJ headers itself: they stay, the others go
+    wf = repo / ".github" / "workflows"
+    for f in wf.iterdir():
+        f.write_text(f.read_text().replace("libpq-dev gettext", "libpq-dev gettext libproj-dev"))
+    (repo / ".devcontainer" / "requirements.lock").unlink()
+    g = plan(repo).graph
+    assert not g.nodes["systemlib:libproj-dev"].attrs.get("build_only")
+    engine = Debs(dict(sets), needs_compiler=False)
+    out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
+    assert "libproj-dev" in engine.builds[0] and "libgeos-dev" not in engine.builds[0]
+    # a repair that installs a header package makes it needed
+    g = plan(repo).graph
+    g.apply_atom(Atom("apt_install", {"packages": ["libgeos-dev"]}), "test")
+    assert not g.nodes["systemlib:libgeos-dev"].attrs.get("build_only")
 
 
 def test_the_compiler_stays_when_the_project_or_a_pin_compiles(tmp_path, monkeypatch):
