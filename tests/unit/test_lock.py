@@ -492,6 +492,26 @@ class _PickyEngine(_Engine):
         return result
 
 
+class _DebsEngine(_PickyEngine):
+    """Reads ``debs`` as the replay's Debian packages; with ``needs`` (package, error), a build
+    whose Dockerfile lacks that package fails with that error."""
+
+    def __init__(self, sets, debs: str, needs: tuple[str, str] | None = None) -> None:
+        super().__init__(sets, needs_compiler=False)
+        self.debs, self.needs = debs, needs
+
+    def run_once(self, image, argv, timeout=300, env=None, network="none"):
+        if argv[0] == "dpkg-query":
+            return ExecResult(list(argv), 0, self.debs, 0.1)
+        return super().run_once(image, argv, timeout, env, network)
+
+    def build(self, context, text, tag, no_cache=False):
+        if self.needs is not None and self.needs[0] not in text:
+            self.builds.append(text)
+            return BuildResult(False, tag, self.needs[1], 1.0)
+        return super().build(context, text, tag, no_cache)
+
+
 def _wheels_everywhere(monkeypatch, wheels: bool = True):
     from bot.graph import resolve
     from bot.graph.resolve import Resolution
@@ -550,17 +570,11 @@ def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path
     _wheels_everywhere(monkeypatch)
     sets = {"t:replay-1": '[["psycopg", "3.2.1", false]]', "python:3.11-slim": "[]"}
 
-    class Tools(_PickyEngine):
-        def run_once(self, image, argv, timeout=300, env=None, network="none"):
-            if argv[0] == "dpkg-query":
-                debs = (
-                    "libpq-dev=15.8\nbuild-essential=12.9\ncmake=3.25.1-1\ngfortran=4:12.2.0-3\nlibblas-dev=3.11.0-2\n"
-                    "rustc=1.63.0+dfsg1-2\ncargo=0.66.0+ds1-1\n"
-                )
-                return ExecResult(list(argv), 0, debs, 0.1)
-            return super().run_once(image, argv, timeout, env, network)
-
-    engine = Tools(dict(sets), needs_compiler=False)
+    debs = (
+        "libpq-dev=15.8\nbuild-essential=12.9\ncmake=3.25.1-1\ngfortran=4:12.2.0-3\nlibblas-dev=3.11.0-2\n"
+        "rustc=1.63.0+dfsg1-2\ncargo=0.66.0+ds1-1\n"
+    )
+    engine = _DebsEngine(dict(sets), debs)
     out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and len(engine.builds) == 1
     built = engine.builds[0]
@@ -571,15 +585,8 @@ def test_build_tools_a_ci_workflow_names_are_left_out_with_the_compiler(tmp_path
     header = (repo / ".devcontainer" / "requirements.lock").read_text()
     assert "cmake=" not in header and "libblas-dev=3.11.0-2" in header
 
-    class NeedsCmake(Tools):
-        def build(self, context, text, tag, no_cache=False):
-            if "cmake" not in text:
-                self.builds.append(text)
-                return BuildResult(False, tag, "CMake Error: cmake: not found", 1.0)
-            return super().build(context, text, tag, no_cache)
-
     (repo / ".devcontainer" / "requirements.lock").unlink()
-    engine = NeedsCmake(dict(sets), needs_compiler=False)
+    engine = _DebsEngine(dict(sets), debs, needs=("cmake", "CMake Error: cmake: not found"))
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and len(engine.builds) == 2
     assert all(t in engine.builds[1] for t in ("build-essential", "cmake", "gfortran", "rustc", "cargo"))
@@ -607,14 +614,8 @@ def test_headers_only_a_source_build_needs_are_left_out_and_a_run_time_library_s
     _wheels_everywhere(monkeypatch)
     sets = {"t:replay-1": '[["cartopy", "0.23.0", false]]', "python:3.11-slim": "[]"}
 
-    class Debs(_PickyEngine):
-        def run_once(self, image, argv, timeout=300, env=None, network="none"):
-            if argv[0] == "dpkg-query":
-                debs = "libpq-dev=15.8\nbuild-essential=12.9\nlibgeos-dev=3.11.1-1\nlibeccodes0=2.28.0-1\n"
-                return ExecResult(list(argv), 0, debs, 0.1)
-            return super().run_once(image, argv, timeout, env, network)
-
-    engine = Debs(dict(sets), needs_compiler=False)
+    debs = "libpq-dev=15.8\nbuild-essential=12.9\nlibgeos-dev=3.11.1-1\nlibeccodes0=2.28.0-1\n"
+    engine = _DebsEngine(dict(sets), debs)
     out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and len(engine.builds) == 1
     built = engine.builds[0]
@@ -625,15 +626,8 @@ def test_headers_only_a_source_build_needs_are_left_out_and_a_run_time_library_s
     header = (repo / ".devcontainer" / "requirements.lock").read_text()
     assert "libgeos-dev" not in header and "libeccodes0=2.28.0-1" in header
 
-    class NeedsGeos(Debs):
-        def build(self, context, text, tag, no_cache=False):
-            if "libgeos-dev" not in text:
-                self.builds.append(text)
-                return BuildResult(False, tag, "fatal error: geos_c.h: No such file or directory", 1.0)
-            return super().build(context, text, tag, no_cache)
-
     (repo / ".devcontainer" / "requirements.lock").unlink()
-    engine = NeedsGeos(dict(sets), needs_compiler=False)
+    engine = _DebsEngine(dict(sets), debs, needs=("libgeos-dev", "fatal error: geos_c.h: No such file or directory"))
     out = vlock.lock_environment(engine, repo, plan(repo).graph, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert out.status == "locked" and len(engine.builds) == 2 and all(h in engine.builds[1] for h in headers)
     assert any("libgeos-dev" in n and "kept" in n for n in out.notes), out.notes
@@ -645,7 +639,7 @@ def test_headers_only_a_source_build_needs_are_left_out_and_a_run_time_library_s
     (repo / ".devcontainer" / "requirements.lock").unlink()
     g = plan(repo).graph
     assert not g.nodes["systemlib:libproj-dev"].attrs.get("build_only")
-    engine = Debs(dict(sets), needs_compiler=False)
+    engine = _DebsEngine(dict(sets), debs)
     out = vlock.lock_environment(engine, repo, g, replay_tag="t:replay-1", output_dir=".devcontainer")
     assert "libproj-dev" in engine.builds[0] and "libgeos-dev" not in engine.builds[0]
     # a repair that installs a header package makes it needed
