@@ -573,19 +573,18 @@ def _add_table_apt(g: DepGraph, compile_reasons: list[tuple[str, int | None, str
         info = table.get(n.name)
         if not info:
             continue
-        for deb in info.get("apt", []):
-            s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
-            s.add_evidence("bot/graph/data/system_packages.json", None, f"{n.name} needs {deb}")
-            s.attrs.pop(BUILD_ONLY_ATTR, None)  # another distribution needs it to run
-            link_runtime(g, s.id)
-            g.edge(n.id, s.id)
-        for deb in info.get("build", []):
-            # only a source build of this distribution needs it: a lock whose every distribution
-            # installs from a wheel leaves it out (bot.loop.lock), as it does the compilers
+        # "build": only a source build of this distribution needs it, and a lock whose every
+        # distribution installs from a wheel leaves it out (bot.loop.lock), as it does the
+        # compilers; "apt": it is needed to run, whichever distribution named it first
+        listed = [(deb, False) for deb in info.get("apt", [])] + [(deb, True) for deb in info.get("build", [])]
+        for deb, build_only in listed:
             known = f"systemlib:{deb}" in g.nodes
             s = g.add(Node(f"systemlib:{deb}", "SYSTEMLIB", deb, "SATISFIED", action="apt"))
-            s.add_evidence("bot/graph/data/system_packages.json", None, f"{n.name} builds from source with {deb}")
-            if not known:
+            why = f"{n.name} builds from source with {deb}" if build_only else f"{n.name} needs {deb}"
+            s.add_evidence("bot/graph/data/system_packages.json", None, why)
+            if not build_only:
+                s.attrs.pop(BUILD_ONLY_ATTR, None)
+            elif not known:
                 s.attrs[BUILD_ONLY_ATTR] = True
             link_runtime(g, s.id)
             g.edge(n.id, s.id)

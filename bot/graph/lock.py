@@ -46,7 +46,8 @@ BUILD_ONLY = ("build-essential", "rustc", "cargo", "rustc-web", "cargo-web")
 # toolchain from Debian among them) and the tools a CI workflow or a tox/nox file names to build
 # a dependency from source there. A locked image leaves them out when every locked distribution
 # installs from a wheel or is pure Python (bot.loop.lock). Libraries (-dev packages) stay: they
-# carry the shared libraries a wheel or ctypes may load at run time.
+# carry the shared libraries a wheel or ctypes may load at run time. Only those the system table
+# lists as a distribution's ``build`` packages (bot.graph.model BUILD_ONLY_ATTR) go with them.
 BUILD_ONLY_TOOLS = frozenset(
     {
         "build-essential",
