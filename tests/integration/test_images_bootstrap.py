@@ -48,6 +48,12 @@ def test_bootstrap_provides_the_python_stand_ins(engine):
             "python -m venv /tmp/v; /tmp/v/bin/python -c 'import sys; print(sys.prefix)'; "
             'test -z "$(ls /var/lib/apt/lists | grep -v -e lock -e partial || true)"; '
             "dpkg -s ca-certificates >/dev/null; "
+            # as the official images' minimizing config: dpkg does not sync each file, apt
+            # fetches no translations and drops its .deb files, no service starts on install
+            "grep -qx force-unsafe-io /etc/dpkg/dpkg.cfg.d/docker-apt-speedup; "
+            "grep -q 'Acquire::Languages \"none\"' /etc/apt/apt.conf.d/docker-no-languages; "
+            "grep -q 'DPkg::Post-Invoke' /etc/apt/apt.conf.d/docker-clean; "
+            'test -x /usr/sbin/policy-rc.d; /usr/sbin/policy-rc.d || test "$?" = 101; '
             f"test ! -e /usr/lib/python{version}/EXTERNALLY-MANAGED; "
             # as upstream: the C headers for native builds, no static libpython
             'test -f "$(python -c \'import sysconfig; print(sysconfig.get_paths()["include"])\')/Python.h"; '
