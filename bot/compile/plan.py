@@ -7,7 +7,7 @@ import logging
 import re
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from bot.graph.apply import project_compiles
 from bot.graph.build import PROJECT, build_graph
 from bot.graph.era import reference_date
 from bot.graph.lock import LOCK_NAME, LOCK_NODE, MARKER_LINE, apply_lock, inputs_hash, parse_lock
-from bot.graph.mapping import DATA, Registry
+from bot.graph.mapping import DATA, Registry, import_key
 from bot.graph.model import DepGraph, Node
 from bot.graph.native_lock import use_native_lock
 from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile, wheel_resolution
@@ -37,6 +37,7 @@ from bot.graph.specs import (
     install_specs,
     member_test_command,
     service_requirements,
+    untargeted_test_imports,
 )
 
 log = logging.getLogger(__name__)
@@ -275,7 +276,7 @@ def make_plan(
     t_scan = time.monotonic()
     warnings = list(ev.warnings)
     registry = registry if registry is not None else Registry()
-    g = build_graph(ev, registry, warnings)
+    g, ev = _graph_for_the_tests_run(ev, registry, warnings)
     t_graph = time.monotonic()
     available_pythons = _offered_pythons(available_pythons)
     g.meta["available_pythons"] = sorted(available_pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
@@ -527,6 +528,50 @@ def _drop_untested_lock(
                 f"the image has {version}",
             )
         )
+
+
+def _graph_for_the_tests_run(
+    ev: Evidence, registry: Registry, warnings: list[ScanWarning]
+) -> tuple[DepGraph, Evidence]:
+    """The graph, without the test imports that the test command never runs when it names the
+    folders it runs (bot.graph.specs.untargeted_test_imports). The graph is built again without
+    them, and kept only when it installs fewer packages and chooses the same command; the
+    warnings say what was left out."""
+    first: list[ScanWarning] = []
+    g = build_graph(ev, registry, first)
+    command, _ = member_test_command(ev, *choose_test_command(ev, g))
+    unused = untargeted_test_imports(ev, command)
+    if unused:
+        ids = {id(u) for u in unused}
+        narrowed = replace(ev, imports=[u for u in ev.imports if id(u) not in ids])
+        again: list[ScanWarning] = []
+        g2 = build_graph(narrowed, registry, again)
+        left = sorted(_installed_packages(g) - _installed_packages(g2))
+        # kept only when it installs less and runs the same tests
+        if left and member_test_command(narrowed, *choose_test_command(narrowed, g2))[0] == command:
+            # the report points at an import of a package left out
+            gone = {f"package:{name}" for name in left}
+            mapped = {s for s, d, k in g.edges if k == "mapping" and d in gone}
+            first_use = next(
+                (u.source for u in unused if f"import:{import_key(u.full or u.module)}" in mapped), unused[0].source
+            )
+            again.append(
+                ScanWarning(
+                    first_use.file,
+                    first_use.line,
+                    f"not installed for the tests: {', '.join(left)}: only code that `{shlex.join(command)}` "
+                    f"does not run imports {'them' if len(left) > 1 else 'it'} ({len(unused)} imports: "
+                    "test modules it does not collect, functions of an __init__.py above them)",
+                )
+            )
+            warnings.extend(again)
+            return g2, narrowed
+    warnings.extend(first)
+    return g, ev
+
+
+def _installed_packages(g: DepGraph) -> set[str]:
+    return {n.name for n in g.of_type("PACKAGE") if n.action == "pip"}
 
 
 def _add_stdlib_backports(g: DepGraph, ev: Evidence, removed: list[str], version: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from bot.evidence.model import Evidence, ServiceRequirement, Source
+from bot.evidence.model import Evidence, ImportUse, ServiceRequirement, Source
 from bot.graph.build import install_spec
 from bot.graph.model import DepGraph
 
@@ -115,6 +115,57 @@ def ci_pytest_selection(ev: Evidence, installed: set[str]) -> tuple[list[str], l
     if not first or any(sel != first for sel in selections[1:]):
         return [], []
     return first, [ci[0].source]
+
+
+def command_paths(command: list[str]) -> list[str]:
+    """The files and folders a ``python -m pytest`` command names (node ids without their
+    ``::`` part); [] when it names none, so that it runs the configured suite, or is not pytest."""
+    if command[:3] != ["python", "-m", "pytest"]:
+        return []
+    paths, rest = [], command[3:]
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a in ("-m", "-k"):
+            i += 2  # the expression that follows is not a path
+            continue
+        if not a.startswith("-"):
+            paths.append(a.split("::")[0].rstrip("/"))
+        i += 1
+    return [p for p in paths if p and p != "."]
+
+
+def untargeted_test_imports(ev: Evidence, command: list[str]) -> list[ImportUse]:
+    """The tests' imports that a test command naming its folders never runs: those of test
+    modules outside them, which pytest does not collect, and those inside a function of an
+    ``__init__.py`` above them, which loading the package does not run (bm25s runs
+    ``tests/core``; its comparison tests and the helpers in ``tests/__init__.py`` import beir,
+    transformers and bm25_pt, and through them torch). A conftest.py above them, any other
+    helper module and every import outside the tests still count. A test that reaches one of
+    these after all fails on the missing module, which the loop's repairs install."""
+    targets = command_paths(command)
+    if not targets:
+        return []
+
+    def under(path: str) -> bool:
+        return any(path == t or path.startswith(t + "/") for t in targets)
+
+    def above(folder: str) -> bool:
+        return any(folder == "" or t.startswith(folder + "/") for t in targets)
+
+    out = []
+    for use in ev.imports:
+        path = use.source.file
+        if not use.in_tests or under(path):
+            continue
+        folder, _, name = path.rpartition("/")
+        if name in ("conftest.py", "__init__.py"):
+            loaded = above(folder)  # pytest loads the conftest.py and packages above what it runs
+            if not loaded or (name == "__init__.py" and use.lazy):
+                out.append(use)
+        elif name.startswith("test_") or name.endswith("_test.py"):
+            out.append(use)  # a test module the command does not collect
+    return out
 
 
 def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple[list[str], list]:
