@@ -41,7 +41,7 @@ from bot.loop.lock import (
 from bot.loop.records import KeptRepair, ReplayRun, member_results
 from bot.loop.repair import find_test_dirs, next_python
 from bot.loop.state import LoopBase
-from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, passed_count, ran_count
+from bot.loop.target import STAGE_RANK, TargetOutcome, finds_no_tests, outcome_counts, passed_count, ran_count
 from bot.loop.workspace import Workspace
 
 
@@ -285,7 +285,7 @@ class ReplayMixin(LoopBase):
             "tests_ran": ran_count(o),
             "collect_exit": o.collect_exit,
             "test_exit": o.test_exit,
-            "tests": o.results.counts(),
+            "tests": outcome_counts(o),
             "note": o.note,
             "signatures": [s.to_json() for s in o.signatures],
             "seconds": round(seconds, 3),

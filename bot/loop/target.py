@@ -60,7 +60,7 @@ class TargetOutcome:
             "collect_exit": self.collect_exit,
             "test_exit": self.test_exit,
             "signatures": [s.to_json() for s in self.signatures],
-            "tests": self.results.counts(),
+            "tests": outcome_counts(self),
             "note": self.note,
         }
 
@@ -116,6 +116,35 @@ def passed_count(outcome: TargetOutcome) -> int:
         )
         return max(0, ran - not_passed)
     return sum(int(n) for line in _PYTEST_SUMMARY.findall(text) for n in re.findall(r"(\d+) passed", line))
+
+
+_UNITTEST_KIND = re.compile(r"\b(failures|errors|skipped|expected failures|unexpected successes)=(\d+)")
+_PYTEST_KIND = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)\b")
+
+
+def outcome_counts(outcome: TargetOutcome) -> dict[str, int]:
+    """Tests per outcome and the total, in the run record's form (``TestResults.counts``): the
+    per-test results where there are some; else the runner's own summary, for a script that
+    runs unittest or Django without saying each test (a repository's runtests.py: "Ran 175
+    tests" and "FAILED (failures=46)") or pytest run by tox, nox or make ("46 failed, 129
+    passed"). A run with neither has no count."""
+    if outcome.junit or outcome.results.total:
+        return outcome.results.counts()
+    text = outcome.log or ""
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    ran = [int(n) for n in _UNITTEST_COUNT.findall(text)]
+    if ran:
+        for line in re.findall(r"^(?:OK|FAILED) \((.*)\)\s*$", text, re.M):
+            for kind, n in _UNITTEST_KIND.findall(line):
+                key = {"errors": "error", "skipped": "skipped"}.get(kind, "failed")
+                counts[key] += int(n)
+        counts["passed"] = max(0, sum(ran) - counts["failed"] - counts["error"] - counts["skipped"])
+    else:
+        for line in _PYTEST_SUMMARY.findall(text):
+            for n, kind in _PYTEST_KIND.findall(line):
+                key = {"xfailed": "skipped", "xpassed": "passed", "errors": "error"}.get(kind, kind)
+                counts[key] += int(n)
+    return counts | {"total": sum(counts.values())}
 
 
 def _signal_name(number: int) -> str:

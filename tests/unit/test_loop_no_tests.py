@@ -168,3 +168,46 @@ def test_budget_stops_trials_replays_the_best_state_and_says_what_is_undone(tmp_
     assert all(f'"{r.candidate.atoms[0].args["packages"][0]}"' in replays[0]["text"] for r in rec.repairs)
     assert now[0] <= 70
     assert engine.sessions_open == 0
+
+
+def test_a_script_that_prints_only_its_runner_s_summary_counts_its_tests(tmp_path):
+    """wagtailmenus runs `python runtests.py`: Django's runner names no test, it closes with "Ran
+    175 tests" and "FAILED (failures=46)". The record's counts come from that summary, so the
+    report does not say 0 tests collected and `setupbot run` does not exit 21 on "the clean
+    replay ran no test"."""
+    from types import SimpleNamespace
+
+    from bot.commands.run import outcome
+
+    summary = "....F.\nRan 175 tests in 58.0s\n\nFAILED (failures=46, skipped=2)\n"
+    world = World([Need("env:NEVER", NOT_FOUND, stage="collect")], runner=(1, summary))
+    unit = {
+        "id": "u-runtests",
+        "signal": r"file or directory not found",
+        "atoms": [{"kind": "test_command", "command": ["python", "runtests.py"]}],
+    }
+    rec, _ = run(tmp_path, world, FakeRetriever([unit]))
+    assert rec.status == "success", rec.remaining
+    assert rec.replay["tests"] == {"passed": 127, "failed": 46, "error": 0, "skipped": 2, "total": 175}
+    code, why, _ = outcome(SimpleNamespace(run_record=rec, verification=None), "mostly", verified=False)
+    assert (code, why) == (0, "success (not verified)")
+
+
+def test_outcome_counts_read_the_runner_s_summary_when_no_test_is_named():
+    from bot.loop.target import outcome_counts
+
+    def counts(log):
+        return outcome_counts(TargetOutcome("done", log=log))
+
+    assert counts("Ran 10 tests in 1.0s\n\nOK (skipped=4)\n") == {
+        "passed": 6, "failed": 0, "error": 0, "skipped": 4, "total": 10
+    }  # fmt: skip
+    assert counts("Ran 10 tests in 1.0s\n\nFAILED (failures=2, errors=1, unexpected successes=1)\n") == {
+        "passed": 6, "failed": 3, "error": 1, "skipped": 0, "total": 10
+    }  # fmt: skip
+    assert counts("===== 1 failed, 129 passed, 2 errors, 3 skipped, 1 warning in 58.02s =====\n") == {
+        "passed": 129, "failed": 1, "error": 2, "skipped": 3, "total": 135
+    }  # fmt: skip
+    assert counts("Traceback (most recent call last):\nImportError\n")["total"] == 0
+    named = TargetOutcome("done", results=TestResults({"a": "passed", "b": "failed"}), log="Ran 9 tests in 1s\n")
+    assert outcome_counts(named) == {"passed": 1, "failed": 1, "error": 0, "skipped": 0, "total": 2}

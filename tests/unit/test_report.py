@@ -257,6 +257,25 @@ def test_a_timed_out_replay_says_so():
     assert data.replay_ok and note in data.replay_detail
 
 
+def test_a_runner_that_names_no_test_shows_its_summary_s_counts():
+    """wagtailmenus's `python runtests.py` prints "Ran 175 tests" and "FAILED (failures=46)" and
+    names no test: the report's table shows those counts, not 0 tests collected."""
+    from bot.junit import TestResults
+    from bot.loop.records import RunRecord
+    from bot.report.model import from_pipeline
+
+    counts = {"passed": 127, "failed": 46, "error": 0, "skipped": 2, "total": 175}
+    run = RunRecord(
+        repo="r",
+        run_id="r3",
+        status="success",
+        tests=TestResults(),
+        replay={"ok": True, "tests_ran": 173, "collect_exit": 0, "test_exit": 1, "tests": counts, "seconds": 60.0},
+    )
+    data = from_pipeline(None, run, None, repository="jazzband/wagtailmenus")
+    assert (data.tests.collected, data.tests.passed, data.tests.failed, data.tests.skipped) == (175, 127, 46, 2)
+
+
 def test_a_dismissed_test_failure_names_the_tests_and_the_rule():
     # volfpeter/htmy: "14 failing tests are not the environment's fault" and nothing else; the
     # reviewer could not see that all 14 were Markdown-rendering comparisons
