@@ -215,8 +215,9 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
             (dev if dev_stage_only(n) else by_action).setdefault(n.action, []).append(n)
     built = built_wheels(graph)
     staged = [n for n in by_action.get("apt", []) if n.attrs.get("stage") == WHEELS_STAGE] if built else []
-    # an environment variable a repair set for the tests alone goes after the install steps:
-    # no install ran with it, and a later edit to it rebuilds none of them
+    # an environment variable for the tests alone (a repair that set it where the tests ran, or
+    # the plan's Django settings for pytest) goes after the install steps: no install ran with
+    # it, and a later edit to it rebuilds none of them
     late = [n for n in by_action.get("env", []) if n.attrs.get("for_tests")]
     envs = [n for n in by_action.get("env", []) if not n.attrs.get("for_tests")]
     steps: list[dict[str, Any]] = _builder_steps(graph, by_action, built, staged) if staged else []
@@ -280,7 +281,8 @@ def plan_steps(graph: DepGraph) -> list[dict[str, Any]]:
                 "op": "ENV",
                 "pairs": [(n.name, n.attrs.get("value", "")) for n in late],
                 "nodes": late,
-                "comments": ["for the tests: repairs set these where the tests ran, after every install"]
+                "comments": ["for the tests alone, after every install: no install step needs them"]
+                + [n.attrs["why"] for n in late if n.attrs.get("why")][:2]
                 + _where(late),
             }
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 from bot.errors import InputError
 from bot.evidence import (
     circleci,
+    django,
     dockerfile,
     docs,
     imports,
@@ -61,6 +62,8 @@ SCANNERS = (
     ("docs", docs.scan),
     ("workspace", workspace.scan),
     ("imports", imports.scan),
+    # after the imports: only a project whose tests import Django is read for its settings
+    ("Django settings", django.scan),
 )
 
 

@@ -200,6 +200,9 @@ class Evidence:
     requirement_files: list[tuple[str, Source]] = field(default_factory=list)  # named by CI/tox/nox/docs
     pytest_plugins: list[tuple[str, Source]] = field(default_factory=list)
     pytest_config: Source | None = None
+    # the settings module a Django project's own runner names, when its tests do not use
+    # pytest-django (bot.evidence.django): pytest's collection needs both
+    django_settings: tuple[str, Source] | None = None
     project: Project = field(default_factory=Project)
     locks: list[LockFile] = field(default_factory=list)
     files_seen: list[str] = field(default_factory=list)

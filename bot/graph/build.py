@@ -659,6 +659,7 @@ def _add_test_tools(g: DepGraph, ev: Evidence) -> None:
             continue
         t = g.add(Node(f"tool:{name}", "TOOL", name, "SATISFIED", action="tool", attrs={"spec": name}))
         t.add_evidence(*_ev(src))
+    _add_django_settings(g, ev)
     for t in g.of_type("TOOL"):
         provider = g.nodes.get(f"package:{t.name}")
         if provider is not None and provider.action == "pip":
@@ -673,6 +674,35 @@ def _add_test_tools(g: DepGraph, ev: Evidence) -> None:
         for n in g.of_type("PACKAGE"):
             if n.action == "pip":
                 g.edge(t.id, n.id)
+
+
+def _add_django_settings(g: DepGraph, ev: Evidence) -> None:
+    """A Django project whose tests import Django and whose own runner names the settings module,
+    without pytest-django (``ev.django_settings``, bot.evidence.django): pytest imports those test modules only once
+    pytest-django has set Django up with that module. The plan gives the collection both; the
+    variable is for the tests alone, so the Dockerfile sets it after the install steps. The
+    runner's own run is unchanged: it sets the same module itself."""
+    if ev.django_settings is None:
+        return
+    module, src = ev.django_settings
+    why = f"{src.short()} {src.detail}; pytest collects Django tests only through pytest-django"
+    tool = g.add(
+        Node("tool:pytest-django", "TOOL", "pytest-django", "SATISFIED", action="tool", attrs={"spec": "pytest-django"})
+    )
+    tool.add_evidence(src.file, src.line, why)
+    env = g.add(
+        Node(
+            "config:env:DJANGO_SETTINGS_MODULE",
+            "CONFIG",
+            "DJANGO_SETTINGS_MODULE",
+            "SATISFIED",
+            action="env",
+            attrs={"kind": "env", "value": module, "for_tests": True, "why": why},
+        )
+    )
+    env.add_evidence(src.file, src.line, src.detail)
+    link_runtime(g, env.id)
+    g.edge("target:tests", env.id)
 
 
 def add_services(g: DepGraph, services: Iterable[ServiceRequirement]) -> None:

@@ -22,6 +22,7 @@ from packaging.version import Version
 from bot import catalogue, safefs
 from bot.atoms import Atom, AtomError, spec_name
 from bot.debian import HEADER_PACKAGES, PKG_CONFIG_PACKAGES
+from bot.evidence.django import named_settings, uses_pytest_django
 from bot.evidence.shellcmd import commands, pip_install
 from bot.evidence.yamlload import load_yaml
 from bot.graph.alternatives import group_of
@@ -309,49 +310,6 @@ def _env_value_from_repo(repo_env: Mapping[str, str], name: str) -> list[str]:
     return [str(value)] if value is not None and str(value) else []
 
 
-_DJANGO_SETTINGS_ASSIGN = re.compile(
-    r"""(?:environ(?:\.setdefault\(|\[)\s*['"]DJANGO_SETTINGS_MODULE['"]\s*(?:,|\]\s*=)\s*['"]"""
-    r"""|DJANGO_SETTINGS_MODULE\s*[=:]\s*['"]?|--settings[= ]['"]?|--ds[= ]['"]?)([A-Za-z_][\w.]*)"""
-)
-
-
-def _django_settings_named(repo: Path) -> list[str]:
-    """Settings modules the repository names itself: manage.py/runtests.py/conftest.py set
-    DJANGO_SETTINGS_MODULE, tox and pytest configuration set it, CI passes --settings."""
-    found: list[str] = []
-    names = [
-        "manage.py",
-        "runtests.py",
-        "tests/runtests.py",
-        "conftest.py",
-        "tests/conftest.py",
-        "pytest.ini",
-        "tox.ini",
-        "setup.cfg",
-        "pyproject.toml",
-        "justfile",
-        "Makefile",
-    ]
-    names += safefs.glob_files(
-        repo, lambda rel: re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", rel) is not None, limit=10
-    )
-    for rel in names:
-        text = safefs.try_read_text(repo, rel, max_bytes=1_000_000)
-        if text is None:
-            continue
-        for m in _DJANGO_SETTINGS_ASSIGN.finditer(text):
-            module = m.group(1).rstrip(".")
-            parts = module.split(".")
-            # only modules that exist in the tree (a typo or a placeholder is not evidence)
-            if any(
-                safefs.is_file(repo, (Path(base) / Path(*parts)).with_suffix(".py").as_posix())
-                or safefs.is_file(repo, (Path(base) / Path(*parts) / "__init__.py").as_posix())
-                for base in (".", "src")
-            ):
-                found.append(module)
-    return list(dict.fromkeys(found))
-
-
 def _django_settings_modules(repo: Path) -> list[str]:
     found: list[str] = []
     # one iterative walk (safefs), not Path.glob("**"): that recurses, and a 1,100-level tree
@@ -376,7 +334,7 @@ def _django_settings_modules(repo: Path) -> list[str]:
             found.append(".".join(parts))
     # what the repository names first, then test settings: they are what the tests expect
     guessed = sorted(dict.fromkeys(found), key=lambda m: (0 if "test" in m else 1, len(m)))
-    return list(dict.fromkeys(_django_settings_named(repo) + guessed))
+    return list(dict.fromkeys([module for module, _ in named_settings(repo)] + guessed))
 
 
 def _django_runner(repo: Path) -> bool:
@@ -407,24 +365,6 @@ def repo_context(repo: Path) -> dict[str, str]:
     if not has_test_files(repo):
         context["test_files"] = "none"
     return context
-
-
-def _uses_pytest_django(repo: Path) -> bool:
-    for rel in (
-        "pyproject.toml",
-        "setup.cfg",
-        "pytest.ini",
-        "tox.ini",
-        "requirements.txt",
-        "requirements-dev.txt",
-        "requirements/test.txt",
-        "requirements/dev.txt",
-        "conftest.py",
-    ):
-        text = safefs.try_read_text(repo, rel, max_bytes=2_000_000)
-        if text is not None and re.search(r"pytest[-_]django|DJANGO_SETTINGS_MODULE\s*=", text):
-            return True
-    return False
 
 
 def find_test_dirs(repo: Path) -> list[str]:
@@ -861,7 +801,7 @@ def _scm_version(sig: Signature, ctx: RuleContext) -> list[Candidate]:
 def _django_settings(sig: Signature, ctx: RuleContext) -> list[Candidate]:
     out = []
     # a Django project that does not use pytest-django: the runner it declares
-    if _django_runner(ctx.repo) and not _uses_pytest_django(ctx.repo):
+    if _django_runner(ctx.repo) and not uses_pytest_django(ctx.repo):
         out.append(
             _one(
                 "test_command",

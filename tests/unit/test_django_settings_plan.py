@@ -1,0 +1,70 @@
+"""A Django project that runs its tests with its own runner (wagtailmenus' runtests.py,
+django-tasks' manage.py test) names its settings module there and has no pytest-django.
+setupbot's collection runs pytest, which imports Django test modules only through pytest-django
+and that module: the plan gives both, and the first image collects, where before a repair
+added them and cost a second build and a second run of the suite."""
+
+from __future__ import annotations
+
+from bot.compile.plan import make_plan
+
+RUNTESTS = (
+    "import os\nfrom django.core.management import execute_from_command_line\n\n"
+    "os.environ['DJANGO_SETTINGS_MODULE'] = 'shop.settings.testing'\n"
+    "execute_from_command_line(['runtests.py', 'test'])\n"
+)
+FILES = {
+    "setup.py": "from setuptools import setup\nsetup(name='shop', install_requires=['Django>=4.2'])\n",
+    "runtests.py": RUNTESTS,
+    "shop/__init__.py": "",
+    "shop/settings/__init__.py": "",
+    "shop/settings/testing.py": "SECRET_KEY = 'x'\n",
+    "shop/tests/__init__.py": "",
+    "shop/tests/test_views.py": "from django.test import TestCase\n\nclass T(TestCase):\n    def test_x(self):\n        pass\n",
+}
+
+
+def _late_env(plan) -> str:
+    """The tested stage of the Dockerfile from the DJANGO_SETTINGS_MODULE line on."""
+    text = plan.dockerfile.text
+    start = text.index("ENV DJANGO_SETTINGS_MODULE")
+    end = text.find("\nFROM ", start)
+    return text[start : end if end > 0 else len(text)]
+
+
+def test_the_settings_the_runner_names_and_pytest_django_are_planned_for_the_tests(write_tree):
+    plan = make_plan(write_tree(FILES), available_pythons=["3.11"], resolve=False)
+    g = plan.graph
+    env = g.nodes["config:env:DJANGO_SETTINGS_MODULE"]
+    assert env.attrs["value"] == "shop.settings.testing" and env.attrs["for_tests"]
+    assert ("runtests.py", 4) in [(e[0], e[1]) for e in env.evidence]
+    assert g.nodes["tool:pytest-django"].action == "tool"
+    # after every install step: the Dockerfile's last steps are the variable and the command
+    rest = _late_env(plan)
+    assert "RUN " not in rest and "CMD " in rest
+    assert "runtests.py:4 sets DJANGO_SETTINGS_MODULE to shop.settings.testing" in plan.dockerfile.text
+
+
+def test_nothing_is_added_where_pytest_django_is_configured(write_tree):
+    configured = make_plan(
+        write_tree({**FILES, "pytest.ini": "[pytest]\nDJANGO_SETTINGS_MODULE = shop.settings.testing\n"}),
+        available_pythons=["3.11"],
+        resolve=False,
+    )
+    assert "config:env:DJANGO_SETTINGS_MODULE" not in configured.graph.nodes
+
+
+def test_no_test_importing_django_adds_nothing(write_tree):
+    plain = dict(FILES, **{"shop/tests/test_views.py": "def test_x():\n    pass\n"})
+    plan = make_plan(write_tree(plain), available_pythons=["3.11"], resolve=False)
+    assert "config:env:DJANGO_SETTINGS_MODULE" not in plan.graph.nodes
+    assert "tool:pytest-django" not in plan.graph.nodes
+
+
+def test_a_module_the_tree_does_not_hold_is_not_evidence(tmp_path):
+    files = dict(FILES, **{"runtests.py": RUNTESTS.replace("shop.settings.testing", "shop.settings.missing")})
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    plan = make_plan(tmp_path, available_pythons=["3.11"], resolve=False)
+    assert "config:env:DJANGO_SETTINGS_MODULE" not in plan.graph.nodes
