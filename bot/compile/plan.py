@@ -32,10 +32,9 @@ from bot.graph.native_lock import use_native_lock
 from bot.graph.resolve import Resolution, names_in_error, sdist_only, uv_compile, wheel_resolution
 from bot.graph.runtime import OFFICIAL_PYTHONS, RuntimeChoice, choose_python
 from bot.graph.specs import (
-    choose_test_command,
     constraint_specs,
     install_specs,
-    member_test_command,
+    planned_test_command,
     service_requirements,
     untargeted_test_imports,
 )
@@ -539,7 +538,7 @@ def _graph_for_the_tests_run(
     warnings say what was left out."""
     first: list[ScanWarning] = []
     g = build_graph(ev, registry, first)
-    command, _ = member_test_command(ev, *choose_test_command(ev, g))
+    command, _ = planned_test_command(ev, g)
     unused = untargeted_test_imports(ev, command)
     if unused:
         ids = {id(u) for u in unused}
@@ -548,7 +547,7 @@ def _graph_for_the_tests_run(
         g2 = build_graph(narrowed, registry, again)
         left = sorted(_installed_packages(g) - _installed_packages(g2))
         # kept only when it installs less and runs the same tests
-        if left and member_test_command(narrowed, *choose_test_command(narrowed, g2))[0] == command:
+        if left and planned_test_command(narrowed, g2)[0] == command:
             # the report points at an import of a package left out
             gone = {f"package:{name}" for name in left}
             mapped = {s for s, d, k in g.edges if k == "mapping" and d in gone}
@@ -609,8 +608,7 @@ def _add_stdlib_backports(g: DepGraph, ev: Evidence, removed: list[str], version
 
 def _set_test_command(g: DepGraph, ev: Evidence) -> None:
     """The test target's command and collect-only command, with the evidence for them."""
-    command, cmd_ev = choose_test_command(ev, g)
-    command, cmd_ev = member_test_command(ev, command, cmd_ev)
+    command, cmd_ev = planned_test_command(ev, g)
     tgt = g.target
     tgt.attrs["command"] = command
     # what is collected is what runs: a workspace's member folders, or the tests CI selects

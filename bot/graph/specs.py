@@ -168,6 +168,14 @@ def untargeted_test_imports(ev: Evidence, command: list[str]) -> list[ImportUse]
     return out
 
 
+def planned_test_command(ev: Evidence, g: DepGraph) -> tuple[list[str], list[tuple[str, int | None, str]]]:
+    """The command the tests run with and the evidence for it: CI's or the default
+    (``choose_test_command``), in a workspace narrowed to its members' folders
+    (``member_test_command``). The plan, its test-import rule and the Python ecosystem all ask
+    here, so they never disagree on the command."""
+    return member_test_command(ev, *choose_test_command(ev, g))
+
+
 def member_test_command(ev: Evidence, command: list[str], cmd_ev: list) -> tuple[list[str], list]:
     """In a workspace, pytest runs the test folders of the members CI tests (all members when
     no workflow names one), each file imported by its path so that two members' tests/test_x.py

@@ -27,7 +27,7 @@ from bot.evidence.model import ScanWarning
 from bot.graph.build import build_graph
 from bot.graph.mapping import Registry
 from bot.graph.runtime import choose_python
-from bot.graph.specs import choose_test_command, member_test_command
+from bot.graph.specs import planned_test_command
 from bot.junit import parse_junit
 from bot.loop.diagnose import diagnose
 
@@ -184,8 +184,7 @@ class PythonEcosystem:
         return out
 
     def test_command(self, evidence: Any, graph: Any) -> tuple[list[str], list[tuple[str, int | None, str]]]:
-        command, why = choose_test_command(evidence, graph)
-        return member_test_command(evidence, command, why)
+        return planned_test_command(evidence, graph)
 
     def parse_results(self, text: str) -> Any:
         return parse_junit(text)
