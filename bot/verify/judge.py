@@ -211,8 +211,16 @@ class Judge:
                 "every conflict is in a distribution the project declares optional",
                 [res] if res else [],
             )
+        # the reviewer reads which: pip's own lines, the first two, each clipped
+        named = "; ".join(p.strip().rstrip(".")[:160] for p in problems[:2])
+        more = f" (+{len(problems) - 2} more)" if len(problems) > 2 else ""
+        count = (
+            "1 dependency conflict remains"
+            if len(problems) == 1
+            else f"{len(problems) or 'some'} dependency conflicts remain"
+        )
         return self._ruling(
-            charge, UPHELD, REPRODUCED, f"{len(problems) or 'some'} dependency conflicts remain", [res] if res else []
+            charge, UPHELD, REPRODUCED, count + (f": {named}{more}" if named else ""), [res] if res else []
         )
 
     def _rule_tests_failed(self, charge: Charge) -> Ruling:

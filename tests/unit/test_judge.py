@@ -196,4 +196,7 @@ def test_pip_conflict_only_in_optional_distributions_is_dismissed(tmp_path):
     j = Judge(OnlyThis(tmp_path, env), RepoFacts(optional={"fancyextra"}), python=sys.executable)
     assert j.rule(charge).rule == OPTIONAL_DEPENDENCY
     j2 = Judge(OnlyThis(tmp_path, env), RepoFacts(), python=sys.executable)
-    assert j2.rule(charge).decision == UPHELD
+    upheld = j2.rule(charge)
+    assert upheld.decision == UPHELD
+    # the reviewer reads which conflict: pip's own line, not a count alone
+    assert upheld.reason.startswith("1 dependency conflict remains: fancyextra 1.0 requires absent-dist-for-judge-xyz")
