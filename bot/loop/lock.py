@@ -83,15 +83,18 @@ _MARK = "SETUPBOT-DISTS:"
 # file's Root-Is-Purelib, or, for a legacy `setup.py install` (an .egg-info with no WHEEL file),
 # a file list (installed-files.txt, else SOURCES.txt) that names no extension module and no
 # C, C++, Cython, Fortran or Rust source.
+# And the names each one requires (every Requires-Dist, whatever its marker or extra), so that
+# what nothing installed requires can be told apart (``unrequired``).
 # Distributions under Debian's own dist-packages came with a Debian package (python3-gi,
 # python3-mako) that an apt line installs and pins: Debian's interpreter (a stand-in image) sees
 # them, no index has their Debian versions (Mako 1.2.4.dev0), and the lock leaves them to apt.
 NATIVE_SUFFIXES = (".so", ".pyd", ".dylib", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".pyx", ".f", ".f90", ".rs")
 DEBIAN_DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 FREEZE_SCRIPT = (
-    "import json, os, importlib.metadata as m\n"
+    "import json, os, re, importlib.metadata as m\n"
     f"NATIVE = {NATIVE_SUFFIXES!r}\n"
     f"DEBIAN = {DEBIAN_DIST_PACKAGES!r}\n"
+    "NAME = r'[A-Za-z0-9][A-Za-z0-9._-]*'\n"
     "seen = {}\n"
     "for d in m.distributions():\n"
     "    name = d.metadata['Name']\n"
@@ -104,7 +107,8 @@ FREEZE_SCRIPT = (
     "        else:\n"
     "            files = d.files\n"
     "            pure = bool(files) and not any(str(f).lower().endswith(NATIVE) for f in files)\n"
-    "        seen[name.lower()] = [name, d.version, bool(d.read_text('direct_url.json')), pure]\n"
+    "        reqs = sorted({r.group(0) for r in (re.match(NAME, q) for q in d.requires or ()) if r})\n"
+    "        seen[name.lower()] = [name, d.version, bool(d.read_text('direct_url.json')), pure, reqs]\n"
     f"print({_MARK!r} + json.dumps(sorted(seen.values())))\n"
 )
 DPKG_FORMAT = "${Package}=${Version}\\n"
@@ -123,6 +127,8 @@ class InstalledSet:
     from_url: dict[str, str] = field(default_factory=dict)  # installed from a URL or path
     debs: dict[str, str] = field(default_factory=dict)  # Debian package -> version
     pure: set[str] = field(default_factory=set)  # installed from a pure-Python wheel
+    # canonical name -> the names its Requires-Dist lines name (markers and extras not weighed)
+    requires: dict[str, set[str]] = field(default_factory=dict)
     ok: bool = True
     error: str = ""
 
@@ -142,6 +148,8 @@ def parse_freeze_output(output: str) -> InstalledSet:
         (out.from_url if direct else out.dists)[key] = version
         if len(row) > 3 and row[3] is True:
             out.pure.add(key)
+        if len(row) > 4 and isinstance(row[4], list):
+            out.requires[key] = {canonicalize_name(str(r)) for r in row[4]}
     return out
 
 
@@ -401,6 +409,32 @@ def lockable_pins(replay: InstalledSet, base: InstalledSet, project: str | None)
     return pins, from_url
 
 
+def unrequired(installed: InstalledSet, named: set[str], base: InstalledSet) -> dict[str, str]:
+    """The installed distributions that nothing asks for: not named by the plan (``named``),
+    not in the base image, not installed from a URL or path (the project), and required by none
+    of those nor by what they require, whatever the marker or extra. A repair that pins an older
+    release leaves them behind: django-bootstrap5's era pins took virtualenv and pydantic back
+    to 2024, and python-discovery and typing-inspection, which only their newer releases
+    require, stayed installed, with requirements pip check found broken. Empty when the listing
+    has no requirements (an older reader)."""
+    if not installed.requires:
+        return {}
+    reached: set[str] = set()
+    stack = [n for n in installed.dists if n in named or n in base.dists] + list(installed.from_url)
+    while stack:
+        name = stack.pop()
+        if name not in reached:
+            reached.add(name)
+            stack.extend(installed.requires.get(name, ()))
+    return {n: v for n, v in sorted(installed.dists.items()) if n not in reached}
+
+
+def _named_by_plan(graph: DepGraph) -> set[str]:
+    """Every distribution the graph names, installed or not: its packages, test tools, project
+    and members (canonical names)."""
+    return {canonicalize_name(n.name) for n in graph.nodes.values() if n.type in ("PACKAGE", "TOOL")}
+
+
 def _project_name(graph: DepGraph) -> str | None:
     node = graph.nodes.get(PROJECT)
     if node is None or node.name.startswith("("):
@@ -417,6 +451,7 @@ class _Replay:
     pins: dict[str, str]
     apt_versions: dict[str, str]
     pure: frozenset[str] = frozenset()  # pins installed from pure-Python wheels
+    unrequired: dict[str, str] = field(default_factory=dict)  # installed, left out of the pins
 
 
 @dataclass
@@ -583,7 +618,7 @@ def draft_before_replay(
         return None
     target = LockFile.in_output(repo, output_dir)
     rel = target.rel
-    working = _read_replay(engine, graph, working_tag, rel, t0)
+    working = _read_replay(engine, graph, working_tag, rel, t0, drop_unrequired=True)
     if isinstance(working, LockOutcome) or not working.pins:
         return None
     try:
@@ -883,9 +918,13 @@ def proven_by_build(engine: Any, repo: Path, pending: PendingLock, tag: str) -> 
     return _pending_outcome(pending, reason, tag, pending.seconds + time.monotonic() - t0)
 
 
-def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: float) -> _Replay | LockOutcome:
+def _read_replay(
+    engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: float, *, drop_unrequired: bool = False
+) -> _Replay | LockOutcome:
     """Freeze the replay image and the base image; an outcome instead when the replay cannot be
-    listed or holds something an index lock cannot pin."""
+    listed or holds something an index lock cannot pin. ``drop_unrequired``: what nothing
+    requires (``unrequired``) stays out of the pins, for a lock that the clean replay's tests
+    then prove without it."""
     # the development stage's packages (git for the editor) are not in the tested image
     apt = sorted(n.name for n in graph.of_type("SYSTEMLIB") if n.action == "apt" and not dev_stage_only(n))
     replay = installed_set(engine, replay_tag, apt)
@@ -907,7 +946,9 @@ def _read_replay(engine: Any, graph: DepGraph, replay_tag: str, rel: str, t0: fl
             seconds=time.monotonic() - t0,
         )
     apt_versions = {n: replay.debs[n] for n in apt if n in replay.debs}
-    return _Replay(apt, base, pins, apt_versions, frozenset(replay.pure & set(pins)))
+    dropped = unrequired(replay, _named_by_plan(graph), base) if drop_unrequired else {}
+    pins = {n: v for n, v in pins.items() if n not in dropped}
+    return _Replay(apt, base, pins, apt_versions, frozenset(replay.pure & set(pins)), dropped)
 
 
 def _keep_current(
@@ -962,6 +1003,13 @@ def _draft_lock(
         wheels = pool.submit(_compiled_pins, graph, replay.pins, python, index_url, timeout, pure=replay.pure)
         entries, notes = fetch_hashes(replay.pins, python, index_url=index_url, timeout=timeout)
         compiled = wheels.result()
+    if replay.unrequired:
+        listed = ", ".join(f"{n} {v}" for n, v in list(replay.unrequired.items())[:6])
+        more = f" (+{len(replay.unrequired) - 6} more)" if len(replay.unrequired) > 6 else ""
+        notes.append(
+            f"left out of the lock: {listed}{more}: installed, but the plan names none of them and nothing "
+            "installed requires them (a repair's older pin left them behind); the clean replay's tests ran without them"
+        )
     lock = RequirementsLock(
         entries, graph.meta.get("inputs_hash") or inputs_hash(graph), python, debs=replay.apt_versions
     )

@@ -329,8 +329,10 @@ class ReplayMixin(LoopBase):
     def _needs_no_test(pending: PendingLock) -> bool:
         """The drafted lock changes the proven Dockerfile's pins alone: no compiler or build tool
         left out and no wheel built in a builder stage, either of which a test may miss (a test
-        that compiles, a library only the builder had). Those go to a replay that runs the tests."""
-        return not pending.draft.left_out and not pending.draft.staged
+        that compiles, a library only the builder had), nor an installed distribution left out
+        because nothing requires it (``bot.loop.lock.unrequired``). Those go to a replay that
+        runs the tests."""
+        return not pending.draft.left_out and not pending.draft.staged and not pending.working.unrequired
 
     def _prove_lock_by_build(self, pending: PendingLock, working: Workspace) -> None:
         """Build the drafted lock and keep it when it installs the working image's set; otherwise

@@ -1003,3 +1003,61 @@ def test_passed_count_reads_the_runner_s_summary_when_no_test_is_named():
     assert passed_count(_summary_only("Ran 10 tests in 1.0s\n\nFAILED (failures=2, unexpected successes=1)\n")) == 7
     assert passed_count(_summary_only("===== 5 passed, 1 failed, 2 skipped in 0.50s =====\n")) == 5
     assert passed_count(_summary_only("Traceback (most recent call last):\nImportError\n")) == 0
+
+
+# psycopg and redis are what the plan names; python-discovery and its filelock were left by a
+# repair's older pin (django-bootstrap5: virtualenv went back to 2024, python-discovery stayed)
+LEFT_BEHIND = (
+    '[["psycopg", "3.2.3", false, false, ["psycopg-binary", "typing-extensions"]],'
+    ' ["psycopg-binary", "3.2.3", false, false, []],'
+    ' ["typing-extensions", "4.12.2", false, true, []],'
+    ' ["redis", "5.2.0", false, true, ["async-timeout"]],'
+    ' ["python-discovery", "1.9.9", false, true, ["filelock", "platformdirs"]],'
+    ' ["filelock", "3.15.3", false, true, []],'
+    ' ["pip", "24.0", false, true, []]]'
+)
+CLEAN = (
+    '[["psycopg", "3.2.3", false, false, ["psycopg-binary", "typing-extensions"]],'
+    ' ["psycopg-binary", "3.2.3", false, false, []],'
+    ' ["typing-extensions", "4.12.2", false, true, []],'
+    ' ["redis", "5.2.0", false, true, ["async-timeout"]],'
+    ' ["pip", "24.0", false, true, []]]'
+)
+
+
+def test_what_nothing_requires_stays_out_of_the_lock_and_the_replay_s_tests_prove_it(loop):
+    loop.engine = _Engine({WORK: LEFT_BEHIND, REPLAY: CLEAN})
+    working = _working(loop)
+    pending = loop._lock_first(working)
+    assert pending is not None
+    assert pending.working.unrequired == {"filelock": "3.15.3", "python-discovery": "1.9.9"}
+    text = (loop.repo / ".devcontainer" / LOCK_NAME).read_text()
+    assert "psycopg==3.2.3" in text and "typing-extensions==4.12.2" in text and "redis==5.2.0" in text
+    assert "python-discovery" not in text and "filelock" not in text
+    assert any("left out of the lock: filelock 3.15.3, python-discovery 1.9.9" in n for n in pending.draft.notes)
+    # not a change of pins alone: the clean replay runs the tests, no build-only proof
+    assert not loop._needs_no_test(pending)
+    loop.replay_with(_outcome(3))
+    ws = loop._hold_locked_replay(pending, loop.replay(), working)
+    assert ws.tag == REPLAY and loop._prelocked is not None and loop._prelocked.status == "locked"
+
+
+def test_a_listing_without_requirements_leaves_nothing_out():
+    """An image listed by an older reader (no requirements per distribution): nothing is
+    called unrequired, so nothing is dropped on a guess."""
+    listed = vlock.parse_freeze_output("SETUPBOT-DISTS:" + SET)
+    assert vlock.unrequired(listed, set(), vlock.InstalledSet()) == {}
+
+
+def test_the_reader_lists_each_distribution_s_requirements_on_a_real_interpreter():
+    """FREEZE_SCRIPT run by this interpreter: pytest requires pluggy, and what pytest needs is
+    never called unrequired when the plan names pytest."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", vlock.FREEZE_SCRIPT], capture_output=True, text=True, timeout=120)
+    listed = vlock.parse_freeze_output(out.stdout)
+    assert listed.ok and "pluggy" in listed.requires["pytest"]
+    left = vlock.unrequired(listed, {"pytest"}, vlock.InstalledSet())
+    assert "pytest" not in left and "pluggy" not in left and "iniconfig" not in left
+    assert left  # this interpreter has more than pytest and what it needs
