@@ -525,7 +525,9 @@ class Engine:
         )
 
     def _run_build(self, argv: list[str], env: dict[str, str], timeout: float) -> Captured:
-        """Run the build command, once more when it lost its cached parent layer."""
+        """Run the build command, once more when it lost its cached parent layer: then with
+        --no-cache, so that the second build stands on no cached layer that another clean could
+        remove in its turn (seen in CI: a plain second build lost its parent again)."""
         for attempt in (1, 2):
             try:
                 # the build log is the repository's output too: capped the same way
@@ -533,8 +535,9 @@ class Engine:
             except OSError as exc:
                 raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
             if attempt == 1 and cap.returncode != 0 and not cap.timed_out and lost_cache_parent(cap.text):
-                # Another run's clean removed a cached layer while this build stood on it;
-                # the cache no longer holds it, so the same build simply redoes that step.
+                # Another run's clean removed a cached layer while this build stood on it
+                if "--no-cache" not in argv:
+                    argv = [*argv[:2], "--no-cache", *argv[2:]]
                 continue
             break
         return cap
