@@ -198,6 +198,9 @@ class Evidence:
     ci_targets: list[tuple[str, Source]] = field(default_factory=list)
     test_extras: list[tuple[str, Source]] = field(default_factory=list)
     requirement_files: list[tuple[str, Source]] = field(default_factory=list)  # named by CI/tox/nox/docs
+    # requirement files one factor of a tox test environment installs (sanic-latest: -r
+    # requirements/sanic-latest.txt): a cell of a version matrix, not installed as a whole
+    matrix_files: list[tuple[str, Source]] = field(default_factory=list)
     pytest_plugins: list[tuple[str, Source]] = field(default_factory=list)
     pytest_config: Source | None = None
     # the settings module a Django project's own runner names, when its tests do not use

@@ -39,6 +39,14 @@ def classify(rel: str) -> str:
     return "other"
 
 
+def companion_file(rel: str) -> bool:
+    """Whether the lines of a requirements file that one cell of a test matrix installs go
+    together for the tests (requirements/sanic-latest.txt); a file or folder named for
+    documentation, linting, examples and the like does not."""
+    stems = [re.sub(r"\.(txt|in|pip)$", "", part.lower()) for part in rel.split("/")]
+    return rel.endswith((".txt", ".in")) and not any(_SKIP_NAMES.search(stem) for stem in stems)
+
+
 def candidates(files: RepoFiles) -> list[str]:
     out = []
     for rel in files.all_files():

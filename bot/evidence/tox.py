@@ -130,6 +130,10 @@ def _scan_deps(
             continue
         if m and not re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*[<>=!~;@]", line):
             spec = m.group(2).strip()
+            if spec.startswith(("-r", "--requirement")) and "{" not in spec.replace("{toxinidir}/", ""):
+                target = re.sub(r"^(-r|--requirement)[\s=]*", "", spec).replace("{toxinidir}/", "")
+                ev.matrix_files.append((target.strip(), src(line, f"{section} deps ({m.group(1)})")))
+                continue
             if spec.startswith(("-", ".")) or "{" in spec:
                 continue
             name = re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower()

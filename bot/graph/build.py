@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -22,6 +23,7 @@ from bot.evidence.model import (
     ServiceRequirement,
     Source,
 )
+from bot.evidence.requirements import companion_file
 from bot.evidence.services import service_clients
 from bot.graph.alternatives import choose
 from bot.graph.apply import SCM_PRETEND_VERSION, link_runtime
@@ -419,6 +421,7 @@ def _add_imports(
             continue
         by_module.setdefault(import_key(use.full or use.module), []).append(use)
     declared_names = {name: n.attrs.get("spec", name) for name, n in declared.items()}
+    matrix = {posixpath.normpath(path.strip()) for path, _src in ev.matrix_files}
     for module in sorted(by_module):
         uses = by_module[module]
         required_in_tests = any(u.in_tests and not u.optional for u in uses)
@@ -437,7 +440,7 @@ def _add_imports(
             inode.attrs["uses"] = len(uses)
         dist = declared_for(module, declared_names)
         if dist:
-            _map_to_declared(g, inode, declared[dist], required_in_tests)
+            _map_to_declared(g, inode, declared[dist], required_in_tests, matrix)
             continue
         # without any manifest the imports are all there is to go on (optional ones stay out:
         # the code runs without them); with one, only what the tests import unconditionally
@@ -445,30 +448,54 @@ def _add_imports(
         _map_to_distribution(g, inode, module, want, registry, no_manifest)
 
 
-def _map_to_declared(g: DepGraph, inode: Node, pn: Node, required_in_tests: bool) -> None:
+def _map_to_declared(g: DepGraph, inode: Node, pn: Node, required_in_tests: bool, matrix: set[str]) -> None:
     """An import a declared package provides; promoted to installed when the tests need it."""
     g.edge(inode.id, pn.id, "mapping")
     if pn.action is None and required_in_tests:
         # declared only in a non-test extra, but the tests import it unconditionally
-        pn.action = "pip"
-        pn.attrs["promoted"] = "imported by tests"
-        # declared in an extra of the project's own: its range is the project's word on what
-        # works (regions: plot = ["matplotlib>=3.5"]) and stays. Declared only in a file that is
-        # not installed (often one cell of a version matrix): keep the name and extras, and let
-        # the resolver pick the version
-        try:
-            r0 = PkgReq(pn.attrs.get("spec", pn.name))
-        except InvalidRequirement:
-            r0 = None
-        exact = r0 is not None and any(s.operator in ("==", "===") for s in r0.specifier)
-        if r0 is not None and (exact or not str(pn.attrs.get("group", "")).startswith("extra:")):
-            # an exact pin in an extra is an environment's too (an "oldest" extra)
-            pn.attrs["spec"] = r0.name + (f"[{','.join(sorted(r0.extras))}]" if r0.extras else "")
-        pn.attrs["group"] = TEST
-        link_runtime(g, pn.id)
-        if PROJECT in g.nodes:
-            g.edge(PROJECT, pn.id)
+        _promote_to_test(g, pn, "imported by tests")
+        _promote_companions(g, pn, matrix)
     inode.state = "SATISFIED" if pn.action else "UNKNOWN"
+
+
+def _promote_to_test(g: DepGraph, pn: Node, why: str) -> None:
+    """A declared package that was not to be installed becomes a test dependency."""
+    pn.action = "pip"
+    pn.attrs["promoted"] = why
+    # declared in an extra of the project's own: its range is the project's word on what
+    # works (regions: plot = ["matplotlib>=3.5"]) and stays. Declared only in a file that is
+    # not installed (often one cell of a version matrix): keep the name and extras, and let
+    # the resolver pick the version
+    try:
+        r0 = PkgReq(pn.attrs.get("spec", pn.name))
+    except InvalidRequirement:
+        r0 = None
+    exact = r0 is not None and any(s.operator in ("==", "===") for s in r0.specifier)
+    if r0 is not None and (exact or not str(pn.attrs.get("group", "")).startswith("extra:")):
+        # an exact pin in an extra is an environment's too (an "oldest" extra)
+        pn.attrs["spec"] = r0.name + (f"[{','.join(sorted(r0.extras))}]" if r0.extras else "")
+    pn.attrs["group"] = TEST
+    link_runtime(g, pn.id)
+    if PROJECT in g.nodes:
+        g.edge(PROJECT, pn.id)
+
+
+def _promote_companions(g: DepGraph, pn: Node, matrix: set[str]) -> None:
+    """A package the tests import, declared only in requirement files that one factor of a
+    tox test environment installs (one cell of a version matrix: sanic-latest: -r
+    requirements/sanic-latest.txt), brings the other lines of those files with it: the
+    repository installs them together to run those tests, and what nothing imports there is
+    what the tests need beside it (sanic-testing, which sanic's test client loads). A file no
+    test environment names (a benchmark's comparison set) or one named for documentation,
+    linting or examples brings nothing."""
+    files = {f for f, _line, detail in pn.evidence if detail == "requirements" and f in matrix and companion_file(f)}
+    if not files:
+        return
+    for other in g.of_type("PACKAGE"):
+        if other.action is not None or other.attrs.get("group") != "other" or other is pn:
+            continue
+        if any(f in files and detail == "requirements" for f, _line, detail in other.evidence):
+            _promote_to_test(g, other, f"listed beside {pn.name}, which the tests import")
 
 
 def _choose_distribution(inode: Node, module: str, want: bool, registry: Registry) -> str | None:
