@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 
 from bot.atoms import Atom, spec_name
 from bot.errors import SetupbotError
@@ -235,6 +235,9 @@ class CandidatesMixin(LoopBase):
         from packaging.utils import canonicalize_name
 
         installed = {canonicalize_name(p) for p in self.providers[sig.key]}
+        # a bare name that is installed already installs nothing: the trial would only run the
+        # tests again (faststream.broker missing from the faststream installed)
+        cands = [c for c in cands if not _reinstalls_only(c, installed)]
         declared = {canonicalize_name(d) for d in self._declared_distributions()}
         own = installed & declared
         if not own:
@@ -262,3 +265,14 @@ class CandidatesMixin(LoopBase):
                 ),
             )
         return out
+
+
+def _reinstalls_only(cand: Candidate, installed: set[NormalizedName]) -> bool:
+    """Whether the candidate only asks pip for distributions in ``installed`` by their bare
+    names (no version, extra, marker or URL), which pip and uv answer "already satisfied"."""
+    packages = [p for a in cand.atoms if a.kind == "pip_install" for p in a.args["packages"]]
+    return (
+        bool(packages)
+        and all(a.kind == "pip_install" for a in cand.atoms)
+        and all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p.strip()) and spec_name(p) in installed for p in packages)
+    )

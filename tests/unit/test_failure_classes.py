@@ -312,7 +312,40 @@ def test_an_installed_declared_provider_is_preferred_over_the_same_named_distrib
     assert out == ["drop_package pip python-slugify"]
     # nothing declared provides it: the candidates stay as they were
     loop.providers = {"slugify": ["python-slugify"]}
-    assert [c.describe() for c in loop._prefer_installed(sig, [same_named])] == ["pip_install python-slugify"]
+    other = Candidate([Atom("pip_install", {"packages": ["awesome-slugify"]})], "rule")
+    assert [c.describe() for c in loop._prefer_installed(sig, [other])] == ["pip_install awesome-slugify"]
+
+
+def test_a_bare_reinstall_of_the_installed_provider_is_not_tried(tmp_path):
+    """faststream.broker is missing from the faststream installed (a release that dropped it):
+    pip install faststream answers "already satisfied", and its trial only ran the suite again
+    (19 s on dishka) before the era pin came up. A version, an extra or another distribution
+    can change the environment and stays."""
+    from bot.compile.plan import Plan
+    from bot.graph.model import DepGraph
+    from bot.loop.orchestrator import SetupLoop
+    from bot.loop.repair import Candidate
+
+    loop = SetupLoop.__new__(SetupLoop)
+    loop.plan = Plan(tmp_path, DepGraph())
+    loop.providers = {"faststream": ["faststream"]}
+    sig = diagnose("E   ModuleNotFoundError: No module named 'faststream.broker'")[0]
+
+    def pip(*packages: str) -> Candidate:
+        return Candidate([Atom("pip_install", {"packages": list(packages)})], "knowledge")
+
+    era = Candidate([Atom("pip_constraint", {"constraints": ["faststream==0.5.33"]})], "rule")
+    cands = [pip("faststream"), pip("FastStream"), era, pip("faststream[nats]"), pip("faststream>=0.5"), pip("other")]
+    out = [c.describe() for c in loop._prefer_installed(sig, cands)]
+    assert out == [
+        "pip_constraint faststream==0.5.33",
+        "pip_install faststream[nats]",
+        "pip_install faststream>=0.5",
+        "pip_install other",
+    ]
+    # not installed: installing it is the repair
+    loop.providers = {"faststream": []}
+    assert [c.describe() for c in loop._prefer_installed(sig, cands[:1])] == ["pip_install faststream"]
 
 
 def test_a_project_that_compiles_its_extension_is_not_offered_a_checkout_run_for_similar_text(tmp_path):
