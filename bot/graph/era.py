@@ -98,6 +98,7 @@ class Era:
     requirements: list[str] = field(default_factory=list)
     # the set did not resolve together; the pins are each requirement's own release of the date
     partial: bool = False
+    releases: dict[str, str] = field(default_factory=dict)  # release_of, by canonical name
 
     @property
     def pins(self) -> dict[str, str]:
@@ -105,6 +106,20 @@ class Era:
 
     def version_of(self, dist: str) -> str:
         return self.pins.get(canonicalize_name(dist), "")
+
+    def release_of(self, dist: str, timeout: float = 60.0) -> str:
+        """The newest release of ``dist`` before the date that installs on the Python from a
+        wheel, resolved alone: what "current on that date" means for one distribution. The
+        set's pin can be older: on the host nothing is built, so a newer release whose extra
+        needs an sdist (faststream[nats] and nats-py) is passed over for one from a year before.
+        Empty when uv cannot say."""
+        key = canonicalize_name(dist)
+        if self.partial:
+            return self.version_of(key)
+        if key not in self.releases:
+            res = uv_compile([key], self.python, timeout=timeout, exclude_newer=self.date, no_deps=True)
+            self.releases[key] = res.pins.get(key, "") if res.ok else ""
+        return self.releases[key]
 
     def drifted(self, current: dict[str, str]) -> dict[str, str]:
         """Distributions whose era version differs from ``current`` (name -> era version); a

@@ -150,16 +150,7 @@ class EraMixin(LoopBase):
             else []
         )
         for dist in names:
-            if dist in drifted:
-                was = current.get(dist)
-                out.append(
-                    Candidate(
-                        [Atom("pip_constraint", {"constraints": [f"{dist}=={drifted[dist]}"]})],
-                        "rule",
-                        why=f"{dist} {drifted[dist]} was current on {era.date[:10]} ({era.source})"
-                        + (f"; {was} is newer than the repository" if was else ""),
-                    )
-                )
+            out += _named_era_pins(era, dist, drifted.get(dist, ""), current.get(dist, ""))
         whole = _whole_era(era, drifted)
         return out + ([whole] if whole is not None else [])
 
@@ -187,6 +178,34 @@ class EraMixin(LoopBase):
         if era is None or not era.pins:
             return None
         return _whole_era(era, era.drifted(self._current_pins()))
+
+
+def _named_era_pins(era: Any, dist: str, in_set: str, was: str) -> list[Candidate]:
+    """Pins of the one distribution a failure names: its own newest release of the date first,
+    then the release the whole era set resolved it to, when that differs (the set may hold it
+    back). None that is what is installed."""
+    if not in_set:
+        return []  # not in the era set, or installed at its era release already
+    own = era.release_of(dist)
+    newer = f"; {was} is newer than the repository" if was else ""
+    out = []
+    if own and own != was and own != in_set:
+        out.append(
+            Candidate(
+                [Atom("pip_constraint", {"constraints": [f"{dist}=={own}"]})],
+                "rule",
+                why=f"{dist} {own} was its newest release on {era.date[:10]} ({era.source}){newer}",
+            )
+        )
+    held = f" with the rest of the requirements as of {era.date[:10]}" if out else ""
+    out.append(
+        Candidate(
+            [Atom("pip_constraint", {"constraints": [f"{dist}=={in_set}"]})],
+            "rule",
+            why=f"{dist} {in_set} was current{held or ' on ' + era.date[:10]} ({era.source}){newer}",
+        )
+    )
+    return out
 
 
 def _whole_era(era: Any, drifted: dict[str, str]) -> Candidate | None:

@@ -54,6 +54,59 @@ def test_drifted_compares_with_current_pins():
     assert Era(date="x", resolution=Resolution(False, error="boom")).pins == {}
 
 
+def test_a_named_distribution_gets_its_own_release_of_the_date_before_the_sets_pin(monkeypatch):
+    """dishka at its December 2024 commit: faststream.broker is gone from faststream 0.7. The era
+    set, resolved on the host where nothing is built, held faststream[nats] at 0.1.6 (2023),
+    because nats-py has only an sdist; faststream's own release of that date is 0.5.33. That
+    comes first, and the set's pin stays as the next candidate."""
+    import bot.graph.era as era_mod
+    from bot.loop.era import _named_era_pins
+
+    asked = []
+
+    def alone(requirements, python, **kw):
+        asked.append((tuple(requirements), python, kw.get("exclude_newer"), kw.get("no_deps")))
+        return Resolution(True, {"faststream": "0.5.33"})
+
+    monkeypatch.setattr(era_mod, "uv_compile", alone)
+    era = Era(
+        date="2024-12-06T14:56:26Z",
+        source="target.as_of",
+        python="3.13",
+        resolution=Resolution(True, {"faststream": "0.1.6"}),
+    )
+    cands = _named_era_pins(era, "faststream", "0.1.6", "0.7.8")
+    assert [c.describe() for c in cands] == ["pip_constraint faststream==0.5.33", "pip_constraint faststream==0.1.6"]
+    assert (
+        cands[0].why
+        == "faststream 0.5.33 was its newest release on 2024-12-06 (target.as_of); 0.7.8 is newer than the repository"
+    )
+    assert "with the rest of the requirements as of 2024-12-06" in cands[1].why
+    assert asked == [(("faststream",), "3.13", "2024-12-06T14:56:26Z", True)]
+    era.release_of("FastStream")  # asked once per distribution
+    assert len(asked) == 1
+    # the two agree: one candidate, worded as before
+    same = _named_era_pins(era, "faststream", "0.5.33", "0.7.8")
+    assert [c.why for c in same] == [
+        "faststream 0.5.33 was current on 2024-12-06 (target.as_of); 0.7.8 is newer than the repository"
+    ]
+    # installed at its own release already: only the set's pin is left to try
+    assert [c.describe() for c in _named_era_pins(era, "faststream", "0.1.6", "0.5.33")] == [
+        "pip_constraint faststream==0.1.6"
+    ]
+    # a partial era (each requirement resolved alone) asks nothing more
+    partial = Era(date="d", python="3.13", resolution=Resolution(True, {"six": "1.16.0"}), partial=True)
+    assert partial.release_of("six") == "1.16.0" and len(asked) == 1
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
+def test_a_distributions_own_release_of_a_date_against_pypi():
+    """faststream's newest release before 2024-12-06T14:56Z with a wheel for Python 3.13 is
+    0.5.33 (uploaded 2024-12-05; 0.5.34 came in January 2025)."""
+    era = Era(date="2024-12-06T14:56:26Z", python="3.13", resolution=Resolution(True, {"faststream": "0.1.6"}))
+    assert era.release_of("faststream") == "0.5.33"
+
+
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed")
 def test_resolve_era_against_pypi():
     """A real resolution: attrs as of 2021-01-01 is 20.3.0 (released 2020-11-05; 21.1.0 came

@@ -309,8 +309,14 @@ def _era_world(monkeypatch, era_pins):
         calls.append((tuple(requirements), python, date))
         return era_mod.Era(date=date, source=source, python=python, resolution=Resolution(True, dict(era_pins)))
 
+    def fake_alone(requirements, python, **kw):
+        # one distribution's own release of the date (Era.release_of): the set's pin here
+        assert kw.get("no_deps") and kw.get("exclude_newer")
+        return Resolution(True, {r: era_pins[r] for r in requirements if r in era_pins})
+
     monkeypatch.setattr(era_mod, "resolve_era", fake_resolve)
     monkeypatch.setattr(loop_era, "resolve_era", fake_resolve)  # the loop's era trial calls it
+    monkeypatch.setattr(era_mod, "uv_compile", fake_alone)
     return calls
 
 
