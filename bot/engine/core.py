@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -421,20 +421,23 @@ class Engine:
                 # the classic builder makes each --label its own step, and a step commits a
                 # container of the whole image (seconds each on a large one): one LABEL does it
                 dockerfile.write_text(text.rstrip("\n") + "\n" + inline)
-            argv = self._build_argv(
-                dockerfile,
-                context,
-                tags,
-                {} if inline else labels,
-                build_args=build_args,
-                no_cache=no_cache,
-                buildkit=buildkit,
-            )
+
+            def argv_for(no_cache: bool) -> list[str]:
+                return self._build_argv(
+                    dockerfile,
+                    context,
+                    tags,
+                    {} if inline else labels,
+                    build_args=build_args,
+                    no_cache=no_cache,
+                    buildkit=buildkit,
+                )
+
             env = host_env()
             if self.kind == "docker":
                 env["DOCKER_BUILDKIT"] = "1" if buildkit else "0"
             started = time.monotonic()
-            cap = self._run_build(argv, env, timeout)
+            cap, argv = self._run_build(argv_for, no_cache, env, timeout)
             if cap.timed_out:
                 said = f"build stopped: {cap.gave_up}" if cap.gave_up else f"build timed out after {timeout}s"
                 return BuildResult(False, tags[0], cap.text + f"\n[setupbot] {said}\n", time.monotonic() - started)
@@ -524,10 +527,14 @@ class Engine:
             f"pip's resolver was still backtracking {grace:.0f}s after it said it was taking longer than usual",
         )
 
-    def _run_build(self, argv: list[str], env: dict[str, str], timeout: float) -> Captured:
-        """Run the build command, once more when it lost its cached parent layer: then with
-        --no-cache, so that the second build stands on no cached layer that another clean could
-        remove in its turn (seen in CI: a plain second build lost its parent again)."""
+    def _run_build(
+        self, argv_for: Callable[[bool], list[str]], no_cache: bool, env: dict[str, str], timeout: float
+    ) -> tuple[Captured, list[str]]:
+        """Run the build command ``argv_for(no_cache)``, once more when it lost its cached parent
+        layer: then with --no-cache, so that the second build stands on no cached layer that
+        another clean could remove in its turn (seen in CI: a plain second build lost its parent
+        again). The capture and the command line that gave it."""
+        argv = argv_for(no_cache)
         for attempt in (1, 2):
             try:
                 # the build log is the repository's output too: capped the same way
@@ -536,11 +543,10 @@ class Engine:
                 raise EngineError(f"cannot run {self.kind} build: {exc}", "Check the engine.", argv=argv) from exc
             if attempt == 1 and cap.returncode != 0 and not cap.timed_out and lost_cache_parent(cap.text):
                 # Another run's clean removed a cached layer while this build stood on it
-                if "--no-cache" not in argv:
-                    argv = [*argv[:2], "--no-cache", *argv[2:]]
+                argv = argv_for(True)
                 continue
             break
-        return cap
+        return cap, argv
 
     def ca_derivative(self, base: str) -> str:
         """A transient image: ``base`` plus the CA bundle, labelled with this run (cleaned up
