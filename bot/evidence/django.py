@@ -9,6 +9,7 @@ loop's django_settings rule (bot.loop.repair) read the module from here."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from bot import safefs
@@ -47,15 +48,22 @@ PYTEST_DJANGO_FILES = (
 )
 
 
-def named_settings(repo: Path) -> list[tuple[str, Source]]:
+_WORKFLOW = re.compile(r"\.github/workflows/[^/]+\.ya?ml")
+
+
+def named_settings(repo: Path, tree: Iterable[str] | None = None) -> list[tuple[str, Source]]:
     """Settings modules the repository names itself, each with where: manage.py or runtests.py
     set DJANGO_SETTINGS_MODULE, tox and pytest configuration set it, CI passes --settings. Only
     modules that exist in the tree count (a typo or a placeholder is not evidence), so the value
-    is a module path of the repository's own, never free text."""
+    is a module path of the repository's own, never free text. ``tree``: the repository's files
+    when the caller has listed them already (the scan), else the workflows are looked for."""
     found: dict[str, Source] = {}
-    names = list(NAMING_FILES) + safefs.glob_files(
-        repo, lambda rel: re.fullmatch(r"\.github/workflows/[^/]+\.ya?ml", rel) is not None, limit=10
+    workflows = (
+        sorted(rel for rel in tree if _WORKFLOW.fullmatch(rel))[:10]
+        if tree is not None
+        else safefs.glob_files(repo, lambda rel: _WORKFLOW.fullmatch(rel) is not None, limit=10)
     )
+    names = list(NAMING_FILES) + workflows
     for rel in names:
         text = safefs.try_read_text(repo, rel, max_bytes=1_000_000)
         if text is None:
@@ -88,6 +96,6 @@ def scan(files: RepoFiles, ev: Evidence) -> None:
     (``ev.django_settings``)."""
     if not any(u.in_tests and u.module == "django" for u in ev.imports) or uses_pytest_django(files.root):
         return
-    named = named_settings(files.root)
+    named = named_settings(files.root, files.all_files())
     if named:
         ev.django_settings = named[0]

@@ -82,3 +82,17 @@ def test_the_value_is_the_module_path_alone_whatever_the_line_around_it_says(wri
     env_lines = [ln for ln in plan.dockerfile.text.splitlines() if ln.startswith("ENV DJANGO")]
     assert env_lines == ["ENV DJANGO_SETTINGS_MODULE=shop.settings.testing"]
     assert "curl" not in plan.dockerfile.text and "GITHUB_TOKEN" not in plan.dockerfile.text
+
+
+def test_a_workflow_that_passes_the_settings_names_them(write_tree):
+    """No runner file names the module; the CI's test step does (``--settings``). The scan
+    finds the workflow among the files it listed already."""
+    files = {k: v for k, v in FILES.items() if k != "runtests.py"}
+    files[".github/workflows/tests.yml"] = (
+        "on: push\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: django-admin test --settings=shop.settings.testing\n"
+    )
+    plan = make_plan(write_tree(files), available_pythons=["3.11"], resolve=False)
+    env = plan.graph.nodes["config:env:DJANGO_SETTINGS_MODULE"]
+    assert env.attrs["value"] == "shop.settings.testing"
+    assert (".github/workflows/tests.yml", 6) in [(e[0], e[1]) for e in env.evidence]
