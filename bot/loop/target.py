@@ -66,84 +66,78 @@ class TargetOutcome:
 
 
 _UNITTEST_COUNT = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*$", re.M)
-_UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?\bskipped=(\d+)", re.M)
+# unittest's closing line: "OK (skipped=3)", "FAILED (failures=2, errors=1, skipped=3)"
+_UNITTEST_CLOSING = re.compile(r"^(?:OK|FAILED) \((.*)\)\s*$", re.M)
+_UNITTEST_KIND = re.compile(r"\b(expected failures|unexpected successes|failures|errors|skipped)=(\d+)")
 _PYTEST_SUMMARY = re.compile(
     r"^=+ (.*?\b(?:passed|failed|skipped|error|errors|deselected|no tests ran)\b.*?) in [\d.]+s", re.M
 )
+_PYTEST_KIND = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)\b")
+# each kind of a runner's summary as the run record files it, the way JUnit reports them: an
+# expected failure is skipped, an unexpected success passed under pytest and failed under
+# unittest (which says the run FAILED for it)
+_UNITTEST_AS = {
+    "failures": "failed",
+    "errors": "error",
+    "skipped": "skipped",
+    "expected failures": "skipped",
+    "unexpected successes": "failed",
+}
+_PYTEST_AS = {"xfailed": "skipped", "xpassed": "passed", "errors": "error"}
 NO_TESTS_KINDS = frozenset({"no_tests_collected", "path_not_found"})
+
+
+def summary_counts(text: str) -> dict[str, int] | None:
+    """Tests per outcome (passed, failed, error, skipped) from the runner's own summary, for a
+    run that names no test: unittest's or Django's "Ran 175 tests" and "FAILED (failures=46)"
+    (a repository's runtests.py), else pytest's terminal summary (pytest run by tox, nox or
+    make: "46 failed, 129 passed"). None when the output has neither."""
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+    ran = [int(n) for n in _UNITTEST_COUNT.findall(text)]
+    if ran:
+        for line in _UNITTEST_CLOSING.findall(text):
+            for kind, n in _UNITTEST_KIND.findall(line):
+                counts[_UNITTEST_AS[kind]] += int(n)
+        counts["passed"] = max(0, sum(ran) - counts["failed"] - counts["error"] - counts["skipped"])
+        return counts
+    summaries = _PYTEST_SUMMARY.findall(text)
+    if not summaries:
+        return None
+    for line in summaries:
+        for n, kind in _PYTEST_KIND.findall(line):
+            counts[_PYTEST_AS.get(kind, kind)] += int(n)
+    return counts
 
 
 def ran_count(outcome: TargetOutcome) -> int | None:
     """How many tests ran (skipped ones do not count), or None when the runner's output gives
-    no count. JUnit first; else unittest's / Django's "Ran N tests" summary; else pytest's
-    terminal summary (pytest run by tox, nox or make)."""
+    no count: the per-test results (JUnit), else the runner's summary (``summary_counts``)."""
     if outcome.junit or outcome.results.total:
         return outcome.results.total - outcome.results.count("skipped")
-    text = outcome.log or ""
-    counts = _UNITTEST_COUNT.findall(text)
-    if counts:
-        skipped = sum(int(n) for n in _UNITTEST_SKIPPED.findall(text))
-        return max(0, sum(int(n) for n in counts) - skipped)
-    summaries = _PYTEST_SUMMARY.findall(text)
-    if summaries:
-        ran = 0
-        for line in summaries:
-            ran += sum(int(n) for n, what in re.findall(r"(\d+) (passed|failed|errors?|xfailed|xpassed)", line))
-        return ran
+    counts = summary_counts(outcome.log or "")
+    if counts is not None:
+        return counts["passed"] + counts["failed"] + counts["error"]
     if outcome.signatures and any(s.kind == "no_tests_collected" for s in outcome.signatures):
         return 0
     return None
 
 
-# unittest's closing line when a test did not pass: "FAILED (failures=2, errors=1, skipped=3)";
-# expected failures and unexpected successes ran and did not pass either
-_UNITTEST_NOT_PASSED = re.compile(r"(?:\(|, )(?:failures|errors|expected failures|unexpected successes)=(\d+)")
-_UNITTEST_FAILED_LINE = re.compile(r"^FAILED \((.*)\)\s*$", re.M)
-
-
 def passed_count(outcome: TargetOutcome) -> int:
-    """How many tests passed: the per-test results (JUnit, unittest's verbose lines); else the
-    runner's own summary, for a script that runs unittest or Django without saying each test
-    (a repository's runtests.py): "Ran 175 tests" less its "FAILED (failures=..., errors=...)"
-    and skipped ones, or pytest's "N passed"."""
+    """How many tests passed: the per-test results (JUnit, unittest's verbose lines), else the
+    runner's summary (``summary_counts``)."""
     if outcome.junit or outcome.results.total:
         return outcome.results.count("passed")
-    text = outcome.log or ""
-    if _UNITTEST_COUNT.search(text):
-        ran = ran_count(outcome) or 0
-        not_passed = sum(
-            int(n) for line in _UNITTEST_FAILED_LINE.findall(text) for n in _UNITTEST_NOT_PASSED.findall(f"({line})")
-        )
-        return max(0, ran - not_passed)
-    return sum(int(n) for line in _PYTEST_SUMMARY.findall(text) for n in re.findall(r"(\d+) passed", line))
-
-
-_UNITTEST_KIND = re.compile(r"\b(failures|errors|skipped|expected failures|unexpected successes)=(\d+)")
-_PYTEST_KIND = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)\b")
+    counts = summary_counts(outcome.log or "")
+    return counts["passed"] if counts is not None else 0
 
 
 def outcome_counts(outcome: TargetOutcome) -> dict[str, int]:
     """Tests per outcome and the total, in the run record's form (``TestResults.counts``): the
-    per-test results where there are some; else the runner's own summary, for a script that
-    runs unittest or Django without saying each test (a repository's runtests.py: "Ran 175
-    tests" and "FAILED (failures=46)") or pytest run by tox, nox or make ("46 failed, 129
-    passed"). A run with neither has no count."""
+    per-test results where there are some, else the runner's summary (``summary_counts``). A run
+    with neither has no count."""
     if outcome.junit or outcome.results.total:
         return outcome.results.counts()
-    text = outcome.log or ""
-    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
-    ran = [int(n) for n in _UNITTEST_COUNT.findall(text)]
-    if ran:
-        for line in re.findall(r"^(?:OK|FAILED) \((.*)\)\s*$", text, re.M):
-            for kind, n in _UNITTEST_KIND.findall(line):
-                key = {"errors": "error", "skipped": "skipped"}.get(kind, "failed")
-                counts[key] += int(n)
-        counts["passed"] = max(0, sum(ran) - counts["failed"] - counts["error"] - counts["skipped"])
-    else:
-        for line in _PYTEST_SUMMARY.findall(text):
-            for n, kind in _PYTEST_KIND.findall(line):
-                key = {"xfailed": "skipped", "xpassed": "passed", "errors": "error"}.get(kind, kind)
-                counts[key] += int(n)
+    counts = summary_counts(outcome.log or "") or {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
     return counts | {"total": sum(counts.values())}
 
 

@@ -211,3 +211,23 @@ def test_outcome_counts_read_the_runner_s_summary_when_no_test_is_named():
     assert counts("Traceback (most recent call last):\nImportError\n")["total"] == 0
     named = TargetOutcome("done", results=TestResults({"a": "passed", "b": "failed"}), log="Ran 9 tests in 1s\n")
     assert outcome_counts(named) == {"passed": 1, "failed": 1, "error": 0, "skipped": 0, "total": 2}
+
+
+def test_one_reading_of_a_summary_serves_the_counts_the_ran_and_the_passed():
+    """The record's counts, the loop's "how many ran" and "how many passed" read a summary the
+    same way, as JUnit files each test: an expected failure (xfailed) is skipped; an unexpected
+    success passes under pytest (xpassed) and fails under unittest, which says FAILED for it."""
+    from bot.loop.target import outcome_counts, passed_count, ran_count
+
+    for log, passed, ran, total in (
+        ("===== 3 passed, 2 xfailed, 1 xpassed, 1 skipped in 0.5s =====\n", 4, 4, 7),
+        ("Ran 10 tests in 1.0s\n\nOK (skipped=1, expected failures=2)\n", 7, 7, 10),
+        ("Ran 10 tests in 1.0s\n\nFAILED (errors=1, unexpected successes=1)\n", 8, 10, 10),
+    ):
+        o = TargetOutcome("done", log=log)
+        counts = outcome_counts(o)
+        assert (passed_count(o), ran_count(o), counts["total"]) == (passed, ran, total), log
+        assert counts["passed"] == passed and total - counts["skipped"] == ran, log
+    # no summary at all: no count, and nothing passed
+    silent = TargetOutcome("done", log="Traceback (most recent call last):\nImportError\n")
+    assert ran_count(silent) is None and passed_count(silent) == 0 and outcome_counts(silent)["total"] == 0
