@@ -72,6 +72,9 @@ class ReportData:
     repository: str = ""
     verdict: str = "Shallow"
     tier_reason: str = ""
+    # whether the prosecutor and the judge ran: without them the verdict stays at its floor
+    # (Shallow) whatever the tests did, and the report says that instead of what Shallow means
+    judged: bool = True
     proven: list[ProofItem] = field(default_factory=list)
     replay_ok: bool | None = None
     replay_detail: str = ""
@@ -353,6 +356,7 @@ def from_pipeline(
     if run_record is not None:
         _add_run_record(data, run_record)
     if verification is None:
+        data.judged = False
         data.tier_reason = data.tier_reason or "no prosecutor and judge: they did not run"
     else:
         _add_verification(data, verification, run_record)

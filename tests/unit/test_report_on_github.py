@@ -79,6 +79,23 @@ def test_every_rendering_starts_with_the_verdict_and_what_it_means(verdict, repl
     assert first_lines(render_job_summary(r, event="push"))[0].endswith("· setupbot (push)")
 
 
+def test_a_run_nobody_judged_says_so_instead_of_nothing_was_tested():
+    """setupbot run --no-verify on hotpdf: 38 tests passed in the clean replay, and the report
+    said Shallow means "nothing was really tested … or no test passed". Without the judge the
+    verdict stays at its floor; the report says that, and the table still gives the counts."""
+    from bot.report.model import from_pipeline
+
+    data = from_pipeline(None, None, None, repository="octo/app")
+    assert data.judged is False and data.verdict == "Shallow"
+    data.tests = TestCounts(collected=82, passed=38, failed=40)
+    text = render_report(data)
+    _, means = first_lines(text)
+    assert means.startswith("**Shallow** means not judged: no prosecutor and judge ran (`--no-verify`")
+    assert "nothing was really tested" not in text and "| 82 | 38 | 40 |" in text
+    # judged and Shallow: the tier's own meaning
+    assert "nothing was really tested" in render_report(report(verdict="Shallow", replay_ok=False))
+
+
 def test_the_title_escapes_what_the_repository_and_event_names_carry():
     r = report(repository="<img src=x> @team")
     title = first_lines(render_report(r))[0]
