@@ -125,14 +125,13 @@ def _scan_deps(
             continue
         m = re.match(r"^([\w,!{}.\-]+):\s*(.+)$", line)
         if line.startswith(("-r", "-c")):
-            target = re.sub(r"^-[rc]\s*", "", line).replace("{toxinidir}/", "")
+            target = _named_file(line)
             ev.requirement_files.append((target, src(line, f"{section} deps")))
             continue
         if m and not re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*[<>=!~;@]", line):
             spec = m.group(2).strip()
             if spec.startswith(("-r", "--requirement")) and "{" not in spec.replace("{toxinidir}/", ""):
-                target = re.sub(r"^(-r|--requirement)[\s=]*", "", spec).replace("{toxinidir}/", "")
-                ev.matrix_files.append((target.strip(), src(line, f"{section} deps ({m.group(1)})")))
+                ev.matrix_files.append((_named_file(spec), src(line, f"{section} deps ({m.group(1)})")))
                 continue
             if spec.startswith(("-", ".")) or "{" in spec:
                 continue
@@ -145,6 +144,12 @@ def _scan_deps(
         req = ev.add_requirement(line, TEST, src(line, f"{section} deps"))
         if req:
             plain.add(req.name)
+
+
+def _named_file(option: str) -> str:
+    """The file a deps line's ``-r``/``-c`` (or ``--requirement``) option names, relative to the
+    tox.ini's folder."""
+    return re.sub(r"^(-[rc]\s*|--requirement[\s=]*)", "", option).replace("{toxinidir}/", "").strip()
 
 
 def _admits_prereleases(spec: str) -> bool:
