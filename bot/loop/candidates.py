@@ -65,8 +65,9 @@ def _excerpt(log_text: str, sig: Signature | None) -> str:
     return log_text[-LOG_FOR_RETRIEVAL:]
 
 
-# a pin an atom may carry as it is (no local version label, no URL)
-_PLAIN_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*==[A-Za-z0-9.!]+")
+# a distribution's bare name, and a pin an atom may carry as it is (no local version label, no URL)
+_BARE_NAME = r"[A-Za-z0-9][A-Za-z0-9._\-]*"
+_PLAIN_PIN = re.compile(_BARE_NAME + r"==[A-Za-z0-9.!]+")
 # catalogue kinds that are SQL servers a database URL can name
 SQL_SERVERS = ("postgres", "mysql")
 
@@ -274,5 +275,5 @@ def _reinstalls_only(cand: Candidate, installed: set[NormalizedName]) -> bool:
     return (
         bool(packages)
         and all(a.kind == "pip_install" for a in cand.atoms)
-        and all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p.strip()) and spec_name(p) in installed for p in packages)
+        and all(re.fullmatch(_BARE_NAME, p.strip()) and spec_name(p) in installed for p in packages)
     )
